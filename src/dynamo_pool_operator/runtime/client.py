@@ -1,0 +1,470 @@
+"""Async REST client for the Kubernetes API (aiohttp + orjson).
+
+Only the verbs a controller needs, each with the API server's own semantics:
+server-side apply with a field manager, deletes with uid/resourceVersion
+preconditions, paginated lists and watches that keep bookmarks. Errors are
+classified once (`errors.classify`). There is no client-side throttling unless
+`qps` is set: API Priority and Fairness on the server governs, as
+controller-runtime does since v0.21.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import random
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import orjson
+
+from .. import __version__
+from . import errors
+from .auth import ClusterConfig
+from .resources import Resource
+
+JSON = "application/json"
+APPLY_PATCH = "application/apply-patch+yaml"
+MERGE_PATCH = "application/merge-patch+json"
+AGGREGATED_DISCOVERY = (
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+)
+
+DEFAULT_USER_AGENT = f"dynamo-pool-operator/{__version__}"
+
+
+@dataclass(frozen=True, slots=True)
+class ListResult:
+    """All items of a (paginated) list and the list's resourceVersion to watch from."""
+
+    items: list[dict[str, Any]]
+    resource_version: str
+
+
+@dataclass(frozen=True, slots=True)
+class ServedResource:
+    """One resource as discovery reports it."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    def resource(self) -> Resource:
+        return Resource(self.group, self.version, self.plural, self.kind, self.namespaced)
+
+
+class _TokenBucket:
+    """Optional client-side limiter (qps, burst), off by default."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self._qps = qps
+        self._burst = float(max(burst, 1))
+        self._tokens = self._burst
+        self._last = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def take(self) -> None:
+        async with self._lock:
+            while True:
+                now = time.monotonic()
+                self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
+                self._last = now
+                if self._tokens >= 1:
+                    self._tokens -= 1
+                    return
+                await asyncio.sleep((1 - self._tokens) / self._qps)
+
+
+class Client:
+    """One connection pool to one API server, shared by informers and writers."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        *,
+        user_agent: str = DEFAULT_USER_AGENT,
+        qps: float | None = None,
+        burst: int = 100,
+        request_timeout: float = 30.0,
+        max_retries: int = 5,
+    ) -> None:
+        self.config = config
+        self.user_agent = user_agent
+        self._limiter = _TokenBucket(qps, burst) if qps and qps > 0 else None
+        self._timeout = request_timeout
+        self._max_retries = max_retries
+        self._session: aiohttp.ClientSession | None = None
+
+    # ------------------------------------------------------------ lifecycle
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True),
+                json_serialize=lambda o: orjson.dumps(o).decode(),
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------ transport
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: dict[str, str] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        accept: str = JSON,
+    ) -> Any:
+        """Send one request and decode the JSON answer; raise a classified `ApiError`.
+
+        Retries only where the server said the request was not processed: an answer
+        with Retry-After (429, or 5xx from APF/webhooks), up to `max_retries`, and
+        once after a 401 with refreshed credentials (rotated token or exec plugin).
+        """
+        data = orjson.dumps(body) if body is not None else None
+        attempt = 0
+        refreshed = False
+        while True:
+            if self._limiter is not None:
+                await self._limiter.take()
+            headers = {"User-Agent": self.user_agent, "Accept": accept}
+            headers.update(await self.config.credentials.headers())
+            if data is not None:
+                headers["Content-Type"] = content_type
+            try:
+                async with self._http().request(
+                    method,
+                    self.config.server + path,
+                    params=params,
+                    data=data,
+                    headers=headers,
+                    ssl=await self.config.credentials.ssl_context(),
+                    timeout=aiohttp.ClientTimeout(total=self._timeout),
+                ) as resp:
+                    raw = await resp.read()
+                    if resp.status < 300:
+                        return orjson.loads(raw) if raw else None
+                    err = _error_from(resp.status, raw, resp.headers.get("Retry-After"))
+            except TimeoutError as e:
+                raise errors.ServerTimeout(f"{method} {path}: no answer in {self._timeout}s") from e
+            except aiohttp.ClientError as e:
+                raise errors.ConnectionFailed(f"{method} {path}: {e}") from e
+            if isinstance(err, errors.Unauthorized) and not refreshed:
+                refreshed = True
+                self.config.credentials.invalidate()
+                continue
+            retry_after = getattr(err, "retry_after", None)
+            if retry_after is not None and attempt < self._max_retries:
+                attempt += 1
+                await asyncio.sleep(min(retry_after, 30.0))
+                continue
+            raise err
+
+    # ------------------------------------------------------------ reads
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = await self.request("GET", res.path(namespace, name))
+        return result
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 500,
+    ) -> ListResult:
+        """List every item, following `continue` tokens page by page."""
+        items: list[dict[str, Any]] = []
+        params = _selectors(label_selector, field_selector)
+        params["limit"] = str(limit)
+        while True:
+            page = await self.request("GET", res.path(namespace), params=params)
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                return ListResult(items, str(meta.get("resourceVersion", "")))
+            params["continue"] = token
+
+    async def watch_lines(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        allow_bookmarks: bool = True,
+        timeout_seconds: int = 300,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[bytes]:
+        """Open a watch and yield each event line undecoded, so callers can decode
+        only the fields they need (msgspec) or the whole object (orjson)."""
+        params = _selectors(label_selector, field_selector)
+        params.update(
+            watch="true",
+            resourceVersion=resource_version,
+            timeoutSeconds=str(timeout_seconds),
+        )
+        if allow_bookmarks:
+            params["allowWatchBookmarks"] = "true"
+        headers = {"User-Agent": self.user_agent, "Accept": JSON}
+        headers.update(await self.config.credentials.headers())
+        try:
+            async with self._http().get(
+                self.config.server + res.path(namespace),
+                params=params,
+                headers=headers,
+                ssl=await self.config.credentials.ssl_context(),
+                # The server ends the watch after timeout_seconds; allow it a margin.
+                timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
+            ) as resp:
+                if resp.status >= 300:
+                    raw = await resp.read()
+                    err = _error_from(resp.status, raw, resp.headers.get("Retry-After"))
+                    if isinstance(err, errors.Unauthorized):
+                        self.config.credentials.invalidate()
+                    raise err
+                buf = b""
+                async for chunk in resp.content.iter_any():
+                    buf += chunk
+                    *lines, buf = buf.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            yield line
+        except TimeoutError as e:
+            raise errors.ServerTimeout(f"watch {res.group_resource}: stalled") from e
+        except aiohttp.ClientError as e:
+            raise errors.ConnectionFailed(f"watch {res.group_resource}: {e}") from e
+
+    async def watch(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        allow_bookmarks: bool = True,
+        timeout_seconds: int = 300,
+        label_selector: str | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Like `watch_lines`, decoded to `{"type": ..., "object": {...}}`. An in-stream
+        ERROR event carrying a 410 is raised as `Gone`."""
+        async for line in self.watch_lines(
+            res,
+            namespace,
+            resource_version=resource_version,
+            allow_bookmarks=allow_bookmarks,
+            timeout_seconds=timeout_seconds,
+            label_selector=label_selector,
+        ):
+            event = orjson.loads(line)
+            if event.get("type") == "ERROR":
+                status = event.get("object") or {}
+                raise errors.classify(int(status.get("code") or 500), status)
+            yield event
+
+    # ------------------------------------------------------------ writes
+    async def create(
+        self,
+        res: Resource,
+        body: dict[str, Any],
+        namespace: str | None = None,
+        *,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        """POST: exclusive create; `AlreadyExists` if the name is taken (never adopts)."""
+        ns = namespace or body.get("metadata", {}).get("namespace")
+        params = {"fieldManager": field_manager} if field_manager else None
+        result: dict[str, Any] = await self.request("POST", res.path(ns), params=params, body=body)
+        return result
+
+    async def apply(
+        self,
+        res: Resource,
+        body: dict[str, Any],
+        *,
+        field_manager: str,
+        force: bool = False,
+        subresource: str | None = None,
+    ) -> dict[str, Any]:
+        """Server-side apply. A body carrying `metadata.uid` is refused if that object is
+        gone (never re-created); carrying `metadata.resourceVersion` it is refused with
+        Conflict if the object changed since it was read."""
+        meta = body.get("metadata", {})
+        params = {"fieldManager": field_manager}
+        if force:
+            params["force"] = "true"
+        result: dict[str, Any] = await self.request(
+            "PATCH",
+            res.path(meta.get("namespace"), meta["name"], subresource),
+            params=params,
+            body=body,
+            content_type=APPLY_PATCH,
+        )
+        return result
+
+    async def merge_patch(
+        self,
+        res: Resource,
+        name: str,
+        patch: dict[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        params = {"fieldManager": field_manager} if field_manager else None
+        result: dict[str, Any] = await self.request(
+            "PATCH",
+            res.path(namespace, name, subresource),
+            params=params,
+            body=patch,
+            content_type=MERGE_PATCH,
+        )
+        return result
+
+    async def replace(
+        self,
+        res: Resource,
+        body: dict[str, Any],
+        *,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
+        """PUT: an optimistic update when `metadata.resourceVersion` is set (Conflict if stale)."""
+        meta = body["metadata"]
+        params = {"fieldManager": field_manager} if field_manager else None
+        result: dict[str, Any] = await self.request(
+            "PUT",
+            res.path(meta.get("namespace"), meta["name"], subresource),
+            params=params,
+            body=body,
+        )
+        return result
+
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        propagation_policy: str | None = None,
+    ) -> dict[str, Any] | None:
+        """DELETE with optional preconditions: the server refuses (Conflict) when the stored
+        object's uid or resourceVersion differ, so we never delete a newer incarnation."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        pre: dict[str, str] = {}
+        if uid:
+            pre["uid"] = uid
+        if resource_version:
+            pre["resourceVersion"] = resource_version
+        if pre:
+            body["preconditions"] = pre
+        if propagation_policy:
+            body["propagationPolicy"] = propagation_policy
+        result: dict[str, Any] | None = await self.request(
+            "DELETE", res.path(namespace, name), body=body
+        )
+        return result
+
+    # ------------------------------------------------------------ discovery
+    async def server_resources(self) -> builtins.list[ServedResource]:
+        """Every served group/version/resource (subresources left out), from aggregated
+        discovery (one request) or, on an older server, the legacy per-group endpoints."""
+        out: builtins.list[ServedResource] = []
+        for root in ("/api", "/apis"):
+            doc = await self.request("GET", root, accept=AGGREGATED_DISCOVERY)
+            if doc.get("kind") == "APIGroupDiscoveryList":
+                for group in doc.get("items") or []:
+                    gname = group.get("metadata", {}).get("name", "")
+                    for ver in group.get("versions") or []:
+                        for r in ver.get("resources") or []:
+                            out.append(
+                                ServedResource(
+                                    gname,
+                                    ver["version"],
+                                    r["resource"],
+                                    (r.get("responseKind") or {}).get("kind", ""),
+                                    r.get("scope") == "Namespaced",
+                                )
+                            )
+            else:
+                out.extend(await self._legacy_discovery(root, doc))
+        return out
+
+    async def _legacy_discovery(
+        self, root: str, doc: dict[str, Any]
+    ) -> builtins.list[ServedResource]:
+        gvs: builtins.list[tuple[str, str]] = []
+        if root == "/api":
+            gvs = [("", v) for v in doc.get("versions") or []]
+        else:
+            for g in doc.get("groups") or []:
+                gvs += [(g["name"], v["version"]) for v in g.get("versions") or []]
+        out: builtins.list[ServedResource] = []
+        for group, version in gvs:
+            path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+            try:
+                rl = await self.request("GET", path)
+            except errors.NotFound:
+                continue
+            for r in rl.get("resources") or []:
+                if "/" not in r["name"]:
+                    out.append(
+                        ServedResource(group, version, r["name"], r["kind"], r["namespaced"])
+                    )
+        return out
+
+    async def served_versions(self, group: str, plural: str) -> builtins.list[str]:
+        """Versions at which `plural.group` is served, in discovery's preference order."""
+        return [
+            r.version
+            for r in await self.server_resources()
+            if r.group == group and r.plural == plural
+        ]
+
+
+def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
+    params: dict[str, str] = {}
+    if label_selector:
+        params["labelSelector"] = label_selector
+    if field_selector:
+        params["fieldSelector"] = field_selector
+    return params
+
+
+def _error_from(status: int, raw: bytes, retry_after_header: str | None) -> errors.ApiError:
+    try:
+        body = orjson.loads(raw) if raw else None
+    except orjson.JSONDecodeError:
+        body = {"message": raw[:500].decode(errors="replace")}
+    retry_after: float | None = None
+    if retry_after_header:
+        try:
+            retry_after = float(retry_after_header)
+        except ValueError:
+            retry_after = None
+    return errors.classify(status, body if isinstance(body, dict) else None, retry_after)
+
+
+def jittered(seconds: float, factor: float = 0.1) -> float:
+    """`seconds` plus up to `factor` of itself, so many watchers do not line up."""
+    return seconds * (1 + random.random() * factor)

@@ -1,0 +1,152 @@
+"""API errors, classified once.
+
+Every non-2xx answer from the API server becomes exactly one of these classes,
+decided from the HTTP status and the `Status.reason` the server sends (as
+client-go's `k8s.io/apimachinery/pkg/api/errors` does). Callers then branch on
+the class, never on status codes or message text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ApiError(Exception):
+    """An error answer from the API server (or the way to it)."""
+
+    #: HTTP status code, 0 when no answer was received.
+    status: int
+    #: `Status.reason` as sent by the server ("NotFound", "Conflict", ...).
+    reason: str
+    #: `Status.message` as sent by the server.
+    message: str
+    #: `Status.details`, when the server sent them.
+    details: dict[str, Any]
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 0,
+        reason: str = "",
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.details = details or {}
+
+    @property
+    def retryable(self) -> bool:
+        """True when the same request may succeed later without any change."""
+        return False
+
+    def __str__(self) -> str:
+        where = f"{self.status} {self.reason}".strip()
+        return f"{where}: {self.message}" if where else self.message
+
+
+class NotFound(ApiError):
+    """404: the object (or the resource) does not exist."""
+
+
+class AlreadyExists(ApiError):
+    """409 AlreadyExists: a create found an object of that name."""
+
+
+class Conflict(ApiError):
+    """409 Conflict: a precondition (uid, resourceVersion) or an optimistic update failed,
+    or a server-side apply hit a field conflict."""
+
+
+class Forbidden(ApiError):
+    """403: RBAC (or an admission plugin) refused the request."""
+
+
+class Unauthorized(ApiError):
+    """401: the credentials were not accepted; auth may need refreshing."""
+
+
+class Invalid(ApiError):
+    """422 Invalid (or 400 BadRequest): the request itself must change."""
+
+
+class Gone(ApiError):
+    """410 Gone / Expired: the resourceVersion asked for is compacted; relist."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
+class TooManyRequests(ApiError):
+    """429: API Priority and Fairness (or a webhook) asks us to slow down."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        #: Seconds from the Retry-After header (or Status.details.retryAfterSeconds).
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
+class ServerError(ApiError):
+    """5xx: the server (or an admission webhook behind it) failed."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
+class ServerTimeout(ApiError):
+    """504 / Status reason Timeout / ServerTimeout, or no answer in time."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
+class ConnectionFailed(ApiError):
+    """No HTTP answer at all: refused, reset, TLS failure, DNS."""
+
+    @property
+    def retryable(self) -> bool:
+        return True
+
+
+def classify(
+    status: int, body: dict[str, Any] | None, retry_after: float | None = None
+) -> ApiError:
+    """Turn an HTTP status and a decoded `Status` body into one error class."""
+    body = body or {}
+    reason = str(body.get("reason") or "")
+    message = str(body.get("message") or f"HTTP {status}")
+    details = body.get("details") if isinstance(body.get("details"), dict) else None
+    kw: dict[str, Any] = {"status": status, "reason": reason, "details": details}
+    if status == 404:
+        return NotFound(message, **kw)
+    if status == 409:
+        if reason == "AlreadyExists":
+            return AlreadyExists(message, **kw)
+        return Conflict(message, **kw)
+    if status == 410 or reason in ("Gone", "Expired"):
+        return Gone(message, **kw)
+    if status == 403:
+        return Forbidden(message, **kw)
+    if status == 401:
+        return Unauthorized(message, **kw)
+    if status in (400, 422):
+        return Invalid(message, **kw)
+    if status == 429:
+        if retry_after is None and details:
+            ras = details.get("retryAfterSeconds")
+            retry_after = float(ras) if isinstance(ras, int | float) else None
+        return TooManyRequests(message, retry_after=retry_after, **kw)
+    if status == 504 or reason in ("Timeout", "ServerTimeout"):
+        return ServerTimeout(message, **kw)
+    if status >= 500:
+        return ServerError(message, **kw)
+    return ApiError(message, **kw)

@@ -1,0 +1,1 @@
+"""Test and dev support: the real local control plane and its assets."""

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Build (or reuse from the cache) the local control plane's binaries:
+# kube-apiserver, kube-controller-manager and kubectl from k8s.io/kubernetes,
+# etcd from go.etcd.io/etcd/server/v3, helm from helm.sh/helm/v3, plus the
+# upstream MCS CRDs from sigs.k8s.io/mcs-api. Everything comes from the Go
+# module proxy; nothing is downloaded from anywhere else.
+#
+# Usage: tools/controlplane/build.sh        (prints the asset directory last)
+#
+# Versions live in versions.env next to this script. Output goes to
+#   ${DPO_CACHE_DIR:-~/.cache/dynamo-pool-operator}/k8s-<v>_etcd-<v>_helm-<v>/
+# and a binary is rebuilt only when it is missing or does not report the
+# pinned version. A cold build takes 20-40 minutes on two cores; progress and
+# elapsed time are printed every minute so nobody thinks it hung.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+K=$KUBERNETES_VERSION
+MINOR=${K#1.}
+MINOR=${MINOR%%.*}
+STAGING=v0.${K#1.}
+cache_root=${DPO_CACHE_DIR:-$HOME/.cache/dynamo-pool-operator}
+out=$cache_root/k8s-${K}_etcd-${ETCD_VERSION}_helm-${HELM_VERSION}
+bin=$out/bin
+mkdir -p "$bin" "$out/crds"
+
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false"
+# A go.mod written by `go mod init` would otherwise name the toolchain.
+export GOWORK=off
+
+start=$(date +%s)
+log() { printf '[controlplane %4ds] %s\n' $(($(date +%s) - start)) "$*" >&2; }
+
+# Run a long command while printing a heartbeat line every 60 seconds.
+with_heartbeat() {
+    local what=$1
+    shift
+    local t0
+    t0=$(date +%s)
+    (
+        while sleep 60; do
+            printf '[controlplane] still %s (%dm elapsed)\n' "$what" $((($(date +%s) - t0) / 60)) >&2
+        done
+    ) &
+    local ticker=$!
+    local rc=0
+    "$@" || rc=$?
+    kill "$ticker" 2>/dev/null || true
+    wait "$ticker" 2>/dev/null || true
+    return "$rc"
+}
+
+reports() { # reports BINARY EXPECTED-SUBSTRING VERSION-ARGS...
+    local b=$1 want=$2
+    shift 2
+    [ -x "$b" ] && "$b" "$@" 2>/dev/null | grep -qF -- "$want"
+}
+
+# ---------------------------------------------------------------- kubernetes
+kube_mod=$here/modules/kube
+build_kube() {
+    mkdir -p "$kube_mod"
+    cd "$kube_mod"
+    if ! grep -qs "k8s.io/kubernetes v$K\$" go.mod; then
+        log "resolving k8s.io/kubernetes v$K and its staging modules"
+        rm -f go.mod go.sum
+        go mod init local/dpo-kube-build >/dev/null 2>&1
+        local kmod
+        kmod=$(go mod download -json "k8s.io/kubernetes@v$K" |
+            python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+        go mod edit -require="k8s.io/kubernetes@v$K"
+        # Every ./staging replace of kubernetes' own go.mod becomes a replace
+        # to the published v0.Y.Z tag; derived, never hard-coded.
+        local mods
+        mods=$(sed -n 's#^[[:space:]]*\(k8s.io/[^[:space:]]*\) => \./staging/.*#\1#p' "$kmod")
+        [ -n "$mods" ] || { log "no staging replaces found in $kmod"; exit 1; }
+        for m in $mods; do go mod edit -replace="$m=$m@$STAGING"; done
+        # Mirror upstream's runtime defaults (a dependency's godebug is ignored).
+        local gd
+        gd=$(sed -n 's/^godebug \(.*\)$/\1/p' "$kmod" | head -n1)
+        [ -z "$gd" ] || go mod edit -godebug="$gd"
+        log "staging modules replaced at $STAGING: $(echo "$mods" | wc -w)"
+        with_heartbeat "downloading kubernetes modules" \
+            go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@v$K" \
+            "k8s.io/kubernetes/cmd/kube-controller-manager@v$K" \
+            "k8s.io/kubernetes/cmd/kubectl@v$K"
+    fi
+    local ld="-s -w"
+    local p
+    for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ld+=" -X $p.gitVersion=v$K -X $p.gitMajor=1 -X $p.gitMinor=$MINOR"
+        ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+    done
+    local prog
+    for prog in kube-apiserver kube-controller-manager kubectl; do
+        if reports "$bin/$prog" "v$K" --version; then
+            log "$prog v$K is cached"
+            continue
+        fi
+        log "building $prog v$K (cold: 10-25 minutes for the first one)"
+        with_heartbeat "building $prog" \
+            go build -tags selinux,notest,grpcnotrace -ldflags "$ld" \
+            -o "$bin/$prog" "k8s.io/kubernetes/cmd/$prog"
+        reports "$bin/$prog" "v$K" --version || {
+            log "$prog does not report v$K"
+            exit 1
+        }
+    done
+}
+
+# ---------------------------------------------------------------------- etcd
+build_etcd() {
+    if reports "$bin/etcd" "etcd Version: $ETCD_VERSION" --version; then
+        log "etcd $ETCD_VERSION is cached"
+        return
+    fi
+    local d=$here/modules/etcd
+    mkdir -p "$d"
+    cd "$d"
+    if ! grep -qs "go.etcd.io/etcd/server/v3 v$ETCD_VERSION\$" go.mod; then
+        rm -f go.mod go.sum
+        go mod init local/dpo-etcd-build >/dev/null 2>&1
+        go get -tool "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
+    fi
+    log "building etcd $ETCD_VERSION"
+    with_heartbeat "building etcd" go build -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3
+    reports "$bin/etcd" "etcd Version: $ETCD_VERSION" --version || {
+        log "etcd does not report $ETCD_VERSION"
+        exit 1
+    }
+}
+
+# ---------------------------------------------------------------------- helm
+build_helm() {
+    if reports "$bin/helm" "v$HELM_VERSION" version --short; then
+        log "helm $HELM_VERSION is cached"
+        return
+    fi
+    local d=$here/modules/helm
+    mkdir -p "$d"
+    cd "$d"
+    if ! grep -qs "helm.sh/helm/v3 v$HELM_VERSION\$" go.mod; then
+        rm -f go.mod go.sum
+        go mod init local/dpo-helm-build >/dev/null 2>&1
+        go get -tool "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION"
+    fi
+    log "building helm $HELM_VERSION"
+    local v=helm.sh/helm/v3/internal/version
+    with_heartbeat "building helm" go build \
+        -ldflags "-s -w -X $v.version=v$HELM_VERSION -X $v.metadata= -X $v.gitTreeState=clean" \
+        -o "$bin/helm" helm.sh/helm/v3/cmd/helm
+    reports "$bin/helm" "v$HELM_VERSION" version --short || {
+        log "helm does not report $HELM_VERSION"
+        exit 1
+    }
+}
+
+# ------------------------------------------------------------------ MCS CRDs
+fetch_mcs_crds() {
+    local dest=$out/crds/mcs-api-$MCS_API_VERSION
+    if [ -s "$dest/multicluster.x-k8s.io_serviceexports.yaml" ]; then
+        return
+    fi
+    local dir
+    dir=$(cd "$here" && go mod download -json "sigs.k8s.io/mcs-api@$MCS_API_VERSION" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+    mkdir -p "$dest"
+    cp "$dir/config/crd/multicluster.x-k8s.io_serviceexports.yaml" \
+        "$dir/config/crd/multicluster.x-k8s.io_serviceimports.yaml" "$dest/"
+    chmod u+w "$dest"/*.yaml
+    log "MCS CRDs $MCS_API_VERSION copied to $dest"
+}
+
+(build_etcd)
+(build_helm)
+(fetch_mcs_crds)
+(build_kube)
+log "control plane assets ready"
+echo "$out"
