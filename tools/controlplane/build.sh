@@ -5,7 +5,7 @@
 # upstream MCS CRDs from sigs.k8s.io/mcs-api. Everything comes from the Go
 # module proxy; nothing is downloaded from anywhere else.
 #
-# Usage: tools/controlplane/build.sh        (prints the asset directory last)
+# Usage: tools/controlplane/build.sh [all|crds]   (prints the asset directory last)
 #
 # Versions live in versions.env next to this script. Output goes to
 #   ${DPO_CACHE_DIR:-~/.cache/dynamo-pool-operator}/k8s-<v>_etcd-<v>_helm-<v>/
@@ -68,6 +68,7 @@ build_kube() {
         log "resolving k8s.io/kubernetes v$K and its staging modules"
         rm -f go.mod go.sum
         go mod init local/dpo-kube-build >/dev/null 2>&1
+        go mod edit -go=1.26.0
         local kmod
         kmod=$(go mod download -json "k8s.io/kubernetes@v$K" |
             python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
@@ -123,6 +124,7 @@ build_etcd() {
     if ! grep -qs "go.etcd.io/etcd/server/v3 v$ETCD_VERSION\$" go.mod; then
         rm -f go.mod go.sum
         go mod init local/dpo-etcd-build >/dev/null 2>&1
+        go mod edit -go=1.26.0
         go get -tool "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
     fi
     log "building etcd $ETCD_VERSION"
@@ -145,6 +147,7 @@ build_helm() {
     if ! grep -qs "helm.sh/helm/v3 v$HELM_VERSION\$" go.mod; then
         rm -f go.mod go.sum
         go mod init local/dpo-helm-build >/dev/null 2>&1
+        go mod edit -go=1.26.0
         go get -tool "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION"
     fi
     log "building helm $HELM_VERSION"
@@ -174,9 +177,18 @@ fetch_mcs_crds() {
     log "MCS CRDs $MCS_API_VERSION copied to $dest"
 }
 
-(build_etcd)
-(build_helm)
-(fetch_mcs_crds)
-(build_kube)
+case "${1:-all}" in
+all)
+    (build_etcd)
+    (build_helm)
+    (fetch_mcs_crds)
+    (build_kube)
+    ;;
+crds) (fetch_mcs_crds) ;; # for users who bring envtest binaries
+*)
+    echo "usage: $0 [all|crds]" >&2
+    exit 2
+    ;;
+esac
 log "control plane assets ready"
 echo "$out"

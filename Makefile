@@ -1,0 +1,31 @@
+# The two commands of the README, plus the checks CI and reviewers run.
+# `uv` is installed on first use if the machine lacks it.
+SHELL := /bin/bash
+UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+
+.PHONY: dev test unit lint controlplane uv
+
+uv:
+	@command -v uv >/dev/null 2>&1 || [ -x "$(UV)" ] || python3 -m pip install --quiet --user uv \
+		|| python3 -m pip install --quiet --break-system-packages --user uv
+
+## dev: start a local control plane, install the CRDs and a sample pool, run the operator
+dev: uv
+	$(UV) run --frozen dynamo-pool-operator dev
+
+## test: every tier (unit, integration against the real control plane, e2e)
+test: uv
+	$(UV) sync --frozen
+	$(UV) run --frozen pytest
+
+unit: uv
+	$(UV) run --frozen pytest -m "not integration and not e2e"
+
+lint: uv
+	$(UV) run --frozen ruff check src tests
+	$(UV) run --frozen ruff format --check src tests
+	$(UV) run --frozen mypy
+
+## controlplane: build (or find in the cache) kube-apiserver, etcd, kube-controller-manager, helm
+controlplane:
+	bash tools/controlplane/build.sh

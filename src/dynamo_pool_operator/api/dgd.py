@@ -1,0 +1,173 @@
+"""A read-model of the DynamoGraphDeployment: only what the operator decides on.
+
+Dynamo's operator owns the DGD; we only read it. Two shapes are served:
+`v1beta1` has `spec.components[]` (a list keyed by `name`, with `type`), the
+deprecated `v1alpha1` has `spec.services{}` (a map keyed by component name, with
+free-form `componentType` and `subComponentType`). Both become the same
+`Pool` view, so `decide` and `plan` never look at raw objects.
+
+The parsers never raise on bad input: a DGD is someone else's object and may
+hold anything the CRD admits. Entries that cannot be components are skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import names
+
+GROUP = "nvidia.com"
+PLURAL = "dynamographdeployments"
+KIND = "DynamoGraphDeployment"
+SUPPORTED_VERSIONS = ("v1beta1", "v1alpha1")  # preference order
+
+DISCOVERY_BACKEND_ANNOTATION = "nvidia.com/dynamo-discovery-backend"
+KUBERNETES_DISCOVERY = "kubernetes"
+
+FRONTEND = "frontend"
+WORKER_TYPES = frozenset({"worker", "prefill", "decode"})
+
+
+@dataclass(frozen=True, slots=True)
+class Component:
+    """One component of a DGD as the operator sees it."""
+
+    name: str
+    type: str | None
+    global_dynamo_namespace: bool = False
+
+    @property
+    def is_worker(self) -> bool:
+        return self.type in WORKER_TYPES
+
+    @property
+    def is_frontend(self) -> bool:
+        return self.type == FRONTEND
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """A DGD reduced to the facts that decide publication and exports."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    api_version: str
+    terminating: bool
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    components: tuple[Component, ...] = ()
+
+    def discovery_backend(self, default: str) -> str:
+        """The annotation wins whatever its value; otherwise the operator default."""
+        return self.annotations.get(DISCOVERY_BACKEND_ANNOTATION, default)
+
+    @property
+    def workers(self) -> tuple[Component, ...]:
+        return tuple(c for c in self.components if c.is_worker)
+
+    @property
+    def frontends(self) -> tuple[Component, ...]:
+        return tuple(c for c in self.components if c.is_frontend)
+
+    @property
+    def uses_global_namespace(self) -> bool:
+        return any(c.global_dynamo_namespace for c in self.components)
+
+    @property
+    def dynamo_namespace(self) -> str:
+        return names.dynamo_namespace(self.namespace, self.name)
+
+    def frontend_service_names(self) -> tuple[str, ...]:
+        """Service names of the frontends, in component order, without duplicates
+        (two components can normalize to the same Service name)."""
+        seen: dict[str, None] = {}
+        for c in self.frontends:
+            seen.setdefault(names.component_service_name(self.name, c.name), None)
+        return tuple(seen)
+
+    def reference(self) -> dict[str, Any]:
+        """An object reference at the resourceVersion read (for Events' `related`)."""
+        return {
+            "apiVersion": self.api_version,
+            "kind": KIND,
+            "namespace": self.namespace,
+            "name": self.name,
+            "uid": self.uid,
+            "resourceVersion": self.resource_version,
+        }
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _components_v1beta1(spec: Mapping[str, Any]) -> tuple[Component, ...]:
+    out = []
+    raw = spec.get("components")
+    for entry in raw if isinstance(raw, list) else ():
+        if not isinstance(entry, Mapping):
+            continue
+        name = _str(entry.get("name"))
+        if not name:
+            continue
+        out.append(
+            Component(
+                name=name,
+                type=_str(entry.get("type")),
+                global_dynamo_namespace=entry.get("globalDynamoNamespace") is True,
+            )
+        )
+    return tuple(out)
+
+
+def _components_v1alpha1(spec: Mapping[str, Any]) -> tuple[Component, ...]:
+    """v1alpha1: the map key is the component name; `subComponentType` (prefill,
+    decode) refines a `componentType` of worker, as the alpha API used it."""
+    out = []
+    raw = spec.get("services")
+    for name, entry in raw.items() if isinstance(raw, Mapping) else ():
+        if not isinstance(name, str) or not name or not isinstance(entry, Mapping):
+            continue
+        ctype = _str(entry.get("componentType"))
+        sub = _str(entry.get("subComponentType"))
+        if sub in WORKER_TYPES:
+            ctype = sub
+        out.append(
+            Component(
+                name=name,
+                type=ctype,
+                global_dynamo_namespace=entry.get("globalDynamoNamespace") is True,
+            )
+        )
+    return tuple(out)
+
+
+def pool_from_object(obj: Mapping[str, Any]) -> Pool:
+    """Read a DGD object of either served version into a `Pool`."""
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    api_version = _str(obj.get("apiVersion")) or f"{GROUP}/v1beta1"
+    if api_version.endswith("/v1alpha1"):
+        components = _components_v1alpha1(spec)
+    else:
+        components = _components_v1beta1(spec)
+    annotations = meta.get("annotations")
+    return Pool(
+        namespace=_str(meta.get("namespace")) or "",
+        name=_str(meta.get("name")) or "",
+        uid=_str(meta.get("uid")) or "",
+        resource_version=_str(meta.get("resourceVersion")) or "",
+        api_version=api_version,
+        terminating=bool(meta.get("deletionTimestamp")),
+        annotations={
+            k: v
+            for k, v in (annotations.items() if isinstance(annotations, Mapping) else ())
+            if isinstance(k, str) and isinstance(v, str)
+        },
+        components=components,
+    )

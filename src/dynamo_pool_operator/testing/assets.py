@@ -1,0 +1,132 @@
+"""Where the control-plane binaries come from.
+
+Lookup order, per binary (envtest's conventions first, so users with envtest
+binaries skip our build):
+1. `TEST_ASSET_<NAME>` (e.g. `TEST_ASSET_KUBE_APISERVER`, `TEST_ASSET_ETCD`);
+2. `$KUBEBUILDER_ASSETS/<name>`;
+3. our cache, `~/.cache/dynamo-pool-operator/<versions>/bin`, built on demand by
+   `tools/controlplane/build.sh` (which skips binaries already at the pinned version).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "helm")
+
+
+class AssetsError(RuntimeError):
+    """A binary cannot be found or built; the message says which and how to fix it."""
+
+
+def repo_root() -> Path:
+    """The source tree holding tools/controlplane (dev and test tooling lives there)."""
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "tools" / "controlplane" / "versions.env").is_file():
+            return parent
+    raise AssetsError(
+        "tools/controlplane/versions.env not found above "
+        f"{Path(__file__).resolve()}: run from a source checkout of dynamo-pool-operator"
+    )
+
+
+def pinned_versions() -> dict[str, str]:
+    """The versions pinned in tools/controlplane/versions.env."""
+    out: dict[str, str] = {}
+    text = (repo_root() / "tools" / "controlplane" / "versions.env").read_text()
+    for line in text.splitlines():
+        m = re.match(r"^([A-Z_]+)=(\S+)", line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def cache_dir() -> Path:
+    """The cache directory for the pinned versions (mirrors build.sh)."""
+    v = pinned_versions()
+    root = Path(os.environ.get("DPO_CACHE_DIR") or Path.home() / ".cache" / "dynamo-pool-operator")
+    return root / (
+        f"k8s-{v['KUBERNETES_VERSION']}_etcd-{v['ETCD_VERSION']}_helm-{v['HELM_VERSION']}"
+    )
+
+
+@dataclass(frozen=True)
+class Assets:
+    """Resolved paths of the binaries and of the upstream MCS CRDs."""
+
+    etcd: Path
+    kube_apiserver: Path
+    kube_controller_manager: Path | None
+    kubectl: Path | None
+    helm: Path | None
+    mcs_crd_dir: Path
+
+
+def _override(name: str) -> Path | None:
+    env = "TEST_ASSET_" + re.sub(r"[^A-Z0-9]", "_", name.upper())
+    if os.environ.get(env):
+        return Path(os.environ[env])
+    if os.environ.get("KUBEBUILDER_ASSETS"):
+        p = Path(os.environ["KUBEBUILDER_ASSETS"]) / name
+        if p.exists():
+            return p
+    return None
+
+
+def build(what: str = "all", quiet: bool = False) -> Path:
+    """Run build.sh (a no-op when the cache is complete); return the asset directory."""
+    script = repo_root() / "tools" / "controlplane" / "build.sh"
+    proc = subprocess.run(
+        ["bash", str(script), what],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL if quiet else None,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise AssetsError(
+            f"building the control plane failed (exit {proc.returncode}); "
+            f"re-run `bash {script}` to see why, or point TEST_ASSET_KUBE_APISERVER / "
+            "TEST_ASSET_ETCD / KUBEBUILDER_ASSETS at existing binaries"
+        )
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def resolve(build_missing: bool = True) -> Assets:
+    """Find every binary, building the missing ones from Go modules when allowed."""
+    found = {name: _override(name) for name in BINARIES}
+    cached = cache_dir()
+    mcs = cached / "crds" / f"mcs-api-{pinned_versions()['MCS_API_VERSION']}"
+    # With envtest binaries (etcd + kube-apiserver given) nothing is built; the
+    # binaries envtest lacks (kube-controller-manager, helm) are then optional.
+    brought = found["etcd"] is not None and found["kube-apiserver"] is not None
+    missing = [n for n in BINARIES if found[n] is None and not (cached / "bin" / n).is_file()]
+    if missing and not brought:
+        if not build_missing:
+            raise AssetsError(f"control-plane binaries missing in {cached}/bin: {missing}")
+        print(
+            "[controlplane] building binaries from Go modules (first run: 20-40 min)",
+            file=sys.stderr,
+            flush=True,
+        )
+        cached = build("all")
+    if not (mcs / "multicluster.x-k8s.io_serviceexports.yaml").is_file():
+        cached = build("crds")
+    paths = {n: found[n] or cached / "bin" / n for n in BINARIES}
+    for n in ("etcd", "kube-apiserver"):
+        if not paths[n].is_file():
+            raise AssetsError(f"{n} not found at {paths[n]}")
+    kcm = paths["kube-controller-manager"]
+    return Assets(
+        etcd=paths["etcd"],
+        kube_apiserver=paths["kube-apiserver"],
+        kube_controller_manager=kcm if kcm.is_file() else None,
+        kubectl=paths["kubectl"] if paths["kubectl"].is_file() else None,
+        helm=paths["helm"] if paths["helm"].is_file() else None,
+        mcs_crd_dir=mcs,
+    )

@@ -1,0 +1,225 @@
+"""CRDs the local control plane installs: real upstream MCS CRDs, and stand-ins we
+write for the APIs whose owners ship no module we can fetch here.
+
+- ServiceExport/ServiceImport: the files of `sigs.k8s.io/mcs-api` (fetched from
+  the Go module proxy by build.sh), optionally narrowed to serve one version,
+  for the version-gate tests.
+- DynamoGraphDeployment: ours, from the facts in research/dynamo-facts.md —
+  only the fields the operator reads are typed, the rest is preserved.
+- ClusterProperty (About API): ours, from KEP-2149 and the about-api CRD facts
+  (the module is not served by the proxy).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..api import crd as relay_crd
+
+_PRESERVE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
+def mcs_crds(
+    crd_dir: Path, served: tuple[str, ...] = ("v1alpha1", "v1beta1")
+) -> list[dict[str, Any]]:
+    """ServiceExport and ServiceImport CRDs serving only the versions in `served`.
+
+    A version not served is removed from the CRD (not just marked unserved), and
+    the storage version moves to a served one, so the result installs on a fresh
+    cluster exactly as an older or newer mcs-api release would.
+    """
+    out = []
+    for name in ("serviceexports", "serviceimports"):
+        doc = yaml.safe_load((crd_dir / f"multicluster.x-k8s.io_{name}.yaml").read_text())
+        versions = [v for v in doc["spec"]["versions"] if v["name"] in served]
+        if not versions:
+            raise ValueError(f"{name}: none of {served} is in the upstream CRD")
+        if not any(v.get("storage") for v in versions):
+            versions[-1]["storage"] = True
+        for v in versions:
+            v["served"] = True
+        doc["spec"]["versions"] = versions
+        out.append(doc)
+    return out
+
+
+def _component_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["name"],
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {
+            "name": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 63,
+                "pattern": "^[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?$",
+            },
+            "type": {
+                "type": "string",
+                "enum": ["frontend", "worker", "prefill", "decode", "planner", "epp"],
+            },
+            "replicas": {"type": "integer", "format": "int32", "minimum": 0},
+            "globalDynamoNamespace": {"type": "boolean"},
+            "podTemplate": _PRESERVE,
+        },
+    }
+
+
+def _alpha_service_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {
+            "componentType": {"type": "string"},
+            "subComponentType": {"type": "string"},
+            "globalDynamoNamespace": {"type": "boolean"},
+            "replicas": {"type": "integer", "format": "int32", "minimum": 0},
+        },
+    }
+
+
+def dgd_crd(version: str = "v1beta1") -> dict[str, Any]:
+    """A DynamoGraphDeployment CRD serving one version.
+
+    v1beta1 has `spec.components[]` (a list keyed by name); v1alpha1 has
+    `spec.services{}` (a map keyed by component name). Dynamo serves both with a
+    conversion webhook; the stand-in serves one, which is what the read-model's
+    version resolution must cope with.
+    """
+    if version == "v1beta1":
+        spec = {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {
+                "backendFramework": {"type": "string", "enum": ["sglang", "vllm", "trtllm"]},
+                "components": {
+                    "type": "array",
+                    "maxItems": 25,
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name"],
+                    "items": _component_schema(),
+                },
+            },
+        }
+    elif version == "v1alpha1":
+        spec = {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {
+                "backendFramework": {"type": "string"},
+                "services": {
+                    "type": "object",
+                    "maxProperties": 25,
+                    "additionalProperties": _alpha_service_schema(),
+                },
+            },
+        }
+    else:
+        raise ValueError(f"unknown DGD version {version!r}")
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "dynamographdeployments.nvidia.com"},
+        "spec": {
+            "group": "nvidia.com",
+            "scope": "Namespaced",
+            "names": {
+                "kind": "DynamoGraphDeployment",
+                "listKind": "DynamoGraphDeploymentList",
+                "plural": "dynamographdeployments",
+                "singular": "dynamographdeployment",
+                "shortNames": ["dgd"],
+            },
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec,
+                                "status": _PRESERVE,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def cluster_property_crd(versions: tuple[str, ...] = ("v1alpha1", "v1beta1")) -> dict[str, Any]:
+    """The About API ClusterProperty: cluster-scoped, `spec.value` required (min 1 char)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {
+                "type": "object",
+                "required": ["value"],
+                "properties": {"value": {"type": "string", "minLength": 1}},
+            },
+            "status": {"type": "object"},
+        },
+    }
+    storage = "v1beta1" if "v1beta1" in versions else versions[-1]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": "clusterproperties.about.k8s.io",
+            # *.k8s.io groups are protected: the API server wants the approving KEP.
+            "annotations": {
+                "api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/"
+                "tree/master/keps/sig-multicluster/2149-clusterid"
+            },
+        },
+        "spec": {
+            "group": "about.k8s.io",
+            "scope": "Cluster",
+            "names": {
+                "kind": "ClusterProperty",
+                "listKind": "ClusterPropertyList",
+                "plural": "clusterproperties",
+                "singular": "clusterproperty",
+                "categories": ["multicluster"],
+            },
+            "versions": [
+                {
+                    "name": v,
+                    "served": True,
+                    "storage": v == storage,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": "value", "type": "string", "jsonPath": ".spec.value"},
+                        {"name": "age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                    "schema": {"openAPIV3Schema": copy.deepcopy(schema)},
+                }
+                for v in versions
+            ],
+        },
+    }
+
+
+def default_crds(mcs_crd_dir: Path) -> list[dict[str, Any]]:
+    """What a test (or dev) cluster gets by default: every API the operator can use."""
+    return [
+        relay_crd.crd(),
+        dgd_crd("v1beta1"),
+        cluster_property_crd(),
+        *mcs_crds(mcs_crd_dir),
+    ]

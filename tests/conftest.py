@@ -1,0 +1,82 @@
+"""Shared fixtures: one real control plane per test session, one namespace per test.
+
+Tests under tests/integration and tests/e2e are marked automatically, so
+`pytest -m "not integration and not e2e"` runs only the fast unit tier.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from dynamo_pool_operator.runtime.auth import load_kubeconfig
+from dynamo_pool_operator.runtime.client import Client
+
+_TIERS = {"integration": pytest.mark.integration, "e2e": pytest.mark.e2e}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        for tier, mark in _TIERS.items():
+            if tier in parts:
+                item.add_marker(mark)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest) -> Iterator[object]:
+    """etcd + kube-apiserver + GC with every CRD the operator can use installed.
+
+    On teardown it asserts that no process and no temporary directory survive.
+    """
+    from dynamo_pool_operator.testing.assets import resolve
+    from dynamo_pool_operator.testing.controlplane import ControlPlane
+    from dynamo_pool_operator.testing.crds import default_crds
+
+    # A cold build of the binaries takes tens of minutes: let its progress through.
+    capture = request.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        assets = resolve()
+    cp = ControlPlane(assets=assets, crds=default_crds(assets.mcs_crd_dir))
+    cp.start()
+    pids, tmp = cp.pids, cp.dir
+    try:
+        yield cp
+    finally:
+        cp.stop()
+        leaked = [p for p in pids if _alive(p)]
+        assert not leaked, f"control-plane processes survived stop(): {leaked}"
+        assert not tmp.exists(), f"control-plane directory survived stop(): {tmp}"
+
+
+@pytest.fixture
+def namespace(control_plane: object) -> Iterator[str]:
+    """A fresh namespace per test, deleted afterwards (the namespace controller empties it)."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    control_plane.create_namespace(name)  # type: ignore[attr-defined]
+    try:
+        yield name
+    finally:
+        control_plane.delete_namespace(name)  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+async def client(control_plane: object) -> AsyncIterator[Client]:
+    """The runtime's own client, authenticated as admin (system:masters)."""
+    async with Client(
+        load_kubeconfig(control_plane.kubeconfig),  # type: ignore[attr-defined]
+        user_agent="dpo-tests",
+    ) as c:
+        yield c
