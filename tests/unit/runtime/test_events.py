@@ -1,0 +1,678 @@
+"""EventRecorder: client-go series semantics, bounded memory and queue, never failing a caller.
+
+A fake API records every create/patch and keeps the Events it accepted, so a patch of an
+Event the "server" no longer has answers NotFound as the real one would after the TTL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.clock import FakeClock
+from dynamo_pool_operator.runtime.events import EventRecorder, micro_time, truncate_note
+from dynamo_pool_operator.runtime.resources import EVENTS, Resource
+
+START = datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
+POOL = {
+    "apiVersion": "dynamo.nvidia.com/v1alpha1",
+    "kind": "DynamoPool",
+    "namespace": "team-a",
+    "name": "pool-a",
+    "uid": "11111111-2222-3333-4444-555555555555",
+    "resourceVersion": "42",
+}
+SVC_1 = {"apiVersion": "v1", "kind": "Service", "namespace": "team-a", "name": "svc-1", "uid": "u1"}
+SVC_2 = {"apiVersion": "v1", "kind": "Service", "namespace": "team-a", "name": "svc-2", "uid": "u2"}
+MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+class FakeEventsApi:
+    """Records calls; answers like the API server, or with errors queued by `fail`."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []  # (verb, name, body or patch)
+        self.stored: dict[tuple[str, str], dict[str, Any]] = {}
+        self._errors: dict[str, list[errors.ApiError]] = {"create": [], "patch": []}
+
+    def fail(self, verb: str, *errs: errors.ApiError) -> None:
+        self._errors[verb].extend(errs)
+
+    def verbs(self) -> list[str]:
+        return [verb for verb, _, _ in self.calls]
+
+    async def create(
+        self, res: Resource, body: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        assert res == EVENTS
+        assert namespace == body["metadata"]["namespace"]
+        self.calls.append(("create", body["metadata"]["name"], copy.deepcopy(body)))
+        await asyncio.sleep(0)
+        if self._errors["create"]:
+            raise self._errors["create"].pop(0)
+        key = (namespace or "", body["metadata"]["name"])
+        if key in self.stored:
+            raise errors.AlreadyExists("exists", status=409, reason="AlreadyExists")
+        self.stored[key] = copy.deepcopy(body)
+        return body
+
+    async def merge_patch(
+        self, res: Resource, name: str, patch: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        assert res == EVENTS
+        self.calls.append(("patch", name, copy.deepcopy(patch)))
+        await asyncio.sleep(0)
+        if self._errors["patch"]:
+            raise self._errors["patch"].pop(0)
+        stored = self.stored.get((namespace or "", name))
+        if stored is None:
+            raise errors.NotFound("gone", status=404, reason="NotFound")
+        stored.update(copy.deepcopy(patch))
+        return stored
+
+
+@pytest.fixture
+def api() -> FakeEventsApi:
+    return FakeEventsApi()
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(START)
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+RecorderFactory = Callable[..., Awaitable[EventRecorder]]
+
+
+@pytest.fixture
+async def make(
+    api: FakeEventsApi, clock: FakeClock, registry: CollectorRegistry
+) -> AsyncIterator[RecorderFactory]:
+    """Builds recorders (started unless start=False) and stops them after the test."""
+    made: list[EventRecorder] = []
+
+    async def factory(*, start: bool = True, **kw: Any) -> EventRecorder:
+        rec = EventRecorder(
+            api,
+            reporting_controller="dynamo.nvidia.com/pool-operator",
+            reporting_instance="pool-operator-0",
+            clock=clock,
+            registry=registry,
+            **kw,
+        )
+        made.append(rec)
+        if start:
+            await rec.start()
+        return rec
+
+    yield factory
+    for rec in made:
+        await rec.stop()
+
+
+def warn(rec: EventRecorder, reason: str = "ExportFailed", **kw: Any) -> None:
+    """Emit the test's standard Warning; keyword arguments override single fields."""
+    args: dict[str, Any] = {
+        "regarding": POOL,
+        "related": None,
+        "type": "Warning",
+        "reason": reason,
+        "action": "Reconcile",
+        "note": "could not export",
+    }
+    args.update(kw)
+    rec.emit(**args)
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Let the loop run until `condition` holds (the fake API and clock never block)."""
+    for _ in range(100):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")
+
+
+async def writer_backing_off(clock: FakeClock) -> None:
+    """Wait until the writer sleeps before a retry (the sweep and heartbeat are 2 sleepers)."""
+    await until(lambda: clock.sleepers == 3)
+
+
+def dropped(registry: CollectorRegistry, reason: str) -> float:
+    return registry.get_sample_value("events_dropped_total", {"reason": reason}) or 0.0
+
+
+# ---------------------------------------------------------------- first occurrence
+
+
+async def test_first_occurrence_creates_one_event_v1_body(
+    make: RecorderFactory, api: FakeEventsApi, registry: CollectorRegistry
+) -> None:
+    rec = await make()
+    warn(rec, related=SVC_1)
+    await rec.wait_idle()
+
+    assert api.verbs() == ["create"]
+    _, name, body = api.calls[0]
+    assert set(body) == {
+        "apiVersion", "kind", "metadata", "eventTime", "reportingController",
+        "reportingInstance", "action", "reason", "regarding", "related", "note", "type",
+    }  # fmt: skip
+    assert body["apiVersion"] == "events.k8s.io/v1"
+    assert body["kind"] == "Event"
+    assert body["metadata"] == {"name": name, "namespace": "team-a"}
+    assert re.fullmatch(r"pool-a\.[0-9a-f]+", name)
+    assert body["eventTime"] == "2026-01-01T12:00:00.123456Z"
+    assert body["reportingController"] == "dynamo.nvidia.com/pool-operator"
+    assert body["reportingInstance"] == "pool-operator-0"
+    assert (body["type"], body["reason"], body["action"]) == (
+        "Warning",
+        "ExportFailed",
+        "Reconcile",
+    )
+    assert body["regarding"] == POOL
+    assert body["related"] == SVC_1
+    assert body["note"] == "could not export"
+    labels = {"type": "Warning", "reason": "ExportFailed"}
+    assert registry.get_sample_value("events_emitted_total", labels) == 1.0
+
+
+async def test_singleton_has_no_series_and_no_related_when_none(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    rec = await make()
+    warn(rec)
+    await rec.wait_idle()
+    body = api.calls[0][2]
+    assert "series" not in body
+    assert "related" not in body
+
+
+async def test_cluster_scoped_regarding_records_event_in_default_namespace(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    rec = await make()
+    node = {"apiVersion": "v1", "kind": "Node", "name": "node-1", "uid": "n1"}
+    warn(rec, regarding=node)
+    await rec.wait_idle()
+    assert api.calls[0][2]["metadata"]["namespace"] == "default"
+    assert ("default", api.calls[0][1]) in api.stored
+
+
+async def test_event_names_are_unique_within_one_clock_instant(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    rec = await make()
+    for reason in ("A", "B", "C"):
+        warn(rec, reason=reason)
+    await rec.wait_idle()
+    names = [name for _, name, _ in api.calls]
+    assert len(set(names)) == 3
+
+
+async def test_event_name_falls_back_to_uuid_when_not_a_dns_subdomain(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    rec = await make()
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole"}
+    warn(rec, regarding={**role, "name": "system:Controller"})
+    await rec.wait_idle()
+    assert re.fullmatch(
+        r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", api.calls[0][1]
+    )
+
+
+# ---------------------------------------------------------------- series
+
+
+async def test_first_repeat_patches_existing_event_with_series_count_two(
+    make: RecorderFactory, api: FakeEventsApi, clock: FakeClock
+) -> None:
+    rec = await make()
+    warn(rec)
+    await rec.wait_idle()
+    await clock.advance(5)
+    warn(rec)
+    await rec.wait_idle()
+
+    assert api.verbs() == ["create", "patch"]
+    created, patched = api.calls[0][1], api.calls[1][1]
+    assert patched == created
+    assert api.calls[1][2] == {
+        "series": {"count": 2, "lastObservedTime": "2026-01-01T12:00:05.123456Z"}
+    }
+
+
+async def test_later_repeats_stay_in_memory_until_heartbeat_writes_latest_count(
+    make: RecorderFactory, api: FakeEventsApi, clock: FakeClock
+) -> None:
+    rec = await make(heartbeat=60)
+    for _ in range(5):
+        warn(rec)
+        await rec.wait_idle()
+        await clock.advance(1)
+    assert api.verbs() == ["create", "patch"]  # repeats 3..5 cost no API call
+
+    await clock.advance(55)  # t=60: heartbeat
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "patch", "patch"]
+    assert api.calls[2][2] == {
+        "series": {"count": 5, "lastObservedTime": "2026-01-01T12:00:04.123456Z"}
+    }
+
+    await clock.advance(60)  # nothing new since: the heartbeat writes nothing
+    await rec.wait_idle()
+    assert len(api.calls) == 3
+
+
+async def test_repeats_before_the_create_is_sent_fold_into_the_create(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    rec = await make(start=False)
+    warn(rec)
+    warn(rec)
+    warn(rec)
+    await rec.start()
+    await rec.wait_idle()
+    assert api.verbs() == ["create"]
+    assert api.calls[0][2]["series"]["count"] == 3
+
+
+async def test_series_end_writes_final_count_and_next_occurrence_creates_new_event(
+    make: RecorderFactory, api: FakeEventsApi, clock: FakeClock
+) -> None:
+    rec = await make()  # client-go defaults: window 6 min, heartbeat 30 min
+    for _ in range(3):
+        warn(rec)
+        await rec.wait_idle()
+    await clock.advance(6 * 60 + 1)
+    await rec.wait_idle()
+    await clock.advance(6 * 60)  # the sweep after the window found the series ended
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "patch", "patch"]
+    assert api.calls[2][2]["series"]["count"] == 3
+
+    warn(rec)
+    await rec.wait_idle()
+    assert api.verbs()[-1] == "create"
+    assert api.calls[-1][1] != api.calls[0][1]
+    assert "series" not in api.calls[-1][2]
+
+
+async def test_repeat_after_window_of_singleton_creates_new_event(
+    make: RecorderFactory, api: FakeEventsApi, clock: FakeClock
+) -> None:
+    rec = await make()
+    warn(rec)
+    await rec.wait_idle()
+    await clock.advance(6 * 60 + 0.5)  # the sweep at 6 min found it live: emit checks too
+    warn(rec)
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "create"]
+    assert api.calls[0][1] != api.calls[1][1]
+
+
+async def test_repeat_just_inside_window_joins_series(
+    make: RecorderFactory, api: FakeEventsApi, clock: FakeClock
+) -> None:
+    rec = await make()
+    warn(rec)
+    await rec.wait_idle()
+    await clock.advance(6 * 60 - 1)
+    warn(rec)
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "patch"]
+
+
+async def test_series_window_restarts_at_each_repeat(
+    make: RecorderFactory, api: FakeEventsApi, clock: FakeClock
+) -> None:
+    rec = await make(heartbeat=24 * 3600)
+    for _ in range(4):  # 15 minutes of repeats, never 6 min apart
+        warn(rec)
+        await rec.wait_idle()
+        await clock.advance(5 * 60)
+    assert api.verbs() == ["create", "patch"]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"related": SVC_2},
+        {"reason": "OtherReason"},
+        {"type": "Normal"},
+        {"action": "Delete"},
+        {"regarding": {**POOL, "name": "pool-b"}},
+        {"regarding": {**POOL, "uid": "another-incarnation"}},
+    ],
+    ids=["related", "reason", "type", "action", "regarding-name", "regarding-uid"],
+)
+async def test_each_key_field_separates_series(
+    make: RecorderFactory, api: FakeEventsApi, change: dict[str, Any]
+) -> None:
+    rec = await make()
+    warn(rec, related=SVC_1)
+    await rec.wait_idle()
+    warn(rec, **{"related": SVC_1, **change})
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "create"]
+
+
+async def test_distinct_related_objects_stay_distinct_series(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    rec = await make()
+    for related in (SVC_1, SVC_2, SVC_1, SVC_2):
+        warn(rec, related=related)
+        await rec.wait_idle()
+    assert api.verbs() == ["create", "create", "patch", "patch"]
+    assert api.calls[2][1] == api.calls[0][1]
+    assert api.calls[3][1] == api.calls[1][1]
+
+
+async def test_resource_version_is_part_of_the_isomorphic_key_like_client_go(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    rec = await make()
+    warn(rec)
+    await rec.wait_idle()
+    warn(rec, regarding={**POOL, "resourceVersion": "43"})
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "create"]
+
+    unversioned = {k: v for k, v in POOL.items() if k != "resourceVersion"}
+    warn(rec, regarding=unversioned)
+    await rec.wait_idle()
+    warn(rec, regarding=unversioned)
+    await rec.wait_idle()
+    assert api.verbs()[2:] == ["create", "patch"]
+
+
+async def test_note_is_not_part_of_the_key_and_first_note_is_kept(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    rec = await make()
+    warn(rec, note="first")
+    await rec.wait_idle()
+    warn(rec, note="second")
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "patch"]
+    assert "note" not in api.calls[1][2]
+    assert next(iter(api.stored.values()))["note"] == "first"
+
+
+async def test_lru_bound_evicts_least_recent_series(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    rec = await make(max_keys=2)
+    for reason in ("A", "B", "A", "A", "C"):  # C evicts B (A was used more recently)
+        warn(rec, reason=reason)
+        await rec.wait_idle()
+    assert api.verbs() == ["create", "create", "patch", "create"]
+    warn(rec, reason="A")
+    await rec.wait_idle()
+    warn(rec, reason="B")
+    await rec.wait_idle()
+    assert api.verbs()[4:] == ["create"]  # A still cached (no write), B forgotten: new Event
+
+
+async def test_evicted_series_writes_its_unwritten_count(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    rec = await make(max_keys=1)
+    for _ in range(4):
+        warn(rec, reason="A")
+        await rec.wait_idle()
+    warn(rec, reason="B")
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "patch", "create", "patch"]  # B created, A finished
+    patches = [c for c in api.calls if c[0] == "patch"]
+    assert patches[-1][2]["series"]["count"] == 4
+
+
+async def test_stop_flushes_unwritten_series_counts(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    rec = await make()
+    for _ in range(4):
+        warn(rec)
+        await rec.wait_idle()
+    await rec.stop()
+    assert api.verbs() == ["create", "patch", "patch"]
+    assert api.calls[-1][2]["series"]["count"] == 4
+
+
+async def test_stop_writes_events_emitted_before_start(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    rec = await make(start=False)
+    warn(rec)
+    await rec.stop()
+    assert api.verbs() == ["create"]
+
+
+# ---------------------------------------------------------------- failures
+
+
+async def test_patch_not_found_creates_new_event_carrying_the_series(
+    make: RecorderFactory, api: FakeEventsApi, clock: FakeClock
+) -> None:
+    rec = await make(heartbeat=60)
+    warn(rec)
+    await rec.wait_idle()
+    api.stored.clear()  # the server's event TTL removed it
+    await clock.advance(1)
+    warn(rec)
+    await rec.wait_idle()
+
+    assert api.verbs() == ["create", "patch", "create"]
+    first, recreated = api.calls[0][1], api.calls[2][1]
+    assert recreated != first
+    body = api.calls[2][2]
+    assert body["series"] == {"count": 2, "lastObservedTime": "2026-01-01T12:00:01.123456Z"}
+    assert body["eventTime"] == api.calls[0][2]["eventTime"]
+
+    warn(rec)
+    await clock.advance(60)
+    await rec.wait_idle()
+    assert api.calls[-1][:2] == ("patch", recreated)  # the series now lives in the new Event
+    assert api.calls[-1][2]["series"]["count"] == 3
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        errors.Forbidden("no RBAC", status=403, reason="Forbidden"),
+        errors.Invalid("bad", status=422, reason="Invalid"),
+        errors.ApiError("odd", status=418),
+    ],
+    ids=["Forbidden", "Invalid", "ApiError"],
+)
+async def test_api_refusal_drops_event_counts_it_and_never_raises(
+    make: RecorderFactory,
+    api: FakeEventsApi,
+    registry: CollectorRegistry,
+    error: errors.ApiError,
+) -> None:
+    rec = await make()
+    api.fail("create", error)
+    warn(rec)  # must not raise
+    await rec.wait_idle()
+    assert dropped(registry, type(error).__name__) == 1.0
+
+    warn(rec)  # the refused Event does not exist: no patch of it, a fresh create
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "create"]
+    assert len(api.stored) == 1
+
+
+async def test_repeat_during_a_refused_create_does_not_create_again(
+    make: RecorderFactory, api: FakeEventsApi, registry: CollectorRegistry
+) -> None:
+    rec = await make()
+    api.fail("create", errors.Forbidden("no RBAC", status=403, reason="Forbidden"))
+    warn(rec)
+    await until(lambda: bool(api.calls))  # the create is on its way to the server
+    warn(rec)  # the first repeat queues a write of the same Event
+    await rec.wait_idle()
+    assert api.verbs() == ["create"]
+    assert dropped(registry, "Forbidden") == 1.0
+
+
+async def test_refused_series_update_is_counted_and_retried_at_heartbeat(
+    make: RecorderFactory, api: FakeEventsApi, clock: FakeClock, registry: CollectorRegistry
+) -> None:
+    rec = await make(heartbeat=60)
+    warn(rec)
+    await rec.wait_idle()
+    api.fail("patch", errors.Forbidden("no patch", status=403, reason="Forbidden"))
+    warn(rec)
+    await rec.wait_idle()
+    assert dropped(registry, "Forbidden") == 1.0
+
+    await clock.advance(60)
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "patch", "patch"]
+    assert next(iter(api.stored.values()))["series"]["count"] == 2
+
+
+async def test_transient_error_is_retried_after_backoff(
+    make: RecorderFactory, api: FakeEventsApi, clock: FakeClock, registry: CollectorRegistry
+) -> None:
+    rec = await make(retry_delay=10.0)
+    api.fail("create", errors.ServerError("etcd slow", status=500))
+    warn(rec)
+    await writer_backing_off(clock)
+    assert api.verbs() == ["create"]
+    await clock.advance(12.5)  # past the longest jittered delay (10 s + 25 %)
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "create"]
+    assert len(api.stored) == 1
+    assert dropped(registry, "ServerError") == 0.0
+
+
+async def test_transient_error_is_dropped_after_max_tries(
+    make: RecorderFactory, api: FakeEventsApi, clock: FakeClock, registry: CollectorRegistry
+) -> None:
+    rec = await make(max_tries=2, retry_delay=1.0)
+    api.fail("create", *(errors.ConnectionFailed("refused") for _ in range(2)))
+    warn(rec)
+    await writer_backing_off(clock)
+    await clock.advance(2)
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "create"]
+    assert dropped(registry, "ConnectionFailed") == 1.0
+
+
+async def test_emit_never_blocks_or_raises_when_queue_is_full(
+    make: RecorderFactory, api: FakeEventsApi, registry: CollectorRegistry
+) -> None:
+    rec = await make(start=False, max_queue=2)
+    for reason in ("A", "B", "C", "D", "E"):
+        warn(rec, reason=reason)  # the writer is not running: nothing drains the queue
+    assert dropped(registry, "queue_full") == 3.0
+    await rec.start()
+    await rec.wait_idle()
+    assert [c[2]["reason"] for c in api.calls] == ["A", "B"]
+
+    warn(rec, reason="C")  # a dropped first occurrence was not cached: it is created now
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "create", "create"]
+
+
+async def test_invalid_type_is_dropped_not_raised(
+    make: RecorderFactory, api: FakeEventsApi, registry: CollectorRegistry
+) -> None:
+    rec = await make()
+    warn(rec, type="Error")
+    warn(rec, reason="")
+    warn(rec, regarding={"kind": "Pod"})
+    await rec.wait_idle()
+    assert api.calls == []
+    assert dropped(registry, "invalid") == 3.0
+
+
+async def test_unexpected_client_exception_does_not_kill_the_writer(
+    make: RecorderFactory, api: FakeEventsApi, registry: CollectorRegistry
+) -> None:
+    rec = await make()
+
+    async def broken(*_: Any, **__: Any) -> dict[str, Any]:
+        raise RuntimeError("bug")
+
+    original = api.create
+    api.create = broken  # type: ignore[method-assign]
+    warn(rec, reason="A")
+    await rec.wait_idle()
+    api.create = original  # type: ignore[method-assign]
+    warn(rec, reason="B")
+    await rec.wait_idle()
+    assert dropped(registry, "error") == 1.0
+    assert [c[2]["reason"] for c in api.calls] == ["B"]
+
+
+# ---------------------------------------------------------------- formats and config
+
+
+@pytest.mark.parametrize(
+    ("when", "expected"),
+    [
+        (datetime(2026, 1, 1, tzinfo=UTC), "2026-01-01T00:00:00.000000Z"),
+        (datetime(2026, 3, 4, 5, 6, 7, 89, tzinfo=UTC), "2026-03-04T05:06:07.000089Z"),
+        (
+            datetime(2026, 1, 1, 2, 0, tzinfo=timezone(timedelta(hours=2))),
+            "2026-01-01T00:00:00.000000Z",
+        ),
+        (datetime(2026, 1, 1, 0, 0, 0, 999999), "2026-01-01T00:00:00.999999Z"),
+    ],
+    ids=["utc", "micros", "offset", "naive"],
+)
+def test_micro_time_has_six_fraction_digits_utc_and_z(when: datetime, expected: str) -> None:
+    assert micro_time(when) == expected
+    assert MICRO_TIME.fullmatch(micro_time(when))
+
+
+def test_note_is_truncated_to_1024_bytes_without_splitting_characters() -> None:
+    long = "é" * 1000  # 2000 bytes
+    cut = truncate_note(long)
+    assert len(cut.encode()) <= 1024
+    assert cut.endswith("...")
+    assert cut[:-3] == "é" * len(cut[:-3])
+    assert truncate_note("x" * 1024) == "x" * 1024
+
+
+async def test_emitted_note_is_truncated(make: RecorderFactory, api: FakeEventsApi) -> None:
+    rec = await make()
+    warn(rec, note="y" * 5000)
+    await rec.wait_idle()
+    assert len(api.calls[0][2]["note"].encode()) == 1024
+
+
+@pytest.mark.parametrize(
+    "controller", ["", "bad controller", "-leading-dash", "Example.com/x", "a/" + "b" * 64]
+)
+def test_reporting_controller_must_be_a_qualified_name(
+    controller: str, api: FakeEventsApi, registry: CollectorRegistry
+) -> None:
+    with pytest.raises(ValueError, match="qualified name"):
+        EventRecorder(
+            api, reporting_controller=controller, reporting_instance="i", registry=registry
+        )
+
+
+def test_recorders_can_share_one_registry(api: FakeEventsApi, registry: CollectorRegistry) -> None:
+    for name in ("example.com/a", "example.com/b"):
+        EventRecorder(api, reporting_controller=name, reporting_instance="i", registry=registry)
