@@ -1,0 +1,383 @@
+"""Building blocks of the OperatorConfiguration schema: field descriptors and value rules.
+
+Why descriptors: each configuration field is declared exactly once, as a dataclass field
+whose metadata (`FieldSpec`) carries its kind, documentation and validation rule. The
+decoder, the validator, `to_document` and the generated Markdown reference all read that
+one declaration, so the docs cannot drift from what the loader accepts.
+
+Why Go durations: the operator's timings mirror client-go / controller-runtime options,
+and platform teams write them the way they do for every other Kubernetes component
+("15s", "1m30s", "500ms"). They are kept as integer nanoseconds while parsing, as Go's
+`time.ParseDuration` does, so "1.5s" and "1500ms" mean exactly the same thing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import ipaddress
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Literal
+
+Kind = Literal["string", "boolean", "integer", "duration"]
+# A rule returns None when the value is fine, else "<what is wrong>; <what to change>".
+Check = Callable[[Any], str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class FieldError:
+    """One problem with one field, addressed by its camelCase path in the file."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    """How one leaf field is written in the file, documented and checked."""
+
+    kind: Kind
+    doc: str
+    choices: tuple[str, ...] = ()
+    check: Check | None = None
+    allowed: str = ""  # human wording of `check` for the reference table
+
+
+def quote(value: object) -> str:
+    """Values in messages are shown as they are written in YAML/JSON: "mcs", 4, true, null."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int) and value.bit_length() > 128:
+        return "(a very large number)"  # and str() of a huge int may even raise
+    return str(value)
+
+
+def camel(attr: str) -> str:
+    """`mcs_implementation` -> `mcsImplementation`: file names are derived, never typed twice."""
+    head, *rest = attr.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def spec_of(f: dataclasses.Field[Any]) -> FieldSpec:
+    spec = f.metadata.get("spec")
+    if not isinstance(spec, FieldSpec):
+        raise TypeError(f"configuration field {f.name!r} was declared without a FieldSpec")
+    return spec
+
+
+# --------------------------------------------------------------------------- declarations
+# Each helper returns a dataclasses.Field typed as the value, so mypy sees plain attributes.
+
+
+def string(
+    default: str,
+    doc: str,
+    *,
+    choices: tuple[str, ...] = (),
+    check: Check | None = None,
+    allowed: str = "",
+) -> str:
+    spec = FieldSpec("string", doc, choices, check, allowed)
+    return dataclasses.field(default=default, metadata={"spec": spec})
+
+
+def boolean(default: bool, doc: str) -> bool:
+    return dataclasses.field(default=default, metadata={"spec": FieldSpec("boolean", doc)})
+
+
+def integer(default: int, doc: str, *, minimum: int, maximum: int) -> int:
+    def in_range(value: int) -> str | None:
+        if minimum <= value <= maximum:
+            return None
+        return f"{quote(value)} is out of range; use a whole number from {minimum} to {maximum}"
+
+    spec = FieldSpec("integer", doc, check=in_range, allowed=f"{minimum}..{maximum}")
+    return dataclasses.field(default=default, metadata={"spec": spec})
+
+
+def duration(default: str, doc: str, *, check: Check | None = None, allowed: str = "> 0") -> float:
+    """A Go duration in the file, float seconds in Python; must be positive unless `check`."""
+    spec = FieldSpec("duration", doc, check=check or positive_duration, allowed=allowed)
+    return dataclasses.field(default=parse_duration(default), metadata={"spec": spec})
+
+
+# --------------------------------------------------------------------------- durations
+_UNITS_NS = {
+    "ns": 1,
+    "us": 1_000,
+    "\u00b5s": 1_000,  # micro sign, as Go accepts
+    "\u03bcs": 1_000,  # Greek mu, as Go accepts
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60 * 1_000_000_000,
+    "h": 3600 * 1_000_000_000,
+}
+_TERM = re.compile(r"([0-9]*)(?:\.([0-9]*))?([a-z\u00b5\u03bc]+)", re.ASCII)
+_MAX_NS = 2**63 - 1  # Go's time.Duration is an int64 of nanoseconds
+_MAX_DIGITS = 30  # longer numbers overflow int64 anyway; refuse before int() gets costly
+
+
+def parse_duration_ns(text: str) -> int:
+    """Go's `time.ParseDuration`, returning integer nanoseconds; ValueError when invalid."""
+    if not isinstance(text, str):
+        raise ValueError(f"duration must be a string, not {type(text).__name__}")
+    s = text
+    sign = -1 if s[:1] == "-" else 1
+    s = s[1:] if s[:1] in "+-" and s else s
+    if s == "0":
+        return 0
+    if not s:
+        raise ValueError(f"invalid duration {quote(text)}")
+    total, pos = 0, 0
+    while pos < len(s):
+        m = _TERM.match(s, pos)
+        if m is None or (not m.group(1) and not m.group(2)):
+            raise ValueError(f"invalid duration {quote(text)}")
+        whole, frac, unit = m.group(1).lstrip("0"), m.group(2) or "", m.group(3)
+        if unit not in _UNITS_NS:
+            raise ValueError(f"unknown unit {quote(unit)} in duration {quote(text)}")
+        if len(whole) > _MAX_DIGITS:
+            raise ValueError(f"duration {quote(text)} is out of range")
+        scale = _UNITS_NS[unit]
+        frac = frac[:_MAX_DIGITS]  # digits beyond a nanosecond are truncated anyway
+        total += int(whole or "0") * scale + (int(frac or "0") * scale) // 10 ** len(frac)
+        if total > _MAX_NS:
+            raise ValueError(f"duration {quote(text)} is out of range")
+        pos = m.end()
+    return sign * total
+
+
+def parse_duration(text: str) -> float:
+    """Parse a Go duration ("15s", "1m30s", "500ms", "1h") to float seconds."""
+    return parse_duration_ns(text) / 1_000_000_000
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest Go duration string that parses back to exactly `seconds`."""
+    ns = round(Fraction(seconds) * 1_000_000_000)
+    if ns == 0:
+        return "0s"
+    sign, ns = ("-" if ns < 0 else ""), abs(ns)
+    hours, rest = divmod(ns, _UNITS_NS["h"])
+    minutes, rest = divmod(rest, _UNITS_NS["m"])
+    out = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
+    if rest and not out and rest < _UNITS_NS["s"]:
+        for unit in ("ms", "us", "ns"):
+            if rest % _UNITS_NS[unit] == 0:
+                return f"{sign}{rest // _UNITS_NS[unit]}{unit}"
+    if rest:
+        whole, frac = divmod(rest, _UNITS_NS["s"])
+        out += f"{whole}.{frac:09d}".rstrip("0").rstrip(".") + "s"
+    return sign + out
+
+
+def positive_duration(seconds: float) -> str | None:
+    if seconds > 0:
+        return None
+    return f'must be greater than 0, got {quote(format_duration(seconds))}; use e.g. "10s"'
+
+
+# --------------------------------------------------------------------------- names
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_LABEL = re.compile(rf"^{_LABEL}$")
+_DNS1123_SUBDOMAIN = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
+
+
+def namespace_name(value: str) -> str | None:
+    """Empty or a DNS-1123 label, as a Kubernetes namespace name must be."""
+    if value == "" or (len(value) <= 63 and _DNS1123_LABEL.match(value)):
+        return None
+    return (
+        f"{quote(value)} is not a valid namespace name; use at most 63 lower-case letters, digits "
+        "or '-', starting and ending with a letter or digit"
+    )
+
+
+def object_name(value: str) -> str | None:
+    """A DNS-1123 subdomain, as the name of a Lease must be."""
+    if 0 < len(value) <= 253 and _DNS1123_SUBDOMAIN.match(value):
+        return None
+    return (
+        f"{quote(value)} is not a valid object name; use at most 253 lower-case letters, digits, "
+        "'-' or '.', starting and ending with a letter or digit"
+    )
+
+
+def image_reference(value: str) -> str | None:
+    if not value:
+        return "must not be empty; set the relay's container image, e.g. registry/repo:tag"
+    if any(ch.isspace() for ch in value):
+        return f"{quote(value)} contains whitespace; an image reference has none"
+    return None
+
+
+# --------------------------------------------------------------------------- addresses
+_PORT = re.compile(r"^[0-9]{1,5}$", re.ASCII)
+_HOST = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$", re.ASCII)
+
+
+def split_address(value: str) -> tuple[str, int]:
+    """Split "host:port" like Go's net.SplitHostPort (IPv6 in brackets); ValueError if not."""
+    host, colon, port = value.rpartition(":")
+    if not colon:
+        raise ValueError("missing ':port'")
+    if host.startswith("[") and host.endswith("]"):
+        ipaddress.IPv6Address(host[1:-1])  # raises ValueError when not an IPv6 address
+        host = host[1:-1]
+    elif ":" in host or "[" in host or "]" in host:
+        raise ValueError("an IPv6 host must be written in brackets, e.g. [::1]:8080")
+    elif host and not _HOST.match(host):
+        raise ValueError(f"{quote(host)} is not a host name or IP address")
+    if not _PORT.match(port) or int(port) > 65535:
+        raise ValueError(f"port {quote(port)} is not a number from 0 to 65535")
+    return host, int(port)
+
+
+def listen_address(value: str) -> str | None:
+    """A bind address "[host]:port" (empty host = all interfaces), or "0" to disable."""
+    if value == "0":
+        return None
+    try:
+        split_address(value)
+    except ValueError as exc:
+        return (
+            f'{quote(value)} is not a listen address ({exc}); use ":8080", '
+            '"127.0.0.1:8080", "[::1]:8080" or "0" to disable'
+        )
+    return None
+
+
+# --------------------------------------------------------------------------- decoding
+class ConfigurationError(Exception):
+    """Everything wrong with one configuration, as one message (the CLI exits 2 on it)."""
+
+    def __init__(self, errors: Sequence[FieldError], source: str = "<config>") -> None:
+        self.errors = list(errors)
+        self.source = source
+        super().__init__(self.errors, source)
+
+    def __str__(self) -> str:
+        n = len(self.errors)
+        head = f"invalid configuration in {self.source}: {n} problem{'' if n == 1 else 's'}"
+        return "\n".join([head, *(f"  - {e}" for e in self.errors)])
+
+
+def describe(value: object) -> str:
+    """A value's YAML type and (short) value, for "must be X, got Y" messages."""
+    for typ, name in ((bool, "boolean"), (str, "string"), (int, "integer"), (float, "number")):
+        if isinstance(value, typ):
+            text = quote(value)
+            return f"{name} {text if len(text) <= 40 else text[:37] + '...'}"
+    if value is None:
+        return "null"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    return "a list" if isinstance(value, list | tuple) else type(value).__name__
+
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "").replace("-", "")
+
+
+def suggest(key: str, known: Iterable[str]) -> str | None:
+    """The known name `key` was probably meant to be: same letters in another case or
+    snake_case first (certain), else the closest spelling by difflib (likely)."""
+    by_norm = {_norm(k): k for k in known}
+    if _norm(key) in by_norm:
+        return by_norm[_norm(key)]
+    close = difflib.get_close_matches(_norm(key), list(by_norm), n=1, cutoff=0.75)
+    return by_norm[close[0]] if close else None
+
+
+def check_unknown(
+    raw: Mapping[Any, Any],
+    known: Sequence[str],
+    prefix: str,
+    errors: list[FieldError],
+    elsewhere: Mapping[str, str] | None = None,
+) -> None:
+    """Report every key of `raw` that is not in `known`; `elsewhere` maps names that are
+    valid in another place to their full path ("mcsImplementation" at the top level)."""
+    for key in raw:
+        if isinstance(key, str) and key in known:
+            continue
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if not isinstance(key, str):
+            msg = f"field names must be strings, got {describe(key)}; quote the name"
+        elif hint := suggest(key, known) or (elsewhere or {}).get(
+            suggest(key, elsewhere or {}) or ""
+        ):
+            msg = f'unknown field (did you mean "{hint}"?)'
+        else:
+            msg = "unknown field; the fields here are " + ", ".join(known)
+        errors.append(FieldError(path, msg))
+
+
+_TYPE_HINTS = {
+    "string": ("a string", "quote the value if it is meant as text"),
+    "boolean": ("a boolean", "use true or false"),
+    "integer": ("an integer", "write a whole number such as {default}"),
+    "duration": ("a duration string", 'write a Go duration such as "{default}"'),
+}
+
+
+def decode_value(raw: object, spec: FieldSpec, default: Any) -> tuple[Any, str | None]:
+    """(value, None) or (None, problem) for one leaf value from the file."""
+    if spec.kind == "boolean":
+        ok = isinstance(raw, bool)
+    elif spec.kind == "integer":
+        ok = isinstance(raw, int) and not isinstance(raw, bool)
+    else:
+        ok = isinstance(raw, str)
+    if not ok:
+        what, hint = _TYPE_HINTS[spec.kind]
+        shown = format_duration(default) if spec.kind == "duration" else default
+        return None, f"must be {what}, got {describe(raw)}; {hint.format(default=shown)}"
+    value: Any = raw
+    if spec.kind == "duration":
+        try:
+            value = parse_duration(str(raw))
+        except ValueError as exc:
+            return None, f'{exc}; use a Go duration such as "15s", "1m30s" or "500ms"'
+    if spec.choices and value not in spec.choices:
+        return None, f"{quote(value)} is not supported; use one of " + ", ".join(
+            quote(c) for c in spec.choices
+        )
+    problem = spec.check(value) if spec.check else None
+    return (None, problem) if problem else (value, None)
+
+
+def decode_section(
+    raw: object, prefix: str, cls: type[Any], errors: list[FieldError], bad: set[str]
+) -> Any:
+    """An instance of the section dataclass `cls` from `raw`; problems go to `errors` and
+    the paths of fields left at their default because of a problem go to `bad`."""
+    fields = dataclasses.fields(cls)
+    if raw is None:
+        return cls()
+    if not isinstance(raw, Mapping):
+        errors.append(FieldError(prefix, f"must be a mapping, got {describe(raw)}"))
+        bad.update(f"{prefix}.{camel(f.name)}" for f in fields)
+        return cls()
+    check_unknown(raw, [camel(f.name) for f in fields], prefix, errors)
+    values: dict[str, Any] = {}
+    for f in fields:
+        path, raw_value = f"{prefix}.{camel(f.name)}", raw.get(camel(f.name))
+        if raw_value is None:  # absent or null: the default
+            continue
+        value, problem = decode_value(raw_value, spec_of(f), f.default)
+        if problem:
+            errors.append(FieldError(path, problem))
+            bad.add(path)
+        else:
+            values[f.name] = value
+    return cls(**values)
