@@ -41,7 +41,12 @@ with_heartbeat() {
     local t0
     t0=$(date +%s)
     (
-        while sleep 60; do
+        # sleep in the background and wait, so TERM ends the ticker (and its
+        # sleep) at once instead of leaving a sleep that holds our output open.
+        trap 'kill $! 2>/dev/null; exit 0' TERM
+        while :; do
+            sleep 60 &
+            wait $!
             printf '[controlplane] still %s (%dm elapsed)\n' "$what" $((($(date +%s) - t0) / 60)) >&2
         done
     ) &
@@ -95,9 +100,12 @@ build_kube() {
         ld+=" -X $p.gitVersion=v$K -X $p.gitMajor=1 -X $p.gitMinor=$MINOR"
         ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
     done
-    local prog
+    local prog vflag
     for prog in kube-apiserver kube-controller-manager kubectl; do
-        if reports "$bin/$prog" "v$K" --version; then
+        vflag=--version
+        [ "$prog" != kubectl ] || vflag="version --client"
+        # shellcheck disable=SC2086 # vflag is one or two words on purpose
+        if reports "$bin/$prog" "v$K" $vflag; then
             log "$prog v$K is cached"
             continue
         fi
@@ -105,7 +113,8 @@ build_kube() {
         with_heartbeat "building $prog" \
             go build -tags selinux,notest,grpcnotrace -ldflags "$ld" \
             -o "$bin/$prog" "k8s.io/kubernetes/cmd/$prog"
-        reports "$bin/$prog" "v$K" --version || {
+        # shellcheck disable=SC2086
+        reports "$bin/$prog" "v$K" $vflag || {
             log "$prog does not report v$K"
             exit 1
         }

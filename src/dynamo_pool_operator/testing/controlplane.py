@@ -36,6 +36,9 @@ from .assets import Assets, resolve
 from .audit import AUDIT_POLICY, AuditLog
 from .certs import KeyPair, TinyCA, service_account_signer
 
+#: What kube-controller-manager logs once the garbage collector watches every resource.
+_GC_SYNCED = "all resource monitors have synced"
+
 
 class ControlPlaneError(RuntimeError):
     """The control plane failed to start or answer; the message carries the log tail."""
@@ -133,10 +136,12 @@ class ControlPlane:
             self._write_files()
             self._start_etcd()
             self._start_apiserver()
-            if self._want_gc and self.assets.kube_controller_manager is not None:
-                self._start_controller_manager()
+            # CRDs first: the garbage collector discovers resources at start and
+            # only every 30 s after, so CRDs installed later are collected late.
             for crd in self._crds:
                 self.install_crd(crd)
+            if self._want_gc and self.assets.kube_controller_manager is not None:
+                self._start_controller_manager()
         except BaseException:
             self.stop()
             raise
@@ -234,7 +239,7 @@ class ControlPlane:
         args = [
             str(self.assets.kube_controller_manager),
             f"--kubeconfig={self.kubeconfig}",
-            "--controllers=garbagecollector,namespace",
+            "--controllers=garbage-collector-controller,namespace-controller",
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
             f"--secure-port={free_port()}",
@@ -243,7 +248,8 @@ class ControlPlane:
             "--v=1",
         ]
         self._spawn("kube-controller-manager", args)
-        self._wait(lambda: self._procs["kube-controller-manager"].alive(), "kcm", 5)
+        log = self._procs["kube-controller-manager"].log
+        self._wait(lambda: _GC_SYNCED in log.read_text(errors="replace"), "kcm", 60)
 
     def _spawn(self, name: str, args: list[str]) -> None:
         proc = _Proc(name, args, self.dir / f"{name}.log")
