@@ -155,6 +155,8 @@ class Client:
                     data=data,
                     headers=headers,
                     ssl=await self.config.credentials.ssl_context(),
+                    server_hostname=self.config.server_hostname,
+                    proxy=self.config.proxy,
                     timeout=aiohttp.ClientTimeout(total=self._timeout),
                 ) as resp:
                     raw = await resp.read()
@@ -232,6 +234,8 @@ class Client:
                 params=params,
                 headers=headers,
                 ssl=await self.config.credentials.ssl_context(),
+                server_hostname=self.config.server_hostname,
+                proxy=self.config.proxy,
                 # The server ends the watch after timeout_seconds; allow it a margin.
                 timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
             ) as resp:
