@@ -459,6 +459,16 @@ class WorkQueue(Generic[K]):
         return len(self._queue)
 
     @property
+    def processing(self) -> int:
+        """Number of keys a worker holds right now."""
+        return len(self._processing)
+
+    @property
+    def delayed(self) -> int:
+        """Number of keys waiting for a deadline (add_after, backoff)."""
+        return len(self._deadline)
+
+    @property
     def shutting_down(self) -> bool:
         return self._shutting_down
 
@@ -483,7 +493,7 @@ class WorkQueue(Generic[K]):
 
     # The bound is measured on the injected clock (so FakeClock tests can expire it),
     # which `asyncio.timeout` cannot do: hence a timeout argument.
-    async def shut_down_with_drain(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+    async def shut_down_with_drain(self, timeout: float | None = None) -> bool:
         """`shut_down`, then wait until no key is processing, at most `timeout` seconds.
 
         Returns True if the queue drained, False on timeout (None: wait for ever). Workers that keep

@@ -1,0 +1,553 @@
+"""List+watch reflector feeding a `Store`, and a factory that shares informers.
+
+The state machine follows client-go's reflector and kube-rs's `watcher`:
+
+* **list** (paginated by the client) and replace the store in one step. Objects
+  that vanished since the last list get a synthesized DELETED, so a 410 never
+  loses a delete. This is what lightkube and kr8s get wrong; kube-rs calls the
+  step `InitDone`.
+* **watch** from the list's resourceVersion, with bookmarks. A watch that ends
+  (the server's `timeoutSeconds`) or drops resumes from the last resourceVersion
+  seen, *without* relisting: a relist is a full read from etcd, and many
+  informers relisting at once after a network blip hurts the API server.
+* **410 Gone** (HTTP answer or in-stream ERROR): that resourceVersion has been
+  compacted away, so events may have been missed and only a relist is safe.
+* **any other error**: exponential backoff with jitter, reset once a watch has
+  been healthy. Nothing but `stop()` (or cancellation) ends the loop.
+
+Handlers run synchronously, after the store is updated, so a handler that reads
+the store sees the state the event describes (or newer). They must be quick and
+must not block: they typically just enqueue a key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import random
+from collections.abc import AsyncIterator, Callable
+from typing import Any, Protocol
+
+import orjson
+
+from . import errors
+from .client import ListResult, jittered
+from .clock import Clock, SystemClock
+from .resources import Resource
+from .store import Obj, Store, object_key
+
+log = logging.getLogger(__name__)
+
+#: Page size of the list; the client follows `continue` tokens.
+PAGE_SIZE = 500
+#: Server-side watch timeout; each watch adds up to 20 % so informers do not reconnect in step.
+WATCH_TIMEOUT_SECONDS = 300.0
+WATCH_TIMEOUT_JITTER = 0.2
+#: A watch is healthy (resets the backoff, reconnects at once) if it delivered at least one
+#: event or stayed open this long. A watch that ends at once with nothing to show (a proxy
+#: closing it, a server shutting down) is retried with backoff, so it cannot spin.
+HEALTHY_WATCH_SECONDS = 5.0
+
+
+class EventType(enum.StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+#: `handler(type, old, new)`: ADDED (None, obj), MODIFIED (old, new), DELETED (last known, None).
+EventHandler = Callable[[EventType, Obj | None, Obj | None], None]
+Transform = Callable[[Obj], Obj]
+
+
+class InformerClient(Protocol):
+    """The two reads an informer needs; `runtime.client.Client` provides them."""
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 500,
+    ) -> ListResult: ...
+
+    def watch_lines(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        allow_bookmarks: bool = True,
+        timeout_seconds: int = 300,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[bytes]: ...
+
+
+def strip_managed_fields(obj: Obj) -> Obj:
+    """Drop `metadata.managedFields`: often the largest part of an object, and a
+    controller never needs it from the cache (SSA tracks ownership server-side)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+class Backoff:
+    """Exponential backoff: `initial`, then x`factor` per failure up to `maximum`.
+
+    Each delay is shortened by a random fraction up to `jitter`, so informers
+    that failed together (API server restart) do not retry together; the delay
+    never exceeds `maximum`.
+    """
+
+    def __init__(
+        self,
+        initial: float = 0.8,
+        maximum: float = 30.0,
+        *,
+        factor: float = 2.0,
+        jitter: float = 0.2,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.factor = factor
+        self.jitter = jitter
+        self._rng = rng
+        self._base = initial
+
+    def next_delay(self) -> float:
+        delay = self._base * (1 - self.jitter * self._rng())
+        self._base = min(self.maximum, self._base * self.factor)
+        return delay
+
+    def reset(self) -> None:
+        self._base = self.initial
+
+
+class Informer:
+    """Keeps `store` in step with one resource (optionally one namespace and selector).
+
+    `run()` until `stop()`. `has_synced` turns true once the first list has been
+    applied and its events delivered; controllers must not act on the store
+    before that, or they would take "not cached yet" for "does not exist".
+    """
+
+    def __init__(
+        self,
+        client: InformerClient,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform | None = None,
+        keep_managed_fields: bool = False,
+        clock: Clock | None = None,
+        backoff: Backoff | None = None,
+        page_size: int = PAGE_SIZE,
+        watch_timeout: float = WATCH_TIMEOUT_SECONDS,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        # A namespace means nothing for a cluster-scoped resource; "" means all namespaces.
+        self.namespace = namespace if namespace and resource.namespaced else None
+        self.label_selector = label_selector or None
+        self.field_selector = field_selector or None
+        self.transform = transform
+        self.keep_managed_fields = keep_managed_fields
+        self.store = Store()
+        self._clock: Clock = clock or SystemClock()
+        self._backoff = backoff or Backoff()
+        self._page_size = page_size
+        self._watch_timeout = watch_timeout
+        self._handlers: list[EventHandler] = []
+        self._rv: str | None = None
+        self._need_list = True
+        self._synced = asyncio.Event()
+        self._halted = asyncio.Event()  # set by stop() and when run() ends
+        self._stop_requested = False
+        self._task: asyncio.Task[None] | None = None
+
+        where = (
+            f"namespace {self.namespace}"
+            if self.namespace
+            else ("all namespaces" if resource.namespaced else "cluster scope")
+        )
+        sel = "".join(
+            f" {k}={v!r}"
+            for k, v in (("labels", self.label_selector), ("fields", self.field_selector))
+            if v
+        )
+        #: Names resource, namespace and selectors; starts every log line.
+        self.description = f"{resource.group_resource} in {where}{sel}"
+        self.store.description = self.description
+
+    # ------------------------------------------------------------ state
+    @property
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    @property
+    def last_resource_version(self) -> str | None:
+        """The resourceVersion the next watch resumes from (None before the first list)."""
+        return self._rv
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def wait_synced(self, timeout: float | None = None) -> bool:
+        """Wait until synced; False on timeout or if stopped first.
+
+        A `timeout` argument rather than `asyncio.timeout`: callers want a bool (as
+        with client-go's WaitForCacheSync), and the timeout runs on the informer's
+        injectable clock so tests drive it by hand.
+        """
+        if self._synced.is_set():
+            return True
+        waits: list[asyncio.Future[Any]] = [
+            asyncio.ensure_future(self._synced.wait()),
+            asyncio.ensure_future(self._halted.wait()),
+        ]
+        if timeout is not None:
+            waits.append(asyncio.ensure_future(self._clock.sleep(timeout)))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        return self._synced.is_set()
+
+    # ------------------------------------------------------------ handlers
+    def add_handler(self, handler: EventHandler, *, replay: bool = True) -> None:
+        """Register `handler`. With `replay`, it first gets ADDED for every object already
+        cached, so a controller that joins a running shared informer misses nothing."""
+        self._handlers.append(handler)
+        if replay:
+            for obj in self.store.list():
+                self._call(handler, EventType.ADDED, None, obj)
+
+    def remove_handler(self, handler: EventHandler) -> None:
+        if handler in self._handlers:
+            self._handlers.remove(handler)
+
+    # ------------------------------------------------------------ lifecycle
+    async def run(self) -> None:
+        """List and watch until `stop()`; returns then. Cancellation propagates as usual.
+
+        The loop runs in an inner task so that `stop()` can interrupt whatever it is
+        awaiting (a silent watch, a backoff sleep) without the caller's own task
+        being cancelled.
+        """
+        if self._task is not None:
+            raise RuntimeError(f"informer {self.description} is already running")
+        if self._stop_requested:
+            return
+        self._halted.clear()
+        self._task = asyncio.create_task(self._loop(), name=f"informer {self.description}")
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if self._stop_requested and (me is None or me.cancelling() == 0):
+                return  # the inner task was cancelled by stop(), not our caller
+            raise
+        finally:
+            self._task = None
+            self._halted.set()
+            log.info("informer %s: stopped", self.description)
+
+    def stop(self) -> None:
+        """Stop for good: `run()` returns promptly. The store keeps its last content."""
+        self._stop_requested = True
+        self._halted.set()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    # ------------------------------------------------------------ the loop
+    async def _loop(self) -> None:
+        while not self._stop_requested:
+            if self._need_list:
+                try:
+                    await self._list()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    await self._back_off("list failed", e)
+                    continue
+            error, healthy = await self._watch()
+            if healthy:
+                self._backoff.reset()
+            if self._need_list:
+                what = f"watch from resourceVersion {self._rv} failed, relisting"
+            else:
+                what = f"watch ended, resuming from resourceVersion {self._rv}"
+            if not healthy:
+                await self._back_off(what, error)
+            elif error is not None:
+                log.info("informer %s: %s: %s", self.description, what, error)
+            else:
+                log.debug("informer %s: %s", self.description, what)
+
+    async def _back_off(self, what: str, error: BaseException | None) -> None:
+        delay = self._backoff.next_delay()
+        if isinstance(error, errors.TooManyRequests) and error.retry_after:
+            delay = max(delay, error.retry_after)
+        reason = f"{type(error).__name__}: {error}" if error is not None else "no events"
+        log.warning(
+            "informer %s: %s (%s); retrying in %.1fs", self.description, what, reason, delay
+        )
+        await self._clock.sleep(delay)
+
+    async def _list(self) -> None:
+        result = await self.client.list(
+            self.resource,
+            self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            limit=self._page_size,
+        )
+        changes = self.store.replace([self._prepare(o) for o in result.items])
+        self._rv = result.resource_version
+        self._need_list = False
+        log.info(
+            "informer %s: listed %d objects at resourceVersion %s (%d changes)",
+            self.description,
+            len(self.store),
+            self._rv,
+            len(changes),
+        )
+        for old, new in changes:
+            self._dispatch(old, new)
+        # Only after the initial events: a handler can tell initial objects (has_synced
+        # still false) from later changes, as controller-runtime's priority queue does.
+        self._synced.set()
+
+    async def _watch(self) -> tuple[Exception | None, bool]:
+        """One watch request. Returns (error or None for a clean end, healthy)."""
+        assert self._rv is not None
+        started = self._clock.monotonic()
+        events = 0
+        error: Exception | None = None
+        lines: AsyncIterator[bytes] | None = None
+        try:
+            lines = self.client.watch_lines(
+                self.resource,
+                self.namespace,
+                resource_version=self._rv,
+                allow_bookmarks=True,
+                timeout_seconds=int(jittered(self._watch_timeout, WATCH_TIMEOUT_JITTER)),
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+            )
+            async for line in lines:
+                self._handle_line(line)
+                events += 1
+        except errors.Gone as e:
+            self._need_list = True
+            error = e
+        except errors.ApiError as e:  # dropped, timed out, 5xx...: resume from the last RV
+            error = e
+        except Exception as e:  # an undecodable line (or a bug): an event may be lost
+            self._need_list = True
+            error = e
+        finally:
+            if lines is not None:
+                await _aclose(lines, self.description)
+        healthy = events > 0 or self._clock.monotonic() - started >= HEALTHY_WATCH_SECONDS
+        return error, healthy
+
+    def _handle_line(self, line: bytes) -> None:
+        event = orjson.loads(line)
+        etype = event.get("type")
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            raise ValueError(f"watch event {etype!r} without an object")
+        if etype == "ERROR":
+            raise errors.classify(int(obj.get("code") or 500), obj)
+        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        if etype == "BOOKMARK":
+            if rv:
+                self._rv = str(rv)
+            return
+        if etype not in ("ADDED", "MODIFIED", "DELETED"):
+            log.warning("informer %s: ignoring watch event of type %r", self.description, etype)
+            return
+        obj = self._prepare(obj)
+        if rv:
+            self._rv = str(rv)
+        if etype == "DELETED":
+            self.store.delete(*object_key(obj))
+            # The event carries the object's final state, newer than the cached one.
+            self._emit(EventType.DELETED, obj, None)
+        else:
+            old = self.store.put(obj)
+            self._dispatch(old, obj)
+
+    def _prepare(self, obj: Obj) -> Obj:
+        # List items come without apiVersion/kind; watch events have them. Make both alike.
+        obj.setdefault("apiVersion", self.resource.api_version)
+        obj.setdefault("kind", self.resource.kind)
+        if not self.keep_managed_fields:
+            strip_managed_fields(obj)
+        if self.transform is not None:
+            try:
+                obj = self.transform(obj)
+            except Exception:
+                log.exception(
+                    "informer %s: transform failed on %s/%s; caching it untransformed",
+                    self.description,
+                    *object_key(obj),
+                )
+        return obj
+
+    def _dispatch(self, old: Obj | None, new: Obj | None) -> None:
+        """Turn a store change into events. A different UID under the same name is a
+        deletion and a new object (possible across a relist), not an update."""
+        if old is None:
+            if new is not None:
+                self._emit(EventType.ADDED, None, new)
+        elif new is None:
+            self._emit(EventType.DELETED, old, None)
+        elif _uid(old) and _uid(new) and _uid(old) != _uid(new):
+            self._emit(EventType.DELETED, old, None)
+            self._emit(EventType.ADDED, None, new)
+        else:
+            self._emit(EventType.MODIFIED, old, new)
+
+    def _emit(self, etype: EventType, old: Obj | None, new: Obj | None) -> None:
+        for handler in tuple(self._handlers):
+            self._call(handler, etype, old, new)
+
+    def _call(
+        self, handler: EventHandler, etype: EventType, old: Obj | None, new: Obj | None
+    ) -> None:
+        try:
+            handler(etype, old, new)
+        except Exception:
+            ns, name = object_key(new if new is not None else old or {})
+            log.exception(
+                "informer %s: handler %r failed on %s %s/%s",
+                self.description,
+                handler,
+                etype.value,
+                ns,
+                name,
+            )
+
+
+class SharedInformers:
+    """One informer per (resource, namespace, label selector), shared by every controller.
+
+    Sharing keeps one list+watch and one cached copy per resource, however many
+    controllers read it. Informers asked for after `start_all()` start at once.
+    `stop_all()` is final.
+    """
+
+    def __init__(self, client: InformerClient, *, clock: Clock | None = None) -> None:
+        self.client = client
+        self._clock = clock
+        self._informers: dict[tuple[Resource, str | None, str | None], Informer] = {}
+        self._tasks: dict[Informer, asyncio.Task[None]] = {}
+        self._started = False
+        self._closed = False
+
+    def get(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        *,
+        transform: Transform | None = None,
+    ) -> Informer:
+        """The shared informer for this key, created on first use.
+
+        A transform decides what every sharer sees, so asking for a different one
+        than the informer already has is an error rather than a silent surprise.
+        """
+        ns = namespace if namespace and resource.namespaced else None
+        key = (resource, ns, label_selector or None)
+        informer = self._informers.get(key)
+        if informer is None:
+            if self._closed:
+                raise RuntimeError("SharedInformers already stopped")
+            informer = Informer(
+                self.client,
+                resource,
+                ns,
+                label_selector=label_selector,
+                transform=transform,
+                clock=self._clock,
+            )
+            self._informers[key] = informer
+            if self._started:
+                self._start(informer)
+        elif transform is not None and informer.transform != transform:
+            raise ValueError(
+                f"informer {informer.description} already exists with another transform"
+            )
+        return informer
+
+    def informers(self) -> list[Informer]:
+        return list(self._informers.values())
+
+    def start_all(self) -> None:
+        """Start every informer not running yet (needs a running event loop)."""
+        if self._closed:
+            raise RuntimeError("SharedInformers already stopped")
+        self._started = True
+        for informer in self._informers.values():
+            self._start(informer)
+
+    def _start(self, informer: Informer) -> None:
+        if informer not in self._tasks:
+            self._tasks[informer] = asyncio.create_task(
+                informer.run(), name=f"informer {informer.description}"
+            )
+
+    async def stop_all(self) -> None:
+        """Stop every informer and wait for their loops to end."""
+        self._closed = True
+        self._started = False
+        for informer in self._informers.values():
+            informer.stop()
+        tasks = list(self._tasks.items())
+        self._tasks.clear()
+        results = await asyncio.gather(*(t for _, t in tasks), return_exceptions=True)
+        for (informer, _), result in zip(tasks, results, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                log.error(
+                    "informer %s: ended with %s: %s",
+                    informer.description,
+                    type(result).__name__,
+                    result,
+                )
+
+    async def wait_for_sync(self, timeout: float | None = None) -> bool:
+        """True once every informer known now has synced; False if one did not in time."""
+        informers = self.informers()
+        results = await asyncio.gather(*(i.wait_synced(timeout) for i in informers))
+        for informer, ok in zip(informers, results, strict=True):
+            if not ok:
+                log.warning("informer %s: not synced within %ss", informer.description, timeout)
+        return all(results)
+
+
+def _uid(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+async def _aclose(lines: AsyncIterator[bytes], description: str) -> None:
+    """Close the watch generator now (and with it the HTTP response), not at GC time."""
+    aclose = getattr(lines, "aclose", None)
+    if aclose is None:
+        return
+    try:
+        await aclose()
+    except Exception as e:
+        log.debug("informer %s: closing the watch failed: %s", description, e)

@@ -1,0 +1,1037 @@
+"""Unit tests for the store and the list+watch informer: the cache rules controllers rely on.
+
+The informer is driven by a scripted stub client (in the spirit of kube-rs's
+watcher tests): each `list` call takes the next scripted answer, each
+`watch_lines` call plays the next scripted session of lines and errors. Time is
+`FakeClock`; the only real waiting is yielding to the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+import ssl
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+
+from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.auth import ClusterConfig
+from dynamo_pool_operator.runtime.client import Client, ListResult
+from dynamo_pool_operator.runtime.clock import FakeClock
+from dynamo_pool_operator.runtime.informer import (
+    HEALTHY_WATCH_SECONDS,
+    Backoff,
+    EventType,
+    Informer,
+    SharedInformers,
+    strip_managed_fields,
+)
+from dynamo_pool_operator.runtime.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, Resource
+from dynamo_pool_operator.runtime.store import (
+    CONTROLLER_UID_INDEX,
+    NAMESPACE_INDEX,
+    OWNER_UID_INDEX,
+    Obj,
+    Store,
+    index_by_controller_uid,
+    index_by_namespace,
+    index_by_owner_uid,
+    label_index,
+)
+
+RES = CONFIGMAPS
+
+
+class Gate:
+    """A watch step that blocks until the test opens it (a silent connection)."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def open(self) -> None:
+        self.event.set()
+
+
+#: A watch step that blocks until the watch is cancelled (never opened).
+HANG = Gate()
+Step = bytes | BaseException | Gate
+
+
+# --------------------------------------------------------------------------- helpers
+def obj(
+    name: str,
+    rv: str = "1",
+    *,
+    ns: str = "default",
+    uid: str | None = None,
+    labels: dict[str, str] | None = None,
+    owners: list[tuple[str, bool]] | None = None,
+    data: str = "",
+) -> Obj:
+    meta: dict[str, Any] = {"name": name, "resourceVersion": rv, "uid": uid or f"uid-{name}"}
+    if ns:
+        meta["namespace"] = ns
+    if labels:
+        meta["labels"] = labels
+    if owners:
+        meta["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "X", "name": u, "uid": u, "controller": c}
+            for u, c in owners
+        ]
+    return {"metadata": meta, "data": {"v": data}}
+
+
+def ev(etype: str, o: Obj) -> bytes:
+    return orjson.dumps({"type": etype, "object": o})
+
+
+def bookmark(rv: str) -> bytes:
+    return ev("BOOKMARK", {"kind": "ConfigMap", "metadata": {"resourceVersion": rv}})
+
+
+def error_event(code: int, reason: str) -> bytes:
+    return ev("ERROR", {"kind": "Status", "status": "Failure", "code": code, "reason": reason})
+
+
+class StubClient:
+    """Plays scripted list answers and watch sessions; records every call.
+
+    When the list script runs out, `list` blocks; when the watch script runs out,
+    `watch_lines` blocks: the informer then idles as it would on a quiet cluster.
+    """
+
+    def __init__(
+        self,
+        lists: Iterable[ListResult | BaseException] = (),
+        watches: Iterable[Iterable[Step]] = (),
+    ) -> None:
+        self.lists = list(lists)
+        self.watches = [list(w) for w in watches]
+        self.list_calls: list[dict[str, Any]] = []
+        self.watch_calls: list[dict[str, Any]] = []
+        self.closed_watches = 0
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 500,
+    ) -> ListResult:
+        self.list_calls.append(
+            {
+                "res": res,
+                "namespace": namespace,
+                "label_selector": label_selector,
+                "field_selector": field_selector,
+                "limit": limit,
+            }
+        )
+        await asyncio.sleep(0)
+        if not self.lists:
+            await asyncio.Event().wait()
+        step = self.lists.pop(0)
+        if isinstance(step, BaseException):
+            raise step
+        # Fresh dicts per call, as a real list decodes fresh JSON.
+        return ListResult(copy.deepcopy(step.items), step.resource_version)
+
+    async def watch_lines(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        allow_bookmarks: bool = True,
+        timeout_seconds: int = 300,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> AsyncIterator[bytes]:
+        self.watch_calls.append(
+            {
+                "namespace": namespace,
+                "resource_version": resource_version,
+                "allow_bookmarks": allow_bookmarks,
+                "timeout_seconds": timeout_seconds,
+                "label_selector": label_selector,
+                "field_selector": field_selector,
+            }
+        )
+        script = self.watches.pop(0) if self.watches else [HANG]
+        try:
+            for step in script:
+                await asyncio.sleep(0)
+                if step is HANG:
+                    await asyncio.Event().wait()  # a fresh event: HANG outlives test loops
+                elif isinstance(step, Gate):
+                    await step.event.wait()
+                elif isinstance(step, BaseException):
+                    raise step
+                else:
+                    yield step
+        finally:
+            self.closed_watches += 1
+
+
+class Recorder:
+    """An event handler that records (type, old name@rv, new name@rv)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str | None, str | None]] = []
+
+    def __call__(self, etype: EventType, old: Obj | None, new: Obj | None) -> None:
+        self.events.append((etype.value, _tag(old), _tag(new)))
+
+
+def _tag(o: Obj | None) -> str | None:
+    if o is None:
+        return None
+    return f"{o['metadata']['name']}@{o['metadata'].get('resourceVersion')}"
+
+
+class RecordingClock(FakeClock):
+    """FakeClock that also records every sleep asked for (the backoff delays)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.slept: list[float] = []
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        await super().sleep(seconds)
+
+
+async def until(cond: Callable[[], bool], what: str, rounds: int = 500) -> None:
+    """Yield to the loop until `cond()` holds; fail (never hang) if it does not."""
+    for _ in range(rounds):
+        if cond():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def settle(rounds: int = 50) -> None:
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+@contextlib.asynccontextmanager
+async def running(informer: Informer) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(informer.run())
+    try:
+        yield task
+    finally:
+        informer.stop()
+        await asyncio.wait_for(task, timeout=1.0)
+
+
+def no_jitter() -> Backoff:
+    return Backoff(rng=lambda: 0.0)
+
+
+def make(
+    client: StubClient, clock: FakeClock | None = None, **kw: Any
+) -> tuple[Informer, Recorder]:
+    informer = Informer(client, RES, "default", clock=clock or FakeClock(), **kw)
+    rec = Recorder()
+    informer.add_handler(rec)
+    return informer, rec
+
+
+# --------------------------------------------------------------------------- store
+def test_store_keys_objects_by_namespace_and_name_with_empty_namespace_for_cluster_scoped() -> None:
+    store = Store()
+    store.put(obj("a", ns="ns1"))
+    store.put(obj("a", ns="ns2"))
+    store.put(obj("node-ish", ns=""))
+    assert store.get("ns1", "a") is not None
+    assert store.get("ns2", "a") is not store.get("ns1", "a")
+    assert store.get("", "node-ish") is store.get(None, "node-ish") is not None
+    assert {o["metadata"]["name"] for o in store.list_namespace("ns1")} == {"a"}
+    assert [o["metadata"]["name"] for o in store.list_namespace(None)] == ["node-ish"]
+    assert len(store) == 3
+    assert ("ns2", "a") in store
+    assert store.delete("ns2", "a") is not None
+    assert store.delete("ns2", "a") is None
+    assert len(store) == 2
+    assert store.list_namespace("ns2") == []
+
+
+def test_index_registered_after_objects_exist_covers_them() -> None:
+    store = Store()
+    store.put(obj("a", labels={"app": "x"}))
+    store.add_index("app", label_index("app"))
+    assert [o["metadata"]["name"] for o in store.by_index("app", "x")] == ["a"]
+
+
+def test_update_moves_object_between_label_buckets_and_delete_leaves_no_empty_bucket() -> None:
+    store = Store()
+    store.add_index("app", label_index("app"))
+    store.put(obj("a", labels={"app": "x"}))
+    store.put(obj("a", "2", labels={"app": "y"}))
+    assert store.by_index("app", "x") == []
+    assert [o["metadata"]["resourceVersion"] for o in store.by_index("app", "y")] == ["2"]
+    store.put(obj("a", "3"))  # label removed
+    assert store.index_values("app") == []
+    store.put(obj("a", "4", labels={"app": "y"}))
+    store.delete("default", "a")
+    assert store.index_values("app") == []
+
+
+def test_controller_uid_index_counts_only_the_controller_reference() -> None:
+    store = Store()
+    store.add_index(OWNER_UID_INDEX, index_by_owner_uid)
+    store.add_index(CONTROLLER_UID_INDEX, index_by_controller_uid)
+    store.put(obj("a", owners=[("ctl", True), ("other", False)]))
+    assert [o["metadata"]["name"] for o in store.by_index(OWNER_UID_INDEX, "other")] == ["a"]
+    assert [o["metadata"]["name"] for o in store.by_index(OWNER_UID_INDEX, "ctl")] == ["a"]
+    assert store.by_index(CONTROLLER_UID_INDEX, "other") == []
+    assert [o["metadata"]["name"] for o in store.by_index(CONTROLLER_UID_INDEX, "ctl")] == ["a"]
+
+
+def test_namespace_index_helper_files_cluster_scoped_objects_under_empty_string() -> None:
+    store = Store()
+    store.add_index(NAMESPACE_INDEX, index_by_namespace)
+    store.put(obj("a", ns="ns1"))
+    store.put(obj("b", ns=""))
+    assert [o["metadata"]["name"] for o in store.by_index(NAMESPACE_INDEX, "ns1")] == ["a"]
+    assert [o["metadata"]["name"] for o in store.by_index(NAMESPACE_INDEX, "")] == ["b"]
+
+
+def test_replace_rebuilds_indexes_and_reports_vanished_objects_first() -> None:
+    store = Store()
+    store.add_index("app", label_index("app"))
+    store.put(obj("gone", labels={"app": "x"}))
+    store.put(obj("kept", labels={"app": "x"}))
+    changes = store.replace(
+        [obj("kept", "2", labels={"app": "y"}), obj("new", labels={"app": "x"})]
+    )
+    assert [(_tag(o), _tag(n)) for o, n in changes] == [
+        ("gone@1", None),
+        ("kept@1", "kept@2"),
+        (None, "new@1"),
+    ]
+    assert [o["metadata"]["name"] for o in store.by_index("app", "x")] == ["new"]
+    assert [o["metadata"]["name"] for o in store.by_index("app", "y")] == ["kept"]
+    assert store.get("default", "gone") is None
+    assert len(store) == 2
+
+
+def test_failing_index_function_leaves_object_stored_but_unindexed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(o: Obj) -> list[str]:
+        if o["metadata"]["name"] == "bad":
+            raise KeyError("boom")
+        return ["v"]
+
+    store = Store("configmaps in namespace default")
+    store.add_index("broken", broken)
+    with caplog.at_level(logging.ERROR):
+        store.put(obj("bad"))
+    store.put(obj("good"))
+    assert store.get("default", "bad") is not None
+    assert [o["metadata"]["name"] for o in store.by_index("broken", "v")] == ["good"]
+    assert "configmaps in namespace default" in caplog.text
+
+
+def test_index_function_returning_a_bare_string_files_one_value() -> None:
+    store = Store()
+
+    def name_only(o: Obj) -> Any:
+        return o["metadata"]["name"]
+
+    store.add_index("name", name_only)
+    store.put(obj("abc"))
+    assert store.index_values("name") == ["abc"]
+
+
+def test_index_names_are_unique_and_unknown_index_is_an_error() -> None:
+    store = Store()
+    store.add_index("app", label_index("app"))
+    with pytest.raises(ValueError, match="already exists"):
+        store.add_index("app", label_index("other"))
+    with pytest.raises(KeyError):
+        store.by_index("nope", "x")
+
+
+# --------------------------------------------------------------------------- backoff
+def test_backoff_doubles_from_initial_caps_at_maximum_and_resets() -> None:
+    b = no_jitter()
+    delays = [b.next_delay() for _ in range(8)]
+    assert delays == pytest.approx([0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 30.0, 30.0])
+    b.reset()
+    assert b.next_delay() == pytest.approx(0.8)
+
+
+def test_backoff_jitter_only_shortens_delays_so_maximum_holds() -> None:
+    b = Backoff(rng=lambda: 1.0)
+    delays = [b.next_delay() for _ in range(10)]
+    assert delays[0] == pytest.approx(0.8 * 0.8)
+    assert max(delays) <= 30.0
+
+
+def test_strip_managed_fields_removes_only_managed_fields() -> None:
+    o = obj("a")
+    o["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    assert strip_managed_fields(o)["metadata"].keys() == {
+        "name",
+        "resourceVersion",
+        "uid",
+        "namespace",
+    }
+
+
+# --------------------------------------------------------------------------- list
+async def test_initial_list_fills_store_and_sync_follows_the_initial_events() -> None:
+    client = StubClient(lists=[ListResult([obj("a"), obj("b")], "10")])
+    informer, rec = make(client)
+    synced_during_events: list[bool] = []
+    informer.add_handler(lambda t, o, n: synced_during_events.append(informer.has_synced))
+    assert not informer.has_synced
+    assert informer.last_resource_version is None
+    async with running(informer):
+        assert await informer.wait_synced(timeout=5)
+        assert informer.has_synced
+        assert {o["metadata"]["name"] for o in informer.store.list()} == {"a", "b"}
+        assert informer.last_resource_version == "10"
+        assert rec.events == [("ADDED", None, "a@1"), ("ADDED", None, "b@1")]
+        # Handlers can tell the initial objects apart: has_synced turns true after them.
+        assert synced_during_events == [False, False]
+
+
+async def test_list_asks_for_pages_of_500_in_the_namespace_with_both_selectors() -> None:
+    client = StubClient(lists=[ListResult([], "1")])
+    informer = Informer(
+        client, RES, "team", label_selector="app=x", field_selector="a=b", clock=FakeClock()
+    )
+    async with running(informer):
+        await informer.wait_synced(timeout=5)
+        await until(lambda: len(client.watch_calls) == 1, "first watch")
+    assert client.list_calls == [
+        {
+            "res": RES,
+            "namespace": "team",
+            "label_selector": "app=x",
+            "field_selector": "a=b",
+            "limit": 500,
+        }
+    ]
+    w = client.watch_calls[0]
+    assert (w["namespace"], w["label_selector"], w["field_selector"]) == ("team", "app=x", "a=b")
+
+
+async def test_cached_objects_lose_managed_fields_gain_kind_and_pass_the_transform() -> None:
+    listed = obj("a")
+    listed["metadata"]["managedFields"] = [{"manager": "x"}]
+
+    def drop_data(o: Obj) -> Obj:
+        o.pop("data", None)
+        return o
+
+    client = StubClient(lists=[ListResult([listed], "1")])
+    informer, _ = make(client, transform=drop_data)
+    async with running(informer):
+        await informer.wait_synced(timeout=5)
+    cached = informer.store.get("default", "a")
+    assert cached is not None
+    assert "managedFields" not in cached["metadata"]  # stripped although a transform was given
+    assert "data" not in cached
+    assert (cached["apiVersion"], cached["kind"]) == ("v1", "ConfigMap")
+
+
+async def test_keep_managed_fields_opts_out_of_stripping() -> None:
+    listed = obj("a")
+    listed["metadata"]["managedFields"] = [{"manager": "x"}]
+    client = StubClient(lists=[ListResult([listed], "1")])
+    informer, _ = make(client, keep_managed_fields=True)
+    async with running(informer):
+        await informer.wait_synced(timeout=5)
+    cached = informer.store.get("default", "a")
+    assert cached is not None
+    assert cached["metadata"]["managedFields"] == [{"manager": "x"}]
+
+
+async def test_failing_transform_caches_the_object_untransformed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(o: Obj) -> Obj:
+        raise RuntimeError("boom")
+
+    client = StubClient(lists=[ListResult([obj("a")], "1")])
+    informer, _ = make(client, transform=broken)
+    async with running(informer):
+        assert await informer.wait_synced(timeout=5)
+    assert informer.store.get("default", "a") is not None
+    assert "transform failed" in caplog.text
+
+
+async def test_list_error_backs_off_then_relists() -> None:
+    clock = RecordingClock()
+    client = StubClient(
+        lists=[errors.Forbidden("no rbac", status=403), ListResult([obj("a")], "5")]
+    )
+    informer, _ = make(client, clock, backoff=no_jitter())
+    async with running(informer):
+        await until(lambda: clock.sleepers == 1, "backoff after the failed list")
+        assert len(client.list_calls) == 1
+        assert not informer.has_synced
+        await clock.advance(0.8)
+        await until(lambda: informer.has_synced, "synced after the retry")
+        assert clock.slept == [pytest.approx(0.8)]
+        assert len(client.list_calls) == 2
+
+
+async def test_wait_synced_gives_up_after_timeout_on_the_informers_clock() -> None:
+    clock = FakeClock()
+    client = StubClient()  # list never answers
+    informer, _ = make(client, clock)
+    async with running(informer):
+        waiter = asyncio.create_task(informer.wait_synced(timeout=10))
+        await settle()
+        assert not waiter.done()
+        await clock.advance(10)
+        assert await asyncio.wait_for(waiter, 1) is False
+
+
+async def test_wait_synced_returns_false_once_stopped() -> None:
+    informer, _ = make(StubClient())
+    async with running(informer):
+        waiter = asyncio.create_task(informer.wait_synced())
+        await settle()
+        informer.stop()
+        assert await asyncio.wait_for(waiter, 1) is False
+
+
+# --------------------------------------------------------------------------- watch
+async def test_first_watch_starts_at_the_list_rv_with_bookmarks_and_a_jittered_5min_timeout() -> (
+    None
+):
+    client = StubClient(lists=[ListResult([], "42")])
+    informer, _ = make(client)
+    async with running(informer):
+        await until(lambda: len(client.watch_calls) == 1, "first watch")
+    call = client.watch_calls[0]
+    assert call["resource_version"] == "42"
+    assert call["allow_bookmarks"] is True
+    assert 300 <= call["timeout_seconds"] <= 360
+
+
+async def test_watch_events_update_the_store_before_handlers_run() -> None:
+    client = StubClient(
+        lists=[ListResult([obj("a")], "10")],
+        watches=[
+            [
+                ev("ADDED", obj("b", "11")),
+                ev("MODIFIED", obj("a", "12", data="new")),
+                ev("DELETED", obj("b", "13")),
+                HANG,
+            ]
+        ],
+    )
+    informer, rec = make(client)
+    seen: list[tuple[str, str | None]] = []
+
+    def look(etype: EventType, old: Obj | None, new: Obj | None) -> None:
+        name = (new or old or {})["metadata"]["name"]
+        cached = informer.store.get("default", name)
+        seen.append((etype.value, _tag(cached)))
+
+    informer.add_handler(look)
+    async with running(informer):
+        await until(lambda: len(rec.events) == 4, "four events")
+    assert rec.events == [
+        ("ADDED", None, "a@1"),
+        ("ADDED", None, "b@11"),
+        ("MODIFIED", "a@1", "a@12"),
+        ("DELETED", "b@13", None),  # old is the final state the DELETED event carried
+    ]
+    # Each handler call found the store already holding the state the event describes.
+    assert seen == [("ADDED", "a@1"), ("ADDED", "b@11"), ("MODIFIED", "a@12"), ("DELETED", None)]
+    cached = informer.store.get("default", "a")
+    assert cached is not None
+    assert cached["data"] == {"v": "new"}
+    assert informer.last_resource_version == "13"
+
+
+async def test_bookmark_advances_the_resource_version_without_events() -> None:
+    client = StubClient(lists=[ListResult([obj("a")], "10")], watches=[[bookmark("99"), HANG]])
+    informer, rec = make(client)
+    async with running(informer):
+        await until(lambda: informer.last_resource_version == "99", "bookmark applied")
+        await settle()
+    assert rec.events == [("ADDED", None, "a@1")]
+    assert len(informer.store) == 1
+
+
+async def test_dropped_connection_resumes_watch_from_last_rv_without_relisting() -> None:
+    clock = RecordingClock()
+    client = StubClient(
+        lists=[ListResult([], "10")],
+        watches=[[ev("ADDED", obj("a", "11")), bookmark("12"), errors.ConnectionFailed("reset")]],
+    )
+    informer, rec = make(client, clock)
+    async with running(informer):
+        await until(lambda: len(client.watch_calls) == 2, "second watch")
+    assert client.watch_calls[1]["resource_version"] == "12"
+    assert len(client.list_calls) == 1
+    assert clock.slept == []  # the watch had made progress: reconnect at once
+    assert rec.events == [("ADDED", None, "a@11")]
+
+
+async def test_clean_watch_end_rewatches_from_last_rv_without_relisting() -> None:
+    client = StubClient(lists=[ListResult([], "10")], watches=[[bookmark("20")]])
+    informer, _ = make(client)
+    async with running(informer):
+        await until(lambda: len(client.watch_calls) == 2, "second watch")
+    assert client.watch_calls[1]["resource_version"] == "20"
+    assert len(client.list_calls) == 1
+
+
+async def test_in_stream_410_relists_with_synthesized_delete_and_modified() -> None:
+    client = StubClient(
+        lists=[
+            ListResult([obj("a"), obj("b"), obj("c")], "10"),
+            ListResult([obj("a", "30", data="changed"), obj("c"), obj("d", "31")], "40"),
+        ],
+        watches=[[ev("MODIFIED", obj("c", "11")), error_event(410, "Expired")]],
+    )
+    informer, rec = make(client)
+    async with running(informer):
+        await until(lambda: informer.last_resource_version == "40", "relisted")
+        await until(lambda: len(client.watch_calls) == 2, "watch after the relist")
+    assert rec.events[3:] == [
+        ("MODIFIED", "c@1", "c@11"),
+        ("DELETED", "b@1", None),
+        ("MODIFIED", "a@1", "a@30"),
+        ("MODIFIED", "c@11", "c@1"),
+        ("ADDED", None, "d@31"),
+    ]
+    assert sorted(informer.store.keys()) == [("default", "a"), ("default", "c"), ("default", "d")]
+    assert client.watch_calls[1]["resource_version"] == "40"
+    assert informer.has_synced
+
+
+async def test_410_on_watch_open_relists_after_a_backoff() -> None:
+    clock = RecordingClock()
+    client = StubClient(
+        lists=[ListResult([obj("a")], "10"), ListResult([], "50")],
+        watches=[[errors.Gone("too old", status=410)]],
+    )
+    informer, rec = make(client, clock, backoff=no_jitter())
+    async with running(informer):
+        await until(lambda: clock.sleepers == 1, "backoff before relisting")
+        assert len(client.list_calls) == 1  # no list storm against a server answering 410
+        await clock.advance(0.8)
+        await until(lambda: informer.last_resource_version == "50", "relisted")
+    assert rec.events == [("ADDED", None, "a@1"), ("DELETED", "a@1", None)]
+    assert informer.store.list() == []
+
+
+async def test_relisted_object_with_a_new_uid_is_a_delete_then_an_add() -> None:
+    client = StubClient(
+        lists=[
+            ListResult([obj("a", uid="u1")], "10"),
+            ListResult([obj("a", "20", uid="u2")], "20"),
+        ],
+        watches=[[bookmark("11"), error_event(410, "Gone")]],
+    )
+    informer, rec = make(client)
+    async with running(informer):
+        await until(lambda: informer.last_resource_version == "20", "relisted")
+    assert rec.events == [("ADDED", None, "a@1"), ("DELETED", "a@1", None), ("ADDED", None, "a@20")]
+
+
+async def test_in_stream_non_410_error_resumes_the_watch_without_relisting() -> None:
+    client = StubClient(
+        lists=[ListResult([], "10")],
+        watches=[[bookmark("15"), error_event(500, "InternalError")]],
+    )
+    informer, _ = make(client)
+    async with running(informer):
+        await until(lambda: len(client.watch_calls) == 2, "second watch")
+    assert client.watch_calls[1]["resource_version"] == "15"
+    assert len(client.list_calls) == 1
+
+
+async def test_undecodable_watch_line_relists_and_closes_the_watch() -> None:
+    client = StubClient(
+        lists=[ListResult([], "10"), ListResult([], "20")],
+        watches=[[bookmark("11"), b"{not json"]],
+    )
+    informer, _ = make(client)
+    async with running(informer):
+        await until(lambda: len(client.list_calls) == 2, "relist")
+        assert client.closed_watches == 1
+
+
+async def test_short_empty_watches_back_off_instead_of_spinning() -> None:
+    clock = RecordingClock()
+    client = StubClient(lists=[ListResult([], "10")], watches=[[], []])
+    informer, _ = make(client, clock, backoff=no_jitter())
+    async with running(informer):
+        await until(lambda: clock.sleepers == 1, "first backoff")
+        assert len(client.watch_calls) == 1
+        await clock.advance(0.8)
+        await until(lambda: clock.sleepers == 1 and len(client.watch_calls) == 2, "second")
+        assert clock.slept == pytest.approx([0.8, 1.6])
+
+
+async def test_quiet_watch_open_long_enough_counts_as_healthy() -> None:
+    clock = RecordingClock()
+    quiet, short = Gate(), Gate()
+    client = StubClient(lists=[ListResult([], "10")], watches=[[quiet], [short]])
+    informer, _ = make(client, clock, backoff=no_jitter())
+    async with running(informer):
+        await until(lambda: len(client.watch_calls) == 1, "first watch")
+        # No event, but open for a while, then the server's timeout ends it cleanly.
+        await clock.advance(HEALTHY_WATCH_SECONDS)
+        quiet.open()
+        await until(lambda: len(client.watch_calls) == 2, "reconnected at once")
+        assert clock.slept == []
+        # The second watch ends at once with nothing: that one backs off.
+        short.open()
+        await until(lambda: clock.sleepers == 1, "backoff")
+    assert clock.slept == [pytest.approx(0.8)]
+
+
+async def test_backoff_resets_after_a_healthy_watch() -> None:
+    clock = RecordingClock()
+    drop = errors.ConnectionFailed
+    client = StubClient(
+        lists=[ListResult([], "10")],
+        watches=[[drop("a")], [drop("b")], [bookmark("11"), drop("c")], [drop("d")]],
+    )
+    informer, _ = make(client, clock, backoff=no_jitter())
+    async with running(informer):
+        await until(lambda: clock.sleepers == 1, "backoff 1")
+        await clock.advance(0.8)
+        await until(lambda: clock.sleepers == 1 and len(client.watch_calls) == 2, "backoff 2")
+        await clock.advance(1.6)
+        # third watch is healthy, reconnects at once; the fourth fails at once again
+        await until(lambda: clock.sleepers == 1 and len(client.watch_calls) == 4, "backoff 3")
+    assert clock.slept == pytest.approx([0.8, 1.6, 0.8])
+    assert [c["resource_version"] for c in client.watch_calls] == ["10", "10", "10", "11"]
+
+
+async def test_too_many_requests_waits_at_least_retry_after() -> None:
+    clock = RecordingClock()
+    client = StubClient(lists=[errors.TooManyRequests("slow down", status=429, retry_after=7.0)])
+    informer, _ = make(client, clock, backoff=no_jitter())
+    async with running(informer):
+        await until(lambda: clock.sleepers == 1, "backoff")
+    assert clock.slept == [7.0]
+
+
+async def test_handler_exception_is_logged_and_the_loop_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    client = StubClient(
+        lists=[ListResult([], "10")],
+        watches=[[ev("ADDED", obj("a", "11")), ev("ADDED", obj("b", "12")), HANG]],
+    )
+    informer = Informer(client, RES, "default", clock=FakeClock())
+
+    def explode(etype: EventType, old: Obj | None, new: Obj | None) -> None:
+        raise RuntimeError("handler bug")
+
+    rec = Recorder()
+    informer.add_handler(explode)
+    informer.add_handler(rec)
+    with caplog.at_level(logging.ERROR):
+        async with running(informer):
+            await until(lambda: len(rec.events) == 2, "both events reach the second handler")
+            assert informer.running
+    assert informer.store.get("default", "b") is not None
+    failures = [r for r in caplog.records if r.exc_info and "handler bug" in str(r.exc_info[1])]
+    assert len(failures) == 2
+    assert all("configmaps in namespace default" in r.getMessage() for r in failures)
+
+
+async def test_late_handler_first_gets_added_for_every_cached_object() -> None:
+    client = StubClient(lists=[ListResult([obj("a"), obj("b")], "10")])
+    informer = Informer(client, RES, "default", clock=FakeClock())
+    async with running(informer):
+        await informer.wait_synced(timeout=5)
+        rec = Recorder()
+        informer.add_handler(rec)
+        quiet = Recorder()
+        informer.add_handler(quiet, replay=False)
+    assert sorted(rec.events) == [("ADDED", None, "a@1"), ("ADDED", None, "b@1")]
+    assert quiet.events == []
+
+
+async def test_indexes_stay_consistent_through_create_update_delete_and_relist() -> None:
+    started, checked = Gate(), Gate()
+    client = StubClient(
+        lists=[
+            ListResult([obj("a", labels={"app": "x"}, owners=[("o1", True)])], "10"),
+            ListResult(
+                [
+                    obj("a", "30", labels={"app": "z"}, owners=[("o3", True)]),
+                    obj("c", "30", labels={"app": "x"}, owners=[("o2", True)]),
+                ],
+                "30",
+            ),
+        ],
+        watches=[
+            [
+                started,
+                ev("ADDED", obj("b", "11", labels={"app": "x"}, owners=[("o1", True)])),
+                ev("MODIFIED", obj("a", "12", labels={"app": "y"}, owners=[("o2", True)])),
+                ev("DELETED", obj("b", "13", labels={"app": "x"}, owners=[("o1", True)])),
+                bookmark("14"),
+                checked,
+                error_event(410, "Expired"),
+            ],
+        ],
+    )
+    informer, _ = make(client)
+    store = informer.store
+    store.add_index(CONTROLLER_UID_INDEX, index_by_controller_uid)
+    store.add_index("app", label_index("app"))
+
+    def names(index: str, value: str) -> list[str]:
+        return sorted(o["metadata"]["name"] for o in store.by_index(index, value))
+
+    async with running(informer):
+        await informer.wait_synced(timeout=5)
+        assert names(CONTROLLER_UID_INDEX, "o1") == ["a"]
+        assert names("app", "x") == ["a"]
+        started.open()
+        await until(lambda: informer.last_resource_version == "14", "watch events applied")
+        assert store.index_values(CONTROLLER_UID_INDEX) == ["o2"]
+        assert names(CONTROLLER_UID_INDEX, "o2") == ["a"]
+        assert store.index_values("app") == ["y"]
+        checked.open()  # now the in-stream 410 forces a relist
+        await until(lambda: informer.last_resource_version == "30", "relisted")
+    assert names(CONTROLLER_UID_INDEX, "o2") == ["c"]
+    assert names(CONTROLLER_UID_INDEX, "o3") == ["a"]
+    assert sorted(store.index_values(CONTROLLER_UID_INDEX)) == ["o2", "o3"]
+    assert names("app", "x") == ["c"]
+    assert names("app", "z") == ["a"]
+    assert sorted(store.index_values("app")) == ["x", "z"]
+
+
+# --------------------------------------------------------------------------- lifecycle
+async def test_stop_ends_run_promptly_while_the_watch_is_silent() -> None:
+    client = StubClient(lists=[ListResult([], "10")])
+    informer, _ = make(client)
+    task = asyncio.create_task(informer.run())
+    await until(lambda: len(client.watch_calls) == 1, "watching")
+    informer.stop()
+    await asyncio.wait_for(task, timeout=1.0)
+    assert task.result() is None
+    assert client.closed_watches == 1
+    assert not informer.running
+
+
+async def test_stop_ends_run_promptly_during_a_backoff_sleep() -> None:
+    clock = FakeClock()
+    client = StubClient(lists=[errors.ConnectionFailed("refused")])
+    informer, _ = make(client, clock)
+    task = asyncio.create_task(informer.run())
+    await until(lambda: clock.sleepers == 1, "backing off")
+    informer.stop()
+    await asyncio.wait_for(task, timeout=1.0)
+    assert len(client.list_calls) == 1
+
+
+async def test_run_after_stop_returns_at_once_and_double_run_is_refused() -> None:
+    client = StubClient(lists=[ListResult([], "1")])
+    informer, _ = make(client)
+    task = asyncio.create_task(informer.run())
+    await until(lambda: len(client.list_calls) == 1, "listing")
+    with pytest.raises(RuntimeError, match="already running"):
+        await informer.run()
+    informer.stop()
+    await asyncio.wait_for(task, 1)
+    await asyncio.wait_for(informer.run(), 1)
+    assert len(client.list_calls) == 1
+
+
+async def test_cancelling_the_caller_of_run_propagates_cancellation() -> None:
+    client = StubClient(lists=[ListResult([], "1")])
+    informer, _ = make(client)
+    task = asyncio.create_task(informer.run())
+    await until(lambda: len(client.watch_calls) == 1, "watching")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 1)
+    assert not informer.running
+
+
+async def test_every_log_line_names_resource_and_namespace(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    clock = FakeClock()
+    client = StubClient(
+        lists=[errors.ServerError("boom", status=500), ListResult([obj("a")], "10")],
+        watches=[[ev("ADDED", obj("b", "11")), errors.Gone("old", status=410)]],
+    )
+    informer = Informer(client, DEPLOYMENTS, "team", clock=clock, backoff=no_jitter())
+    with caplog.at_level(logging.DEBUG, logger="dynamo_pool_operator.runtime"):
+        async with running(informer):
+            await until(lambda: clock.sleepers == 1, "list backoff")
+            await clock.advance(1)
+            await until(lambda: len(client.list_calls) == 3, "relist after 410")
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("dynamo_pool_operator")]
+    assert len(lines) >= 4
+    assert all("deployments.apps in namespace team" in m for m in lines), lines
+
+
+# --------------------------------------------------------------------------- shared informers
+def test_shared_informers_return_one_instance_per_resource_namespace_and_selector() -> None:
+    shared = SharedInformers(StubClient(), clock=FakeClock())
+    a = shared.get(RES, "ns1")
+    assert shared.get(RES, "ns1") is a
+    assert shared.get(RES, "ns2") is not a
+    assert shared.get(RES, "ns1", "app=x") is not a
+    assert shared.get(RES, "ns1", "app=x") is shared.get(RES, "ns1", "app=x")
+    assert shared.get(RES) is shared.get(RES, "")
+    assert shared.get(DEPLOYMENTS, "ns1") is not a
+    # a namespace means nothing for a cluster-scoped resource
+    assert shared.get(NAMESPACES, "ns1") is shared.get(NAMESPACES)
+    assert len(shared.informers()) == 6
+
+
+def test_shared_informers_refuse_a_second_different_transform() -> None:
+    def t1(o: Obj) -> Obj:
+        return o
+
+    def t2(o: Obj) -> Obj:
+        return o
+
+    shared = SharedInformers(StubClient(), clock=FakeClock())
+    inf = shared.get(RES, "ns", transform=t1)
+    assert shared.get(RES, "ns", transform=t1) is inf
+    assert shared.get(RES, "ns") is inf
+    with pytest.raises(ValueError, match="another transform"):
+        shared.get(RES, "ns", transform=t2)
+
+
+async def test_shared_informers_start_sync_late_start_and_stop_all() -> None:
+    client = StubClient(lists=[ListResult([obj("a")], "1"), ListResult([obj("d")], "2")])
+    shared = SharedInformers(client, clock=FakeClock())
+    cms = shared.get(RES, "default")
+    shared.start_all()
+    assert await shared.wait_for_sync(timeout=5)
+    deps = shared.get(DEPLOYMENTS, "default")  # asked for after start: starts at once
+    await until(lambda: deps.has_synced, "late informer synced")
+    assert cms.store.get("default", "a") is not None
+    assert deps.store.get("default", "d") is not None
+    await asyncio.wait_for(shared.stop_all(), 1)
+    assert not cms.running
+    assert not deps.running
+    with pytest.raises(RuntimeError):
+        shared.start_all()
+
+
+async def test_shared_wait_for_sync_is_false_when_one_informer_cannot_list() -> None:
+    clock = FakeClock()
+    client = StubClient(lists=[ListResult([], "1")])  # the second list never answers
+    shared = SharedInformers(client, clock=clock)
+    shared.get(RES, "a")
+    shared.get(RES, "b")
+    shared.start_all()
+    waiter = asyncio.create_task(shared.wait_for_sync(timeout=30))
+    await settle()
+    await clock.advance(30)
+    assert await asyncio.wait_for(waiter, 1) is False
+    await shared.stop_all()
+
+
+# --------------------------------------------------------------------------- real client
+class _PlainHttp:
+    """Credentials for a plain-HTTP test server: no headers, an unused TLS context."""
+
+    async def ssl_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context()
+
+    async def headers(self) -> dict[str, str]:
+        return {}
+
+    def invalidate(self) -> None:
+        pass
+
+
+async def test_informer_runs_unchanged_on_the_real_client_over_http() -> None:
+    """Wiring check against `runtime.client.Client` and a fake API server: query
+    parameters, pagination, line splitting and the in-stream 410 all meet the informer."""
+    requests: list[dict[str, str]] = []
+    lists = [
+        {"items": [obj("a")], "metadata": {"continue": "p2"}},
+        {"items": [obj("b")], "metadata": {"resourceVersion": "10"}},
+        {"items": [obj("b", "20")], "metadata": {"resourceVersion": "20"}},
+    ]
+    watches = [
+        [ev("ADDED", obj("c", "11")), error_event(410, "Expired")],
+    ]
+    hang = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        q = dict(request.query)
+        requests.append(q)
+        if q.get("watch") != "true":
+            return web.json_response(lists.pop(0), dumps=lambda o: orjson.dumps(o).decode())
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        if not watches:
+            await hang.wait()
+            return resp
+        for line in watches.pop(0):
+            # split each line across two writes to exercise the client's buffering
+            await resp.write(line[:7])
+            await resp.write(line[7:] + b"\n")
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/default/configmaps", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        async with Client(ClusterConfig(f"http://127.0.0.1:{port}", _PlainHttp())) as client:
+            informer = Informer(client, RES, "default", label_selector="app=x")
+            rec = Recorder()
+            informer.add_handler(rec)
+            task = asyncio.create_task(informer.run())
+            assert await informer.wait_synced(timeout=5)
+            for _ in range(200):
+                if informer.last_resource_version == "20" and len(requests) >= 5:
+                    break
+                await asyncio.sleep(0.01)
+            informer.stop()
+            hang.set()
+            await asyncio.wait_for(task, 5)
+    finally:
+        await runner.cleanup()
+    assert requests[0] == {"labelSelector": "app=x", "limit": "500"}
+    assert requests[1]["continue"] == "p2"
+    watch = requests[2]
+    assert (watch["watch"], watch["resourceVersion"], watch["allowWatchBookmarks"]) == (
+        "true",
+        "10",
+        "true",
+    )
+    assert watch["labelSelector"] == "app=x"
+    assert rec.events == [
+        ("ADDED", None, "a@1"),
+        ("ADDED", None, "b@1"),
+        ("ADDED", None, "c@11"),
+        ("DELETED", "a@1", None),
+        ("DELETED", "c@11", None),
+        ("MODIFIED", "b@1", "b@20"),
+    ]
+    assert requests[4]["resourceVersion"] == "20"
