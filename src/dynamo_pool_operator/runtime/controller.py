@@ -1,0 +1,349 @@
+"""Watches -> keys -> workers -> reconcile, with controller-runtime's contract.
+
+A controller declares what it watches: its primary resource (`for_`), objects
+it owns (`owns`: the controller owner reference names the key), and anything
+else through a map function (`watches`). Each event becomes a `Request`
+(namespace, name) on a de-duplicating work queue; `workers` tasks take keys
+and call `reconcile`. The reconcile contract is controller-runtime's:
+
+- an exception -> log it with the key, requeue with per-key exponential backoff;
+- `Result(requeue_after=d)` -> forget the backoff, come back after `d`;
+- otherwise -> forget the backoff; wait for the next event.
+
+There are no terminal errors: anything that failed is retried. A key is never
+reconciled by two workers at once (the queue guarantees it), and a reconcile
+reads only caches, so it is level-based: it never depends on having seen a
+particular event, only on the state now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from . import errors, metrics
+from .clock import Clock, SystemClock
+from .informer import EventHandler, EventType, Informer
+from .queue import RateLimiter, ShutDown, WorkQueue
+from .store import Obj
+
+log = logging.getLogger(__name__)
+
+#: The key of a primary object: (namespace, name); namespace "" for cluster scope.
+Request = tuple[str, str]
+MapFunc = Callable[[Obj], Iterable[Request]]
+Predicate = Callable[[EventType, Obj | None, Obj | None], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What a successful reconcile asks for: nothing, or another look after a delay."""
+
+    requeue_after: float | None = None
+
+
+class Reconciler(Protocol):
+    async def reconcile(self, request: Request) -> Result | None: ...
+
+
+# --------------------------------------------------------------------- predicates
+def _meta(obj: Obj | None) -> dict[str, Any]:
+    meta = (obj or {}).get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def spec_or_metadata_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
+    """Pass creates, deletes, and updates that change anything but status.
+
+    A status-only update of a primary's dependency (a DGD's status, written by
+    its own operator many times a minute) must not wake us: it cannot change
+    our decision, and reacting to it is how status feedback loops start.
+    Generation covers spec; labels, annotations, owners, finalizers and the
+    deletion timestamp do not bump it, so they are compared too.
+    """
+    if etype is not EventType.MODIFIED:
+        return True
+    a, b = _meta(old), _meta(new)
+    keys = ("generation", "labels", "annotations", "ownerReferences", "finalizers")
+    if any(a.get(k) != b.get(k) for k in keys):
+        return True
+    if a.get("deletionTimestamp") != b.get("deletionTimestamp"):
+        return True
+    if "generation" not in b:  # a kind without generation (core objects): compare spec
+        return (old or {}).get("spec") != (new or {}).get("spec")
+    return False
+
+
+# --------------------------------------------------------------------- metrics
+class _Metrics:
+    """controller-runtime's metric names, so existing dashboards work."""
+
+    # Weak keys: an id() could be reused by a new registry after the old one is gone.
+    _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, _Metrics] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.total = Counter(
+            "controller_runtime_reconcile_total",
+            "Total number of reconciliations per controller",
+            ["controller", "result"],
+            registry=registry,
+        )
+        self.errors = Counter(
+            "controller_runtime_reconcile_errors_total",
+            "Total number of reconciliation errors per controller",
+            ["controller"],
+            registry=registry,
+        )
+        self.time = Histogram(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            ["controller"],
+            buckets=(
+                0.005,
+                0.01,
+                0.025,
+                0.05,
+                0.1,
+                0.15,
+                0.2,
+                0.25,
+                0.3,
+                0.35,
+                0.4,
+                0.45,
+                0.5,
+                0.6,
+                0.7,
+                0.8,
+                0.9,
+                1.0,
+                1.25,
+                1.5,
+                1.75,
+                2.0,
+                2.5,
+                3.0,
+                3.5,
+                4.0,
+                4.5,
+                5,
+                6,
+                7,
+                8,
+                9,
+                10,
+                15,
+                20,
+                25,
+                30,
+                40,
+                50,
+                60,
+            ),
+            registry=registry,
+        )
+        self.max_workers = Gauge(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            ["controller"],
+            registry=registry,
+        )
+        self.active = Gauge(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            ["controller"],
+            registry=registry,
+        )
+
+    @classmethod
+    def for_registry(cls, registry: CollectorRegistry) -> _Metrics:
+        found = cls._by_registry.get(registry)
+        if found is None:
+            found = cls._by_registry[registry] = cls(registry)
+        return found
+
+
+# --------------------------------------------------------------------- controller
+class Controller:
+    """One named controller: its watches, its queue and its workers."""
+
+    def __init__(
+        self,
+        name: str,
+        reconciler: Reconciler,
+        *,
+        workers: int = 1,
+        cache_sync_timeout: float = 120.0,
+        clock: Clock | None = None,
+        rate_limiter: RateLimiter[Request] | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.name = name
+        self.reconciler = reconciler
+        self.workers = workers
+        self.cache_sync_timeout = cache_sync_timeout
+        self._clock = clock or SystemClock()
+        registry = registry if registry is not None else metrics.REGISTRY
+        self.queue: WorkQueue[Request] = WorkQueue(
+            name, clock=self._clock, rate_limiter=rate_limiter, registry=registry
+        )
+        self._m = _Metrics.for_registry(registry)
+        for result in ("success", "error", "requeue_after"):
+            self._m.total.labels(name, result)  # series exist from the start, at 0
+        self._m.errors.labels(name)
+        self._m.max_workers.labels(name).set(workers)
+        self._informers: list[Informer] = []
+        self._handlers: list[tuple[Informer, EventHandler]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        #: Optional hook: awaited before each reconcile (tests pause the controller here).
+        self.before_reconcile: Callable[[Request], Awaitable[None]] | None = None
+
+    # ------------------------------------------------------------ watches
+    def watches(
+        self, informer: Informer, mapper: MapFunc, predicate: Predicate | None = None
+    ) -> Controller:
+        """Enqueue the keys `mapper` returns for each (old and new) object of an event."""
+
+        def handle(etype: EventType, old: Obj | None, new: Obj | None) -> None:
+            if predicate is not None and not predicate(etype, old, new):
+                return
+            keys: set[Request] = set()
+            for obj in (old, new):
+                if obj is not None:
+                    keys.update(mapper(obj))
+            for key in keys:
+                self.queue.add(key)
+
+        if informer not in self._informers:
+            self._informers.append(informer)
+        informer.add_handler(handle)
+        self._handlers.append((informer, handle))
+        return self
+
+    def for_(self, informer: Informer, predicate: Predicate | None = None) -> Controller:
+        """The primary resource: an event on X enqueues X."""
+
+        def own_key(obj: Obj) -> Iterable[Request]:
+            meta = _meta(obj)
+            return [(str(meta.get("namespace") or ""), str(meta.get("name") or ""))]
+
+        return self.watches(informer, own_key, predicate)
+
+    def owns(
+        self,
+        informer: Informer,
+        owner_api_version: str,
+        owner_kind: str,
+        predicate: Predicate | None = None,
+    ) -> Controller:
+        """Owned objects: an event enqueues the primary named by its controller reference
+        (apiVersion group and kind must match, so another kind's objects never map)."""
+        group = owner_api_version.split("/")[0] if "/" in owner_api_version else ""
+
+        def owner_key(obj: Obj) -> Iterable[Request]:
+            meta = _meta(obj)
+            for ref in meta.get("ownerReferences") or ():
+                api = str(ref.get("apiVersion", ""))
+                ref_group = api.split("/")[0] if "/" in api else ""
+                if (
+                    ref.get("controller") is True
+                    and ref.get("kind") == owner_kind
+                    and ref_group == group
+                ):
+                    return [(str(meta.get("namespace") or ""), str(ref.get("name", "")))]
+            return []
+
+        return self.watches(informer, owner_key, predicate)
+
+    @property
+    def settled(self) -> bool:
+        """No key queued or being reconciled (delayed retries may still be pending)."""
+        return len(self.queue) == 0 and self.queue.processing == 0
+
+    # ------------------------------------------------------------ running
+    async def wait_for_caches(self) -> None:
+        """Wait until every watched informer has synced, or fail like controller-runtime."""
+        results = await asyncio.gather(
+            *(i.wait_synced(self.cache_sync_timeout) for i in self._informers)
+        )
+        missing = [i.description for i, ok in zip(self._informers, results, strict=True) if not ok]
+        if missing:
+            raise TimeoutError(
+                f"controller {self.name}: caches not synced within "
+                f"{self.cache_sync_timeout:.0f}s: {', '.join(missing)}"
+            )
+
+    async def start(self) -> None:
+        """Wait for caches, then start the workers (returns once they run)."""
+        await self.wait_for_caches()
+        for i in range(self.workers):
+            self._tasks.append(asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}"))
+        log.info("controller started", extra={"controller": self.name, "workers": self.workers})
+
+    async def stop(self, drain_timeout: float = 30.0) -> None:
+        """Stop taking new keys, let in-flight reconciles finish (bounded), stop workers."""
+        for informer, handler in self._handlers:
+            informer.remove_handler(handler)
+        drained = await self.queue.shut_down_with_drain(drain_timeout)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if not drained:
+            log.warning(
+                "controller %s: reconciles still running after %.0fs", self.name, drain_timeout
+            )
+
+    async def _worker(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            try:
+                await self._reconcile_handler(key)
+            finally:
+                self.queue.done(key)
+
+    async def _reconcile_handler(self, key: Request) -> None:
+        m, name = self._m, self.name
+        if self.before_reconcile is not None:
+            await self.before_reconcile(key)
+        started = time.monotonic()
+        m.active.labels(name).inc()
+        try:
+            result = await self.reconciler.reconcile(key)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            m.errors.labels(name).inc()
+            m.total.labels(name, "error").inc()
+            # Expected API failures are one line; anything else gets its traceback.
+            log.error(
+                "Reconciler error: %s/%s: %s",
+                key[0],
+                key[1],
+                e,
+                exc_info=not isinstance(e, errors.ApiError),
+                extra={"controller": name, "namespace": key[0], "name": key[1]},
+            )
+            self.queue.add_rate_limited(key)
+            return
+        finally:
+            m.active.labels(name).dec()
+            m.time.labels(name).observe(time.monotonic() - started)
+        self.queue.forget(key)
+        if result is not None and result.requeue_after:
+            m.total.labels(name, "requeue_after").inc()
+            self.queue.add_after(key, result.requeue_after)
+        else:
+            m.total.labels(name, "success").inc()
