@@ -20,7 +20,12 @@ DNS1035_MAX = 63
 KARMADA_DERIVED_PREFIX = "derived-"
 KARMADA_MAX_SERVICE_NAME = DNS1035_MAX - len(KARMADA_DERIVED_PREFIX)  # 55
 
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# Matched with fullmatch: `$` would also accept a trailing newline.
+_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 
 
 def relay_name(dgd: str) -> str:
@@ -38,7 +43,7 @@ def dns1035_label_errors(name: str) -> list[str]:
     problems: list[str] = []
     if len(name) > DNS1035_MAX:
         problems.append(f"must be no more than {DNS1035_MAX} characters (has {len(name)})")
-    if not _DNS1035.match(name):
+    if not _DNS1035.fullmatch(name):
         problems.append(
             "must consist of lower case alphanumeric characters or '-', start with an "
             "alphabetic character, and end with an alphanumeric character"
@@ -66,3 +71,42 @@ GLOBAL_DYNAMO_NAMESPACE = "dynamo"
 def discovery_service_account(dgd: str) -> str:
     """The ServiceAccount Dynamo's operator creates for a DGD's Kubernetes discovery."""
     return f"{dgd}-k8s-service-discovery"
+
+
+def dns1123_subdomain_errors(name: str) -> list[str]:
+    """Why `name` is not a valid object name (most kinds, e.g. a ServiceAccount)."""
+    problems: list[str] = []
+    if len(name) > 253:
+        problems.append(f"must be no more than 253 characters (has {len(name)})")
+    if not _DNS1123_SUBDOMAIN.fullmatch(name):
+        problems.append(
+            "must consist of lower case alphanumeric characters, '-' or '.', and must start "
+            "and end with an alphanumeric character"
+        )
+    return problems
+
+
+def qualified_name_errors(key: str) -> list[str]:
+    """Why `key` is not a valid label or annotation key (`[prefix/]name`)."""
+    prefix, _, name = key.rpartition("/")
+    problems: list[str] = []
+    if "/" in key and (not prefix or dns1123_subdomain_errors(prefix)):
+        problems.append(f"prefix {prefix!r} must be a DNS subdomain (e.g. example.com)")
+    if not name or len(name) > DNS1035_MAX or not _QUALIFIED_NAME.fullmatch(name):
+        problems.append(
+            "name part must be 1-63 characters of alphanumerics, '-', '_' or '.', starting "
+            "and ending with an alphanumeric character"
+        )
+    return problems
+
+
+def label_value_errors(value: str) -> list[str]:
+    """Why `value` is not a valid label value."""
+    if len(value) > DNS1035_MAX:
+        return [f"must be no more than 63 characters (has {len(value)})"]
+    if not _LABEL_VALUE.fullmatch(value):
+        return [
+            "must be empty or consist of alphanumerics, '-', '_' or '.', starting and "
+            "ending with an alphanumeric character"
+        ]
+    return []

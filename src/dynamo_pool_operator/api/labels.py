@@ -1,0 +1,37 @@
+"""Label and annotation keys the operator writes or reads, in one place."""
+
+from __future__ import annotations
+
+#: On every object a pool's relay owns (Deployment, Service, ServiceExports).
+DGD_NAME = "nvidia.com/dynamo-graph-deployment-name"
+
+APP_NAME = "app.kubernetes.io/name"
+APP_INSTANCE = "app.kubernetes.io/instance"
+APP_COMPONENT = "app.kubernetes.io/component"
+APP_MANAGED_BY = "app.kubernetes.io/managed-by"
+APP_PART_OF = "app.kubernetes.io/part-of"
+
+RELAY_APP = "dynamo-pool-relay"
+MANAGED_BY = "dynamo-pool-operator"
+
+#: Hash of the rendered desired state, so a change of our intent (including a
+#: removed field) is applied even when the live object still looks like a superset.
+RENDER_HASH = "nvidia.com/pool-relay-render-hash"
+
+#: Pod labels the operator sets to select the relay pods; a relay may not override them.
+RESERVED_POD_LABELS = frozenset({APP_NAME, APP_INSTANCE, DGD_NAME})
+
+
+def selector(dgd: str) -> dict[str, str]:
+    """The relay pods' selector: stable for the life of the Deployment (immutable)."""
+    return {APP_NAME: RELAY_APP, APP_INSTANCE: dgd}
+
+
+def owned_object_labels(dgd: str) -> dict[str, str]:
+    """Labels on the relay Deployment and Service."""
+    return {
+        **selector(dgd),
+        APP_COMPONENT: "pool-relay",
+        APP_MANAGED_BY: MANAGED_BY,
+        DGD_NAME: dgd,
+    }

@@ -1,0 +1,1 @@
+"""Pool exports through the Multi-Cluster Services API (SPEC §4)."""

@@ -1,0 +1,1 @@
+"""The DynamoPoolRelay controller: publish and withdraw a pool's relay (SPEC §3)."""

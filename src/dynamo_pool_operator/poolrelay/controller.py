@@ -1,0 +1,96 @@
+"""Wiring of the DynamoPoolRelay controller: which caches it reads and what wakes it.
+
+Watches (SPEC §3):
+- relays (primary), ignoring status-only updates — our own status writes must
+  not wake us (no feedback loop);
+- DGDs, mapped to the relay of the same namespace/name, ignoring status-only
+  updates (Dynamo's operator writes DGD status constantly);
+- Deployments and Services named `<D>-pool-relay`, mapped to relay D by *name*,
+  so a foreign object of that name raises the conflict and its deletion clears
+  it, and our own objects' drift is repaired. Objects of other names are not
+  even cached (the informer filter drops them), which keeps memory flat in
+  clusters with many Services.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..api import crd, names
+from ..api.dgd import GROUP as DGD_GROUP
+from ..api.dgd import KIND as DGD_KIND
+from ..api.dgd import PLURAL as DGD_PLURAL
+from ..runtime.controller import Controller, Request, spec_or_metadata_changed
+from ..runtime.informer import SharedInformers
+from ..runtime.resources import DEPLOYMENTS, SERVICES, Resource
+from ..runtime.store import Obj
+from .reconcile import RelayCaches
+
+CONTROLLER_NAME = "dynamopoolrelay"
+
+RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
+
+
+def dgd_resource(version: str) -> Resource:
+    return Resource(DGD_GROUP, version, DGD_PLURAL, DGD_KIND)
+
+
+def same_name(obj: Obj) -> Iterable[Request]:
+    meta = obj.get("metadata") or {}
+    return [(str(meta.get("namespace") or ""), str(meta.get("name") or ""))]
+
+
+def relay_of_object(obj: Obj) -> Iterable[Request]:
+    """`<D>-pool-relay` -> relay D in the same namespace; other names map to nothing."""
+    meta = obj.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    if not name.endswith(names.RELAY_SUFFIX) or len(name) == len(names.RELAY_SUFFIX):
+        return []
+    return [(str(meta.get("namespace") or ""), name[: -len(names.RELAY_SUFFIX)])]
+
+
+def _keep_dgd_fields(obj: Obj) -> Obj:
+    """Cache only what the pool read-model reads: DGD pod templates can be large."""
+    spec = obj.get("spec") or {}
+    slim_spec: dict[str, Any] = {}
+    components = spec.get("components")
+    if isinstance(components, list):
+        slim_spec["components"] = [
+            {k: c[k] for k in ("name", "type", "globalDynamoNamespace") if k in c}
+            for c in components
+            if isinstance(c, dict)
+        ]
+    services = spec.get("services")
+    if isinstance(services, dict):
+        slim_spec["services"] = {
+            n: {
+                k: s[k]
+                for k in ("componentType", "subComponentType", "globalDynamoNamespace")
+                if k in s
+            }
+            for n, s in services.items()
+            if isinstance(s, dict)
+        }
+    return {"apiVersion": obj.get("apiVersion"), "metadata": obj.get("metadata"), "spec": slim_spec}
+
+
+def relay_caches(
+    informers: SharedInformers, *, namespace: str | None, dgd_version: str
+) -> RelayCaches:
+    """Ask the shared factory for the informers this controller reads."""
+    return RelayCaches(
+        relays=informers.get(RELAYS, namespace),
+        dgds=informers.get(dgd_resource(dgd_version), namespace, transform=_keep_dgd_fields),
+        deployments=informers.get(DEPLOYMENTS, namespace),
+        services=informers.get(SERVICES, namespace),
+    )
+
+
+def wire(controller: Controller, caches: RelayCaches) -> Controller:
+    """Declare the controller's watches."""
+    controller.for_(caches.relays, spec_or_metadata_changed)
+    controller.watches(caches.dgds, same_name, spec_or_metadata_changed)
+    controller.watches(caches.deployments, relay_of_object, spec_or_metadata_changed)
+    controller.watches(caches.services, relay_of_object, spec_or_metadata_changed)
+    return controller

@@ -1,0 +1,150 @@
+"""The relay's Deployment and Service, rendered from the relay and its pool. Pure.
+
+The rendered objects are apply configurations: only the fields we own, so a
+server-side apply never fights other managers (HPA on replicas excepted: we own
+`spec.replicas` on purpose, the relay spec is its one source).
+
+The relay pods' contract (environment variables) mirrors what Dynamo's operator
+injects into component pods, plus the pool's cluster ID:
+`DYN_NAMESPACE`, `DYN_DISCOVERY_BACKEND=kubernetes`, `DYN_CLUSTER_ID`,
+`DYN_PARENT_DGD_K8S_NAME`, `DYN_PARENT_DGD_K8S_NAMESPACE`, `DYN_POOL_RELAY_PORT`
+and the downward-API identity `POD_NAME`, `POD_NAMESPACE`, `POD_UID`.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from ..api import labels, names
+from ..api.dgd import KUBERNETES_DISCOVERY, Pool
+from ..api.relay import Relay
+from ..runtime.diff import with_hash
+
+CONTAINER = "relay"
+PORT_NAME = "relay"
+
+#: Paths whose values the API server normalizes (resource quantities): compared by hash only.
+NORMALIZED_PATHS = frozenset({"spec.template.spec.containers.resources"})
+
+
+def _metadata(relay: Relay) -> dict[str, Any]:
+    return {
+        "name": names.relay_name(relay.name),
+        "namespace": relay.namespace,
+        "labels": labels.owned_object_labels(relay.name),
+        "ownerReferences": [relay.owner_reference()],
+    }
+
+
+def _field_env(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
+
+
+def _env(relay: Relay, pool: Pool) -> list[dict[str, Any]]:
+    return [
+        {"name": "DYN_NAMESPACE", "value": pool.dynamo_namespace},
+        {"name": "DYN_DISCOVERY_BACKEND", "value": KUBERNETES_DISCOVERY},
+        {"name": "DYN_CLUSTER_ID", "value": relay.cluster_id},
+        {"name": "DYN_PARENT_DGD_K8S_NAME", "value": pool.name},
+        {"name": "DYN_PARENT_DGD_K8S_NAMESPACE", "value": pool.namespace},
+        {"name": "DYN_POOL_RELAY_PORT", "value": str(relay.port)},
+        _field_env("POD_NAME", "metadata.name"),
+        _field_env("POD_NAMESPACE", "metadata.namespace"),
+        _field_env("POD_UID", "metadata.uid"),
+    ]
+
+
+def _probe(period: int) -> dict[str, Any]:
+    return {"tcpSocket": {"port": PORT_NAME}, "periodSeconds": period}
+
+
+def deployment(relay: Relay, pool: Pool) -> dict[str, Any]:
+    """The relay Deployment (apps/v1), with its render hash annotation."""
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": relay.image,
+        "imagePullPolicy": relay.image_pull_policy,
+        "ports": [{"name": PORT_NAME, "containerPort": relay.port, "protocol": "TCP"}],
+        "env": _env(relay, pool),
+        "readinessProbe": _probe(5),
+        "livenessProbe": _probe(10),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    if relay.resources:
+        container["resources"] = copy.deepcopy(dict(relay.resources))
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": relay.service_account_name
+        or names.discovery_service_account(pool.name),
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+    }
+    if relay.node_selector:
+        pod_spec["nodeSelector"] = dict(relay.node_selector)
+    if relay.tolerations:
+        pod_spec["tolerations"] = [copy.deepcopy(dict(t)) for t in relay.tolerations]
+    template_meta: dict[str, Any] = {
+        "labels": {**relay.pod_labels, **labels.selector(relay.name), labels.DGD_NAME: pool.name}
+    }
+    if relay.pod_annotations:
+        template_meta["annotations"] = dict(relay.pod_annotations)
+    obj = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(relay),
+        "spec": {
+            "replicas": relay.replicas,
+            "selector": {"matchLabels": labels.selector(relay.name)},
+            "template": {"metadata": template_meta, "spec": pod_spec},
+        },
+    }
+    return with_hash(obj, labels.RENDER_HASH)
+
+
+def service(relay: Relay) -> dict[str, Any]:
+    """The relay Service (core/v1): the name the pool is exported under."""
+    obj = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(relay),
+        "spec": {
+            "selector": labels.selector(relay.name),
+            "ports": [
+                {"name": PORT_NAME, "port": relay.port, "targetPort": PORT_NAME, "protocol": "TCP"}
+            ],
+        },
+    }
+    return with_hash(obj, labels.RENDER_HASH)
+
+
+def creation_body(full: dict[str, Any]) -> dict[str, Any]:
+    """What an exclusive create (POST) sends: `full` without the fields a relay can
+    later remove (pod labels and annotations, node selector, tolerations, resources).
+
+    Fields a POST sets are owned by an "Update" entry that no later apply can take
+    away, so a field set at creation could never be removed by dropping it from
+    the apply. Creating without the removable fields, then applying them, keeps
+    every removable field under our apply. (The create must be a POST: an apply
+    is an upsert and would take over a same-named object created meanwhile.)
+    """
+    body = copy.deepcopy(full)
+    spec = body.get("spec") or {}
+    template = spec.get("template")
+    if isinstance(template, dict):
+        meta = template.get("metadata") or {}
+        meta.pop("annotations", None)
+        if "labels" in meta:
+            keep = {**labels.selector(full["metadata"]["labels"][labels.APP_INSTANCE])}
+            keep[labels.DGD_NAME] = meta["labels"].get(labels.DGD_NAME, "")
+            meta["labels"] = keep
+        pod = template.get("spec") or {}
+        pod.pop("nodeSelector", None)
+        pod.pop("tolerations", None)
+        for c in pod.get("containers") or []:
+            c.pop("resources", None)
+    return body

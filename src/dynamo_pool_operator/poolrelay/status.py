@@ -1,0 +1,105 @@
+"""The relay's status, computed purely, and written only when it changes.
+
+A status write is itself an event on the relay; writing the same status on
+every reconcile would be a feedback loop (and a write per pool per resync).
+So the desired status is compared with the cached one, and the `Ready`
+condition keeps its `lastTransitionTime` while its status stays the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..api import crd, names
+from ..api.relay import API_VERSION, Relay
+from .decide import Decision
+
+READY = "Ready"
+
+
+@dataclass(frozen=True, slots=True)
+class ExportStatus:
+    """One line of `status.exports[]`: a Service the pool exports or skips, and why."""
+
+    name: str
+    state: str
+    reason: str = ""
+    message: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"name": self.name, "state": self.state}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.message:
+            out["message"] = self.message
+        return out
+
+
+def _rfc3339(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def desired_status(
+    relay: Relay,
+    current: Mapping[str, Any] | None,
+    decision: Decision,
+    *,
+    cluster_id: str,
+    exports: Sequence[ExportStatus],
+    now: datetime,
+) -> dict[str, Any]:
+    """The status the relay should show; `current` is the cached `status` (or None)."""
+    current = current or {}
+    old_ready = next(
+        (
+            c
+            for c in current.get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == READY
+        ),
+        None,
+    )
+    status_value = "True" if decision.publish else "False"
+    transition = (
+        old_ready["lastTransitionTime"]
+        if old_ready
+        and old_ready.get("status") == status_value
+        and old_ready.get("lastTransitionTime")
+        else _rfc3339(now)
+    )
+    status: dict[str, Any] = {
+        "observedGeneration": relay.generation,
+        "conditions": [
+            {
+                "type": READY,
+                "status": status_value,
+                "reason": decision.reason.value,
+                "message": decision.message[:32768],
+                "observedGeneration": relay.generation,
+                "lastTransitionTime": transition,
+            }
+        ],
+        "serviceName": names.relay_name(relay.name) if decision.publish else "",
+        "clusterId": cluster_id,
+        "exports": [e.to_dict() for e in exports],
+    }
+    return status
+
+
+def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """True when writing `desired` would change what the relay shows."""
+    current = current or {}
+    return any(current.get(k) != v for k, v in desired.items())
+
+
+def status_apply(relay: Relay, status: Mapping[str, Any]) -> dict[str, Any]:
+    """A server-side apply body for the status subresource. It carries the relay's uid,
+    so a status computed for a deleted relay never lands on a new one of the same name."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": crd.KIND,
+        "metadata": {"name": relay.name, "namespace": relay.namespace, "uid": relay.uid},
+        "status": dict(status),
+    }
