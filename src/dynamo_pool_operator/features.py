@@ -1,0 +1,108 @@
+"""Startup gates: which versions of the APIs we use does this cluster serve?
+
+Resolved once, from discovery, before any informer starts; every later list,
+watch and write uses the resolved version. A missing API that the
+configuration requires fails startup with a message naming the API and the
+setting that requires it; an optional one (the About API) turns its feature
+off with one log line saying why.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .api import crd
+from .api import dgd as dgd_api
+from .runtime.client import Client, ServedResource
+
+log = logging.getLogger(__name__)
+
+MCS_GROUP = "multicluster.x-k8s.io"
+SERVICEEXPORTS = "serviceexports"
+ABOUT_GROUP = "about.k8s.io"
+CLUSTERPROPERTIES = "clusterproperties"
+
+SERVICEEXPORT_VERSIONS = ("v1beta1", "v1alpha1")  # preference order
+ABOUT_VERSIONS = ("v1beta1", "v1alpha1")
+
+
+class StartupError(Exception):
+    """The cluster lacks an API the configuration needs; the message says what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Gates:
+    """Resolved API versions; None means "not served" (the feature is off)."""
+
+    dgd_version: str
+    #: `multiClusterExport`: the ServiceExport version, or None with no implementation set.
+    serviceexport_version: str | None
+    #: The About API version for the cluster ID check (mcs only), or None.
+    about_version: str | None
+
+    def describe(self) -> str:
+        return (
+            f"dynamographdeployments.nvidia.com={self.dgd_version} "
+            f"multiClusterExport={self.serviceexport_version or 'off'} "
+            f"clusterIDCheck={self.about_version or 'off'}"
+        )
+
+
+def pick(served: Sequence[str], preferred: Sequence[str]) -> str | None:
+    """The first of `preferred` that is served."""
+    return next((v for v in preferred if v in served), None)
+
+
+def _versions(resources: Sequence[ServedResource], group: str, plural: str) -> list[str]:
+    return [r.version for r in resources if r.group == group and r.plural == plural]
+
+
+def resolve_gates(resources: Sequence[ServedResource], mcs_implementation: str) -> Gates:
+    """Pure: decide the gates from a discovery snapshot and the configured implementation."""
+    if not _versions(resources, crd.GROUP, crd.PLURAL):
+        raise StartupError(
+            f"the {crd.PLURAL}.{crd.GROUP} API is not served: install the DynamoPoolRelay CRD "
+            "(`dynamo-pool-operator manifests crds | kubectl apply -f -`, or the Helm chart)"
+        )
+    dgd_version = pick(
+        _versions(resources, dgd_api.GROUP, dgd_api.PLURAL), dgd_api.SUPPORTED_VERSIONS
+    )
+    if dgd_version is None:
+        raise StartupError(
+            f"the {dgd_api.PLURAL}.{dgd_api.GROUP} API (v1beta1 or v1alpha1) is not served: "
+            "install NVIDIA Dynamo's operator (its CRDs) before this operator"
+        )
+    export_version = None
+    about_version = None
+    if mcs_implementation:
+        export_version = pick(
+            _versions(resources, MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS
+        )
+        if export_version is None:
+            raise StartupError(
+                f"multiCluster.mcsImplementation is {mcs_implementation!r}, but the cluster "
+                f"serves no {SERVICEEXPORTS}.{MCS_GROUP} API (v1alpha1 or v1beta1): install "
+                "the Multi-Cluster Services API CRDs (your MCS implementation or Karmada ships "
+                'them), or set multiCluster.mcsImplementation to "" to export nothing'
+            )
+        if mcs_implementation == "mcs":
+            about_version = pick(
+                _versions(resources, ABOUT_GROUP, CLUSTERPROPERTIES), ABOUT_VERSIONS
+            )
+    return Gates(dgd_version, export_version, about_version)
+
+
+async def discover_gates(client: Client, mcs_implementation: str) -> Gates:
+    """Resolve the gates against the cluster and log them (and why a check is off)."""
+    gates = resolve_gates(await client.server_resources(), mcs_implementation)
+    if mcs_implementation == "mcs" and gates.about_version is None:
+        log.warning(
+            "the About API (%s.%s) is not served: the cluster ID check "
+            "(ClusterIDMismatch) is off; install the About API CRD and restart to turn it on",
+            CLUSTERPROPERTIES,
+            ABOUT_GROUP,
+        )
+    log.info("feature gates resolved: %s", gates.describe())
+    return gates

@@ -1,0 +1,111 @@
+"""The operator, assembled: one function wires caches, controllers, events and exports.
+
+`run` (the process), `dev`, the integration tests and the benchmark all build
+the operator here, so what the tests exercise is the wiring that ships.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry
+
+from .api.relay import RelayDefaults
+from .config import OperatorConfiguration
+from .features import Gates
+from .poolrelay import controller as relay_controller
+from .poolrelay.reconcile import ExportStep, PoolRelayReconciler, RelayCaches
+from .runtime import metrics
+from .runtime.client import Client
+from .runtime.clock import Clock, SystemClock
+from .runtime.controller import Controller
+from .runtime.events import EventRecorder
+from .runtime.informer import SharedInformers
+
+log = logging.getLogger(__name__)
+
+REPORTING_CONTROLLER = "nvidia.com/dynamo-pool-operator"
+
+
+@dataclass
+class Operator:
+    """Everything one operator process runs, ready to `start`."""
+
+    client: Client
+    config: OperatorConfiguration
+    gates: Gates
+    informers: SharedInformers
+    caches: RelayCaches
+    recorder: EventRecorder
+    reconciler: PoolRelayReconciler
+    controller: Controller
+
+    async def start(self) -> None:
+        """Start caches and the event writer, then (after caches sync) the workers."""
+        self.informers.start_all()
+        await self.recorder.start()
+        await self.controller.start()
+
+    async def start_caches(self) -> None:
+        """Warm caches only (a follower does this before it leads)."""
+        self.informers.start_all()
+
+    async def stop(self, drain_timeout: float = 30.0) -> None:
+        await self.controller.stop(drain_timeout)
+        await self.recorder.stop()
+        await self.informers.stop_all()
+
+    def caches_synced(self) -> bool:
+        return all(i.has_synced for i in self.informers.informers())
+
+
+def build(
+    client: Client,
+    config: OperatorConfiguration,
+    gates: Gates,
+    *,
+    identity: str,
+    registry: CollectorRegistry | None = None,
+    clock: Clock | None = None,
+) -> Operator:
+    """Wire the operator for `config` on a cluster with `gates`."""
+    registry = registry if registry is not None else metrics.REGISTRY
+    clock = clock or SystemClock()
+    namespace = config.namespace.restricted or None
+    informers = SharedInformers(client)
+    caches = relay_controller.relay_caches(
+        informers, namespace=namespace, dgd_version=gates.dgd_version
+    )
+    recorder = EventRecorder(
+        client,
+        reporting_controller=REPORTING_CONTROLLER,
+        reporting_instance=identity,
+        registry=registry,
+    )
+    exports: ExportStep | None = None
+    relay = config.pool_relay
+    reconciler = PoolRelayReconciler(
+        client,
+        caches,
+        defaults=RelayDefaults(
+            image=relay.image,
+            port=relay.port,
+            replicas=relay.replicas,
+            image_pull_policy=relay.image_pull_policy,
+        ),
+        default_discovery_backend=config.discovery.backend,
+        exports=exports,
+        clock=clock,
+    )
+    controller = relay_controller.wire(
+        Controller(
+            relay_controller.CONTROLLER_NAME,
+            reconciler,
+            workers=config.controller.workers,
+            cache_sync_timeout=config.controller.cache_sync_timeout,
+            registry=registry,
+        ),
+        caches,
+    )
+    return Operator(client, config, gates, informers, caches, recorder, reconciler, controller)

@@ -1,0 +1,151 @@
+"""The operator process: `dynamo-pool-operator run`.
+
+Order of events (as controller-runtime's manager):
+1. resolve the API gates (a missing required API fails here, exit 1);
+2. serve /healthz, /readyz, /metrics; start the informers (caches warm while
+   this replica is still a follower, so a failover takes seconds);
+3. acquire the Lease (if leader election is on); only then start the
+   event writer and the controllers: only the leader writes;
+4. on SIGTERM/SIGINT: stop the controllers (drain in-flight reconciles),
+   release the Lease, exit 0. On lost leadership: stop writing at once and
+   exit 1, so the pod restarts as a follower.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+from . import operator
+from .config import OperatorConfiguration
+from .features import StartupError, discover_gates
+from .runtime import metrics
+from .runtime.auth import ConfigError, load_config
+from .runtime.client import Client
+from .runtime.leader import LeaderElector, LeadershipLost, default_identity
+from .runtime.server import Probes, ProbeServer
+
+log = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILURE = 1  # startup failed, or leadership was lost
+EXIT_CONFIG = 2  # the configuration (file or flags) is invalid
+
+_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def lease_namespace(config: OperatorConfiguration) -> str | None:
+    """The Lease's namespace: configured, else the restricted namespace, else our pod's."""
+    if config.leader_election.namespace:
+        return config.leader_election.namespace
+    if config.namespace.restricted:
+        return config.namespace.restricted
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        return _SA_NAMESPACE.read_text().strip() or None
+    except OSError:
+        return None
+
+
+async def run(
+    config: OperatorConfiguration,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    stop: asyncio.Event | None = None,
+) -> int:
+    """Run until `stop` is set (or a signal arrives); return the process exit code."""
+    stop = stop or _signal_stop()
+    try:
+        cluster = load_config(kubeconfig, context)
+    except ConfigError as e:
+        log.error("cannot reach a cluster: %s", e)
+        return EXIT_CONFIG
+    identity = default_identity()
+    async with Client(cluster) as client:
+        try:
+            gates = await discover_gates(client, config.multi_cluster.mcs_implementation)
+        except StartupError as e:
+            log.error("%s", e)
+            return EXIT_FAILURE
+        op = operator.build(client, config, gates, identity=identity)
+        probes = Probes(liveness={"ping": lambda: True}, readiness={"caches": op.caches_synced})
+        server = ProbeServer(
+            probes,
+            metrics.REGISTRY,
+            health_address=config.server.health_probe_address,
+            metrics_address=config.server.metrics_address,
+        )
+        await server.start()
+        try:
+            return await _run_with_server(op, config, identity, stop)
+        finally:
+            await server.stop()
+
+
+async def _run_with_server(
+    op: operator.Operator, config: OperatorConfiguration, identity: str, stop: asyncio.Event
+) -> int:
+    await op.start_caches()
+
+    async def lead() -> None:
+        await op.recorder.start()
+        await op.controller.start()
+        log.info("leading: controllers started", extra={"identity": identity})
+        await stop.wait()
+
+    le = config.leader_election
+    elector: LeaderElector | None = None
+    if le.enabled:
+        ns = lease_namespace(config)
+        if ns is None:
+            log.error(
+                "leader election needs a namespace for its Lease: set "
+                "leaderElection.namespace (or POD_NAMESPACE), or disable leaderElection"
+            )
+            await op.stop()
+            return EXIT_CONFIG
+        elector = LeaderElector(
+            op.client,
+            namespace=ns,
+            name=le.name,
+            identity=identity,
+            lease_duration=le.lease_duration,
+            renew_deadline=le.renew_deadline,
+            retry_period=le.retry_period,
+        )
+    work = asyncio.create_task(elector.run(lead) if elector else lead())
+    stopper = asyncio.create_task(stop.wait())
+    code = EXIT_OK
+    try:
+        done, _ = await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if work in done:
+            work.result()  # raises LeadershipLost or a startup failure
+        else:
+            # Stop first, while still leading: in-flight reconciles drain, then the
+            # elector releases the lease as `work` is cancelled.
+            await op.controller.stop()
+            work.cancel()
+            await asyncio.gather(work, return_exceptions=True)
+    except LeadershipLost as e:
+        log.error("leadership lost, exiting so no write happens without the lease: %s", e)
+        code = EXIT_FAILURE
+    except Exception:
+        log.exception("operator failed")
+        code = EXIT_FAILURE
+    finally:
+        stopper.cancel()
+        await op.stop(drain_timeout=10)
+    return code
+
+
+def _signal_stop() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
