@@ -50,6 +50,11 @@ def relay_of_object(obj: Obj) -> Iterable[Request]:
     return [(str(meta.get("namespace") or ""), name[: -len(names.RELAY_SUFFIX)])]
 
 
+def is_relay_object(obj: Obj) -> bool:
+    """Only objects named `<D>-pool-relay` concern us (ours, or a conflicting one)."""
+    return bool(relay_of_object(obj))
+
+
 def _keep_dgd_fields(obj: Obj) -> Obj:
     """Cache only what the pool read-model reads: DGD pod templates can be large."""
     spec = obj.get("spec") or {}
@@ -82,8 +87,8 @@ def relay_caches(
     return RelayCaches(
         relays=informers.get(RELAYS, namespace),
         dgds=informers.get(dgd_resource(dgd_version), namespace, transform=_keep_dgd_fields),
-        deployments=informers.get(DEPLOYMENTS, namespace),
-        services=informers.get(SERVICES, namespace),
+        deployments=informers.get(DEPLOYMENTS, namespace, keep=is_relay_object),
+        services=informers.get(SERVICES, namespace, keep=is_relay_object),
     )
 
 

@@ -43,7 +43,7 @@ class ApiError(Exception):
         return False
 
     def __str__(self) -> str:
-        where = f"{self.status} {self.reason}".strip()
+        where = f"{self.status or ''} {self.reason}".strip()
         return f"{where}: {self.message}" if where else self.message
 
 

@@ -59,6 +59,10 @@ class EventType(enum.StrEnum):
 #: `handler(type, old, new)`: ADDED (None, obj), MODIFIED (old, new), DELETED (last known, None).
 EventHandler = Callable[[EventType, Obj | None, Obj | None], None]
 Transform = Callable[[Obj], Obj]
+#: `keep(obj)` False: the object is treated as absent (never cached, never dispatched).
+#: It must depend only on fields that never change (name, namespace), like a field
+#: selector the server cannot express (e.g. a name suffix).
+Keep = Callable[[Obj], bool]
 
 
 class InformerClient(Protocol):
@@ -146,6 +150,7 @@ class Informer:
         label_selector: str | None = None,
         field_selector: str | None = None,
         transform: Transform | None = None,
+        keep: Keep | None = None,
         keep_managed_fields: bool = False,
         clock: Clock | None = None,
         backoff: Backoff | None = None,
@@ -159,6 +164,7 @@ class Informer:
         self.label_selector = label_selector or None
         self.field_selector = field_selector or None
         self.transform = transform
+        self.keep = keep
         self.keep_managed_fields = keep_managed_fields
         self.store = Store()
         self._clock: Clock = clock or SystemClock()
@@ -312,7 +318,8 @@ class Informer:
             field_selector=self.field_selector,
             limit=self._page_size,
         )
-        changes = self.store.replace([self._prepare(o) for o in result.items])
+        kept = [o for o in result.items if self.keep is None or self.keep(o)]
+        changes = self.store.replace([self._prepare(o) for o in kept])
         self._rv = result.resource_version
         self._need_list = False
         log.info(
@@ -323,6 +330,8 @@ class Informer:
             len(changes),
         )
         for old, new in changes:
+            if old is not None and new is not None and _same_version(old, new):
+                continue  # unchanged across a relist: nothing to tell
             self._dispatch(old, new)
         # Only after the initial events: a handler can tell initial objects (has_synced
         # still false) from later changes, as controller-runtime's priority queue does.
@@ -378,9 +387,11 @@ class Informer:
         if etype not in ("ADDED", "MODIFIED", "DELETED"):
             log.warning("informer %s: ignoring watch event of type %r", self.description, etype)
             return
-        obj = self._prepare(obj)
         if rv:
             self._rv = str(rv)
+        if self.keep is not None and not self.keep(obj):
+            return
+        obj = self._prepare(obj)
         if etype == "DELETED":
             self.store.delete(*object_key(obj))
             # The event carries the object's final state, newer than the cached one.
@@ -464,6 +475,7 @@ class SharedInformers:
         label_selector: str | None = None,
         *,
         transform: Transform | None = None,
+        keep: Keep | None = None,
     ) -> Informer:
         """The shared informer for this key, created on first use.
 
@@ -482,14 +494,17 @@ class SharedInformers:
                 ns,
                 label_selector=label_selector,
                 transform=transform,
+                keep=keep,
                 clock=self._clock,
             )
             self._informers[key] = informer
             if self._started:
                 self._start(informer)
-        elif transform is not None and informer.transform != transform:
+        elif (transform is not None and informer.transform != transform) or (
+            keep is not None and informer.keep != keep
+        ):
             raise ValueError(
-                f"informer {informer.description} already exists with another transform"
+                f"informer {informer.description} already exists with another transform or filter"
             )
         return informer
 
@@ -536,6 +551,12 @@ class SharedInformers:
             if not ok:
                 log.warning("informer %s: not synced within %ss", informer.description, timeout)
         return all(results)
+
+
+def _same_version(old: Obj, new: Obj) -> bool:
+    a, b = old.get("metadata") or {}, new.get("metadata") or {}
+    rv = a.get("resourceVersion")
+    return bool(rv) and rv == b.get("resourceVersion") and a.get("uid") == b.get("uid")
 
 
 def _uid(obj: Obj) -> str:

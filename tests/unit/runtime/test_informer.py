@@ -1035,3 +1035,42 @@ async def test_informer_runs_unchanged_on_the_real_client_over_http() -> None:
         ("MODIFIED", "b@1", "b@20"),
     ]
     assert requests[4]["resourceVersion"] == "20"
+
+
+# --------------------------------------------------------------------------- filter, relist
+async def test_keep_filter_treats_rejected_objects_as_absent_in_list_and_watch() -> None:
+    def keep(o: Obj) -> bool:
+        return str(o["metadata"]["name"]).endswith("-pool-relay")
+
+    client = StubClient(
+        lists=[ListResult([obj("a-pool-relay"), obj("other")], "10")],
+        watches=[
+            [
+                ev("ADDED", obj("b-pool-relay", "11")),
+                ev("ADDED", obj("noise", "12")),
+                ev("DELETED", obj("other", "13")),
+            ]
+        ],
+    )
+    informer, rec = make(client, keep=keep)
+    async with running(informer):
+        await until(lambda: informer.last_resource_version == "13", "watch consumed")
+    assert sorted(informer.store.keys()) == [
+        ("default", "a-pool-relay"),
+        ("default", "b-pool-relay"),
+    ]
+    assert rec.events == [("ADDED", None, "a-pool-relay@1"), ("ADDED", None, "b-pool-relay@11")]
+
+
+async def test_relist_does_not_report_objects_whose_resource_version_did_not_change() -> None:
+    client = StubClient(
+        lists=[
+            ListResult([obj("a", "5"), obj("b", "6")], "10"),
+            ListResult([obj("a", "5"), obj("b", "20")], "30"),
+        ],
+        watches=[[bookmark("11"), error_event(410, "Expired")]],
+    )
+    informer, rec = make(client)
+    async with running(informer):
+        await until(lambda: informer.last_resource_version == "30", "relisted")
+    assert rec.events[2:] == [("MODIFIED", "b@6", "b@20")]
