@@ -1,7 +1,8 @@
 """Structured logs: JSON in a pod, readable text in a terminal.
 
 Every log line about an object names it: call sites pass `extra={"namespace":
-..., "name": ...}` and both formats print those fields.
+..., "object": ...}` and both formats print those fields. (Not "name": that is a
+reserved LogRecord attribute, and logging refuses to overwrite it.)
 """
 
 from __future__ import annotations

@@ -60,6 +60,9 @@ class ExportStep(Protocol):
         self, relay: Relay, pool: Pool | None, decision: Decision
     ) -> ExportOutcome: ...
 
+    def forget(self, request: Request) -> None:
+        """The relay is gone (its exports go with it by garbage collection)."""
+
 
 @dataclass
 class RelayCaches:
@@ -108,6 +111,8 @@ class PoolRelayReconciler:
         namespace, name = request
         relay_obj = self.caches.relays.store.get(namespace, name)
         if relay_obj is None:
+            if self.exports is not None:
+                self.exports.forget(request)
             return None  # deleted: the garbage collector removes what it controlled
         relay = relay_from_object(relay_obj, self.defaults)
         if relay.terminating:
@@ -121,7 +126,7 @@ class PoolRelayReconciler:
         log.debug(
             "decided %s",
             decision.reason.value,
-            extra={"namespace": namespace, "name": name, "reason": decision.reason.value},
+            extra={"namespace": namespace, "object": name, "reason": decision.reason.value},
         )
         failures: list[Exception] = []
         if decision.publish:
@@ -184,7 +189,10 @@ class PoolRelayReconciler:
         brings the object and the next pass decides again), and a guarded apply
         fails with Conflict if the object changed since we checked its controller.
         """
-        where = {"namespace": desired["metadata"]["namespace"], "name": desired["metadata"]["name"]}
+        where = {
+            "namespace": desired["metadata"]["namespace"],
+            "object": desired["metadata"]["name"],
+        }
         if live is None:
             try:
                 live = await self.client.create(
@@ -235,7 +243,7 @@ class PoolRelayReconciler:
                 log.info(
                     "withdrew %s",
                     kind,
-                    extra={"namespace": relay.namespace, "name": meta["name"]},
+                    extra={"namespace": relay.namespace, "object": meta["name"]},
                 )
             except errors.NotFound:
                 pass

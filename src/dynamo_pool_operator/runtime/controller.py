@@ -209,9 +209,18 @@ class Controller:
 
     # ------------------------------------------------------------ watches
     def watches(
-        self, informer: Informer, mapper: MapFunc, predicate: Predicate | None = None
+        self,
+        informer: Informer,
+        mapper: MapFunc,
+        predicate: Predicate | None = None,
+        *,
+        wait_for_sync: bool = True,
     ) -> Controller:
-        """Enqueue the keys `mapper` returns for each (old and new) object of an event."""
+        """Enqueue the keys `mapper` returns for each (old and new) object of an event.
+
+        `wait_for_sync=False` for an optional dependency whose cache may never sync
+        (e.g. no permission): the reconciler must then check `has_synced` itself.
+        """
 
         def handle(etype: EventType, old: Obj | None, new: Obj | None) -> None:
             if predicate is not None and not predicate(etype, old, new):
@@ -223,7 +232,7 @@ class Controller:
             for key in keys:
                 self.queue.add(key)
 
-        if informer not in self._informers:
+        if wait_for_sync and informer not in self._informers:
             self._informers.append(informer)
         informer.add_handler(handle)
         self._handlers.append((informer, handle))
@@ -311,6 +320,12 @@ class Controller:
                 return
             try:
                 await self._reconcile_handler(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # Never lose a worker (or its key) to a bug outside the reconcile itself.
+                log.exception("controller %s: worker failed on %s/%s", self.name, *key)
+                self.queue.add_rate_limited(key)
             finally:
                 self.queue.done(key)
 
@@ -334,7 +349,7 @@ class Controller:
                 key[1],
                 e,
                 exc_info=not isinstance(e, errors.ApiError),
-                extra={"controller": name, "namespace": key[0], "name": key[1]},
+                extra={"controller": name, "namespace": key[0], "object": key[1]},
             )
             self.queue.add_rate_limited(key)
             return
