@@ -41,6 +41,9 @@ class Gates:
     serviceexport_version: str | None
     #: The About API version for the cluster ID check (mcs only), or None.
     about_version: str | None
+    #: The ServiceExport version the cluster serves, whatever the configuration (for the
+    #: feature-off cleanup pass), or None.
+    serviceexport_served: str | None = None
 
     def describe(self) -> str:
         return (
@@ -74,12 +77,11 @@ def resolve_gates(resources: Sequence[ServedResource], mcs_implementation: str) 
             f"the {dgd_api.PLURAL}.{dgd_api.GROUP} API (v1beta1 or v1alpha1) is not served: "
             "install NVIDIA Dynamo's operator (its CRDs) before this operator"
         )
+    served = pick(_versions(resources, MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS)
     export_version = None
     about_version = None
     if mcs_implementation:
-        export_version = pick(
-            _versions(resources, MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS
-        )
+        export_version = served
         if export_version is None:
             raise StartupError(
                 f"multiCluster.mcsImplementation is {mcs_implementation!r}, but the cluster "
@@ -91,7 +93,7 @@ def resolve_gates(resources: Sequence[ServedResource], mcs_implementation: str) 
             about_version = pick(
                 _versions(resources, ABOUT_GROUP, CLUSTERPROPERTIES), ABOUT_VERSIONS
             )
-    return Gates(dgd_version, export_version, about_version)
+    return Gates(dgd_version, export_version, about_version, served)
 
 
 async def discover_gates(client: Client, mcs_implementation: str) -> Gates:

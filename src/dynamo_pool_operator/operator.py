@@ -13,9 +13,11 @@ from prometheus_client import CollectorRegistry
 
 from .api.relay import RelayDefaults
 from .config import OperatorConfiguration
+from .exports.step import PoolExports
+from .exports.wiring import serviceexports, wire_exports, withdraw_leftover_exports
 from .features import Gates
 from .poolrelay import controller as relay_controller
-from .poolrelay.reconcile import ExportStep, PoolRelayReconciler, RelayCaches
+from .poolrelay.reconcile import PoolRelayReconciler, RelayCaches
 from .runtime import metrics
 from .runtime.client import Client
 from .runtime.clock import Clock, SystemClock
@@ -44,8 +46,25 @@ class Operator:
     async def start(self) -> None:
         """Start caches and the event writer, then (after caches sync) the workers."""
         self.informers.start_all()
+        await self.start_leading()
+
+    async def start_leading(self) -> None:
+        """What only the leader does: the feature-off cleanup, events, the workers."""
+        await self.cleanup_when_off()
         await self.recorder.start()
         await self.controller.start()
+
+    async def cleanup_when_off(self) -> None:
+        """SPEC §4.11: with no MCS implementation, withdraw once the exports this
+        operator created earlier, if the ServiceExport API is still served."""
+        if self.config.multi_cluster.mcs_implementation or not self.gates.serviceexport_served:
+            return
+        n = await withdraw_leftover_exports(
+            self.client,
+            self.gates.serviceexport_served,
+            self.config.namespace.restricted or None,
+        )
+        log.info("multi-cluster export is off: withdrew %d ServiceExports left from before", n)
 
     async def start_caches(self) -> None:
         """Warm caches only (a follower does this before it leads)."""
@@ -83,7 +102,6 @@ def build(
         reporting_instance=identity,
         registry=registry,
     )
-    exports: ExportStep | None = None
     relay = config.pool_relay
     reconciler = PoolRelayReconciler(
         client,
@@ -95,7 +113,6 @@ def build(
             image_pull_policy=relay.image_pull_policy,
         ),
         default_discovery_backend=config.discovery.backend,
-        exports=exports,
         clock=clock,
     )
     controller = relay_controller.wire(
@@ -108,4 +125,23 @@ def build(
         ),
         caches,
     )
+    implementation = config.multi_cluster.mcs_implementation
+    if implementation and gates.serviceexport_version:
+        export_caches = wire_exports(
+            controller,
+            caches,
+            informers,
+            namespace=namespace,
+            gates=gates,
+            implementation=implementation,
+        )
+        reconciler.exports = PoolExports(
+            client,
+            export_caches,
+            resource=serviceexports(gates.serviceexport_version),
+            implementation=implementation,
+            about_version=gates.about_version,
+            recorder=recorder,
+            registry=registry,
+        )
     return Operator(client, config, gates, informers, caches, recorder, reconciler, controller)

@@ -93,8 +93,7 @@ async def _run_with_server(
     await op.start_caches()
 
     async def lead() -> None:
-        await op.recorder.start()
-        await op.controller.start()
+        await op.start_leading()
         log.info("leading: controllers started", extra={"identity": identity})
         await stop.wait()
 

@@ -85,7 +85,11 @@ class OperatorUnderTest:
             else:
                 quiet_since = None
             await asyncio.sleep(0.02)
-        raise TimeoutError(f"operator did not settle in {timeout}s")
+        q = self.running.controller.queue
+        raise TimeoutError(
+            f"operator did not settle in {timeout}s: {len(q)} keys queued, "
+            f"{q.processing} in flight, {q.delayed} delayed"
+        )
 
     async def reconcile_again(
         self, request: Request, *, include_events: bool = False

@@ -1,0 +1,80 @@
+"""Helpers for the export integration tests: configuration, readers, waiters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from relay_fixtures import RELAYS
+
+from dynamo_pool_operator.config import (
+    API_VERSION,
+    KIND,
+    OperatorConfiguration,
+    parse_configuration,
+)
+from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import EVENTS, Resource
+from dynamo_pool_operator.testing.harness import eventually
+
+SE = Resource("multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport")
+CLUSTER_PROPERTIES = Resource(
+    "about.k8s.io", "v1beta1", "clusterproperties", "ClusterProperty", False
+)
+CLUSTER_ID = "cluster.clusterset.k8s.io"
+
+
+def config(implementation: str = "mcs", **sections: Any) -> OperatorConfiguration:
+    doc: dict[str, Any] = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "multiCluster": {"mcsImplementation": implementation},
+    }
+    doc.update(sections)
+    return parse_configuration(doc)
+
+
+async def export_names(client: Client, ns: str, res: Resource = SE) -> set[str]:
+    return {e["metadata"]["name"] for e in (await client.list(res, ns)).items}
+
+
+async def exports_become(client: Client, ns: str, names: set[str], res: Resource = SE) -> None:
+    async def probe() -> bool:
+        return await export_names(client, ns, res) == names
+
+    try:
+        await eventually(probe)
+    except AssertionError as e:
+        raise AssertionError(
+            f"exports are {await export_names(client, ns, res)}, want {names}"
+        ) from e
+
+
+async def relay_status(client: Client, ns: str, name: str) -> dict[str, Any]:
+    return dict((await client.get(RELAYS, name, ns)).get("status") or {})
+
+
+async def events_for(client: Client, ns: str, reason: str | None = None) -> list[dict[str, Any]]:
+    items = (await client.list(EVENTS, ns)).items
+    return [e for e in items if reason is None or e.get("reason") == reason]
+
+
+async def wait_event(client: Client, ns: str, reason: str, **related: str) -> dict[str, Any]:
+    async def probe() -> dict[str, Any] | None:
+        for e in await events_for(client, ns, reason):
+            rel = e.get("related") or {}
+            if all(rel.get(k) == v for k, v in related.items()):
+                return e
+        return None
+
+    found: dict[str, Any] = await eventually(probe)
+    return found
+
+
+async def export_obj(
+    client: Client, ns: str, name: str, res: Resource = SE
+) -> dict[str, Any] | None:
+    try:
+        return await client.get(res, name, ns)
+    except errors.NotFound:
+        return None

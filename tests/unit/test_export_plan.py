@@ -1,0 +1,1103 @@
+"""The export planner (exports/plan.py): SPEC §4, one table row per rule.
+
+`plan` is pure: relay + decision + pool + the cached exports that matter in, one
+action per export name, the warnings and the skipped status lines out. Every
+action row below is checked exactly (verbs, names and their order), so a rule that
+starts touching one more export fails its row. The property tests at the end drive
+arbitrary pools and arbitrary existing exports through the planner and check the
+invariants the executor relies on (never touch a foreign or terminating export,
+only valid names are created, one action per name, a second pass writes nothing).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api.dgd import Pool, pool_from_object
+from dynamo_pool_operator.api.labels import DGD_NAME
+from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
+from dynamo_pool_operator.exports.plan import (
+    CLUSTER_ID_PROPERTY,
+    Action,
+    ClusterID,
+    Plan,
+    Verb,
+    Warn,
+    plan,
+    relevant_exports,
+    repair_fields,
+)
+from dynamo_pool_operator.poolrelay.decide import Decision, Reason, controlled_by
+
+DEFAULTS = RelayDefaults(image="relay:1", port=7000)
+NS = "team"
+OTHER_NS = "elsewhere"
+NAME = "pool"
+RELAY_UID = "relay-uid-1"
+RELAY_API = "nvidia.com/v1alpha1"
+RELAY_KIND = "DynamoPoolRelay"
+DGD_RV = "4242"
+RELAY_EXPORT = f"{NAME}-pool-relay"
+FE = f"{NAME}-frontend"
+ABOUT_API = "about.k8s.io/v1alpha1"
+
+PUBLISHED = Decision(Reason.PUBLISHED, "published")
+WITHDRAWAL_REASONS = [r for r in Reason if r is not Reason.PUBLISHED]
+
+C, R, W, WAIT, F, N = (
+    Verb.CREATE,
+    Verb.REPAIR,
+    Verb.WITHDRAW,
+    Verb.WAIT,
+    Verb.FOREIGN,
+    Verb.NONE,
+)
+WRITES = {Verb.CREATE, Verb.REPAIR, Verb.WITHDRAW}
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def make_relay(name: str = NAME, uid: str = RELAY_UID, cluster_id: str | None = None) -> Relay:
+    spec: dict[str, Any] = {} if cluster_id is None else {"clusterId": cluster_id}
+    return relay_from_object(
+        {
+            "metadata": {"name": name, "namespace": NS, "uid": uid, "generation": 1},
+            "spec": spec,
+        },
+        DEFAULTS,
+    )
+
+
+def make_pool(*components: Mapping[str, Any], name: str = NAME, uid: str = "dgd-uid") -> Pool:
+    return pool_from_object(
+        {
+            "apiVersion": "nvidia.com/v1beta1",
+            "kind": "DynamoGraphDeployment",
+            "metadata": {"name": name, "namespace": NS, "uid": uid, "resourceVersion": DGD_RV},
+            "spec": {"components": [dict(c) for c in components]},
+        }
+    )
+
+
+def fe(name: str) -> dict[str, Any]:
+    return {"name": name, "type": "frontend"}
+
+
+WORKER = {"name": "decode", "type": "decode"}
+
+
+def ref(
+    uid: str = RELAY_UID,
+    *,
+    kind: str = RELAY_KIND,
+    name: str = NAME,
+    api_version: str = RELAY_API,
+    **extra: Any,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+        **extra,
+    }
+
+
+def export(
+    name: str,
+    *owners: Mapping[str, Any],
+    label: str | None = NAME,
+    terminating: bool = False,
+    namespace: str = NS,
+    **meta: Any,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": namespace,
+        "uid": f"uid-{name}-{namespace}",
+        "resourceVersion": "77",
+    }
+    if label is not None:
+        metadata["labels"] = {DGD_NAME: label}
+    if owners:
+        metadata["ownerReferences"] = [dict(o) for o in owners]
+    if terminating:
+        metadata["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+        metadata["finalizers"] = ["multicluster.example/cleanup"]
+    metadata.update(meta)
+    return {
+        "apiVersion": "multicluster.x-k8s.io/v1alpha1",
+        "kind": "ServiceExport",
+        "metadata": metadata,
+    }
+
+
+def ours(name: str, **kw: Any) -> dict[str, Any]:
+    return export(name, ref(), **kw)
+
+
+# Exports this relay does not control, each as the SPEC names them.
+FOREIGN_OWNERS: dict[str, tuple[dict[str, Any], ...]] = {
+    "user-no-owner": (),
+    "user-refers-to-us-without-controller": (ref(controller=False),),
+    "user-controller-false-string": (ref(controller="true"),),
+    "another-relay": (ref("other-relay-uid", name="other"),),
+    "another-kind-deployment": (
+        ref("deploy-uid", kind="Deployment", name="web", api_version="apps/v1"),
+    ),
+    "previous-incarnation-of-this-relay": (ref("old-relay-uid"),),
+}
+
+
+def foreign(name: str, who: str, **kw: Any) -> dict[str, Any]:
+    return export(name, *FOREIGN_OWNERS[who], **kw)
+
+
+def run(
+    *,
+    relay: Relay | None = None,
+    decision: Decision = PUBLISHED,
+    pool: Pool | None = None,
+    exports: Iterable[Mapping[str, Any]] = (),
+    implementation: str = "mcs",
+    cluster_id: ClusterID | None = None,
+) -> Plan:
+    return plan(
+        relay or make_relay(),
+        decision,
+        pool,
+        {e["metadata"]["name"]: e for e in exports},
+        implementation=implementation,
+        cluster_id=cluster_id or ClusterID(),
+    )
+
+
+def verbs(p: Plan) -> list[tuple[Verb, str]]:
+    return [(a.verb, a.name) for a in p.actions]
+
+
+def action(p: Plan, name: str) -> Action:
+    (found,) = [a for a in p.actions if a.name == name]
+    return found
+
+
+def reasons(p: Plan) -> list[Warn]:
+    return [w.reason for w in p.warnings]
+
+
+# --------------------------------------------------------------------------- the table
+
+
+@dataclass
+class Row:
+    components: Sequence[Mapping[str, Any]]
+    exports: Sequence[Mapping[str, Any]] = ()
+    expect: Sequence[tuple[Verb, str]] = ()
+    warnings: Sequence[Warn] = ()
+    skipped: Mapping[str, Warn] = field(default_factory=dict)
+    implementation: str = "mcs"
+    dgd: str = NAME
+
+
+LONG_DGD = "a" * 50  # relay export 61 characters: valid
+LONG_FE = "frontend-ingress"  # 50 + 1 + 16 = 67 characters: not a Service name
+K56 = "f" * 51  # pool-fff... is 56 characters
+K55 = "f" * 50  # pool-fff... is 55 characters
+ROWS: dict[str, Row] = {
+    # §4.2 what is exported
+    "published-pool-creates-relay-export-first-then-each-frontend-under-its-own-name": Row(
+        components=[fe("Frontend"), WORKER, fe("Chat.Frontend")],
+        expect=[(C, RELAY_EXPORT), (C, FE), (C, "pool-chat-frontend")],
+    ),
+    "exports-that-are-ours-and-right-need-nothing": Row(
+        components=[fe("Frontend"), WORKER],
+        exports=[ours(RELAY_EXPORT), ours(FE)],
+        expect=[(N, RELAY_EXPORT), (N, FE)],
+    ),
+    "only-the-absent-export-is-created": Row(
+        components=[fe("Frontend"), WORKER],
+        exports=[ours(FE)],
+        expect=[(C, RELAY_EXPORT), (N, FE)],
+    ),
+    "frontends-normalizing-to-the-same-service-are-exported-once": Row(
+        components=[fe("Frontend"), fe("frontend"), fe("FRONTEND"), fe("fe.a"), fe("fe-a")],
+        expect=[(C, RELAY_EXPORT), (C, FE), (C, "pool-fe-a")],
+    ),
+    "a-frontend-whose-service-is-the-relay-service-is-exported-once": Row(
+        components=[fe("pool-relay"), fe("Pool.Relay"), WORKER],
+        expect=[(C, RELAY_EXPORT)],
+    ),
+    "non-frontend-components-are-not-exported": Row(
+        components=[
+            WORKER,
+            {"name": "planner", "type": "planner"},
+            {"name": "epp", "type": "epp"},
+            {"name": "untyped"},
+            {"name": "Frontend", "type": "Frontend"},
+            {"name": "prefill", "type": "prefill"},
+        ],
+        expect=[(C, RELAY_EXPORT)],
+        warnings=[Warn.NO_FRONTEND],
+    ),
+    # §4.4 renamed or removed frontends
+    "renamed-frontend-withdraws-the-old-name-and-creates-the-new": Row(
+        components=[fe("chat"), WORKER],
+        exports=[ours(RELAY_EXPORT), ours(FE)],
+        expect=[(N, RELAY_EXPORT), (C, "pool-chat"), (W, FE)],
+    ),
+    "removed-frontend-withdraws-its-export-and-warns-no-frontend": Row(
+        components=[WORKER],
+        exports=[ours(RELAY_EXPORT), ours(FE)],
+        expect=[(N, RELAY_EXPORT), (W, FE)],
+        warnings=[Warn.NO_FRONTEND],
+    ),
+    "frontend-whose-type-changed-is-withdrawn": Row(
+        components=[{"name": "Frontend", "type": "planner"}, WORKER],
+        exports=[ours(RELAY_EXPORT), ours(FE)],
+        expect=[(N, RELAY_EXPORT), (W, FE)],
+        warnings=[Warn.NO_FRONTEND],
+    ),
+    "stale-exports-we-control-are-withdrawn-in-name-order-after-the-wanted-ones": Row(
+        components=[fe("Frontend"), WORKER],
+        exports=[ours("pool-zz"), ours("pool-aa")],
+        expect=[(C, RELAY_EXPORT), (C, FE), (W, "pool-aa"), (W, "pool-zz")],
+    ),
+    "no-frontend-exports-the-relay-service-only-and-warns": Row(
+        components=[WORKER],
+        expect=[(C, RELAY_EXPORT)],
+        warnings=[Warn.NO_FRONTEND],
+    ),
+    # §4.2 invalid frontend Service names
+    "invalid-frontend-service-name-over-63-characters-is-skipped": Row(
+        dgd=LONG_DGD,
+        components=[fe(LONG_FE), fe("frontend"), WORKER],
+        expect=[(C, f"{LONG_DGD}-pool-relay"), (C, f"{LONG_DGD}-frontend")],
+        warnings=[Warn.INVALID_SERVICE_NAME],
+        skipped={f"{LONG_DGD}-{LONG_FE}": Warn.INVALID_SERVICE_NAME},
+    ),
+    "invalid-frontend-service-name-we-exported-is-withdrawn": Row(
+        dgd=LONG_DGD,
+        components=[fe(LONG_FE), WORKER],
+        exports=[export(f"{LONG_DGD}-{LONG_FE}", ref(name=LONG_DGD), label=LONG_DGD)],
+        expect=[(C, f"{LONG_DGD}-pool-relay"), (W, f"{LONG_DGD}-{LONG_FE}")],
+        warnings=[Warn.INVALID_SERVICE_NAME],
+        skipped={f"{LONG_DGD}-{LONG_FE}": Warn.INVALID_SERVICE_NAME},
+    ),
+    "invalid-frontend-service-name-a-user-exported-is-left-alone": Row(
+        dgd=LONG_DGD,
+        components=[fe(LONG_FE), WORKER],
+        exports=[foreign(f"{LONG_DGD}-{LONG_FE}", "user-no-owner")],
+        expect=[(C, f"{LONG_DGD}-pool-relay")],
+        warnings=[Warn.INVALID_SERVICE_NAME],
+        skipped={f"{LONG_DGD}-{LONG_FE}": Warn.INVALID_SERVICE_NAME},
+    ),
+    "frontend-with-characters-no-service-name-can-have-is-skipped": Row(
+        components=[fe("my_fe"), fe("fe-"), WORKER],
+        expect=[(C, RELAY_EXPORT)],
+        warnings=[Warn.INVALID_SERVICE_NAME],
+        skipped={"pool-my_fe": Warn.INVALID_SERVICE_NAME, "pool-fe-": Warn.INVALID_SERVICE_NAME},
+    ),
+    # §4.2 Karmada's 55-character limit
+    "karmada-skips-a-56-character-name": Row(
+        implementation="karmada",
+        components=[fe(K56), WORKER],
+        expect=[(C, RELAY_EXPORT)],
+        warnings=[Warn.SERVICE_NAME_TOO_LONG],
+        skipped={f"pool-{K56}": Warn.SERVICE_NAME_TOO_LONG},
+    ),
+    "karmada-withdraws-our-export-of-a-56-character-name": Row(
+        implementation="karmada",
+        components=[fe(K56), WORKER],
+        exports=[ours(RELAY_EXPORT), ours(f"pool-{K56}")],
+        expect=[(N, RELAY_EXPORT), (W, f"pool-{K56}")],
+        warnings=[Warn.SERVICE_NAME_TOO_LONG],
+        skipped={f"pool-{K56}": Warn.SERVICE_NAME_TOO_LONG},
+    ),
+    "karmada-leaves-a-users-export-of-a-56-character-name-alone": Row(
+        implementation="karmada",
+        components=[fe(K56), WORKER],
+        exports=[foreign(f"pool-{K56}", "another-relay")],
+        expect=[(C, RELAY_EXPORT)],
+        warnings=[Warn.SERVICE_NAME_TOO_LONG],
+        skipped={f"pool-{K56}": Warn.SERVICE_NAME_TOO_LONG},
+    ),
+    "standard-mcs-exports-the-same-56-character-name": Row(
+        components=[fe(K56), WORKER],
+        exports=[ours(f"pool-{K56}")],
+        expect=[(C, RELAY_EXPORT), (N, f"pool-{K56}")],
+    ),
+    "karmada-exports-exactly-55-characters": Row(
+        implementation="karmada",
+        components=[fe(K55), WORKER],
+        expect=[(C, RELAY_EXPORT), (C, f"pool-{K55}")],
+    ),
+    "karmada-skips-the-relay-export-of-a-45-character-dgd": Row(
+        implementation="karmada",
+        dgd="r" * 45,
+        components=[fe("f"), WORKER],
+        expect=[(C, "r" * 45 + "-f")],
+        warnings=[Warn.SERVICE_NAME_TOO_LONG],
+        skipped={"r" * 45 + "-pool-relay": Warn.SERVICE_NAME_TOO_LONG},
+    ),
+    "karmada-exports-the-relay-export-of-a-44-character-dgd": Row(
+        implementation="karmada",
+        dgd="r" * 44,
+        components=[fe("f"), WORKER],
+        expect=[(C, "r" * 44 + "-pool-relay"), (C, "r" * 44 + "-f")],
+    ),
+    "karmada-reports-a-name-over-63-as-invalid-not-as-too-long": Row(
+        implementation="karmada",
+        dgd=LONG_DGD,
+        components=[fe(LONG_FE), WORKER],
+        expect=[],
+        warnings=[Warn.INVALID_SERVICE_NAME, Warn.SERVICE_NAME_TOO_LONG],
+        skipped={
+            f"{LONG_DGD}-pool-relay": Warn.SERVICE_NAME_TOO_LONG,
+            f"{LONG_DGD}-{LONG_FE}": Warn.INVALID_SERVICE_NAME,
+        },
+    ),
+    # §4.5 foreign exports
+    **{
+        f"wanted-name-exported-by-{who}-is-foreign-never-adopted-or-repaired": Row(
+            components=[fe("Frontend"), WORKER],
+            exports=[foreign(RELAY_EXPORT, who, label=None), foreign(FE, who, label="other")],
+            expect=[(F, RELAY_EXPORT), (F, FE)],
+        )
+        for who in FOREIGN_OWNERS
+    },
+    **{
+        f"unwanted-export-of-{who}-is-never-withdrawn": Row(
+            components=[fe("chat"), WORKER],
+            exports=[foreign(FE, who), foreign("pool-old", who)],
+            expect=[(C, RELAY_EXPORT), (C, "pool-chat")],
+        )
+        for who in FOREIGN_OWNERS
+    },
+    # §4.5 exports being deleted
+    "our-terminating-wanted-export-waits-and-is-not-repaired": Row(
+        components=[fe("Frontend"), WORKER],
+        exports=[
+            export(RELAY_EXPORT, ref(blockOwnerDeletion=False), label=None, terminating=True),
+            ours(FE, terminating=True),
+        ],
+        expect=[(WAIT, RELAY_EXPORT), (WAIT, FE)],
+    ),
+    "a-foreign-terminating-wanted-export-waits": Row(
+        components=[fe("Frontend"), WORKER],
+        exports=[foreign(FE, "user-no-owner", terminating=True)],
+        expect=[(C, RELAY_EXPORT), (WAIT, FE)],
+    ),
+    "our-terminating-unwanted-export-waits-and-is-not-withdrawn-again": Row(
+        components=[WORKER],
+        exports=[ours(RELAY_EXPORT), ours(FE, terminating=True)],
+        expect=[(N, RELAY_EXPORT), (WAIT, FE)],
+        warnings=[Warn.NO_FRONTEND],
+    ),
+    "a-foreign-terminating-unwanted-export-is-not-touched": Row(
+        components=[WORKER],
+        exports=[foreign(FE, "another-relay", terminating=True)],
+        expect=[(C, RELAY_EXPORT)],
+        warnings=[Warn.NO_FRONTEND],
+    ),
+    # §4.6 repair (fields checked in their own table below)
+    "our-export-with-a-changed-label-or-controller-reference-is-repaired": Row(
+        components=[fe("Frontend"), WORKER],
+        exports=[ours(RELAY_EXPORT, label="other-dgd"), export(FE, ref(blockOwnerDeletion=False))],
+        expect=[(R, RELAY_EXPORT), (R, FE)],
+    ),
+}
+
+
+@pytest.mark.parametrize("row", list(ROWS.values()), ids=list(ROWS))
+def test_export_plan_rule(row: Row) -> None:
+    p = run(
+        relay=make_relay(row.dgd),
+        pool=make_pool(*row.components, name=row.dgd),
+        exports=row.exports,
+        implementation=row.implementation,
+    )
+    assert verbs(p) == list(row.expect)
+    assert sorted(reasons(p)) == sorted(row.warnings)
+    assert {s.name: s.reason for s in p.skipped} == dict(row.skipped)
+    assert all(s.state == "Skipped" for s in p.skipped)
+
+
+def test_every_foreign_owner_of_the_table_is_really_not_this_relays_control() -> None:
+    relay = make_relay()
+    for who, owners in FOREIGN_OWNERS.items():
+        assert not controlled_by(export("x", *owners), relay.uid), who
+
+
+# --------------------------------------------------------------------------- what an action carries
+
+
+def test_every_action_on_an_existing_export_carries_the_cached_object_checked() -> None:
+    # The executor's uid + resourceVersion preconditions come from Action.export:
+    # it must be the very object whose controller the plan checked.
+    cached = [
+        ours(RELAY_EXPORT),
+        ours(FE, label="x"),
+        ours("pool-gone"),
+        foreign("pool-chat", "user-no-owner"),
+        ours("pool-old", terminating=True),
+    ]
+    p = run(pool=make_pool(fe("Frontend"), fe("chat"), WORKER), exports=cached)
+    by_name = {e["metadata"]["name"]: e for e in cached}
+    assert {a.name for a in p.actions} == set(by_name)
+    for a in p.actions:
+        assert a.export is by_name[a.name], a
+
+
+def test_only_exports_we_no_longer_want_are_marked_unwanted() -> None:
+    cached = [ours(RELAY_EXPORT), ours("pool-old"), ours("pool-going", terminating=True)]
+    cached.append(ours(FE, terminating=True))
+    p = run(pool=make_pool(fe("Frontend"), fe("chat"), WORKER), exports=cached)
+    assert [(a.verb, a.name, a.wanted) for a in p.actions] == [
+        (N, RELAY_EXPORT, True),
+        (WAIT, FE, True),
+        (C, "pool-chat", True),
+        (WAIT, "pool-going", False),
+        (W, "pool-old", False),
+    ]
+
+
+def test_a_create_carries_no_export_and_no_fields() -> None:
+    p = run(pool=make_pool(WORKER))
+    assert p.actions == (Action(Verb.CREATE, RELAY_EXPORT),)
+
+
+def test_nothing_to_do_is_verb_none_with_no_fields() -> None:
+    p = run(pool=make_pool(WORKER), exports=[ours(RELAY_EXPORT)])
+    (a,) = p.actions
+    assert a.verb is Verb.NONE
+    assert a.fields == ()
+
+
+def test_by_verb_selects_actions_of_that_verb() -> None:
+    p = run(pool=make_pool(fe("a"), WORKER), exports=[ours(RELAY_EXPORT), ours("pool-b")])
+    assert [a.name for a in p.by_verb(Verb.CREATE)] == ["pool-a"]
+    assert [a.name for a in p.by_verb(Verb.WITHDRAW)] == ["pool-b"]
+    assert p.by_verb(Verb.REPAIR) == []
+
+
+# --------------------------------------------------------------------------- repair fields
+
+
+@pytest.mark.parametrize(
+    ("cached", "fields"),
+    [
+        pytest.param(ours(RELAY_EXPORT, label=None), ("label",), id="label-missing"),
+        pytest.param(
+            ours(RELAY_EXPORT, labels=None), ("label",), id="labels-null-after-a-user-edit"
+        ),
+        pytest.param(ours(RELAY_EXPORT, label="other-dgd"), ("label",), id="label-names-another"),
+        pytest.param(ours(RELAY_EXPORT, label=""), ("label",), id="label-emptied"),
+        pytest.param(
+            export(RELAY_EXPORT, ref(blockOwnerDeletion=False)),
+            ("controllerReference",),
+            id="block-owner-deletion-false",
+        ),
+        pytest.param(
+            export(RELAY_EXPORT, {k: v for k, v in ref().items() if k != "blockOwnerDeletion"}),
+            ("controllerReference",),
+            id="block-owner-deletion-removed",
+        ),
+        pytest.param(
+            export(RELAY_EXPORT, ref(name="renamed")),
+            ("controllerReference",),
+            id="reference-name-changed-same-uid",
+        ),
+        pytest.param(
+            export(RELAY_EXPORT, ref(api_version="nvidia.com/v1")),
+            ("controllerReference",),
+            id="reference-api-version-changed",
+        ),
+        pytest.param(
+            export(RELAY_EXPORT, ref(kind="Other")),
+            ("controllerReference",),
+            id="reference-kind-changed",
+        ),
+        pytest.param(
+            export(RELAY_EXPORT, ref(blockOwnerDeletion=False), label="x"),
+            ("label", "controllerReference"),
+            id="both",
+        ),
+    ],
+)
+def test_our_export_with_a_drifted_owned_field_is_repaired_naming_the_fields(
+    cached: dict[str, Any], fields: tuple[str, ...]
+) -> None:
+    p = run(pool=make_pool(WORKER), exports=[cached])
+    (a,) = p.actions
+    assert (a.verb, a.fields) == (Verb.REPAIR, fields)
+    assert repair_fields(cached, make_relay()) == fields
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param({"annotations": {"user": "note"}}, id="annotations"),
+        pytest.param({"finalizers": ["mcs.example/cleanup"]}, id="finalizers"),
+        pytest.param({"labels": {DGD_NAME: NAME, "team": "a"}}, id="other-labels"),
+        pytest.param({"generation": 9, "resourceVersion": "999"}, id="versions"),
+        pytest.param({"managedFields": [{"manager": "kubectl"}]}, id="managed-fields"),
+        pytest.param(
+            {
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "cm"},
+                    ref(),
+                ]
+            },
+            id="another-non-controller-owner",
+        ),
+        pytest.param(
+            {"ownerReferences": [{**ref(), "unknownField": "x"}]},
+            id="unknown-key-in-our-reference",
+        ),
+    ],
+)
+def test_fields_we_do_not_own_are_irrelevant(extra: dict[str, Any]) -> None:
+    cached = ours(RELAY_EXPORT, **extra)
+    cached["status"] = {"conditions": [{"type": "Valid", "status": "False"}]}
+    cached["spec"] = {"whatever": True}
+    p = run(pool=make_pool(WORKER), exports=[cached])
+    assert verbs(p) == [(N, RELAY_EXPORT)]
+    assert repair_fields(cached, make_relay()) == ()
+
+
+def test_our_export_being_deleted_is_not_repaired_even_if_every_field_drifted() -> None:
+    cached = export(RELAY_EXPORT, ref(blockOwnerDeletion=False, name="x"), terminating=True)
+    cached["metadata"].pop("labels")
+    p = run(pool=make_pool(WORKER), exports=[cached])
+    assert verbs(p) == [(WAIT, RELAY_EXPORT)]
+    assert p.actions[0].fields == ()
+
+
+def test_a_repair_targets_this_relays_label_value_not_the_pools_object() -> None:
+    relay = make_relay("qa")
+    cached = export("qa-pool-relay", ref(name="qa"), label="qa")
+    assert repair_fields(cached, relay) == ()
+    assert repair_fields(cached, make_relay("qb")) == ("label", "controllerReference")
+
+
+# --------------------------------------------------------------------------- withdrawal
+
+
+@pytest.mark.parametrize("reason", WITHDRAWAL_REASONS, ids=str)
+def test_every_withdrawal_reason_withdraws_all_our_exports_and_nothing_else(
+    reason: Reason,
+) -> None:
+    pool = None if reason is Reason.DGD_NOT_FOUND else make_pool(fe("Frontend"), WORKER)
+    cached = [
+        ours(RELAY_EXPORT),
+        ours(FE, label="drifted"),
+        ours("pool-renamed-long-ago"),
+        ours("pool-going", terminating=True),
+        foreign("pool-user", "user-no-owner"),
+        foreign("pool-other", "another-relay"),
+        foreign("pool-old", "previous-incarnation-of-this-relay"),
+        foreign("pool-deploy", "another-kind-deployment"),
+    ]
+    p = run(
+        decision=Decision(reason, "why"),
+        pool=pool,
+        exports=cached,
+        cluster_id=ClusterID(True, cluster_property("somewhere-else"), ABOUT_API),
+    )
+    assert verbs(p) == [
+        (W, FE),
+        (WAIT, "pool-going"),
+        (W, RELAY_EXPORT),
+        (W, "pool-renamed-long-ago"),
+    ]
+    assert p.warnings == ()
+    assert p.skipped == ()
+
+
+@pytest.mark.parametrize("reason", WITHDRAWAL_REASONS, ids=str)
+def test_a_withdrawn_relay_with_problem_names_records_no_warning_about_them(
+    reason: Reason,
+) -> None:
+    pool = make_pool(fe("my_fe"), fe(K56), name=NAME)
+    p = run(decision=Decision(reason, "why"), pool=pool, implementation="karmada")
+    assert p == Plan()
+
+
+def test_a_dgd_replaced_while_published_keeps_the_exports_we_control() -> None:
+    # The exports belong to the relay, not to the DGD: a new DGD of the same name
+    # (new uid) needs no write unless its frontends changed.
+    cached = [ours(RELAY_EXPORT), ours(FE)]
+    same = run(pool=make_pool(fe("Frontend"), WORKER, uid="dgd-B"), exports=cached)
+    assert verbs(same) == [(N, RELAY_EXPORT), (N, FE)]
+    moved = run(pool=make_pool(fe("chat"), WORKER, uid="dgd-B"), exports=cached)
+    assert verbs(moved) == [(N, RELAY_EXPORT), (C, "pool-chat"), (W, FE)]
+
+
+def test_a_dgd_created_again_after_withdrawal_is_exported_again() -> None:
+    gone = run(decision=Decision(Reason.DGD_NOT_FOUND, "gone"), exports=[ours(RELAY_EXPORT)])
+    assert verbs(gone) == [(W, RELAY_EXPORT)]
+    back = run(pool=make_pool(fe("Frontend"), WORKER, uid="dgd-B"))
+    assert verbs(back) == [(C, RELAY_EXPORT), (C, FE)]
+
+
+def test_a_recreated_relay_does_not_touch_its_previous_incarnations_exports() -> None:
+    old = [ours(RELAY_EXPORT), ours(FE), ours("pool-stale")]
+    p = run(
+        relay=make_relay(uid="relay-uid-2"), pool=make_pool(fe("Frontend"), WORKER), exports=old
+    )
+    assert verbs(p) == [(F, RELAY_EXPORT), (F, FE)]
+
+
+# --------------------------------------------------------------------------- warnings
+
+
+def test_warnings_are_aggregated_one_per_reason_listing_every_name() -> None:
+    pool = make_pool(fe("my_fe"), fe("fe-"), fe("Frontend"), fe(K56), fe("g" * 51), WORKER)
+    p = run(pool=pool, implementation="karmada")
+    assert reasons(p) == [Warn.INVALID_SERVICE_NAME, Warn.SERVICE_NAME_TOO_LONG]
+    invalid, too_long = p.warnings
+    assert "pool-my_fe" in invalid.message
+    assert "pool-fe-" in invalid.message
+    assert f"pool-{K56}" in too_long.message
+    assert "pool-" + "g" * 51 in too_long.message
+    assert "55" in too_long.message
+    assert FE not in invalid.message + too_long.message
+    assert [s.name for s in p.skipped] == [
+        "pool-my_fe",
+        "pool-fe-",
+        f"pool-{K56}",
+        "pool-" + "g" * 51,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("components", "implementation", "reason"),
+    [
+        pytest.param([fe("my_fe"), WORKER], "mcs", Warn.INVALID_SERVICE_NAME, id="invalid"),
+        pytest.param([fe(K56), WORKER], "karmada", Warn.SERVICE_NAME_TOO_LONG, id="too-long"),
+        pytest.param([WORKER], "mcs", Warn.NO_FRONTEND, id="no-frontend"),
+    ],
+)
+def test_a_pool_warning_is_related_to_the_dgd_at_the_resource_version_read(
+    components: list[dict[str, Any]], implementation: str, reason: Warn
+) -> None:
+    p = run(pool=make_pool(*components), implementation=implementation)
+    (w,) = p.warnings
+    assert w.reason is reason
+    assert w.related == {
+        "apiVersion": "nvidia.com/v1beta1",
+        "kind": "DynamoGraphDeployment",
+        "namespace": NS,
+        "name": NAME,
+        "uid": "dgd-uid",
+        "resourceVersion": DGD_RV,
+    }
+
+
+def test_no_frontend_message_names_the_dgd() -> None:
+    (w,) = run(pool=make_pool(WORKER)).warnings
+    assert "'pool'" in w.message
+    assert "frontend" in w.message
+
+
+def test_skipped_lines_explain_why() -> None:
+    p = run(pool=make_pool(fe(K56), fe("my_fe"), WORKER), implementation="karmada")
+    lines = {s.name: s for s in p.skipped}
+    assert "56 characters" in lines[f"pool-{K56}"].message
+    assert "55" in lines[f"pool-{K56}"].message
+    assert "lower case alphanumeric" in lines["pool-my_fe"].message
+    assert lines["pool-my_fe"].to_dict()["reason"] == "InvalidServiceName"
+
+
+def test_frontends_that_are_all_invalid_do_not_count_as_no_frontend() -> None:
+    # NoFrontend is about the DGD's components; their names have their own warning.
+    p = run(pool=make_pool(fe("my_fe"), WORKER))
+    assert reasons(p) == [Warn.INVALID_SERVICE_NAME]
+
+
+def test_warning_reasons_are_the_spec_event_reasons() -> None:
+    assert {w.value for w in Warn} == {
+        "InvalidServiceName",
+        "ServiceNameTooLong",
+        "NoFrontend",
+        "ClusterIDMismatch",
+    }
+
+
+# --------------------------------------------------------------------------- cluster ID
+
+
+def cluster_property(value: Any = "east", rv: str = "11", *, spec: bool = True) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": ABOUT_API,
+        "kind": "ClusterProperty",
+        "metadata": {"name": CLUSTER_ID_PROPERTY, "uid": "prop-uid", "resourceVersion": rv},
+    }
+    if spec:
+        obj["spec"] = {"value": value}
+    return obj
+
+
+def mismatches(p: Plan) -> list[Any]:
+    return [w for w in p.warnings if w.reason is Warn.CLUSTER_ID_MISMATCH]
+
+
+@pytest.mark.parametrize(
+    ("relay_id", "cluster_id", "warns"),
+    [
+        pytest.param(
+            "east", ClusterID(True, cluster_property("east"), ABOUT_API), False, id="same"
+        ),
+        pytest.param(
+            "east", ClusterID(True, cluster_property("west"), ABOUT_API), True, id="different"
+        ),
+        pytest.param(
+            None, ClusterID(True, cluster_property("west"), ABOUT_API), True, id="unset-vs-set"
+        ),
+        pytest.param("east", ClusterID(True, None, ABOUT_API), False, id="no-property"),
+        pytest.param("east", ClusterID(True, cluster_property(""), ABOUT_API), False, id="empty"),
+        pytest.param(
+            "east", ClusterID(True, cluster_property(spec=False), ABOUT_API), False, id="no-spec"
+        ),
+        pytest.param(
+            "east", ClusterID(True, cluster_property(None), ABOUT_API), False, id="null-value"
+        ),
+        pytest.param(
+            "east", ClusterID(False, cluster_property("west"), ABOUT_API), False, id="not-checked"
+        ),
+        pytest.param("east", ClusterID(), False, id="about-api-absent"),
+    ],
+)
+def test_cluster_id_mismatch_only_when_checked_and_the_property_has_another_value(
+    relay_id: str | None, cluster_id: ClusterID, warns: bool
+) -> None:
+    p = run(
+        relay=make_relay(cluster_id=relay_id),
+        pool=make_pool(fe("Frontend"), WORKER),
+        cluster_id=cluster_id,
+    )
+    assert len(mismatches(p)) == (1 if warns else 0)
+    assert verbs(p) == [(C, RELAY_EXPORT), (C, FE)]  # the check never gates exports
+
+
+def test_karmada_without_the_check_never_warns_about_the_cluster_id() -> None:
+    p = run(
+        relay=make_relay(cluster_id="member-1"),
+        pool=make_pool(fe("Frontend"), WORKER),
+        implementation="karmada",
+        cluster_id=ClusterID(False, cluster_property("east"), ABOUT_API),
+    )
+    assert mismatches(p) == []
+
+
+def test_cluster_id_mismatch_is_related_to_the_property_at_the_resource_version_read() -> None:
+    p = run(
+        relay=make_relay(cluster_id="east"),
+        pool=make_pool(fe("Frontend"), WORKER),
+        cluster_id=ClusterID(True, cluster_property("west", rv="12"), "about.k8s.io/v1beta1"),
+    )
+    (w,) = p.warnings
+    assert w.reason is Warn.CLUSTER_ID_MISMATCH
+    assert w.related == {
+        "apiVersion": "about.k8s.io/v1beta1",
+        "kind": "ClusterProperty",
+        "name": CLUSTER_ID_PROPERTY,
+        "uid": "prop-uid",
+        "resourceVersion": "12",
+    }
+    assert "'east'" in w.message
+    assert "'west'" in w.message
+
+
+def test_a_changed_property_is_a_distinct_related_object() -> None:
+    # Event series key on the related object: a new value must not be a repeat.
+    relay, pool = make_relay(cluster_id="east"), make_pool(fe("Frontend"), WORKER)
+    first = run(
+        relay=relay, pool=pool, cluster_id=ClusterID(True, cluster_property("west", "1"), ABOUT_API)
+    )
+    second = run(
+        relay=relay,
+        pool=pool,
+        cluster_id=ClusterID(True, cluster_property("north", "2"), ABOUT_API),
+    )
+    (a,), (b,) = mismatches(first), mismatches(second)
+    assert a.related != b.related
+    assert (a.related["resourceVersion"], b.related["resourceVersion"]) == ("1", "2")
+
+
+def test_a_mismatch_comes_with_the_other_pool_warnings() -> None:
+    p = run(
+        relay=make_relay(cluster_id="east"),
+        pool=make_pool(fe("my_fe"), WORKER),
+        cluster_id=ClusterID(True, cluster_property("west"), ABOUT_API),
+    )
+    assert sorted(reasons(p)) == sorted([Warn.INVALID_SERVICE_NAME, Warn.CLUSTER_ID_MISMATCH])
+
+
+def test_karmada_never_warns_cluster_id_mismatch_even_if_asked_to_check() -> None:
+    p = run(
+        relay=make_relay(cluster_id="member-1"),
+        pool=make_pool(fe("Frontend"), WORKER),
+        implementation="karmada",
+        cluster_id=ClusterID(True, cluster_property("east"), ABOUT_API),
+    )
+    assert mismatches(p) == []
+
+
+# --------------------------------------------------------------------------- relevant_exports
+
+
+def cache(*objs: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """A namespace's-worth of cached exports, keyed like the informer store."""
+    return {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objs}
+
+
+def lookup_in(store: Mapping[tuple[str, str], Mapping[str, Any]], namespace: str = NS) -> Any:
+    return lambda name: store.get((namespace, name))
+
+
+def test_relevant_exports_are_ours_by_name_plus_those_named_like_wanted_ones() -> None:
+    relay, pool = make_relay(), make_pool(fe("Frontend"), fe("my_fe"), WORKER)
+    mine_old = ours("pool-old")
+    users_fe = foreign(FE, "user-no-owner")
+    users_relay = foreign(RELAY_EXPORT, "another-relay")
+    invalid = ours("pool-my_fe")
+    store = cache(mine_old, users_fe, users_relay, invalid, foreign("x", "user-no-owner"))
+    got = relevant_exports(relay, pool, lookup_in(store), [mine_old, invalid])
+    assert got == {
+        "pool-old": mine_old,
+        FE: users_fe,
+        RELAY_EXPORT: users_relay,
+        "pool-my_fe": invalid,
+    }
+
+
+def test_relevant_exports_look_up_only_the_names_that_can_matter() -> None:
+    asked: list[str] = []
+
+    def lookup(name: str) -> None:
+        asked.append(name)
+
+    relevant_exports(make_relay(), make_pool(fe("Frontend"), fe("chat"), WORKER), lookup, [])
+    assert sorted(asked) == sorted([RELAY_EXPORT, FE, "pool-chat"])
+
+
+def test_relevant_exports_without_a_pool_are_ours_and_the_relay_export() -> None:
+    mine = ours(FE)
+    users = foreign(RELAY_EXPORT, "user-no-owner")
+    store = cache(mine, users, foreign("x", "user-no-owner"))
+    got = relevant_exports(make_relay(), None, lookup_in(store), [mine])
+    assert got == {FE: mine, RELAY_EXPORT: users}
+
+
+def test_relevant_exports_prefer_the_namespace_view_of_a_name() -> None:
+    stale = ours(RELAY_EXPORT)
+    fresh = foreign(RELAY_EXPORT, "user-no-owner")
+    got = relevant_exports(make_relay(), make_pool(WORKER), lookup_in(cache(fresh)), [stale])
+    assert got[RELAY_EXPORT] is fresh
+
+
+def test_an_export_we_control_in_another_namespace_does_not_count() -> None:
+    relay = make_relay()
+    elsewhere = ours(FE, namespace=OTHER_NS)
+    got = relevant_exports(relay, make_pool(WORKER), lookup_in(cache(elsewhere)), [elsewhere])
+    assert got == {}
+    p = plan(relay, PUBLISHED, make_pool(WORKER), got, implementation="mcs", cluster_id=ClusterID())
+    assert verbs(p) == [(C, RELAY_EXPORT)]
+
+
+def test_a_same_named_export_in_another_namespace_does_not_block_ours() -> None:
+    relay, pool = make_relay(), make_pool(fe("Frontend"), WORKER)
+    users_elsewhere = foreign(FE, "user-no-owner", namespace=OTHER_NS)
+    others_relay = foreign(RELAY_EXPORT, "another-relay", namespace=OTHER_NS)
+    store = cache(users_elsewhere, others_relay)
+    got = relevant_exports(relay, pool, lookup_in(store), [])
+    assert got == {}
+    p = plan(relay, PUBLISHED, pool, got, implementation="mcs", cluster_id=ClusterID())
+    assert verbs(p) == [(C, RELAY_EXPORT), (C, FE)]
+    # ...while the same export in the relay's namespace blocks it.
+    here = foreign(FE, "user-no-owner")
+    got = relevant_exports(relay, pool, lookup_in(cache(users_elsewhere, here)), [])
+    p = plan(relay, PUBLISHED, pool, got, implementation="mcs", cluster_id=ClusterID())
+    assert verbs(p) == [(C, RELAY_EXPORT), (F, FE)]
+
+
+# --------------------------------------------------------------------------- properties
+
+NAME_CHARS = "aAbF.-_"
+COMPONENT = st.fixed_dictionaries(
+    {
+        "name": st.text(NAME_CHARS, min_size=1, max_size=5)
+        | st.sampled_from(["pool-relay", "Pool.Relay", "Frontend", "frontend"])
+    },
+    optional={
+        "type": st.sampled_from(["frontend", "worker", "decode", "planner", "Frontend"]) | st.none()
+    },
+)
+DGD_NAMES = st.sampled_from([NAME, "q", "r" * 44, "r" * 45, "s" * 48, "t" * 52])
+DECISIONS = st.one_of(st.just(PUBLISHED), st.sampled_from([Decision(r, "m") for r in Reason]))
+OWNERS = st.sampled_from(
+    [
+        (ref(),),
+        (ref(blockOwnerDeletion=False),),
+        (ref(name="renamed"),),
+        ({"kind": "ConfigMap", "name": "c", "uid": "cm"}, ref()),
+        *FOREIGN_OWNERS.values(),
+    ]
+)
+CLUSTER_IDS = st.builds(
+    ClusterID,
+    st.booleans(),
+    st.none() | st.builds(cluster_property, st.sampled_from(["", "east", "west", None])),
+    st.just(ABOUT_API),
+)
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> dict[str, Any]:
+    dgd = draw(DGD_NAMES)
+    components = draw(st.lists(COMPONENT, max_size=6))
+    candidates = [
+        names.relay_name(dgd),
+        *(names.component_service_name(dgd, c["name"]) for c in components),
+        f"{dgd}-stale",
+        "unrelated",
+    ]
+    exports = {}
+    for name in draw(st.lists(st.sampled_from(candidates), max_size=6, unique=True)):
+        exports[name] = export(
+            name,
+            *[
+                {**o, "name": dgd} if o.get("uid") == RELAY_UID and o.get("name") == NAME else o
+                for o in draw(OWNERS)
+            ],
+            label=draw(st.sampled_from([dgd, None, "other"])),
+            terminating=draw(st.booleans()),
+        )
+    return {
+        "relay": make_relay(dgd, cluster_id=draw(st.sampled_from([None, "east"]))),
+        "pool": draw(st.none() | st.just(make_pool(*components, name=dgd))),
+        "decision": draw(DECISIONS),
+        "exports": exports,
+        "implementation": draw(st.sampled_from(["mcs", "karmada"])),
+        "cluster_id": draw(CLUSTER_IDS),
+    }
+
+
+def run_scenario(s: Mapping[str, Any], exports: Mapping[str, Any] | None = None) -> Plan:
+    return plan(
+        s["relay"],
+        s["decision"],
+        s["pool"],
+        s["exports"] if exports is None else exports,
+        implementation=s["implementation"],
+        cluster_id=s["cluster_id"],
+    )
+
+
+def terminating(e: Mapping[str, Any]) -> bool:
+    return bool(e["metadata"].get("deletionTimestamp"))
+
+
+PROPERTY = settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPERTY
+@given(scenarios())
+def test_plan_never_touches_what_is_not_ours_or_is_being_deleted(s: dict[str, Any]) -> None:
+    p = run_scenario(s)
+    relay, exports = s["relay"], s["exports"]
+    for a in p.actions:
+        e = exports.get(a.name)
+        if a.verb is Verb.CREATE:
+            assert e is None, a
+            continue
+        assert a.export is e, a
+        assert e is not None
+        if terminating(e):
+            assert a.verb is Verb.WAIT, a
+        elif not controlled_by(e, relay.uid):
+            assert a.verb is Verb.FOREIGN, a
+        else:
+            assert a.verb in {Verb.REPAIR, Verb.WITHDRAW, Verb.NONE}, a
+        assert (a.verb is Verb.REPAIR) == bool(a.fields), a
+
+
+@PROPERTY
+@given(scenarios())
+def test_plan_creates_only_valid_names_once_each(s: dict[str, Any]) -> None:
+    p = run_scenario(s)
+    seen = [a.name for a in p.actions]
+    assert len(seen) == len(set(seen))
+    for a in p.by_verb(Verb.CREATE):
+        assert names.is_valid_service_name(a.name), a
+        if s["implementation"] == "karmada":
+            assert len(a.name) <= names.KARMADA_MAX_SERVICE_NAME, a
+    planned = {a.name: a.verb for a in p.actions}
+    for line in p.skipped:
+        assert line.state == "Skipped"
+        assert line.reason in {Warn.INVALID_SERVICE_NAME, Warn.SERVICE_NAME_TOO_LONG}
+        # a skipped name is at most withdrawn (ours) or waited for (being deleted)
+        assert planned.get(line.name, Verb.WITHDRAW) in {Verb.WITHDRAW, Verb.WAIT}, line
+
+
+@PROPERTY
+@given(scenarios())
+def test_plan_covers_every_wanted_name_and_every_export_we_control(s: dict[str, Any]) -> None:
+    p = run_scenario(s)
+    relay, pool, exports = s["relay"], s["pool"], s["exports"]
+    planned = {a.name: a.verb for a in p.actions}
+    publishing = s["decision"].publish and pool is not None
+    wanted: list[str] = []
+    if publishing:
+        candidates = [names.relay_name(relay.name), *pool.frontend_service_names()]
+        skipped = {x.name for x in p.skipped}
+        wanted = [n for n in dict.fromkeys(candidates) if n not in skipped]
+        assert set(wanted) | skipped == set(candidates)
+        assert [a.name for a in p.actions[: len(wanted)]] == wanted
+        if names.relay_name(relay.name) in wanted:
+            assert p.actions[0].name == names.relay_name(relay.name)
+    else:
+        assert p.warnings == ()
+        assert p.skipped == ()
+        assert set(planned.values()) <= {Verb.WITHDRAW, Verb.WAIT}
+    for a in p.actions:
+        assert a.wanted is (a.name in wanted), a
+    for name, e in exports.items():
+        if name not in wanted and controlled_by(e, relay.uid):
+            assert planned[name] is (Verb.WAIT if terminating(e) else Verb.WITHDRAW)
+        elif name not in wanted:
+            assert name not in planned
+
+
+@PROPERTY
+@given(scenarios())
+def test_after_carrying_out_the_plan_a_second_pass_writes_nothing(s: dict[str, Any]) -> None:
+    relay = s["relay"]
+    exports = copy.deepcopy(s["exports"])
+    for a in run_scenario(s).actions:
+        if a.verb is Verb.CREATE:
+            exports[a.name] = ours(a.name, label=relay.name)
+            exports[a.name]["metadata"]["ownerReferences"] = [relay.owner_reference()]
+        elif a.verb is Verb.REPAIR:
+            meta = exports[a.name]["metadata"]
+            meta.setdefault("labels", {})[DGD_NAME] = relay.name
+            meta["ownerReferences"] = [
+                r for r in meta["ownerReferences"] if r.get("controller") is not True
+            ] + [relay.owner_reference()]
+        elif a.verb is Verb.WITHDRAW:
+            del exports[a.name]
+    second = run_scenario(s, exports)
+    assert not [a for a in second.actions if a.verb in WRITES], second.actions
+    assert second.warnings == run_scenario(s).warnings
