@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 import sys
@@ -134,7 +135,7 @@ async def run(config: OperatorConfiguration, *, exit_when_ready: bool = False) -
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         # One replica on a private control plane: no Lease needed.
-        cfg = _without_leader_election(config)
+        cfg = _without_leader_election(dev_configuration(config))
         operator_task = asyncio.create_task(
             process.run(cfg, kubeconfig=str(cp.kubeconfig), stop=stop)
         )
@@ -159,9 +160,18 @@ async def run(config: OperatorConfiguration, *, exit_when_ready: bool = False) -
         await asyncio.to_thread(cp.stop)
 
 
-def _without_leader_election(config: OperatorConfiguration) -> OperatorConfiguration:
-    import dataclasses
+def dev_configuration(config: OperatorConfiguration) -> OperatorConfiguration:
+    """With the default configuration (no --config), dev exports through standard MCS,
+    so the sample pool shows the whole feature (its control plane serves the MCS and
+    About APIs). A configuration file is used as written."""
+    if config != OperatorConfiguration():
+        return config
+    return dataclasses.replace(
+        config, multi_cluster=dataclasses.replace(config.multi_cluster, mcs_implementation="mcs")
+    )
 
+
+def _without_leader_election(config: OperatorConfiguration) -> OperatorConfiguration:
     le = dataclasses.replace(config.leader_election, enabled=False)
     server = dataclasses.replace(
         config.server, metrics_address="127.0.0.1:0", health_probe_address="127.0.0.1:0"
