@@ -131,6 +131,9 @@ async def _run_with_server(
             work.cancel()
             await asyncio.gather(work, return_exceptions=True)
     except LeadershipLost as e:
+        # Workers are tasks of their own: cancel them now, without draining, so no
+        # write starts after the Lease is gone.
+        await op.controller.stop(drain_timeout=0)
         log.error("leadership lost, exiting so no write happens without the lease: %s", e)
         code = EXIT_FAILURE
     except Exception:
