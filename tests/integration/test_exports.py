@@ -270,15 +270,16 @@ async def test_export_being_deleted_is_left_until_gone_then_recreated(
 ) -> None:
     await pool(client, namespace)
     await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
-    # An MCS implementation's finalizer holds the deletion.
+    # An MCS implementation's finalizer holds the deletion; while it is being
+    # deleted, someone changes the label we own: that must not be repaired.
     await client.merge_patch(
-        SE,
-        FRONTEND_SVC,
-        {"metadata": {"finalizers": ["mcs.example/hold"], "labels": {labels.DGD_NAME: "x"}}},
-        namespace,
+        SE, FRONTEND_SVC, {"metadata": {"finalizers": ["mcs.example/hold"]}}, namespace
     )
     held = await client.delete(SE, FRONTEND_SVC, namespace)
     assert held is not None
+    await client.merge_patch(
+        SE, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "x"}}}, namespace
+    )
     await mcs.settle()
     e = await export_obj(client, namespace, FRONTEND_SVC)
     assert e is not None
