@@ -78,3 +78,17 @@ async def export_obj(
         return await client.get(res, name, ns)
     except errors.NotFound:
         return None
+
+
+async def states_become(client: Client, ns: str, name: str, want: dict[str, str]) -> dict[str, Any]:
+    """Wait until the relay's status.exports shows (at least) these name -> state pairs;
+    the status is written after the exports in the same reconcile, so poll for it."""
+
+    async def probe() -> dict[str, Any] | None:
+        lines = {x["name"]: x for x in (await relay_status(client, ns, name)).get("exports") or []}
+        if all(lines.get(k, {}).get("state") == v for k, v in want.items()):
+            return lines
+        return None
+
+    found: dict[str, Any] = await eventually(probe)
+    return found

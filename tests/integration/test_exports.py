@@ -19,7 +19,7 @@ from export_fixtures import (
     events_for,
     export_obj,
     exports_become,
-    relay_status,
+    states_become,
     wait_event,
 )
 from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, dgd_body, relay_body
@@ -94,14 +94,9 @@ async def test_publish_exports_relay_and_each_frontend_under_its_own_name(
     ]
     created = await wait_event(client, namespace, "ExportCreated", name=FRONTEND_SVC)
     assert created["related"]["uid"] == e["metadata"]["uid"]
-    states = {
-        x["name"]: x["state"] for x in (await relay_status(client, namespace, POOL))["exports"]
-    }
-    assert states == {
-        RELAY_SVC: "Exported",
-        FRONTEND_SVC: "Exported",
-        f"{POOL}-chatv2": "Exported",
-    }
+    want = {RELAY_SVC: "Exported", FRONTEND_SVC: "Exported", f"{POOL}-chatv2": "Exported"}
+    states = await states_become(client, namespace, POOL, want)
+    assert set(states) == set(want)
     await second_pass_writes_nothing(mcs, namespace)
 
 
@@ -142,8 +137,7 @@ async def test_invalid_frontend_service_name_is_not_exported(
     await exports_become(client, namespace, {RELAY_SVC})
     warning = await wait_event(client, namespace, "InvalidServiceName")
     assert "f" * 60 in warning["note"]
-    skipped = {x["name"]: x for x in (await relay_status(client, namespace, POOL))["exports"]}
-    assert skipped[f"{POOL}-{'f' * 60}"]["state"] == "Skipped"
+    await states_become(client, namespace, POOL, {f"{POOL}-{'f' * 60}": "Skipped"})
     await second_pass_writes_nothing(mcs, namespace)
 
 
@@ -165,10 +159,7 @@ async def test_users_export_is_neither_adopted_nor_deleted(
         if w.name == FRONTEND_SVC and w.resource == "serviceexports"
     ]
     assert touched == []
-    states = {
-        x["name"]: x["state"] for x in (await relay_status(client, namespace, POOL))["exports"]
-    }
-    assert states[FRONTEND_SVC] == "Foreign"
+    await states_become(client, namespace, POOL, {FRONTEND_SVC: "Foreign"})
     # Withdrawal leaves it too.
     await client.delete(DGDS, POOL, namespace)
     await exports_become(client, namespace, {FRONTEND_SVC})
@@ -196,10 +187,7 @@ async def test_another_relays_export_is_left_alone(
     shared = await export_obj(client, namespace, "a-x-frontend")
     assert shared is not None
     assert shared["metadata"]["ownerReferences"][0]["name"] == "a"
-    states = {
-        x["name"]: x["state"] for x in (await relay_status(client, namespace, "a-x"))["exports"]
-    }
-    assert states["a-x-frontend"] == "Foreign"
+    await states_become(client, namespace, "a-x", {"a-x-frontend": "Foreign"})
     await second_pass_writes_nothing(mcs, namespace, "a-x")
 
 

@@ -99,10 +99,16 @@ class OperatorUnderTest:
         await self.settle()
         since = self.cp.audit.offset()
         await self.running.reconciler.reconcile(request)
+        # Only this key's namespace: a cluster-wide operator may meanwhile (rightly)
+        # reconcile other tests' relays in namespaces being deleted.
         writes = await asyncio.to_thread(
             self.cp.audit.writes, since, user_agent_prefix=OPERATOR_AGENT
         )
-        return [w for w in writes if include_events or w.resource != "events"]
+        return [
+            w
+            for w in writes
+            if w.namespace == request[0] and (include_events or w.resource != "events")
+        ]
 
     async def writes_since(self, offset: int) -> list[AuditEvent]:
         return await asyncio.to_thread(
