@@ -22,8 +22,8 @@ unit: uv
 	$(UV) run --frozen pytest -m "not integration and not e2e"
 
 lint: uv
-	$(UV) run --frozen ruff check src tests
-	$(UV) run --frozen ruff format --check src tests
+	$(UV) run --frozen ruff check src tests tools bench
+	$(UV) run --frozen ruff format --check src tests tools bench
 	$(UV) run --frozen mypy
 
 ## controlplane: build (or find in the cache) kube-apiserver, etcd, kube-controller-manager, helm

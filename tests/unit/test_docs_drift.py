@@ -9,8 +9,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_configuration_reference_is_current() -> None:
-    spec = importlib.util.spec_from_file_location("generate_docs", ROOT / "tools" / "generate_docs.py")
-    assert spec is not None and spec.loader is not None
+    spec = importlib.util.spec_from_file_location(
+        "generate_docs", ROOT / "tools" / "generate_docs.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     committed = (ROOT / "docs" / "configuration.md").read_text()
