@@ -1,7 +1,7 @@
-"""`dynamo-pool-operator`: run | dev | manifests | version.
+"""`dynamo-pool-operator`: run | dev | status | manifests | version.
 
-Exit codes: 0 success; 1 runtime failure (startup, lost leadership);
-2 invalid configuration or usage (nothing was started).
+Exit codes: 0 success; 1 runtime failure (startup, lost leadership, `status` could not
+read the cluster); 2 invalid configuration or usage (nothing was started).
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import yaml
 
-from . import __version__, logs
+from . import __version__, logs, rbac
 from .config import ConfigurationError, load_configuration
 from .process import EXIT_CONFIG, EXIT_FAILURE
 
@@ -22,7 +23,8 @@ Makes NVIDIA Dynamo pools discoverable across clusters: for each DynamoPoolRelay
 runs the pool's relay (a Deployment and the Service <dgd>-pool-relay) and keeps the
 pool's Multi-Cluster Services ServiceExports right.
 
-exit codes: 0 ok, 1 runtime failure (startup, lost leadership), 2 invalid configuration
+exit codes: 0 ok, 1 runtime failure (startup, lost leadership, cluster unreadable),
+2 invalid configuration or usage
 """
 
 
@@ -56,11 +58,69 @@ def _parser() -> argparse.ArgumentParser:
         help="stop once the sample pool is published (for scripts and tests)",
     )
 
-    man = sub.add_parser("manifests", help="print the CRD (and RBAC) manifests as YAML")
-    man.add_argument("what", nargs="?", default="all", choices=["all", "crds"])
+    status = sub.add_parser(
+        "status",
+        help="show each DynamoPoolRelay: published or not, why, and its exports",
+        description="A table of relays (NAMESPACE NAME READY REASON EXPORTS), then the state "
+        "of each export. Reads only. Exit 1 when the cluster cannot be read.",
+    )
+    status.add_argument(
+        "--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, ~/.kube/config, in-cluster"
+    )
+    status.add_argument("--context", help="kubeconfig context (default: current-context)")
+    scope = status.add_mutually_exclusive_group()
+    scope.add_argument(
+        "-n", "--namespace", help="only this namespace (default: the context's namespace)"
+    )
+    scope.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="relays of every namespace"
+    )
+
+    man = sub.add_parser(
+        "manifests",
+        help="print the CRD and RBAC manifests as YAML",
+        description="Render what the operator needs installed, from the code that defines "
+        "it: `crds` (the DynamoPoolRelay CRD), `rbac` (ServiceAccount, roles, bindings) or "
+        "`all`. Pipe to `kubectl apply -f -`.",
+    )
+    man.add_argument("what", nargs="?", default="all", choices=["all", "crds", "rbac"])
+    man.add_argument(
+        "--namespace",
+        default=rbac.DEFAULT_NAMESPACE,
+        metavar="NS",
+        help=f"namespace of the operator's ServiceAccount and Lease "
+        f"(default: {rbac.DEFAULT_NAMESPACE})",
+    )
+    man.add_argument(
+        "--restricted",
+        metavar="NS",
+        help="namespace-restricted install: the manager rules become a Role in NS "
+        "(and the Lease lives there), not a ClusterRole",
+    )
 
     sub.add_parser("version", help="print the version")
     return p
+
+
+def manifests(
+    what: str = "all",
+    *,
+    namespace: str = rbac.DEFAULT_NAMESPACE,
+    restricted: str | None = None,
+    service_account: str = rbac.DEFAULT_SERVICE_ACCOUNT,
+) -> list[dict[str, Any]]:
+    """The documents `manifests` prints: the CRD, then the RBAC (ServiceAccount first, so
+    `kubectl apply` creates it before the bindings that name it). The Lease lives in the
+    restricted namespace when there is one, as the operator itself defaults it."""
+    from .api import crd
+
+    docs: list[dict[str, Any]] = []
+    if what in ("all", "crds"):
+        docs.append(crd.crd())
+    if what in ("all", "rbac"):
+        docs.append(rbac.service_account(namespace, service_account))
+        docs += rbac.render(namespace, service_account, restricted, restricted or namespace)
+    return docs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -69,10 +129,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dynamo-pool-operator {__version__}")
         return 0
     if args.command == "manifests":
-        from .api import crd
-
-        sys.stdout.write(yaml.safe_dump(crd.crd(), sort_keys=False))
+        docs = manifests(args.what, namespace=args.namespace, restricted=args.restricted)
+        sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False))
         return 0
+    if args.command == "status":
+        from . import status_cmd
+
+        return asyncio.run(
+            status_cmd.run(
+                kubeconfig=args.kubeconfig,
+                context=args.context,
+                namespace=args.namespace,
+                all_namespaces=args.all_namespaces,
+            )
+        )
     try:
         config = load_configuration(args.config)
     except ConfigurationError as e:

@@ -1,0 +1,224 @@
+"""The operator's RBAC: the one place its permissions are written down.
+
+Why in code: the operator's needs change with its code (a new watch, a new write), and
+a ClusterRole kept by hand in three places (deploy/, the Helm chart, docs) drifts. Here
+the rules are data; `dynamo-pool-operator manifests rbac` renders them, and
+tools/generate_manifests.py writes deploy/rbac/ and the chart's `files/rbac-rules.yaml`
+(which the chart's templates render), and a test fails when any of those copies drift.
+
+Why three roles:
+- the manager rules are everything the reconcilers read and write. They are namespaced
+  resources only, so the same rules serve as a ClusterRole (cluster-wide) or as a Role
+  in the one namespace the operator is restricted to;
+- leader election needs a Lease in one namespace, and nothing else there;
+- the About API's ClusterProperty `cluster.clusterset.k8s.io` is cluster-scoped, so a
+  Role cannot grant reading it. It always gets its own read-only ClusterRole, which keeps
+  a namespace-restricted install restricted in everything else.
+
+What is deliberately absent: any write to DynamoGraphDeployments (they belong to
+Dynamo's operator; we only read them), Secrets, Pods, and RBAC objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .api import crd
+from .api import dgd as dgd_api
+from .features import ABOUT_GROUP, CLUSTERPROPERTIES, MCS_GROUP, SERVICEEXPORTS
+
+RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
+
+#: Stable object names: upgrades replace these objects instead of leaving old ones behind.
+MANAGER_NAME = "dynamo-pool-operator"
+LEADER_ELECTION_NAME = "dynamo-pool-operator-leader-election"
+CLUSTER_PROPERTY_READER_NAME = "dynamo-pool-operator-clusterproperty-reader"
+
+DEFAULT_NAMESPACE = "dynamo-pool-operator"
+DEFAULT_SERVICE_ACCOUNT = "dynamo-pool-operator"
+
+_LABELS = {
+    "app.kubernetes.io/name": "dynamo-pool-operator",
+    "app.kubernetes.io/part-of": "dynamo-pool-operator",
+}
+
+_READ = ("get", "list", "watch")
+_OWN = ("get", "list", "watch", "create", "patch", "delete")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One PolicyRule. Each rule names one API group: that keeps rules easy to compare and
+    review, and is how the chart's copy is checked against this one."""
+
+    api_group: str
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    #: Why the operator needs it; shown in reviews, not rendered.
+    why: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "apiGroups": [self.api_group],
+            "resources": list(self.resources),
+            "verbs": list(self.verbs),
+        }
+
+
+MANAGER_RULES: tuple[Rule, ...] = (
+    Rule(crd.GROUP, (crd.PLURAL,), _READ, "the primary resource: read, never written"),
+    Rule(
+        crd.GROUP,
+        (f"{crd.PLURAL}/status",),
+        ("get", "patch", "update"),
+        "status is written by server-side apply on the status subresource",
+    ),
+    Rule(
+        dgd_api.GROUP,
+        (dgd_api.PLURAL,),
+        _READ,
+        "the pool's DynamoGraphDeployment is read only: Dynamo's operator owns it",
+    ),
+    Rule("apps", ("deployments",), _OWN, "the relay Deployment <dgd>-pool-relay"),
+    Rule("", ("services",), _OWN, "the relay Service <dgd>-pool-relay"),
+    Rule(
+        MCS_GROUP,
+        (SERVICEEXPORTS,),
+        ("create", "delete", "get", "list", "patch", "watch"),
+        "the pool's ServiceExports (SPEC §4.8)",
+    ),
+    Rule("events.k8s.io", ("events",), ("create", "patch"), "events, folded into series"),
+)
+
+LEADER_ELECTION_RULES: tuple[Rule, ...] = (
+    Rule(
+        "coordination.k8s.io",
+        ("leases",),
+        ("get", "create", "update"),
+        "the leader's Lease: read, created once, renewed by update",
+    ),
+)
+
+CLUSTER_PROPERTY_RULES: tuple[Rule, ...] = (
+    Rule(
+        ABOUT_GROUP,
+        (CLUSTERPROPERTIES,),
+        _READ,
+        "the cluster ID (cluster.clusterset.k8s.io), checked against each relay's clusterId",
+    ),
+)
+
+
+def manager_rules() -> list[dict[str, Any]]:
+    """Rules of the manager ClusterRole (or of its Role when namespace-restricted)."""
+    return [r.to_dict() for r in MANAGER_RULES]
+
+
+def leader_election_rules() -> list[dict[str, Any]]:
+    """Rules of the Role in the Lease's namespace."""
+    return [r.to_dict() for r in LEADER_ELECTION_RULES]
+
+
+def cluster_property_rules() -> list[dict[str, Any]]:
+    """Rules of the separate ClusterRole that reads ClusterProperties."""
+    return [r.to_dict() for r in CLUSTER_PROPERTY_RULES]
+
+
+def _meta(name: str, namespace: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(_LABELS)
+    return meta
+
+
+def _role(
+    kind: str, name: str, namespace: str | None, rules: list[dict[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "apiVersion": RBAC_API_VERSION,
+        "kind": kind,
+        "metadata": _meta(name, namespace),
+        "rules": rules,
+    }
+
+
+def _binding(
+    kind: str,
+    role_kind: str,
+    name: str,
+    namespace: str | None,
+    subject_namespace: str,
+    service_account: str,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": RBAC_API_VERSION,
+        "kind": kind,
+        "metadata": _meta(name, namespace),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+        "subjects": [
+            {"kind": "ServiceAccount", "name": service_account, "namespace": subject_namespace}
+        ],
+    }
+
+
+def render(
+    namespace: str,
+    service_account: str,
+    restricted_namespace: str | None,
+    lease_namespace: str,
+) -> list[dict[str, Any]]:
+    """Roles and bindings for the ServiceAccount `namespace/service_account`.
+
+    `restricted_namespace` None: the manager rules are a ClusterRole bound cluster-wide.
+    Otherwise they are a Role (and RoleBinding) in that namespace only. The Lease Role
+    lives in `lease_namespace`; the ClusterProperty reader is always cluster-wide.
+    """
+    out: list[dict[str, Any]] = []
+    if restricted_namespace is None:
+        out.append(_role("ClusterRole", MANAGER_NAME, None, manager_rules()))
+        out.append(
+            _binding(
+                "ClusterRoleBinding", "ClusterRole", MANAGER_NAME, None, namespace, service_account
+            )
+        )
+    else:
+        out.append(_role("Role", MANAGER_NAME, restricted_namespace, manager_rules()))
+        out.append(
+            _binding(
+                "RoleBinding",
+                "Role",
+                MANAGER_NAME,
+                restricted_namespace,
+                namespace,
+                service_account,
+            )
+        )
+    out.append(_role("Role", LEADER_ELECTION_NAME, lease_namespace, leader_election_rules()))
+    out.append(
+        _binding(
+            "RoleBinding", "Role", LEADER_ELECTION_NAME, lease_namespace, namespace, service_account
+        )
+    )
+    reader = CLUSTER_PROPERTY_READER_NAME
+    out.append(_role("ClusterRole", reader, None, cluster_property_rules()))
+    out.append(
+        _binding("ClusterRoleBinding", "ClusterRole", reader, None, namespace, service_account)
+    )
+    return out
+
+
+def service_account(namespace: str, name: str) -> dict[str, Any]:
+    """The ServiceAccount the bindings name, for `manifests rbac` (the chart makes its own)."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace)}
+
+
+def chart_rules() -> dict[str, list[dict[str, Any]]]:
+    """The rules as the Helm chart reads them (`files/rbac-rules.yaml`): one list per role,
+    so its templates render exactly these rules in either mode."""
+    return {
+        "manager": manager_rules(),
+        "leaderElection": leader_election_rules(),
+        "clusterPropertyReader": cluster_property_rules(),
+    }

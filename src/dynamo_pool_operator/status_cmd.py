@@ -1,0 +1,180 @@
+"""`dynamo-pool-operator status`: what the operator decided for each pool, at a glance.
+
+Why a command when `kubectl get dynamopoolrelays` exists: the printer columns cannot
+count exports or show why one of them is Pending or Skipped, which is exactly what a
+platform team asks when a pool is not reachable from another cluster. This reads the
+relays' status (the operator's own report) and prints it; it never writes.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from .poolrelay.controller import RELAYS
+from .poolrelay.status import READY
+from .runtime import errors
+from .runtime.auth import ConfigError, load_config
+from .runtime.client import Client
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+
+#: Export state meaning "published to the MCS implementation".
+EXPORTED = "Exported"
+HEADER = ("NAMESPACE", "NAME", "READY", "REASON", "EXPORTS")
+
+
+@dataclass(frozen=True, slots=True)
+class ExportRow:
+    name: str
+    state: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RelayRow:
+    """One relay as the table shows it."""
+
+    namespace: str
+    name: str
+    ready: str
+    reason: str
+    message: str
+    exports: tuple[ExportRow, ...]
+    #: The status describes an older spec: the operator has not caught up (or is down).
+    stale: bool = False
+
+    @property
+    def exports_summary(self) -> str:
+        if not self.exports:
+            return "-"
+        done = sum(1 for e in self.exports if e.state == EXPORTED)
+        return f"{done}/{len(self.exports)} exported"
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def row_of(relay: Mapping[str, Any]) -> RelayRow:
+    """A relay object (as listed) to its row; tolerant of a status not written yet."""
+    meta = relay.get("metadata") or {}
+    status = relay.get("status") or {}
+    ready = next(
+        (
+            c
+            for c in status.get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == READY
+        ),
+        None,
+    )
+    exports = tuple(
+        ExportRow(
+            _text(e.get("name")),
+            _text(e.get("state")),
+            _text(e.get("reason")),
+            _text(e.get("message")),
+        )
+        for e in status.get("exports") or ()
+        if isinstance(e, Mapping)
+    )
+    observed, generation = status.get("observedGeneration"), meta.get("generation")
+    return RelayRow(
+        namespace=_text(meta.get("namespace")),
+        name=_text(meta.get("name")),
+        ready=_text(ready.get("status")) if ready else "Unknown",
+        reason=_text(ready.get("reason")) if ready else "NotReconciled",
+        message=_text(ready.get("message")) if ready else "the operator has not reported yet",
+        exports=exports,
+        stale=ready is not None and observed is not None and observed != generation,
+    )
+
+
+def format_table(rows: Iterable[RelayRow]) -> str:
+    """The table, then one block per relay that has something to explain: why it is not
+    ready, and the state of each of its exports."""
+    rows = sorted(rows, key=lambda r: (r.namespace, r.name))
+    if not rows:
+        return "No DynamoPoolRelays found.\n"
+    cells = [HEADER] + [
+        (
+            r.namespace,
+            r.name,
+            r.ready + (" (stale)" if r.stale else ""),
+            r.reason or "-",
+            r.exports_summary,
+        )
+        for r in rows
+    ]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
+    lines = [
+        "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
+    for r in rows:
+        details: list[str] = []
+        if r.ready != "True" and r.message:
+            details.append(f"  {r.reason}: {r.message}")
+        width = max((len(e.name) for e in r.exports), default=0)
+        for e in r.exports:
+            why = ": ".join(p for p in (e.reason, e.message) if p)
+            details.append(f"  export {e.name.ljust(width)}  {e.state}{'  ' + why if why else ''}")
+        if details:
+            lines += ["", f"{r.namespace}/{r.name}:", *details]
+    return "\n".join(lines) + "\n"
+
+
+async def list_relays(client: Client, namespace: str | None) -> list[RelayRow]:
+    """Every relay of `namespace` (None: all namespaces), as rows."""
+    listed = await client.list(RELAYS, namespace)
+    return [row_of(item) for item in listed.items]
+
+
+def _explain(e: errors.ApiError, namespace: str | None) -> str:
+    where = f"namespace {namespace!r}" if namespace else "any namespace"
+    if isinstance(e, errors.NotFound):
+        return (
+            f"the {RELAYS.plural}.{RELAYS.group} API is not served: install the CRD "
+            "(`dynamo-pool-operator manifests crds | kubectl apply -f -`, or the Helm chart)"
+        )
+    if isinstance(e, errors.Forbidden):
+        return f"not allowed to list DynamoPoolRelays in {where}: {e}"
+    if isinstance(e, errors.Unauthorized):
+        return f"the cluster did not accept the credentials: {e}"
+    return f"cannot list DynamoPoolRelays in {where}: {e}"
+
+
+async def run(
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    namespace: str | None = None,
+    all_namespaces: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Print the table; exit 1 (with one line saying why) when the cluster cannot be read.
+
+    The namespace is as kubectl picks it: `--namespace`, else the context's, else
+    `default`; `all_namespaces` lists every namespace."""
+    out, err = out or sys.stdout, err or sys.stderr
+    try:
+        cluster = load_config(kubeconfig, context)
+    except ConfigError as e:
+        print(f"error: {e}", file=err)
+        return EXIT_FAILURE
+    ns = None if all_namespaces else (namespace or cluster.namespace or "default")
+    async with Client(cluster, user_agent="dynamo-pool-operator-status") as client:
+        try:
+            rows = await list_relays(client, ns)
+        except errors.ApiError as e:
+            print(f"error: {_explain(e, ns)}", file=err)
+            return EXIT_FAILURE
+    if not rows and ns is not None:
+        out.write(f"No DynamoPoolRelays found in namespace {ns}.\n")
+    else:
+        out.write(format_table(rows))
+    return EXIT_OK

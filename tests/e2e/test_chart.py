@@ -1,0 +1,538 @@
+"""The Helm chart: it lints, renders what we mean, and its RBAC is enough and no more.
+
+The last tests are the proof the issue asks for: the chart is rendered with `helm
+template`, everything but the Deployment is applied to the real control plane, and the
+operator process runs with the rendered configuration *as the chart's ServiceAccount*
+(a TokenRequest token). It publishes a pool and exports it, so the chart's RBAC is
+sufficient; the same identity is refused Secrets and DGD writes, so it is not too wide.
+Both cluster-wide and namespace-restricted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+import yaml
+from chart_helpers import (
+    CHART,
+    helm,
+    one,
+    rendered_configuration,
+    restricted_values,
+    template,
+    template_error,
+)
+
+from dynamo_pool_operator import __version__, process, status_cmd
+from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.config import OperatorConfiguration, to_document
+from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.auth import load_kubeconfig
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import (
+    DEPLOYMENTS,
+    EVENTS,
+    LEASES,
+    SECRETS,
+    SERVICES,
+    Resource,
+)
+from dynamo_pool_operator.testing.controlplane import ControlPlane
+
+RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
+DGDS = Resource("nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment")
+SERVICEEXPORTS = Resource("multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport")
+CLUSTER_PROPERTIES = Resource(
+    "about.k8s.io", "v1beta1", "clusterproperties", "ClusterProperty", namespaced=False
+)
+CLUSTER_ROLES = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
+)
+CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
+
+POOL = "llama"
+RELAY_SVC = f"{POOL}-pool-relay"
+FRONTEND_SVC = f"{POOL}-frontend"
+
+MODES = pytest.mark.parametrize("restricted", [False, True], ids=["cluster-wide", "restricted"])
+
+
+# ====================================================================== helm lint / template
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        restricted_values("team-a"),
+        {
+            "multiCluster": {"mcsImplementation": "karmada"},
+            "metrics": {"serviceMonitor": {"enabled": True}},
+        },
+        {"leaderElection": {"enabled": False}, "replicaCount": 1, "rbac": {"create": False}},
+    ],
+    ids=["default", "restricted", "karmada-servicemonitor", "single-replica"],
+)
+def test_helm_lint_passes(values: dict[str, Any]) -> None:
+    proc = helm("lint", "--strict", str(CHART), values=values)
+    assert proc.returncode == 0, f"helm lint failed:\n{proc.stdout}\n{proc.stderr}"
+
+
+def test_default_render() -> None:
+    docs = template()
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
+    assert kinds == [
+        ("ClusterRole", "dynamo-pool-operator"),
+        ("ClusterRole", "dynamo-pool-operator-clusterproperty-reader"),
+        ("ClusterRoleBinding", "dynamo-pool-operator"),
+        ("ClusterRoleBinding", "dynamo-pool-operator-clusterproperty-reader"),
+        ("ConfigMap", "dynamo-pool-operator"),
+        ("Deployment", "dynamo-pool-operator"),
+        ("Role", "dynamo-pool-operator-leader-election"),
+        ("RoleBinding", "dynamo-pool-operator-leader-election"),
+        ("Service", "dynamo-pool-operator-metrics"),
+        ("ServiceAccount", "dynamo-pool-operator"),
+    ]
+    for d in docs:
+        labels = d["metadata"]["labels"]
+        assert labels["app.kubernetes.io/name"] == "dynamo-pool-operator"
+        assert labels["app.kubernetes.io/instance"] == "dynamo-pool-operator"
+        assert labels["app.kubernetes.io/managed-by"] == "Helm"
+        if d["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+            assert d["metadata"]["namespace"] == "dpo-system"
+
+    dep = one(docs, "Deployment")
+    spec = dep["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+    assert pod["serviceAccountName"] == "dynamo-pool-operator"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    assert container["image"] == f"nvcr.io/nvidia/ai-dynamo/dynamo-pool-operator:{__version__}"
+    assert container["args"] == ["run", "--config", "/etc/dynamo-pool-operator/config.yaml"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    sc = container["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": 8080, "health": 8081}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert container["resources"]["requests"]
+    assert container["resources"]["limits"]
+    assert re.fullmatch(
+        "[0-9a-f]{64}", spec["template"]["metadata"]["annotations"]["checksum/config"]
+    )
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/etc/dynamo-pool-operator"]["readOnly"] is True
+
+    svc = one(docs, "Service")
+    assert svc["spec"]["selector"] == spec["selector"]["matchLabels"]
+    assert svc["spec"]["ports"] == [
+        {"name": "metrics", "port": 8080, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+
+
+def test_default_configuration_is_the_operators_default() -> None:
+    """values.yaml's defaults are the operator's, except what the chart decides for a pod:
+    JSON logs, and the Lease named after the release in the release namespace."""
+    cfg = to_document(rendered_configuration(template()))
+    want = to_document(OperatorConfiguration())
+    want["logging"]["format"] = "json"
+    want["leaderElection"]["namespace"] = "dpo-system"
+    want["leaderElection"]["name"] = "dynamo-pool-operator-leader"
+    assert cfg == want
+
+
+def test_values_reach_the_configuration() -> None:
+    values = {
+        "multiCluster": {"mcsImplementation": "karmada"},
+        "discovery": {"backend": "etcd"},
+        "leaderElection": {"leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "5s"},
+        "poolRelay": {
+            "image": "example.com/relay:1.2.3",
+            "imagePullPolicy": "Always",
+            "port": 9000,
+            "replicas": 3,
+        },
+        "controller": {"workers": 8},
+        "logging": {"level": "debug", "format": "text"},
+        "metrics": {"port": 9090},
+        "health": {"port": 9091},
+    }
+    docs = template(values)
+    cfg = rendered_configuration(docs)
+    assert cfg.multi_cluster.mcs_implementation == "karmada"
+    assert cfg.discovery.backend == "etcd"
+    le = cfg.leader_election
+    assert (le.lease_duration, le.renew_deadline, le.retry_period) == (30, 20, 5)
+    relay = cfg.pool_relay
+    assert (relay.image, relay.image_pull_policy, relay.port, relay.replicas) == (
+        "example.com/relay:1.2.3",
+        "Always",
+        9000,
+        3,
+    )
+    assert cfg.controller.workers == 8
+    assert (cfg.logging.level, cfg.logging.format) == ("debug", "text")
+    assert (cfg.server.metrics_address, cfg.server.health_probe_address) == (":9090", ":9091")
+    (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "metrics": 9090,
+        "health": 9091,
+    }
+
+
+def test_restricted_render() -> None:
+    docs = template(restricted_values("team-a"))
+    cfg = rendered_configuration(docs)
+    assert cfg.namespace.restricted == "team-a"
+    # The operator may write only in team-a, so its Lease lives there.
+    assert cfg.leader_election.namespace == "team-a"
+    roles = {(d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")) for d in docs}
+    assert ("Role", "dynamo-pool-operator", "team-a") in roles
+    assert ("RoleBinding", "dynamo-pool-operator", "team-a") in roles
+    assert ("Role", "dynamo-pool-operator-leader-election", "team-a") in roles
+    assert ("ClusterRole", "dynamo-pool-operator-clusterproperty-reader", None) in roles
+    assert not any(k == "ClusterRole" and n == "dynamo-pool-operator" for k, n, _ in roles)
+    binding = one(docs, "RoleBinding", "dynamo-pool-operator")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "dynamo-pool-operator", "namespace": "dpo-system"}
+    ]
+
+
+def test_config_checksum_rolls_pods_only_on_configuration_changes() -> None:
+    def checksum(values: dict[str, Any]) -> str:
+        dep = one(template(values), "Deployment")
+        return str(dep["spec"]["template"]["metadata"]["annotations"]["checksum/config"])
+
+    base = checksum({})
+    assert checksum({"logging": {"level": "debug"}}) != base
+    assert checksum({"replicaCount": 3}) == base
+
+
+def test_image_tag_and_digest() -> None:
+    def image(values: dict[str, Any]) -> str:
+        dep = one(template(values), "Deployment")
+        return str(dep["spec"]["template"]["spec"]["containers"][0]["image"])
+
+    assert image({"image": {"tag": "1.2.3"}}).endswith(":1.2.3")
+    digest = "sha256:" + "a" * 64
+    assert image({"image": {"digest": digest}}).endswith("@" + digest)
+
+
+def test_service_monitor_is_optional() -> None:
+    assert not [d for d in template() if d["kind"] == "ServiceMonitor"]
+    docs = template({"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "p"}}}})
+    sm = one(docs, "ServiceMonitor")
+    assert sm["metadata"]["labels"]["release"] == "p"
+    assert sm["spec"]["endpoints"][0]["port"] == "metrics"
+    svc = one(docs, "Service")
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+
+
+def test_leader_election_off_drops_the_lease_role() -> None:
+    docs = template({"leaderElection": {"enabled": False}, "replicaCount": 1})
+    assert not [d for d in docs if "leader-election" in d["metadata"]["name"]]
+    assert rendered_configuration(docs).leader_election.enabled is False
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"namespaceRestriction": {"enabled": True}},
+            "namespaceRestriction.targetNamespace is required",
+        ),
+        ({"leaderElection": {"enabled": False}}, "several replicas would write at once"),
+        ({"multiCluster": {"mcsImplemention": "mcs"}}, "mcsImplemention"),
+        ({"multiCluster": {"mcsImplementation": "istio"}}, "mcsImplementation"),
+        ({"serviceAccount": {"create": False}}, "serviceAccount.name is required"),
+    ],
+    ids=["restricted-without-target", "replicas-without-leader", "typo", "unknown-mcs", "no-sa"],
+)
+def test_bad_values_are_refused(values: dict[str, Any], message: str) -> None:
+    assert message in template_error(values)
+
+
+# ====================================================================== the chart's identity
+@dataclasses.dataclass(frozen=True)
+class Release:
+    name: str
+    namespace: str
+
+
+@pytest.fixture
+def release(control_plane: ControlPlane) -> Iterator[Release]:
+    """A release namespace; on teardown it and the release's cluster-scoped RBAC go."""
+    suffix = uuid.uuid4().hex[:8]
+    rel = Release(f"e2e-{suffix}", f"dpo-{suffix}")
+    control_plane.create_namespace(rel.namespace)
+    try:
+        yield rel
+    finally:
+        control_plane.delete_namespace(rel.namespace)
+        selector = f"labelSelector=app.kubernetes.io/instance%3D{rel.name}"
+        for plural in ("clusterroles", "clusterrolebindings"):
+            control_plane.request(
+                "DELETE", f"/apis/rbac.authorization.k8s.io/v1/{plural}?{selector}"
+            )
+
+
+def install_without_deployment(cp: ControlPlane, docs: list[dict[str, Any]]) -> None:
+    for doc in docs:
+        if doc["kind"] == "CustomResourceDefinition":
+            cp.install_crd(doc)
+        elif doc["kind"] != "Deployment":
+            cp.apply(doc)
+
+
+def mint_token(cp: ControlPlane, namespace: str, service_account: str) -> str:
+    """A token for the ServiceAccount from the TokenRequest API, as the kubelet gets one."""
+    status, body = cp.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    assert status == 201, f"TokenRequest for {namespace}/{service_account}: {status} {body}"
+    token: str = body["status"]["token"]
+    return token
+
+
+def ensure_cluster_id(cp: ControlPlane) -> tuple[str, bool]:
+    """The cluster's ID (ClusterProperty), created if missing; (value, created)."""
+    path = f"/apis/about.k8s.io/v1beta1/clusterproperties/{CLUSTER_ID_PROPERTY}"
+    status, body = cp.request("GET", path)
+    if status == 200:
+        return str(body["spec"]["value"]), False
+    cp.apply(
+        {
+            "apiVersion": "about.k8s.io/v1beta1",
+            "kind": "ClusterProperty",
+            "metadata": {"name": CLUSTER_ID_PROPERTY},
+            "spec": {"value": "chart-e2e"},
+        }
+    )
+    return "chart-e2e", True
+
+
+async def while_running(
+    task: asyncio.Task[int], probe: Callable[[], Awaitable[Any]], what: str, timeout: float = 60
+) -> Any:
+    """Poll `probe` until truthy; fail at once (with the exit code) if the operator exits."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: Any = None
+    while loop.time() < deadline:
+        if task.done():
+            pytest.fail(f"the operator exited with {task.result()} while waiting for {what}")
+        try:
+            last = await probe()
+        except errors.ApiError as e:
+            last = e
+        else:
+            if last:
+                return last
+        await asyncio.sleep(0.1)
+    pytest.fail(f"{what}: not within {timeout}s; last {last!r}")
+
+
+async def forbidden(call: Awaitable[Any]) -> bool:
+    try:
+        await call
+    except errors.Forbidden:
+        return True
+    return False
+
+
+def dgd(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": DGDS.api_version,
+        "kind": DGDS.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "components": [
+                {"name": "Frontend", "type": "frontend", "replicas": 1},
+                {"name": "decode", "type": "decode", "replicas": 1},
+            ]
+        },
+    }
+
+
+@MODES
+async def test_the_charts_service_account_can_run_the_operator_and_nothing_more(
+    control_plane: ControlPlane, client: Client, namespace: str, release: Release, restricted: bool
+) -> None:
+    cp = control_plane
+    values: dict[str, Any] = {"multiCluster": {"mcsImplementation": "mcs"}}
+    if restricted:
+        values |= restricted_values(namespace)
+    docs = template(values, release=release.name, namespace=release.namespace, include_crds=True)
+    assert any(d["kind"] == "CustomResourceDefinition" for d in docs)
+    install_without_deployment(cp, docs)
+
+    sa_name = one(docs, "ServiceAccount")["metadata"]["name"]
+    user = f"system:serviceaccount:{release.namespace}:{sa_name}"
+    kubeconfig = cp.token_kubeconfig(mint_token(cp, release.namespace, sa_name), user=release.name)
+
+    cfg = rendered_configuration(docs)
+    lease_ns = namespace if restricted else release.namespace
+    assert cfg.leader_election.enabled
+    assert cfg.leader_election.namespace == lease_ns
+    assert cfg.namespace.restricted == (namespace if restricted else "")
+    # A pod binds :8080/:8081; in process, any free loopback port.
+    cfg = dataclasses.replace(
+        cfg,
+        server=dataclasses.replace(
+            cfg.server, metrics_address="127.0.0.1:0", health_probe_address="127.0.0.1:0"
+        ),
+    )
+    cluster_id, created_property = ensure_cluster_id(cp)
+
+    since = cp.audit.offset()
+    stop = asyncio.Event()
+    task = asyncio.create_task(process.run(cfg, kubeconfig=str(kubeconfig), stop=stop))
+    try:
+        await client.create(DGDS, dgd(POOL, namespace))
+        await client.create(
+            RELAYS,
+            {
+                "apiVersion": RELAYS.api_version,
+                "kind": RELAYS.kind,
+                "metadata": {"name": POOL, "namespace": namespace},
+                "spec": {"clusterId": cluster_id},
+            },
+        )
+
+        async def exported() -> dict[str, Any] | None:
+            relay = await client.get(RELAYS, POOL, namespace)
+            status = relay.get("status") or {}
+            if status.get("observedGeneration") != relay["metadata"]["generation"]:
+                return None
+            states = {e["name"]: e["state"] for e in status.get("exports") or []}
+            if states != {RELAY_SVC: "Exported", FRONTEND_SVC: "Exported"}:
+                return None
+            return dict(status)
+
+        status = await while_running(task, exported, "the pool published and exported")
+        (ready,) = status["conditions"]
+        assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Published")
+        assert status["clusterId"] == cluster_id
+        exports = {
+            e["metadata"]["name"] for e in (await client.list(SERVICEEXPORTS, namespace)).items
+        }
+        assert exports == {RELAY_SVC, FRONTEND_SVC}
+        await client.get(DEPLOYMENTS, RELAY_SVC, namespace)
+        await client.get(SERVICES, RELAY_SVC, namespace)
+
+        # `status` reads as the same identity: what a platform team would see.
+        out = io.StringIO()
+        assert await status_cmd.run(kubeconfig=str(kubeconfig), namespace=namespace, out=out) == 0
+        row = out.getvalue().splitlines()[1].split()
+        assert row == [namespace, POOL, "True", "Published", "2/2", "exported"], out.getvalue()
+
+        lease = await client.get(LEASES, cfg.leader_election.name, lease_ns)
+        assert lease["spec"]["holderIdentity"], "the operator should hold the Lease"
+
+        await _refused_what_it_must_not_do(cp, kubeconfig, namespace, release, restricted)
+
+        # Every write the operator made was as the chart's ServiceAccount, and allowed.
+        async def events_written() -> bool:
+            writes = cp.audit.writes(since, user=user)
+            return any(w.resource == "events" and w.code < 300 for w in writes)
+
+        await while_running(task, events_written, "an Event written by the ServiceAccount")
+        writes = cp.audit.writes(since, user=user)
+        written = {(w.resource, w.subresource, w.verb) for w in writes if w.code < 300}
+        for want in [
+            ("leases", "", "create"),
+            ("deployments", "", "create"),
+            ("services", "", "create"),
+            ("serviceexports", "", "create"),
+            ("dynamopoolrelays", "status", "patch"),
+            ("events", "", "create"),
+        ]:
+            assert want in written, f"{want} not written by {user}; wrote {sorted(written)}"
+        # An unreadable ClusterProperty (its reader role missing) does not stop exports;
+        # the operator reports it as an ExportFailed event, which must not be there.
+        events = (await client.list(EVENTS, namespace)).items
+        failed = [e.get("note") for e in events if e.get("reason") == "ExportFailed"]
+        assert not failed, f"the operator reported export failures: {failed}"
+        operator_denied = [
+            (w.verb, w.resource, w.namespace, w.name, w.code)
+            for w in writes
+            if w.code == 403 and w.user_agent.startswith("dynamo-pool-operator/")
+        ]
+        assert not operator_denied, f"the operator was denied writes: {operator_denied}"
+    finally:
+        stop.set()
+        code = await asyncio.wait_for(task, 30)
+        if created_property:
+            cp.request(
+                "DELETE", f"/apis/about.k8s.io/v1beta1/clusterproperties/{CLUSTER_ID_PROPERTY}"
+            )
+    assert code == process.EXIT_OK
+
+
+async def _refused_what_it_must_not_do(
+    cp: ControlPlane, kubeconfig: Any, namespace: str, release: Release, restricted: bool
+) -> None:
+    """The chart's identity is refused (403) what the operator must never do."""
+    async with Client(load_kubeconfig(kubeconfig), user_agent="chart-e2e-probe") as sa:
+        # It can read what it needs, cluster-wide where it is cluster-scoped...
+        await sa.list(CLUSTER_PROPERTIES)
+        await sa.list(RELAYS, namespace)
+        # ... but no Secrets, anywhere.
+        assert await forbidden(sa.list(SECRETS, namespace))
+        assert await forbidden(sa.get(SECRETS, "anything", release.namespace))
+        assert await forbidden(sa.list(SECRETS))
+        # DynamoGraphDeployments are Dynamo's: read, never written.
+        assert await forbidden(sa.create(DGDS, dgd("intruder", namespace)))
+        patch = {"metadata": {"labels": {"touched": "yes"}}}
+        assert await forbidden(sa.merge_patch(DGDS, POOL, patch, namespace))
+        assert await forbidden(sa.delete(DGDS, POOL, namespace))
+        # A relay's spec is the user's; only its status is the operator's.
+        assert await forbidden(sa.merge_patch(RELAYS, POOL, {"spec": {"replicas": 5}}, namespace))
+        assert await forbidden(sa.delete(RELAYS, POOL, namespace))
+        # No way to widen its own permissions.
+        role = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": f"{release.name}-escalate"},
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}],
+        }
+        assert await forbidden(sa.create(CLUSTER_ROLES, role))
+        if restricted:
+            # Nothing outside its namespace, not even reading relays.
+            assert await forbidden(sa.list(RELAYS))
+            assert await forbidden(sa.list(DEPLOYMENTS, release.namespace))
+            svc = {"metadata": {"name": "x-pool-relay"}, "spec": {"ports": [{"port": 80}]}}
+            assert await forbidden(sa.create(SERVICES, svc, release.namespace))
+        else:
+            # Leases only in the Lease's namespace.
+            lease = {"metadata": {"name": "foreign"}, "spec": {}}
+            assert await forbidden(sa.create(LEASES, lease, namespace))
+
+
+def test_rendered_manifests_are_yaml_kubectl_accepts() -> None:
+    """Every document has apiVersion, kind and a DNS-1123 name (a cheap kubectl-side check
+    that catches template slips such as an empty name)."""
+    name = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+    for values in ({}, restricted_values("team-a")):
+        for doc in template(values, include_crds=True):
+            assert doc.get("apiVersion"), yaml.safe_dump(doc)
+            assert doc.get("kind"), yaml.safe_dump(doc)
+            assert name.match(doc["metadata"]["name"]), doc["metadata"]["name"]

@@ -1,0 +1,153 @@
+"""The CLI's `manifests`, `status` and `version` commands, without a cluster."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dynamo_pool_operator import __version__, cli, rbac, status_cmd
+from dynamo_pool_operator.api import crd
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ------------------------------------------------------------------ manifests
+def test_manifests_crds_is_the_crd_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "manifests", "crds")
+    assert code == 0
+    assert out == yaml.safe_dump(crd.crd(), sort_keys=False)
+
+
+def test_manifests_all_is_crd_then_rbac(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "manifests")
+    assert code == 0
+    docs = list(yaml.safe_load_all(out))
+    assert docs[0] == crd.crd()
+    assert docs[1] == rbac.service_account(rbac.DEFAULT_NAMESPACE, rbac.DEFAULT_SERVICE_ACCOUNT)
+    ns = rbac.DEFAULT_NAMESPACE
+    assert docs[2:] == rbac.render(ns, rbac.DEFAULT_SERVICE_ACCOUNT, None, ns)
+
+
+def test_manifests_rbac_restricted(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "manifests", "rbac", "--namespace", "ops", "--restricted", "team-a")
+    assert code == 0
+    docs = list(yaml.safe_load_all(out))
+    assert docs[0]["kind"] == "ServiceAccount"
+    assert docs[0]["metadata"]["namespace"] == "ops"
+    where = {(d["kind"], d["metadata"]["name"]): d["metadata"].get("namespace") for d in docs}
+    assert where[("Role", "dynamo-pool-operator")] == "team-a"
+    # The operator puts its Lease in the restricted namespace, so the Role goes there.
+    assert where[("Role", "dynamo-pool-operator-leader-election")] == "team-a"
+    assert where[("ClusterRole", "dynamo-pool-operator-clusterproperty-reader")] is None
+    assert ("ClusterRole", "dynamo-pool-operator") not in where
+
+
+def test_manifests_refuses_an_unknown_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["manifests", "secrets"])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "version") == (0, f"dynamo-pool-operator {__version__}\n", "")
+
+
+@pytest.mark.parametrize("command", ["manifests", "status", "run", "dev"])
+def test_every_command_has_help(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command, "--help"])
+    assert exc.value.code == 0
+    assert "usage: dynamo-pool-operator" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ status
+def relay(
+    name: str,
+    namespace: str = "team-a",
+    *,
+    ready: str | None = "True",
+    reason: str = "Published",
+    message: str = "",
+    exports: list[dict[str, str]] | None = None,
+    generation: int = 1,
+    observed: int = 1,
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "metadata": {"name": name, "namespace": namespace, "generation": generation}
+    }
+    if ready is not None:
+        obj["status"] = {
+            "observedGeneration": observed,
+            "conditions": [
+                {"type": "Ready", "status": ready, "reason": reason, "message": message}
+            ],
+            "exports": exports or [],
+        }
+    return obj
+
+
+def test_status_table() -> None:
+    rows = [
+        status_cmd.row_of(
+            relay(
+                "llama",
+                exports=[
+                    {"name": "llama-pool-relay", "state": "Exported"},
+                    {"name": "llama-frontend", "state": "Exported"},
+                    {
+                        "name": "llama-chat",
+                        "state": "Pending",
+                        "reason": "Conflict",
+                        "message": "owned by someone else",
+                    },
+                ],
+            )
+        ),
+        status_cmd.row_of(
+            relay("mistral", "team-b", ready="False", reason="DGDNotFound", message="no DGD")
+        ),
+        status_cmd.row_of(relay("new", ready=None)),
+    ]
+    text = status_cmd.format_table(rows)
+    lines = text.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "NAME", "READY", "REASON", "EXPORTS"]
+    assert lines[1].split() == ["team-a", "llama", "True", "Published", "2/3", "exported"]
+    assert lines[2].split() == ["team-a", "new", "Unknown", "NotReconciled", "-"]
+    assert lines[3].split() == ["team-b", "mistral", "False", "DGDNotFound", "-"]
+    # Columns line up.
+    assert lines[1].index("True") == lines[0].index("READY")
+    assert "  export llama-chat        Pending  Conflict: owned by someone else" in lines
+    assert "  export llama-pool-relay  Exported" in lines
+    assert "  DGDNotFound: no DGD" in lines
+    assert "team-b/mistral:" in lines
+
+
+def test_status_marks_a_stale_report() -> None:
+    row = status_cmd.row_of(relay("llama", generation=3, observed=2))
+    assert row.stale
+    assert "True (stale)" in status_cmd.format_table([row])
+
+
+def test_status_empty() -> None:
+    assert status_cmd.format_table([]) == "No DynamoPoolRelays found.\n"
+
+
+async def test_status_without_a_cluster_exits_1(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    err = io.StringIO()
+    code = await status_cmd.run(out=io.StringIO(), err=err)
+    assert code == status_cmd.EXIT_FAILURE
+    assert err.getvalue().startswith("error: no Kubernetes configuration found")
