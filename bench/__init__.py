@@ -1,0 +1,1 @@
+"""Benchmarks of dynamo-pool-operator against a local control plane (`bench/run`)."""

@@ -1,0 +1,247 @@
+"""`bench/run`: one run of the operator benchmark (see docs/performance.md).
+
+Phases, all against one local control plane: create N pools; start the operator
+(a separate process) and time convergence; the write floor (a bare client, same
+writes, a few concurrency levels); a steady-state window (operator writes from the
+audit log); reaction latency over spread changes; RSS; then, in process, CPU per
+no-op reconcile and cache size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from dynamo_pool_operator.runtime.auth import load_kubeconfig
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.testing.assets import resolve
+from dynamo_pool_operator.testing.controlplane import ControlPlane
+from dynamo_pool_operator.testing.crds import default_crds
+from dynamo_pool_operator.testing.harness import OPERATOR_AGENT
+
+from . import floor, inproc, objects, procs
+from .latency import reaction_latency
+from .tracker import Tracker
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The test control plane's Service range is a /24 (254 ClusterIPs); each pool has a
+#: Service, and the floor creates N more per level: a /12 as in kubeadm's default.
+#: (A repeated flag: the last one wins.) Nothing else is changed: default inflight limits.
+APISERVER_ARGS = ["--service-cluster-ip-range=10.96.0.0/12"]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench/run", description=__doc__)
+    p.add_argument("--pools", type=int, default=1000, help="N pools (default 1000)")
+    p.add_argument("--quick", action="store_true", help="N=100, 50 changes, 15 s steady")
+    p.add_argument("--out", type=Path, help="results JSON (default bench/results/<ts>.json)")
+    p.add_argument("--changes", type=int, help="reaction-latency changes (default 200)")
+    p.add_argument("--steady", type=float, help="steady-state window seconds (default 60)")
+    p.add_argument("--workers", type=int, default=4, help="operator workers (default 4)")
+    p.add_argument(
+        "--floor-concurrency", default="8,32,64", help="write-floor levels (default 8,32,64)"
+    )
+    p.add_argument("--profile", type=Path, help="py-spy raw profile of the cold start")
+    p.add_argument("--profile-noop", type=Path, help="cProfile stats of no-op reconciles")
+    p.add_argument("--timeout", type=float, default=600, help="convergence timeout (s)")
+    a = p.parse_args(argv)
+    if a.quick:
+        a.pools = 100 if a.pools == 1000 else a.pools
+        a.changes = a.changes or 50
+        a.steady = a.steady if a.steady is not None else 15.0
+    a.changes = a.changes or 200
+    a.steady = a.steady if a.steady is not None else 60.0
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    a.out = a.out or ROOT / "bench" / "results" / f"{stamp}-n{a.pools}.json"
+    return a
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    mem = Path("/proc/meminfo").read_text().splitlines()[0].split()[1]
+    versions = dict(
+        line.split("=", 1)
+        for line in (ROOT / "tools/controlplane/versions.env").read_text().splitlines()
+        if "=" in line and not line.startswith("#")
+    )
+    return {
+        "nproc": os.cpu_count(),
+        "memory_gib": round(int(mem) / 2**20, 1),
+        "cpu_model": model,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "kubernetes": versions.get("KUBERNETES_VERSION"),
+        "etcd": versions.get("ETCD_VERSION"),
+    }
+
+
+def log(msg: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+async def converge(
+    cp: ControlPlane, tracker: Tracker, op: procs.OperatorProcess, args: argparse.Namespace
+) -> dict[str, Any]:
+    n = len(tracker.pools)
+    reqs0 = procs.request_counts(cp)
+    audit0 = cp.audit.offset()
+    t0, wall0 = time.perf_counter(), time.time()
+    op.start()
+    if args.profile:
+        log(f"profiling: {op.start_profile(args.profile.resolve())}")
+    timeline: list[tuple[float, int, int]] = []
+    peak_rss = 0
+    while True:
+        await asyncio.sleep(0.25)
+        t = time.perf_counter() - t0
+        done = tracker.converged_pools()
+        timeline.append((round(t, 3), done, tracker.converged_objects()))
+        if op.alive():
+            peak_rss = max(peak_rss, op.status()["VmRSS"])
+        if done == n:
+            break
+        if not op.alive() or t > args.timeout:
+            raise RuntimeError(f"not converged: {done}/{n} pools after {t:.0f}s")
+    seconds = time.perf_counter() - t0
+    op.stop_profile()
+    cpu = op.status()["cpu_ticks"] / os.sysconf("SC_CLK_TCK")
+    reqs = procs.diff(procs.request_counts(cp), reqs0)
+    writes = await asyncio.to_thread(cp.audit.writes, audit0, user_agent_prefix=OPERATOR_AGENT)
+    by_kind = Counter(
+        f"{w.verb} {w.resource}{'/' + w.subresource if w.subresource else ''}" for w in writes
+    )
+    no_events = [w for w in writes if w.resource != "events"]
+    stamps = sorted(
+        datetime.fromisoformat(w.raw["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
+        for w in no_events
+    )
+    reads = sum(v for k, v in reqs.items() if k.split()[0] in ("GET", "LIST", "WATCH-open"))
+    log(f"converged {n} pools in {seconds:.1f}s, {len(writes)} writes")
+    return {
+        "seconds": round(seconds, 3),
+        "operator_cpu_seconds": round(cpu, 2),
+        "first_write_after_start_seconds": round(stamps[0] - wall0, 3) if stamps else None,
+        "last_write_after_start_seconds": round(stamps[-1] - wall0, 3) if stamps else None,
+        "peak_rss_bytes": peak_rss,
+        "timeline": timeline,
+        "writes": len(writes),
+        "writes_excluding_events": len(no_events),
+        "writes_by_kind": dict(sorted(by_kind.items())),
+        "writes_per_pool": round(len(writes) / n, 3),
+        "writes_per_pool_excluding_events": round(len(no_events) / n, 3),
+        "apiserver_requests_delta": reqs,
+        "reads_per_pool_approx": round(reads / n, 3),
+        "design_minimum_writes_per_pool": 6,
+        "design_minimum_reads_per_pool": 0,
+    }
+
+
+async def steady(cp: ControlPlane, seconds: float) -> dict[str, Any]:
+    start = await asyncio.to_thread(cp.audit.sync)
+    await asyncio.sleep(seconds)
+    writes = await asyncio.to_thread(cp.audit.writes, start, user_agent_prefix=OPERATOR_AGENT)
+    log(f"steady state: {len(writes)} operator writes in {seconds:.0f}s")
+    return {
+        "seconds": seconds,
+        "operator_writes": len(writes),
+        "writes": [(w.verb, w.resource, w.namespace, w.name) for w in writes[:50]],
+    }
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    n = args.pools
+    result: dict[str, Any] = {
+        "command": "bench/run " + " ".join(sys.argv[1:]),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "pools": n,
+        "quick": args.quick,
+        "operator_workers": args.workers,
+        "machine": machine(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+    assets = resolve()
+    cp = ControlPlane(
+        assets=assets,
+        garbage_collector=False,
+        crds=default_crds(assets.mcs_crd_dir),
+        extra_apiserver_args=APISERVER_ARGS,
+    )
+    await asyncio.to_thread(cp.start)
+    op = procs.OperatorProcess(cp, args.workers, args.out.with_suffix(".operator.log"))
+    try:
+        async with Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-bench/1") as client:
+            await objects.set_cluster_id(client)
+            pools = objects.pool_names(n, "bench-pool")
+            t = time.perf_counter()
+            await objects.create_pools(client, pools)
+            result["setup_seconds"] = round(time.perf_counter() - t, 1)
+            log(f"created {n} pools in {result['setup_seconds']}s")
+            tracker = Tracker(client, set(pools))
+            await tracker.start()
+            try:
+                result["cold_start"] = await converge(cp, tracker, op, args)
+                result["rss_after_convergence"] = op.status()
+                result["steady_state"] = await steady(cp, args.steady)
+                result["reaction"] = await reaction_latency(client, tracker, pools, args.changes)
+                log(f"reaction: {result['reaction']['summary']}")
+                result["rss_after_reaction"] = op.status()
+            finally:
+                await tracker.stop()
+            op.stop()
+            # Before the floor: its bare relays would otherwise be reconciled here.
+            result["in_process"] = await inproc.measure(cp, args.workers, args.profile_noop)
+            tpl = await floor.templates(client, *pools[0])
+            levels = []
+            for c in (int(x) for x in args.floor_concurrency.split(",")):
+                levels.append(await floor.floor_at(client, tpl, n, c))
+                log(f"floor: {levels[-1]}")
+            best = min(levels, key=lambda x: float(x["seconds"]))
+            with_events = await floor.floor_at(client, tpl, n, best["concurrency"], events=True)
+            log(f"floor with events: {with_events}")
+            result["floor"] = {
+                "levels": levels,
+                "best_seconds": best["seconds"],
+                "best_concurrency": best["concurrency"],
+                "with_events_at_best": with_events,
+            }
+            cold = result["cold_start"]["seconds"]
+            result["ratio_operator_to_floor"] = round(cold / best["seconds"], 2)
+            result["ratio_operator_to_floor_with_events"] = round(cold / with_events["seconds"], 2)
+        cpu = result["in_process"]["cpu_seconds_per_noop_reconcile"]
+        log(f"in process: cpu per no-op reconcile {cpu * 1e6:.0f} us")
+    finally:
+        op.stop()
+        await asyncio.to_thread(cp.stop)
+    result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+    # The machine may be shared: the load says how noisy the timings are.
+    result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    result = asyncio.run(run(args))
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    oplog = args.out.with_suffix(".operator.log")
+    if oplog.exists() and oplog.stat().st_size == 0:
+        oplog.unlink()  # warnings and errors only: kept when there are some
+    log(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""What the bench creates: pools (a DGD with two frontends and a worker, plus its
+DynamoPoolRelay), the ClusterProperty, and where they live."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, NAMESPACES, SERVICES, Resource
+
+RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
+DGDS = Resource("nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment")
+EXPORTS = Resource("multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport")
+CLUSTER_PROPERTIES = Resource(
+    "about.k8s.io", "v1beta1", "clusterproperties", "ClusterProperty", False
+)
+CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
+CLUSTER_ID = "bench-east"
+WATCHED = (RELAYS, EXPORTS, DEPLOYMENTS, SERVICES)
+
+#: Pools per namespace: many pools per namespace, as in a real fleet.
+POOLS_PER_NAMESPACE = 100
+WORKER = {"name": "decode", "type": "decode", "replicas": 1}
+
+
+def components(chat: str = "Chat") -> list[dict[str, Any]]:
+    return [
+        {"name": "Frontend", "type": "frontend", "replicas": 1},
+        {"name": chat, "type": "frontend", "replicas": 1},
+        WORKER,
+    ]
+
+
+def pool_names(n: int, prefix: str) -> list[tuple[str, str]]:
+    """(namespace, pool) for n pools, POOLS_PER_NAMESPACE to a namespace."""
+    return [(f"{prefix}-{i // POOLS_PER_NAMESPACE:03d}", f"p{i:05d}") for i in range(n)]
+
+
+def dgd_body(ns: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": DGDS.api_version,
+        "kind": DGDS.kind,
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"components": components()},
+    }
+
+
+def relay_body(ns: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": RELAYS.api_version,
+        "kind": RELAYS.kind,
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"clusterId": CLUSTER_ID},
+    }
+
+
+async def bounded(jobs: Iterable[Callable[[], Awaitable[Any]]], concurrency: int) -> list[Any]:
+    """Run the jobs with at most `concurrency` in flight; results in order."""
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(job: Callable[[], Awaitable[Any]]) -> Any:
+        async with sem:
+            return await job()
+
+    return list(await asyncio.gather(*(one(j) for j in jobs)))
+
+
+async def create_namespaces(client: Client, names: Iterable[str]) -> None:
+    for ns in sorted(set(names)):
+        await client.create(NAMESPACES, {"metadata": {"name": ns}})
+
+
+async def set_cluster_id(client: Client) -> None:
+    await client.apply(
+        CLUSTER_PROPERTIES,
+        {
+            "apiVersion": CLUSTER_PROPERTIES.api_version,
+            "kind": "ClusterProperty",
+            "metadata": {"name": CLUSTER_ID_PROPERTY},
+            "spec": {"value": CLUSTER_ID},
+        },
+        field_manager="dpo-bench",
+        force=True,
+    )
+
+
+async def create_pools(
+    client: Client, pools: list[tuple[str, str]], *, dgd: bool = True, concurrency: int = 32
+) -> dict[tuple[str, str], str]:
+    """Create the pools (DGD + relay, or relay only); returns each relay's uid."""
+    await create_namespaces(client, (ns for ns, _ in pools))
+
+    async def make(ns: str, name: str) -> tuple[tuple[str, str], str]:
+        if dgd:
+            await client.create(DGDS, dgd_body(ns, name))
+        relay = await client.create(RELAYS, relay_body(ns, name))
+        return (ns, name), str(relay["metadata"]["uid"])
+
+    pairs = await bounded([functools.partial(make, ns, n) for ns, n in pools], concurrency)
+    return dict(pairs)

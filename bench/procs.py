@@ -1,0 +1,147 @@
+"""The operator as a separate process (so its RSS is its own), the API server's
+request counters, and an optional py-spy profile of the cold start."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from dynamo_pool_operator.config import API_VERSION, KIND
+from dynamo_pool_operator.testing.controlplane import ControlPlane
+
+
+def operator_config(workers: int) -> dict[str, object]:
+    """mcsImplementation mcs, one replica (no leader election), no listeners."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "multiCluster": {"mcsImplementation": "mcs"},
+        "leaderElection": {"enabled": False},
+        "server": {"metricsAddress": "0", "healthProbeAddress": "0"},
+        "controller": {"workers": workers},
+        "logging": {"level": "warning"},
+    }
+
+
+class OperatorProcess:
+    """`python -m dynamo_pool_operator.cli run` against the control plane."""
+
+    def __init__(self, cp: ControlPlane, workers: int, log: Path) -> None:
+        self.config_path = cp.dir / "bench-operator.yaml"
+        self.config_path.write_text(yaml.safe_dump(operator_config(workers)))
+        self.args = [
+            sys.executable,
+            "-m",
+            "dynamo_pool_operator.cli",
+            "run",
+            "--config",
+            str(self.config_path),
+            "--kubeconfig",
+            str(cp.kubeconfig),
+        ]
+        self.log = log
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.profiler: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> int:
+        with self.log.open("ab") as out:
+            self.popen = subprocess.Popen(
+                self.args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def status(self) -> dict[str, int]:
+        """VmRSS / VmHWM in bytes and CPU seconds (utime+stime) x 100 of the process."""
+        assert self.popen is not None
+        out: dict[str, int] = {}
+        for line in Path(f"/proc/{self.popen.pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(value.split()[0]) * 1024
+        fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        out["cpu_ticks"] = int(fields[11]) + int(fields[12])
+        return out
+
+    def start_profile(self, path: Path) -> bool:
+        """Attach py-spy (if on PATH, e.g. `uv run --with py-spy`) and record raw stacks."""
+        exe = shutil.which("py-spy")
+        if exe is None or self.popen is None:
+            return False
+        self.profiler = subprocess.Popen(
+            [
+                exe,
+                "record",
+                "--pid",
+                str(self.popen.pid),
+                "-r",
+                "100",
+                "-f",
+                "raw",
+                "-o",
+                str(path),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        return True
+
+    def stop_profile(self) -> None:
+        if self.profiler is not None and self.profiler.poll() is None:
+            self.profiler.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.profiler.wait(30)
+        self.profiler = None
+
+    def stop(self) -> None:
+        self.stop_profile()
+        p = self.popen
+        if p is None or p.poll() is not None:
+            return
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGKILL)
+            p.wait(5)
+
+
+def request_counts(cp: ControlPlane) -> Counter[tuple[str, str]]:
+    """apiserver_request_total summed by (verb, resource), plus open long-running
+    requests (watches) as ("WATCH-open", resource): the server's view of every
+    request, reads included (the audit policy records writes only)."""
+    status, body = cp.request("GET", "/metrics")
+    if status != 200 or not isinstance(body, str):
+        return Counter()
+    out: Counter[tuple[str, str]] = Counter()
+    for fam in text_string_to_metric_families(body):
+        if fam.name == "apiserver_request":
+            for s in fam.samples:
+                if s.name == "apiserver_request_total":
+                    out[(s.labels.get("verb", ""), s.labels.get("resource", ""))] += int(s.value)
+        elif fam.name == "apiserver_longrunning_requests":
+            for s in fam.samples:
+                if s.labels.get("verb") == "WATCH":
+                    out[("WATCH-open", s.labels.get("resource", ""))] += int(s.value)
+    return out
+
+
+def diff(after: Counter[tuple[str, str]], before: Counter[tuple[str, str]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key in after.keys() | before.keys():
+        d = after[key] - before[key]
+        if d:
+            out[f"{key[0]} {key[1]}"] = d
+    return dict(sorted(out.items()))

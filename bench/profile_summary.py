@@ -1,0 +1,84 @@
+"""Summarise a py-spy raw (collapsed stacks) profile: where the cold start's time goes.
+
+    uv run python -m bench.profile_summary PROFILE.txt [--top 25]
+
+Prints self time by function and inclusive time by module area (our runtime,
+reconcile, exports, aiohttp/ssl, json, asyncio, logging, imports), as % of samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections import Counter
+from pathlib import Path
+
+_FRAME = re.compile(r"^(?P<func>.+?) \((?P<file>[^:]+):\d+\)$")
+
+AREAS = (
+    ("imports (process start)", ("importlib._bootstrap",)),
+    ("TLS / ssl", ("ssl.py",)),
+    ("aiohttp (HTTP client)", ("aiohttp/",)),
+    ("asyncio event loop", ("asyncio/",)),
+    ("json encode/decode", ("json/", "orjson", "msgspec")),
+    ("logging", ("logging/",)),
+    ("informers / stores", ("runtime/informer.py", "runtime/store.py")),
+    ("work queue / controller", ("runtime/queue.py", "runtime/controller.py")),
+    ("events recorder", ("runtime/events.py",)),
+    ("relay reconcile", ("poolrelay/",)),
+    ("exports", ("exports/",)),
+    ("client", ("runtime/client.py",)),
+    ("deepcopy", ("copy.py",)),
+)
+
+
+def frames(stack: str) -> list[tuple[str, str]]:
+    out = []
+    for f in stack.split(";"):
+        m = _FRAME.match(f.strip())
+        if m:
+            out.append((m["func"], m["file"]))
+    return out
+
+
+def summarise(path: Path, top: int) -> str:
+    self_time: Counter[str] = Counter()
+    area: Counter[str] = Counter()
+    idle = total = 0
+    for line in path.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not count.isdigit():
+            continue
+        n = int(count)
+        total += n
+        fs = frames(stack)
+        if not fs:
+            continue
+        leaf = fs[-1]
+        if leaf[0] in ("select", "poll", "epoll.poll") or leaf[1].endswith("selectors.py"):
+            idle += n
+            continue
+        self_time[f"{leaf[0]} ({leaf[1]})"] += n
+        files = " ".join(f for _, f in fs)
+        for name, needles in AREAS:
+            if any(x in files for x in needles):
+                area[name] += n
+    busy = max(total - idle, 1)
+    lines = [f"samples: {total}, idle in selector: {idle} ({100 * idle / max(total, 1):.0f}%)"]
+    lines.append("\ninclusive, % of busy samples (areas overlap):")
+    lines += [f"  {100 * v / busy:5.1f}%  {k}" for k, v in area.most_common()]
+    lines.append(f"\nself time, top {top}, % of busy samples:")
+    lines += [f"  {100 * v / busy:5.1f}%  {k}" for k, v in self_time.most_common(top)]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("profile", type=Path)
+    p.add_argument("--top", type=int, default=25)
+    a = p.parse_args()
+    print(summarise(a.profile, a.top))
+
+
+if __name__ == "__main__":
+    main()
