@@ -217,7 +217,8 @@ class ControlPlane:
             f"--tls-private-key-file={d / 'serving.key'}",
             f"--client-ca-file={d / 'client-ca.crt'}",
             "--authorization-mode=RBAC",
-            "--service-cluster-ip-range=10.0.0.0/24",
+            # Room for many Services (a /24 has 254 addresses; the bench needs more).
+            "--service-cluster-ip-range=10.96.0.0/16",
             f"--service-account-issuer={self.url}",
             f"--service-account-key-file={d / 'sa.pub'}",
             f"--service-account-signing-key-file={d / 'sa.key'}",
