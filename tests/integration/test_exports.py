@@ -156,7 +156,7 @@ async def test_users_export_is_neither_adopted_nor_deleted(
     touched = [
         w
         for w in await mcs.writes_since(since)
-        if w.name == FRONTEND_SVC and w.resource == "serviceexports"
+        if w.name == FRONTEND_SVC and w.namespace == namespace and w.resource == "serviceexports"
     ]
     assert touched == []
     await states_become(client, namespace, POOL, {FRONTEND_SVC: "Foreign"})

@@ -250,7 +250,7 @@ async def test_ownership_conflict_withdraws_ours_and_never_touches_the_foreign_o
     assert "no controller" in cond["message"]
     still = await client.get(res, RELAY_OBJ, namespace)
     assert still["metadata"]["resourceVersion"] == taken["metadata"]["resourceVersion"]
-    await assert_no_write_to(operator, since, res.plural)
+    await assert_no_write_to(operator, since, res.plural, namespace)
     await assert_second_pass_writes_nothing(operator, namespace)
 
     await client.delete(res, RELAY_OBJ, namespace)
@@ -276,11 +276,13 @@ async def test_foreign_object_created_before_the_relay_is_never_adopted(
     assert (await client.get(SERVICES, RELAY_OBJ, namespace))["metadata"]["resourceVersion"] == (
         made["metadata"]["resourceVersion"]
     )
-    await assert_no_write_to(operator, since, "services")
+    await assert_no_write_to(operator, since, "services", namespace)
     await assert_second_pass_writes_nothing(operator, namespace)
 
 
-async def assert_no_write_to(op: OperatorUnderTest, since: int, resource: str) -> None:
+async def assert_no_write_to(
+    op: OperatorUnderTest, since: int, resource: str, namespace: str
+) -> None:
     """No write attempt by the operator on `<D>-pool-relay` of `resource`, except a refused
     exclusive create (409 from a cache that had not seen the object yet), which changes
     nothing."""
@@ -288,6 +290,7 @@ async def assert_no_write_to(op: OperatorUnderTest, since: int, resource: str) -
         (w.verb, w.code)
         for w in await op.writes_since(since)
         if w.name == RELAY_OBJ
+        and w.namespace == namespace
         and w.resource == resource
         and not (w.verb == "create" and w.code == 409)
     ]

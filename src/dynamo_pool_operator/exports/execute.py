@@ -164,8 +164,10 @@ class Executor:
                 await self.client.apply(
                     self.resource, body, field_manager=FIELD_MANAGER, force=True
                 )
-            except (errors.Conflict, errors.NotFound, errors.Invalid) as e:
-                # Deleted (uid: never re-created), changed or taken over since we looked.
+            except errors.Conflict as e:
+                # Deleted (the uid is refused: never re-created), changed or taken over
+                # since we looked: the server answers 409 for each. Anything else (e.g. an
+                # admission refusal, 422) is a failure and recorded as ExportFailed.
                 self._writes.labels("Repair", "stale").inc()
                 raise StaleExport(f"repair of {name} refused, it changed since read: {e}") from e
             self._writes.labels("Repair", "ok").inc()

@@ -202,6 +202,9 @@ class Controller:
         self._m.errors.labels(name)
         self._m.max_workers.labels(name).set(workers)
         self._informers: list[Informer] = []
+        #: Caches worth a short wait at start, but whose failure must not stop us.
+        self._optional: list[Informer] = []
+        self.optional_sync_grace = 10.0
         self._handlers: list[tuple[Informer, EventHandler]] = []
         self._tasks: list[asyncio.Task[None]] = []
         #: Optional hook: awaited before each reconcile (tests pause the controller here).
@@ -234,6 +237,8 @@ class Controller:
 
         if wait_for_sync and informer not in self._informers:
             self._informers.append(informer)
+        elif not wait_for_sync and informer not in self._optional:
+            self._optional.append(informer)
         informer.add_handler(handle)
         self._handlers.append((informer, handle))
         return self
@@ -290,6 +295,19 @@ class Controller:
                 f"controller {self.name}: caches not synced within "
                 f"{self.cache_sync_timeout:.0f}s: {', '.join(missing)}"
             )
+        # Optional caches get a short grace, so a normal start never reconciles before
+        # they filled (their absence would read as a failure); one that does not sync
+        # in time is failing (e.g. Forbidden) and the reconciler reports it.
+        grace = min(self.optional_sync_grace, self.cache_sync_timeout)
+        late = await asyncio.gather(*(i.wait_synced(grace) for i in self._optional))
+        for informer, ok in zip(self._optional, late, strict=True):
+            if not ok:
+                log.warning(
+                    "controller %s: optional cache %s not synced after %.0fs; continuing",
+                    self.name,
+                    informer.description,
+                    grace,
+                )
 
     async def start(self) -> None:
         """Wait for caches, then start the workers (returns once they run)."""
