@@ -16,6 +16,7 @@ dev: uv
 ## test: every tier (unit, integration against the real control plane, e2e)
 test: uv
 	$(UV) sync --frozen
+	bash tools/controlplane/build.sh
 	$(UV) run --frozen pytest
 
 unit: uv

@@ -15,6 +15,7 @@ import pytest
 
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.testing.assets import Assets
 
 _TIERS = {"integration": pytest.mark.integration, "e2e": pytest.mark.e2e}
 
@@ -25,6 +26,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for tier, mark in _TIERS.items():
             if tier in parts:
                 item.add_marker(mark)
+
+
+_ASSETS = pytest.StashKey[Assets]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Resolve (and on a fresh machine build: 10-40 min) the control-plane binaries once,
+    before any test runs: not inside a fixture, where the per-test timeout would kill
+    the build, and with its progress visible."""
+    if not any(
+        item.get_closest_marker("integration") or item.get_closest_marker("e2e")
+        for item in session.items
+    ):
+        return
+    from dynamo_pool_operator.testing.assets import resolve
+
+    capture = session.config.pluginmanager.getplugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        session.config.stash[_ASSETS] = resolve()
 
 
 def _alive(pid: int) -> bool:
@@ -45,10 +65,7 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[object]:
     from dynamo_pool_operator.testing.controlplane import ControlPlane
     from dynamo_pool_operator.testing.crds import default_crds
 
-    # A cold build of the binaries takes tens of minutes: let its progress through.
-    capture = request.config.pluginmanager.getplugin("capturemanager")
-    with capture.global_and_fixture_disabled():
-        assets = resolve()
+    assets = request.config.stash.get(_ASSETS, None) or resolve()
     cp = ControlPlane(assets=assets, crds=default_crds(assets.mcs_crd_dir))
     cp.start()
     pids, tmp = cp.pids, cp.dir
