@@ -69,7 +69,7 @@ kube_mod=$here/modules/kube
 build_kube() {
     mkdir -p "$kube_mod"
     cd "$kube_mod"
-    if ! grep -qs "k8s.io/kubernetes v$K\$" go.mod; then
+    if ! grep -Eqs "k8s.io/kubernetes v${K}( |$)" go.mod; then
         log "resolving k8s.io/kubernetes v$K and its staging modules"
         rm -f go.mod go.sum
         go mod init local/dpo-kube-build >/dev/null 2>&1
@@ -130,7 +130,7 @@ build_etcd() {
     local d=$here/modules/etcd
     mkdir -p "$d"
     cd "$d"
-    if ! grep -qs "go.etcd.io/etcd/server/v3 v$ETCD_VERSION\$" go.mod; then
+    if ! grep -Eqs "go.etcd.io/etcd/server/v3 v${ETCD_VERSION}( |$)" go.mod; then
         rm -f go.mod go.sum
         go mod init local/dpo-etcd-build >/dev/null 2>&1
         go mod edit -go=1.26.0
@@ -153,7 +153,7 @@ build_helm() {
     local d=$here/modules/helm
     mkdir -p "$d"
     cd "$d"
-    if ! grep -qs "helm.sh/helm/v3 v$HELM_VERSION\$" go.mod; then
+    if ! grep -Eqs "helm.sh/helm/v3 v${HELM_VERSION}( |$)" go.mod; then
         rm -f go.mod go.sum
         go mod init local/dpo-helm-build >/dev/null 2>&1
         go mod edit -go=1.26.0
