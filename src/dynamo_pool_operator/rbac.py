@@ -71,8 +71,8 @@ MANAGER_RULES: tuple[Rule, ...] = (
     Rule(
         crd.GROUP,
         (f"{crd.PLURAL}/status",),
-        ("get", "patch", "update"),
-        "status is written by server-side apply on the status subresource",
+        ("patch",),
+        "status is written only by server-side apply (a PATCH) on the status subresource",
     ),
     Rule(
         dgd_api.GROUP,

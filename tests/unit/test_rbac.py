@@ -30,7 +30,7 @@ def verbs(rules: list[dict[str, Any]], group: str, resource: str) -> set[str]:
 def test_manager_rules_are_exactly_what_the_reconcilers_need() -> None:
     rules = rbac.manager_rules()
     assert verbs(rules, "nvidia.com", "dynamopoolrelays") == {"get", "list", "watch"}
-    assert verbs(rules, "nvidia.com", "dynamopoolrelays/status") == {"get", "patch", "update"}
+    assert verbs(rules, "nvidia.com", "dynamopoolrelays/status") == {"patch"}
     assert verbs(rules, "nvidia.com", "dynamographdeployments") == {"get", "list", "watch"}
     own = {"get", "list", "watch", "create", "patch", "delete"}
     assert verbs(rules, "apps", "deployments") == own
