@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from relay_fixtures import RELAYS
@@ -92,3 +93,22 @@ async def states_become(client: Client, ns: str, name: str, want: dict[str, str]
 
     found: dict[str, Any] = await eventually(probe)
     return found
+
+
+async def set_cluster_id(client: Client, value: str | None) -> None:
+    """Create or change the cluster's ID property, or delete it (None)."""
+    if value is None:
+        with contextlib.suppress(errors.NotFound):
+            await client.delete(CLUSTER_PROPERTIES, CLUSTER_ID)
+        return
+    await client.apply(
+        CLUSTER_PROPERTIES,
+        {
+            "apiVersion": CLUSTER_PROPERTIES.api_version,
+            "kind": "ClusterProperty",
+            "metadata": {"name": CLUSTER_ID},
+            "spec": {"value": value},
+        },
+        field_manager="dpo-tests",
+        force=True,
+    )

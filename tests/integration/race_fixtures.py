@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from export_fixtures import (
-    CLUSTER_ID,
-    CLUSTER_PROPERTIES,
     SE,
     events_for,
     relay_status,
@@ -374,25 +372,6 @@ async def state_becomes(client: Client, ns: str, export: str, state: str, name: 
         return (await export_states(client, ns, name)).get(export) == state
 
     await eventually(probe)
-
-
-async def set_cluster_id(client: Client, value: str | None) -> None:
-    """Create or change the cluster's ID property, or delete it (None)."""
-    if value is None:
-        with contextlib.suppress(errors.NotFound):
-            await client.delete(CLUSTER_PROPERTIES, CLUSTER_ID)
-        return
-    await client.apply(
-        CLUSTER_PROPERTIES,
-        {
-            "apiVersion": CLUSTER_PROPERTIES.api_version,
-            "kind": "ClusterProperty",
-            "metadata": {"name": CLUSTER_ID},
-            "spec": {"value": value},
-        },
-        field_manager="dpo-tests",
-        force=True,
-    )
 
 
 async def mismatches(client: Client, ns: str, name: str = POOL) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from export_fixtures import (
     export_obj,
     exports_become,
     relay_status,
+    set_cluster_id,
     wait_event,
 )
 from race_fixtures import (
@@ -42,7 +43,6 @@ from race_fixtures import (
     export_writes,
     make_pool,
     mismatches,
-    set_cluster_id,
     state_becomes,
     verbs,
     writes_nothing,

@@ -6,7 +6,6 @@ checks in the audit log that the second pass wrote nothing.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,13 +18,13 @@ from export_fixtures import (
     events_for,
     export_obj,
     exports_become,
+    set_cluster_id,
     states_become,
     wait_event,
 )
 from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, dgd_body, relay_body
 
 from dynamo_pool_operator.api import labels
-from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.testing.controlplane import ControlPlane
 from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
@@ -373,24 +372,6 @@ async def test_karmada_skips_and_withdraws_a_name_over_55_that_mcs_exports(
 
 
 # ---------------------------------------------------------------- cluster ID
-async def _set_cluster_id(client: Client, value: str | None) -> None:
-    if value is None:
-        with contextlib.suppress(errors.NotFound):
-            await client.delete(CLUSTER_PROPERTIES, CLUSTER_ID)
-        return
-    await client.apply(
-        CLUSTER_PROPERTIES,
-        {
-            "apiVersion": CLUSTER_PROPERTIES.api_version,
-            "kind": "ClusterProperty",
-            "metadata": {"name": CLUSTER_ID},
-            "spec": {"value": value},
-        },
-        field_manager="test",
-        force=True,
-    )
-
-
 async def _mismatches(client: Client, ns: str, name: str) -> list[dict[str, Any]]:
     return [
         e
@@ -402,7 +383,7 @@ async def _mismatches(client: Client, ns: str, name: str) -> list[dict[str, Any]
 async def test_cluster_id_check_follows_the_property_through_the_watch(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
-    await _set_cluster_id(client, None)
+    await set_cluster_id(client, None)
     try:
         await pool(client, namespace, clusterId="east", name="p1")
         await pool(client, namespace, clusterId="east", name="p2")
@@ -411,7 +392,7 @@ async def test_cluster_id_check_follows_the_property_through_the_watch(
         )
         await mcs.settle()
         assert await _mismatches(client, namespace, "p1") == []  # no property: skipped
-        await _set_cluster_id(client, "west")
+        await set_cluster_id(client, "west")
         for name in ("p1", "p2"):
             await eventually(lambda n=name: _mismatches(client, namespace, n))
         prop = await client.get(CLUSTER_PROPERTIES, CLUSTER_ID)
@@ -419,14 +400,14 @@ async def test_cluster_id_check_follows_the_property_through_the_watch(
         assert ev["related"]["resourceVersion"] == prop["metadata"]["resourceVersion"]
         assert "'west'" in ev["note"]
         # Equal IDs: no new mismatch for a changed property.
-        await _set_cluster_id(client, "east")
+        await set_cluster_id(client, "east")
         await mcs.settle()
         count = len(await events_for(client, namespace, "ClusterIDMismatch"))
         await mcs.reconcile_again((namespace, "p1"), include_events=True)
         assert len(await events_for(client, namespace, "ClusterIDMismatch")) == count
         # Deleted then created again with another value: the pools follow.
-        await _set_cluster_id(client, None)
-        await _set_cluster_id(client, "north")
+        await set_cluster_id(client, None)
+        await set_cluster_id(client, "north")
 
         async def north() -> bool:
             for n in ("p1", "p2"):
@@ -436,7 +417,7 @@ async def test_cluster_id_check_follows_the_property_through_the_watch(
 
         await eventually(north)
     finally:
-        await _set_cluster_id(client, None)
+        await set_cluster_id(client, None)
 
 
 async def test_empty_cluster_id_value_skips_the_check(
@@ -444,7 +425,7 @@ async def test_empty_cluster_id_value_skips_the_check(
 ) -> None:
     # The CRD requires a non-empty value; "no value" reaches us only from older CRDs, so
     # the empty case is covered by the plan's unit tests. Here: an absent property.
-    await _set_cluster_id(client, None)
+    await set_cluster_id(client, None)
     await pool(client, namespace, clusterId="east")
     await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
     await mcs.settle()
