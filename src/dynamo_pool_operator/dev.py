@@ -18,6 +18,8 @@ from typing import Any
 
 from . import process
 from .config import OperatorConfiguration
+from .exports.wiring import clusterproperties, serviceexports
+from .poolrelay import controller as relay_controller
 from .runtime import errors
 from .runtime.auth import load_kubeconfig
 from .runtime.client import Client
@@ -29,12 +31,10 @@ NAMESPACE = "dynamo-demo"
 POOL = "llama"
 CLUSTER_ID = "dev-cluster"
 
-RELAYS = Resource("nvidia.com", "v1alpha1", "dynamopoolrelays", "DynamoPoolRelay")
-DGDS = Resource("nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment")
-CLUSTER_PROPERTIES = Resource(
-    "about.k8s.io", "v1beta1", "clusterproperties", "ClusterProperty", False
-)
-SERVICEEXPORTS = Resource("multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport")
+RELAYS = relay_controller.RELAYS
+DGDS = relay_controller.dgd_resource("v1beta1")
+CLUSTER_PROPERTIES = clusterproperties("v1beta1")
+SERVICEEXPORTS = serviceexports("v1beta1")
 
 
 def sample_objects() -> list[tuple[Resource, dict[str, Any]]]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from .poolrelay.controller import RELAYS
-from .poolrelay.status import READY
+from .poolrelay.status import READY, ExportStatus
 from .runtime import errors
 from .runtime.auth import ConfigError, load_config
 from .runtime.client import Client
@@ -28,14 +28,6 @@ HEADER = ("NAMESPACE", "NAME", "READY", "REASON", "EXPORTS")
 
 
 @dataclass(frozen=True, slots=True)
-class ExportRow:
-    name: str
-    state: str
-    reason: str = ""
-    message: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class RelayRow:
     """One relay as the table shows it."""
 
@@ -44,7 +36,7 @@ class RelayRow:
     ready: str
     reason: str
     message: str
-    exports: tuple[ExportRow, ...]
+    exports: tuple[ExportStatus, ...]
     #: The status describes an older spec: the operator has not caught up (or is down).
     stale: bool = False
 
@@ -73,7 +65,7 @@ def row_of(relay: Mapping[str, Any]) -> RelayRow:
         None,
     )
     exports = tuple(
-        ExportRow(
+        ExportStatus(
             _text(e.get("name")),
             _text(e.get("state")),
             _text(e.get("reason")),

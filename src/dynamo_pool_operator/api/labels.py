@@ -9,7 +9,6 @@ APP_NAME = "app.kubernetes.io/name"
 APP_INSTANCE = "app.kubernetes.io/instance"
 APP_COMPONENT = "app.kubernetes.io/component"
 APP_MANAGED_BY = "app.kubernetes.io/managed-by"
-APP_PART_OF = "app.kubernetes.io/part-of"
 
 RELAY_APP = "dynamo-pool-relay"
 MANAGED_BY = "dynamo-pool-operator"

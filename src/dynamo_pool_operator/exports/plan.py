@@ -75,9 +75,6 @@ class Plan:
     warnings: tuple[Warning, ...] = ()
     skipped: tuple[ExportStatus, ...] = ()
 
-    def by_verb(self, verb: Verb) -> list[Action]:
-        return [a for a in self.actions if a.verb is verb]
-
 
 @dataclass(frozen=True, slots=True)
 class ClusterID:
@@ -139,10 +136,6 @@ def _wanted(relay: Relay, pool: Pool, implementation: str) -> _Wanted:
         else:
             out.names.append(name)
     return out
-
-
-def desired_controller_reference(relay: Relay) -> dict[str, Any]:
-    return relay.owner_reference()
 
 
 def repair_fields(export: Mapping[str, Any], relay: Relay) -> tuple[str, ...]:

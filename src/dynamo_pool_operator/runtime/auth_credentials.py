@@ -129,8 +129,8 @@ def basic_auth_header(username: str, password: str) -> str:
 class StaticCredentials:
     """Fixed CA, optional client certificate and optional bearer token or basic auth.
 
-    `tls_server_name` is kept for compatibility; the client reads the name to verify
-    from `ClusterConfig.server_hostname`.
+    The name to verify the server against (`tls-server-name`) is not credentials: it
+    lives in `ClusterConfig.server_hostname`.
     """
 
     ca_pem: bytes | None = None
@@ -138,7 +138,6 @@ class StaticCredentials:
     key_pem: bytes | None = None
     token: str | None = None
     insecure: bool = False
-    tls_server_name: str | None = None
     _ctx: ssl.SSLContext | None = field(default=None, repr=False)
     username: str | None = None
     password: str | None = field(default=None, repr=False)

@@ -95,7 +95,6 @@ class ExecCredentials:
         self._insecure = insecure
         self._timeout = timeout
         self._clock = clock or SystemClock()
-        self._tls_what = tls_what
         # Built now so a bad CA fails at load time, not on the first request.
         self._base_ctx = build_ssl_context(ca_pem, None, None, insecure=insecure, what=tls_what)
         self._cert_ctx: tuple[bytes, bytes, ssl.SSLContext] | None = None

@@ -343,7 +343,6 @@ def _credentials(
         key_pem=key,
         token=token,
         insecure=cluster.insecure,
-        tls_server_name=cluster.server_hostname,
         username=username,
         password=password,
         what=tls_what,
