@@ -20,7 +20,7 @@ test: uv
 	$(UV) run --frozen pytest
 
 unit: uv
-	$(UV) run --frozen pytest -m "not integration and not e2e"
+	$(UV) run --frozen pytest -m "not integration and not e2e and not faults"
 
 lint: uv
 	$(UV) run --frozen ruff check src tests tools bench

@@ -1,7 +1,7 @@
 """Shared fixtures: one real control plane per test session, one namespace per test.
 
-Tests under tests/integration and tests/e2e are marked automatically, so
-`pytest -m "not integration and not e2e"` runs only the fast unit tier.
+Tests under tests/integration, tests/e2e and tests/faults are marked automatically,
+so `pytest -m "not integration and not e2e and not faults"` runs only the unit tier.
 """
 
 from __future__ import annotations
@@ -17,7 +17,11 @@ from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.testing.assets import Assets
 
-_TIERS = {"integration": pytest.mark.integration, "e2e": pytest.mark.e2e}
+_TIERS = {
+    "integration": pytest.mark.integration,
+    "e2e": pytest.mark.e2e,
+    "faults": pytest.mark.faults,
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -36,8 +40,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     before any test runs: not inside a fixture, where the per-test timeout would kill
     the build, and with its progress visible."""
     if not any(
-        item.get_closest_marker("integration") or item.get_closest_marker("e2e")
-        for item in session.items
+        any(item.get_closest_marker(tier) for tier in _TIERS) for item in session.items
     ):
         return
     from dynamo_pool_operator.testing.assets import resolve

@@ -87,6 +87,15 @@ class _Proc:
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait(5)
 
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an OOM kill: no graceful shutdown, no flushing."""
+        p = self.popen
+        if p is None or p.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait(10)
+
     def tail(self, lines: int = 30) -> str:
         try:
             return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
@@ -271,16 +280,24 @@ class ControlPlane:
         raise ControlPlaneError(f"{name} not ready in {timeout}s:\n{proc.tail() if proc else ''}")
 
     # ------------------------------------------------------------ restarts (fault tests)
-    def restart_apiserver(self, down_for: float = 0.0) -> None:
-        """Stop and start kube-apiserver on the same port (watches break, state stays)."""
-        self._procs["kube-apiserver"].stop()
+    def restart_apiserver(self, down_for: float = 0.0, *, kill: bool = False) -> None:
+        """Stop (SIGTERM, or SIGKILL with `kill`) and start kube-apiserver on the same
+        port: watches break, state stays."""
+        self._stop_proc("kube-apiserver", kill)
         time.sleep(down_for)
         self._start_apiserver()
 
-    def restart_etcd(self, down_for: float = 0.0) -> None:
-        self._procs["etcd"].stop()
+    def restart_etcd(self, down_for: float = 0.0, *, kill: bool = False) -> None:
+        """Stop (SIGTERM, or SIGKILL with `kill`) and start etcd on the same data."""
+        self._stop_proc("etcd", kill)
         time.sleep(down_for)
         self._start_etcd()
+
+    def _stop_proc(self, name: str, kill: bool) -> None:
+        if kill:
+            self._procs[name].kill()
+        else:
+            self._procs[name].stop()
 
     # ------------------------------------------------------------ etcd
     def _etcd(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
