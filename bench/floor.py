@@ -15,8 +15,15 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, EVENTS, SERVICES, Resource
+from dynamo_pool_operator.runtime.resources import (
+    DEPLOYMENTS,
+    EVENTS,
+    NAMESPACES,
+    SERVICES,
+    Resource,
+)
 
 from .objects import EXPORTS, RELAYS, bounded, create_pools, pool_names
 
@@ -159,3 +166,28 @@ async def floor_at(
         "seconds": round(seconds, 3),
         "writes_per_second": round(len(jobs) / seconds, 1),
     }
+
+
+async def remove_all(client: Client, prefix: str = "bench-floor") -> None:
+    """Delete every object the floor made (the bench runs without the garbage collector
+    and the namespace controller, so by collection, resource by resource)."""
+    names = [
+        ns["metadata"]["name"]
+        for ns in (await client.list(NAMESPACES)).items
+        if ns["metadata"]["name"].startswith(prefix)
+    ]
+    for res in (EVENTS, EXPORTS, DEPLOYMENTS, SERVICES, RELAYS):
+        await bounded([functools.partial(_delete_collection, client, res, ns) for ns in names], 8)
+
+
+async def _delete_collection(client: Client, res: Resource, ns: str) -> None:
+    try:
+        await client.request("DELETE", res.path(ns))
+    except errors.ApiError as e:
+        if e.status != 405:  # a resource without deletecollection: one by one
+            raise
+        items = (await client.list(res, ns)).items
+        await bounded(
+            [functools.partial(client.delete, res, o["metadata"]["name"], ns) for o in items],
+            16,
+        )

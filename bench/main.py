@@ -1,10 +1,11 @@
 """`bench/run`: one run of the operator benchmark (see docs/performance.md).
 
 Phases, all against one local control plane: create N pools; start the operator
-(a separate process) and time convergence; the write floor (a bare client, same
-writes, a few concurrency levels); a steady-state window (operator writes from the
-audit log); reaction latency over spread changes; RSS; then, in process, CPU per
-no-op reconcile and cache size.
+(a separate process) and time convergence; stop it and, at once, measure the write
+floor (a bare client, same writes, a few concurrency levels) on the same server;
+remove the floor's objects; restart the operator on the converged fleet and count
+its writes over the steady-state window (restart included); reaction latency over
+spread changes; RSS; then, in process, CPU per no-op reconcile and cache size.
 """
 
 from __future__ import annotations
@@ -53,6 +54,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--profile", type=Path, help="py-spy raw profile of the cold start")
     p.add_argument("--profile-noop", type=Path, help="cProfile stats of no-op reconciles")
     p.add_argument("--timeout", type=float, default=600, help="convergence timeout (s)")
+    p.add_argument(
+        "--convergence-only",
+        action="store_true",
+        help="cold start, RSS and the steady window only (the RSS-vs-N points at large N)",
+    )
     a = p.parse_args(argv)
     if a.quick:
         a.pools = 100 if a.pools == 1000 else a.pools
@@ -149,15 +155,43 @@ async def converge(
     }
 
 
-async def steady(cp: ControlPlane, seconds: float) -> dict[str, Any]:
+async def steady(cp: ControlPlane, seconds: float, *, restarted: bool = False) -> dict[str, Any]:
     start = await asyncio.to_thread(cp.audit.sync)
     await asyncio.sleep(seconds)
     writes = await asyncio.to_thread(cp.audit.writes, start, user_agent_prefix=OPERATOR_AGENT)
     log(f"steady state: {len(writes)} operator writes in {seconds:.0f}s")
     return {
         "seconds": seconds,
+        "includes_operator_restart": restarted,
         "operator_writes": len(writes),
         "writes": [(w.verb, w.resource, w.namespace, w.name) for w in writes[:50]],
+    }
+
+
+async def measure_floor(
+    client: Client, pools: list[tuple[str, str]], args: argparse.Namespace
+) -> dict[str, Any]:
+    """The write floor at each concurrency level, then with Events at the best one; the
+    floor's objects are removed again, so the operator restarted afterwards meets only
+    the fleet (and caches only its objects)."""
+    n = len(pools)
+    tpl = await floor.templates(client, *pools[0])
+    levels = []
+    for c in (int(x) for x in args.floor_concurrency.split(",")):
+        levels.append(await floor.floor_at(client, tpl, n, c))
+        log(f"floor: {levels[-1]}")
+    best = min(levels, key=lambda x: float(x["seconds"]))
+    with_events = await floor.floor_at(client, tpl, n, best["concurrency"], events=True)
+    log(f"floor with events: {with_events}")
+    t = time.perf_counter()
+    await floor.remove_all(client)
+    log(f"floor objects removed in {time.perf_counter() - t:.1f}s")
+    return {
+        "levels": levels,
+        "best_seconds": best["seconds"],
+        "best_concurrency": best["concurrency"],
+        "with_events_at_best": with_events,
+        "seconds_after_convergence": "immediately (operator stopped, same server)",
     }
 
 
@@ -168,6 +202,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "pools": n,
         "quick": args.quick,
+        "convergence_only": args.convergence_only,
         "operator_workers": args.workers,
         "machine": machine(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
@@ -194,40 +229,36 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             try:
                 result["cold_start"] = await converge(cp, tracker, op, args)
                 result["rss_after_convergence"] = op.status()
-                result["steady_state"] = await steady(cp, args.steady)
+                if args.convergence_only:
+                    result["steady_state"] = await steady(cp, args.steady)
+                    return result
+                # The floor right after the cold start, on the same server in the same
+                # state, so the ratio compares like with like (the operator is stopped:
+                # it would reconcile the floor's bare relays).
+                op.stop()
+                result["floor"] = await measure_floor(client, pools, args)
+                cold = result["cold_start"]["seconds"]
+                best = result["floor"]["best_seconds"]
+                with_events = result["floor"]["with_events_at_best"]["seconds"]
+                result["ratio_operator_to_floor"] = round(cold / best, 2)
+                result["ratio_operator_to_floor_with_events"] = round(cold / with_events, 2)
+                # Restarted on the converged fleet: the steady window includes its
+                # start, the caches' relist and a reconcile of every relay.
+                op = procs.OperatorProcess(cp, args.workers, args.out.with_suffix(".operator.log"))
+                op.start()
+                result["steady_state"] = await steady(cp, args.steady, restarted=True)
                 result["reaction"] = await reaction_latency(client, tracker, pools, args.changes)
                 log(f"reaction: {result['reaction']['summary']}")
                 result["rss_after_reaction"] = op.status()
             finally:
                 await tracker.stop()
             op.stop()
-            # Before the floor: its bare relays would otherwise be reconciled here.
             result["in_process"] = await inproc.measure(cp, args.workers, args.profile_noop)
-            tpl = await floor.templates(client, *pools[0])
-            levels = []
-            for c in (int(x) for x in args.floor_concurrency.split(",")):
-                levels.append(await floor.floor_at(client, tpl, n, c))
-                log(f"floor: {levels[-1]}")
-            best = min(levels, key=lambda x: float(x["seconds"]))
-            with_events = await floor.floor_at(client, tpl, n, best["concurrency"], events=True)
-            log(f"floor with events: {with_events}")
-            result["floor"] = {
-                "levels": levels,
-                "best_seconds": best["seconds"],
-                "best_concurrency": best["concurrency"],
-                "with_events_at_best": with_events,
-            }
-            cold = result["cold_start"]["seconds"]
-            result["ratio_operator_to_floor"] = round(cold / best["seconds"], 2)
-            result["ratio_operator_to_floor_with_events"] = round(cold / with_events["seconds"], 2)
         cpu = result["in_process"]["cpu_seconds_per_noop_reconcile"]
         log(f"in process: cpu per no-op reconcile {cpu * 1e6:.0f} us")
     finally:
         op.stop()
         await asyncio.to_thread(cp.stop)
-    result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
-    # The machine may be shared: the load says how noisy the timings are.
-    result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     return result
 
 
@@ -235,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(run(args))
+    result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+    # The machine may be shared: the load says how noisy the timings are.
+    result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     oplog = args.out.with_suffix(".operator.log")
     if oplog.exists() and oplog.stat().st_size == 0:
