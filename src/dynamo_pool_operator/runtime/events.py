@@ -37,7 +37,6 @@ repeats that arrive before the first create is sent are folded into that create.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import re
@@ -152,6 +151,8 @@ class _Series:
     count: int = 1
     written: int = 0  # the count the server holds; 0 = not created (yet)
     queued: bool = False  # a write for it waits in the queue
+    writing: bool = False  # a writer is sending it now: no second writer may touch it
+    again: bool = False  # it was dequeued while being written: queue it once more after
     abandoned: bool = False  # its create was refused: nothing left to update
 
 
@@ -177,6 +178,7 @@ class EventRecorder:
         max_tries: int = 12,
         retry_delay: float = 10.0,
         stop_timeout: float = 10.0,
+        writers: int = 4,
     ) -> None:
         # Refused here, at start-up, rather than by the server on every single Event.
         if not _is_qualified_name(reporting_controller):
@@ -202,12 +204,17 @@ class EventRecorder:
         self._max_tries = max(max_tries, 1)
         self._retry_delay = retry_delay
         self._stop_timeout = stop_timeout
+        # Several writers, so Events keep up with several reconcile workers (one writer
+        # fell behind 16 workers and, at 5,000 pools, filled the queue). One series is
+        # never written by two at once: a create and its series patch stay in order.
+        self._writer_count = max(writers, 1)
+        self._busy = 0
         self._cache: OrderedDict[tuple[Any, ...], _Series] = OrderedDict()
         self._ops: deque[_Series] = deque()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
-        self._writer: asyncio.Task[None] | None = None
+        self._writers: list[asyncio.Task[None]] = []
         self._tickers: list[asyncio.Task[None]] = []
         self._stopping = False
         self._last_ns = 0
@@ -394,16 +401,30 @@ class EventRecorder:
     async def _run_writer(self) -> None:
         while True:
             while not self._ops:
-                self._idle.set()
+                if self._busy == 0:
+                    self._idle.set()
                 self._wake.clear()
                 await self._wake.wait()
             series = self._ops.popleft()
             series.queued = False
+            if series.writing:
+                series.again = True  # its writer queues it again when done
+                continue
+            series.writing = True
+            self._busy += 1
             try:
                 await self._write(series)
             except Exception:
                 log.exception("event recorder: write failed")
                 self._drop("error")
+            finally:
+                series.writing = False
+                self._busy -= 1
+                if series.again:
+                    series.again = False
+                    self._enqueue(series, bounded=False)
+                elif not self._ops and self._busy == 0:
+                    self._idle.set()
 
     async def _every(self, seconds: float, job: Callable[[], None]) -> None:
         while True:
@@ -414,12 +435,18 @@ class EventRecorder:
                 log.exception("event recorder: periodic job failed")
 
     # ------------------------------------------------------------ lifecycle
+    def _start_writers(self) -> None:
+        self._writers = [
+            asyncio.create_task(self._run_writer(), name=f"event-writer-{i}")
+            for i in range(self._writer_count)
+        ]
+
     async def start(self) -> None:
-        """Start the writer, the series sweep and the heartbeat (idempotent)."""
-        if self._writer is not None:
+        """Start the writers, the series sweep and the heartbeat (idempotent)."""
+        if self._writers:
             return
         self._stopping = False
-        self._writer = asyncio.create_task(self._run_writer(), name="event-writer")
+        self._start_writers()
         self._tickers = [
             asyncio.create_task(self._every(self._window, self._finish_expired)),
             asyncio.create_task(self._every(self._heartbeat, self._enqueue_dirty)),
@@ -438,9 +465,9 @@ class EventRecorder:
         await asyncio.gather(*self._tickers, return_exceptions=True)
         self._tickers = []
         self._enqueue_dirty()
-        if self._writer is None and self._ops:
-            self._writer = asyncio.create_task(self._run_writer(), name="event-writer")
-        if self._writer is None:
+        if not self._writers and self._ops:
+            self._start_writers()
+        if not self._writers:
             return
         try:
             await asyncio.wait_for(self._idle.wait(), self._stop_timeout)
@@ -448,10 +475,10 @@ class EventRecorder:
             while self._ops:
                 self._ops.popleft().queued = False
                 self._drop("shutdown")
-        self._writer.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._writer
-        self._writer = None
+        for task in self._writers:
+            task.cancel()
+        await asyncio.gather(*self._writers, return_exceptions=True)
+        self._writers = []
 
 
 def _reference(obj: Mapping[str, Any]) -> dict[str, Any]:

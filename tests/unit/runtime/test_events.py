@@ -676,3 +676,99 @@ def test_reporting_controller_must_be_a_qualified_name(
 def test_recorders_can_share_one_registry(api: FakeEventsApi, registry: CollectorRegistry) -> None:
     for name in ("example.com/a", "example.com/b"):
         EventRecorder(api, reporting_controller=name, reporting_instance="i", registry=registry)
+
+
+# ---------------------------------------------------------------- concurrent writers
+class GatedApi(FakeEventsApi):
+    """Holds every call until `gate` opens, counting how many are in flight at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def _held(self) -> None:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await self.gate.wait()
+        finally:
+            self.in_flight -= 1
+
+    async def create(
+        self, res: Resource, body: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        await self._held()
+        return await super().create(res, body, namespace)
+
+    async def merge_patch(
+        self, res: Resource, name: str, patch: dict[str, Any], namespace: str | None = None
+    ) -> dict[str, Any]:
+        await self._held()
+        return await super().merge_patch(res, name, patch, namespace)
+
+
+def gated_recorder(api: GatedApi, clock: FakeClock, writers: int) -> EventRecorder:
+    return EventRecorder(
+        api,
+        reporting_controller="dynamo.nvidia.com/pool-operator",
+        reporting_instance="pool-operator-0",
+        clock=clock,
+        registry=CollectorRegistry(),
+        writers=writers,
+    )
+
+
+@pytest.mark.parametrize("writers", [1, 2, 4])
+async def test_events_about_different_objects_are_written_by_up_to_writers_at_once(
+    clock: FakeClock, writers: int
+) -> None:
+    api = GatedApi()
+    rec = gated_recorder(api, clock, writers)
+    await rec.start()
+    for i in range(6):
+        warn(rec, regarding={**POOL, "name": f"pool-{i}", "uid": f"u{i}"})
+    await until(lambda: api.in_flight == writers)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert api.most_in_flight == writers
+    api.gate.set()
+    await rec.wait_idle()
+    assert api.verbs() == ["create"] * 6
+    await rec.stop()
+
+
+async def test_a_series_is_never_written_by_two_writers_at_once(clock: FakeClock) -> None:
+    """A repeat emitted while the series' create is in flight waits for that create: its
+    patch must not race the create (it would answer NotFound and start a new Event)."""
+    api = GatedApi()
+    rec = gated_recorder(api, clock, writers=4)
+    await rec.start()
+    warn(rec)
+    await until(lambda: api.in_flight == 1)
+    warn(rec)  # count 2: the first repeat is written at once — after the create
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert api.most_in_flight == 1  # the repeat did not start a second write
+    api.gate.set()
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "patch"]
+    assert api.calls[1][2]["series"]["count"] == 2
+    assert len(api.stored) == 1
+    await rec.stop()
+
+
+async def test_wait_idle_waits_for_writes_in_flight_not_only_the_queue(clock: FakeClock) -> None:
+    api = GatedApi()
+    rec = gated_recorder(api, clock, writers=2)
+    await rec.start()
+    warn(rec)
+    await until(lambda: api.in_flight == 1)
+    idle = asyncio.create_task(rec.wait_idle())
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not idle.done()  # the queue is empty, but a write is still on its way
+    api.gate.set()
+    await asyncio.wait_for(idle, 1)
+    await rec.stop()
