@@ -310,6 +310,10 @@ class _StrictLoader(yaml.SafeLoader):
     silent last-one-wins (Kubernetes' strict decoding refuses duplicates too)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
+        if not isinstance(node, yaml.MappingNode):  # `!!set [a]`, `!!map [a]`
+            raise yaml.constructor.ConstructorError(
+                None, None, f"expected a mapping, but found a {node.id}", node.start_mark
+            )
         seen: set[Any] = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -352,6 +356,13 @@ def _parse_text(text: str, source: str) -> object:
         problem = f"{where}{exc.problem or exc.context}; fix the YAML syntax"
     except (yaml.YAMLError, ValueError, RecursionError) as exc:
         problem = f"cannot parse the file ({exc or type(exc).__name__}); fix its syntax"
+    except (KeyError, AttributeError, IndexError, TypeError) as exc:
+        # PyYAML's constructors raise these for an explicit tag whose value they cannot
+        # build (`!!bool maybe`, `!!int` with no digits, `!!timestamp soon`).
+        problem = (
+            f"cannot parse the file: a value with an explicit YAML tag (like !!bool or !!int) "
+            f"is not of that type ({type(exc).__name__}: {exc}); remove the tag or fix the value"
+        )
     raise ConfigurationError([FieldError("", problem)], source)
 
 

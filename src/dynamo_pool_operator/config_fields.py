@@ -50,9 +50,16 @@ class FieldSpec:
     allowed: str = ""  # human wording of `check` for the reference table
 
 
+#: Longest string value shown in full in a message.
+QUOTE_LIMIT = 80
+
+
 def quote(value: object) -> str:
     """Values in messages are shown as they are written in YAML/JSON: "mcs", 4, true, null."""
     if isinstance(value, str):
+        if len(value) > QUOTE_LIMIT:  # a pasted blob must not flood the error output
+            head = json.dumps(value[:QUOTE_LIMIT], ensure_ascii=False)
+            return f"{head[:-1]}...\" ({len(value)} characters)"
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
@@ -310,7 +317,8 @@ def check_unknown(
     for key in raw:
         if isinstance(key, str) and key in known:
             continue
-        path = f"{prefix}.{key}" if prefix else str(key)
+        name = '""' if key == "" else str(key)  # an empty name is still named
+        path = f"{prefix}.{name}" if prefix else name
         if not isinstance(key, str):
             msg = f"field names must be strings, got {describe(key)}; quote the name"
         elif hint := suggest(key, known) or (elsewhere or {}).get(

@@ -584,3 +584,18 @@ def test_arbitrary_config_shaped_documents_raise_only_configuration_error(
     data: dict[str, Any],
 ) -> None:
     _parse_or_error(data)
+
+
+def test_a_huge_value_is_shortened_in_its_error_but_its_length_is_said() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        parse_configuration(
+            {
+                "apiVersion": API_VERSION,
+                "kind": KIND,
+                "multiCluster": {"mcsImplementation": "m" * 100_000},
+            }
+        )
+    text = str(info.value)
+    assert len(text) < 500
+    assert "multiCluster.mcsImplementation" in text
+    assert "(100000 characters)" in text
