@@ -2,7 +2,8 @@
 
 Tests use it to show that a second reconcile writes nothing and that the
 operator never wrote an object it does not own. The policy records every write
-(Metadata level: verb, user, user agent, object, response code), nothing else.
+(Metadata level: verb, user, user agent, object, response code) and every request on
+Secrets, reads included (the proof that the operator never reads one); nothing else.
 """
 
 from __future__ import annotations
@@ -20,10 +21,20 @@ AUDIT_POLICY: dict[str, Any] = {
     "omitStages": ["RequestReceived"],
     "rules": [
         {"level": "Metadata", "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
+        # Any request on Secrets (get, list, watch too), allowed or refused: the operator
+        # must make none. Metadata level never logs a Secret's data.
+        {"level": "Metadata", "resources": [{"group": "", "resources": ["secrets"]}]},
         {"level": "None"},
     ],
 }
 WRITE_VERBS = frozenset(AUDIT_POLICY["rules"][0]["verbs"])
+#: The resources whose every request is logged, reads included: (API group, resource).
+READ_AUDITED = frozenset(
+    (group["group"], resource)
+    for rule in AUDIT_POLICY["rules"][1:-1]
+    for group in rule["resources"]
+    for resource in group["resources"]
+)
 MARKER_PREFIX = "audit-marker-"
 
 #: (method, path, body) -> (status, body): the control plane's admin request function.
@@ -99,6 +110,22 @@ class AuditLog:
                 return self.offset()
             time.sleep(0.05)
         raise TimeoutError(f"audit marker {name} not logged in {timeout}s")
+
+    def requests(
+        self, since: int, resource: str, *, user_agent_prefix: str = "", user: str = ""
+    ) -> list[AuditEvent]:
+        """Every request (reads included) on `resource` after `since`, optionally by one
+        user agent or user. Only resources in READ_AUDITED are logged when read."""
+        if ("", resource) not in READ_AUDITED:
+            raise ValueError(f"the audit policy does not log reads of {resource!r}")
+        self.sync()
+        return [
+            e
+            for e in self.events(since)
+            if e.resource == resource
+            and e.user_agent.startswith(user_agent_prefix)
+            and (not user or e.user == user)
+        ]
 
     def writes(
         self, since: int, *, user_agent_prefix: str = "", user: str = ""
