@@ -147,7 +147,7 @@ async def test_events_missed_while_frozen_and_compacted_away_are_recovered_by_a_
     since = fault_cp.audit.offset()
     # A lease long enough that the freeze does not cost the leadership: this test is
     # about the watch, and a restarted process would list afresh instead of relisting.
-    lead = await started(replicas, admin, fleet.namespace, LeaseTiming(40, 30, 2))
+    lead = await started(replicas, admin, fleet.namespace, LeaseTiming(60, 45, 2))
     await fleet.create()
     await converges(fleet, "cold start")
 
