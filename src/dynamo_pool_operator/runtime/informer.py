@@ -174,6 +174,7 @@ class Informer:
         self._handlers: list[EventHandler] = []
         self._rv: str | None = None
         self._need_list = True
+        self._last_gone = False  # the last watch ended in 410 Gone
         self._synced = asyncio.Event()
         self._halted = asyncio.Event()  # set by stop() and when run() ends
         self._stop_requested = False
@@ -287,8 +288,13 @@ class Informer:
                     await self._back_off("list failed", e)
                     continue
             error, healthy = await self._watch()
-            if healthy:
+            gone = isinstance(error, errors.Gone)
+            if healthy or (gone and not self._last_gone):
+                # A first 410 is an answer: the server is back (after a restart, say) and
+                # a relist is all it takes, so the delay built up while it was unreachable
+                # (6-12 s) no longer applies. Repeated 410s still back off and grow.
                 self._backoff.reset()
+            self._last_gone = gone
             if self._need_list:
                 what = f"watch from resourceVersion {self._rv} failed, relisting"
             else:

@@ -1074,3 +1074,26 @@ async def test_relist_does_not_report_objects_whose_resource_version_did_not_cha
     async with running(informer):
         await until(lambda: informer.last_resource_version == "30", "relisted")
     assert rec.events[2:] == [("MODIFIED", "b@6", "b@20")]
+
+
+async def test_a_first_410_after_failures_relists_after_the_base_delay_not_the_built_up() -> None:
+    """Behind a restarted API server, connection failures build the backoff up; the first
+    answer, a 410, means the server is back: relist after the base delay. A second 410 in
+    a row backs off further (no list storm)."""
+    clock = RecordingClock()
+    drop = errors.ConnectionFailed
+    gone = errors.Gone("too old", status=410)
+    client = StubClient(
+        lists=[ListResult([], "10"), ListResult([], "50")],
+        watches=[[drop("a")], [drop("b")], [drop("c")], [gone], [gone]],
+    )
+    informer, _ = make(client, clock, backoff=no_jitter())
+    async with running(informer):
+        for n, delay in enumerate([0.8, 1.6, 3.2], start=1):
+            await until(lambda n=n: clock.sleepers == 1 and len(client.watch_calls) == n, "drop")
+            await clock.advance(delay)
+        await until(lambda: clock.sleepers == 1 and len(client.watch_calls) == 4, "first 410")
+        await clock.advance(0.8)
+        await until(lambda: clock.sleepers == 1 and len(client.watch_calls) == 5, "second 410")
+    assert clock.slept == pytest.approx([0.8, 1.6, 3.2, 0.8, 1.6])
+    assert len(client.list_calls) == 2
