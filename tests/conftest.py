@@ -39,9 +39,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """Resolve (and on a fresh machine build: 10-40 min) the control-plane binaries once,
     before any test runs: not inside a fixture, where the per-test timeout would kill
     the build, and with its progress visible."""
-    if not any(
-        any(item.get_closest_marker(tier) for tier in _TIERS) for item in session.items
-    ):
+    if not any(any(item.get_closest_marker(tier) for tier in _TIERS) for item in session.items):
         return
     from dynamo_pool_operator.testing.assets import resolve
 

@@ -75,13 +75,36 @@ async def owns_only_what_it_should(cp: ControlPlane, fleet: Fleet, since: int) -
     return writes
 
 
-async def then_quiet(cp: ControlPlane, seconds: float = 4.0) -> None:
-    """Converged means done: in `seconds` the replicas write nothing but the Lease."""
+async def then_quiet(cp: ControlPlane, fleet: Fleet, seconds: float = 4.0) -> None:
+    """Converged means done: in `seconds` the replicas write nothing but the Lease.
+
+    Except Events about what happened *before*: a failure recorded while the API server
+    was down is written when it is back (the recorder retries), and its Event says when
+    it was observed. An Event observed inside the window is a new occurrence: an error.
+    """
     await asyncio.sleep(1.0)  # the last status write may still be on its way
     since = await asyncio.to_thread(cp.audit.sync)
+    window_start = datetime.now(UTC)
     await asyncio.sleep(seconds)
     extra = [w for w in await replica_writes(cp, since) if w.resource != "leases"]
-    assert extra == [], [f"{w.verb} {w.resource} {w.name}" for w in extra]
+    events = {
+        e["metadata"]["name"]: e for e in (await fleet.client.list(EVENTS, fleet.namespace)).items
+    }
+
+    def late_news(w: AuditEvent) -> bool:
+        event = events.get(w.name)
+        if w.resource != "events" or event is None:
+            return False
+        observed = (event.get("series") or {}).get("lastObservedTime") or event["eventTime"]
+        return datetime.fromisoformat(observed) < window_start
+
+    new = [w for w in extra if not late_news(w)]
+    if new:
+        what = [
+            f"{w.verb} {w.resource} {w.name} {(events.get(w.name) or {}).get('note', '')}"
+            for w in new
+        ]
+        pytest.fail(f"{len(new)} writes after convergence: {what[:20]}")
 
 
 def received(w: AuditEvent) -> datetime:
@@ -120,7 +143,7 @@ async def test_leader_killed_mid_cold_start_the_follower_takes_over_and_converge
     early = [w for w in writes if w.user == follower.user and w.resource != "leases"]
     assert early
     assert min(received(w) for w in early) > killed_at
-    await then_quiet(fault_cp)
+    await then_quiet(fault_cp, fleet)
 
 
 @pytest.mark.parametrize("component", ["kube-apiserver", "etcd"])
@@ -138,7 +161,7 @@ async def test_control_plane_killed_mid_reconcile_converges_with_no_other_change
 
     await converges(fleet, f"after {component} was killed")
     await owns_only_what_it_should(fault_cp, fleet, since)
-    await then_quiet(fault_cp)
+    await then_quiet(fault_cp, fleet)
 
 
 async def test_events_missed_while_frozen_and_compacted_away_are_recovered_by_a_relist(
@@ -167,7 +190,7 @@ async def test_events_missed_while_frozen_and_compacted_away_are_recovered_by_a_
     assert [r.restarts for r in replicas.all] == [0, 0], "a restart would hide the relist"
     assert "failed, relisting" in lead.log_text()
     await owns_only_what_it_should(fault_cp, fleet, since)
-    await then_quiet(fault_cp)
+    await then_quiet(fault_cp, fleet)
 
 
 # ---------------------------------------------------------------------- refused writes
@@ -187,7 +210,7 @@ async def test_writes_failing_with_500_from_a_webhook_converge_once_it_answers_a
         await converges(fleet, "after the webhook recovered")
     writes = await owns_only_what_it_should(fault_cp, fleet, since)
     assert any(w.code == 500 for w in writes), "the refusals should be in the audit log"
-    await then_quiet(fault_cp)
+    await then_quiet(fault_cp, fleet)
 
 
 async def test_a_429_with_retry_after_is_honoured_and_converges_when_lifted(
@@ -221,7 +244,7 @@ async def test_a_429_with_retry_after_is_honoured_and_converges_when_lifted(
         hook.set(Mode.ALLOW)
         await converges(fleet, "after the throttling was lifted")
     await owns_only_what_it_should(fault_cp, fleet, since)
-    await then_quiet(fault_cp)
+    await then_quiet(fault_cp, fleet)
 
 
 async def test_a_withheld_permission_is_reported_and_converges_once_given_back(
@@ -249,7 +272,7 @@ async def test_a_withheld_permission_is_reported_and_converges_once_given_back(
 
     await converges(fleet, "after the permission was given back")
     await owns_only_what_it_should(fault_cp, fleet, since)
-    await then_quiet(fault_cp)
+    await then_quiet(fault_cp, fleet)
 
 
 # ---------------------------------------------------------------------- helpers
