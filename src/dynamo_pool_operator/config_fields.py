@@ -59,7 +59,7 @@ def quote(value: object) -> str:
     if isinstance(value, str):
         if len(value) > QUOTE_LIMIT:  # a pasted blob must not flood the error output
             head = json.dumps(value[:QUOTE_LIMIT], ensure_ascii=False)
-            return f"{head[:-1]}...\" ({len(value)} characters)"
+            return f'{head[:-1]}..." ({len(value)} characters)'
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, bool) or value is None:
         return json.dumps(value)

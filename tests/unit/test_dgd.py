@@ -110,6 +110,11 @@ def test_v1beta1_ignores_a_v1alpha1_services_map() -> None:
         pytest.param(
             [{"type": "worker"}, {"name": "ok", "type": "worker"}], ["ok"], id="bad-entry-skipped"
         ),
+        pytest.param(
+            [None, "w", {"name": "ok", "type": "worker"}, 3, {"name": "ok2"}],
+            ["ok", "ok2"],
+            id="non-map-entries-skipped-and-reading-goes-on",
+        ),
     ],
 )
 def test_v1beta1_malformed_components_are_skipped_not_raised(
@@ -221,6 +226,18 @@ def test_missing_or_malformed_spec_and_metadata_never_raise(obj: dict[str, Any])
     assert isinstance(pool.namespace, str)
     assert isinstance(pool.api_version, str)
     assert not pool.workers
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        pytest.param({"apiVersion": V1BETA1, "spec": {}}, id="no-metadata"),
+        pytest.param({"metadata": {"name": 5, "namespace": None, "uid": 1}}, id="non-strings"),
+    ],
+)
+def test_missing_metadata_reads_as_empty_strings(obj: dict[str, Any]) -> None:
+    pool = pool_from_object(obj)
+    assert (pool.namespace, pool.name, pool.uid, pool.resource_version) == ("", "", "", "")
 
 
 def test_non_string_annotations_are_dropped() -> None:

@@ -355,3 +355,110 @@ def test_reference_names_the_relay_at_the_resource_version_read() -> None:
         "uid": "r-uid",
         "resourceVersion": "42",
     }
+
+
+# --------------------------------------------------------------------------- exact problems
+
+NAME_PART = (
+    "name part must be 1-63 characters of alphanumerics, '-', '_' or '.', starting and "
+    "ending with an alphanumeric character"
+)
+LABEL_VALUE = (
+    "must be empty or consist of alphanumerics, '-', '_' or '.', starting and ending with "
+    "an alphanumeric character"
+)
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        pytest.param(
+            {"podLabels": {"bad key!": "v"}},
+            f"spec.podLabels[bad key!]: invalid key: {NAME_PART}",
+            id="pod-label-key",
+        ),
+        pytest.param(
+            {"podLabels": {"team": "not valid!"}},
+            f"spec.podLabels[team]: invalid value 'not valid!': {LABEL_VALUE}",
+            id="pod-label-value",
+        ),
+        pytest.param(
+            {"podAnnotations": {"bad key!": "v"}},
+            f"spec.podAnnotations[bad key!]: invalid key: {NAME_PART}",
+            id="pod-annotation-key",
+        ),
+        pytest.param(
+            {"nodeSelector": {"bad key!": "v"}},
+            f"spec.nodeSelector[bad key!]: invalid key: {NAME_PART}",
+            id="node-selector-key",
+        ),
+        pytest.param(
+            {"nodeSelector": {"pool": "not valid!"}},
+            f"spec.nodeSelector[pool]: invalid value 'not valid!': {LABEL_VALUE}",
+            id="node-selector-value",
+        ),
+        pytest.param(
+            {"podLabels": {labels.APP_NAME: "x"}},
+            f"spec.podLabels[{labels.APP_NAME}]: is set by the operator to select the relay "
+            "pods; remove it from podLabels",
+            id="reserved-pod-label",
+        ),
+        pytest.param(
+            {"podLabels": "team=ml"}, "spec.podLabels: must be a map of strings", id="not-a-map"
+        ),
+        pytest.param({"image": 5}, "spec.image: must be a string, got int", id="image-type"),
+        pytest.param(
+            {"clusterId": [1]}, "spec.clusterId: must be a string, got list", id="cluster-id-type"
+        ),
+        pytest.param(
+            {"serviceAccountName": "Not_A_Name"},
+            "spec.serviceAccountName: 'Not_A_Name' must consist of lower case alphanumeric "
+            "characters, '-' or '.', and must start and end with an alphanumeric character",
+            id="service-account-name",
+        ),
+    ],
+)
+def test_problem_names_the_field_the_entry_and_what_to_change(
+    spec: dict[str, Any], problem: str
+) -> None:
+    assert read(spec).problems == (problem,)
+
+
+@pytest.mark.parametrize(
+    "value", ["free text, with spaces!", "x" * 300, "", '{"json": true}'], ids=repr
+)
+def test_pod_annotation_values_are_free_text(value: str) -> None:
+    r = read({"podAnnotations": {"example.com/note": value}})
+    assert r.problems == ()
+    assert dict(r.pod_annotations) == {"example.com/note": value}
+
+
+# --------------------------------------------------------------------------- metadata fallbacks
+
+
+@pytest.mark.parametrize(
+    "generation",
+    [pytest.param(None, id="missing"), "abc", True, 1.5, [1]],
+)
+def test_generation_that_is_not_an_integer_reads_as_zero(generation: Any) -> None:
+    meta = {"name": "pool"} if generation is None else {"name": "pool", "generation": generation}
+    assert relay_from_object({"metadata": meta}, DEFAULTS).generation == 0
+
+
+def test_missing_metadata_reads_as_empty_strings() -> None:
+    r = relay_from_object({"spec": {}}, DEFAULTS)
+    assert (r.namespace, r.name, r.uid, r.resource_version) == ("", "", "", "")
+    assert not r.terminating
+
+
+def test_relay_shares_no_nested_state_with_the_object_it_was_read_from() -> None:
+    # The object is the informer's cached copy; the relay must stay what was read.
+    spec: dict[str, Any] = {
+        "resources": {"limits": {"cpu": "1"}},
+        "tolerations": [{"key": "k", "extra": {"nested": "a"}}],
+    }
+    r = read(spec)
+    spec["resources"]["limits"]["cpu"] = "99"
+    spec["tolerations"][0]["extra"]["nested"] = "changed"
+    assert dict(r.resources) == {"limits": {"cpu": "1"}}
+    assert r.tolerations == ({"key": "k", "extra": {"nested": "a"}},)

@@ -225,6 +225,12 @@ def test_pod_security_context_is_non_root_with_default_seccomp() -> None:
     assert not pod.get("hostNetwork", False)
 
 
+@pytest.mark.parametrize(("probe", "period"), [("readinessProbe", 5), ("livenessProbe", 10)])
+def test_probes_are_tcp_checks_of_the_relay_port_every_few_seconds(probe: str, period: int) -> None:
+    c = container(render.deployment(make_relay(), make_pool()))
+    assert c[probe] == {"tcpSocket": {"port": "relay"}, "periodSeconds": period}
+
+
 @pytest.mark.parametrize("probe", ["readinessProbe", "livenessProbe"])
 def test_probes_target_the_named_relay_port(probe: str) -> None:
     c = container(render.deployment(make_relay(port=8123), make_pool()))
@@ -343,6 +349,14 @@ def test_rendered_objects_share_no_mutable_state_with_the_relay() -> None:
     snapshot = copy.deepcopy(dataclasses.asdict(relay))
     dep = render.deployment(relay, make_pool())
     container(dep)["resources"]["limits"]["cpu"] = "99"
+    assert dataclasses.asdict(relay) == snapshot
+
+
+def test_rendered_tolerations_share_no_nested_state_with_the_relay() -> None:
+    relay = make_relay(tolerations=[{"key": "k", "extra": {"nested": "a"}}])
+    snapshot = copy.deepcopy(dataclasses.asdict(relay))
+    dep = render.deployment(relay, make_pool())
+    dep["spec"]["template"]["spec"]["tolerations"][0]["extra"]["nested"] = "changed"
     assert dataclasses.asdict(relay) == snapshot
 
 
@@ -492,6 +506,11 @@ def test_creation_body_keeps_everything_else() -> None:
         body["spec"]["selector"]["matchLabels"].items()
         <= body["spec"]["template"]["metadata"]["labels"].items()
     )
+
+
+def test_creation_body_of_a_relay_without_removable_fields_is_the_full_object() -> None:
+    full = render.deployment(make_relay(clusterId="east"), make_pool())
+    assert render.creation_body(full) == full
 
 
 def test_creation_body_does_not_modify_the_full_object() -> None:

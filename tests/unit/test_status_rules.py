@@ -1,0 +1,276 @@
+"""The relay's status (poolrelay/status.py): computed purely, written only when it changes.
+
+SPEC §3: `Ready` is True exactly when the relay is published, its reason is the decision's
+reason and its message says why; `serviceName` is the relay Service while published. A
+status write is itself an event on the relay, so recomputing the status of an unchanged
+relay must give a status equal to the one it shows (`lastTransitionTime` included), and
+the apply body carries the relay's uid so it never lands on a recreated relay.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
+from dynamo_pool_operator.poolrelay.decide import Decision, Reason
+from dynamo_pool_operator.poolrelay.status import (
+    READY,
+    ExportStatus,
+    desired_status,
+    status_apply,
+    status_changed,
+)
+
+NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+NOW_TEXT = "2024-05-06T07:08:09Z"
+EARLIER = "2024-01-02T03:04:05Z"
+PUBLISHED = Decision(Reason.PUBLISHED, "published as pool-pool-relay")
+WITHDRAWN = Decision(Reason.NO_WORKERS, "the DGD has no worker component")
+
+
+def make_relay(generation: int = 4) -> Relay:
+    meta = {"name": "pool", "namespace": "team", "uid": "relay-uid", "generation": generation}
+    return relay_from_object({"metadata": meta, "spec": {}}, RelayDefaults("relay:1", 8090))
+
+
+def status(
+    decision: Decision = PUBLISHED,
+    current: dict[str, Any] | None = None,
+    *,
+    relay: Relay | None = None,
+    cluster_id: str = "east",
+    exports: tuple[ExportStatus, ...] = (),
+    now: datetime = NOW,
+) -> dict[str, Any]:
+    return desired_status(
+        relay or make_relay(),
+        current,
+        decision,
+        cluster_id=cluster_id,
+        exports=exports,
+        now=now,
+    )
+
+
+def ready(st: dict[str, Any]) -> dict[str, Any]:
+    conditions: list[dict[str, Any]] = st["conditions"]
+    (condition,) = conditions
+    assert condition["type"] == READY
+    return condition
+
+
+def shown(status_value: str, transition: str | None = EARLIER, **more: Any) -> dict[str, Any]:
+    """A `status` as the relay shows it, with one Ready condition."""
+    condition: dict[str, Any] = {"type": "Ready", "status": status_value}
+    if transition is not None:
+        condition["lastTransitionTime"] = transition
+    return {"conditions": [condition], **more}
+
+
+# --------------------------------------------------------------------------- Ready condition
+
+
+@pytest.mark.parametrize(
+    ("decision", "status_value", "service_name"),
+    [
+        (PUBLISHED, "True", "pool-pool-relay"),
+        (WITHDRAWN, "False", ""),
+        (Decision(Reason.INVALID_CONFIGURATION, "spec.port: bad"), "False", ""),
+    ],
+)
+def test_ready_is_true_and_the_service_named_exactly_when_published(
+    decision: Decision, status_value: str, service_name: str
+) -> None:
+    st = status(decision)
+    assert ready(st)["status"] == status_value
+    assert st["serviceName"] == service_name
+
+
+def test_ready_carries_the_decisions_reason_and_message() -> None:
+    condition = ready(status(WITHDRAWN))
+    assert condition["reason"] == "NoWorkers"
+    assert condition["message"] == "the DGD has no worker component"
+
+
+def test_whole_status_of_a_new_relay() -> None:
+    exports = (ExportStatus("pool-pool-relay", "Exported"),)
+    assert status(PUBLISHED, None, exports=exports) == {
+        "observedGeneration": 4,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "Published",
+                "message": "published as pool-pool-relay",
+                "observedGeneration": 4,
+                "lastTransitionTime": NOW_TEXT,
+            }
+        ],
+        "serviceName": "pool-pool-relay",
+        "clusterId": "east",
+        "exports": [{"name": "pool-pool-relay", "state": "Exported"}],
+    }
+
+
+@pytest.mark.parametrize("generation", [0, 1, 17])
+def test_observed_generation_is_the_relays_generation(generation: int) -> None:
+    st = status(relay=make_relay(generation))
+    assert st["observedGeneration"] == generation
+    assert ready(st)["observedGeneration"] == generation
+
+
+@pytest.mark.parametrize(
+    ("length", "kept"),
+    [(32767, 32767), (32768, 32768), (32769, 32768), (40000, 32768)],
+)
+def test_ready_message_is_cut_at_the_crds_32768_character_limit(length: int, kept: int) -> None:
+    message = "m" * (length - 1) + "!"
+    condition = ready(status(Decision(Reason.INVALID_CONFIGURATION, message)))
+    assert condition["message"] == message[:kept]
+
+
+@pytest.mark.parametrize("cluster_id", ["", "east", "cluster-7"])
+def test_cluster_id_is_shown_as_given(cluster_id: str) -> None:
+    assert status(cluster_id=cluster_id)["clusterId"] == cluster_id
+
+
+# --------------------------------------------------------------------------- lastTransitionTime
+
+
+@pytest.mark.parametrize(
+    ("decision", "current", "transition"),
+    [
+        pytest.param(PUBLISHED, None, NOW_TEXT, id="no-status-yet"),
+        pytest.param(PUBLISHED, {}, NOW_TEXT, id="empty-status"),
+        pytest.param(PUBLISHED, {"conditions": None}, NOW_TEXT, id="null-conditions"),
+        pytest.param(PUBLISHED, shown("True"), EARLIER, id="same-status-keeps-time"),
+        pytest.param(WITHDRAWN, shown("False"), EARLIER, id="same-false-keeps-time"),
+        pytest.param(PUBLISHED, shown("False"), NOW_TEXT, id="became-true"),
+        pytest.param(WITHDRAWN, shown("True"), NOW_TEXT, id="became-false"),
+        pytest.param(PUBLISHED, shown("True", None), NOW_TEXT, id="no-previous-time"),
+        pytest.param(PUBLISHED, shown("True", ""), NOW_TEXT, id="empty-previous-time"),
+        pytest.param(
+            PUBLISHED,
+            {"conditions": [{"type": "Other", "status": "True", "lastTransitionTime": EARLIER}]},
+            NOW_TEXT,
+            id="other-condition-type-ignored",
+        ),
+        pytest.param(
+            PUBLISHED,
+            {"conditions": ["Ready", shown("True")["conditions"][0]]},
+            EARLIER,
+            id="malformed-entries-skipped",
+        ),
+    ],
+)
+def test_transition_time_changes_only_when_ready_changes(
+    decision: Decision, current: dict[str, Any] | None, transition: str
+) -> None:
+    assert ready(status(decision, current))["lastTransitionTime"] == transition
+
+
+def test_transition_time_is_utc_rfc3339_without_fractions() -> None:
+    moment = datetime(2031, 12, 25, 23, 59, 58, 999_999, tzinfo=UTC)
+    assert ready(status(now=moment))["lastTransitionTime"] == "2031-12-25T23:59:58Z"
+
+
+def test_a_relay_whose_status_is_current_needs_no_status_write() -> None:
+    # The reconcile loop: the status written last time is the cached one now, later.
+    exports = (ExportStatus("a", "Skipped", "InvalidServiceName", "too long"),)
+    first = status(PUBLISHED, None, exports=exports)
+    again = status(PUBLISHED, copy.deepcopy(first), exports=exports, now=NOW + timedelta(hours=1))
+    assert again == first
+    assert not status_changed(first, again)
+
+
+def test_a_ready_change_needs_a_status_write_with_a_new_transition_time() -> None:
+    first = status(PUBLISHED)
+    later = NOW + timedelta(minutes=5)
+    withdrawn = status(WITHDRAWN, first, now=later)
+    assert ready(withdrawn)["lastTransitionTime"] == "2024-05-06T07:13:09Z"
+    assert status_changed(first, withdrawn)
+
+
+# --------------------------------------------------------------------------- status_changed
+
+
+@pytest.mark.parametrize(
+    ("current", "desired", "changed"),
+    [
+        pytest.param(None, {"clusterId": "east"}, True, id="no-status-yet"),
+        pytest.param({}, {"clusterId": "east"}, True, id="empty-status"),
+        pytest.param({"clusterId": "east"}, {"clusterId": "east"}, False, id="equal"),
+        pytest.param({"clusterId": "west"}, {"clusterId": "east"}, True, id="value-differs"),
+        pytest.param(
+            {"clusterId": "east", "extra": 1}, {"clusterId": "east"}, False, id="extra-field-kept"
+        ),
+        pytest.param(
+            {"clusterId": "east", "serviceName": ""},
+            {"clusterId": "east", "serviceName": "x"},
+            True,
+            id="second-field-differs",
+        ),
+        pytest.param(None, {}, False, id="nothing-to-write"),
+    ],
+)
+def test_status_changes_when_any_desired_field_differs(
+    current: dict[str, Any] | None, desired: dict[str, Any], changed: bool
+) -> None:
+    assert status_changed(current, desired) is changed
+
+
+# --------------------------------------------------------------------------- apply body
+
+
+def test_status_apply_targets_this_relay_by_uid() -> None:
+    st = status()
+    assert status_apply(make_relay(), st) == {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoPoolRelay",
+        "metadata": {"name": "pool", "namespace": "team", "uid": "relay-uid"},
+        "status": st,
+    }
+
+
+# --------------------------------------------------------------------------- exports[]
+
+
+@pytest.mark.parametrize(
+    ("export", "line"),
+    [
+        (ExportStatus("svc", "Exported"), {"name": "svc", "state": "Exported"}),
+        (
+            ExportStatus("svc", "Pending", "NotCachedYet"),
+            {"name": "svc", "state": "Pending", "reason": "NotCachedYet"},
+        ),
+        (
+            ExportStatus("svc", "Failed", message="boom"),
+            {"name": "svc", "state": "Failed", "message": "boom"},
+        ),
+        (
+            ExportStatus("svc", "Pending", "Conflict", "owned by someone else"),
+            {
+                "name": "svc",
+                "state": "Pending",
+                "reason": "Conflict",
+                "message": "owned by someone else",
+            },
+        ),
+    ],
+)
+def test_export_line_leaves_out_an_empty_reason_or_message(
+    export: ExportStatus, line: dict[str, str]
+) -> None:
+    assert export.to_dict() == line
+
+
+def test_exports_are_shown_in_the_given_order() -> None:
+    exports = (ExportStatus("b", "Exported"), ExportStatus("a", "Skipped", "TooLong"))
+    assert status(exports=exports)["exports"] == [
+        {"name": "b", "state": "Exported"},
+        {"name": "a", "state": "Skipped", "reason": "TooLong"},
+    ]
