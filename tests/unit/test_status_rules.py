@@ -274,3 +274,20 @@ def test_exports_are_shown_in_the_given_order() -> None:
         {"name": "b", "state": "Exported"},
         {"name": "a", "state": "Skipped", "reason": "TooLong"},
     ]
+
+
+@pytest.mark.parametrize(
+    ("shown", "desired", "changed"),
+    [
+        ({}, {"exports": []}, False),  # the server omits the list our apply emptied
+        ({"exports": []}, {"exports": []}, False),
+        ({"exports": [{"name": "a"}]}, {"exports": []}, True),
+        ({}, {"exports": [{"name": "a"}]}, True),
+        ({}, {"serviceName": ""}, True),  # only empty lists and maps match an absent field
+        ({"observedGeneration": 1}, {"observedGeneration": 0}, True),
+    ],
+)
+def test_an_empty_list_matches_an_absent_field_and_nothing_else_does(
+    shown: dict[str, Any], desired: dict[str, Any], changed: bool
+) -> None:
+    assert status_changed(shown, desired) is changed

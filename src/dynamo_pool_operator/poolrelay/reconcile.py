@@ -106,11 +106,17 @@ class PoolRelayReconciler:
         self.default_discovery_backend = default_discovery_backend
         self.exports = exports
         self.clock = clock or SystemClock()
+        # Our last status write per relay: (uid, resourceVersion it was computed from,
+        # status written). The relay cache may not hold that write yet when the next
+        # pass runs; comparing with the stale cached status would then skip a needed
+        # write (found by the guard-breaking pass: a status line stayed wrong).
+        self._written: dict[Request, tuple[str, str, Mapping[str, Any]]] = {}
 
     async def reconcile(self, request: Request) -> Result | None:
         namespace, name = request
         relay_obj = self.caches.relays.store.get(namespace, name)
         if relay_obj is None:
+            self._written.pop(request, None)
             if self.exports is not None:
                 self.exports.forget(request)
             return None  # deleted: the garbage collector removes what it controlled
@@ -140,7 +146,7 @@ class PoolRelayReconciler:
             outcome = await self.exports.reconcile(relay, pool, decision)
             failures.extend(outcome.errors)
 
-        current = relay_obj.get("status")
+        current = self._shown_status(request, relay_obj)
         status = desired_status(
             relay,
             current if isinstance(current, Mapping) else None,
@@ -159,10 +165,25 @@ class PoolRelayReconciler:
                     subresource="status",
                 )
             except errors.ApiError as e:
+                self._written.pop(request, None)  # unknown what the server shows now
                 failures.append(e)
+            else:
+                read_at = str(relay_obj.get("metadata", {}).get("resourceVersion", ""))
+                self._written[request] = (relay.uid, read_at, status)
         if failures:
             raise failures[0] if len(failures) == 1 else ReconcileErrors(failures)
         return None
+
+    def _shown_status(self, request: Request, relay_obj: Mapping[str, Any]) -> Any:
+        """The status the server shows: the cached one, unless the cache still holds the
+        very version our last status write was computed from (then: what we wrote)."""
+        cached = relay_obj.get("status")
+        last = self._written.get(request)
+        meta = relay_obj.get("metadata", {})
+        read = (meta.get("uid"), meta.get("resourceVersion"))
+        if last is not None and (last[0], last[1]) == read:
+            return last[2]
+        return cached
 
     async def _publish(
         self,

@@ -89,9 +89,19 @@ def desired_status(
 
 
 def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
-    """True when writing `desired` would change what the relay shows."""
+    """True when writing `desired` would change what the relay shows.
+
+    An empty list or map in `desired` matches an absent field: applying `exports: []`
+    over a list we own removes its items, and the server then omits the field, so the
+    next pass must not write the same empty list again."""
     current = current or {}
-    return any(current.get(k) != v for k, v in desired.items())
+    return any(not _same(current.get(k), v) for k, v in desired.items())
+
+
+def _same(shown: Any, desired: Any) -> bool:
+    if isinstance(desired, list | dict) and not desired:
+        return not shown
+    return bool(shown == desired)
 
 
 def status_apply(relay: Relay, status: Mapping[str, Any]) -> dict[str, Any]:
