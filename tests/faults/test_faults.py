@@ -9,7 +9,7 @@ else. After the fault:
    user's exports untouched, same uid and resourceVersion);
 2. the audit log shows no write by any replica to anything it does not own — a
    user's export, another resource, another namespace — whatever its answer;
-3. once converged, the replicas write nothing but Lease renewals.
+3. once converged, the replicas go quiet: a window with no write but Lease renewals.
 
 Faults: the leader SIGKILLed mid cold start; kube-apiserver and etcd SIGKILLed
 mid-reconcile; both replicas frozen while the API server restarts and events they
@@ -76,35 +76,44 @@ async def owns_only_what_it_should(cp: ControlPlane, fleet: Fleet, since: int) -
 
 
 async def then_quiet(cp: ControlPlane, fleet: Fleet, seconds: float = 4.0) -> None:
-    """Converged means done: in `seconds` the replicas write nothing but the Lease.
+    """Converged means done: within 40 s the replicas have a `seconds` window with no
+    write but the Lease, and the check ends there.
 
-    Except Events about what happened *before*: a failure recorded while the API server
-    was down is written when it is back (the recorder retries), and its Event says when
-    it was observed. An Event observed inside the window is a new occurrence: an error.
+    Not the first window: convergence is read from the server, and a leader that kept
+    its lease through an apiserver restart may still act on caches that have not
+    relisted yet (exclusive creates answered 409, a status patch) for a second or two.
+    A write loop never goes quiet and fails. Events about what happened *before* a
+    window are allowed in it: a failure recorded while the apiserver was down is written
+    when it is back (the recorder retries), and its Event says when it was observed.
     """
     await asyncio.sleep(1.0)  # the last status write may still be on its way
-    since = await asyncio.to_thread(cp.audit.sync)
-    window_start = datetime.now(UTC)
-    await asyncio.sleep(seconds)
-    extra = [w for w in await replica_writes(cp, since) if w.resource != "leases"]
-    events = {
-        e["metadata"]["name"]: e for e in (await fleet.client.list(EVENTS, fleet.namespace)).items
-    }
+    new: list[AuditEvent] = []
+    events: dict[str, dict[str, Any]] = {}
+    for _ in range(10):
+        since = await asyncio.to_thread(cp.audit.sync)
+        window_start = datetime.now(UTC)
+        await asyncio.sleep(seconds)
+        extra = [w for w in await replica_writes(cp, since) if w.resource != "leases"]
+        listed = await fleet.client.list(EVENTS, fleet.namespace)
+        events = {e["metadata"]["name"]: e for e in listed.items}
 
-    def late_news(w: AuditEvent) -> bool:
-        event = events.get(w.name)
-        if w.resource != "events" or event is None:
-            return False
-        observed = (event.get("series") or {}).get("lastObservedTime") or event["eventTime"]
-        return datetime.fromisoformat(observed) < window_start
+        def late_news(
+            w: AuditEvent, start: datetime = window_start, events: dict[str, Any] = events
+        ) -> bool:
+            event = events.get(w.name)
+            if w.resource != "events" or event is None:
+                return False
+            observed = (event.get("series") or {}).get("lastObservedTime") or event["eventTime"]
+            return datetime.fromisoformat(observed) < start
 
-    new = [w for w in extra if not late_news(w)]
-    if new:
-        what = [
-            f"{w.verb} {w.resource} {w.name} {(events.get(w.name) or {}).get('note', '')}"
-            for w in new
-        ]
-        pytest.fail(f"{len(new)} writes after convergence: {what[:20]}")
+        new = [w for w in extra if not late_news(w)]
+        if not new:
+            return
+    what = [
+        f"{w.verb} {w.resource} {w.name} {w.code} {(events.get(w.name) or {}).get('note', '')}"
+        for w in new
+    ]
+    pytest.fail(f"never quiet after convergence; last window: {len(new)} writes: {what[:20]}")
 
 
 def received(w: AuditEvent) -> datetime:
