@@ -59,9 +59,14 @@ with_heartbeat() {
 }
 
 reports() { # reports BINARY EXPECTED-SUBSTRING VERSION-ARGS...
-    local b=$1 want=$2
+    local b=$1 want=$2 said
     shift 2
-    [ -x "$b" ] && "$b" "$@" 2>/dev/null | grep -qF -- "$want"
+    [ -x "$b" ] || return 1
+    # Capture first, then match: piping into `grep -q` under pipefail fails
+    # at random, because grep exits at the first match and a binary that
+    # prints more lines afterwards (etcd prints four) dies of SIGPIPE (141).
+    said=$("$b" "$@" 2>/dev/null) || return 1
+    [[ $said == *"$want"* ]]
 }
 
 # ---------------------------------------------------------------- kubernetes
