@@ -91,7 +91,9 @@ build_kube() {
         for m in $mods; do go mod edit -replace="$m=$m@$STAGING"; done
         # Mirror upstream's runtime defaults (a dependency's godebug is ignored).
         local gd
-        gd=$(sed -n 's/^godebug \(.*\)$/\1/p' "$kmod" | head -n1)
+        # (sed quits at the first match itself: `| head -n1` under pipefail can
+        # kill sed with SIGPIPE and the script with it.)
+        gd=$(sed -n '/^godebug /{s/^godebug \(.*\)$/\1/p;q;}' "$kmod")
         [ -z "$gd" ] || go mod edit -godebug="$gd"
         log "staging modules replaced at $STAGING: $(echo "$mods" | wc -w)"
         with_heartbeat "downloading kubernetes modules" \
