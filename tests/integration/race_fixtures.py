@@ -27,6 +27,7 @@ from relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
 
 from dynamo_pool_operator import rbac
 from dynamo_pool_operator.exports.plan import Action, Verb
+from dynamo_pool_operator.exports.step import PoolExports
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.testing.audit import AuditEvent
@@ -43,18 +44,31 @@ RBAC = "rbac.authorization.k8s.io/v1"
 
 # ---------------------------------------------------------------- pausing the operator
 class WritePause:
-    """`async with WritePause(op, Verb.WITHDRAW, "x") as pause:` — the first time the
-    operator is about to carry out `verb` on export `name`, it stops (its plan already
-    made from the cache) until `pause.release()`. What the held write then did is kept:
-    `pause.result` (its status line) or `pause.error` (what it raised)."""
+    """`async with WritePause(op, Verb.WITHDRAW, "x", ns) as pause:` — the first time
+    the operator is about to carry out `verb` on export `name` in namespace `ns`, it
+    stops (its plan already made from the cache) until `pause.release()`. What the
+    held write then did is kept: `pause.result` (its status line) or `pause.error`
+    (what it raised).
+
+    The namespace is required: the operator is cluster-wide, and a relay of the same
+    name in an earlier test's namespace (still being deleted) may carry out the same
+    verb on a same-named export at that moment; holding that write instead was a
+    rare flake."""
 
     def __init__(
-        self, op: OperatorUnderTest, verb: Verb, name: str, *, timeout: float = 20.0
+        self,
+        op: OperatorUnderTest,
+        verb: Verb,
+        name: str,
+        namespace: str,
+        *,
+        timeout: float = 20.0,
     ) -> None:
         exports = op.running.reconciler.exports
-        assert exports is not None, "exports are not enabled on this operator"
+        assert isinstance(exports, PoolExports), "exports are not enabled on this operator"
         self.executor: Any = exports.executor
-        self.verb, self.name, self.timeout = verb, name, timeout
+        self.verb, self.name, self.namespace = verb, name, namespace
+        self.timeout = timeout
         self.action: Action | None = None
         self.result: Any = None
         self.error: BaseException | None = None
@@ -64,7 +78,12 @@ class WritePause:
         self._original: Callable[..., Awaitable[Any]] = self.executor._one
 
     async def _one(self, relay: Any, regarding: Any, action: Action) -> Any:
-        if self._reached.is_set() or action.verb is not self.verb or action.name != self.name:
+        if (
+            self._reached.is_set()
+            or action.verb is not self.verb
+            or action.name != self.name
+            or relay.namespace != self.namespace
+        ):
             return await self._original(relay, regarding, action)
         self.action = action
         self._reached.set()
@@ -203,26 +222,22 @@ def _dry_run(client: Client, namespace: str, name: str, operation: str) -> Calla
 
 
 @contextlib.asynccontextmanager
-async def deny_export_writes(
+async def operator_refused(
     cp: ControlPlane,
-    client: Client,
-    namespace: str,
-    name: str,
-    operation: str,
     *,
+    policy: str,
+    namespace: str,
+    rule: dict[str, Any],
+    name_expression: str,
+    name: str,
+    probe: Callable[[], Awaitable[Any]],
     timeout: float = 15.0,
 ) -> AsyncIterator[None]:
-    """While open, the API server refuses `operation` (CREATE, UPDATE or DELETE) of the
-    ServiceExport `namespace/name` by the operator's user, through a ValidatingAdmission-
-    Policy with a Deny binding limited to `namespace`. Returns once the refusal is in
-    force (a dry run is refused); on exit deletes both and waits until it is lifted.
-
-    `client` must authenticate as the operator's user (admin) for the probes; for DELETE
-    and UPDATE the export must exist while the policy is installed."""
-    policy = f"deny-{operation.lower()}-{namespace}"
-    expression = (
-        f"request.userInfo.username != '{OPERATOR_USER}' || {_NAME_OF[operation]} != '{name}'"
-    )
+    """While open, a ValidatingAdmissionPolicy refuses the operator's user the requests
+    `rule` matches (one resource rule) when `name_expression` (CEL) equals `name`, with
+    a Deny binding limited to `namespace`. Returns once `probe` (a dry run by the
+    operator's user) is refused; on exit deletes both and waits until it is lifted."""
+    expression = f"request.userInfo.username != '{OPERATOR_USER}' || {name_expression} != '{name}'"
     objs = [
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -230,19 +245,8 @@ async def deny_export_writes(
             "metadata": {"name": policy},
             "spec": {
                 "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [SE.group],
-                            "apiVersions": ["*"],
-                            "operations": [operation],
-                            "resources": [SE.plural],
-                        }
-                    ]
-                },
-                "validations": [
-                    {"expression": expression, "message": f"test refuses {operation} of {name}"}
-                ],
+                "matchConstraints": {"resourceRules": [rule]},
+                "validations": [{"expression": expression, "message": f"test refuses {name}"}],
             },
         },
         {
@@ -260,7 +264,6 @@ async def deny_export_writes(
     ]
     for obj in objs:
         await asyncio.to_thread(cp.apply, obj)
-    probe = _dry_run(client, namespace, name, operation)
     try:
         await _until(lambda: _refused(probe), timeout, f"policy {policy} in force")
         yield
@@ -273,6 +276,40 @@ async def deny_export_writes(
         return not await _refused(probe)
 
     await _until(lifted, timeout, f"policy {policy} lifted")
+
+
+@contextlib.asynccontextmanager
+async def deny_export_writes(
+    cp: ControlPlane,
+    client: Client,
+    namespace: str,
+    name: str,
+    operation: str,
+    *,
+    timeout: float = 15.0,
+) -> AsyncIterator[None]:
+    """While open, the API server refuses `operation` (CREATE, UPDATE or DELETE) of the
+    ServiceExport `namespace/name` by the operator's user (see `operator_refused`).
+
+    `client` must authenticate as the operator's user (admin) for the probes; for DELETE
+    and UPDATE the export must exist while the policy is installed."""
+    rule = {
+        "apiGroups": [SE.group],
+        "apiVersions": ["*"],
+        "operations": [operation],
+        "resources": [SE.plural],
+    }
+    async with operator_refused(
+        cp,
+        policy=f"deny-{operation.lower()}-{namespace}",
+        namespace=namespace,
+        rule=rule,
+        name_expression=_NAME_OF[operation],
+        name=name,
+        probe=_dry_run(client, namespace, name, operation),
+        timeout=timeout,
+    ):
+        yield
 
 
 async def _until(probe: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:

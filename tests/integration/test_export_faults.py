@@ -169,7 +169,7 @@ async def test_refused_repair_is_recorded_as_export_failed_and_retried(
     await steady_pool(client, namespace, mcs)
     export = await export_obj(client, namespace, FRONTEND_SVC)
     assert export is not None
-    async with WritePause(mcs, Verb.REPAIR, FRONTEND_SVC) as pause:
+    async with WritePause(mcs, Verb.REPAIR, FRONTEND_SVC, namespace) as pause:
         await client.merge_patch(
             SE, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "drifted"}}}, namespace
         )

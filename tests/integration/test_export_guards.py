@@ -13,7 +13,6 @@ feature-off cleanup's per-export step) while the test changes the object through
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -23,7 +22,6 @@ import pytest
 from export_fixtures import SE, config, events_for, export_obj, exports_become, wait_event
 from race_fixtures import (
     FRONTEND_SVC,
-    OPERATOR_USER,
     POOL,
     RELAY_SVC,
     Spy,
@@ -31,6 +29,7 @@ from race_fixtures import (
     export_states,
     export_writes,
     make_pool,
+    operator_refused,
     state_becomes,
     verbs,
     wait_event_about,
@@ -65,21 +64,6 @@ API_SVC = f"{POOL}-api"
 async def mcs(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
     async with OperatorUnderTest(control_plane, config("mcs")) as op:
         yield op
-
-
-class PauseIn(WritePause):
-    """`WritePause` limited to one namespace: the operator is cluster-wide, and a relay
-    of the same name in an earlier test's namespace (being deleted) may withdraw an
-    export of the same name at the same moment."""
-
-    def __init__(self, op: OperatorUnderTest, verb: Verb, name: str, namespace: str) -> None:
-        super().__init__(op, verb, name)
-        self.namespace = namespace
-
-    async def _one(self, relay: Any, regarding: Any, action: Any) -> Any:
-        if relay.namespace != self.namespace:
-            return await self._original(relay, regarding, action)
-        return await super()._one(relay, regarding, action)
 
 
 def export_body(ns: str, name: str, **meta: Any) -> dict[str, Any]:
@@ -157,7 +141,7 @@ async def test_withdrawal_of_an_export_deleted_since_the_read_is_done_not_failed
     await published(client, namespace, mcs)
     since = control_plane.audit.offset()
     spy = Spy(mcs)
-    async with PauseIn(mcs, Verb.WITHDRAW, FRONTEND_SVC, namespace) as pause:
+    async with WritePause(mcs, Verb.WITHDRAW, FRONTEND_SVC, namespace) as pause:
         await client.delete(DGDS, POOL, namespace)  # withdraws the relay and its exports
         await pause.reached()
         await client.delete(SE, FRONTEND_SVC, namespace)  # someone else was quicker
@@ -392,77 +376,34 @@ async def test_users_export_deleted_lets_the_relay_export_its_own(
 # ---------------------------------------------------------------- independence
 @contextlib.asynccontextmanager
 async def refuse_service_create(
-    cp: ControlPlane, client: Client, namespace: str, name: str, *, timeout: float = 15.0
+    cp: ControlPlane, client: Client, namespace: str, name: str
 ) -> AsyncIterator[None]:
     """While open, a ValidatingAdmissionPolicy refuses the operator's user creating the
     Service `namespace/name` (the relay's own Service)."""
-    policy = f"deny-svc-{namespace}"
-    expression = (
-        f"request.userInfo.username != '{OPERATOR_USER}' || object.metadata.name != '{name}'"
-    )
-    objs = [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": {"name": policy},
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": [""],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE"],
-                            "resources": ["services"],
-                        }
-                    ]
-                },
-                "validations": [{"expression": expression, "message": f"test refuses {name}"}],
-            },
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": policy},
-            "spec": {
-                "policyName": policy,
-                "validationActions": ["Deny"],
-                "matchResources": {
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-                },
-            },
-        },
-    ]
-    for obj in objs:
-        await asyncio.to_thread(cp.apply, obj)
     body = {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"ports": [{"port": 80}]},
     }
-
-    async def refused() -> bool:
-        try:
-            await client.request(
-                "POST", SERVICES.path(namespace), params={"dryRun": "All"}, body=body
-            )
-        except errors.ApiError as e:
-            return "denied request" in str(e)
-        return False
-
-    try:
-        await eventually(refused, timeout=timeout)  # the policy is in force
+    rule = {
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "operations": ["CREATE"],
+        "resources": ["services"],
+    }
+    async with operator_refused(
+        cp,
+        policy=f"deny-svc-{namespace}",
+        namespace=namespace,
+        rule=rule,
+        name_expression="object.metadata.name",
+        name=name,
+        probe=lambda: client.request(
+            "POST", SERVICES.path(namespace), params={"dryRun": "All"}, body=body
+        ),
+    ):
         yield
-    finally:
-        base = "/apis/admissionregistration.k8s.io/v1"
-        for kind in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
-            await asyncio.to_thread(cp.request, "DELETE", f"{base}/{kind}/{policy}")
-
-    async def lifted() -> bool:
-        return not await refused()
-
-    await eventually(lifted, timeout=timeout)
 
 
 # Guard: reconcile, the export step runs whatever the relay's own writes did (SPEC §4.7).

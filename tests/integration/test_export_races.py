@@ -75,7 +75,7 @@ async def test_stale_withdrawal_is_refused_after_a_user_removed_the_controller_r
     await published(client, namespace, mcs)
     since = control_plane.audit.offset()
     spy = Spy(mcs)
-    async with WritePause(mcs, Verb.WITHDRAW, FRONTEND_SVC) as pause:
+    async with WritePause(mcs, Verb.WITHDRAW, FRONTEND_SVC, namespace) as pause:
         await client.delete(DGDS, POOL, namespace)  # the relay and its exports are withdrawn
         planned = await pause.reached()
         assert planned.export is not None
@@ -125,7 +125,7 @@ async def test_stale_withdrawal_is_refused_after_another_relay_took_the_export(
     await mcs.settle()
     since = control_plane.audit.offset()
     spy = Spy(mcs)
-    async with WritePause(mcs, Verb.WITHDRAW, shared) as pause:
+    async with WritePause(mcs, Verb.WITHDRAW, shared, namespace) as pause:
         await client.delete(DGDS, "a-x", namespace)
         await pause.reached()
         ref = {
@@ -165,7 +165,7 @@ async def test_repair_is_refused_when_a_user_took_the_export_over_after_the_read
     await published(client, namespace, mcs)
     since = control_plane.audit.offset()
     spy = Spy(mcs)
-    async with WritePause(mcs, Verb.REPAIR, FRONTEND_SVC) as pause:
+    async with WritePause(mcs, Verb.REPAIR, FRONTEND_SVC, namespace) as pause:
         await client.merge_patch(
             SE, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "theirs"}}}, namespace
         )
@@ -195,7 +195,7 @@ async def test_repair_never_creates_a_deleted_export(
     before = await export_obj(client, namespace, FRONTEND_SVC)
     assert before is not None
     since = control_plane.audit.offset()
-    async with WritePause(mcs, Verb.REPAIR, FRONTEND_SVC) as pause:
+    async with WritePause(mcs, Verb.REPAIR, FRONTEND_SVC, namespace) as pause:
         await client.merge_patch(
             SE, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "wrong"}}}, namespace
         )
@@ -231,7 +231,7 @@ async def test_already_exists_from_a_stale_cache_is_no_error(
 ) -> None:
     since = control_plane.audit.offset()
     spy = Spy(mcs)
-    async with WritePause(mcs, Verb.CREATE, FRONTEND_SVC) as pause:
+    async with WritePause(mcs, Verb.CREATE, FRONTEND_SVC, namespace) as pause:
         await make_pool(client, namespace)
         await pause.reached()
         mine = await client.create(
