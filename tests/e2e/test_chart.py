@@ -10,12 +10,9 @@ Both cluster-wide and namespace-restricted.
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import io
 import re
-import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Iterator
 from typing import Any
 
 import pytest
@@ -29,9 +26,25 @@ from chart_helpers import (
     template,
     template_error,
 )
+from chart_operator import (
+    CLUSTER_PROPERTIES,
+    DGDS,
+    FRONTEND_SVC,
+    POOL,
+    RELAY_SVC,
+    RELAYS,
+    SERVICEEXPORTS,
+    Release,
+    cluster_id,
+    dgd,
+    exported_status,
+    install_as_service_account,
+    new_release,
+    operator_running,
+    publish_pool,
+)
 
-from dynamo_pool_operator import __version__, process, status_cmd
-from dynamo_pool_operator.api import crd
+from dynamo_pool_operator import __version__, status_cmd
 from dynamo_pool_operator.config import OperatorConfiguration, to_document
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
@@ -46,20 +59,9 @@ from dynamo_pool_operator.runtime.resources import (
 )
 from dynamo_pool_operator.testing.controlplane import ControlPlane
 
-RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
-DGDS = Resource("nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment")
-SERVICEEXPORTS = Resource("multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport")
-CLUSTER_PROPERTIES = Resource(
-    "about.k8s.io", "v1beta1", "clusterproperties", "ClusterProperty", namespaced=False
-)
 CLUSTER_ROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
 )
-CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
-
-POOL = "llama"
-RELAY_SVC = f"{POOL}-pool-relay"
-FRONTEND_SVC = f"{POOL}-frontend"
 
 MODES = pytest.mark.parametrize("restricted", [False, True], ids=["cluster-wide", "restricted"])
 
@@ -265,89 +267,10 @@ def test_bad_values_are_refused(values: dict[str, Any], message: str) -> None:
 
 
 # ====================================================================== the chart's identity
-@dataclasses.dataclass(frozen=True)
-class Release:
-    name: str
-    namespace: str
-
-
 @pytest.fixture
 def release(control_plane: ControlPlane) -> Iterator[Release]:
-    """A release namespace; on teardown it and the release's cluster-scoped RBAC go."""
-    suffix = uuid.uuid4().hex[:8]
-    rel = Release(f"e2e-{suffix}", f"dpo-{suffix}")
-    control_plane.create_namespace(rel.namespace)
-    try:
+    with new_release(control_plane, "e2e") as rel:
         yield rel
-    finally:
-        control_plane.delete_namespace(rel.namespace)
-        selector = f"labelSelector=app.kubernetes.io/instance%3D{rel.name}"
-        for plural in ("clusterroles", "clusterrolebindings"):
-            control_plane.request(
-                "DELETE", f"/apis/rbac.authorization.k8s.io/v1/{plural}?{selector}"
-            )
-
-
-def install_without_deployment(cp: ControlPlane, docs: list[dict[str, Any]]) -> None:
-    for doc in docs:
-        if doc["kind"] == "CustomResourceDefinition":
-            cp.install_crd(doc)
-        elif doc["kind"] != "Deployment":
-            cp.apply(doc)
-
-
-def mint_token(cp: ControlPlane, namespace: str, service_account: str) -> str:
-    """A token for the ServiceAccount from the TokenRequest API, as the kubelet gets one."""
-    status, body = cp.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token",
-        {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"expirationSeconds": 3600},
-        },
-    )
-    assert status == 201, f"TokenRequest for {namespace}/{service_account}: {status} {body}"
-    token: str = body["status"]["token"]
-    return token
-
-
-def ensure_cluster_id(cp: ControlPlane) -> tuple[str, bool]:
-    """The cluster's ID (ClusterProperty), created if missing; (value, created)."""
-    path = f"/apis/about.k8s.io/v1beta1/clusterproperties/{CLUSTER_ID_PROPERTY}"
-    status, body = cp.request("GET", path)
-    if status == 200:
-        return str(body["spec"]["value"]), False
-    cp.apply(
-        {
-            "apiVersion": "about.k8s.io/v1beta1",
-            "kind": "ClusterProperty",
-            "metadata": {"name": CLUSTER_ID_PROPERTY},
-            "spec": {"value": "chart-e2e"},
-        }
-    )
-    return "chart-e2e", True
-
-
-async def while_running(
-    task: asyncio.Task[int], probe: Callable[[], Awaitable[Any]], what: str, timeout: float = 60
-) -> Any:
-    """Poll `probe` until truthy; fail at once (with the exit code) if the operator exits."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    last: Any = None
-    while loop.time() < deadline:
-        if task.done():
-            pytest.fail(f"the operator exited with {task.result()} while waiting for {what}")
-        try:
-            last = await probe()
-        except errors.ApiError as e:
-            last = e
-        else:
-            if last:
-                return last
-        await asyncio.sleep(0.1)
-    pytest.fail(f"{what}: not within {timeout}s; last {last!r}")
 
 
 async def forbidden(call: Awaitable[Any]) -> bool:
@@ -358,20 +281,6 @@ async def forbidden(call: Awaitable[Any]) -> bool:
     return False
 
 
-def dgd(name: str, namespace: str) -> dict[str, Any]:
-    return {
-        "apiVersion": DGDS.api_version,
-        "kind": DGDS.kind,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "components": [
-                {"name": "Frontend", "type": "frontend", "replicas": 1},
-                {"name": "decode", "type": "decode", "replicas": 1},
-            ]
-        },
-    }
-
-
 @MODES
 async def test_the_charts_service_account_can_run_the_operator_and_nothing_more(
     control_plane: ControlPlane, client: Client, namespace: str, release: Release, restricted: bool
@@ -380,115 +289,82 @@ async def test_the_charts_service_account_can_run_the_operator_and_nothing_more(
     values: dict[str, Any] = {"multiCluster": {"mcsImplementation": "mcs"}}
     if restricted:
         values |= restricted_values(namespace)
-    docs = template(values, release=release.name, namespace=release.namespace, include_crds=True)
-    assert any(d["kind"] == "CustomResourceDefinition" for d in docs)
-    install_without_deployment(cp, docs)
+    installed = install_as_service_account(cp, release, values)
+    assert any(d["kind"] == "CustomResourceDefinition" for d in installed.docs)
+    user, kubeconfig = installed.user, installed.kubeconfig
 
-    sa_name = one(docs, "ServiceAccount")["metadata"]["name"]
-    user = f"system:serviceaccount:{release.namespace}:{sa_name}"
-    kubeconfig = cp.token_kubeconfig(mint_token(cp, release.namespace, sa_name), user=release.name)
-
-    cfg = rendered_configuration(docs)
+    cfg = installed.configuration()
     lease_ns = namespace if restricted else release.namespace
     assert cfg.leader_election.enabled
     assert cfg.leader_election.namespace == lease_ns
     assert cfg.namespace.restricted == (namespace if restricted else "")
-    # A pod binds :8080/:8081; in process, any free loopback port.
-    cfg = dataclasses.replace(
-        cfg,
-        server=dataclasses.replace(
-            cfg.server, metrics_address="127.0.0.1:0", health_probe_address="127.0.0.1:0"
-        ),
-    )
-    cluster_id, created_property = ensure_cluster_id(cp)
 
     since = cp.audit.offset()
-    stop = asyncio.Event()
-    task = asyncio.create_task(process.run(cfg, kubeconfig=str(kubeconfig), stop=stop))
-    try:
-        await client.create(DGDS, dgd(POOL, namespace))
-        await client.create(
-            RELAYS,
-            {
-                "apiVersion": RELAYS.api_version,
-                "kind": RELAYS.kind,
-                "metadata": {"name": POOL, "namespace": namespace},
-                "spec": {"clusterId": cluster_id},
-            },
-        )
-
-        async def exported() -> dict[str, Any] | None:
-            relay = await client.get(RELAYS, POOL, namespace)
-            status = relay.get("status") or {}
-            if status.get("observedGeneration") != relay["metadata"]["generation"]:
-                return None
-            states = {e["name"]: e["state"] for e in status.get("exports") or []}
-            if states != {RELAY_SVC: "Exported", FRONTEND_SVC: "Exported"}:
-                return None
-            return dict(status)
-
-        status = await while_running(task, exported, "the pool published and exported")
-        (ready,) = status["conditions"]
-        assert (ready["type"], ready["status"], ready["reason"]) == ("Ready", "True", "Published")
-        assert status["clusterId"] == cluster_id
-        exports = {
-            e["metadata"]["name"] for e in (await client.list(SERVICEEXPORTS, namespace)).items
-        }
-        assert exports == {RELAY_SVC, FRONTEND_SVC}
-        await client.get(DEPLOYMENTS, RELAY_SVC, namespace)
-        await client.get(SERVICES, RELAY_SVC, namespace)
-
-        # `status` reads as the same identity: what a platform team would see.
-        out = io.StringIO()
-        assert await status_cmd.run(kubeconfig=str(kubeconfig), namespace=namespace, out=out) == 0
-        row = out.getvalue().splitlines()[1].split()
-        assert row == [namespace, POOL, "True", "Published", "2/2", "exported"], out.getvalue()
-
-        lease = await client.get(LEASES, cfg.leader_election.name, lease_ns)
-        assert lease["spec"]["holderIdentity"], "the operator should hold the Lease"
-
-        await _refused_what_it_must_not_do(cp, kubeconfig, namespace, release, restricted)
-
-        # Every write the operator made was as the chart's ServiceAccount, and allowed.
-        async def events_written() -> bool:
-            writes = cp.audit.writes(since, user=user)
-            return any(w.resource == "events" and w.code < 300 for w in writes)
-
-        await while_running(task, events_written, "an Event written by the ServiceAccount")
-        writes = cp.audit.writes(since, user=user)
-        written = {(w.resource, w.subresource, w.verb) for w in writes if w.code < 300}
-        for want in [
-            ("leases", "", "create"),
-            ("deployments", "", "create"),
-            ("services", "", "create"),
-            ("serviceexports", "", "create"),
-            ("dynamopoolrelays", "status", "patch"),
-            ("events", "", "create"),
-        ]:
-            assert want in written, f"{want} not written by {user}; wrote {sorted(written)}"
-        # An unreadable ClusterProperty (its reader role missing) does not stop exports;
-        # the operator reports it as an ExportFailed event, which must not be there.
-        events = (await client.list(EVENTS, namespace)).items
-        failed = [e.get("note") for e in events if e.get("reason") == "ExportFailed"]
-        assert not failed, f"the operator reported export failures: {failed}"
-        operator_denied = [
-            (w.verb, w.resource, w.namespace, w.name, w.code)
-            for w in writes
-            if w.code == 403 and w.user_agent.startswith("dynamo-pool-operator/")
-        ]
-        assert not operator_denied, f"the operator was denied writes: {operator_denied}"
-    finally:
-        stop.set()
-        code = await asyncio.wait_for(task, 30)
-        if created_property:
-            cp.request(
-                "DELETE", f"/apis/about.k8s.io/v1beta1/clusterproperties/{CLUSTER_ID_PROPERTY}"
+    with cluster_id(cp) as cluster:
+        async with operator_running(installed, cfg) as run:
+            await publish_pool(client, namespace, cluster)
+            status = await run.until(
+                lambda: exported_status(client, namespace), "the pool published and exported"
             )
-    assert code == process.EXIT_OK
+            (ready,) = status["conditions"]
+            assert (ready["type"], ready["status"], ready["reason"]) == (
+                "Ready",
+                "True",
+                "Published",
+            )
+            assert status["clusterId"] == cluster
+            exports = {
+                e["metadata"]["name"] for e in (await client.list(SERVICEEXPORTS, namespace)).items
+            }
+            assert exports == {RELAY_SVC, FRONTEND_SVC}
+            await client.get(DEPLOYMENTS, RELAY_SVC, namespace)
+            await client.get(SERVICES, RELAY_SVC, namespace)
+
+            # `status` reads as the same identity: what a platform team would see.
+            out = io.StringIO()
+            code = await status_cmd.run(kubeconfig=str(kubeconfig), namespace=namespace, out=out)
+            assert code == 0
+            row = out.getvalue().splitlines()[1].split()
+            assert row == [namespace, POOL, "True", "Published", "2/2", "exported"], out.getvalue()
+
+            lease = await client.get(LEASES, cfg.leader_election.name, lease_ns)
+            assert lease["spec"]["holderIdentity"], "the operator should hold the Lease"
+
+            await _refused_what_it_must_not_do(kubeconfig, namespace, release, restricted)
+
+            # Every write the operator made was as the chart's ServiceAccount, and allowed.
+            async def events_written() -> bool:
+                writes = cp.audit.writes(since, user=user)
+                return any(w.resource == "events" and w.code < 300 for w in writes)
+
+            await run.until(events_written, "an Event written by the ServiceAccount")
+            writes = cp.audit.writes(since, user=user)
+            written = {(w.resource, w.subresource, w.verb) for w in writes if w.code < 300}
+            for want in [
+                ("leases", "", "create"),
+                ("deployments", "", "create"),
+                ("services", "", "create"),
+                ("serviceexports", "", "create"),
+                ("dynamopoolrelays", "status", "patch"),
+                ("events", "", "create"),
+            ]:
+                assert want in written, f"{want} not written by {user}; wrote {sorted(written)}"
+            # An unreadable ClusterProperty (its reader role missing) does not stop
+            # exports; the operator reports it as an ExportFailed event, which must not be
+            # there.
+            events = (await client.list(EVENTS, namespace)).items
+            failed = [e.get("note") for e in events if e.get("reason") == "ExportFailed"]
+            assert not failed, f"the operator reported export failures: {failed}"
+            operator_denied = [
+                (w.verb, w.resource, w.namespace, w.name, w.code)
+                for w in writes
+                if w.code == 403 and w.user_agent.startswith("dynamo-pool-operator/")
+            ]
+            assert not operator_denied, f"the operator was denied writes: {operator_denied}"
 
 
 async def _refused_what_it_must_not_do(
-    cp: ControlPlane, kubeconfig: Any, namespace: str, release: Release, restricted: bool
+    kubeconfig: Any, namespace: str, release: Release, restricted: bool
 ) -> None:
     """The chart's identity is refused (403) what the operator must never do."""
     async with Client(load_kubeconfig(kubeconfig), user_agent="chart-e2e-probe") as sa:

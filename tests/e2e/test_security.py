@@ -23,27 +23,20 @@ import dataclasses
 import re
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_helpers import ROOT, one, rendered_configuration, restricted_values, template
-from test_chart import (
-    CLUSTER_ID_PROPERTY,
-    DGDS,
-    FRONTEND_SVC,
-    POOL,
-    RELAY_SVC,
-    RELAYS,
+from chart_helpers import ROOT, one, restricted_values, template
+from chart_operator import (
     Release,
-    dgd,
-    ensure_cluster_id,
-    install_without_deployment,
-    mint_token,
-    while_running,
+    cluster_id,
+    exported_status,
+    install_as_service_account,
+    new_release,
+    operator_running,
+    publish_pool,
 )
 
-from dynamo_pool_operator import process
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
@@ -212,20 +205,8 @@ def check_review(status: dict[str, Any], where: set[str], namespace: str) -> Non
 
 @pytest.fixture
 def release(control_plane: ControlPlane) -> Iterator[Release]:
-    """A release namespace; on teardown it and the release's cluster-scoped RBAC go.
-    (Copied from test_chart.py's fixture of the same name.)"""
-    suffix = uuid.uuid4().hex[:8]
-    rel = Release(f"sec-{suffix}", f"dpo-{suffix}")
-    control_plane.create_namespace(rel.namespace)
-    try:
+    with new_release(control_plane, "sec") as rel:
         yield rel
-    finally:
-        control_plane.delete_namespace(rel.namespace)
-        selector = f"labelSelector=app.kubernetes.io/instance%3D{rel.name}"
-        for plural in ("clusterroles", "clusterrolebindings"):
-            control_plane.request(
-                "DELETE", f"/apis/rbac.authorization.k8s.io/v1/{plural}?{selector}"
-            )
 
 
 @pytest.fixture
@@ -239,18 +220,6 @@ def bystander(control_plane: ControlPlane) -> Iterator[str]:
         control_plane.delete_namespace(name)
 
 
-def install_as_service_account(
-    cp: ControlPlane, release: Release, values: dict[str, Any]
-) -> tuple[list[dict[str, Any]], Path, str]:
-    """The chart without its Deployment; (rendered docs, SA kubeconfig, SA user name)."""
-    docs = template(values, release=release.name, namespace=release.namespace, include_crds=True)
-    install_without_deployment(cp, docs)
-    sa_name = one(docs, "ServiceAccount")["metadata"]["name"]
-    user = f"system:serviceaccount:{release.namespace}:{sa_name}"
-    token = mint_token(cp, release.namespace, sa_name)
-    return docs, cp.token_kubeconfig(token, user=release.name), user
-
-
 @MODES
 async def test_the_charts_service_account_is_granted_no_more_than_the_spec_needs(
     control_plane: ControlPlane,
@@ -262,7 +231,7 @@ async def test_the_charts_service_account_is_granted_no_more_than_the_spec_needs
     values: dict[str, Any] = {"multiCluster": {"mcsImplementation": "mcs"}}
     if restricted:
         values |= restricted_values(namespace)
-    _, kubeconfig, _ = install_as_service_account(control_plane, release, values)
+    kubeconfig = install_as_service_account(control_plane, release, values).kubeconfig
     if restricted:  # manages `namespace` only, and keeps its Lease there
         expected = {
             namespace: {MANAGED, LEASE, CLUSTER},
@@ -285,43 +254,17 @@ async def test_the_operator_makes_no_request_on_secrets_while_publishing_and_exp
     control_plane: ControlPlane, client: Client, namespace: str, release: Release
 ) -> None:
     cp = control_plane
-    values = {"multiCluster": {"mcsImplementation": "mcs"}}
-    docs, kubeconfig, user = install_as_service_account(cp, release, values)
-    cfg = rendered_configuration(docs)
-    cfg = dataclasses.replace(
-        cfg,
-        server=dataclasses.replace(
-            cfg.server, metrics_address="127.0.0.1:0", health_probe_address="127.0.0.1:0"
-        ),
+    installed = install_as_service_account(
+        cp, release, {"multiCluster": {"mcsImplementation": "mcs"}}
     )
-    cluster_id, created_property = ensure_cluster_id(cp)
+    kubeconfig, user = installed.kubeconfig, installed.user
     since = cp.audit.offset()
-    stop = asyncio.Event()
-    task = asyncio.create_task(process.run(cfg, kubeconfig=str(kubeconfig), stop=stop))
-    try:
-        await client.create(DGDS, dgd(POOL, namespace))
-        relay = {
-            "apiVersion": RELAYS.api_version,
-            "kind": RELAYS.kind,
-            "metadata": {"name": POOL, "namespace": namespace},
-            "spec": {"clusterId": cluster_id},
-        }
-        await client.create(RELAYS, relay)
-
-        async def exported() -> bool:
-            status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
-            states = {e["name"]: e["state"] for e in status.get("exports") or []}
-            return states == {RELAY_SVC: "Exported", FRONTEND_SVC: "Exported"}
-
-        await while_running(task, exported, "the pool published and exported")
-    finally:
-        stop.set()
-        code = await asyncio.wait_for(task, 30)
-        if created_property:
-            cp.request(
-                "DELETE", f"/apis/about.k8s.io/v1beta1/clusterproperties/{CLUSTER_ID_PROPERTY}"
+    with cluster_id(cp) as cluster:
+        async with operator_running(installed, installed.configuration()) as run:
+            await publish_pool(client, namespace, cluster)
+            await run.until(
+                lambda: exported_status(client, namespace), "the pool published and exported"
             )
-    assert code == process.EXIT_OK
 
     # The operator did work as this identity (so the filter below is not vacuous)...
     written = {w.resource for w in await asyncio.to_thread(cp.audit.writes, since, user=user)}

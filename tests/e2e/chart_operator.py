@@ -1,0 +1,214 @@
+"""Running the operator in process as the chart's ServiceAccount.
+
+The chart e2e and security tests both render the chart, apply everything but its
+Deployment, mint a token for the chart's ServiceAccount (as the kubelet would) and run
+the real `process.run` with the rendered configuration under that identity. This module
+is that procedure once, so the two suites cannot drift apart in how they set it up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chart_helpers import one, rendered_configuration, template
+
+from dynamo_pool_operator import process
+from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import Resource
+from dynamo_pool_operator.testing.controlplane import ControlPlane
+
+RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
+DGDS = Resource("nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment")
+SERVICEEXPORTS = Resource("multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport")
+CLUSTER_PROPERTIES = Resource(
+    "about.k8s.io", "v1beta1", "clusterproperties", "ClusterProperty", namespaced=False
+)
+CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
+
+POOL = "llama"
+RELAY_SVC = f"{POOL}-pool-relay"
+FRONTEND_SVC = f"{POOL}-frontend"
+
+
+@dataclasses.dataclass(frozen=True)
+class Release:
+    name: str
+    namespace: str
+
+
+@contextlib.contextmanager
+def new_release(cp: ControlPlane, prefix: str) -> Iterator[Release]:
+    """A release namespace; afterwards it and the release's cluster-scoped RBAC go."""
+    suffix = uuid.uuid4().hex[:8]
+    rel = Release(f"{prefix}-{suffix}", f"dpo-{suffix}")
+    cp.create_namespace(rel.namespace)
+    try:
+        yield rel
+    finally:
+        cp.delete_namespace(rel.namespace)
+        selector = f"labelSelector=app.kubernetes.io/instance%3D{rel.name}"
+        for plural in ("clusterroles", "clusterrolebindings"):
+            cp.request("DELETE", f"/apis/rbac.authorization.k8s.io/v1/{plural}?{selector}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Installed:
+    """The chart applied without its Deployment, and the ServiceAccount's credentials."""
+
+    docs: list[dict[str, Any]]
+    kubeconfig: Path
+    #: The ServiceAccount's user name, as the audit log records it.
+    user: str
+
+    def configuration(self) -> OperatorConfiguration:
+        """The rendered configuration, on free loopback ports (a pod binds :8080/:8081)."""
+        cfg = rendered_configuration(self.docs)
+        server = dataclasses.replace(
+            cfg.server, metrics_address="127.0.0.1:0", health_probe_address="127.0.0.1:0"
+        )
+        return dataclasses.replace(cfg, server=server)
+
+
+def install_as_service_account(
+    cp: ControlPlane, release: Release, values: dict[str, Any]
+) -> Installed:
+    docs = template(values, release=release.name, namespace=release.namespace, include_crds=True)
+    for doc in docs:
+        if doc["kind"] == "CustomResourceDefinition":
+            cp.install_crd(doc)
+        elif doc["kind"] != "Deployment":
+            cp.apply(doc)
+    sa_name = one(docs, "ServiceAccount")["metadata"]["name"]
+    token = mint_token(cp, release.namespace, sa_name)
+    return Installed(
+        docs,
+        cp.token_kubeconfig(token, user=release.name),
+        f"system:serviceaccount:{release.namespace}:{sa_name}",
+    )
+
+
+def mint_token(cp: ControlPlane, namespace: str, service_account: str) -> str:
+    """A token for the ServiceAccount from the TokenRequest API, as the kubelet gets one."""
+    status, body = cp.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{service_account}/token",
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": 3600},
+        },
+    )
+    assert status == 201, f"TokenRequest for {namespace}/{service_account}: {status} {body}"
+    token: str = body["status"]["token"]
+    return token
+
+
+@contextlib.contextmanager
+def cluster_id(cp: ControlPlane) -> Iterator[str]:
+    """The cluster's ID (ClusterProperty); created for the block if it is missing."""
+    path = f"/apis/about.k8s.io/v1beta1/clusterproperties/{CLUSTER_ID_PROPERTY}"
+    status, body = cp.request("GET", path)
+    if status == 200:
+        yield str(body["spec"]["value"])
+        return
+    cp.apply(
+        {
+            "apiVersion": "about.k8s.io/v1beta1",
+            "kind": "ClusterProperty",
+            "metadata": {"name": CLUSTER_ID_PROPERTY},
+            "spec": {"value": "chart-e2e"},
+        }
+    )
+    try:
+        yield "chart-e2e"
+    finally:
+        cp.request("DELETE", path)
+
+
+@contextlib.asynccontextmanager
+async def operator_running(installed: Installed, cfg: OperatorConfiguration) -> AsyncIterator[Run]:
+    """`process.run` as the ServiceAccount for the block; it must then stop cleanly."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(process.run(cfg, kubeconfig=str(installed.kubeconfig), stop=stop))
+    try:
+        yield Run(task)
+    finally:
+        stop.set()
+        code = await asyncio.wait_for(task, 30)
+    assert code == process.EXIT_OK
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    task: asyncio.Task[int]
+
+    async def until(
+        self, probe: Callable[[], Awaitable[Any]], what: str, timeout: float = 60
+    ) -> Any:
+        """Poll `probe` until truthy; fail at once (with the exit code) if the operator
+        exits, since waiting out the timeout would hide why."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        last: Any = None
+        while loop.time() < deadline:
+            if self.task.done():
+                pytest.fail(
+                    f"the operator exited with {self.task.result()} while waiting for {what}"
+                )
+            try:
+                last = await probe()
+            except errors.ApiError as e:
+                last = e
+            else:
+                if last:
+                    return last
+            await asyncio.sleep(0.1)
+        pytest.fail(f"{what}: not within {timeout}s; last {last!r}")
+
+
+def dgd(name: str, namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": DGDS.api_version,
+        "kind": DGDS.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "components": [
+                {"name": "Frontend", "type": "frontend", "replicas": 1},
+                {"name": "decode", "type": "decode", "replicas": 1},
+            ]
+        },
+    }
+
+
+async def publish_pool(client: Client, namespace: str, cluster: str) -> None:
+    """The pool `POOL`: a DGD with one frontend, and its relay."""
+    await client.create(DGDS, dgd(POOL, namespace))
+    relay = {
+        "apiVersion": RELAYS.api_version,
+        "kind": RELAYS.kind,
+        "metadata": {"name": POOL, "namespace": namespace},
+        "spec": {"clusterId": cluster},
+    }
+    await client.create(RELAYS, relay)
+
+
+async def exported_status(client: Client, namespace: str) -> dict[str, Any] | None:
+    """The relay's status once it is current and both exports are Exported."""
+    relay = await client.get(RELAYS, POOL, namespace)
+    status = relay.get("status") or {}
+    if status.get("observedGeneration") != relay["metadata"]["generation"]:
+        return None
+    states = {e["name"]: e["state"] for e in status.get("exports") or []}
+    if states != {RELAY_SVC: "Exported", FRONTEND_SVC: "Exported"}:
+        return None
+    return dict(status)
