@@ -28,7 +28,6 @@ set DPO_FUZZ_EXAMPLES=N to run N examples per property instead.
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -36,7 +35,8 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, assume, given, settings
+from fuzzing import budget
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from dynamo_pool_operator.config import (
@@ -48,17 +48,6 @@ from dynamo_pool_operator.config import (
     parse_configuration,
     to_document,
 )
-
-
-def budget(default: int) -> settings:
-    """`default` examples, or DPO_FUZZ_EXAMPLES when set (a bigger run by hand or in CI)."""
-    examples = int(os.environ.get("DPO_FUZZ_EXAMPLES", default))
-    return settings(
-        max_examples=examples,
-        deadline=None,  # a shared 2-core CI box: timing is not what these tests check
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-
 
 # --------------------------------------------------------------------------- the field table
 # Path -> YAML type, written from docs/configuration.md (a second source, not the loader).

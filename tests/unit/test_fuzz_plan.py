@@ -27,13 +27,13 @@ examples per property instead.
 from __future__ import annotations
 
 import copy
-import os
 import random
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from fuzzing import budget
+from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
@@ -47,17 +47,6 @@ from dynamo_pool_operator.exports.plan import (
     relevant_exports,
 )
 from dynamo_pool_operator.poolrelay.decide import Decision, Reason, decide
-
-
-def budget(default: int) -> settings:
-    """`default` examples, or DPO_FUZZ_EXAMPLES when set (a bigger run by hand or in CI)."""
-    examples = int(os.environ.get("DPO_FUZZ_EXAMPLES", default))
-    return settings(
-        max_examples=examples,
-        deadline=None,  # a shared 2-core CI box: timing is not what these tests check
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-    )
-
 
 # --------------------------------------------------------------------------- the oracle (SPEC)
 NS = "team"
