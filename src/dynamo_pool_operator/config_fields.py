@@ -177,13 +177,16 @@ def format_duration(seconds: float) -> str:
     hours, rest = divmod(ns, _UNITS_NS["h"])
     minutes, rest = divmod(rest, _UNITS_NS["m"])
     out = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
-    if rest and not out and rest < _UNITS_NS["s"]:
-        for unit in ("ms", "us", "ns"):
-            if rest % _UNITS_NS[unit] == 0:
-                return f"{sign}{rest // _UNITS_NS[unit]}{unit}"
     if rest:
-        whole, frac = divmod(rest, _UNITS_NS["s"])
-        out += f"{whole}.{frac:09d}".rstrip("0").rstrip(".") + "s"
+        # Under a second (and nothing larger), the largest unit it reaches, as Go's
+        # Duration.String does: 1.5ms, not 1500us.
+        unit = "s"
+        if not out and rest < _UNITS_NS["s"]:
+            unit = "ms" if rest >= _UNITS_NS["ms"] else "us" if rest >= _UNITS_NS["us"] else "ns"
+        whole, frac = divmod(rest, _UNITS_NS[unit])
+        places = len(str(_UNITS_NS[unit])) - 1
+        out += f"{whole}.{frac:0{places}d}".rstrip("0").rstrip(".") if places else f"{whole}"
+        out += unit
     return sign + out
 
 
