@@ -54,11 +54,17 @@ class OperatorUnderTest:
 
     async def start(self) -> None:
         self.client = Client(load_kubeconfig(self.kubeconfig))
-        gates = await discover_gates(self.client, self.config.multi_cluster.mcs_implementation)
-        self.op = operator.build(
-            self.client, self.config, gates, identity=self.identity, registry=self.registry
-        )
-        await self.op.start()
+        try:
+            gates = await discover_gates(self.client, self.config.multi_cluster.mcs_implementation)
+            self.op = operator.build(
+                self.client, self.config, gates, identity=self.identity, registry=self.registry
+            )
+            await self.op.start()
+        except BaseException:
+            # `async with` does not call __aexit__ when __aenter__ raises: without this
+            # a test expecting a startup failure leaked the client and its connections.
+            await self.stop()
+            raise
 
     async def stop(self) -> None:
         if self.op is not None:
