@@ -192,6 +192,26 @@ class ControllerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientConnectionConfig:
+    """How fast the operator's client may send requests to the API server."""
+
+    qps: int = integer(
+        0,
+        "Client-side limit on requests per second, as client-go's QPS (watches are not "
+        "counted). 0: no client-side limit; the API server's Priority and Fairness queues "
+        "the operator's requests instead.",
+        minimum=0,
+        maximum=100_000,
+    )
+    burst: int = integer(
+        100,
+        "Requests that may go at once before `qps` paces them; unused while `qps` is 0.",
+        minimum=1,
+        maximum=100_000,
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class LoggingConfig:
     """Log verbosity and encoding."""
 
@@ -216,6 +236,7 @@ class OperatorConfiguration:
     server: ServerConfig = field(default_factory=ServerConfig)
     pool_relay: PoolRelayConfig = field(default_factory=PoolRelayConfig)
     controller: ControllerConfig = field(default_factory=ControllerConfig)
+    client_connection: ClientConnectionConfig = field(default_factory=ClientConnectionConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
 
 

@@ -66,7 +66,8 @@ async def run(
         log.error("cannot reach a cluster: %s", e)
         return EXIT_CONFIG
     identity = default_identity()
-    async with Client(cluster) as client:
+    pace = config.client_connection
+    async with Client(cluster, qps=pace.qps, burst=pace.burst) as client:
         try:
             gates = await discover_gates(client, config.multi_cluster.mcs_implementation)
         except StartupError as e:

@@ -167,6 +167,7 @@ def test_values_reach_the_configuration() -> None:
             "replicas": 3,
         },
         "controller": {"workers": 8},
+        "clientConnection": {"qps": 50, "burst": 75},
         "logging": {"level": "debug", "format": "text"},
         "metrics": {"port": 9090},
         "health": {"port": 9091},
@@ -185,6 +186,7 @@ def test_values_reach_the_configuration() -> None:
         3,
     )
     assert cfg.controller.workers == 8
+    assert (cfg.client_connection.qps, cfg.client_connection.burst) == (50, 75)
     assert (cfg.logging.level, cfg.logging.format) == ("debug", "text")
     assert (cfg.server.metrics_address, cfg.server.health_probe_address) == (":9090", ":9091")
     (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
@@ -259,8 +261,16 @@ def test_leader_election_off_drops_the_lease_role() -> None:
         ({"multiCluster": {"mcsImplemention": "mcs"}}, "mcsImplemention"),
         ({"multiCluster": {"mcsImplementation": "istio"}}, "mcsImplementation"),
         ({"serviceAccount": {"create": False}}, "serviceAccount.name is required"),
+        ({"clientConnection": {"qps": -1}}, "/clientConnection/qps"),
     ],
-    ids=["restricted-without-target", "replicas-without-leader", "typo", "unknown-mcs", "no-sa"],
+    ids=[
+        "restricted-without-target",
+        "replicas-without-leader",
+        "typo",
+        "unknown-mcs",
+        "no-sa",
+        "negative-qps",
+    ],
 )
 def test_bad_values_are_refused(values: dict[str, Any], message: str) -> None:
     assert message in template_error(values)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -193,6 +194,26 @@ async def test_writes_carry_a_user_agent_naming_the_operator_and_its_version(
     assert [(w.verb, w.name, w.user_agent) for w in writes] == [
         ("create", "ua", DEFAULT_USER_AGENT)
     ]
+
+
+async def test_qps_paces_requests_after_the_burst(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """With `qps` set, requests beyond `burst` wait for a token, also when sent at
+    once: the server receives 10 concurrent creates over at least 8 / 4 = 2 s. (A
+    lower bound only: a slow machine stretches it further, never shortens it.)"""
+    agent = f"qps-probe/{uuid.uuid4().hex[:6]}"
+    since = control_plane.audit.offset()
+    cfg = load_kubeconfig(control_plane.kubeconfig)
+    async with Client(cfg, user_agent=agent, qps=4, burst=2) as c:
+        await asyncio.gather(
+            *(c.create(CONFIGMAPS, _cm(f"paced-{i}", namespace)) for i in range(10))
+        )
+    writes = await asyncio.to_thread(control_plane.audit.writes, since, user_agent_prefix=agent)
+    assert len(writes) == 10
+    received = sorted(datetime.fromisoformat(w.raw["requestReceivedTimestamp"]) for w in writes)
+    span = (received[-1] - received[0]).total_seconds()
+    assert span >= 1.8, f"10 requests at qps 4 after a burst of 2 took only {span:.2f}s"
 
 
 async def test_errors_are_classified_from_the_servers_answers(

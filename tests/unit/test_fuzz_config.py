@@ -69,6 +69,8 @@ FIELD_TYPES: dict[str, str] = {
     "poolRelay.replicas": "integer",
     "controller.workers": "integer",
     "controller.cacheSyncTimeout": "duration",
+    "clientConnection.qps": "integer",
+    "clientConnection.burst": "integer",
     "logging.level": "string",
     "logging.format": "string",
 }
@@ -378,6 +380,8 @@ def valid_documents(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     put("controller.workers", draw(st.integers(1, 64)))
     sync_ns = draw(st.integers(1, 10**13))
     put("controller.cacheSyncTimeout", draw(go_duration(sync_ns)), sync_ns / 10**9)
+    put("clientConnection.qps", draw(st.integers(0, 100_000)))
+    put("clientConnection.burst", draw(st.integers(1, 100_000)))
     put("logging.level", draw(st.sampled_from(["debug", "info", "warning", "error"])))
     put("logging.format", draw(st.sampled_from(["auto", "json", "text"])))
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import random
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ import orjson
 from .. import __version__
 from . import errors
 from .auth import ClusterConfig
+from .queue import TokenBucket
 from .resources import Resource
 
 JSON = "application/json"
@@ -58,28 +58,6 @@ class ServedResource:
         return Resource(self.group, self.version, self.plural, self.kind, self.namespaced)
 
 
-class _TokenBucket:
-    """Optional client-side limiter (qps, burst), off by default."""
-
-    def __init__(self, qps: float, burst: int) -> None:
-        self._qps = qps
-        self._burst = float(max(burst, 1))
-        self._tokens = self._burst
-        self._last = time.monotonic()
-        self._lock = asyncio.Lock()
-
-    async def take(self) -> None:
-        async with self._lock:
-            while True:
-                now = time.monotonic()
-                self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
-                self._last = now
-                if self._tokens >= 1:
-                    self._tokens -= 1
-                    return
-                await asyncio.sleep((1 - self._tokens) / self._qps)
-
-
 class Client:
     """One connection pool to one API server, shared by informers and writers."""
 
@@ -95,7 +73,9 @@ class Client:
     ) -> None:
         self.config = config
         self.user_agent = user_agent
-        self._limiter = _TokenBucket(qps, burst) if qps and qps > 0 else None
+        # The work queue's bucket, reserving a token per request: concurrent callers
+        # queue behind each other at `qps`, as golang.org/x/time/rate's Wait does.
+        self._limiter = TokenBucket(qps, burst) if qps and qps > 0 else None
         self._timeout = request_timeout
         self._max_retries = max_retries
         self._session: aiohttp.ClientSession | None = None
@@ -142,7 +122,9 @@ class Client:
         refreshed = False
         while True:
             if self._limiter is not None:
-                await self._limiter.take()
+                delay = self._limiter.when(None)
+                if delay > 0:
+                    await asyncio.sleep(delay)
             headers = {"User-Agent": self.user_agent, "Accept": accept}
             headers.update(await self.config.credentials.headers())
             if data is not None:

@@ -53,7 +53,8 @@ class OperatorUnderTest:
         await self.stop()
 
     async def start(self) -> None:
-        self.client = Client(load_kubeconfig(self.kubeconfig))
+        pace = self.config.client_connection
+        self.client = Client(load_kubeconfig(self.kubeconfig), qps=pace.qps, burst=pace.burst)
         try:
             gates = await discover_gates(self.client, self.config.multi_cluster.mcs_implementation)
             self.op = operator.build(
