@@ -1,7 +1,7 @@
 """Two clusters, one cluster set: the Global Router finds each pool where it runs.
 
 Two real control planes ("east" and "west", each with its About API cluster ID)
-each run the operator (mcs). A stand-in MCS implementation (`mcs_simulator`) merges
+each run the operator, with `mcs` and again (fresh clusters) with `karmada`. A stand-in MCS implementation (`mcs_simulator`) merges
 their ServiceExports into ServiceImports in both clusters, listing the exporting
 clusters, and writes conditions on the exports, as real implementations do. The test
 then checks what the mission promises end to end:
@@ -71,9 +71,16 @@ def imports_wanted(where: dict[str, list[str]]) -> dict[str, list[str]]:
     return {name: sorted(clusters) for name, clusters in out.items()}
 
 
+@pytest.fixture(scope="module", params=["mcs", "karmada"])
+def implementation(request: pytest.FixtureRequest) -> str:
+    """Standard MCS (cluster IDs from the About API) or Karmada (member cluster names)."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def clusterset() -> Iterator[dict[str, ControlPlane]]:
-    """Two control planes, each with every API the operator uses and its cluster ID."""
+def clusterset(implementation: str) -> Iterator[dict[str, ControlPlane]]:
+    """Two fresh control planes, each with every API the operator uses and its cluster
+    ID (a Karmada member's name is the same string)."""
     assets = resolve()
     planes = {
         cluster: ControlPlane(
@@ -170,10 +177,14 @@ async def clients(
 
 
 async def test_each_pool_is_imported_from_the_clusters_it_runs_in_and_withdrawn_from_one(
-    clusterset: dict[str, ControlPlane],
+    clusterset: dict[str, ControlPlane], implementation: str
 ) -> None:
     cfg = parse_configuration(
-        {"apiVersion": API_VERSION, "kind": KIND, "multiCluster": {"mcsImplementation": "mcs"}}
+        {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "multiCluster": {"mcsImplementation": implementation},
+        }
     )
     since = {cluster: cp.audit.offset() for cluster, cp in clusterset.items()}
     async with contextlib.AsyncExitStack() as stack:
