@@ -1,10 +1,11 @@
 """Two clusters, one cluster set: the Global Router finds each pool where it runs.
 
 Two real control planes ("east" and "west", each with its About API cluster ID)
-each run the operator, with `mcs` and again (fresh clusters) with `karmada`. A stand-in MCS implementation (`mcs_simulator`) merges
-their ServiceExports into ServiceImports in both clusters, listing the exporting
-clusters, and writes conditions on the exports, as real implementations do. The test
-then checks what the mission promises end to end:
+each run the operator, with `mcs` and again (fresh clusters) with `karmada`. A
+stand-in MCS implementation (`mcs_simulator`) merges their ServiceExports into
+ServiceImports in both clusters, listing the exporting clusters, and writes
+conditions on the exports, as real implementations do. The test then checks what
+the mission promises end to end:
 
 - a pool that runs in both clusters is imported everywhere from both; a pool in one
   cluster from that one only;
