@@ -62,6 +62,7 @@ from dynamo_pool_operator.testing.controlplane import ControlPlane
 CLUSTER_ROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
 )
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 
 MODES = pytest.mark.parametrize("restricted", [False, True], ids=["cluster-wide", "restricted"])
 
@@ -244,6 +245,34 @@ def test_service_monitor_is_optional() -> None:
     assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
 
 
+def test_pod_disruption_budget_is_optional_and_selects_the_operator_pods() -> None:
+    assert not [d for d in template() if d["kind"] == "PodDisruptionBudget"]
+    docs = template({"podDisruptionBudget": {"enabled": True}})
+    pdb = one(docs, "PodDisruptionBudget")
+    deployment = one(docs, "Deployment")
+    assert pdb["spec"]["selector"] == deployment["spec"]["selector"]
+    assert pdb["metadata"]["namespace"] == "dpo-system"
+    assert pdb["spec"]["minAvailable"] == 1
+    assert "maxUnavailable" not in pdb["spec"]
+    spec = one(
+        template({"podDisruptionBudget": {"enabled": True, "maxUnavailable": "50%"}}),
+        "PodDisruptionBudget",
+    )["spec"]
+    assert (spec.get("minAvailable"), spec["maxUnavailable"]) == (None, "50%")
+
+
+async def test_the_api_server_accepts_the_pod_disruption_budget(
+    control_plane: ControlPlane, client: Client, namespace: str
+) -> None:
+    """Rendered into a test namespace and applied for real: policy/v1 validation."""
+    values = {"podDisruptionBudget": {"enabled": True, "maxUnavailable": 1}}
+    pdb = one(template(values, namespace=namespace), "PodDisruptionBudget")
+    control_plane.apply(pdb)
+    stored = await client.get(PDBS, pdb["metadata"]["name"], namespace)
+    assert stored["spec"]["maxUnavailable"] == 1
+    assert stored["spec"]["selector"] == pdb["spec"]["selector"]
+
+
 def test_leader_election_off_drops_the_lease_role() -> None:
     docs = template({"leaderElection": {"enabled": False}, "replicaCount": 1})
     assert not [d for d in docs if "leader-election" in d["metadata"]["name"]]
@@ -262,6 +291,15 @@ def test_leader_election_off_drops_the_lease_role() -> None:
         ({"multiCluster": {"mcsImplementation": "istio"}}, "mcsImplementation"),
         ({"serviceAccount": {"create": False}}, "serviceAccount.name is required"),
         ({"clientConnection": {"qps": -1}}, "/clientConnection/qps"),
+        (
+            {"podDisruptionBudget": {"enabled": True, "minAvailable": 2}},
+            "podDisruptionBudget.minAvailable=2 with replicaCount=2",
+        ),
+        (
+            {"podDisruptionBudget": {"enabled": True, "maxUnavailable": 0}},
+            "podDisruptionBudget.maxUnavailable=0",
+        ),
+        ({"podDisruptionBudget": {"minAvailable": "half"}}, "/podDisruptionBudget/minAvailable"),
     ],
     ids=[
         "restricted-without-target",
@@ -270,6 +308,9 @@ def test_leader_election_off_drops_the_lease_role() -> None:
         "unknown-mcs",
         "no-sa",
         "negative-qps",
+        "pdb-blocks-every-eviction",
+        "pdb-max-unavailable-zero",
+        "pdb-not-a-count",
     ],
 )
 def test_bad_values_are_refused(values: dict[str, Any], message: str) -> None:
@@ -417,7 +458,11 @@ def test_rendered_manifests_are_yaml_kubectl_accepts() -> None:
     """Every document has apiVersion, kind and a DNS-1123 name (a cheap kubectl-side check
     that catches template slips such as an empty name)."""
     name = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-    for values in ({}, restricted_values("team-a")):
+    every_option = {
+        "podDisruptionBudget": {"enabled": True},
+        "metrics": {"serviceMonitor": {"enabled": True}},
+    }
+    for values in ({}, restricted_values("team-a"), every_option):
         for doc in template(values, include_crds=True):
             assert doc.get("apiVersion"), yaml.safe_dump(doc)
             assert doc.get("kind"), yaml.safe_dump(doc)

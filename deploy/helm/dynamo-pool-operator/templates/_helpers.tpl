@@ -97,4 +97,14 @@ files/rbac-rules.yaml: the chart never spells a permission itself.
 {{- fail "leaderElection.enabled=false with replicaCount > 1: several replicas would write at once; enable leader election or set replicaCount to 1" -}}
 {{- end -}}
 {{- $_ := include "dynamo-pool-operator.restrictedNamespace" . -}}
+{{- $pdb := .Values.podDisruptionBudget -}}
+{{- if $pdb.enabled -}}
+{{- if not (kindIs "invalid" $pdb.maxUnavailable) -}}
+{{- if eq (toString $pdb.maxUnavailable) "0" "0%" -}}
+{{- fail "podDisruptionBudget.maxUnavailable=0: no pod could ever be evicted and node drains would hang; allow at least 1" -}}
+{{- end -}}
+{{- else if and (not (kindIs "string" $pdb.minAvailable)) (ge (int $pdb.minAvailable) (int .Values.replicaCount)) -}}
+{{- fail (printf "podDisruptionBudget.minAvailable=%d with replicaCount=%d: no pod could ever be evicted and node drains would hang; lower minAvailable or raise replicaCount" (int $pdb.minAvailable) (int .Values.replicaCount)) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
