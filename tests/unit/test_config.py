@@ -196,6 +196,7 @@ INVALID = [
     ("clientConnection.qps", 100_001, "from 0 to 100000"),
     ("clientConnection.qps", 2.5, "must be an integer, got number 2.5"),
     ("clientConnection.burst", 0, "from 1 to 100000"),
+    ("clientConnection.burst", 100_001, "from 1 to 100000"),
     ("clientConnection.burst", "10", 'must be an integer, got string "10"'),
     ("controller.cacheSyncTimeout", "forever", "invalid duration"),
     ("logging.level", "trace", '"debug", "info", "warning", "error"'),
