@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from fleet import Fleet, namespace_gone
+from fleet import FLEET_SIZE, Fleet, namespace_gone
 from replicas import Replicas
 
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
@@ -54,4 +54,4 @@ def replicas(fault_cp: ControlPlane, fleet_ns: str) -> Iterator[Replicas]:
 
 @pytest.fixture
 def fleet(admin: Client, fleet_ns: str) -> Fleet:
-    return Fleet(admin, fleet_ns, size=30)
+    return Fleet(admin, fleet_ns, size=FLEET_SIZE)

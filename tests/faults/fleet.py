@@ -11,6 +11,7 @@ the first pool would export (it must be neither adopted nor changed), and `lonel
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,9 @@ RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
 DGDS = Resource("nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment")
 EXPORTS = Resource("multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport")
 WORKER = {"name": "decode", "type": "decode", "replicas": 1}
+#: Pools per fault test: 30 in CI; DPO_FAULT_FLEET=300 for a longer run by hand or
+#: nightly (the convergence and test timeouts grow with it).
+FLEET_SIZE = int(os.environ.get("DPO_FAULT_FLEET", "30"))
 
 
 def components(chat: str = "Chat") -> list[dict[str, Any]]:
