@@ -184,9 +184,8 @@ def format_duration(seconds: float) -> str:
         if not out and rest < _UNITS_NS["s"]:
             unit = "ms" if rest >= _UNITS_NS["ms"] else "us" if rest >= _UNITS_NS["us"] else "ns"
         whole, frac = divmod(rest, _UNITS_NS[unit])
-        places = len(str(_UNITS_NS[unit])) - 1
-        out += f"{whole}.{frac:0{places}d}".rstrip("0").rstrip(".") if places else f"{whole}"
-        out += unit
+        places = len(str(_UNITS_NS[unit])) - 1  # ns: frac is 0, written "0" and stripped
+        out += f"{whole}.{frac:0{places}d}".rstrip("0").rstrip(".") + unit
     return sign + out
 
 
