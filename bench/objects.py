@@ -8,16 +8,15 @@ import functools
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.exports.wiring import clusterproperties, serviceexports
+from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
+from dynamo_pool_operator.poolrelay.controller import dgd_resource
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, NAMESPACES, SERVICES, Resource
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, NAMESPACES, SERVICES
 
-RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
-DGDS = Resource("nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment")
-EXPORTS = Resource("multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport")
-CLUSTER_PROPERTIES = Resource(
-    "about.k8s.io", "v1beta1", "clusterproperties", "ClusterProperty", False
-)
+DGDS = dgd_resource("v1beta1")
+EXPORTS = serviceexports("v1beta1")
+CLUSTER_PROPERTIES = clusterproperties("v1beta1")
 CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
 CLUSTER_ID = "bench-east"
 WATCHED = (RELAYS, EXPORTS, DEPLOYMENTS, SERVICES)

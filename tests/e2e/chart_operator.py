@@ -20,19 +20,17 @@ import pytest
 from chart_helpers import one, rendered_configuration, template
 
 from dynamo_pool_operator import process
-from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.exports.wiring import clusterproperties, serviceexports
+from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
+from dynamo_pool_operator.poolrelay.controller import dgd_resource
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import Resource
 from dynamo_pool_operator.testing.controlplane import ControlPlane
 
-RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
-DGDS = Resource("nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment")
-SERVICEEXPORTS = Resource("multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport")
-CLUSTER_PROPERTIES = Resource(
-    "about.k8s.io", "v1beta1", "clusterproperties", "ClusterProperty", namespaced=False
-)
+DGDS = dgd_resource("v1beta1")
+SERVICEEXPORTS = serviceexports("v1beta1")
+CLUSTER_PROPERTIES = clusterproperties("v1beta1")
 CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
 
 POOL = "llama"

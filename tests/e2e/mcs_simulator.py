@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+from dynamo_pool_operator.exports.wiring import serviceexports
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import SERVICES, Resource
@@ -34,7 +35,7 @@ from dynamo_pool_operator.runtime.resources import SERVICES, Resource
 log = logging.getLogger(__name__)
 
 GROUP = "multicluster.x-k8s.io"
-SERVICE_EXPORTS = Resource(GROUP, "v1beta1", "serviceexports", "ServiceExport")
+SERVICE_EXPORTS = serviceexports("v1beta1")
 SERVICE_IMPORTS = Resource(GROUP, "v1beta1", "serviceimports", "ServiceImport")
 #: The simulator's writes, told apart in the audit log.
 USER_AGENT = "mcs-simulator/1"

@@ -35,12 +35,13 @@ from mcs_simulator import (
     Member,
 )
 
-from dynamo_pool_operator.api import crd, names
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
 from dynamo_pool_operator.exports.step import PoolExports
+from dynamo_pool_operator.poolrelay.controller import RELAYS, dgd_resource
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import SERVICES, Resource
+from dynamo_pool_operator.runtime.resources import SERVICES
 from dynamo_pool_operator.testing.assets import resolve
 from dynamo_pool_operator.testing.controlplane import ControlPlane
 from dynamo_pool_operator.testing.crds import default_crds
@@ -48,8 +49,7 @@ from dynamo_pool_operator.testing.harness import OPERATOR_AGENT, OperatorUnderTe
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
-RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
-DGDS = Resource("nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment")
+DGDS = dgd_resource("v1beta1")
 CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
 #: MCS namespace sameness: the same namespace in every cluster of the set.
 NS = "inference"

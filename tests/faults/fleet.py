@@ -16,15 +16,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.exports.wiring import serviceexports
+from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
+from dynamo_pool_operator.poolrelay.controller import dgd_resource
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES, Resource
 from dynamo_pool_operator.testing.audit import AuditEvent
 from dynamo_pool_operator.testing.controlplane import ControlPlane
 
-RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
-DGDS = Resource("nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment")
-EXPORTS = Resource("multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport")
+DGDS = dgd_resource("v1beta1")
+EXPORTS = serviceexports("v1beta1")
 WORKER = {"name": "decode", "type": "decode", "replicas": 1}
 #: Pools per fault test: 30 in CI; DPO_FAULT_FLEET=300 for a longer run by hand or
 #: nightly (the convergence and test timeouts grow with it).

@@ -13,15 +13,14 @@ from dynamo_pool_operator.config import (
     OperatorConfiguration,
     parse_configuration,
 )
+from dynamo_pool_operator.exports.wiring import clusterproperties, serviceexports
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import EVENTS, Resource
 from dynamo_pool_operator.testing.harness import eventually
 
-SE = Resource("multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport")
-CLUSTER_PROPERTIES = Resource(
-    "about.k8s.io", "v1beta1", "clusterproperties", "ClusterProperty", False
-)
+SE = serviceexports("v1beta1")
+CLUSTER_PROPERTIES = clusterproperties("v1beta1")
 CLUSTER_ID = "cluster.clusterset.k8s.io"
 
 

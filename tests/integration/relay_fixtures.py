@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
+from dynamo_pool_operator.poolrelay.controller import dgd_resource
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import Resource
 
-RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
-DGDS = Resource("nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment")
+DGDS = dgd_resource("v1beta1")
 
 WORKER = {"name": "decode", "type": "decode", "replicas": 1}
 FRONTEND = {"name": "Frontend", "type": "frontend", "replicas": 1}

@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
+from dynamo_pool_operator.exports.wiring import serviceexports
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import CONFIGMAPS, SECRETS, Resource
+from dynamo_pool_operator.runtime.resources import CONFIGMAPS, SECRETS
 from dynamo_pool_operator.testing.controlplane import ControlPlane
 
-SERVICEEXPORTS = Resource("multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport")
+SERVICEEXPORTS = serviceexports("v1beta1")
 
 
 def _cm(name: str, ns: str, **data: str) -> dict[str, Any]:
