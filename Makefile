@@ -13,9 +13,11 @@ uv:
 dev: uv
 	$(UV) run --frozen dynamo-pool-operator dev
 
-## test: every tier (unit, integration against the real control plane, e2e)
+## test: lint (ruff, mypy --strict), then every tier (unit, integration against the real
+## control plane, e2e, faults). Lint first: it takes seconds and fails for certain.
 test: uv
 	$(UV) sync --frozen
+	$(MAKE) --no-print-directory lint
 	bash tools/controlplane/build.sh
 	$(UV) run --frozen pytest
 

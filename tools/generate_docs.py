@@ -10,6 +10,8 @@ from pathlib import Path
 from dynamo_pool_operator.config import configuration_reference
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
 def configuration_doc() -> str:
     return configuration_reference()
 
