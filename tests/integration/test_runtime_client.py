@@ -200,7 +200,7 @@ async def test_qps_paces_requests_after_the_burst(
     control_plane: ControlPlane, namespace: str
 ) -> None:
     """With `qps` set, requests beyond `burst` wait for a token, also when sent at
-    once: the server receives 10 concurrent creates over at least 8 / 4 = 2 s. (A
+    once: the server receives 10 concurrent creates over about 8 / 4 = 2 s. (A
     lower bound only: a slow machine stretches it further, never shortens it.)"""
     agent = f"qps-probe/{uuid.uuid4().hex[:6]}"
     since = control_plane.audit.offset()
@@ -213,7 +213,8 @@ async def test_qps_paces_requests_after_the_burst(
     assert len(writes) == 10
     received = sorted(datetime.fromisoformat(w.raw["requestReceivedTimestamp"]) for w in writes)
     span = (received[-1] - received[0]).total_seconds()
-    assert span >= 1.8, f"10 requests at qps 4 after a burst of 2 took only {span:.2f}s"
+    # 2 s on the client; the margin covers the first send being delayed after its token.
+    assert span >= 1.5, f"10 requests at qps 4 after a burst of 2 took only {span:.2f}s"
 
 
 async def test_errors_are_classified_from_the_servers_answers(

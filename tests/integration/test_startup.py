@@ -179,9 +179,9 @@ async def test_client_connection_qps_paces_every_request_of_the_operator(
     control_plane: ControlPlane, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """`clientConnection.qps` reaches the one client the process shares: with qps 4 and
-    burst 1, no two of its writes publishing a pool (Deployment, Service, exports,
-    status, Events) reach the server less than about 1/4 s apart. Unpaced, the three
-    export creates of one pass land within milliseconds of each other."""
+    burst 1, its writes publishing a pool (Deployment, Service, exports, status,
+    Events) reach the server about 1/4 s apart. Unpaced, they land milliseconds
+    apart."""
     caplog.set_level(logging.INFO)
     cfg = run_config(
         "mcs", namespace={"restricted": namespace}, clientConnection={"qps": 4, "burst": 1}
@@ -205,8 +205,10 @@ async def test_client_connection_qps_paces_every_request_of_the_operator(
     assert len(writes) >= 5, [(w.verb, w.resource, w.name) for w in writes]
     received = sorted(datetime.fromisoformat(w.raw["requestReceivedTimestamp"]) for w in writes)
     gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(received)]
-    # 1/4 s per token; the slack covers a request delayed on its way after its token.
-    assert min(gaps) >= 0.15, f"writes {min(gaps):.3f}s apart at qps 4: {gaps}"
+    # 1/4 s per token. One send delayed after its token (a busy loop) shortens one gap;
+    # unpaced, most gaps are milliseconds.
+    short = [round(g, 3) for g in gaps if g < 0.15]
+    assert len(short) <= 1, f"writes under 0.15 s apart at qps 4: {short} of {gaps}"
 
 
 # ---------------------------------------------------------------- configuration
