@@ -23,7 +23,7 @@ import orjson
 from .. import __version__
 from . import errors
 from .auth import ClusterConfig
-from .queue import TokenBucket
+from .ratelimit import TokenBucket
 from .resources import Resource
 
 JSON = "application/json"

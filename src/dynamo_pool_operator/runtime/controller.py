@@ -31,7 +31,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from . import errors, metrics
 from .clock import Clock, SystemClock
 from .informer import EventHandler, EventType, Informer
-from .queue import RateLimiter, ShutDown, WorkQueue
+from .queue import ShutDown, WorkQueue
+from .ratelimit import RateLimiter
 from .store import Obj
 
 log = logging.getLogger(__name__)

@@ -20,8 +20,9 @@ keys worth reconciling, and its rules are what make reconciling safe:
 Time comes from an injected `Clock`, so tests drive delays with `FakeClock`.
 
 The rate limiter default is controller-runtime's (priority-queue era, v0.23+):
-per-key exponential only, 5 ms doubling up to 1000 s. `TokenBucket` and `MaxOf`
-rebuild client-go's older default, ``MaxOf(ExponentialBackoff(), TokenBucket())``.
+per-key exponential only, 5 ms doubling up to 1000 s (`ratelimit.ExponentialBackoff`).
+`TokenBucket` and `MaxOf` there rebuild client-go's older default,
+``MaxOf(ExponentialBackoff(), TokenBucket())``.
 
 Metrics use client-go's `workqueue_*` names with a ``name`` label so the usual
 dashboards work unchanged.
@@ -37,137 +38,25 @@ import threading
 import weakref
 from collections import deque
 from collections.abc import Hashable
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from . import metrics
 from .clock import Clock, SystemClock
+from .ratelimit import ExponentialBackoff, RateLimiter
 
 __all__ = [
-    "ExponentialBackoff",
-    "MaxOf",
     "QueueMetrics",
-    "RateLimiter",
     "ShutDown",
-    "TokenBucket",
     "WorkQueue",
 ]
 
 K = TypeVar("K", bound=Hashable)
-_K_contra = TypeVar("_K_contra", bound=Hashable, contravariant=True)
 
 
 class ShutDown(Exception):
     """Raised by `WorkQueue.get` once the queue is shut down and has nothing left to hand out."""
-
-
-# --------------------------------------------------------------------------- rate limiters
-
-
-class RateLimiter(Protocol[_K_contra]):
-    """Decides how long a key waits before its next retry.
-
-    `when` is called once per retry and may record the attempt, so it is not a pure
-    query; `failures` is the pure query.
-    """
-
-    def when(self, key: _K_contra) -> float:
-        """Record one more retry of `key` and return how many seconds it should wait."""
-        ...
-
-    def forget(self, key: _K_contra) -> None:
-        """Stop tracking `key` (it succeeded): its next retry starts from scratch."""
-        ...
-
-    def failures(self, key: _K_contra) -> int:
-        """How many retries of `key` have been recorded since it was last forgotten."""
-        ...
-
-
-class ExponentialBackoff:
-    """Per-key exponential backoff: ``base * 2**failures`` seconds, capped at `cap`.
-
-    Per key, so one broken object backs off without slowing the healthy ones. The
-    small base makes a transient conflict retry almost at once; the cap keeps a
-    permanently broken object retried at all (every ~17 minutes at the default).
-    """
-
-    def __init__(self, base: float = 0.005, cap: float = 1000.0) -> None:
-        if base < 0 or cap < 0:
-            raise ValueError(f"backoff base and cap must be >= 0, got base={base} cap={cap}")
-        self._base = base
-        self._cap = cap
-        self._failures: dict[Hashable, int] = {}
-
-    def when(self, key: Hashable) -> float:
-        exponent = self._failures.get(key, 0)
-        self._failures[key] = exponent + 1
-        try:
-            delay = self._base * 2.0**exponent
-        except OverflowError:
-            return self._cap
-        return min(delay, self._cap)
-
-    def forget(self, key: Hashable) -> None:
-        self._failures.pop(key, None)
-
-    def failures(self, key: Hashable) -> int:
-        return self._failures.get(key, 0)
-
-
-class TokenBucket:
-    """One bucket shared by all keys: at most `qps` retries per second after a `burst`.
-
-    Bounds the *total* retry rate when many keys fail at once (say the API server
-    is down), which per-key backoff alone does not. It reserves a token on every
-    `when`, so delays grow as the bucket goes into debt, like golang.org/x/time/rate's
-    ``Reserve().Delay()``. It tracks no keys: `forget` is a no-op, `failures` is 0.
-    """
-
-    def __init__(self, qps: float = 10.0, burst: int = 100, *, clock: Clock | None = None) -> None:
-        if qps <= 0 or burst < 1:
-            raise ValueError(f"token bucket needs qps > 0 and burst >= 1, got {qps}/{burst}")
-        self._qps = qps
-        self._burst = float(burst)
-        self._clock: Clock = clock or SystemClock()
-        self._tokens = float(burst)
-        self._last = self._clock.monotonic()
-
-    def when(self, key: Hashable) -> float:
-        now = self._clock.monotonic()
-        self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
-        self._last = now
-        self._tokens -= 1.0
-        if self._tokens >= 0:
-            return 0.0
-        return -self._tokens / self._qps
-
-    def forget(self, key: Hashable) -> None:
-        return None
-
-    def failures(self, key: Hashable) -> int:
-        return 0
-
-
-class MaxOf(Generic[K]):
-    """Combines limiters: the longest delay wins, and every limiter records each retry."""
-
-    def __init__(self, *limiters: RateLimiter[K]) -> None:
-        if not limiters:
-            raise ValueError("MaxOf needs at least one rate limiter")
-        self._limiters = limiters
-
-    def when(self, key: K) -> float:
-        # Every limiter must see the retry (a list, not a generator short-circuit).
-        return max([limiter.when(key) for limiter in self._limiters])
-
-    def forget(self, key: K) -> None:
-        for limiter in self._limiters:
-            limiter.forget(key)
-
-    def failures(self, key: K) -> int:
-        return max(limiter.failures(key) for limiter in self._limiters)
 
 
 # --------------------------------------------------------------------------- metrics

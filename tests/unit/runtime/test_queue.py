@@ -14,14 +14,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime.clock import FakeClock
-from dynamo_pool_operator.runtime.queue import (
-    ExponentialBackoff,
-    MaxOf,
-    QueueMetrics,
-    ShutDown,
-    TokenBucket,
-    WorkQueue,
-)
+from dynamo_pool_operator.runtime.queue import QueueMetrics, ShutDown, WorkQueue
+from dynamo_pool_operator.runtime.ratelimit import ExponentialBackoff, MaxOf, TokenBucket
 
 NAME = "poolrelay"
 
