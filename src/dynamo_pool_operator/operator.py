@@ -23,7 +23,7 @@ from .runtime.client import Client
 from .runtime.clock import Clock, SystemClock
 from .runtime.controller import Controller
 from .runtime.events import EventRecorder
-from .runtime.informer import SharedInformers
+from .runtime.shared_informers import SharedInformers
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,8 @@ import pytest
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client, ListResult
-from dynamo_pool_operator.runtime.informer import Backoff, EventType, Informer
+from dynamo_pool_operator.runtime.informer import EventType, Informer
+from dynamo_pool_operator.runtime.ratelimit import Backoff
 from dynamo_pool_operator.runtime.resources import CONFIGMAPS, SECRETS, Resource
 from dynamo_pool_operator.runtime.store import (
     OWNER_UID_INDEX,

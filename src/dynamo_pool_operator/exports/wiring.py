@@ -25,8 +25,9 @@ from ..poolrelay.reconcile import RelayCaches
 from ..runtime import errors
 from ..runtime.client import Client
 from ..runtime.controller import Controller, Request
-from ..runtime.informer import EventType, SharedInformers
+from ..runtime.informer import EventType
 from ..runtime.resources import Resource
+from ..runtime.shared_informers import SharedInformers
 from ..runtime.store import CONTROLLER_UID_INDEX, Obj, index_by_controller_uid
 from .plan import CLUSTER_ID_PROPERTY
 from .step import ExportCaches

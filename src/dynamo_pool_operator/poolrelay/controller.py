@@ -22,8 +22,8 @@ from ..api.dgd import GROUP as DGD_GROUP
 from ..api.dgd import KIND as DGD_KIND
 from ..api.dgd import PLURAL as DGD_PLURAL
 from ..runtime.controller import Controller, Request, spec_or_metadata_changed
-from ..runtime.informer import SharedInformers
 from ..runtime.resources import DEPLOYMENTS, SERVICES, Resource
+from ..runtime.shared_informers import SharedInformers
 from ..runtime.store import Obj
 from .reconcile import RelayCaches
 

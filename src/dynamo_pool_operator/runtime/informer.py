@@ -1,4 +1,4 @@
-"""List+watch reflector feeding a `Store`, and a factory that shares informers.
+"""List+watch reflector feeding a `Store` (shared by `shared_informers.SharedInformers`).
 
 The state machine follows client-go's reflector and kube-rs's `watcher`:
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import random
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
@@ -34,6 +33,7 @@ import orjson
 from . import errors
 from .client import ListResult, jittered
 from .clock import Clock, SystemClock
+from .ratelimit import Backoff
 from .resources import Resource
 from .store import Obj, Store, object_key
 
@@ -98,39 +98,6 @@ def strip_managed_fields(obj: Obj) -> Obj:
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
     return obj
-
-
-class Backoff:
-    """Exponential backoff: `initial`, then x`factor` per failure up to `maximum`.
-
-    Each delay is shortened by a random fraction up to `jitter`, so informers
-    that failed together (API server restart) do not retry together; the delay
-    never exceeds `maximum`.
-    """
-
-    def __init__(
-        self,
-        initial: float = 0.8,
-        maximum: float = 30.0,
-        *,
-        factor: float = 2.0,
-        jitter: float = 0.2,
-        rng: Callable[[], float] = random.random,
-    ) -> None:
-        self.initial = initial
-        self.maximum = maximum
-        self.factor = factor
-        self.jitter = jitter
-        self._rng = rng
-        self._base = initial
-
-    def next_delay(self) -> float:
-        delay = self._base * (1 - self.jitter * self._rng())
-        self._base = min(self.maximum, self._base * self.factor)
-        return delay
-
-    def reset(self) -> None:
-        self._base = self.initial
 
 
 class Informer:
@@ -456,107 +423,6 @@ class Informer:
                 ns,
                 name,
             )
-
-
-class SharedInformers:
-    """One informer per (resource, namespace, label selector), shared by every controller.
-
-    Sharing keeps one list+watch and one cached copy per resource, however many
-    controllers read it. Informers asked for after `start_all()` start at once.
-    `stop_all()` is final.
-    """
-
-    def __init__(self, client: InformerClient, *, clock: Clock | None = None) -> None:
-        self.client = client
-        self._clock = clock
-        self._informers: dict[tuple[Resource, str | None, str | None], Informer] = {}
-        self._tasks: dict[Informer, asyncio.Task[None]] = {}
-        self._started = False
-        self._closed = False
-
-    def get(
-        self,
-        resource: Resource,
-        namespace: str | None = None,
-        label_selector: str | None = None,
-        *,
-        transform: Transform | None = None,
-        keep: Keep | None = None,
-    ) -> Informer:
-        """The shared informer for this key, created on first use.
-
-        A transform decides what every sharer sees, so asking for a different one
-        than the informer already has is an error rather than a silent surprise.
-        """
-        ns = namespace if namespace and resource.namespaced else None
-        key = (resource, ns, label_selector or None)
-        informer = self._informers.get(key)
-        if informer is None:
-            if self._closed:
-                raise RuntimeError("SharedInformers already stopped")
-            informer = Informer(
-                self.client,
-                resource,
-                ns,
-                label_selector=label_selector,
-                transform=transform,
-                keep=keep,
-                clock=self._clock,
-            )
-            self._informers[key] = informer
-            if self._started:
-                self._start(informer)
-        elif (transform is not None and informer.transform != transform) or (
-            keep is not None and informer.keep != keep
-        ):
-            raise ValueError(
-                f"informer {informer.description} already exists with another transform or filter"
-            )
-        return informer
-
-    def informers(self) -> list[Informer]:
-        return list(self._informers.values())
-
-    def start_all(self) -> None:
-        """Start every informer not running yet (needs a running event loop)."""
-        if self._closed:
-            raise RuntimeError("SharedInformers already stopped")
-        self._started = True
-        for informer in self._informers.values():
-            self._start(informer)
-
-    def _start(self, informer: Informer) -> None:
-        if informer not in self._tasks:
-            self._tasks[informer] = asyncio.create_task(
-                informer.run(), name=f"informer {informer.description}"
-            )
-
-    async def stop_all(self) -> None:
-        """Stop every informer and wait for their loops to end."""
-        self._closed = True
-        self._started = False
-        for informer in self._informers.values():
-            informer.stop()
-        tasks = list(self._tasks.items())
-        self._tasks.clear()
-        results = await asyncio.gather(*(t for _, t in tasks), return_exceptions=True)
-        for (informer, _), result in zip(tasks, results, strict=True):
-            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
-                log.error(
-                    "informer %s: ended with %s: %s",
-                    informer.description,
-                    type(result).__name__,
-                    result,
-                )
-
-    async def wait_for_sync(self, timeout: float | None = None) -> bool:
-        """True once every informer known now has synced; False if one did not in time."""
-        informers = self.informers()
-        results = await asyncio.gather(*(i.wait_synced(timeout) for i in informers))
-        for informer, ok in zip(informers, results, strict=True):
-            if not ok:
-                log.warning("informer %s: not synced within %ss", informer.description, timeout)
-        return all(results)
 
 
 def _same_version(old: Obj, new: Obj) -> bool:

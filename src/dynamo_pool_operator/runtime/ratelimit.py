@@ -3,18 +3,21 @@
 Used by the work queue for retries (`ExponentialBackoff` per key, the default;
 `TokenBucket` and `MaxOf` rebuild client-go's older default) and by the REST
 client for its optional `qps` (a `TokenBucket` that every request reserves from).
+`Backoff` spaces an informer's watch reconnects (jittered, so informers that failed
+together do not retry together).
 Kept apart from the queue so the client does not depend on it. Time comes from an
 injected `Clock`, so tests drive the bucket with `FakeClock`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import random
+from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
 from .clock import Clock, SystemClock
 
-__all__ = ["ExponentialBackoff", "MaxOf", "RateLimiter", "TokenBucket"]
+__all__ = ["Backoff", "ExponentialBackoff", "MaxOf", "RateLimiter", "TokenBucket"]
 
 K = TypeVar("K", bound=Hashable)
 _K_contra = TypeVar("_K_contra", bound=Hashable, contravariant=True)
@@ -123,3 +126,36 @@ class MaxOf(Generic[K]):
 
     def failures(self, key: K) -> int:
         return max(limiter.failures(key) for limiter in self._limiters)
+
+
+class Backoff:
+    """Exponential backoff: `initial`, then x`factor` per failure up to `maximum`.
+
+    Each delay is shortened by a random fraction up to `jitter`, so informers
+    that failed together (API server restart) do not retry together; the delay
+    never exceeds `maximum`.
+    """
+
+    def __init__(
+        self,
+        initial: float = 0.8,
+        maximum: float = 30.0,
+        *,
+        factor: float = 2.0,
+        jitter: float = 0.2,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.initial = initial
+        self.maximum = maximum
+        self.factor = factor
+        self.jitter = jitter
+        self._rng = rng
+        self._base = initial
+
+    def next_delay(self) -> float:
+        delay = self._base * (1 - self.jitter * self._rng())
+        self._base = min(self.maximum, self._base * self.factor)
+        return delay
+
+    def reset(self) -> None:
+        self._base = self.initial

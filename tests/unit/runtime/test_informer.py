@@ -26,13 +26,13 @@ from dynamo_pool_operator.runtime.client import Client, ListResult
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.informer import (
     HEALTHY_WATCH_SECONDS,
-    Backoff,
     EventType,
     Informer,
-    SharedInformers,
     strip_managed_fields,
 )
+from dynamo_pool_operator.runtime.ratelimit import Backoff
 from dynamo_pool_operator.runtime.resources import CONFIGMAPS, DEPLOYMENTS, NAMESPACES, Resource
+from dynamo_pool_operator.runtime.shared_informers import SharedInformers
 from dynamo_pool_operator.runtime.store import (
     CONTROLLER_UID_INDEX,
     NAMESPACE_INDEX,
