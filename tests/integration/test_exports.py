@@ -252,6 +252,32 @@ async def test_new_dgd_of_the_same_name_is_exported_again(
     await second_pass_writes_nothing(mcs, namespace)
 
 
+async def test_dgd_replaced_while_the_operator_was_stopped_swaps_the_exports(
+    client: Client, namespace: str, control_plane: ControlPlane
+) -> None:
+    """Level-based: the operator never sees the DGD's absence (it is stopped while
+    the DGD is replaced by one whose frontend is renamed), yet on start it withdraws
+    the stale export, creates the new one and keeps the relay's own export (same
+    uid), from the state alone."""
+    await pool(client, namespace)
+    async with OperatorUnderTest(control_plane, config("mcs")):
+        await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    kept = await export_obj(client, namespace, RELAY_SVC)
+    assert kept is not None
+    await client.delete(DGDS, POOL, namespace)
+    renamed = [{"name": "Api", "type": "frontend"}, WORKER]
+    await client.create(DGDS, dgd_body(POOL, namespace, renamed))
+    async with OperatorUnderTest(control_plane, config("mcs")) as op:
+        await exports_become(client, namespace, {RELAY_SVC, f"{POOL}-api"})
+        want = {RELAY_SVC: "Exported", f"{POOL}-api": "Exported"}
+        lines = await states_become(client, namespace, POOL, want)
+        assert set(lines) == set(want), lines
+        again = await export_obj(client, namespace, RELAY_SVC)
+        assert again is not None
+        assert again["metadata"]["uid"] == kept["metadata"]["uid"]
+        await second_pass_writes_nothing(op, namespace)
+
+
 async def test_export_being_deleted_is_left_until_gone_then_recreated(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
