@@ -1,0 +1,101 @@
+"""Which export events requeue a relay (`wiring.export_changed`, SPEC §4.8).
+
+Creates and deletes always do. An update does only while the export has a
+controller, and only when something the plan reads changed: our label, the owner
+references, the deletion timestamp. An MCS implementation writes the export's
+status (Lighthouse and Cilium write conditions); reacting to that would cost a
+reconcile per status write across the fleet and change nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.exports.wiring import export_changed
+from dynamo_pool_operator.runtime.informer import EventType
+
+REF = {
+    "apiVersion": "nvidia.com/v1alpha1",
+    "kind": "DynamoPoolRelay",
+    "name": "llama",
+    "uid": "u-1",
+    "controller": True,
+    "blockOwnerDeletion": True,
+}
+
+
+def export(*, controlled: bool = True) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "name": "llama-frontend",
+        "namespace": "ns",
+        "resourceVersion": "10",
+        "labels": {labels.DGD_NAME: "llama"},
+    }
+    if controlled:
+        meta["ownerReferences"] = [REF]
+    return {"metadata": meta}
+
+
+def changed(obj: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out["metadata"]["resourceVersion"] = "11"
+    target = out
+    for key in path[:-1]:
+        target = target.setdefault(key, {})
+    target[path[-1]] = value
+    return out
+
+
+@pytest.mark.parametrize("etype", [EventType.ADDED, EventType.DELETED])
+@pytest.mark.parametrize("controlled", [True, False])
+def test_creates_and_deletes_always_requeue(etype: EventType, controlled: bool) -> None:
+    obj = export(controlled=controlled)
+    old, new = (None, obj) if etype is EventType.ADDED else (obj, None)
+    assert export_changed(etype, old, new)
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("metadata", "labels"), {labels.DGD_NAME: "other"}),
+        (("metadata", "ownerReferences"), [{**REF, "uid": "u-2"}]),
+        (("metadata", "ownerReferences"), []),
+        (("metadata", "deletionTimestamp"), "2026-11-30T00:00:00Z"),
+    ],
+    ids=["label", "controller-changed", "controller-removed", "deleting"],
+)
+def test_an_update_of_what_the_plan_reads_requeues(path: tuple[str, ...], value: Any) -> None:
+    old = export()
+    assert export_changed(EventType.MODIFIED, old, changed(old, path, value))
+
+
+def test_a_status_update_by_the_implementation_does_not_requeue() -> None:
+    old = export()
+    conditions = [{"type": "Ready", "status": "True", "reason": "Exported"}]
+    assert not export_changed(
+        EventType.MODIFIED, old, changed(old, ("status", "conditions"), conditions)
+    )
+    # Nor do annotations or the spec's exported labels, which the plan does not read.
+    assert not export_changed(
+        EventType.MODIFIED, old, changed(old, ("metadata", "annotations"), {"a": "b"})
+    )
+    assert not export_changed(
+        EventType.MODIFIED, old, changed(old, ("spec", "exportedLabels"), {"a": "b"})
+    )
+
+
+def test_a_user_export_changing_without_a_controller_does_not_requeue() -> None:
+    old = export(controlled=False)
+    new = changed(old, ("metadata", "labels"), {labels.DGD_NAME: "mine"})
+    assert not export_changed(EventType.MODIFIED, old, new)
+
+
+def test_a_user_taking_a_controller_away_or_giving_one_requeues() -> None:
+    ours = export()
+    theirs = changed(ours, ("metadata", "ownerReferences"), [])
+    assert export_changed(EventType.MODIFIED, ours, theirs)
+    assert export_changed(EventType.MODIFIED, theirs, ours)
