@@ -5,8 +5,9 @@ Used by the work queue for retries (`ExponentialBackoff` per key, the default;
 client for its optional `qps` (a `TokenBucket` that every request reserves from).
 `Backoff` spaces an informer's watch reconnects (jittered, so informers that failed
 together do not retry together).
-Kept apart from the queue so the client does not depend on it. Time comes from an
-injected `Clock`, so tests drive the bucket with `FakeClock`.
+
+Kept apart from the queue so the client does not depend on it. The bucket takes its
+time from an injected `Clock`, so tests drive it with `FakeClock`.
 """
 
 from __future__ import annotations
