@@ -188,16 +188,19 @@ def dgd(name: str, namespace: str) -> dict[str, Any]:
     }
 
 
+def relay(name: str, namespace: str, cluster: str) -> dict[str, Any]:
+    return {
+        "apiVersion": RELAYS.api_version,
+        "kind": RELAYS.kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterId": cluster},
+    }
+
+
 async def publish_pool(client: Client, namespace: str, cluster: str) -> None:
     """The pool `POOL`: a DGD with one frontend, and its relay."""
     await client.create(DGDS, dgd(POOL, namespace))
-    relay = {
-        "apiVersion": RELAYS.api_version,
-        "kind": RELAYS.kind,
-        "metadata": {"name": POOL, "namespace": namespace},
-        "spec": {"clusterId": cluster},
-    }
-    await client.create(RELAYS, relay)
+    await client.create(RELAYS, relay(POOL, namespace, cluster))
 
 
 async def exported_status(client: Client, namespace: str) -> dict[str, Any] | None:

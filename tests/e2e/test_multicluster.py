@@ -27,6 +27,7 @@ from functools import partial
 from typing import Any
 
 import pytest
+from chart_operator import CLUSTER_ID_PROPERTY, DGDS, RELAYS, dgd, relay
 from mcs_simulator import (
     SERVICE_EXPORTS,
     SERVICE_IMPORTS,
@@ -38,7 +39,6 @@ from mcs_simulator import (
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
 from dynamo_pool_operator.exports.step import PoolExports
-from dynamo_pool_operator.poolrelay.controller import RELAYS, dgd_resource
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import SERVICES
@@ -49,8 +49,6 @@ from dynamo_pool_operator.testing.harness import OPERATOR_AGENT, OperatorUnderTe
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
-DGDS = dgd_resource("v1beta1")
-CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
 #: MCS namespace sameness: the same namespace in every cluster of the set.
 NS = "inference"
 #: Which pools run where: llama in both clusters, mistral in west only.
@@ -109,24 +107,10 @@ def clusterset(implementation: str) -> Iterator[dict[str, ControlPlane]]:
             cp.stop()
 
 
-def dgd(pool: str) -> dict[str, Any]:
-    return {
-        "apiVersion": DGDS.api_version,
-        "kind": DGDS.kind,
-        "metadata": {"name": pool, "namespace": NS},
-        "spec": {
-            "components": [
-                {"name": "Frontend", "type": "frontend", "replicas": 1},
-                {"name": "decode", "type": "decode", "replicas": 1},
-            ]
-        },
-    }
-
-
 async def run_pool(client: Client, pool: str, cluster: str) -> None:
     """What a user and Dynamo's operator do: the DGD, its frontend Service (Dynamo's
     operator makes it; there is none here), and the pool's relay."""
-    await client.create(DGDS, dgd(pool))
+    await client.create(DGDS, dgd(pool, NS))
     frontend = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -134,13 +118,7 @@ async def run_pool(client: Client, pool: str, cluster: str) -> None:
         "spec": {"ports": [{"name": "http", "port": 8000, "protocol": "TCP"}]},
     }
     await client.create(SERVICES, frontend)
-    relay = {
-        "apiVersion": RELAYS.api_version,
-        "kind": RELAYS.kind,
-        "metadata": {"name": pool, "namespace": NS},
-        "spec": {"clusterId": cluster},
-    }
-    await client.create(RELAYS, relay)
+    await client.create(RELAYS, relay(pool, NS, cluster))
 
 
 async def imported(client: Client) -> dict[str, list[str]]:
@@ -251,7 +229,7 @@ async def test_each_pool_is_imported_from_the_clusters_it_runs_in_and_withdrawn_
         ] == []
 
         # 5. ... and published again: back in.
-        await users["east"].create(DGDS, dgd("llama"))
+        await users["east"].create(DGDS, dgd("llama", NS))
         await every_cluster_sees(imports_wanted(POOLS))
         assert sim.passes > 0
 
