@@ -125,6 +125,28 @@ async def test_list_follows_continue_tokens_page_by_page(
     assert pages[2]["continue"] != pages[1]["continue"]
 
 
+async def test_list_maps_each_item_as_its_page_arrives(
+    control_plane: ControlPlane, client: Client, namespace: str
+) -> None:
+    """`each` sees every item once, page by page (before the next page is asked), and
+    an item it maps to None is dropped: how an informer trims a relist without
+    holding every untrimmed object at once."""
+    names = [f"each-{i}" for i in range(5)]
+    for name in names:
+        await client.create(CONFIGMAPS, _cm(name, namespace))
+    async with CountingClient(load_kubeconfig(control_plane.kubeconfig)) as counting:
+        seen: list[tuple[str, int]] = []  # (item, pages asked when it was mapped)
+
+        def each(obj: dict[str, Any]) -> dict[str, Any] | None:
+            name = obj["metadata"]["name"]
+            seen.append((name, len(counting.sent)))
+            return None if name == "each-3" else {"name": name}
+
+        result = await counting.list(CONFIGMAPS, namespace, limit=2, each=each)
+    assert result.items == [{"name": n} for n in names if n != "each-3"]
+    assert seen == [(n, i // 2 + 1) for i, n in enumerate(names)]
+
+
 async def test_status_subresource_write_changes_only_status(client: Client, namespace: str) -> None:
     """A status written through /status sticks; status sent to the main resource is ignored
     (the Deployment's status subresource is the server's rule, not the client's)."""

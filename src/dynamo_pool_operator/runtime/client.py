@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,15 +173,26 @@ class Client:
         label_selector: str | None = None,
         field_selector: str | None = None,
         limit: int = 500,
+        each: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
     ) -> ListResult:
-        """List every item, following `continue` tokens page by page."""
+        """List every item, following `continue` tokens page by page.
+
+        `each`, if given, maps every item as its page arrives (None drops it), so a
+        caller that trims objects never holds more than one untrimmed page: an
+        informer relisting thousands of Deployments would otherwise hold them all
+        with their managedFields at once, and the heap keeps that high-water mark."""
         items: list[dict[str, Any]] = []
         params = _selectors(label_selector, field_selector)
         params["limit"] = str(limit)
         while True:
             page = await self.request("GET", res.path(namespace), params=params)
-            items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
+            raw = page.pop("items", None) or []
+            if each is None:
+                items.extend(raw)
+            else:
+                items.extend(kept for kept in map(each, raw) if kept is not None)
+            del raw  # before the next page is fetched: the untrimmed originals go now
             token = meta.get("continue")
             if not token:
                 return ListResult(items, str(meta.get("resourceVersion", "")))

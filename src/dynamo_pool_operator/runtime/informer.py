@@ -76,6 +76,7 @@ class InformerClient(Protocol):
         label_selector: str | None = None,
         field_selector: str | None = None,
         limit: int = 500,
+        each: Callable[[Obj], Obj | None] | None = None,
     ) -> ListResult: ...
 
     def watch_lines(
@@ -290,9 +291,9 @@ class Informer:
             label_selector=self.label_selector,
             field_selector=self.field_selector,
             limit=self._page_size,
+            each=self._admit,
         )
-        kept = [o for o in result.items if self.keep is None or self.keep(o)]
-        changes = self.store.replace([self._prepare(o) for o in kept])
+        changes = self.store.replace(result.items)
         self._rv = result.resource_version
         self._need_list = False
         log.info(
@@ -372,6 +373,12 @@ class Informer:
         else:
             old = self.store.put(obj)
             self._dispatch(old, obj)
+
+    def _admit(self, obj: Obj) -> Obj | None:
+        """A listed object as the cache keeps it, or None when `keep` rejects it."""
+        if self.keep is not None and not self.keep(obj):
+            return None
+        return self._prepare(obj)
 
     def _prepare(self, obj: Obj) -> Obj:
         # List items come without apiVersion/kind; watch events have them. Make both alike.

@@ -125,6 +125,7 @@ class StubClient:
         label_selector: str | None = None,
         field_selector: str | None = None,
         limit: int = 500,
+        each: Callable[[Obj], Obj | None] | None = None,
     ) -> ListResult:
         self.list_calls.append(
             {
@@ -141,8 +142,12 @@ class StubClient:
         step = self.lists.pop(0)
         if isinstance(step, BaseException):
             raise step
-        # Fresh dicts per call, as a real list decodes fresh JSON.
-        return ListResult(copy.deepcopy(step.items), step.resource_version)
+        # Fresh dicts per call, as a real list decodes fresh JSON; `each` per item, as
+        # the client applies it page by page.
+        items = copy.deepcopy(step.items)
+        if each is not None:
+            items = [kept for kept in map(each, items) if kept is not None]
+        return ListResult(items, step.resource_version)
 
     async def watch_lines(
         self,
