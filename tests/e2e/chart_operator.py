@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
 from dynamo_pool_operator.poolrelay.controller import dgd_resource
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import EVENTS, LEASES
 from dynamo_pool_operator.testing.controlplane import ControlPlane
 
 DGDS = dgd_resource("v1beta1")
@@ -134,12 +136,15 @@ def cluster_id(cp: ControlPlane) -> Iterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def operator_running(installed: Installed, cfg: OperatorConfiguration) -> AsyncIterator[Run]:
-    """`process.run` as the ServiceAccount for the block; it must then stop cleanly."""
+async def operator_running(
+    installed: Installed, cfg: OperatorConfiguration, admin: Client, namespace: str
+) -> AsyncIterator[Run]:
+    """`process.run` as the ServiceAccount for the block; it must then stop cleanly.
+    A wait that times out shows the pool's objects in `namespace`, read by `admin`."""
     stop = asyncio.Event()
     task = asyncio.create_task(process.run(cfg, kubeconfig=str(installed.kubeconfig), stop=stop))
     try:
-        yield Run(task)
+        yield Run(task, partial(scene, admin, namespace, cfg.leader_election.name))
     finally:
         stop.set()
         code = await asyncio.wait_for(task, 30)
@@ -149,6 +154,8 @@ async def operator_running(installed: Installed, cfg: OperatorConfiguration) -> 
 @dataclasses.dataclass(frozen=True)
 class Run:
     task: asyncio.Task[int]
+    #: On a timeout, what the cluster looks like (for the failure message).
+    explain: Callable[[], Awaitable[str]] | None = None
 
     async def until(
         self, probe: Callable[[], Awaitable[Any]], what: str, timeout: float = 60
@@ -171,7 +178,51 @@ class Run:
                 if last:
                     return last
             await asyncio.sleep(0.1)
-        pytest.fail(f"{what}: not within {timeout}s; last {last!r}")
+        scene = await self.explain() if self.explain is not None else ""
+        pytest.fail(f"{what}: not within {timeout}s; last {last!r}\n{scene}")
+
+
+async def scene(admin: Client, namespace: str, lease: str) -> str:
+    """The relay's status, the exports, the pool's Events and every Lease of that name,
+    for a failure message: enough to tell "never led" from "led but stuck"."""
+    out: list[str] = []
+
+    async def show(what: str, read: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            out.append(f"{what}: {await read()}")
+        except errors.ApiError as e:
+            out.append(f"{what}: {e}")
+
+    async def relay_status() -> Any:
+        relay = await admin.get(RELAYS, POOL, namespace)
+        return {"generation": relay["metadata"].get("generation"), **(relay.get("status") or {})}
+
+    async def exports() -> Any:
+        return sorted(
+            e["metadata"]["name"] for e in (await admin.list(SERVICEEXPORTS, namespace)).items
+        )
+
+    async def events() -> Any:
+        found = (await admin.list(EVENTS, namespace)).items
+        return [(e.get("type"), e.get("reason"), e.get("note")) for e in found]
+
+    async def leases() -> Any:
+        found = (await admin.list(LEASES)).items
+        return [
+            (
+                m["metadata"]["namespace"],
+                m["spec"].get("holderIdentity"),
+                m["spec"].get("renewTime"),
+            )
+            for m in found
+            if m["metadata"]["name"] == lease
+        ]
+
+    await show("relay status", relay_status)
+    await show("exports", exports)
+    await show("events", events)
+    await show(f"leases {lease}", leases)
+    return "\n".join(out)
 
 
 def dgd(name: str, namespace: str) -> dict[str, Any]:

@@ -352,7 +352,7 @@ async def test_the_charts_service_account_can_run_the_operator_and_nothing_more(
 
     since = cp.audit.offset()
     with cluster_id(cp) as cluster:
-        async with operator_running(installed, cfg) as run:
+        async with operator_running(installed, cfg, client, namespace) as run:
             await publish_pool(client, namespace, cluster)
             status = await run.until(
                 lambda: exported_status(client, namespace), "the pool published and exported"

@@ -260,7 +260,7 @@ async def test_the_operator_makes_no_request_on_secrets_while_publishing_and_exp
     kubeconfig, user = installed.kubeconfig, installed.user
     since = cp.audit.offset()
     with cluster_id(cp) as cluster:
-        async with operator_running(installed, installed.configuration()) as run:
+        async with operator_running(installed, installed.configuration(), client, namespace) as run:
             await publish_pool(client, namespace, cluster)
             await run.until(
                 lambda: exported_status(client, namespace), "the pool published and exported"
