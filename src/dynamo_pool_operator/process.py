@@ -96,7 +96,11 @@ async def _run_with_server(
     async def lead() -> None:
         await op.start_leading()
         log.info("leading: controllers started", extra={"identity": identity})
-        await stop.wait()
+        # Lead until cancelled, never until `stop`: returning made the elector start
+        # its release while the shutdown below cancelled the elector, and that second
+        # cancellation cut the release short. The Lease was left to expire (15 s, not
+        # the ~1 s handover) and the release ran on after the client had closed.
+        await asyncio.Event().wait()
 
     le = config.leader_election
     elector: LeaderElector | None = None

@@ -26,6 +26,7 @@ from dynamo_pool_operator.api import crd as relay_crd
 from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import DEFAULT_USER_AGENT, Client
+from dynamo_pool_operator.runtime.resources import LEASES
 from dynamo_pool_operator.testing.assets import resolve
 from dynamo_pool_operator.testing.controlplane import ControlPlane
 from dynamo_pool_operator.testing.crds import dgd_crd, mcs_crds
@@ -172,6 +173,32 @@ async def test_about_api_absent_turns_the_cluster_id_check_off_with_one_warning(
     assert any(
         "multiClusterExport=v1beta1 clusterIDCheck=off" in m for m in messages(caplog, logging.INFO)
     )
+
+
+# ---------------------------------------------------------------- shutdown
+async def test_a_stopped_leader_has_released_its_lease_when_run_returns(
+    control_plane: ControlPlane, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SIGTERM hands over in about a second because the leader releases its Lease
+    (holder emptied) before `run` returns, with its client still open. Several
+    start/stop cycles, since the release once raced the rest of the shutdown: a
+    second cancellation cut it short and it ran on after the client had closed."""
+    caplog.set_level(logging.INFO)
+    cfg = config(
+        "mcs",
+        namespace={"restricted": namespace},
+        leaderElection={"enabled": True, "namespace": namespace, "name": "dpo-release"},
+        server={"metricsAddress": "0", "healthProbeAddress": "0"},
+    )
+    async with Client(load_kubeconfig(control_plane.kubeconfig), user_agent="dpo-tests") as c:
+        for cycle in range(4):
+            caplog.clear()
+            stop, task = await run_until_leading(cfg, control_plane, caplog)
+            assert await stop_operator(stop, task) == process.EXIT_OK
+            lease = await c.get(LEASES, "dpo-release", namespace)
+            assert lease["spec"].get("holderIdentity") in ("", None), (cycle, lease["spec"])
+            released = [m for m in messages(caplog, logging.INFO) if "released lease" in m]
+            assert len(released) == 1, (cycle, messages(caplog, logging.WARNING))
 
 
 # ---------------------------------------------------------------- client pacing

@@ -363,8 +363,12 @@ class LeaderElector:
             await asyncio.wait({work, renew}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             # Order matters: stop the work first, then stop renewing (which releases).
-            await _cancel_and_wait(work)
-            await _cancel_and_wait(renew)
+            # Nested, so a cancellation that lands while the work stops still stops
+            # the renewals (and releases) instead of leaving them running unowned.
+            try:
+                await _cancel_and_wait(work)
+            finally:
+                await _cancel_and_wait(renew)
         if renew.done() and not renew.cancelled():
             renew.result()  # raises LeadershipLost (or an unexpected error)
         work.result()

@@ -659,6 +659,33 @@ async def test_run_stops_work_before_releasing_when_cancelled(
     assert store.spec["holderIdentity"] == ""
 
 
+async def test_run_still_releases_when_cancelled_again_while_its_work_stops(
+    make: MakeElector, store: LeaseStore, clock: FakeClock
+) -> None:
+    """A second cancellation that lands while the work is stopping must not leave the
+    renewals running unowned: they are stopped and the lease is released anyway."""
+    a, _ = make("a")
+    stopping = asyncio.Event()
+
+    async def work() -> None:
+        try:
+            await asyncio.get_running_loop().create_future()
+        finally:
+            stopping.set()
+            await asyncio.sleep(0.05)  # a slow clean-up, e.g. draining reconciles
+
+    task = asyncio.create_task(a.run(work))
+    await tick(clock, 5)
+    assert a.is_leader
+    task.cancel()
+    await stopping.wait()
+    task.cancel()  # again, while run() waits for the work to stop
+    await asyncio.gather(task, return_exceptions=True)
+    assert task.cancelled()
+    assert store.spec["holderIdentity"] == ""
+    assert not a.is_leader
+
+
 async def test_run_returns_and_releases_when_work_returns(
     make: MakeElector, store: LeaseStore, clock: FakeClock
 ) -> None:
