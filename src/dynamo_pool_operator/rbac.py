@@ -75,6 +75,14 @@ MANAGER_RULES: tuple[Rule, ...] = (
         "status is written only by server-side apply (a PATCH) on the status subresource",
     ),
     Rule(
+        crd.GROUP,
+        (f"{crd.PLURAL}/finalizers",),
+        ("update",),
+        "OwnerReferencesPermissionEnforcement (OpenShift's default) refuses an owner "
+        "reference with blockOwnerDeletion unless the writer may update the owner's "
+        "finalizers; every object a relay owns carries one. No finalizer is ever set",
+    ),
+    Rule(
         dgd_api.GROUP,
         (dgd_api.PLURAL,),
         _READ,

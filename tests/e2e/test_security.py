@@ -76,6 +76,9 @@ ALLOWED = [
     # SPEC §2 status.observedGeneration/conditions/exports, written "on the relay":
     # server-side apply (a PATCH) of the status subresource (poolrelay/reconcile.py).
     Allowed("nvidia.com", "dynamopoolrelays/status", frozenset({"patch"}), MANAGED),
+    # OwnerReferencesPermissionEnforcement: an owner reference with blockOwnerDeletion
+    # needs `update` on the owner's finalizers. The operator never sets a finalizer.
+    Allowed("nvidia.com", "dynamopoolrelays/finalizers", frozenset({"update"}), MANAGED),
     # SPEC §1 "we read DGDs, never write them"; §4.8 read from caches.
     Allowed("nvidia.com", "dynamographdeployments", READ, MANAGED),
     # SPEC §3 publish = server-side apply (patch) of a Deployment `<D>-pool-relay`, created

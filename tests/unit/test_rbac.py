@@ -31,6 +31,8 @@ def test_manager_rules_are_exactly_what_the_reconcilers_need() -> None:
     rules = rbac.manager_rules()
     assert verbs(rules, "nvidia.com", "dynamopoolrelays") == {"get", "list", "watch"}
     assert verbs(rules, "nvidia.com", "dynamopoolrelays/status") == {"patch"}
+    # OwnerReferencesPermissionEnforcement: blockOwnerDeletion needs this, and only this.
+    assert verbs(rules, "nvidia.com", "dynamopoolrelays/finalizers") == {"update"}
     assert verbs(rules, "nvidia.com", "dynamographdeployments") == {"get", "list", "watch"}
     own = {"get", "list", "watch", "create", "patch", "delete"}
     assert verbs(rules, "apps", "deployments") == own
@@ -38,7 +40,7 @@ def test_manager_rules_are_exactly_what_the_reconcilers_need() -> None:
     assert verbs(rules, "multicluster.x-k8s.io", "serviceexports") == own
     assert verbs(rules, "events.k8s.io", "events") == {"create", "patch"}
     resources = {(g, r) for g, r, _ in grants(rules)}
-    assert len(resources) == 7, f"an unexpected resource is granted: {sorted(resources)}"
+    assert len(resources) == 8, f"an unexpected resource is granted: {sorted(resources)}"
 
 
 def test_no_rule_grants_what_the_operator_must_never_do() -> None:

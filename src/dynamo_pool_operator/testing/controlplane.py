@@ -232,6 +232,10 @@ class ControlPlane:
             f"--service-account-key-file={d / 'sa.pub'}",
             f"--service-account-signing-key-file={d / 'sa.key'}",
             "--disable-admission-plugins=ServiceAccount",
+            # Production admission: OpenShift enables this plugin by default. It refuses
+            # `blockOwnerDeletion: true` unless the writer may update the owner's
+            # finalizers, which is what the operator's own references carry.
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
             "--allow-privileged=true",
             f"--audit-policy-file={d / 'audit-policy.yaml'}",
             f"--audit-log-path={self.audit.path}",
