@@ -60,8 +60,8 @@ def spec_schema() -> dict[str, Any]:
                 "type": "integer",
                 "format": "int32",
                 "minimum": 0,
-                "default": 2,
-                "description": "Relay pods (active-active).",
+                "description": "Relay pods (active-active); defaults to the operator's "
+                "poolRelay.replicas.",
             },
             "image": {
                 "type": "string",
