@@ -8,6 +8,8 @@ and call `reconcile`. The reconcile contract is controller-runtime's:
 
 - an exception -> log it with the key, requeue with per-key exponential backoff;
 - `Result(requeue_after=d)` -> forget the backoff, come back after `d`;
+- `Result(requeue=True)` -> come back through the key's rate limiter (a lost race:
+  not an error, so not logged or counted as one);
 - otherwise -> forget the backoff; wait for the next event.
 
 There are no terminal errors: anything that failed is retried. A key is never
@@ -45,9 +47,13 @@ Predicate = Callable[[EventType, Obj | None, Obj | None], bool]
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """What a successful reconcile asks for: nothing, or another look after a delay."""
+    """What a successful reconcile asks for: nothing, another look after a delay, or
+    (`requeue`) another look soon through the key's rate limiter, as for a lost race
+    (the first retry comes within milliseconds; a race lost again and again backs off
+    instead of hot-looping). Neither is an error."""
 
     requeue_after: float | None = None
+    requeue: bool = False
 
 
 class Reconciler(Protocol):
@@ -198,7 +204,7 @@ class Controller:
             name, clock=self._clock, rate_limiter=rate_limiter, registry=registry
         )
         self._m = _Metrics.for_registry(registry)
-        for result in ("success", "error", "requeue_after"):
+        for result in ("success", "error", "requeue", "requeue_after"):
             self._m.total.labels(name, result)  # series exist from the start, at 0
         self._m.errors.labels(name)
         self._m.max_workers.labels(name).set(workers)
@@ -361,13 +367,13 @@ class Controller:
         except Exception as e:
             m.errors.labels(name).inc()
             m.total.labels(name, "error").inc()
-            # Expected API failures are one line; anything else gets its traceback.
+            # Expected failures are one line; anything else (a bug) gets its traceback.
             log.error(
                 "Reconciler error: %s/%s: %s",
                 key[0],
                 key[1],
                 e,
-                exc_info=not isinstance(e, errors.ApiError),
+                exc_info=not isinstance(e, errors.Reported),
                 extra={"controller": name, "namespace": key[0], "object": key[1]},
             )
             self.queue.add_rate_limited(key)
@@ -375,6 +381,10 @@ class Controller:
         finally:
             m.active.labels(name).dec()
             m.time.labels(name).observe(time.monotonic() - started)
+        if result is not None and result.requeue:
+            m.total.labels(name, "requeue").inc()
+            self.queue.add_rate_limited(key)
+            return
         self.queue.forget(key)
         if result is not None and result.requeue_after:
             m.total.labels(name, "requeue_after").inc()

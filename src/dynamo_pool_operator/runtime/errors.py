@@ -11,7 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 
-class ApiError(Exception):
+class Reported(Exception):
+    """A failure whose message says all a user needs (what failed, and the answer):
+    logged in one line, without a traceback. A traceback is for our own bugs."""
+
+
+class Failures(Reported):
+    """Several failures of one pass, each named in the message."""
+
+    def __init__(self, failures: list[Exception]) -> None:
+        self.failures = failures
+        super().__init__("; ".join(str(e) for e in failures))
+
+
+class ApiError(Reported):
     """An error answer from the API server (or the way to it)."""
 
     #: HTTP status code, 0 when no answer was received.
