@@ -6,10 +6,12 @@ the operator here, so what the tests exercise is the wiring that ships.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter
 
 from .api.relay import RelayDefaults
 from .config import OperatorConfiguration
@@ -23,11 +25,31 @@ from .runtime.client import Client
 from .runtime.clock import Clock, SystemClock
 from .runtime.controller import Controller
 from .runtime.events import EventRecorder
+from .runtime.ratelimit import ExponentialBackoff
 from .runtime.shared_informers import SharedInformers
 
 log = logging.getLogger(__name__)
 
 REPORTING_CONTROLLER = "nvidia.com/dynamo-pool-operator"
+#: The feature-off cleanup's retry backoff: 0.5 s doubling to 5 minutes.
+CLEANUP_RETRY_BASE = 0.5
+CLEANUP_RETRY_CAP = 300.0
+
+_CLEANUP_FAILURES: weakref.WeakKeyDictionary[CollectorRegistry, Counter] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _cleanup_failures(registry: CollectorRegistry) -> Counter:
+    found = _CLEANUP_FAILURES.get(registry)
+    if found is None:
+        found = _CLEANUP_FAILURES[registry] = Counter(
+            "dynamo_pool_operator_export_cleanup_failures_total",
+            "Refused lists and deletes of the feature-off ServiceExport cleanup (each is "
+            "retried with backoff)",
+            registry=registry,
+        )
+    return found
 
 
 @dataclass
@@ -42,6 +64,9 @@ class Operator:
     recorder: EventRecorder
     reconciler: PoolRelayReconciler
     controller: Controller
+    #: `dynamo_pool_operator_export_cleanup_failures_total`: refused cleanup writes/lists.
+    cleanup_failures: Counter
+    _cleanup_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Start caches and the event writer, then (after caches sync) the workers."""
@@ -55,22 +80,56 @@ class Operator:
         await self.controller.start()
 
     async def cleanup_when_off(self) -> None:
-        """SPEC §4.11: with no MCS implementation, withdraw once the exports this
-        operator created earlier, if the ServiceExport API is still served."""
+        """With no MCS implementation, withdraw the exports this operator created
+        earlier, if the ServiceExport API is still served (turning the feature off
+        cleans up). The first pass runs now; if anything was refused (an admission
+        policy, a 5xx, a list timeout), each refusal is logged and counted and the
+        pass is retried in the background with backoff until it completes. It never
+        fails the startup: the relays are served meanwhile."""
         if self.config.multi_cluster.mcs_implementation or not self.gates.serviceexport_served:
             return
-        n = await withdraw_leftover_exports(
+        if not await self._cleanup_pass():
+            self._cleanup_task = asyncio.create_task(
+                self._retry_cleanup(), name="feature-off export cleanup"
+            )
+
+    async def _cleanup_pass(self) -> bool:
+        assert self.gates.serviceexport_served is not None
+        done = await withdraw_leftover_exports(
             self.client,
             self.gates.serviceexport_served,
             self.config.namespace.restricted or None,
         )
-        log.info("multi-cluster export is off: withdrew %d ServiceExports left from before", n)
+        if done.withdrawn:
+            log.info(
+                "multi-cluster export is off: withdrew %d ServiceExports left from before",
+                done.withdrawn,
+            )
+        for failure in done.failures:
+            self.cleanup_failures.inc()
+            log.warning("multi-cluster export is off, cleanup refused (retried): %s", failure)
+        return not done.failures
+
+    async def _retry_cleanup(self) -> None:
+        backoff = ExponentialBackoff(base=CLEANUP_RETRY_BASE, cap=CLEANUP_RETRY_CAP)
+        while True:
+            await asyncio.sleep(backoff.when("cleanup"))
+            try:
+                if await self._cleanup_pass():
+                    log.info("multi-cluster export is off: cleanup complete")
+                    return
+            except Exception:
+                log.exception("multi-cluster export is off: cleanup pass failed (retried)")
 
     async def start_caches(self) -> None:
         """Warm caches only (a follower does this before it leads)."""
         self.informers.start_all()
 
     async def stop(self, drain_timeout: float = 30.0) -> None:
+        if self._cleanup_task is not None:
+            self._cleanup_task.cancel()
+            await asyncio.gather(self._cleanup_task, return_exceptions=True)
+            self._cleanup_task = None
         await self.controller.stop(drain_timeout)
         await self.recorder.stop()
         await self.informers.stop_all()
@@ -113,6 +172,7 @@ def build(
             image_pull_policy=relay.image_pull_policy,
         ),
         default_discovery_backend=config.discovery.backend,
+        recorder=recorder,
         clock=clock,
     )
     controller = relay_controller.wire(
@@ -144,4 +204,14 @@ def build(
             recorder=recorder,
             registry=registry,
         )
-    return Operator(client, config, gates, informers, caches, recorder, reconciler, controller)
+    return Operator(
+        client,
+        config,
+        gates,
+        informers,
+        caches,
+        recorder,
+        reconciler,
+        controller,
+        _cleanup_failures(registry),
+    )
