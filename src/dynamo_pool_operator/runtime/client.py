@@ -113,9 +113,11 @@ class Client:
     ) -> Any:
         """Send one request and decode the JSON answer; raise a classified `ApiError`.
 
-        Retries only where the server said the request was not processed: an answer
-        with Retry-After (429, or 5xx from APF/webhooks), up to `max_retries`, and
-        once after a 401 with refreshed credentials (rotated token or exec plugin).
+        Retries only where the server said to, up to `max_retries` times, waiting
+        Retry-After (at most 30 s) each time: a 429 for every verb (not processed
+        at all), a 5xx carrying Retry-After for idempotent requests only (see
+        `_repeatable`); and once after a 401 with refreshed credentials (rotated
+        token or exec plugin). Nothing else: no connection failure, no timeout.
         """
         data = orjson.dumps(body) if body is not None else None
         attempt = 0
@@ -153,7 +155,11 @@ class Client:
                 refreshed = True
                 self.config.credentials.invalidate()
                 continue
-            retry_after = getattr(err, "retry_after", None)
+            retry_after = err.retry_after
+            if isinstance(err, errors.ServerError | errors.ServerTimeout) and not _repeatable(
+                method, content_type
+            ):
+                retry_after = None
             if retry_after is not None and attempt < self._max_retries:
                 attempt += 1
                 await asyncio.sleep(min(retry_after, 30.0))
@@ -437,6 +443,23 @@ class Client:
             for r in await self.server_resources()
             if r.group == group and r.plural == plural
         ]
+
+
+#: Requests whose repeat cannot do more than the first did. A 5xx with Retry-After may
+#: come after the server carried the request out (a 504 once the write was stored):
+#: repeating a create would then fail as AlreadyExists, so a create is left to the
+#: caller. client-go retries every verb; we retry these. A PUT carries the
+#: resourceVersion it read, so a repeat of one that landed is refused (Conflict).
+_REPEATABLE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+#: PATCH bodies that state the end result rather than a change: applying one twice
+#: leaves the object as applying it once does.
+_REPEATABLE_PATCHES = frozenset({APPLY_PATCH, MERGE_PATCH})
+
+
+def _repeatable(method: str, content_type: str) -> bool:
+    if method in _REPEATABLE_METHODS:
+        return True
+    return method == "PATCH" and content_type in _REPEATABLE_PATCHES
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
