@@ -7,7 +7,10 @@ tested in tests/integration/test_runtime_client.py.
 
 from __future__ import annotations
 
+import asyncio
+import socket
 import ssl
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -15,7 +18,9 @@ import orjson
 import pytest
 from aiohttp import web
 
+from dynamo_pool_operator.runtime import client as client_mod
 from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime import informer as informer_mod
 from dynamo_pool_operator.runtime.auth import ClusterConfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import CONFIGMAPS
@@ -41,9 +46,19 @@ class FakeServer:
         self.plan: list[tuple[int, dict[str, str]]] = []
         self.seen: list[str] = []
         self.port = 0
+        #: Lines a watch request gets before the server goes silent (never closing).
+        self.stream: list[bytes] = []
+        self.closing = asyncio.Event()
 
-    async def handle(self, request: web.Request) -> web.Response:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
         self.seen.append(request.method)
+        if request.query.get("watch") == "true":
+            resp = web.StreamResponse()
+            await resp.prepare(request)
+            for line in self.stream:
+                await resp.write(line + b"\n")
+            await self.closing.wait()  # silent but open, until the test ends
+            return resp
         if self.plan:
             status, headers = self.plan.pop(0)
             body = {"kind": "Status", "code": status, "message": "planned", "reason": ""}
@@ -69,6 +84,7 @@ async def server() -> AsyncIterator[FakeServer]:
     try:
         yield fake
     finally:
+        fake.closing.set()
         await runner.cleanup()
 
 
@@ -133,3 +149,88 @@ async def test_retries_stop_after_max_retries(server: FakeServer) -> None:
         with pytest.raises(errors.ServerError):
             await IDEMPOTENT["get"](c)
     assert len(server.seen) == 3
+
+
+# ---------------------------------------------------------------- dead connections
+def test_connection_defaults_match_client_go_and_a_healthy_watch_is_never_silent_that_long() -> (
+    None
+):
+    """client-go's transport: dial 30 s, TCP keepalive 30 s, TLS handshake 10 s. A watch
+    is dead after 60 s without a byte; the server ends each of ours sooner (by 54 s),
+    so a quiet but healthy watch is never mistaken for a dead one."""
+    assert (client_mod.DIAL_TIMEOUT, client_mod.TCP_KEEPALIVE) == (30.0, 30.0)
+    assert client_mod.TLS_HANDSHAKE_TIMEOUT == 10.0
+    assert client_mod.WATCH_IDLE_TIMEOUT <= 60.0
+    longest_watch = informer_mod.WATCH_TIMEOUT_SECONDS * (1 + informer_mod.WATCH_TIMEOUT_JITTER)
+    assert longest_watch < client_mod.WATCH_IDLE_TIMEOUT
+
+
+def test_sockets_probe_an_idle_peer_every_keepalive_period() -> None:
+    make = client_mod._keepalive_sockets(30.0)
+    sock = make((socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", ("127.0.0.1", 0)))
+    try:
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        if hasattr(socket, "TCP_KEEPIDLE"):
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == 30
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == 30
+    finally:
+        sock.close()
+
+
+async def drain(c: Client, into: list[bytes] | None = None) -> None:
+    """Read a watch to its end, keeping its lines in `into`."""
+    async for line in c.watch_lines(CONFIGMAPS, "default", resource_version="1"):
+        if into is not None:
+            into.append(line)
+
+
+@pytest.fixture
+async def mute_port() -> AsyncIterator[int]:
+    """A port that accepts TCP connections and never says a word (no TLS handshake)."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def accept(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        for writer in held:
+            writer.transport.abort()
+        server.close()
+        await server.wait_closed()
+
+
+class _Insecure(_PlainHttp):
+    async def ssl_context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+
+
+@pytest.mark.parametrize("what", ["request", "watch"])
+async def test_a_tls_handshake_that_never_completes_fails_at_the_handshake_timeout(
+    mute_port: int, what: str
+) -> None:
+    """Without a handshake bound a request waited for its 30 s total, and a watch (no
+    total) for asyncio's 60 s; with it both fail after `tls_handshake_timeout`."""
+    config = ClusterConfig(f"https://127.0.0.1:{mute_port}", _Insecure())
+    async with Client(config, tls_handshake_timeout=0.3, request_timeout=30) as c:
+        started = time.monotonic()
+        with pytest.raises((errors.ConnectionFailed, errors.ServerTimeout)):
+            await (c.get(CONFIGMAPS, "a", "default") if what == "request" else drain(c))
+        took = time.monotonic() - started
+    assert took < 10, f"gave up after {took:.1f}s"
+
+
+async def test_a_watch_silent_for_the_idle_timeout_is_given_up(server: FakeServer) -> None:
+    """The server (or the path) stops sending mid-watch without closing: after
+    `watch_idle_timeout` seconds of silence the watch raises ServerTimeout."""
+    lines: list[bytes] = []
+    async with client_for(server, watch_idle_timeout=0.3) as c:
+        server.stream = [b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"2"}}}']
+        with pytest.raises(errors.ServerTimeout, match="no byte in"):
+            await drain(c, lines)
+    assert len(lines) == 1
