@@ -103,6 +103,11 @@ class Client:
         self._tcp_keepalive = tcp_keepalive
         #: Seconds of silence after which a watch is given up as dead (`ServerTimeout`).
         self.watch_idle_timeout = watch_idle_timeout
+        #: Asked right before each write is sent (retries included); False refuses it
+        #: with `NotLeader`, unsent. The operator sets its elector's `is_leader` here,
+        #: so no write of this client leaves once leadership has ended: the one place
+        #: every writer (reconciler, Events, exports) goes through.
+        self.write_gate: Callable[[], bool] | None = None
         self._session: aiohttp.ClientSession | None = None
 
     # ------------------------------------------------------------ lifecycle
@@ -161,6 +166,9 @@ class Client:
             headers.update(await self.config.credentials.headers())
             if data is not None:
                 headers["Content-Type"] = content_type
+            ssl = await self.config.credentials.ssl_context()
+            if method not in _READS and self.write_gate is not None and not self.write_gate():
+                raise errors.NotLeader(f"{method} {path}: not sent, this replica does not lead")
             try:
                 async with self._http().request(
                     method,
@@ -168,7 +176,7 @@ class Client:
                     params=params,
                     data=data,
                     headers=headers,
-                    ssl=await self.config.credentials.ssl_context(),
+                    ssl=ssl,
                     server_hostname=self.config.server_hostname,
                     proxy=self.config.proxy,
                     timeout=aiohttp.ClientTimeout(
@@ -483,6 +491,8 @@ class Client:
         ]
 
 
+#: Methods that never change anything: the write gate lets them through.
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: Requests whose repeat cannot do more than the first did. A 5xx with Retry-After may
 #: come after the server carried the request out (a 504 once the write was stored):
 #: repeating a create would then fail as AlreadyExists, so a create is left to the

@@ -117,6 +117,11 @@ class ConnectionFailed(ApiError):
         return True
 
 
+class NotLeader(ApiError):
+    """The write was not sent: this process does not (or no longer) hold the leader
+    Lease. Raised by the client's write gate, never by the server."""
+
+
 def classify(
     status: int, body: dict[str, Any] | None, retry_after: float | None = None
 ) -> ApiError:

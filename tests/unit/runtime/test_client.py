@@ -234,3 +234,28 @@ async def test_a_watch_silent_for_the_idle_timeout_is_given_up(server: FakeServe
         with pytest.raises(errors.ServerTimeout, match="no byte in"):
             await drain(c, lines)
     assert len(lines) == 1
+
+
+# ---------------------------------------------------------------- leadership
+@pytest.mark.parametrize("verb", ["create", "replace", "delete", "apply", "merge_patch"])
+async def test_a_closed_write_gate_refuses_a_write_without_sending_it(
+    server: FakeServer, verb: str
+) -> None:
+    calls: dict[str, Call] = {**IDEMPOTENT, "create": CREATE}
+    async with client_for(server) as c:
+        c.write_gate = lambda: False
+        with pytest.raises(errors.NotLeader):
+            await calls[verb](c)
+        await IDEMPOTENT["get"](c)  # reads are never gated
+    assert server.seen == ["GET"]
+
+
+async def test_the_write_gate_is_asked_again_before_each_retry(server: FakeServer) -> None:
+    """A retry waits Retry-After (up to 30 s): leadership may have ended meanwhile."""
+    server.plan = [(503, {"Retry-After": "0"})]
+    answers = iter([True, False])
+    async with client_for(server) as c:
+        c.write_gate = lambda: next(answers)
+        with pytest.raises(errors.NotLeader):
+            await IDEMPOTENT["replace"](c)
+    assert server.seen == ["PUT"]
