@@ -16,8 +16,9 @@ configuration, write naive local times, never count transitions and never releas
 
 The elector never exits the process; the operator warms its caches as a follower,
 then `await elector.run(start_controllers)` (returns after a clean stop, lease released)
-and exits non-zero on `LeadershipLost`. Writers check `elector.is_leader` right before
-writing: it turns False when the renew deadline passes, even mid-request.
+and exits non-zero on `LeadershipLost`. `elector.is_leader` is the check for writers (the
+operator's client asks it before every write: `Client.write_gate`): it turns False when
+the renew deadline passes, even mid-request.
 """
 
 from __future__ import annotations
