@@ -125,13 +125,28 @@ class Operator:
         """Warm caches only (a follower does this before it leads)."""
         self.informers.start_all()
 
-    async def stop(self, drain_timeout: float = 30.0) -> None:
-        if self._cleanup_task is not None:
+    async def stop_leading(self, *, lost: bool = False, drain_timeout: float = 10.0) -> None:
+        """End what only the leader does; the one place its writing stops.
+
+        A clean stop runs this before the Lease is released: no more keys are handed
+        out, the reconciles in flight finish (at most `drain_timeout` seconds), then
+        the pending Events are written. After a lost Lease it cancels the reconciles
+        at once and drops the pending Events, since a successor may be writing
+        already. Either way nothing of ours is written afterwards (the client's write
+        gate refuses what a straggler might still try)."""
+        if self._cleanup_task is not None:  # the feature-off cleanup is leader work too
             self._cleanup_task.cancel()
             await asyncio.gather(self._cleanup_task, return_exceptions=True)
             self._cleanup_task = None
-        await self.controller.stop(drain_timeout)
-        await self.recorder.stop()
+        if lost:
+            await self.controller.stop(drain_timeout=0)
+            await self.recorder.abandon()
+        else:
+            await self.controller.stop(drain_timeout)
+            await self.recorder.stop()
+
+    async def stop(self, drain_timeout: float = 30.0) -> None:
+        await self.stop_leading(drain_timeout=drain_timeout)
         await self.informers.stop_all()
 
     def caches_synced(self) -> bool:
