@@ -22,7 +22,9 @@ from .runtime import metrics
 from .runtime.client import Client
 from .runtime.clock import Clock, SystemClock
 from .runtime.controller import Controller
+from .runtime.degraded import DegradedChecks
 from .runtime.events import EventRecorder
+from .runtime.informer import Informer
 from .runtime.shared_informers import SharedInformers
 
 log = logging.getLogger(__name__)
@@ -42,10 +44,12 @@ class Operator:
     recorder: EventRecorder
     reconciler: PoolRelayReconciler
     controller: Controller
+    #: Optional caches, by the check they serve: they never gate readiness.
+    checks: DegradedChecks
 
     async def start(self) -> None:
         """Start caches and the event writer, then (after caches sync) the workers."""
-        self.informers.start_all()
+        await self.start_caches()
         await self.start_leading()
 
     async def start_leading(self) -> None:
@@ -69,14 +73,21 @@ class Operator:
     async def start_caches(self) -> None:
         """Warm caches only (a follower does this before it leads)."""
         self.informers.start_all()
+        self.checks.start()
 
     async def stop(self, drain_timeout: float = 30.0) -> None:
+        await self.checks.stop()
         await self.controller.stop(drain_timeout)
         await self.recorder.stop()
         await self.informers.stop_all()
 
     def caches_synced(self) -> bool:
-        return all(i.has_synced for i in self.informers.informers())
+        """Readiness: every cache synced but the optional ones. A replica whose RBAC
+        lacks an optional read (the ClusterProperty) would otherwise never be ready;
+        `checks` reports it as degraded instead."""
+        return all(
+            i.has_synced for i in self.informers.informers() if not self.checks.is_optional(i)
+        )
 
 
 def build(
@@ -125,6 +136,7 @@ def build(
         ),
         caches,
     )
+    optional: dict[str, Informer] = {}
     implementation = config.multi_cluster.mcs_implementation
     if implementation and gates.serviceexport_version:
         export_caches = wire_exports(
@@ -144,4 +156,16 @@ def build(
             recorder=recorder,
             registry=registry,
         )
-    return Operator(client, config, gates, informers, caches, recorder, reconciler, controller)
+        if export_caches.cluster_properties is not None:
+            optional["clusterID"] = export_caches.cluster_properties
+    return Operator(
+        client,
+        config,
+        gates,
+        informers,
+        caches,
+        recorder,
+        reconciler,
+        controller,
+        DegradedChecks(optional, registry),
+    )
