@@ -24,7 +24,9 @@ from .runtime import metrics
 from .runtime.client import Client
 from .runtime.clock import Clock, SystemClock
 from .runtime.controller import Controller
+from .runtime.degraded import DegradedChecks
 from .runtime.events import EventRecorder
+from .runtime.informer import Informer
 from .runtime.ratelimit import ExponentialBackoff
 from .runtime.shared_informers import SharedInformers
 
@@ -64,13 +66,15 @@ class Operator:
     recorder: EventRecorder
     reconciler: PoolRelayReconciler
     controller: Controller
+    #: Optional caches, by the check they serve: they never gate readiness.
+    checks: DegradedChecks
     #: `dynamo_pool_operator_export_cleanup_failures_total`: refused cleanup writes/lists.
     cleanup_failures: Counter
     _cleanup_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Start caches and the event writer, then (after caches sync) the workers."""
-        self.informers.start_all()
+        await self.start_caches()
         await self.start_leading()
 
     async def start_leading(self) -> None:
@@ -124,6 +128,7 @@ class Operator:
     async def start_caches(self) -> None:
         """Warm caches only (a follower does this before it leads)."""
         self.informers.start_all()
+        self.checks.start()
 
     async def stop_leading(self, *, lost: bool = False, drain_timeout: float = 10.0) -> None:
         """End what only the leader does; the one place its writing stops.
@@ -146,11 +151,17 @@ class Operator:
             await self.recorder.stop()
 
     async def stop(self, drain_timeout: float = 30.0) -> None:
+        await self.checks.stop()
         await self.stop_leading(drain_timeout=drain_timeout)
         await self.informers.stop_all()
 
     def caches_synced(self) -> bool:
-        return all(i.has_synced for i in self.informers.informers())
+        """Readiness: every cache synced but the optional ones. A replica whose RBAC
+        lacks an optional read (the ClusterProperty) would otherwise never be ready;
+        `checks` reports it as degraded instead."""
+        return all(
+            i.has_synced for i in self.informers.informers() if not self.checks.is_optional(i)
+        )
 
 
 def build(
@@ -200,6 +211,7 @@ def build(
         ),
         caches,
     )
+    optional: dict[str, Informer] = {}
     implementation = config.multi_cluster.mcs_implementation
     if implementation and gates.serviceexport_version:
         export_caches = wire_exports(
@@ -219,6 +231,8 @@ def build(
             recorder=recorder,
             registry=registry,
         )
+        if export_caches.cluster_properties is not None:
+            optional["clusterID"] = export_caches.cluster_properties
     return Operator(
         client,
         config,
@@ -228,5 +242,6 @@ def build(
         recorder,
         reconciler,
         controller,
+        DegradedChecks(optional, registry),
         _cleanup_failures(registry),
     )

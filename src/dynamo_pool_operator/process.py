@@ -30,7 +30,7 @@ from pathlib import Path
 from . import operator
 from .config import OperatorConfiguration
 from .features import StartupError, discover_gates
-from .runtime import metrics
+from .runtime import errors, metrics
 from .runtime.auth import ConfigError, load_config
 from .runtime.client import DEFAULT_USER_AGENT, Client
 from .runtime.leader import LeaderElector, LeadershipLost, default_identity
@@ -90,6 +90,9 @@ async def run(
         except StartupError as e:
             log.error("%s", e)
             return EXIT_FAILURE
+        except errors.ApiError as e:  # unreachable, refused credentials, ...: one line
+            log.error("cannot read the API server's discovery at %s: %s", cluster.server, e)
+            return EXIT_FAILURE
         op = operator.build(client, config, gates, identity=identity)
         probes = Probes(
             # Workers the controller could not replace: restart the process.
@@ -102,7 +105,12 @@ async def run(
             health_address=config.server.health_probe_address,
             metrics_address=config.server.metrics_address,
         )
-        await server.start()
+        try:
+            await server.start()
+        except OSError as e:  # the address is taken, or not ours to bind
+            log.error("cannot serve the probes and metrics: %s", e)
+            await server.stop()
+            return EXIT_FAILURE
         try:
             return await _run_with_server(op, lease_client, config, identity, stop)
         finally:
@@ -169,6 +177,11 @@ async def _run_with_server(
     except LeadershipLost as e:
         # `lead` has already stopped the writing (reconciles cancelled, Events dropped).
         log.error("leadership lost, exiting so no write happens without the lease: %s", e)
+        code = EXIT_FAILURE
+    except (errors.ApiError, TimeoutError) as e:
+        # Expected failures (a refused startup write, caches that never synced): the
+        # reason in one line. A traceback is for bugs only.
+        log.error("operator failed: %s", e)
         code = EXIT_FAILURE
     except Exception:
         log.exception("operator failed")

@@ -74,6 +74,21 @@ class ServedResource:
         return Resource(self.group, self.version, self.plural, self.kind, self.namespaced)
 
 
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """What discovery found, and the group versions it could not read.
+
+    An aggregated API whose server is down (metrics-server, say) answers 503 for its
+    group version, or is marked Stale in aggregated discovery. As client-go's partial
+    discovery does, its resources are left out and the rest is returned: the caller
+    decides whether a group it needs is among `unavailable`.
+    """
+
+    resources: list[ServedResource]
+    #: "group/version" (core: "v1") -> why it could not be read.
+    unavailable: dict[str, str]
+
+
 class Client:
     """One connection pool to one API server, shared by informers and writers."""
 
@@ -436,15 +451,28 @@ class Client:
 
     # ------------------------------------------------------------ discovery
     async def server_resources(self) -> builtins.list[ServedResource]:
+        """Every served group/version/resource (subresources left out) that discovery
+        could read; see `discover` for the group versions it could not."""
+        return (await self.discover()).resources
+
+    async def discover(self) -> Discovery:
         """Every served group/version/resource (subresources left out), from aggregated
-        discovery (one request) or, on an older server, the legacy per-group endpoints."""
+        discovery (one request) or, on an older server, the legacy per-group endpoints;
+        an unavailable group version is skipped and named in `unavailable`."""
         out: builtins.list[ServedResource] = []
+        unavailable: dict[str, str] = {}
         for root in ("/api", "/apis"):
             doc = await self.request("GET", root, accept=AGGREGATED_DISCOVERY)
             if doc.get("kind") == "APIGroupDiscoveryList":
                 for group in doc.get("items") or []:
                     gname = group.get("metadata", {}).get("name", "")
                     for ver in group.get("versions") or []:
+                        if ver.get("freshness") == "Stale":
+                            gv = f"{gname}/{ver['version']}" if gname else ver["version"]
+                            unavailable[gv] = (
+                                "stale in aggregated discovery: its server did not answer"
+                            )
+                            continue
                         for r in ver.get("resources") or []:
                             out.append(
                                 ServedResource(
@@ -456,11 +484,11 @@ class Client:
                                 )
                             )
             else:
-                out.extend(await self._legacy_discovery(root, doc))
-        return out
+                out.extend(await self._legacy_discovery(root, doc, unavailable))
+        return Discovery(out, unavailable)
 
     async def _legacy_discovery(
-        self, root: str, doc: dict[str, Any]
+        self, root: str, doc: dict[str, Any], unavailable: dict[str, str]
     ) -> builtins.list[ServedResource]:
         gvs: builtins.list[tuple[str, str]] = []
         if root == "/api":
@@ -474,6 +502,9 @@ class Client:
             try:
                 rl = await self.request("GET", path)
             except errors.NotFound:
+                continue  # removed since the group list: not served
+            except errors.ApiError as e:
+                unavailable[f"{group}/{version}" if group else version] = str(e)
                 continue
             for r in rl.get("resources") or []:
                 if "/" not in r["name"]:
@@ -559,7 +590,8 @@ def _error_from(status: int, raw: bytes, retry_after_header: str | None) -> erro
     try:
         body = orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError:
-        body = {"message": raw[:500].decode(errors="replace")}
+        # A plain-text answer (the aggregator's 503 "service unavailable\n"): one line.
+        body = {"message": raw[:500].decode(errors="replace").strip()}
     retry_after: float | None = None
     if retry_after_header:
         try:
