@@ -29,6 +29,7 @@ lint: uv
 	$(UV) run --frozen ruff check src tests tools bench
 	$(UV) run --frozen ruff format --check src tests tools bench
 	$(UV) run --frozen mypy
+	$(UV) run --frozen lint-imports --no-cache
 
 ## controlplane: build (or find in the cache) kube-apiserver, etcd, kube-controller-manager, helm
 controlplane:

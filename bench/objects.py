@@ -8,7 +8,7 @@ import functools
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from dynamo_pool_operator.exports.wiring import clusterproperties, serviceexports
+from dynamo_pool_operator.api.mcs import clusterproperties, serviceexports
 from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
 from dynamo_pool_operator.poolrelay.controller import dgd_resource
 from dynamo_pool_operator.runtime.client import Client

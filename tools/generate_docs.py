@@ -1,23 +1,51 @@
-"""Write the generated documentation: docs/configuration.md from the config loader.
+"""Write the generated documentation from the code it describes.
 
-Run: uv run python tools/generate_docs.py   (tests/unit/test_docs_drift.py checks it)
+- docs/configuration.md, whole, from the configuration loader;
+- docs/crd.md, the sections between `<!-- BEGIN GENERATED: name -->` and
+  `<!-- END GENERATED: name -->`: `precedence`, the withdrawal reasons in the order of
+  the relay's check chain.
+
+Run: tools/uv run python tools/generate_docs.py   (tests/unit/test_docs_drift.py checks it)
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 
 from dynamo_pool_operator.config import configuration_reference
+from dynamo_pool_operator.poolrelay.checks import precedence_table
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: docs/crd.md's generated sections, by name.
+CRD_SECTIONS: dict[str, Callable[[], str]] = {"precedence": precedence_table}
 
 
 def configuration_doc() -> str:
     return configuration_reference()
 
 
+def with_sections(text: str, sections: dict[str, Callable[[], str]]) -> str:
+    """`text` with each generated section's body replaced by what its function makes."""
+    for name, make in sections.items():
+        begin, end = f"<!-- BEGIN GENERATED: {name} -->", f"<!-- END GENERATED: {name} -->"
+        pattern = re.compile(re.escape(begin) + r"\n.*?" + re.escape(end), re.S)
+        if not pattern.search(text):
+            raise SystemExit(f"section {name!r} is missing its markers")
+        body = f"{begin}\n{make()}{end}"
+        text = pattern.sub(lambda _, body=body: body, text)
+    return text
+
+
+def crd_doc() -> str:
+    return with_sections((ROOT / "docs" / "crd.md").read_text(), CRD_SECTIONS)
+
+
 def main() -> None:
     (ROOT / "docs" / "configuration.md").write_text(configuration_doc())
+    (ROOT / "docs" / "crd.md").write_text(crd_doc())
 
 
 if __name__ == "__main__":

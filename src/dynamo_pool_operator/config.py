@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from .api.mcs import Implementation
 from .config_fields import (
     ConfigurationError,
     FieldError,
@@ -83,7 +84,7 @@ class MultiClusterConfig:
         "",
         "Where pools are exported: empty exports nothing (and withdraws exports this operator "
         "made earlier); `mcs` or `karmada` write ServiceExports for that implementation.",
-        choices=("", "mcs", "karmada"),
+        choices=tuple(i.value for i in Implementation),
     )
 
 

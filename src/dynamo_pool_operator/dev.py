@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 from . import process
+from .api.mcs import Implementation, clusterproperties, serviceexports
 from .config import OperatorConfiguration
-from .exports.wiring import clusterproperties, serviceexports
 from .poolrelay import controller as relay_controller
 from .runtime import errors
 from .runtime.auth import load_kubeconfig
@@ -167,7 +167,10 @@ def dev_configuration(config: OperatorConfiguration) -> OperatorConfiguration:
     if config != OperatorConfiguration():
         return config
     return dataclasses.replace(
-        config, multi_cluster=dataclasses.replace(config.multi_cluster, mcs_implementation="mcs")
+        config,
+        multi_cluster=dataclasses.replace(
+            config.multi_cluster, mcs_implementation=Implementation.MCS.value
+        ),
     )
 
 

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter
 
+from .api.mcs import Implementation, serviceexports
 from .api.relay import RelayDefaults
 from .config import OperatorConfiguration
-from .exports.step import PoolExports
-from .exports.wiring import serviceexports, wire_exports, withdraw_leftover_exports
-from .features import Gates
+from .discovery import ServedApis
+from .exports.cleanup import withdraw_leftover_exports
+from .exports.contributor import ExportCaches, PoolExports
+from .exports.wiring import export_caches, watch_exports
+from .pipeline.model import Contributor
 from .poolrelay import controller as relay_controller
-from .poolrelay.reconcile import PoolRelayReconciler, RelayCaches
+from .poolrelay.reconciler import PoolRelayReconciler, RelayCaches
 from .runtime import metrics
 from .runtime.client import Client
 from .runtime.clock import Clock, SystemClock
@@ -27,6 +29,7 @@ from .runtime.controller import Controller
 from .runtime.degraded import DegradedChecks
 from .runtime.events import EventRecorder
 from .runtime.informer import Informer
+from .runtime.metricsets import per_registry
 from .runtime.ratelimit import ExponentialBackoff
 from .runtime.shared_informers import SharedInformers
 
@@ -37,21 +40,15 @@ REPORTING_CONTROLLER = "nvidia.com/dynamo-pool-operator"
 CLEANUP_RETRY_BASE = 0.5
 CLEANUP_RETRY_CAP = 300.0
 
-_CLEANUP_FAILURES: weakref.WeakKeyDictionary[CollectorRegistry, Counter] = (
-    weakref.WeakKeyDictionary()
-)
 
-
+@per_registry
 def _cleanup_failures(registry: CollectorRegistry) -> Counter:
-    found = _CLEANUP_FAILURES.get(registry)
-    if found is None:
-        found = _CLEANUP_FAILURES[registry] = Counter(
-            "dynamo_pool_operator_export_cleanup_failures_total",
-            "Refused lists and deletes of the feature-off ServiceExport cleanup (each is "
-            "retried with backoff)",
-            registry=registry,
-        )
-    return found
+    return Counter(
+        "dynamo_pool_operator_export_cleanup_failures_total",
+        "Refused lists and deletes of the feature-off ServiceExport cleanup (each is "
+        "retried with backoff)",
+        registry=registry,
+    )
 
 
 @dataclass
@@ -60,7 +57,7 @@ class Operator:
 
     client: Client
     config: OperatorConfiguration
-    gates: Gates
+    served: ServedApis
     informers: SharedInformers
     caches: RelayCaches
     recorder: EventRecorder
@@ -70,6 +67,8 @@ class Operator:
     checks: DegradedChecks
     #: `dynamo_pool_operator_export_cleanup_failures_total`: refused cleanup writes/lists.
     cleanup_failures: Counter
+    #: The export feature's caches (None with no MCS implementation configured).
+    exports: ExportCaches | None = None
     _cleanup_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -90,7 +89,7 @@ class Operator:
         policy, a 5xx, a list timeout), each refusal is logged and counted and the
         pass is retried in the background with backoff until it completes. It never
         fails the startup: the relays are served meanwhile."""
-        if self.config.multi_cluster.mcs_implementation or not self.gates.serviceexport_served:
+        if self.config.multi_cluster.mcs_implementation or not self.served.serviceexport_served:
             return
         if not await self._cleanup_pass():
             self._cleanup_task = asyncio.create_task(
@@ -98,10 +97,10 @@ class Operator:
             )
 
     async def _cleanup_pass(self) -> bool:
-        assert self.gates.serviceexport_served is not None
+        assert self.served.serviceexport_served is not None
         done = await withdraw_leftover_exports(
             self.client,
-            self.gates.serviceexport_served,
+            self.served.serviceexport_served,
             self.config.namespace.restricted or None,
         )
         if done.withdrawn:
@@ -167,19 +166,19 @@ class Operator:
 def build(
     client: Client,
     config: OperatorConfiguration,
-    gates: Gates,
+    served: ServedApis,
     *,
     identity: str,
     registry: CollectorRegistry | None = None,
     clock: Clock | None = None,
 ) -> Operator:
-    """Wire the operator for `config` on a cluster with `gates`."""
+    """Wire the operator for `config` on a cluster serving `served`."""
     registry = registry if registry is not None else metrics.REGISTRY
     clock = clock or SystemClock()
     namespace = config.namespace.restricted or None
     informers = SharedInformers(client)
     caches = relay_controller.relay_caches(
-        informers, namespace=namespace, dgd_version=gates.dgd_version
+        informers, namespace=namespace, dgd_version=served.dgd_version
     )
     recorder = EventRecorder(
         client,
@@ -187,6 +186,29 @@ def build(
         reporting_instance=identity,
         registry=registry,
     )
+    contributors: list[Contributor] = []
+    optional: dict[str, Informer] = {}
+    implementation = Implementation(config.multi_cluster.mcs_implementation)
+    exports: ExportCaches | None = None
+    if implementation and served.serviceexport_version:
+        exports = export_caches(
+            informers,
+            dgds=caches.dgds,
+            namespace=namespace,
+            served=served,
+            implementation=implementation,
+        )
+        contributors.append(
+            PoolExports(
+                exports,
+                resource=serviceexports(served.serviceexport_version),
+                implementation=implementation,
+                about_version=served.about_version,
+                registry=registry,
+            )
+        )
+        if exports.cluster_properties is not None:
+            optional["clusterID"] = exports.cluster_properties
     relay = config.pool_relay
     reconciler = PoolRelayReconciler(
         client,
@@ -199,6 +221,8 @@ def build(
         ),
         default_discovery_backend=config.discovery.backend,
         recorder=recorder,
+        registry=registry,
+        contributors=contributors,
         clock=clock,
     )
     controller = relay_controller.wire(
@@ -211,32 +235,12 @@ def build(
         ),
         caches,
     )
-    optional: dict[str, Informer] = {}
-    implementation = config.multi_cluster.mcs_implementation
-    if implementation and gates.serviceexport_version:
-        export_caches = wire_exports(
-            controller,
-            caches,
-            informers,
-            namespace=namespace,
-            gates=gates,
-            implementation=implementation,
-        )
-        reconciler.exports = PoolExports(
-            client,
-            export_caches,
-            resource=serviceexports(gates.serviceexport_version),
-            implementation=implementation,
-            about_version=gates.about_version,
-            recorder=recorder,
-            registry=registry,
-        )
-        if export_caches.cluster_properties is not None:
-            optional["clusterID"] = export_caches.cluster_properties
+    if exports is not None:
+        watch_exports(controller, exports, relays=caches.relays, dgds=caches.dgds)
     return Operator(
         client,
         config,
-        gates,
+        served,
         informers,
         caches,
         recorder,
@@ -244,4 +248,5 @@ def build(
         controller,
         DegradedChecks(optional, registry),
         _cleanup_failures(registry),
+        exports,
     )

@@ -1,7 +1,7 @@
 """The operator process: `dynamo-pool-operator run`.
 
 Order of events (as controller-runtime's manager):
-1. resolve the API gates (a missing required API fails here, exit 1);
+1. discover the APIs served (a missing required API fails here, exit 1);
 2. serve /healthz, /readyz, /metrics; start the informers (caches warm while
    this replica is still a follower, so a failover takes seconds);
 3. acquire the Lease (if leader election is on); only then start the
@@ -28,8 +28,9 @@ import signal
 from pathlib import Path
 
 from . import operator
+from .api import labels
 from .config import OperatorConfiguration
-from .features import StartupError, discover_gates
+from .discovery import StartupError, discover_served_apis
 from .runtime import errors, metrics
 from .runtime.auth import ConfigError, load_config
 from .runtime.client import DEFAULT_USER_AGENT, Client
@@ -82,18 +83,20 @@ async def run(
     # Lease writes must pass while following), and `qps` must never queue a renewal
     # behind a burst of reconcile writes until the renew deadline passes.
     async with (
-        Client(cluster, qps=pace.qps, burst=pace.burst) as client,
+        Client(
+            cluster, qps=pace.qps, burst=pace.burst, field_manager=labels.FIELD_MANAGER
+        ) as client,
         Client(cluster, user_agent=f"{DEFAULT_USER_AGENT} leader-election") as lease_client,
     ):
         try:
-            gates = await discover_gates(client, config.multi_cluster.mcs_implementation)
+            served = await discover_served_apis(client, config.multi_cluster.mcs_implementation)
         except StartupError as e:
             log.error("%s", e)
             return EXIT_FAILURE
         except errors.ApiError as e:  # unreachable, refused credentials, ...: one line
             log.error("cannot read the API server's discovery at %s: %s", cluster.server, e)
             return EXIT_FAILURE
-        op = operator.build(client, config, gates, identity=identity)
+        op = operator.build(client, config, served, identity=identity)
         probes = Probes(
             # Workers the controller could not replace: restart the process.
             liveness={"ping": lambda: True, "workers": lambda: op.controller.healthy},

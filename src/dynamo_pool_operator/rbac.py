@@ -26,7 +26,7 @@ from typing import Any
 
 from .api import crd
 from .api import dgd as dgd_api
-from .features import ABOUT_GROUP, CLUSTERPROPERTIES, MCS_GROUP, SERVICEEXPORTS
+from .api.mcs import ABOUT_GROUP, CLUSTERPROPERTIES, MCS_GROUP, SERVICEEXPORTS
 
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 
@@ -94,7 +94,7 @@ MANAGER_RULES: tuple[Rule, ...] = (
         MCS_GROUP,
         (SERVICEEXPORTS,),
         ("create", "delete", "get", "list", "patch", "watch"),
-        "the pool's ServiceExports (SPEC §4.8)",
+        "the pool's ServiceExports: created, repaired by apply, withdrawn, read from a watch",
     ),
     Rule("events.k8s.io", ("events",), ("create", "patch"), "events, folded into series"),
 )

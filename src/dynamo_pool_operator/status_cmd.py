@@ -13,9 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from .pipeline.model import StatusLine
 from .poolrelay.controller import RELAYS
-from .poolrelay.status import READY, ExportStatus
-from .runtime import errors
+from .poolrelay.status import READY
+from .runtime import conditions, errors
 from .runtime.auth import ConfigError, load_config
 from .runtime.client import Client
 
@@ -36,7 +37,7 @@ class RelayRow:
     ready: str
     reason: str
     message: str
-    exports: tuple[ExportStatus, ...]
+    exports: tuple[StatusLine, ...]
     #: The status describes an older spec: the operator has not caught up (or is down).
     stale: bool = False
 
@@ -56,16 +57,9 @@ def row_of(relay: Mapping[str, Any]) -> RelayRow:
     """A relay object (as listed) to its row; tolerant of a status not written yet."""
     meta = relay.get("metadata") or {}
     status = relay.get("status") or {}
-    ready = next(
-        (
-            c
-            for c in status.get("conditions") or ()
-            if isinstance(c, Mapping) and c.get("type") == READY
-        ),
-        None,
-    )
+    ready = conditions.find(status.get("conditions"), READY)
     exports = tuple(
-        ExportStatus(
+        StatusLine(
             _text(e.get("name")),
             _text(e.get("state")),
             _text(e.get("reason")),

@@ -21,8 +21,8 @@ import pytest
 from chart_helpers import one, rendered_configuration, template
 
 from dynamo_pool_operator import process
+from dynamo_pool_operator.api.mcs import clusterproperties, serviceexports
 from dynamo_pool_operator.config import OperatorConfiguration
-from dynamo_pool_operator.exports.wiring import clusterproperties, serviceexports
 from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
 from dynamo_pool_operator.poolrelay.controller import dgd_resource
 from dynamo_pool_operator.runtime import errors

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
-from dynamo_pool_operator.exports.wiring import serviceexports
+from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import SERVICES, Resource

@@ -38,7 +38,6 @@ from mcs_simulator import (
 
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
-from dynamo_pool_operator.exports.step import PoolExports
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import SERVICES
@@ -131,9 +130,9 @@ async def imported(client: Client) -> dict[str, list[str]]:
 
 async def cached_at(op: OperatorUnderTest, export: str, resource_version: str) -> bool:
     """The operator's export cache holds `export` at `resource_version`."""
-    exports = op.running.reconciler.exports
-    assert isinstance(exports, PoolExports)
-    cached = exports.caches.exports.store.get(NS, export)
+    exports = op.running.exports
+    assert exports is not None
+    cached = exports.exports.store.get(NS, export)
     return cached is not None and cached["metadata"]["resourceVersion"] == resource_version
 
 

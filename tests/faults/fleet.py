@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynamo_pool_operator.api import crd
-from dynamo_pool_operator.exports.wiring import serviceexports
+from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
 from dynamo_pool_operator.poolrelay.controller import dgd_resource
 from dynamo_pool_operator.runtime import errors

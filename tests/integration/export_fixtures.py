@@ -7,13 +7,13 @@ from typing import Any
 
 from relay_fixtures import RELAYS
 
+from dynamo_pool_operator.api.mcs import clusterproperties, serviceexports
 from dynamo_pool_operator.config import (
     API_VERSION,
     KIND,
     OperatorConfiguration,
     parse_configuration,
 )
-from dynamo_pool_operator.exports.wiring import clusterproperties, serviceexports
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import EVENTS, Resource

@@ -1,8 +1,8 @@
 """Helpers for the export race, fault and RBAC tests.
 
-- `WritePause` holds the operator's export executor just before one write, after the
-  plan was made from the cache, so a test can change the export through the API in
-  between (our own timing is patched; the API server is always the real one).
+- `WritePause` holds one write of the operator's client just before it is sent, after
+  the plan was made from the cache, so a test can change the export through the API
+  in between (our own timing is held; the API server is always the real one).
 - `deny_export_writes` installs a ValidatingAdmissionPolicy that refuses one export
   write by the operator's user, so a failure is injected by the real server.
 - RBAC for an operator running as a restricted user, from the shipped rules.
@@ -26,10 +26,10 @@ from export_fixtures import (
 from relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
 
 from dynamo_pool_operator import rbac
-from dynamo_pool_operator.exports.plan import Action, Verb
-from dynamo_pool_operator.exports.step import PoolExports
+from dynamo_pool_operator.pipeline.model import Verb
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import Resource
 from dynamo_pool_operator.testing.audit import AuditEvent
 from dynamo_pool_operator.testing.controlplane import ControlPlane
 from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
@@ -43,17 +43,23 @@ RBAC = "rbac.authorization.k8s.io/v1"
 
 
 # ---------------------------------------------------------------- pausing the operator
+#: The HTTP method of each writing verb, as the guarded writes send it.
+_METHODS = {Verb.CREATE: "POST", Verb.APPLY: "PATCH", Verb.WITHDRAW: "DELETE"}
+
+
 class WritePause:
     """`async with WritePause(op, Verb.WITHDRAW, "x", ns) as pause:` — the first time
-    the operator is about to carry out `verb` on export `name` in namespace `ns`, it
-    stops (its plan already made from the cache) until `pause.release()`. What the
-    held write then did is kept: `pause.result` (its status line) or `pause.error`
-    (what it raised).
+    the operator's client is about to send that write of export `name` in namespace
+    `ns` (its plan already made from the cache), the request is held until
+    `pause.release()`; then it is sent as it was. What the server answered is kept:
+    `pause.answer`, or `pause.error` (the classified `ApiError`). `pause.guards` are the
+    uid and resourceVersion the write carries (its preconditions).
 
-    The namespace is required: the operator is cluster-wide, and a relay of the same
-    name in an earlier test's namespace (still being deleted) may carry out the same
-    verb on a same-named export at that moment; holding that write instead was a
-    rare flake."""
+    It intercepts the operator's client (the one seam every write goes through), as
+    controller-runtime's interceptor client does; the API server is always the real
+    one. The namespace is required: the operator is cluster-wide, and a relay of the
+    same name in an earlier test's namespace (still being deleted) may make the same
+    write at that moment."""
 
     def __init__(
         self,
@@ -62,43 +68,57 @@ class WritePause:
         name: str,
         namespace: str,
         *,
+        resource: Resource = SE,
         timeout: float = 20.0,
     ) -> None:
-        exports = op.running.reconciler.exports
-        assert isinstance(exports, PoolExports), "exports are not enabled on this operator"
-        self.executor: Any = exports.executor
-        self.verb, self.name, self.namespace = verb, name, namespace
+        assert op.client is not None, "the operator is not running"
+        self.client: Any = op.client
+        self.method = _METHODS[verb]
+        self.collection = resource.path(namespace)
+        self.path = resource.path(namespace, name)
+        self.name = name
         self.timeout = timeout
-        self.action: Action | None = None
-        self.result: Any = None
+        self.body: dict[str, Any] = {}
+        self.answer: Any = None
         self.error: BaseException | None = None
         self.done = asyncio.Event()
         self._reached = asyncio.Event()
         self._release = asyncio.Event()
-        self._original: Callable[..., Awaitable[Any]] = self.executor._one
+        self._original: Callable[..., Awaitable[Any]] = self.client.request
 
-    async def _one(self, relay: Any, regarding: Any, action: Action) -> Any:
-        if (
-            self._reached.is_set()
-            or action.verb is not self.verb
-            or action.name != self.name
-            or relay.namespace != self.namespace
-        ):
-            return await self._original(relay, regarding, action)
-        self.action = action
+    def _matches(self, method: str, path: str, body: Any) -> bool:
+        if self._reached.is_set() or method != self.method:
+            return False
+        if method == "POST":
+            meta = (body or {}).get("metadata") or {}
+            return path == self.collection and meta.get("name") == self.name
+        return path == self.path
+
+    async def _request(self, method: str, path: str, **kw: Any) -> Any:
+        if not self._matches(method, path, kw.get("body")):
+            return await self._original(method, path, **kw)
+        self.body = dict(kw.get("body") or {})
         self._reached.set()
         await asyncio.wait_for(self._release.wait(), self.timeout)
         try:
-            self.result = await self._original(relay, regarding, action)
+            self.answer = await self._original(method, path, **kw)
         except Exception as e:
             self.error = e
             raise
         finally:
             self.done.set()
-        return self.result
+        return self.answer
+
+    @property
+    def guards(self) -> dict[str, str]:
+        """The uid and resourceVersion the held write carries."""
+        if self.method == "DELETE":
+            return dict(self.body.get("preconditions") or {})
+        meta = self.body.get("metadata") or {}
+        return {k: meta[k] for k in ("uid", "resourceVersion") if k in meta}
 
     async def __aenter__(self) -> WritePause:
-        self.executor._one = self._one
+        self.client.request = self._request
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -106,16 +126,15 @@ class WritePause:
         if self._reached.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.done.wait(), self.timeout)
-        self.executor._one = self._original
+        self.client.request = self._original
 
-    async def reached(self) -> Action:
-        """Wait until the operator holds the write; returns the action it planned."""
+    async def reached(self) -> dict[str, Any]:
+        """Wait until the operator's write is held; returns the body it would send."""
         await asyncio.wait_for(self._reached.wait(), self.timeout)
-        assert self.action is not None
-        return self.action
+        return self.body
 
     async def release(self) -> None:
-        """Let the held write go and wait until it returned or raised."""
+        """Let the held write go and wait until the server answered."""
         self._release.set()
         await asyncio.wait_for(self.done.wait(), self.timeout)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.exports.wiring import serviceexports
+from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client

@@ -51,7 +51,7 @@ from race_fixtures import (
 from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, ready
 
 from dynamo_pool_operator.api import labels
-from dynamo_pool_operator.exports.plan import Verb
+from dynamo_pool_operator.pipeline.model import Verb
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.informer import Informer
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, EVENTS
@@ -147,7 +147,7 @@ async def test_refused_delete_is_recorded_retried_and_converges_when_lifted(
         event = await wait_event(client, namespace, "ExportFailed", name=FRONTEND_SVC)
         assert event["type"] == "Warning"
         assert event["related"]["uid"] == export["metadata"]["uid"]
-        assert event["action"] == "Withdraw"
+        assert event["action"] == "Delete", "the same word as the ExportDeleted it failed to be"
         await reconcile_fails(mcs, namespace, FRONTEND_SVC)
         refused = await export_writes(mcs, since, namespace, FRONTEND_SVC)
         assert refused
@@ -170,7 +170,7 @@ async def test_refused_repair_is_recorded_as_export_failed_and_retried(
     await steady_pool(client, namespace, mcs)
     export = await export_obj(client, namespace, FRONTEND_SVC)
     assert export is not None
-    async with WritePause(mcs, Verb.REPAIR, FRONTEND_SVC, namespace) as pause:
+    async with WritePause(mcs, Verb.APPLY, FRONTEND_SVC, namespace) as pause:
         await client.merge_patch(
             SE, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "drifted"}}}, namespace
         )
@@ -288,9 +288,9 @@ async def test_unreadable_cluster_property_is_export_failed_until_the_read_is_gr
 
             await eventually(retried)
             await grants.grant(f"{user}-clusterproperties", CLUSTER_PROPERTY_RULES)
-            exports = op.running.reconciler.exports
+            exports = op.running.exports
             assert exports is not None
-            props = exports.caches.cluster_properties
+            props = exports.cluster_properties
             assert props is not None
 
             async def readable() -> bool:
@@ -332,9 +332,9 @@ async def test_cluster_property_cache_still_filling_is_not_a_failed_read(
     monkeypatch.setattr(Informer, "_list", slow_list)
     try:
         async with OperatorUnderTest(control_plane, config("mcs")) as op:
-            exports = op.running.reconciler.exports
+            exports = op.running.exports
             assert exports is not None
-            props = exports.caches.cluster_properties
+            props = exports.cluster_properties
             assert props is not None
 
             async def readable() -> bool:

@@ -39,8 +39,8 @@ from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, absent
 
 from dynamo_pool_operator.api import crd as relay_crd
 from dynamo_pool_operator.api import labels
-from dynamo_pool_operator.exports import wiring
-from dynamo_pool_operator.exports.plan import Verb
+from dynamo_pool_operator.exports import cleanup
+from dynamo_pool_operator.pipeline.model import Verb
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
@@ -134,7 +134,7 @@ def other_namespace(cp: ControlPlane) -> Iterator[str]:
 
 
 # ---------------------------------------------------------------- withdrawal: NotFound, terminating
-# Guard: execute `_one` WITHDRAW, `except errors.NotFound: return None`.
+# Guard: guarded `delete`, NotFound is done (the executor's `Result.GONE`).
 async def test_withdrawal_of_an_export_deleted_since_the_read_is_done_not_failed(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
@@ -146,8 +146,7 @@ async def test_withdrawal_of_an_export_deleted_since_the_read_is_done_not_failed
         await pause.reached()
         await client.delete(SE, FRONTEND_SVC, namespace)  # someone else was quicker
         await pause.release()
-    assert pause.error is None, f"a withdrawal that found nothing raised {pause.error!r}"
-    assert pause.result is None, "a withdrawn export left a status line"
+    assert isinstance(pause.error, errors.NotFound), f"the delete ended with {pause.error!r}"
     await exports_become(client, namespace, set())
     await mcs.settle()
     assert verbs(await export_writes(mcs, since, namespace, FRONTEND_SVC)) == [("delete", 404)]
@@ -285,8 +284,8 @@ def exports_by_state(op: OperatorUnderTest) -> dict[str, float]:
     return {s: _sample(op, "dynamo_pool_operator_exports", state=s) for s in states}
 
 
-# Guards: step `_StateGauge.update` (each relay's lines summed, not the last relay's),
-# step `reconcile` updating it, and reconcile forgetting a deleted relay.
+# Guards: contributor `_count` (each relay's lines summed, not the last relay's),
+# `report` updating it, and the reconciler forgetting a deleted relay.
 async def test_exports_gauge_sums_states_over_relays_and_forgets_a_deleted_relay(
     client: Client, namespace: str, control_plane: ControlPlane
 ) -> None:
@@ -304,8 +303,8 @@ async def test_exports_gauge_sums_states_over_relays_and_forgets_a_deleted_relay
         await op.settle()
         gauge = exports_by_state(op)
         assert gauge == {"Exported": 3, "Pending": 0, "Failed": 0, "Foreign": 1, "Skipped": 0}
-        writes = "dynamo_pool_operator_export_writes_total"
-        assert _sample(op, writes, verb="Create", outcome="ok") == 3
+        writes = "dynamo_pool_operator_writes_total"
+        assert _sample(op, writes, kind="ServiceExport", verb="Create", outcome="ok") == 3
         await client.delete(RELAYS, "b", namespace)
 
         async def forgotten() -> bool:
@@ -445,7 +444,7 @@ async def exported_by_operator(
     return relay
 
 
-# Guard: wiring `_is_relay_controller` (kind), used by the feature-off cleanup: our label
+# Guard: wiring `is_relay_controller` (kind), used by the feature-off cleanup: our label
 # alone does not make an export ours — Dynamo's own operator may label exports its DGD
 # controls with the DGD name.
 async def test_feature_off_cleanup_leaves_an_export_another_kind_controls(
@@ -469,7 +468,7 @@ async def test_feature_off_cleanup_leaves_an_export_another_kind_controls(
     assert kept["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
 
 
-# Guards: wiring `_withdraw_if_ours`: uid + resourceVersion preconditions, a Conflict
+# Guards: cleanup `_withdraw_if_ours`: uid + resourceVersion preconditions, a Conflict
 # re-read and decided again, NotFound is done, an export being deleted is left alone.
 async def test_feature_off_cleanup_decides_again_on_what_changed_since_its_list(
     client: Client,
@@ -504,15 +503,17 @@ async def test_feature_off_cleanup_decides_again_on_what_changed_since_its_list(
         CHAT_SVC: status_written,
         RELAY_SVC: deleted,
     }
-    withdraw = wiring._withdraw_if_ours
+    withdraw = cleanup._withdraw_if_ours
 
-    async def after_the_list(c: Client, res: Resource, export: dict[str, Any], *a: Any) -> int:
+    async def after_the_list(
+        c: Client, writes: Any, res: Resource, export: dict[str, Any], *a: Any
+    ) -> int:
         meta = export["metadata"]
         if meta["namespace"] == namespace and meta["name"] in meanwhile:
             await meanwhile.pop(meta["name"])(meta["name"])
-        return await withdraw(c, res, export, *a)
+        return await withdraw(c, writes, res, export, *a)
 
-    monkeypatch.setattr(wiring, "_withdraw_if_ours", after_the_list)
+    monkeypatch.setattr(cleanup, "_withdraw_if_ours", after_the_list)
     try:
         since = control_plane.audit.offset()
         async with OperatorUnderTest(control_plane, config("")) as op:
@@ -664,7 +665,7 @@ async def test_feature_off_cleanup_uses_the_served_version(
             await op.settle()
         since = cp.audit.offset()
         async with OperatorUnderTest(cp, config("")) as op:
-            assert op.running.gates.serviceexport_served == "v1alpha1"
+            assert op.running.served.serviceexport_served == "v1alpha1"
             await exports_become(client, ns, set(), se)
             writes = await export_writes(op, since, ns)
         assert {(w.verb, w.code, w.raw["objectRef"]["apiVersion"]) for w in writes} == {

@@ -31,8 +31,7 @@ from race_fixtures import (
 from relay_fixtures import DGDS, RELAYS, WORKER, dgd_body
 
 from dynamo_pool_operator.api import labels
-from dynamo_pool_operator.exports.execute import StaleExport
-from dynamo_pool_operator.exports.plan import Verb
+from dynamo_pool_operator.pipeline.model import Verb
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.testing.controlplane import ControlPlane
@@ -64,8 +63,7 @@ async def only_refused(op: OperatorUnderTest, since: int, ns: str, export: str, 
 
 def refused_as_stale(pause: WritePause) -> None:
     """The held write was sent and the server refused it with a precondition Conflict."""
-    assert isinstance(pause.error, StaleExport), f"held write ended with {pause.error!r}"
-    assert isinstance(pause.error.__cause__, errors.Conflict), pause.error.__cause__
+    assert isinstance(pause.error, errors.Conflict), f"held write ended with {pause.error!r}"
 
 
 # ---------------------------------------------------------------- stale withdrawals
@@ -77,9 +75,8 @@ async def test_stale_withdrawal_is_refused_after_a_user_removed_the_controller_r
     spy = Spy(mcs)
     async with WritePause(mcs, Verb.WITHDRAW, FRONTEND_SVC, namespace) as pause:
         await client.delete(DGDS, POOL, namespace)  # the relay and its exports are withdrawn
-        planned = await pause.reached()
-        assert planned.export is not None
-        checked = planned.export["metadata"]
+        await pause.reached()
+        checked = pause.guards
         taken = await client.merge_patch(
             SE, FRONTEND_SVC, {"metadata": {"ownerReferences": None}}, namespace
         )
@@ -166,12 +163,13 @@ async def test_repair_is_refused_when_a_user_took_the_export_over_after_the_read
     await published(client, namespace, mcs)
     since = control_plane.audit.offset()
     spy = Spy(mcs)
-    async with WritePause(mcs, Verb.REPAIR, FRONTEND_SVC, namespace) as pause:
-        await client.merge_patch(
+    async with WritePause(mcs, Verb.APPLY, FRONTEND_SVC, namespace) as pause:
+        drifted = await client.merge_patch(
             SE, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "theirs"}}}, namespace
         )
         planned = await pause.reached()
-        assert planned.fields == ("label",)
+        assert planned["metadata"]["labels"] == {labels.DGD_NAME: POOL}, "restores the label"
+        assert pause.guards["resourceVersion"] == drifted["metadata"]["resourceVersion"]
         taken = await client.merge_patch(
             SE, FRONTEND_SVC, {"metadata": {"ownerReferences": None}}, namespace
         )
@@ -196,7 +194,7 @@ async def test_repair_never_creates_a_deleted_export(
     before = await export_obj(client, namespace, FRONTEND_SVC)
     assert before is not None
     since = control_plane.audit.offset()
-    async with WritePause(mcs, Verb.REPAIR, FRONTEND_SVC, namespace) as pause:
+    async with WritePause(mcs, Verb.APPLY, FRONTEND_SVC, namespace) as pause:
         await client.merge_patch(
             SE, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "wrong"}}}, namespace
         )
@@ -245,7 +243,7 @@ async def test_already_exists_from_a_stale_cache_is_no_error(
         )
         await pause.release()
     # A name taken since the cache read is a lost race: retried, never a failure.
-    assert isinstance(pause.error, StaleExport), f"AlreadyExists ended with {pause.error!r}"
+    assert isinstance(pause.error, errors.AlreadyExists), f"the create ended with {pause.error!r}"
     assert spy.requeued(namespace) >= 1
     await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
     await state_becomes(client, namespace, FRONTEND_SVC, "Foreign")

@@ -97,7 +97,7 @@ async def test_exports_are_created_repaired_and_withdrawn_at_the_served_version(
         Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client,
         OperatorUnderTest(cp, config("mcs")) as op,
     ):
-        assert op.running.gates.serviceexport_version == want
+        assert op.running.served.serviceexport_version == want
         since = cp.audit.offset()
         await make_pool(client, ns)
         await exports_become(client, ns, {RELAY_SVC, FRONTEND_SVC}, se)
@@ -141,7 +141,7 @@ async def test_dgd_served_only_at_v1alpha1_is_published_and_exported(
         Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client,
         OperatorUnderTest(cp, config("mcs")) as op,
     ):
-        assert op.running.gates.dgd_version == "v1alpha1"
+        assert op.running.served.dgd_version == "v1alpha1"
         await client.create(
             dgds,
             {

@@ -41,12 +41,15 @@ from relay_fixtures import DGDS, RELAYS, WORKER, dgd_body, relay_body
 
 from dynamo_pool_operator.api import crd, labels
 from dynamo_pool_operator.api.dgd import DISCOVERY_BACKEND_ANNOTATION, pool_from_object
+from dynamo_pool_operator.api.mcs import ClusterID, Implementation
 from dynamo_pool_operator.api.relay import RelayDefaults, relay_from_object
-from dynamo_pool_operator.exports.plan import MCS, ClusterID, Verb, plan, relevant_exports
-from dynamo_pool_operator.poolrelay.decide import controller_of, decide
+from dynamo_pool_operator.exports.plan import plan, relevant_exports
+from dynamo_pool_operator.pipeline.model import Verb
+from dynamo_pool_operator.poolrelay.checks import decide
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.ownership import controller_of
 from dynamo_pool_operator.runtime.resources import CONFIGMAPS, DEPLOYMENTS, SERVICES
 from dynamo_pool_operator.testing.controlplane import ControlPlane
 from dynamo_pool_operator.testing.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
@@ -329,7 +332,15 @@ async def remaining_work(w: World, op: OperatorUnderTest) -> list[str]:
     )
     controlled = [e for e in exports.values() if _controller_uid(e) == relay.uid]
     relevant = relevant_exports(relay, pool, exports.get, controlled)
-    p = plan(relay, decision, pool, relevant, implementation=MCS, cluster_id=ClusterID())
+    p = plan(
+        relay,
+        decision,
+        pool,
+        relevant,
+        implementation=Implementation.MCS,
+        cluster_id=ClusterID(),
+        resource=SE,
+    )
     out = [f"{a.verb} {a.name}" for a in p.actions if a.verb not in (Verb.NONE, Verb.FOREIGN)]
     # Exports of an earlier (deleted) relay incarnation are the garbage collector's.
     stale = sorted(

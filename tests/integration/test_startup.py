@@ -101,17 +101,17 @@ async def stop_operator(stop: asyncio.Event, task: asyncio.Task[int]) -> int:
     return await asyncio.wait_for(task, 30)
 
 
-# ---------------------------------------------------------------- gates
-async def test_gate_resolution_is_logged(
+# ---------------------------------------------------------------- served APIs
+async def test_the_served_apis_are_logged(
     control_plane: ControlPlane, namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
     cfg = run_config("mcs", namespace={"restricted": namespace})
     stop, task = await run_until_leading(cfg, control_plane, caplog)
     assert await stop_operator(stop, task) == process.EXIT_OK
-    resolved = [m for m in messages(caplog, logging.INFO) if "feature gates resolved" in m]
+    resolved = [m for m in messages(caplog, logging.INFO) if m.startswith("APIs served")]
     assert resolved == [
-        "feature gates resolved: dynamographdeployments.nvidia.com=v1beta1 "
+        "APIs served: dynamographdeployments.nvidia.com=v1beta1 "
         "multiClusterExport=v1beta1 clusterIDCheck=v1beta1"
     ]
     assert not [m for m in messages(caplog, logging.WARNING) if "cluster ID check" in m]

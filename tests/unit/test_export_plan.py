@@ -23,19 +23,27 @@ from hypothesis import strategies as st
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
 from dynamo_pool_operator.api.labels import DGD_NAME
+from dynamo_pool_operator.api.mcs import (
+    CLUSTER_ID_PROPERTY,
+    ClusterID,
+    Implementation,
+    serviceexports,
+)
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.exports.plan import (
-    CLUSTER_ID_PROPERTY,
-    Action,
-    ClusterID,
-    Plan,
-    Verb,
     Warn,
+    export_body,
+    lines_after,
     plan,
     relevant_exports,
     repair_fields,
 )
-from dynamo_pool_operator.poolrelay.decide import Decision, Reason, controlled_by
+from dynamo_pool_operator.pipeline.model import Action, ActionResult, Decision, Result, Verb
+from dynamo_pool_operator.pipeline.model import Contribution as Plan
+from dynamo_pool_operator.poolrelay.checks import Reason, decision
+from dynamo_pool_operator.runtime.ownership import is_controlled_by as controlled_by
+
+SE = serviceexports("v1alpha1")
 
 DEFAULTS = RelayDefaults(image="relay:1", port=7000)
 NS = "team"
@@ -49,18 +57,18 @@ RELAY_EXPORT = f"{NAME}-pool-relay"
 FE = f"{NAME}-frontend"
 ABOUT_API = "about.k8s.io/v1alpha1"
 
-PUBLISHED = Decision(Reason.PUBLISHED, "published")
+PUBLISHED = decision(Reason.PUBLISHED, "published")
 WITHDRAWAL_REASONS = [r for r in Reason if r is not Reason.PUBLISHED]
 
 C, R, W, WAIT, F, N = (
     Verb.CREATE,
-    Verb.REPAIR,
+    Verb.APPLY,
     Verb.WITHDRAW,
     Verb.WAIT,
     Verb.FOREIGN,
     Verb.NONE,
 )
-WRITES = {Verb.CREATE, Verb.REPAIR, Verb.WITHDRAW}
+WRITES = {Verb.CREATE, Verb.APPLY, Verb.WITHDRAW}
 
 
 # --------------------------------------------------------------------------- builders
@@ -178,8 +186,9 @@ def run(
         decision,
         pool,
         {e["metadata"]["name"]: e for e in exports},
-        implementation=implementation,
+        implementation=Implementation(implementation),
         cluster_id=cluster_id or ClusterID(),
+        resource=SE,
     )
 
 
@@ -193,7 +202,7 @@ def action(p: Plan, name: str) -> Action:
 
 
 def reasons(p: Plan) -> list[Warn]:
-    return [w.reason for w in p.warnings]
+    return [w.reason for w in p.advisories]
 
 
 # --------------------------------------------------------------------------- the table
@@ -429,8 +438,8 @@ def test_export_plan_rule(row: Row) -> None:
     )
     assert verbs(p) == list(row.expect)
     assert sorted(reasons(p)) == sorted(row.warnings)
-    assert {s.name: s.reason for s in p.skipped} == dict(row.skipped)
-    assert all(s.state == "Skipped" for s in p.skipped)
+    assert {s.name: s.reason for s in p.lines} == dict(row.skipped)
+    assert all(s.state == "Skipped" for s in p.lines)
 
 
 def test_every_foreign_owner_of_the_table_is_really_not_this_relays_control() -> None:
@@ -456,7 +465,7 @@ def test_every_action_on_an_existing_export_carries_the_cached_object_checked() 
     by_name = {e["metadata"]["name"]: e for e in cached}
     assert {a.name for a in p.actions} == set(by_name)
     for a in p.actions:
-        assert a.export is by_name[a.name], a
+        assert a.live is by_name[a.name], a
 
 
 def test_only_exports_we_no_longer_want_are_marked_unwanted() -> None:
@@ -474,7 +483,9 @@ def test_only_exports_we_no_longer_want_are_marked_unwanted() -> None:
 
 def test_a_create_carries_no_export_and_no_fields() -> None:
     p = run(pool=make_pool(WORKER))
-    assert p.actions == (Action(Verb.CREATE, RELAY_EXPORT),)
+    (a,) = p.actions
+    assert (a.verb, a.name, a.live, a.fields) == (Verb.CREATE, RELAY_EXPORT, None, ())
+    assert a.body == export_body(SE, make_relay(), RELAY_EXPORT)
 
 
 def test_nothing_to_do_is_verb_none_with_no_fields() -> None:
@@ -533,7 +544,7 @@ def test_our_export_with_a_drifted_owned_field_is_repaired_naming_the_fields(
 ) -> None:
     p = run(pool=make_pool(WORKER), exports=[cached])
     (a,) = p.actions
-    assert (a.verb, a.fields) == (Verb.REPAIR, fields)
+    assert (a.verb, a.fields) == (Verb.APPLY, fields)
     assert repair_fields(cached, make_relay()) == fields
 
 
@@ -603,7 +614,7 @@ def test_every_withdrawal_reason_withdraws_all_our_exports_and_nothing_else(
         foreign("pool-deploy", "another-kind-deployment"),
     ]
     p = run(
-        decision=Decision(reason, "why"),
+        decision=decision(reason, "why"),
         pool=pool,
         exports=cached,
         cluster_id=ClusterID(True, cluster_property("somewhere-else"), ABOUT_API),
@@ -614,8 +625,8 @@ def test_every_withdrawal_reason_withdraws_all_our_exports_and_nothing_else(
         (W, RELAY_EXPORT),
         (W, "pool-renamed-long-ago"),
     ]
-    assert p.warnings == ()
-    assert p.skipped == ()
+    assert p.advisories == ()
+    assert p.lines == ()
 
 
 @pytest.mark.parametrize("reason", WITHDRAWAL_REASONS, ids=str)
@@ -623,7 +634,7 @@ def test_a_withdrawn_relay_with_problem_names_records_no_warning_about_them(
     reason: Reason,
 ) -> None:
     pool = make_pool(fe("my_fe"), fe(K56), name=NAME)
-    p = run(decision=Decision(reason, "why"), pool=pool, implementation="karmada")
+    p = run(decision=decision(reason, "why"), pool=pool, implementation="karmada")
     assert p == Plan()
 
 
@@ -638,7 +649,7 @@ def test_a_dgd_replaced_while_published_keeps_the_exports_we_control() -> None:
 
 
 def test_a_dgd_created_again_after_withdrawal_is_exported_again() -> None:
-    gone = run(decision=Decision(Reason.DGD_NOT_FOUND, "gone"), exports=[ours(RELAY_EXPORT)])
+    gone = run(decision=decision(Reason.DGD_NOT_FOUND, "gone"), exports=[ours(RELAY_EXPORT)])
     assert verbs(gone) == [(W, RELAY_EXPORT)]
     back = run(pool=make_pool(fe("Frontend"), WORKER, uid="dgd-B"))
     assert verbs(back) == [(C, RELAY_EXPORT), (C, FE)]
@@ -659,14 +670,14 @@ def test_warnings_are_aggregated_one_per_reason_listing_every_name() -> None:
     pool = make_pool(fe("my_fe"), fe("fe-"), fe("Frontend"), fe(K56), fe("g" * 51), WORKER)
     p = run(pool=pool, implementation="karmada")
     assert reasons(p) == [Warn.INVALID_SERVICE_NAME, Warn.SERVICE_NAME_TOO_LONG]
-    invalid, too_long = p.warnings
+    invalid, too_long = p.advisories
     assert "pool-my_fe" in invalid.message
     assert "pool-fe-" in invalid.message
     assert f"pool-{K56}" in too_long.message
     assert "pool-" + "g" * 51 in too_long.message
     assert "55" in too_long.message
     assert FE not in invalid.message + too_long.message
-    assert [s.name for s in p.skipped] == [
+    assert [s.name for s in p.lines] == [
         "pool-my_fe",
         "pool-fe-",
         f"pool-{K56}",
@@ -686,7 +697,7 @@ def test_a_pool_warning_is_related_to_the_dgd_at_the_resource_version_read(
     components: list[dict[str, Any]], implementation: str, reason: Warn
 ) -> None:
     p = run(pool=make_pool(*components), implementation=implementation)
-    (w,) = p.warnings
+    (w,) = p.advisories
     assert w.reason is reason
     assert w.related == {
         "apiVersion": "nvidia.com/v1beta1",
@@ -699,14 +710,14 @@ def test_a_pool_warning_is_related_to_the_dgd_at_the_resource_version_read(
 
 
 def test_no_frontend_message_names_the_dgd() -> None:
-    (w,) = run(pool=make_pool(WORKER)).warnings
+    (w,) = run(pool=make_pool(WORKER)).advisories
     assert "'pool'" in w.message
     assert "frontend" in w.message
 
 
 def test_skipped_lines_explain_why() -> None:
     p = run(pool=make_pool(fe(K56), fe("my_fe"), WORKER), implementation="karmada")
-    lines = {s.name: s for s in p.skipped}
+    lines = {s.name: s for s in p.lines}
     assert "56 characters" in lines[f"pool-{K56}"].message
     assert "55" in lines[f"pool-{K56}"].message
     assert "lower case alphanumeric" in lines["pool-my_fe"].message
@@ -721,6 +732,7 @@ def test_frontends_that_are_all_invalid_do_not_count_as_no_frontend() -> None:
 
 def test_warning_reasons_are_the_spec_event_reasons() -> None:
     assert {w.value for w in Warn} == {
+        "ExportFailed",
         "InvalidServiceName",
         "ServiceNameTooLong",
         "NoFrontend",
@@ -743,7 +755,7 @@ def cluster_property(value: Any = "east", rv: str = "11", *, spec: bool = True) 
 
 
 def mismatches(p: Plan) -> list[Any]:
-    return [w for w in p.warnings if w.reason is Warn.CLUSTER_ID_MISMATCH]
+    return [w for w in p.advisories if w.reason is Warn.CLUSTER_ID_MISMATCH]
 
 
 @pytest.mark.parametrize(
@@ -817,7 +829,7 @@ def test_cluster_id_mismatch_is_related_to_the_property_at_the_resource_version_
         pool=make_pool(fe("Frontend"), WORKER),
         cluster_id=ClusterID(True, cluster_property("west", rv="12"), "about.k8s.io/v1beta1"),
     )
-    (w,) = p.warnings
+    (w,) = p.advisories
     assert w.reason is Warn.CLUSTER_ID_MISMATCH
     assert w.related == {
         "apiVersion": "about.k8s.io/v1beta1",
@@ -923,7 +935,15 @@ def test_an_export_we_control_in_another_namespace_does_not_count() -> None:
     elsewhere = ours(FE, namespace=OTHER_NS)
     got = relevant_exports(relay, make_pool(WORKER), lookup_in(cache(elsewhere)), [elsewhere])
     assert got == {}
-    p = plan(relay, PUBLISHED, make_pool(WORKER), got, implementation="mcs", cluster_id=ClusterID())
+    p = plan(
+        relay,
+        PUBLISHED,
+        make_pool(WORKER),
+        got,
+        implementation=Implementation.MCS,
+        cluster_id=ClusterID(),
+        resource=SE,
+    )
     assert verbs(p) == [(C, RELAY_EXPORT)]
 
 
@@ -934,12 +954,28 @@ def test_a_same_named_export_in_another_namespace_does_not_block_ours() -> None:
     store = cache(users_elsewhere, others_relay)
     got = relevant_exports(relay, pool, lookup_in(store), [])
     assert got == {}
-    p = plan(relay, PUBLISHED, pool, got, implementation="mcs", cluster_id=ClusterID())
+    p = plan(
+        relay,
+        PUBLISHED,
+        pool,
+        got,
+        implementation=Implementation.MCS,
+        cluster_id=ClusterID(),
+        resource=SE,
+    )
     assert verbs(p) == [(C, RELAY_EXPORT), (C, FE)]
     # ...while the same export in the relay's namespace blocks it.
     here = foreign(FE, "user-no-owner")
     got = relevant_exports(relay, pool, lookup_in(cache(users_elsewhere, here)), [])
-    p = plan(relay, PUBLISHED, pool, got, implementation="mcs", cluster_id=ClusterID())
+    p = plan(
+        relay,
+        PUBLISHED,
+        pool,
+        got,
+        implementation=Implementation.MCS,
+        cluster_id=ClusterID(),
+        resource=SE,
+    )
     assert verbs(p) == [(C, RELAY_EXPORT), (F, FE)]
 
 
@@ -956,7 +992,7 @@ COMPONENT = st.fixed_dictionaries(
     },
 )
 DGD_NAMES = st.sampled_from([NAME, "q", "r" * 44, "r" * 45, "s" * 48, "t" * 52])
-DECISIONS = st.one_of(st.just(PUBLISHED), st.sampled_from([Decision(r, "m") for r in Reason]))
+DECISIONS = st.one_of(st.just(PUBLISHED), st.sampled_from([decision(r, "m") for r in Reason]))
 OWNERS = st.sampled_from(
     [
         (ref(),),
@@ -1011,8 +1047,9 @@ def run_scenario(s: Mapping[str, Any], exports: Mapping[str, Any] | None = None)
         s["decision"],
         s["pool"],
         s["exports"] if exports is None else exports,
-        implementation=s["implementation"],
+        implementation=Implementation(s["implementation"]),
         cluster_id=s["cluster_id"],
+        resource=SE,
     )
 
 
@@ -1033,15 +1070,15 @@ def test_plan_never_touches_what_is_not_ours_or_is_being_deleted(s: dict[str, An
         if a.verb is Verb.CREATE:
             assert e is None, a
             continue
-        assert a.export is e, a
+        assert a.live is e, a
         assert e is not None
         if terminating(e):
             assert a.verb is Verb.WAIT, a
         elif not controlled_by(e, relay.uid):
             assert a.verb is Verb.FOREIGN, a
         else:
-            assert a.verb in {Verb.REPAIR, Verb.WITHDRAW, Verb.NONE}, a
-        assert (a.verb is Verb.REPAIR) == bool(a.fields), a
+            assert a.verb in {Verb.APPLY, Verb.WITHDRAW, Verb.NONE}, a
+        assert (a.verb is Verb.APPLY) == bool(a.fields), a
 
 
 @PROPERTY
@@ -1055,7 +1092,7 @@ def test_plan_creates_only_valid_names_once_each(s: dict[str, Any]) -> None:
         if s["implementation"] == "karmada":
             assert len(a.name) <= names.KARMADA_MAX_SERVICE_NAME, a
     planned = {a.name: a.verb for a in p.actions}
-    for line in p.skipped:
+    for line in p.lines:
         assert line.state == "Skipped"
         assert line.reason in {Warn.INVALID_SERVICE_NAME, Warn.SERVICE_NAME_TOO_LONG}
         # a skipped name is at most withdrawn (ours) or waited for (being deleted)
@@ -1072,15 +1109,15 @@ def test_plan_covers_every_wanted_name_and_every_export_we_control(s: dict[str, 
     wanted: list[str] = []
     if publishing:
         candidates = [names.relay_name(relay.name), *pool.frontend_service_names()]
-        skipped = {x.name for x in p.skipped}
+        skipped = {x.name for x in p.lines}
         wanted = [n for n in dict.fromkeys(candidates) if n not in skipped]
         assert set(wanted) | skipped == set(candidates)
         assert [a.name for a in p.actions[: len(wanted)]] == wanted
         if names.relay_name(relay.name) in wanted:
             assert p.actions[0].name == names.relay_name(relay.name)
     else:
-        assert p.warnings == ()
-        assert p.skipped == ()
+        assert p.advisories == ()
+        assert p.lines == ()
         assert set(planned.values()) <= {Verb.WITHDRAW, Verb.WAIT}
     for a in p.actions:
         assert a.wanted is (a.name in wanted), a
@@ -1100,7 +1137,7 @@ def test_after_carrying_out_the_plan_a_second_pass_writes_nothing(s: dict[str, A
         if a.verb is Verb.CREATE:
             exports[a.name] = ours(a.name, label=relay.name)
             exports[a.name]["metadata"]["ownerReferences"] = [relay.owner_reference()]
-        elif a.verb is Verb.REPAIR:
+        elif a.verb is Verb.APPLY:
             meta = exports[a.name]["metadata"]
             meta.setdefault("labels", {})[DGD_NAME] = relay.name
             meta["ownerReferences"] = [
@@ -1110,4 +1147,64 @@ def test_after_carrying_out_the_plan_a_second_pass_writes_nothing(s: dict[str, A
             del exports[a.name]
     second = run_scenario(s, exports)
     assert not [a for a in second.actions if a.verb in WRITES], second.actions
-    assert second.warnings == run_scenario(s).warnings
+    assert second.advisories == run_scenario(s).advisories
+
+
+# --------------------------------------------------------------------------- lines after execution
+def _results(p: Plan, outcome: dict[str, Any]) -> list[ActionResult]:
+    """Results of `p`'s actions: Done unless `outcome` names another for that export."""
+    out = []
+    for a in p.actions:
+        result = outcome.get(a.name, Result.DONE)
+        message = "delete ServiceExport x: 422 denied" if result is Result.FAILED else ""
+        out.append(ActionResult(a, result, message))
+    return out
+
+
+def test_lines_after_show_each_export_as_its_action_ended() -> None:
+    p = run(
+        pool=make_pool(fe("Frontend"), fe("chat"), fe("Going"), WORKER),
+        exports=[
+            ours(RELAY_EXPORT),
+            foreign("pool-chat", "user-no-owner"),
+            ours("pool-going", terminating=True),
+            ours("pool-old"),
+        ],
+    )
+    lines = lines_after(p, _results(p, {}))
+    assert [(x.name, x.state, x.reason) for x in lines] == [
+        (RELAY_EXPORT, "Exported", ""),
+        (FE, "Exported", ""),
+        ("pool-chat", "Foreign", "NotControlled"),
+        ("pool-going", "Pending", "Terminating"),
+    ], "a withdrawn export has no line"
+
+
+def test_a_failed_write_shows_on_its_line_and_a_gone_one_has_none() -> None:
+    p = run(pool=make_pool(fe("Frontend"), WORKER), exports=[ours("pool-old")])
+    lines = lines_after(p, _results(p, {FE: Result.FAILED, "pool-old": Result.GONE}))
+    assert [(x.name, x.state) for x in lines] == [(RELAY_EXPORT, "Exported"), (FE, "Failed")]
+    assert lines[1].reason == "ExportFailed"
+    assert lines[1].message == "delete ServiceExport x: 422 denied"
+
+
+def test_a_skipped_name_whose_withdrawal_fails_is_one_failed_line() -> None:
+    long_fe = fe(K56)
+    long_name = names.component_service_name(NAME, K56)
+    p = run(pool=make_pool(long_fe, WORKER), exports=[ours(long_name)], implementation="karmada")
+    assert [x.name for x in p.lines] == [long_name]
+    failed = lines_after(p, _results(p, {long_name: Result.FAILED}))
+    assert [(x.name, x.state) for x in failed] == [
+        (long_name, "Failed"),
+        (RELAY_EXPORT, "Exported"),
+    ], "one line per name, where the skipped line was"
+    withdrawn = lines_after(p, _results(p, {}))
+    assert [(x.name, x.state) for x in withdrawn] == [
+        (long_name, "Skipped"),
+        (RELAY_EXPORT, "Exported"),
+    ]
+
+
+def test_a_lost_race_gives_no_line() -> None:
+    p = run(pool=make_pool(WORKER))
+    assert lines_after(p, _results(p, {RELAY_EXPORT: Result.LOST})) == []

@@ -37,16 +37,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
+from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.exports.plan import (
-    ClusterID,
-    Plan,
-    Verb,
-    Warn,
-    plan,
-    relevant_exports,
-)
-from dynamo_pool_operator.poolrelay.decide import Decision, Reason, decide
+from dynamo_pool_operator.exports.plan import Warn, plan, relevant_exports
+from dynamo_pool_operator.pipeline.model import Contribution as Plan
+from dynamo_pool_operator.pipeline.model import Verb
+from dynamo_pool_operator.poolrelay.checks import Reason, decide
+from dynamo_pool_operator.poolrelay.checks import decision as make_decision
+
+SE = serviceexports("v1alpha1")
 
 # --------------------------------------------------------------------------- the oracle (SPEC)
 NS = "team"
@@ -58,7 +57,7 @@ V1BETA1, V1ALPHA1 = "nvidia.com/v1beta1", "nvidia.com/v1alpha1"
 SERVICE_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # DNS-1035 label (SPEC §3)
 SERVICE_NAME_MAX = 63
 KARMADA_MAX = 55  # SPEC §4.2: "derived-" + name is a label value of at most 63
-WRITES = {Verb.CREATE, Verb.REPAIR, Verb.WITHDRAW}
+WRITES = {Verb.CREATE, Verb.APPLY, Verb.WITHDRAW}
 DEFAULTS = RelayDefaults(image="relay:1", port=7000)
 
 
@@ -315,9 +314,9 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         pick(  # what the controller decides for this state, or any decision, so that
             # pools with names the controller would refuse are planned as published too
             st.just(decide(relay, pool, {}, default_discovery_backend="kubernetes")),
-            st.just(Decision(Reason.PUBLISHED, "fuzz")),
-            st.just(Decision(Reason.PUBLISHED, "fuzz")),
-            st.sampled_from(list(Reason)).map(lambda r: Decision(r, "fuzz")),
+            st.just(make_decision(Reason.PUBLISHED, "fuzz")),
+            st.just(make_decision(Reason.PUBLISHED, "fuzz")),
+            st.sampled_from(list(Reason)).map(lambda r: make_decision(r, "fuzz")),
         )
     )
     fronts = frontend_names(raw) or []
@@ -339,7 +338,8 @@ def run(s: Mapping[str, Any], exports: Mapping[str, Any] | None = None) -> Plan:
         s["decision"],
         s["pool"],
         s["exports"] if exports is None else exports,
-        implementation=s["implementation"],
+        implementation=Implementation(s["implementation"]),
+        resource=SE,
         cluster_id=s["cluster_id"],
     )
 
@@ -381,18 +381,18 @@ def test_any_plan_exports_only_valid_names_and_skips_the_rest_with_their_warning
         if a.verb is Verb.CREATE:
             assert a.name not in exports, a
         else:
-            assert a.export is exports[a.name], a
-        if a.verb in {Verb.WITHDRAW, Verb.REPAIR}:  # SPEC §4.5: never a foreign one
+            assert a.live is exports[a.name], a
+        if a.verb in {Verb.WITHDRAW, Verb.APPLY}:  # SPEC §4.5: never a foreign one
             assert is_ours(exports[a.name]), a
             assert not being_deleted(exports[a.name]), a
 
-    warned = {w.reason: w.message for w in p.warnings}
-    skipped = {line.name: line.reason for line in p.skipped}
+    warned = {w.reason: w.message for w in p.advisories}
+    skipped = {line.name: line.reason for line in p.lines}
     wanted = {a.name for a in p.actions if a.wanted}
     if not publishing:
         assert not wanted
-        assert not p.warnings
-        assert not p.skipped
+        assert not p.advisories
+        assert not p.lines
         return
     fronts = [service_of(relay.name, n) for n in frontend_names(s["raw"]) or []]
     for name in dict.fromkeys([f"{relay.name}-pool-relay", *fronts]):
@@ -437,7 +437,7 @@ def carry_out(p: Plan, exports: dict[str, Any], relay: Relay) -> dict[str, Any]:
                     "ownerReferences": [relay.owner_reference()],
                 }
             }
-        elif a.verb is Verb.REPAIR:
+        elif a.verb is Verb.APPLY:
             meta = out[a.name]["metadata"]
             meta.setdefault("labels", {})[DGD_LABEL] = relay.name
             others = [r for r in meta.get("ownerReferences", []) if r.get("controller") is not True]
@@ -461,12 +461,12 @@ def test_plan_is_deterministic_and_carried_out_then_planned_again_writes_nothing
     assert [(a.verb, a.name, a.fields, a.wanted) for a in again.actions] == [
         (a.verb, a.name, a.fields, a.wanted) for a in first.actions
     ]
-    assert (again.warnings, again.skipped) == (first.warnings, first.skipped)
+    assert (again.advisories, again.lines) == (first.advisories, first.lines)
     # Idempotent: carried out, then planned on the new state, nothing is left to write.
     after = carry_out(first, s["exports"], s["relay"])
     second = run(s, after)
     assert [a for a in second.actions if a.verb in WRITES] == [], second.actions
-    assert (second.warnings, second.skipped) == (first.warnings, first.skipped)
+    assert (second.advisories, second.lines) == (first.advisories, first.lines)
 
 
 # --------------------------------------------------------------------------- relevant_exports
@@ -492,8 +492,13 @@ def test_relevant_exports_never_reach_into_another_namespace(
         if ns == NS and is_ours(e):
             assert name in got, name
     p = plan(
-        relay, s["decision"], pool, got, implementation=s["implementation"],
+        relay,
+        s["decision"],
+        pool,
+        got,
+        implementation=Implementation(s["implementation"]),
+        resource=SE,
         cluster_id=s["cluster_id"],
-    )  # fmt: skip
+    )
     for a in p.actions:
-        assert a.export is None or a.export["metadata"]["namespace"] == NS, a
+        assert a.live is None or a.live["metadata"]["namespace"] == NS, a

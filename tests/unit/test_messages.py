@@ -10,9 +10,10 @@ import pytest
 
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import pool_from_object
+from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
 from dynamo_pool_operator.api.relay import RelayDefaults, relay_from_object
-from dynamo_pool_operator.exports.plan import ClusterID, Warn, plan, relevant_exports
-from dynamo_pool_operator.poolrelay.decide import Reason, decide
+from dynamo_pool_operator.exports.plan import Warn, plan, relevant_exports
+from dynamo_pool_operator.poolrelay.checks import Reason, decide
 
 DEFAULTS = RelayDefaults(image="relay:1", port=8090)
 
@@ -169,7 +170,8 @@ def _plan(r: Any, p: Any, implementation: str = "mcs", **kw: Any) -> Any:
         published,
         p,
         {},
-        implementation=implementation,
+        implementation=Implementation(implementation),
+        resource=serviceexports("v1alpha1"),
         cluster_id=kw.get("cluster_id", ClusterID()),
     )
 
@@ -181,11 +183,11 @@ def test_invalid_service_name_warning_lists_every_name() -> None:
         {"name": "w", "type": "worker"},
     ]
     p = _plan(relay(), pool(components=comps))
-    (w,) = [w for w in p.warnings if w.reason is Warn.INVALID_SERVICE_NAME]
+    (w,) = [w for w in p.advisories if w.reason is Warn.INVALID_SERVICE_NAME]
     assert w.message == (
         f"not exported, not a valid Service name: llama-{'f' * 60}, llama-{'g' * 61}"
     )
-    assert p.skipped[0].message == "must be no more than 63 characters (has 66)"
+    assert p.lines[0].message == "must be no more than 63 characters (has 66)"
 
 
 def test_invalid_service_name_status_joins_every_problem() -> None:
@@ -193,7 +195,7 @@ def test_invalid_service_name_status_joins_every_problem() -> None:
         relay(),
         pool(components=[{"name": "9" * 60, "type": "frontend"}, {"name": "w", "type": "worker"}]),
     )
-    assert p.skipped[0].message == "must be no more than 63 characters (has 66)"
+    assert p.lines[0].message == "must be no more than 63 characters (has 66)"
     p = _plan(
         relay("llama"),
         pool(
@@ -203,7 +205,7 @@ def test_invalid_service_name_status_joins_every_problem() -> None:
             ]
         ),
     )
-    assert p.skipped[0].message == (  # two problems, both shown
+    assert p.lines[0].message == (  # two problems, both shown
         "must be no more than 63 characters (has 64); must consist of lower case "
         "alphanumeric characters or '-', start with an alphabetic character, and end "
         "with an alphanumeric character"
@@ -217,7 +219,7 @@ def test_too_long_for_karmada_warning_lists_every_name() -> None:
         {"name": "w", "type": "worker"},
     ]
     p = _plan(relay(), pool(components=comps), "karmada")
-    (w,) = [w for w in p.warnings if w.reason is Warn.SERVICE_NAME_TOO_LONG]
+    (w,) = [w for w in p.advisories if w.reason is Warn.SERVICE_NAME_TOO_LONG]
     assert w.message == (
         f"not exported, longer than Karmada's 55 characters: llama-{'f' * 50}, llama-{'g' * 51}"
     )
@@ -225,7 +227,7 @@ def test_too_long_for_karmada_warning_lists_every_name() -> None:
 
 def test_no_frontend_warning_message() -> None:
     p = _plan(relay(), pool(components=[{"name": "w", "type": "worker"}]))
-    (w,) = p.warnings
+    (w,) = p.advisories
     assert w.message == (
         "DGD 'llama' has no frontend component; only the relay Service is exported"
     )
@@ -236,7 +238,7 @@ def test_cluster_id_mismatch_message_says_what_must_match() -> None:
     p = _plan(
         relay(clusterId="east"), pool(), cluster_id=ClusterID(True, prop, "about.k8s.io/v1beta1")
     )
-    (w,) = p.warnings
+    (w,) = p.advisories
     assert w.message == (
         "spec.clusterId is 'east' but this cluster's ID (cluster.clusterset.k8s.io) is "
         "'west'; the Global Discovery Service matches a pool to its imports only when "

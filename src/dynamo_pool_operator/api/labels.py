@@ -12,6 +12,8 @@ APP_MANAGED_BY = "app.kubernetes.io/managed-by"
 
 RELAY_APP = "dynamo-pool-relay"
 MANAGED_BY = "dynamo-pool-operator"
+#: The server-side apply field manager of every write the operator makes.
+FIELD_MANAGER = "dynamo-pool-operator"
 
 #: Hash of the rendered desired state, so a change of our intent (including a
 #: removed field) is applied even when the live object still looks like a superset.

@@ -33,6 +33,14 @@ def relay_name(dgd: str) -> str:
     return f"{dgd}{RELAY_SUFFIX}"
 
 
+def pool_of(relay_object: str) -> str | None:
+    """The inverse of `relay_name`: the pool (DGD) a `<dgd>-pool-relay` name belongs to,
+    or None for any other name."""
+    if relay_object.endswith(RELAY_SUFFIX) and len(relay_object) > len(RELAY_SUFFIX):
+        return relay_object[: -len(RELAY_SUFFIX)]
+    return None
+
+
 def component_service_name(dgd: str, component: str) -> str:
     """Name of the Service Dynamo's operator creates for `component` of `dgd`."""
     return f"{dgd}-{component}".lower().replace(".", "-")

@@ -1,1 +1,1 @@
-"""Pool exports through the Multi-Cluster Services API (SPEC §4)."""
+"""Pool exports through the Multi-Cluster Services API (docs/exports.md)."""

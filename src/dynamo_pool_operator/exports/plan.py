@@ -1,123 +1,101 @@
-"""Which ServiceExports a pool should have, and what to do about each. Pure (SPEC §4).
+"""Which ServiceExports a pool should have, and what to do about each. Pure.
 
 Input: the relay and its decision, the pool (DGD), the exports cached in the
 relay's namespace, the MCS implementation and the cluster's ID property.
-Output: one `Action` per export name, the warnings to record, and the lines of
-`status.exports[]`.
+Output: the export feature's part of the plan — one `Action` per export name, the
+advisories (Warning Events) to record, and the status lines — and, after the
+actions ran, the status lines as they came out (`lines_after`).
 
 Rules, by export name:
 - wanted (published, valid, not too long for Karmada):
   absent -> CREATE; being deleted -> WAIT until gone; controlled by this relay ->
-  REPAIR the DGD label / controller reference if someone changed them, else
-  nothing; anyone else's (a user's, another relay's, another kind's, or no
-  controller) -> FOREIGN: never adopted, repaired or deleted.
+  APPLY the DGD label / controller reference if someone changed them, else NONE;
+  anyone else's (a user's, another relay's, another kind's, or no controller) ->
+  FOREIGN: never adopted, repaired or deleted.
 - not wanted but controlled by this relay (withdrawn relay, renamed or removed
   frontend, a name Karmada cannot import): WITHDRAW, unless already being deleted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from ..api import labels, names
 from ..api.dgd import Pool
+from ..api.mcs import CLUSTER_ID_PROPERTY, ClusterID, Implementation
 from ..api.relay import Relay
-from ..poolrelay.decide import Decision, controlled_by, controller_of
-from ..poolrelay.status import ExportStatus
+from ..pipeline.model import (
+    Action,
+    ActionResult,
+    Advisory,
+    Contribution,
+    Decision,
+    EventNames,
+    Result,
+    StatusLine,
+    Verb,
+)
+from ..runtime.ownership import controller_of, is_controlled_by
+from ..runtime.resources import Resource
 
-MCS = "mcs"
-KARMADA = "karmada"
-CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
-
-
-class Verb(StrEnum):
-    CREATE = "Create"
-    REPAIR = "Repair"
-    WITHDRAW = "Withdraw"
-    WAIT = "Wait"  # being deleted: left alone until gone, then created again
-    FOREIGN = "Foreign"  # not ours: never touched
-    NONE = "None"  # ours and right
+EXPORT_EVENTS = EventNames(
+    failed="ExportFailed",
+    created="ExportCreated",
+    applied="ExportRepaired",
+    withdrawn="ExportDeleted",
+)
 
 
 class Warn(StrEnum):
+    """The Warning reasons of the export feature."""
+
     INVALID_SERVICE_NAME = "InvalidServiceName"
     SERVICE_NAME_TOO_LONG = "ServiceNameTooLong"
     NO_FRONTEND = "NoFrontend"
     CLUSTER_ID_MISMATCH = "ClusterIDMismatch"
+    EXPORT_FAILED = "ExportFailed"
 
 
-@dataclass(frozen=True, slots=True)
-class Action:
-    verb: Verb
-    name: str
-    #: The cached export the action was decided on (None for CREATE).
-    export: Mapping[str, Any] | None = None
-    #: For REPAIR: which fields differ ("label", "controllerReference").
-    fields: tuple[str, ...] = ()
-    #: False for the exports this relay controls but no longer wants.
-    wanted: bool = True
+class State(StrEnum):
+    """An export's state in `status.exports[]`."""
+
+    EXPORTED = "Exported"
+    PENDING = "Pending"
+    FAILED = "Failed"
+    FOREIGN = "Foreign"
+    SKIPPED = "Skipped"
 
 
-@dataclass(frozen=True, slots=True)
-class Warning:
-    reason: Warn
-    message: str
-    #: The object the problem is about (DGD or ClusterProperty), at the version read.
-    related: Mapping[str, Any]
+#: The Event action of each advisory.
+ADVISORY_ACTIONS = {Warn.CLUSTER_ID_MISMATCH: "CheckClusterID", Warn.EXPORT_FAILED: "ReadClusterID"}
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    actions: tuple[Action, ...] = ()
-    warnings: tuple[Warning, ...] = ()
-    skipped: tuple[ExportStatus, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterID:
-    """The cluster ID check's input: the property when the check runs (mcs and the
-    About API served), with `checked=False` otherwise."""
-
-    checked: bool = False
-    obj: Mapping[str, Any] | None = None
-    api_version: str = ""
-
-    @property
-    def value(self) -> str:
-        spec = (self.obj or {}).get("spec")
-        value = spec.get("value") if isinstance(spec, Mapping) else None
-        return value if isinstance(value, str) else ""
-
-    def effective(self, spec_cluster_id: str) -> str:
-        """The relay's effective cluster ID: its spec.clusterId, else the cluster's own
-        (the About API property, where the check runs), else empty."""
-        return spec_cluster_id or (self.value if self.checked else "")
-
-    def reference(self) -> dict[str, Any]:
-        meta = (self.obj or {}).get("metadata") or {}
-        ref = {
-            "apiVersion": self.api_version,
-            "kind": "ClusterProperty",
-            "name": CLUSTER_ID_PROPERTY,
-        }
-        for key in ("uid", "resourceVersion"):
-            if meta.get(key):
-                ref[key] = meta[key]
-        return ref
+def export_body(resource: Resource, relay: Relay, name: str) -> dict[str, Any]:
+    """The fields we own on an export: name, the DGD label, our controller reference."""
+    return {
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {
+            "name": name,
+            "namespace": relay.namespace,
+            "labels": {labels.DGD_NAME: relay.name},
+            "ownerReferences": [relay.owner_reference()],
+        },
+    }
 
 
 @dataclass
 class _Wanted:
     names: list[str] = field(default_factory=list)
-    skipped: list[ExportStatus] = field(default_factory=list)
+    skipped: list[StatusLine] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
     too_long: list[str] = field(default_factory=list)
 
 
-def _wanted(relay: Relay, pool: Pool, implementation: str) -> _Wanted:
+def _wanted(relay: Relay, pool: Pool, implementation: Implementation) -> _Wanted:
     out = _Wanted()
     candidates = [names.relay_name(relay.name), *pool.frontend_service_names()]
     for name in dict.fromkeys(candidates):  # ordered, without duplicates
@@ -125,14 +103,14 @@ def _wanted(relay: Relay, pool: Pool, implementation: str) -> _Wanted:
         if problems:
             out.invalid.append(name)
             out.skipped.append(
-                ExportStatus(name, "Skipped", Warn.INVALID_SERVICE_NAME, "; ".join(problems))
+                StatusLine(name, State.SKIPPED, Warn.INVALID_SERVICE_NAME, "; ".join(problems))
             )
-        elif implementation == KARMADA and not names.fits_karmada(name):
+        elif implementation is Implementation.KARMADA and not names.fits_karmada(name):
             out.too_long.append(name)
             out.skipped.append(
-                ExportStatus(
+                StatusLine(
                     name,
-                    "Skipped",
+                    State.SKIPPED,
                     Warn.SERVICE_NAME_TOO_LONG,
                     f"{len(name)} characters; Karmada imports at most "
                     f"{names.KARMADA_MAX_SERVICE_NAME}",
@@ -159,86 +137,128 @@ def _terminating(export: Mapping[str, Any]) -> bool:
     return bool((export.get("metadata") or {}).get("deletionTimestamp"))
 
 
+def _advisories(
+    relay: Relay,
+    pool: Pool,
+    wanted: _Wanted,
+    implementation: Implementation,
+    cluster_id: ClusterID,
+) -> list[Advisory]:
+    dgd = pool.reference()
+    out: list[Advisory] = []
+
+    def warn(reason: Warn, message: str, related: Mapping[str, Any]) -> None:
+        out.append(Advisory(reason, ADVISORY_ACTIONS.get(reason, "Export"), message, related))
+
+    if wanted.invalid:
+        warn(
+            Warn.INVALID_SERVICE_NAME,
+            f"not exported, not a valid Service name: {', '.join(wanted.invalid)}",
+            dgd,
+        )
+    if wanted.too_long:
+        warn(
+            Warn.SERVICE_NAME_TOO_LONG,
+            f"not exported, longer than Karmada's {names.KARMADA_MAX_SERVICE_NAME} "
+            f"characters: {', '.join(wanted.too_long)}",
+            dgd,
+        )
+    if not pool.frontends:
+        warn(
+            Warn.NO_FRONTEND,
+            f"DGD {pool.name!r} has no frontend component; only the relay Service is exported",
+            dgd,
+        )
+    # The cluster ID is an About API notion: the check is standard MCS only. A relay
+    # without spec.clusterId takes the cluster's own ID: nothing to disagree with.
+    checked = implementation.checks_cluster_id and cluster_id.checked
+    if checked and cluster_id.value and relay.cluster_id and cluster_id.value != relay.cluster_id:
+        warn(
+            Warn.CLUSTER_ID_MISMATCH,
+            f"spec.clusterId is {relay.cluster_id!r} but this cluster's ID "
+            f"({CLUSTER_ID_PROPERTY}) is {cluster_id.value!r}; the Global Discovery "
+            "Service matches a pool to its imports only when they are equal",
+            cluster_id.reference(),
+        )
+    return out
+
+
 def plan(
     relay: Relay,
     decision: Decision,
     pool: Pool | None,
     exports: Mapping[str, Mapping[str, Any]],
     *,
-    implementation: str,
+    implementation: Implementation,
     cluster_id: ClusterID,
-) -> Plan:
+    resource: Resource,
+) -> Contribution:
     """`exports`: the cached exports of the relay's namespace that matter, by name —
     every export this relay controls and every export named like a wanted one."""
     wanted = _Wanted()
-    warnings: list[Warning] = []
+    advisories: list[Advisory] = []
     if decision.publish and pool is not None:
         wanted = _wanted(relay, pool, implementation)
-        dgd = pool.reference()
-        if wanted.invalid:
-            warnings.append(
-                Warning(
-                    Warn.INVALID_SERVICE_NAME,
-                    f"not exported, not a valid Service name: {', '.join(wanted.invalid)}",
-                    dgd,
-                )
-            )
-        if wanted.too_long:
-            warnings.append(
-                Warning(
-                    Warn.SERVICE_NAME_TOO_LONG,
-                    f"not exported, longer than Karmada's {names.KARMADA_MAX_SERVICE_NAME} "
-                    f"characters: {', '.join(wanted.too_long)}",
-                    dgd,
-                )
-            )
-        if not pool.frontends:
-            warnings.append(
-                Warning(
-                    Warn.NO_FRONTEND,
-                    f"DGD {pool.name!r} has no frontend component; only the relay Service "
-                    "is exported",
-                    dgd,
-                )
-            )
-        # The cluster ID is an About API notion: the check is standard MCS only. A relay
-        # without spec.clusterId takes the cluster's own ID: nothing to disagree with.
-        checked = implementation == MCS and cluster_id.checked
-        if (
-            checked
-            and cluster_id.value
-            and relay.cluster_id
-            and cluster_id.value != relay.cluster_id
-        ):
-            warnings.append(
-                Warning(
-                    Warn.CLUSTER_ID_MISMATCH,
-                    f"spec.clusterId is {relay.cluster_id!r} but this cluster's ID "
-                    f"({CLUSTER_ID_PROPERTY}) is {cluster_id.value!r}; the Global Discovery "
-                    "Service matches a pool to its imports only when they are equal",
-                    cluster_id.reference(),
-                )
-            )
+        advisories = _advisories(relay, pool, wanted, implementation, cluster_id)
+
+    def action(verb: Verb, name: str, live: Mapping[str, Any] | None, **kw: Any) -> Action:
+        body = export_body(resource, relay, name) if verb in (Verb.CREATE, Verb.APPLY) else None
+        return Action(
+            verb, resource, relay.namespace, name, EXPORT_EVENTS, live=live, body=body, **kw
+        )
 
     actions: list[Action] = []
     for name in wanted.names:
         export = exports.get(name)
         if export is None:
-            actions.append(Action(Verb.CREATE, name))
+            actions.append(action(Verb.CREATE, name, None))
         elif _terminating(export):
-            actions.append(Action(Verb.WAIT, name, export))
-        elif controlled_by(export, relay.uid):
+            actions.append(action(Verb.WAIT, name, export))
+        elif is_controlled_by(export, relay.uid):
             fields = repair_fields(export, relay)
-            actions.append(Action(Verb.REPAIR if fields else Verb.NONE, name, export, fields))
+            actions.append(action(Verb.APPLY if fields else Verb.NONE, name, export, fields=fields))
         else:
-            actions.append(Action(Verb.FOREIGN, name, export))
+            actions.append(action(Verb.FOREIGN, name, export))
     keep = set(wanted.names)
     for name, export in sorted(exports.items()):
-        if name in keep or not controlled_by(export, relay.uid):
+        if name in keep or not is_controlled_by(export, relay.uid):
             continue
         verb = Verb.WAIT if _terminating(export) else Verb.WITHDRAW
-        actions.append(Action(verb, name, export, wanted=False))
-    return Plan(tuple(actions), tuple(warnings), tuple(wanted.skipped))
+        actions.append(action(verb, name, export, wanted=False))
+    return Contribution(tuple(actions), tuple(advisories), tuple(wanted.skipped))
+
+
+def _line(result: ActionResult) -> StatusLine | None:
+    """The status line one executed export action gives (None: no line)."""
+    a = result.action
+    if result.result is Result.FAILED:
+        return StatusLine(a.name, State.FAILED, Warn.EXPORT_FAILED, result.message)
+    if result.result is not Result.DONE:
+        return None  # gone, or lost (the pass is retried and writes no status)
+    if a.verb is Verb.WAIT:
+        return StatusLine(a.name, State.PENDING, "Terminating") if a.wanted else None
+    if a.verb is Verb.FOREIGN:
+        return StatusLine(
+            a.name,
+            State.FOREIGN,
+            "NotControlled",
+            "another owner (or none) controls this export; it is left alone",
+        )
+    if a.verb is Verb.WITHDRAW:
+        return None
+    return StatusLine(a.name, State.EXPORTED)
+
+
+def lines_after(contribution: Contribution, results: Sequence[ActionResult]) -> list[StatusLine]:
+    """`status.exports[]` after the actions ran: one line per name. A skipped name whose
+    withdrawal then failed shows the failure (status.exports is a list keyed by name;
+    two lines of one name would make the API server refuse the whole status)."""
+    lines = {line.name: line for line in contribution.lines}
+    for result in results:
+        line = _line(result)
+        if line is not None:
+            lines[line.name] = line
+    return list(lines.values())
 
 
 def relevant_exports(

@@ -1,1 +1,1 @@
-"""The DynamoPoolRelay controller: publish and withdraw a pool's relay (SPEC §3)."""
+"""The DynamoPoolRelay controller: publish and withdraw a pool's relay (docs/crd.md)."""

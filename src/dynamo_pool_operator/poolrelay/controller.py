@@ -1,6 +1,6 @@
 """Wiring of the DynamoPoolRelay controller: which caches it reads and what wakes it.
 
-Watches (SPEC §3):
+Watches:
 - relays (primary), ignoring status-only updates — our own status writes must
   not wake us (no feedback loop);
 - DGDs, mapped to the relay of the same namespace/name, ignoring status-only
@@ -26,7 +26,7 @@ from ..runtime.controller import Controller, Request, spec_or_metadata_changed
 from ..runtime.resources import DEPLOYMENTS, SERVICES, Resource
 from ..runtime.shared_informers import SharedInformers
 from ..runtime.store import Obj
-from .reconcile import RelayCaches
+from .reconciler import RelayCaches
 
 CONTROLLER_NAME = "dynamopoolrelay"
 
@@ -46,9 +46,8 @@ def relay_of_object(obj: Obj) -> Iterable[Request]:
     """`<D>-pool-relay` -> relay D in the same namespace; other names map to nothing."""
     meta = obj.get("metadata") or {}
     name = str(meta.get("name") or "")
-    if not name.endswith(names.RELAY_SUFFIX) or len(name) == len(names.RELAY_SUFFIX):
-        return []
-    return [(str(meta.get("namespace") or ""), name[: -len(names.RELAY_SUFFIX)])]
+    pool = names.pool_of(name)
+    return [] if pool is None else [(str(meta.get("namespace") or ""), pool)]
 
 
 def is_relay_object(obj: Obj) -> bool:

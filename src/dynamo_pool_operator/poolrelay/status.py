@@ -9,40 +9,21 @@ condition keeps its `lastTransitionTime` while its status stays the same.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ..api import crd, names
 from ..api.relay import API_VERSION, Relay
-from .decide import Decision
+from ..pipeline.model import Decision, StatusLine
+from ..runtime import conditions
 
 READY = "Ready"
 #: The Ready reason of a published relay whose own Deployment or Service write the API
 #: server refused: the pool is not importable while its relay objects are missing.
 WRITE_REFUSED = "WriteRefused"
-
-
-@dataclass(frozen=True, slots=True)
-class ExportStatus:
-    """One line of `status.exports[]`: a Service the pool exports or skips, and why."""
-
-    name: str
-    state: str
-    reason: str = ""
-    message: str = ""
-
-    def to_dict(self) -> dict[str, str]:
-        out = {"name": self.name, "state": self.state}
-        if self.reason:
-            out["reason"] = self.reason
-        if self.message:
-            out["message"] = self.message
-        return out
-
-
-def _rfc3339(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+#: The Ready reason of a published relay one of whose own objects is still being
+#: deleted (it is created again once gone).
+PROGRESSING = "Progressing"
 
 
 def desired_status(
@@ -51,44 +32,35 @@ def desired_status(
     decision: Decision,
     *,
     cluster_id: str,
-    exports: Sequence[ExportStatus],
+    exports: Sequence[StatusLine],
     now: datetime,
     refused: str = "",
+    waiting: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The status the relay should show; `current` is the cached `status` (or None).
-    `refused` names the relay's own writes the API server refused (published relays
-    only): Ready is then False with reason `WriteRefused`."""
+    Published relays only: `refused` names the relay's own writes the API server
+    refused (Ready False, `WriteRefused`); `waiting`, its own objects still being
+    deleted (Ready False, `Progressing`)."""
     current = current or {}
-    old_ready = next(
-        (
-            c
-            for c in current.get("conditions") or ()
-            if isinstance(c, Mapping) and c.get("type") == READY
-        ),
-        None,
-    )
-    ready = decision.publish and not refused
-    reason = decision.reason.value if not (decision.publish and refused) else WRITE_REFUSED
-    message = refused if decision.publish and refused else decision.message
-    status_value = "True" if ready else "False"
-    transition = (
-        old_ready["lastTransitionTime"]
-        if old_ready
-        and old_ready.get("status") == status_value
-        and old_ready.get("lastTransitionTime")
-        else _rfc3339(now)
-    )
+    reason, message = str(decision.reason), decision.message
+    if decision.publish and refused:
+        reason, message = WRITE_REFUSED, refused
+    elif decision.publish and waiting:
+        reason = PROGRESSING
+        message = f"{', '.join(waiting)} is being deleted; it is created again once gone"
+    ready = decision.publish and not refused and not waiting
     status: dict[str, Any] = {
         "observedGeneration": relay.generation,
         "conditions": [
-            {
-                "type": READY,
-                "status": status_value,
-                "reason": reason,
-                "message": message[:32768],
-                "observedGeneration": relay.generation,
-                "lastTransitionTime": transition,
-            }
+            conditions.condition(
+                READY,
+                "True" if ready else "False",
+                reason,
+                message,
+                generation=relay.generation,
+                previous=conditions.find(current.get("conditions"), READY),
+                now=now,
+            )
         ],
         "serviceName": names.relay_name(relay.name) if decision.publish else "",
         "clusterId": cluster_id,

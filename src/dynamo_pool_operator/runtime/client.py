@@ -105,9 +105,13 @@ class Client:
         tls_handshake_timeout: float = TLS_HANDSHAKE_TIMEOUT,
         tcp_keepalive: float = TCP_KEEPALIVE,
         watch_idle_timeout: float = WATCH_IDLE_TIMEOUT,
+        field_manager: str | None = None,
     ) -> None:
         self.config = config
         self.user_agent = user_agent
+        #: The field manager of every write that names none (controller-runtime's
+        #: field owner): one name for all of a process's server-side apply ownership.
+        self.field_manager = field_manager
         # The work queue's bucket, reserving a token per request: concurrent callers
         # queue behind each other at `qps`, as golang.org/x/time/rate's Wait does.
         self._limiter = TokenBucket(qps, burst) if qps and qps > 0 else None
@@ -354,7 +358,8 @@ class Client:
     ) -> dict[str, Any]:
         """POST: exclusive create; `AlreadyExists` if the name is taken (never adopts)."""
         ns = namespace or body.get("metadata", {}).get("namespace")
-        params = {"fieldManager": field_manager} if field_manager else None
+        manager = field_manager or self.field_manager
+        params = {"fieldManager": manager} if manager else None
         result: dict[str, Any] = await self.request("POST", res.path(ns), params=params, body=body)
         return result
 
@@ -363,7 +368,7 @@ class Client:
         res: Resource,
         body: dict[str, Any],
         *,
-        field_manager: str,
+        field_manager: str | None = None,
         force: bool = False,
         subresource: str | None = None,
     ) -> dict[str, Any]:
@@ -371,7 +376,10 @@ class Client:
         gone (never re-created); carrying `metadata.resourceVersion` it is refused with
         Conflict if the object changed since it was read."""
         meta = body.get("metadata", {})
-        params = {"fieldManager": field_manager}
+        manager = field_manager or self.field_manager
+        if not manager:
+            raise ValueError("a server-side apply needs a field manager")
+        params = {"fieldManager": manager}
         if force:
             params["force"] = "true"
         result: dict[str, Any] = await self.request(
@@ -393,7 +401,8 @@ class Client:
         subresource: str | None = None,
         field_manager: str | None = None,
     ) -> dict[str, Any]:
-        params = {"fieldManager": field_manager} if field_manager else None
+        manager = field_manager or self.field_manager
+        params = {"fieldManager": manager} if manager else None
         result: dict[str, Any] = await self.request(
             "PATCH",
             res.path(namespace, name, subresource),
@@ -413,7 +422,8 @@ class Client:
     ) -> dict[str, Any]:
         """PUT: an optimistic update when `metadata.resourceVersion` is set (Conflict if stale)."""
         meta = body["metadata"]
-        params = {"fieldManager": field_manager} if field_manager else None
+        manager = field_manager or self.field_manager
+        params = {"fieldManager": manager} if manager else None
         result: dict[str, Any] = await self.request(
             "PUT",
             res.path(meta.get("namespace"), meta["name"], subresource),

@@ -1,7 +1,6 @@
 """Watches -> keys -> workers -> reconcile, with controller-runtime's contract.
 
-A controller declares what it watches: its primary resource (`for_`), objects
-it owns (`owns`: the controller owner reference names the key), and anything
+A controller declares what it watches: its primary resource (`for_`) and anything
 else through a map function (`watches`). Each event becomes a `Request`
 (namespace, name) on a de-duplicating work queue; `workers` tasks take keys
 and call `reconcile`. The reconcile contract is controller-runtime's:
@@ -24,9 +23,8 @@ import asyncio
 import functools
 import logging
 import time
-import weakref
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -35,6 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from . import errors, metrics
 from .clock import Clock, SystemClock
 from .informer import EventHandler, EventType, Informer
+from .metricsets import per_registry
 from .queue import ShutDown, WorkQueue
 from .ratelimit import RateLimiter
 from .store import Obj
@@ -93,11 +92,6 @@ def spec_or_metadata_changed(etype: EventType, old: Obj | None, new: Obj | None)
 # --------------------------------------------------------------------- metrics
 class _Metrics:
     """controller-runtime's metric names, so existing dashboards work."""
-
-    # Weak keys: an id() could be reused by a new registry after the old one is gone.
-    _by_registry: weakref.WeakKeyDictionary[CollectorRegistry, _Metrics] = (
-        weakref.WeakKeyDictionary()
-    )
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.total = Counter(
@@ -179,12 +173,7 @@ class _Metrics:
             registry=registry,
         )
 
-    @classmethod
-    def for_registry(cls, registry: CollectorRegistry) -> _Metrics:
-        found = cls._by_registry.get(registry)
-        if found is None:
-            found = cls._by_registry[registry] = cls(registry)
-        return found
+    for_registry = staticmethod(per_registry(lambda registry: _Metrics(registry)))
 
 
 # --------------------------------------------------------------------- controller
@@ -240,8 +229,6 @@ class Controller:
         self._stopping = False
         self._deaths: deque[float] = deque()  # monotonic times workers died, in the window
         self._lost_workers = 0  # slots whose worker died and was not replaced
-        #: Optional hook: awaited before each reconcile (tests pause the controller here).
-        self.before_reconcile: Callable[[Request], Awaitable[None]] | None = None
 
     # ------------------------------------------------------------ watches
     def watches(
@@ -284,32 +271,6 @@ class Controller:
             return [(str(meta.get("namespace") or ""), str(meta.get("name") or ""))]
 
         return self.watches(informer, own_key, predicate)
-
-    def owns(
-        self,
-        informer: Informer,
-        owner_api_version: str,
-        owner_kind: str,
-        predicate: Predicate | None = None,
-    ) -> Controller:
-        """Owned objects: an event enqueues the primary named by its controller reference
-        (apiVersion group and kind must match, so another kind's objects never map)."""
-        group = owner_api_version.split("/")[0] if "/" in owner_api_version else ""
-
-        def owner_key(obj: Obj) -> Iterable[Request]:
-            meta = _meta(obj)
-            for ref in meta.get("ownerReferences") or ():
-                api = str(ref.get("apiVersion", ""))
-                ref_group = api.split("/")[0] if "/" in api else ""
-                if (
-                    ref.get("controller") is True
-                    and ref.get("kind") == owner_kind
-                    and ref_group == group
-                ):
-                    return [(str(meta.get("namespace") or ""), str(ref.get("name", "")))]
-            return []
-
-        return self.watches(informer, owner_key, predicate)
 
     @property
     def healthy(self) -> bool:
@@ -448,8 +409,6 @@ class Controller:
 
     async def _reconcile_handler(self, key: Request) -> None:
         m, name = self._m, self.name
-        if self.before_reconcile is not None:
-            await self.before_reconcile(key)
         started = time.monotonic()
         m.active.labels(name).inc()
         try:

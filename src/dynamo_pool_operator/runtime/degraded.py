@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 
 from prometheus_client import CollectorRegistry, Gauge
 
 from .informer import Informer
+from .metricsets import per_registry
 
 log = logging.getLogger(__name__)
 
@@ -30,20 +30,15 @@ log = logging.getLogger(__name__)
 DEFAULT_GRACE = 10.0
 
 
+@per_registry
 def _gauge(registry: CollectorRegistry) -> Gauge:
-    found = _GAUGES.get(registry)
-    if found is None:
-        found = _GAUGES[registry] = Gauge(
-            "dynamo_pool_operator_check_degraded",
-            "1 while the cache of an optional check (clusterID: the ClusterProperty "
-            "cluster.clusterset.k8s.io) cannot be read; readiness does not wait for it",
-            ["check"],
-            registry=registry,
-        )
-    return found
-
-
-_GAUGES: weakref.WeakKeyDictionary[CollectorRegistry, Gauge] = weakref.WeakKeyDictionary()
+    return Gauge(
+        "dynamo_pool_operator_check_degraded",
+        "1 while the cache of an optional check (clusterID: the ClusterProperty "
+        "cluster.clusterset.k8s.io) cannot be read; readiness does not wait for it",
+        ["check"],
+        registry=registry,
+    )
 
 
 class DegradedChecks:

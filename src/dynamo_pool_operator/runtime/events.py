@@ -41,7 +41,6 @@ import logging
 import random
 import re
 import uuid
-import weakref
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -52,6 +51,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from . import errors
 from .clock import Clock, SystemClock
+from .metricsets import per_registry
 from .resources import EVENTS, Resource
 
 log = logging.getLogger(__name__)
@@ -112,30 +112,24 @@ class _Metrics:
     dropped: Counter
 
 
-# One set of counters per registry: several recorders (one per controller) may share one.
-_METRICS: weakref.WeakKeyDictionary[CollectorRegistry, _Metrics] = weakref.WeakKeyDictionary()
-
-
+@per_registry
 def _metrics_for(registry: CollectorRegistry) -> _Metrics:
-    found = _METRICS.get(registry)
-    if found is None:
-        found = _Metrics(
-            Counter(
-                "events_emitted",
-                "Events emitted by controllers, repeats folded into a series included.",
-                ["type", "reason"],
-                registry=registry,
-            ),
-            Counter(
-                "events_dropped",
-                "Event writes given up: queue_full, invalid, shutdown, error, or the API "
-                "error class (Forbidden, Invalid, ...).",
-                ["reason"],
-                registry=registry,
-            ),
-        )
-        _METRICS[registry] = found
-    return found
+    """One set of counters per registry: several recorders may share one."""
+    return _Metrics(
+        Counter(
+            "events_emitted",
+            "Events emitted by controllers, repeats folded into a series included.",
+            ["type", "reason"],
+            registry=registry,
+        ),
+        Counter(
+            "events_dropped",
+            "Event writes given up: queue_full, invalid, shutdown, error, or the API "
+            "error class (Forbidden, Invalid, ...).",
+            ["reason"],
+            registry=registry,
+        ),
+    )
 
 
 @dataclass(eq=False, slots=True)

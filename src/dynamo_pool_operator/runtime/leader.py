@@ -1,8 +1,8 @@
 """Leader election on a coordination.k8s.io/v1 Lease, with client-go's semantics.
 
 Why our own: the Python clients' electors judge expiry by wall clock and their own
-configuration, write naive local times, never count transitions and never release
-(research §3.1). This one follows `k8s.io/client-go/tools/leaderelection`:
+configuration, write naive local times, never count transitions and never release.
+This one follows `k8s.io/client-go/tools/leaderelection`:
 
 * Expiry is judged by *our* monotonic clock from the moment *we* saw the record change,
   against the record's own `leaseDurationSeconds`; clock skew between nodes cannot make
@@ -28,7 +28,6 @@ import logging
 import random
 import socket
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, NoReturn, Protocol, TypeVar
@@ -37,15 +36,12 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from . import errors
 from .clock import Clock, SystemClock
+from .metricsets import per_registry
 from .resources import LEASES, Resource
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-# One gauge per registry: several electors (or tests) may share a registry, and
-# prometheus_client refuses to register the same metric name twice.
-_GAUGES: weakref.WeakKeyDictionary[CollectorRegistry, Gauge] = weakref.WeakKeyDictionary()
 
 
 class LeadershipLost(Exception):
@@ -102,17 +98,15 @@ def _default_registry() -> CollectorRegistry:
     return REGISTRY
 
 
+@per_registry
 def _master_status(registry: CollectorRegistry) -> Gauge:
-    gauge = _GAUGES.get(registry)
-    if gauge is None:
-        gauge = Gauge(
-            "leader_election_master_status",
-            "1 while this process holds the named leader-election lease, else 0.",
-            ["name"],
-            registry=registry,
-        )
-        _GAUGES[registry] = gauge
-    return gauge
+    """One gauge per registry: several electors (or tests) may share a registry."""
+    return Gauge(
+        "leader_election_master_status",
+        "1 while this process holds the named leader-election lease, else 0.",
+        ["name"],
+        registry=registry,
+    )
 
 
 class LeaderElector:

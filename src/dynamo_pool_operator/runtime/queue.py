@@ -34,8 +34,6 @@ import asyncio
 import contextlib
 import heapq
 import itertools
-import threading
-import weakref
 from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
@@ -44,6 +42,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from . import metrics
 from .clock import Clock, SystemClock
+from .metricsets import per_registry
 from .ratelimit import ExponentialBackoff, RateLimiter
 
 __all__ = [
@@ -134,23 +133,7 @@ class QueueMetrics:
             registry=registry,
         )
 
-    @classmethod
-    def for_registry(cls, registry: CollectorRegistry) -> QueueMetrics:
-        """The families registered in `registry`, creating them on first use."""
-        with _METRICS_LOCK:
-            found = _METRICS_BY_REGISTRY.get(registry)
-            if found is None:
-                found = cls(registry)
-                _METRICS_BY_REGISTRY[registry] = found
-            return found
-
-
-# Weak keys: a registry a test throws away must not be kept alive (or, were it keyed
-# by id(), mistaken for a new registry that happens to get the same id).
-_METRICS_BY_REGISTRY: weakref.WeakKeyDictionary[CollectorRegistry, QueueMetrics] = (
-    weakref.WeakKeyDictionary()
-)
-_METRICS_LOCK = threading.Lock()
+    for_registry = staticmethod(per_registry(lambda registry: QueueMetrics(registry)))
 
 
 # --------------------------------------------------------------------------- the queue

@@ -20,6 +20,8 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .ownership import controller_of
+
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
@@ -54,14 +56,11 @@ def index_by_owner_uid(obj: Obj) -> list[str]:
 
 
 def index_by_controller_uid(obj: Obj) -> list[str]:
-    """Index by the UID of the controlling owner only (`controller: true`).
-
-    This is the index `owns()` needs: the garbage collector and adoption rules
-    treat only the controller reference as ownership, other owner references
-    merely block deletion.
-    """
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return [str(r["uid"]) for r in refs if r.get("controller") is True and r.get("uid")]
+    """Index by the UID of the controlling owner only (`controller: true`): the
+    garbage collector and adoption rules treat only the controller reference as
+    ownership, other owner references merely block deletion."""
+    ref = controller_of(obj)
+    return [str(ref["uid"])] if ref is not None and ref.get("uid") else []
 
 
 def label_index(key: str) -> IndexFunc:

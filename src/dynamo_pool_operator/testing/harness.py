@@ -14,8 +14,9 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from .. import operator
+from ..api import labels
 from ..config import OperatorConfiguration
-from ..features import discover_gates
+from ..discovery import discover_served_apis
 from ..runtime.auth import load_kubeconfig
 from ..runtime.client import DEFAULT_USER_AGENT, Client
 from ..runtime.controller import Request
@@ -54,11 +55,18 @@ class OperatorUnderTest:
 
     async def start(self) -> None:
         pace = self.config.client_connection
-        self.client = Client(load_kubeconfig(self.kubeconfig), qps=pace.qps, burst=pace.burst)
+        self.client = Client(
+            load_kubeconfig(self.kubeconfig),
+            qps=pace.qps,
+            burst=pace.burst,
+            field_manager=labels.FIELD_MANAGER,
+        )
         try:
-            gates = await discover_gates(self.client, self.config.multi_cluster.mcs_implementation)
+            served = await discover_served_apis(
+                self.client, self.config.multi_cluster.mcs_implementation
+            )
             self.op = operator.build(
-                self.client, self.config, gates, identity=self.identity, registry=self.registry
+                self.client, self.config, served, identity=self.identity, registry=self.registry
             )
             await self.op.start()
         except BaseException:

@@ -1,10 +1,10 @@
-"""`resolve_gates` with group versions discovery could not read (pure)."""
+"""`resolve_served_apis` with group versions discovery could not read (pure)."""
 
 from __future__ import annotations
 
 import pytest
 
-from dynamo_pool_operator.features import StartupError, resolve_gates
+from dynamo_pool_operator.discovery import StartupError, resolve_served_apis
 from dynamo_pool_operator.runtime.client import ServedResource
 
 RELAYS = ServedResource("nvidia.com", "v1alpha1", "dynamopoolrelays", "DynamoPoolRelay", True)
@@ -26,13 +26,13 @@ DOWN = "503: service unavailable"
 
 def test_an_unavailable_group_nothing_uses_changes_nothing() -> None:
     everything = [RELAYS, DGD_BETA, EXPORTS_BETA, PROPS]
-    assert resolve_gates(everything, "mcs", {"metrics.k8s.io/v1beta1": DOWN}) == resolve_gates(
-        everything, "mcs"
-    )
+    assert resolve_served_apis(
+        everything, "mcs", {"metrics.k8s.io/v1beta1": DOWN}
+    ) == resolve_served_apis(everything, "mcs")
 
 
 def test_an_unavailable_version_less_preferred_than_the_chosen_one_changes_nothing() -> None:
-    gates = resolve_gates(
+    gates = resolve_served_apis(
         [RELAYS, DGD_BETA, EXPORTS_BETA], "karmada", {"multicluster.x-k8s.io/v1alpha1": DOWN}
     )
     assert gates.serviceexport_version == "v1beta1"
@@ -40,7 +40,7 @@ def test_an_unavailable_version_less_preferred_than_the_chosen_one_changes_nothi
 
 def test_a_preferred_version_unavailable_fails_rather_than_pick_an_older_one() -> None:
     with pytest.raises(StartupError) as e:
-        resolve_gates(
+        resolve_served_apis(
             [RELAYS, DGD_BETA, EXPORTS_ALPHA], "mcs", {"multicluster.x-k8s.io/v1beta1": DOWN}
         )
     message = str(e.value)
@@ -52,7 +52,7 @@ def test_a_preferred_version_unavailable_fails_rather_than_pick_an_older_one() -
 
 
 def test_the_mcs_group_unavailable_does_not_matter_with_export_off() -> None:
-    gates = resolve_gates([RELAYS, DGD_BETA], "", {"multicluster.x-k8s.io/v1beta1": DOWN})
+    gates = resolve_served_apis([RELAYS, DGD_BETA], "", {"multicluster.x-k8s.io/v1beta1": DOWN})
     assert gates.serviceexport_version is None
 
 
@@ -66,10 +66,12 @@ def test_the_mcs_group_unavailable_does_not_matter_with_export_off() -> None:
 def test_our_own_groups_unavailable_fail_startup(unavailable: str, api: str) -> None:
     resources = [r for r in (RELAYS, DGD_BETA, DGD_ALPHA) if r.version not in unavailable]
     with pytest.raises(StartupError, match=f"the {api} API cannot be discovered"):
-        resolve_gates(resources, "", {unavailable: DOWN})
+        resolve_served_apis(resources, "", {unavailable: DOWN})
 
 
 def test_the_about_api_unavailable_turns_the_cluster_id_check_off() -> None:
-    gates = resolve_gates([RELAYS, DGD_BETA, EXPORTS_BETA], "mcs", {"about.k8s.io/v1beta1": DOWN})
+    gates = resolve_served_apis(
+        [RELAYS, DGD_BETA, EXPORTS_BETA], "mcs", {"about.k8s.io/v1beta1": DOWN}
+    )
     assert gates.about_version is None
     assert gates.serviceexport_version == "v1beta1"

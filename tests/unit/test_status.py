@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.poolrelay.decide import Decision, Reason
+from dynamo_pool_operator.pipeline.model import Decision, StatusLine
+from dynamo_pool_operator.poolrelay.checks import Reason, decision
 from dynamo_pool_operator.poolrelay.status import (
     READY,
-    ExportStatus,
     desired_status,
     status_apply,
     status_changed,
@@ -28,8 +28,8 @@ from dynamo_pool_operator.poolrelay.status import (
 NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
 NOW_TEXT = "2024-05-06T07:08:09Z"
 EARLIER = "2024-01-02T03:04:05Z"
-PUBLISHED = Decision(Reason.PUBLISHED, "published as pool-pool-relay")
-WITHDRAWN = Decision(Reason.NO_WORKERS, "the DGD has no worker component")
+PUBLISHED = decision(Reason.PUBLISHED, "published as pool-pool-relay")
+WITHDRAWN = decision(Reason.NO_WORKERS, "the DGD has no worker component")
 
 
 def make_relay(generation: int = 4) -> Relay:
@@ -43,7 +43,7 @@ def status(
     *,
     relay: Relay | None = None,
     cluster_id: str = "east",
-    exports: tuple[ExportStatus, ...] = (),
+    exports: tuple[StatusLine, ...] = (),
     now: datetime = NOW,
 ) -> dict[str, Any]:
     return desired_status(
@@ -79,7 +79,7 @@ def shown(status_value: str, transition: str | None = EARLIER, **more: Any) -> d
     [
         (PUBLISHED, "True", "pool-pool-relay"),
         (WITHDRAWN, "False", ""),
-        (Decision(Reason.INVALID_CONFIGURATION, "spec.port: bad"), "False", ""),
+        (decision(Reason.INVALID_CONFIGURATION, "spec.port: bad"), "False", ""),
     ],
 )
 def test_ready_is_true_and_the_service_named_exactly_when_published(
@@ -97,7 +97,7 @@ def test_ready_carries_the_decisions_reason_and_message() -> None:
 
 
 def test_whole_status_of_a_new_relay() -> None:
-    exports = (ExportStatus("pool-pool-relay", "Exported"),)
+    exports = (StatusLine("pool-pool-relay", "Exported"),)
     assert status(PUBLISHED, None, exports=exports) == {
         "observedGeneration": 4,
         "conditions": [
@@ -129,7 +129,7 @@ def test_observed_generation_is_the_relays_generation(generation: int) -> None:
 )
 def test_ready_message_is_cut_at_the_crds_32768_character_limit(length: int, kept: int) -> None:
     message = "m" * (length - 1) + "!"
-    condition = ready(status(Decision(Reason.INVALID_CONFIGURATION, message)))
+    condition = ready(status(decision(Reason.INVALID_CONFIGURATION, message)))
     assert condition["message"] == message[:kept]
 
 
@@ -180,7 +180,7 @@ def test_transition_time_is_utc_rfc3339_without_fractions() -> None:
 
 def test_a_relay_whose_status_is_current_needs_no_status_write() -> None:
     # The reconcile loop: the status written last time is the cached one now, later.
-    exports = (ExportStatus("a", "Skipped", "InvalidServiceName", "too long"),)
+    exports = (StatusLine("a", "Skipped", "InvalidServiceName", "too long"),)
     first = status(PUBLISHED, None, exports=exports)
     again = status(PUBLISHED, copy.deepcopy(first), exports=exports, now=NOW + timedelta(hours=1))
     assert again == first
@@ -242,17 +242,17 @@ def test_status_apply_targets_this_relay_by_uid() -> None:
 @pytest.mark.parametrize(
     ("export", "line"),
     [
-        (ExportStatus("svc", "Exported"), {"name": "svc", "state": "Exported"}),
+        (StatusLine("svc", "Exported"), {"name": "svc", "state": "Exported"}),
         (
-            ExportStatus("svc", "Pending", "NotCachedYet"),
+            StatusLine("svc", "Pending", "NotCachedYet"),
             {"name": "svc", "state": "Pending", "reason": "NotCachedYet"},
         ),
         (
-            ExportStatus("svc", "Failed", message="boom"),
+            StatusLine("svc", "Failed", message="boom"),
             {"name": "svc", "state": "Failed", "message": "boom"},
         ),
         (
-            ExportStatus("svc", "Pending", "Conflict", "owned by someone else"),
+            StatusLine("svc", "Pending", "Conflict", "owned by someone else"),
             {
                 "name": "svc",
                 "state": "Pending",
@@ -263,13 +263,13 @@ def test_status_apply_targets_this_relay_by_uid() -> None:
     ],
 )
 def test_export_line_leaves_out_an_empty_reason_or_message(
-    export: ExportStatus, line: dict[str, str]
+    export: StatusLine, line: dict[str, str]
 ) -> None:
     assert export.to_dict() == line
 
 
 def test_exports_are_shown_in_the_given_order() -> None:
-    exports = (ExportStatus("b", "Exported"), ExportStatus("a", "Skipped", "TooLong"))
+    exports = (StatusLine("b", "Exported"), StatusLine("a", "Skipped", "TooLong"))
     assert status(exports=exports)["exports"] == [
         {"name": "b", "state": "Exported"},
         {"name": "a", "state": "Skipped", "reason": "TooLong"},
@@ -301,7 +301,7 @@ def test_absent_and_empty_exports_are_the_same_status() -> None:
     shown_absent = {k: v for k, v in desired.items() if k != "exports"}
     assert not status_changed(shown_absent, desired)
     assert not status_changed({**desired, "exports": []}, desired)
-    assert status_changed(shown_absent, status(exports=(ExportStatus("a", "Exported"),)))
+    assert status_changed(shown_absent, status(exports=(StatusLine("a", "Exported"),)))
 
 
 def test_a_refused_relay_write_keeps_a_published_relay_not_ready() -> None:

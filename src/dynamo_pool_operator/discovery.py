@@ -1,4 +1,4 @@
-"""Startup gates: which versions of the APIs we use does this cluster serve?
+"""API discovery at startup: which versions of the APIs we use does this cluster serve?
 
 Resolved once, from discovery, before any informer starts; every later list,
 watch and write uses the resolved version. A missing API that the
@@ -20,19 +20,20 @@ from dataclasses import dataclass
 
 from .api import crd
 from .api import dgd as dgd_api
+from .api.mcs import (
+    ABOUT_GROUP,
+    ABOUT_VERSIONS,
+    CLUSTERPROPERTIES,
+    MCS_GROUP,
+    SERVICEEXPORT_VERSIONS,
+    SERVICEEXPORTS,
+    Implementation,
+)
 from .runtime.client import Client, ServedResource
 
 _NOTHING: Mapping[str, str] = {}
 
 log = logging.getLogger(__name__)
-
-MCS_GROUP = "multicluster.x-k8s.io"
-SERVICEEXPORTS = "serviceexports"
-ABOUT_GROUP = "about.k8s.io"
-CLUSTERPROPERTIES = "clusterproperties"
-
-SERVICEEXPORT_VERSIONS = ("v1beta1", "v1alpha1")  # preference order
-ABOUT_VERSIONS = ("v1beta1", "v1alpha1")
 
 
 class StartupError(Exception):
@@ -40,8 +41,9 @@ class StartupError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Gates:
-    """Resolved API versions; None means "not served" (the feature is off)."""
+class ServedApis:
+    """The API versions the cluster serves, as resolved for this configuration; None
+    means "not served" (the feature is off)."""
 
     dgd_version: str
     #: `multiClusterExport`: the ServiceExport version, or None with no implementation set.
@@ -88,12 +90,12 @@ def _unavailable(api: str, gvs: list[str], unavailable: Mapping[str, str], need:
     )
 
 
-def resolve_gates(
+def resolve_served_apis(
     resources: Sequence[ServedResource],
     mcs_implementation: str,
     unavailable: Mapping[str, str] = _NOTHING,
-) -> Gates:
-    """Pure: decide the gates from a discovery snapshot (the resources it read and the
+) -> ServedApis:
+    """Pure: decide the served APIs from a discovery snapshot (the resources it read and the
     group versions it could not) and the configured implementation."""
     relay_api = f"{crd.PLURAL}.{crd.GROUP}"
     if doubt := _in_doubt(unavailable, crd.GROUP, (crd.VERSION,), None):
@@ -130,39 +132,40 @@ def resolve_gates(
                 "the Multi-Cluster Services API CRDs (your MCS implementation or Karmada ships "
                 'them), or set multiCluster.mcsImplementation to "" to export nothing'
             )
-        if mcs_implementation == "mcs":
+        if Implementation(mcs_implementation).checks_cluster_id:
             about_version = pick(
                 _versions(resources, ABOUT_GROUP, CLUSTERPROPERTIES), ABOUT_VERSIONS
             )
-            # Optional: in doubt, the check is off (discover_gates says why).
+            # Optional: in doubt, the check is off (discover_served_apis says why).
             if _in_doubt(unavailable, ABOUT_GROUP, ABOUT_VERSIONS, about_version):
                 about_version = None
-    return Gates(dgd_version, export_version, about_version, served)
+    return ServedApis(dgd_version, export_version, about_version, served)
 
 
-async def discover_gates(client: Client, mcs_implementation: str) -> Gates:
-    """Resolve the gates against the cluster and log them (and why a check is off)."""
+async def discover_served_apis(client: Client, mcs_implementation: str) -> ServedApis:
+    """Resolve the served APIs against the cluster and log them (and why a check is off)."""
     found = await client.discover()
-    gates = resolve_gates(found.resources, mcs_implementation, found.unavailable)
+    served = resolve_served_apis(found.resources, mcs_implementation, found.unavailable)
     if found.unavailable:
         log.warning(
             "discovery skipped API group versions that are unavailable (their APIService "
             "is not answering), none of which startup needs: %s",
             "; ".join(f"{gv}: {why}" for gv, why in sorted(found.unavailable.items())),
         )
-    about_doubt = _in_doubt(found.unavailable, ABOUT_GROUP, ABOUT_VERSIONS, gates.about_version)
-    if mcs_implementation == "mcs" and gates.about_version is None and about_doubt:
+    about_doubt = _in_doubt(found.unavailable, ABOUT_GROUP, ABOUT_VERSIONS, served.about_version)
+    checks = Implementation(mcs_implementation).checks_cluster_id
+    if checks and served.about_version is None and about_doubt:
         log.warning(
             "the About API (%s) is unavailable: the cluster ID check (ClusterIDMismatch) "
             "is off; restart once its APIService answers to turn it on",
             ", ".join(about_doubt),
         )
-    elif mcs_implementation == "mcs" and gates.about_version is None:
+    elif checks and served.about_version is None:
         log.warning(
             "the About API (%s.%s) is not served: the cluster ID check "
             "(ClusterIDMismatch) is off; install the About API CRD and restart to turn it on",
             CLUSTERPROPERTIES,
             ABOUT_GROUP,
         )
-    log.info("feature gates resolved: %s", gates.describe())
-    return gates
+    log.info("APIs served: %s", served.describe())
+    return served

@@ -1,4 +1,4 @@
-"""Publish or withdraw (poolrelay/decide.py): SPEC §3's table, one row per reason.
+"""Publish or withdraw (poolrelay/checks.py): SPEC §3's table, one row per reason.
 
 The documented precedence (first match wins):
 RelayTerminating > InvalidConfiguration > DGDNotFound > DGDTerminating >
@@ -21,13 +21,10 @@ from hypothesis import strategies as st
 
 from dynamo_pool_operator.api.dgd import DISCOVERY_BACKEND_ANNOTATION, Pool, pool_from_object
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.poolrelay.decide import (
-    Decision,
-    Reason,
-    controlled_by,
-    controller_of,
-    decide,
-)
+from dynamo_pool_operator.pipeline.model import Decision
+from dynamo_pool_operator.poolrelay.checks import CHECKS, Reason, decide, decision
+from dynamo_pool_operator.runtime.ownership import controller_of
+from dynamo_pool_operator.runtime.ownership import is_controlled_by as controlled_by
 
 DEFAULTS = RelayDefaults(image="relay:1", port=7000)
 NS = "team"
@@ -143,8 +140,8 @@ def test_absent_objects_given_as_none_do_not_conflict() -> None:
 
 @pytest.mark.parametrize("reason", [r for r in Reason if r is not Reason.PUBLISHED])
 def test_only_published_means_publish(reason: Reason) -> None:
-    assert not Decision(reason, "m").publish
-    assert Decision(Reason.PUBLISHED, "m").publish
+    assert not decision(reason, "m").publish
+    assert decision(Reason.PUBLISHED, "m").publish
 
 
 def test_reason_values_are_the_spec_condition_reasons() -> None:
@@ -767,3 +764,8 @@ def test_decide_never_raises_and_publishes_only_a_fully_valid_pool(
         assert pool.workers
         assert not pool.uses_global_namespace
         assert all(o is None or controlled_by(o, RELAY_UID) for o in objects.values())
+
+
+def test_the_chain_order_is_the_documented_precedence() -> None:
+    assert [c.reason for c in CHECKS] == PRECEDENCE
+    assert len({c.reason for c in CHECKS}) == len(CHECKS)

@@ -1,0 +1,84 @@
+"""The Multi-Cluster Services API and the About API, as this operator names them.
+
+Every external name of the export feature lives here: API groups, versions in
+preference order, plurals, kinds, the cluster ID property's name, and the
+implementations the operator can export for. `ClusterID` is the read model of the
+cluster's ID property.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ..runtime.resources import Resource
+
+MCS_GROUP = "multicluster.x-k8s.io"
+SERVICEEXPORTS = "serviceexports"
+SERVICEEXPORT_KIND = "ServiceExport"
+#: Preference order: the newest first.
+SERVICEEXPORT_VERSIONS = ("v1beta1", "v1alpha1")
+
+ABOUT_GROUP = "about.k8s.io"
+CLUSTERPROPERTIES = "clusterproperties"
+CLUSTERPROPERTY_KIND = "ClusterProperty"
+ABOUT_VERSIONS = ("v1beta1", "v1alpha1")
+#: The property holding this cluster's ID in its ClusterSet (KEP-2149).
+CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
+
+
+class Implementation(StrEnum):
+    """`multiCluster.mcsImplementation`: who reads our ServiceExports."""
+
+    NONE = ""  # export nothing
+    MCS = "mcs"  # a standard MCS implementation (Lighthouse, Cilium, ...)
+    KARMADA = "karmada"
+
+    @property
+    def checks_cluster_id(self) -> bool:
+        """The cluster ID is an About API notion: only standard MCS has it."""
+        return self is Implementation.MCS
+
+
+def serviceexports(version: str) -> Resource:
+    return Resource(MCS_GROUP, version, SERVICEEXPORTS, SERVICEEXPORT_KIND)
+
+
+def clusterproperties(version: str) -> Resource:
+    return Resource(ABOUT_GROUP, version, CLUSTERPROPERTIES, CLUSTERPROPERTY_KIND, namespaced=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterID:
+    """The cluster's ID property as the operator read it: `checked` when the check runs
+    (mcs with the About API served), with the property object (None when absent)."""
+
+    checked: bool = False
+    obj: Mapping[str, Any] | None = None
+    api_version: str = ""
+
+    @property
+    def value(self) -> str:
+        spec = (self.obj or {}).get("spec")
+        value = spec.get("value") if isinstance(spec, Mapping) else None
+        return value if isinstance(value, str) else ""
+
+    def effective(self, spec_cluster_id: str) -> str:
+        """The relay's effective cluster ID: its spec.clusterId, else the cluster's own
+        (the About API property, where the check runs), else empty."""
+        return spec_cluster_id or (self.value if self.checked else "")
+
+    def reference(self) -> dict[str, Any]:
+        """The property as an Event's related object, at the resourceVersion read."""
+        meta = (self.obj or {}).get("metadata") or {}
+        ref = {
+            "apiVersion": self.api_version,
+            "kind": CLUSTERPROPERTY_KIND,
+            "name": CLUSTER_ID_PROPERTY,
+        }
+        for key in ("uid", "resourceVersion"):
+            if meta.get(key):
+                ref[key] = meta[key]
+        return ref

@@ -1,0 +1,91 @@
+"""Feature off: withdraw the exports this operator made before.
+
+With no MCS implementation configured nothing is watched or written — except that
+the exports an earlier configuration made (our DGD label, a DynamoPoolRelay as
+controller) are withdrawn, each with uid + resourceVersion preconditions through
+the guarded writes. A pass never raises for an API error: a refused list or delete
+is a failure of the pass, reported to the caller, which retries the pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from ..api import labels
+from ..api.mcs import serviceexports
+from ..runtime import errors
+from ..runtime.client import Client
+from ..runtime.guarded import GuardedWrites, LostRace
+from ..runtime.ownership import controller_of
+from ..runtime.resources import Resource
+from ..runtime.store import Obj
+from .wiring import is_relay_controller
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Cleanup:
+    """One pass: how many exports it withdrew, and the failures (each naming the
+    export, or the list) that a later pass retries."""
+
+    withdrawn: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+def ours(export: Obj) -> bool:
+    """Made by this operator and not already going: a relay controls it, our label."""
+    meta = export.get("metadata") or {}
+    return (
+        not meta.get("deletionTimestamp")
+        and is_relay_controller(controller_of(export))
+        and (meta.get("labels") or {}).get(labels.DGD_NAME) is not None
+    )
+
+
+async def withdraw_leftover_exports(client: Client, version: str, namespace: str | None) -> Cleanup:
+    res = serviceexports(version)
+    writes = GuardedWrites(client, labels.FIELD_MANAGER)
+    out = Cleanup()
+    try:
+        listed = await client.list(res, namespace, label_selector=labels.DGD_NAME)
+    except errors.ApiError as e:
+        out.failures.append(f"list ServiceExports: {e}")
+        return out
+    for export in listed.items:
+        try:
+            out.withdrawn += await _withdraw_if_ours(client, writes, res, export)
+        except errors.ApiError as e:
+            meta = export.get("metadata") or {}
+            out.failures.append(
+                f"delete ServiceExport {meta.get('namespace')}/{meta.get('name')}: {e}"
+            )
+    return out
+
+
+async def _withdraw_if_ours(
+    client: Client, writes: GuardedWrites, res: Resource, export: Obj, attempts: int = 3
+) -> int:
+    """Delete `export` if it is still ours at the version read; after a lost race read
+    it again (the MCS implementation may just have written its status) and decide
+    again."""
+    for _ in range(attempts):
+        if not ours(export):
+            return 0
+        meta = export["metadata"]
+        try:
+            if not await writes.delete(res, export):
+                return 0
+        except LostRace:
+            try:
+                export = await client.get(res, meta["name"], meta["namespace"])
+            except errors.NotFound:
+                return 0
+            continue
+        log.info(
+            "feature off: withdrew ServiceExport",
+            extra={"namespace": meta["namespace"], "object": meta["name"]},
+        )
+        return 1
+    return 0

@@ -1,0 +1,143 @@
+"""The export feature as a contributor to the relay's plan.
+
+Gather reads only caches: the exports of the relay's namespace (by name, and by
+controller UID) and the cluster's ID property. A ClusterProperty cache that has
+not synced (e.g. Forbidden) is a failed read — reported as `ExportFailed` about the
+property and retried — never taken for "no property". Plan is `plan.plan`; the
+status lines after execution are `plan.lines_after`; the state gauge counts them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter as Tally
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from ..api.dgd import Pool
+from ..api.mcs import ABOUT_GROUP, CLUSTER_ID_PROPERTY, ClusterID, Implementation
+from ..api.relay import Relay
+from ..pipeline.model import (
+    ActionResult,
+    Advisory,
+    Contribution,
+    Decision,
+    Gathered,
+    Snapshot,
+    StatusLine,
+)
+from ..runtime import errors
+from ..runtime.informer import Informer
+from ..runtime.metricsets import per_registry
+from ..runtime.resources import Resource
+from ..runtime.store import CONTROLLER_UID_INDEX
+from . import plan as export_plan
+
+log = logging.getLogger(__name__)
+
+
+class ClusterIDUnreadable(errors.Reported):
+    """The ClusterProperty cache is not synced: the cluster ID cannot be checked."""
+
+
+@dataclass
+class ExportCaches:
+    exports: Informer
+    #: None when the cluster ID check is off (karmada, or the About API not served).
+    cluster_properties: Informer | None = None
+
+
+@per_registry
+def _state_gauge(registry: CollectorRegistry) -> Gauge:
+    return Gauge(
+        "dynamo_pool_operator_exports",
+        "ServiceExports the pools want, by state (Exported, Pending, Failed, Foreign, Skipped)",
+        ["state"],
+        registry=registry,
+    )
+
+
+class PoolExports:
+    """The `Contributor` of an enabled MCS implementation."""
+
+    def __init__(
+        self,
+        caches: ExportCaches,
+        *,
+        resource: Resource,
+        implementation: Implementation,
+        about_version: str | None,
+        registry: CollectorRegistry,
+    ) -> None:
+        self.caches = caches
+        self.resource = resource
+        self.implementation = implementation
+        self.about_version = f"{ABOUT_GROUP}/{about_version}" if about_version else ""
+        self._gauge = _state_gauge(registry)
+        self._by_relay: dict[tuple[str, str], Tally[str]] = {}
+
+    def _cluster_id(self) -> ClusterID:
+        informer = self.caches.cluster_properties
+        if informer is None:
+            return ClusterID()
+        if not informer.has_synced:
+            raise ClusterIDUnreadable(
+                f"cannot read ClusterProperty {CLUSTER_ID_PROPERTY}: its cache has not synced "
+                "(see the operator log: is the ClusterProperty reader role bound?)"
+            )
+        return ClusterID(True, informer.store.get("", CLUSTER_ID_PROPERTY), self.about_version)
+
+    def gather(self, relay: Relay, pool: Pool | None) -> Gathered:
+        store = self.caches.exports.store
+        exports = export_plan.relevant_exports(
+            relay,
+            pool,
+            lambda name: store.get(relay.namespace, name),
+            store.by_index(CONTROLLER_UID_INDEX, relay.uid) if relay.uid else [],
+        )
+        try:
+            return Gathered(exports, self._cluster_id())
+        except ClusterIDUnreadable as e:
+            return Gathered(exports, ClusterID(), (e,))
+
+    def plan(self, snapshot: Snapshot, decision: Decision) -> Contribution:
+        out = export_plan.plan(
+            snapshot.relay,
+            decision,
+            snapshot.pool,
+            snapshot.exports,
+            implementation=self.implementation,
+            cluster_id=snapshot.cluster_id,
+            resource=self.resource,
+        )
+        if decision.publish and snapshot.unreadable:
+            related = ClusterID(api_version=self.about_version).reference()
+            unreadable = tuple(
+                Advisory(export_plan.Warn.EXPORT_FAILED, "ReadClusterID", str(e), related)
+                for e in snapshot.unreadable
+            )
+            out = Contribution(out.actions, unreadable + out.advisories, out.lines)
+        return out
+
+    def report(
+        self, relay: Relay, contribution: Contribution, results: Sequence[ActionResult]
+    ) -> list[StatusLine]:
+        lines = export_plan.lines_after(contribution, results)
+        self._count((relay.namespace, relay.name), [line.state for line in lines])
+        return lines
+
+    def forget(self, namespace: str, name: str) -> None:
+        """The relay is gone: its exports leave the state gauge (GC deletes them)."""
+        self._count((namespace, name), [])
+
+    def _count(self, relay: tuple[str, str], states: list[str]) -> None:
+        before = self._by_relay.get(relay, Tally())
+        after = Tally(states)
+        if after:
+            self._by_relay[relay] = after
+        else:
+            self._by_relay.pop(relay, None)
+        for state in set(before) | set(after):
+            self._gauge.labels(state).inc(after[state] - before[state])

@@ -1,0 +1,158 @@
+"""Carry out a plan: each action through the guarded writes, each result classified once.
+
+The executor decides nothing: the plan said which object gets which verb, built
+every body and named every Event. It runs the actions in the plan's order, each
+whatever the others did (a refused write must not hold back the rest), and turns
+each into one result: done, gone (a delete that found nothing), lost (a guard
+refused it: decide again), or failed (the API server refused it). It owns the
+Events of writes and the write metrics, for every kind alike.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter
+
+from ..api.relay import Relay
+from ..runtime import errors
+from ..runtime.events import EventRecorder
+from ..runtime.guarded import GuardedWrites, LostRace
+from ..runtime.metricsets import per_registry
+from ..runtime.ownership import is_controlled_by
+from .model import Action, ActionResult, Outcome, Result, Verb
+
+log = logging.getLogger(__name__)
+
+#: The words Events and messages use for each writing verb.
+WORDS = {Verb.CREATE: "Create", Verb.APPLY: "Apply", Verb.WITHDRAW: "Delete"}
+
+
+@per_registry
+def write_counter(registry: CollectorRegistry) -> Counter:
+    """`dynamo_pool_operator_writes_total{kind,verb,outcome}`: writes of owned objects."""
+    return Counter(
+        "dynamo_pool_operator_writes_total",
+        "Writes of the objects relays own, by kind, verb and outcome (ok, lost: a guard "
+        "refused it or the name was taken, error: the API server refused it)",
+        ["kind", "verb", "outcome"],
+        registry=registry,
+    )
+
+
+def word(action: Action) -> str:
+    """The action's verb as Events and messages say it (an export's apply restores
+    what someone changed: "Repair")."""
+    if action.verb is Verb.APPLY and action.fields:
+        return "Repair"
+    return WORDS.get(action.verb, action.verb.value)
+
+
+def related(action: Action, obj: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The action's object as an Event's related object, at the version read."""
+    source = obj if obj is not None else action.live
+    if source is not None:
+        return action.resource.reference(dict(source))
+    return {
+        "apiVersion": action.resource.api_version,
+        "kind": action.resource.kind,
+        "namespace": action.namespace,
+        "name": action.name,
+    }
+
+
+class Executor:
+    def __init__(
+        self, writes: GuardedWrites, recorder: EventRecorder, registry: CollectorRegistry
+    ) -> None:
+        self.writes = writes
+        self.recorder = recorder
+        self._count = write_counter(registry)
+
+    async def run(self, relay: Relay, actions: Sequence[Action]) -> Outcome:
+        out = Outcome()
+        regarding = relay.reference()  # at the version read, as the related objects
+        for action in actions:
+            out.results.append(await self._run(relay, regarding, action))
+        return out
+
+    async def _run(self, relay: Relay, regarding: dict[str, Any], action: Action) -> ActionResult:
+        kind, verb = action.resource.kind, word(action)
+        try:
+            result = await self._one(relay, regarding, action)
+        except LostRace as e:
+            self._count.labels(kind, verb, "lost").inc()
+            return ActionResult(action, Result.LOST, str(e), e)
+        except errors.ApiError as e:
+            self._count.labels(kind, verb, "error").inc()
+            what = f"{verb.lower()} {kind} {action.name}: {e}"
+            self.recorder.emit(
+                regarding, related(action), "Warning", action.events.failed, verb, what
+            )
+            return ActionResult(action, Result.FAILED, what, e)
+        if action.verb in WORDS or action.hand_over:
+            self._count.labels(kind, verb, "ok").inc()
+        return result
+
+    async def _one(self, relay: Relay, regarding: dict[str, Any], action: Action) -> ActionResult:
+        res, where = action.resource, {"namespace": action.namespace, "object": action.name}
+
+        def still_ours(obj: Mapping[str, Any]) -> bool:
+            return is_controlled_by(obj, relay.uid)
+
+        if action.verb is Verb.CREATE:
+            assert action.body is not None
+            made = await self.writes.create(
+                res, action.body, hand_over_to=still_ours if action.hand_over else None
+            )
+            log.info("created %s", res.kind, extra=where)
+            self._note(
+                regarding, action, action.events.created, made, f"created {res.kind} {action.name}"
+            )
+            return ActionResult(action, Result.DONE)
+        live = action.live
+        if action.hand_over and live is not None and action.verb in (Verb.APPLY, Verb.NONE):
+            # Created by a version without the hand-over, or its hand-over lost a race.
+            live = await self.writes.hand_over(res, live, still_ours=still_ours, fetch=True)
+            log.info("handed the create's fields of %s to the apply", res.kind, extra=where)
+        if action.verb is Verb.APPLY:
+            assert action.body is not None
+            assert live is not None
+            await self.writes.apply(res, action.body, live)
+            note = (
+                f"restored {', '.join(action.fields)} of {res.kind} {action.name}"
+                if action.fields
+                else f"applied {res.kind} {action.name}"
+            )
+            log.info("%s", note, extra=where)
+            self._note(regarding, action, action.events.applied, live, note)
+            return ActionResult(action, Result.DONE)
+        if action.verb is Verb.WITHDRAW:
+            assert live is not None
+            if not await self.writes.delete(res, live):
+                return ActionResult(action, Result.GONE)
+            log.info("withdrew %s", res.kind, extra=where)
+            self._note(
+                regarding,
+                action,
+                action.events.withdrawn,
+                live,
+                f"deleted {res.kind} {action.name}",
+            )
+            return ActionResult(action, Result.DONE)
+        return ActionResult(action, Result.DONE)
+
+    def _note(
+        self,
+        regarding: dict[str, Any],
+        action: Action,
+        reason: str,
+        obj: Mapping[str, Any],
+        note: str,
+    ) -> None:
+        if reason:
+            self.recorder.emit(
+                regarding, related(action, obj), "Normal", reason, word(action), note
+            )

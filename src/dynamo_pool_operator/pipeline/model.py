@@ -1,0 +1,196 @@
+"""The vocabulary of one pool reconcile: gather -> plan -> execute -> status.
+
+Every object a relay owns — its Deployment, its Service, each ServiceExport — is
+planned with the same verbs and carried out by the same executor, so the "never
+adopt, write only with uid + resourceVersion" promise is kept in one place
+(`runtime/guarded.py`). The relay pipeline (`poolrelay/`) and the export feature
+(`exports/`) both speak this vocabulary and never import each other: exports are a
+`Contributor` handed to the relay reconciler at construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from ..api.dgd import Pool
+from ..api.mcs import ClusterID
+from ..api.relay import Relay
+from ..runtime.resources import Resource
+
+
+class Verb(StrEnum):
+    """What to do about one object a relay owns (or would own)."""
+
+    CREATE = "Create"  # absent: exclusive create
+    APPLY = "Apply"  # ours and drifted: guarded apply of the fields we own
+    WITHDRAW = "Withdraw"  # ours and no longer wanted: guarded delete
+    WAIT = "Wait"  # being deleted: left alone until gone (then created again if wanted)
+    FOREIGN = "Foreign"  # someone else's: never touched
+    NONE = "None"  # ours and right
+
+
+#: Verbs that send a write.
+WRITES = frozenset({Verb.CREATE, Verb.APPLY, Verb.WITHDRAW})
+
+
+@dataclass(frozen=True, slots=True)
+class EventNames:
+    """The Events an action records about its object: a Normal one per successful
+    write (empty: none) and the Warning reason of a failed one."""
+
+    failed: str
+    created: str = ""
+    applied: str = ""
+    withdrawn: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One object's verb, with everything the executor needs and nothing it decides."""
+
+    verb: Verb
+    resource: Resource
+    namespace: str
+    name: str
+    events: EventNames
+    #: The cached object the action was decided on (None for CREATE): its uid and
+    #: resourceVersion are the write's guards.
+    live: Mapping[str, Any] | None = None
+    #: CREATE: the whole object; APPLY: only the fields we own.
+    body: Mapping[str, Any] | None = None
+    #: CREATE: hand the create's fields over to the apply manager. APPLY or NONE: the
+    #: object still shows a create never handed over: do it (read first) before.
+    hand_over: bool = False
+    #: For APPLY: which of our fields differ (for the Event's note).
+    fields: tuple[str, ...] = ()
+    #: False for an object the relay controls but no longer wants.
+    wanted: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Advisory:
+    """A Warning Event to record about the relay: a problem the user can fix that does
+    not stop the reconcile (a skipped name, a missing frontend, a mismatched ID)."""
+
+    reason: str
+    action: str
+    message: str
+    #: The object the problem is about (DGD or ClusterProperty), at the version read.
+    related: Mapping[str, Any]
+
+
+class Result(StrEnum):
+    DONE = "Done"  # written, or nothing to write
+    GONE = "Gone"  # a delete found it already deleted
+    LOST = "Lost"  # a guard refused it, or the name was taken: decide again
+    FAILED = "Failed"  # the API server refused it
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    action: Action
+    result: Result
+    #: FAILED: "verb Kind name: answer"; LOST: the race, naming the version read.
+    message: str = ""
+    error: Exception | None = None
+
+
+@dataclass
+class Outcome:
+    """What executing a plan came to, action by action, in order."""
+
+    results: list[ActionResult] = field(default_factory=list)
+
+    @property
+    def lost(self) -> list[str]:
+        return [r.message for r in self.results if r.result is Result.LOST]
+
+    @property
+    def failures(self) -> list[Exception]:
+        return [r.error for r in self.results if r.result is Result.FAILED and r.error]
+
+    def of(self, actions: Sequence[Action]) -> list[ActionResult]:
+        """The results of `actions` (a contributor's own), in order."""
+        mine = {id(a) for a in actions}
+        return [r for r in self.results if id(r.action) in mine]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Publish, or withdraw with exactly one reason (and what to change)."""
+
+    publish: bool
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class StatusLine:
+    """One line of `status.exports[]`: a Service the pool exports or skips, and why."""
+
+    name: str
+    state: str
+    reason: str = ""
+    message: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        out = {"name": self.name, "state": self.state}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.message:
+            out["message"] = self.message
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one pass decides on, read once from the caches."""
+
+    relay: Relay
+    pool: Pool | None
+    #: The objects named `<D>-pool-relay`, by kind ("Deployment", "Service").
+    relay_objects: Mapping[str, Mapping[str, Any] | None]
+    #: The exports that matter (controlled by the relay or named like a wanted one).
+    exports: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    cluster_id: ClusterID = field(default_factory=ClusterID)
+    #: Reads that failed (the ClusterProperty cache unreadable): raised after the pass.
+    unreadable: tuple[Exception, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    """A contributor's part of the snapshot."""
+
+    exports: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    cluster_id: ClusterID = field(default_factory=ClusterID)
+    unreadable: tuple[Exception, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """A contributor's part of a plan: its actions, advisories and status lines (the
+    lines are what the status shows if every action succeeds; `report` adjusts)."""
+
+    actions: tuple[Action, ...] = ()
+    advisories: tuple[Advisory, ...] = ()
+    lines: tuple[StatusLine, ...] = ()
+
+
+class Contributor(Protocol):
+    """A feature that owns more objects of a pool (exports), planned with the relay's."""
+
+    def gather(self, relay: Relay, pool: Pool | None) -> Gathered:
+        """The feature's part of the snapshot, from its caches."""
+
+    def plan(self, snapshot: Snapshot, decision: Decision) -> Contribution: ...
+
+    def report(
+        self, relay: Relay, contribution: Contribution, results: Sequence[ActionResult]
+    ) -> list[StatusLine]:
+        """The status lines after execution (a failure shows on its line)."""
+
+    def forget(self, namespace: str, name: str) -> None:
+        """The relay is gone: drop what is kept about it."""

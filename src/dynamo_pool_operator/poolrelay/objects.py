@@ -1,0 +1,88 @@
+"""The relay's own objects in the plan: its Deployment and Service. Pure.
+
+Published: each is created when absent, applied when the cache shows it drifted
+from what `render` makes (`runtime/diff.needs_apply`), left alone otherwise; an
+object of ours that still shows a create never handed over to the apply manager
+is handed over first. The decision already made sure every existing one is ours
+(else `OwnershipConflict`). Withdrawn: each the relay controls is deleted; one
+being deleted is waited for; anyone else's is never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..api import labels, names
+from ..pipeline.model import Action, Decision, EventNames, Snapshot, Verb
+from ..runtime.diff import needs_apply
+from ..runtime.handover import needs_handover
+from ..runtime.ownership import is_controlled_by
+from ..runtime.resources import DEPLOYMENTS, SERVICES, Resource
+from . import render
+
+#: The relay objects by kind, in the order they are written when publishing.
+RELAY_OBJECTS: tuple[tuple[str, Resource], ...] = (
+    ("Deployment", DEPLOYMENTS),
+    ("Service", SERVICES),
+)
+#: A refused write of a relay object is a Warning about that object; successful writes
+#: of the relay's own objects record no Event (they follow the relay's spec).
+RELAY_EVENTS = EventNames(failed="RelayWriteFailed")
+
+
+def _terminating(obj: Mapping[str, Any]) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def desired_objects(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
+    """What the relay objects should look like, by kind (published relays only)."""
+    relay, pool = snapshot.relay, snapshot.pool
+    assert pool is not None
+    cluster_id = snapshot.cluster_id.effective(relay.cluster_id)
+    return {
+        "Deployment": render.deployment(relay, pool, cluster_id),
+        "Service": render.service(relay),
+    }
+
+
+def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, ...]:
+    relay = snapshot.relay
+    name = names.relay_name(relay.name)
+    actions: list[Action] = []
+    if decision.publish:
+        desired = desired_objects(snapshot)
+        for kind, res in RELAY_OBJECTS:
+            live, body = snapshot.relay_objects.get(kind), desired[kind]
+            if live is None:
+                verb, hand_over = Verb.CREATE, True
+            elif _terminating(live):
+                verb, hand_over = Verb.WAIT, False
+            else:
+                drifted = needs_apply(live, body, skip=render.NORMALIZED_PATHS)
+                verb = Verb.APPLY if drifted else Verb.NONE
+                hand_over = needs_handover(live, labels.FIELD_MANAGER)
+            actions.append(
+                Action(
+                    verb,
+                    res,
+                    relay.namespace,
+                    name,
+                    RELAY_EVENTS,
+                    live=live,
+                    body=body if verb is not Verb.WAIT else None,
+                    hand_over=hand_over,
+                )
+            )
+        return tuple(actions)
+    if not names.is_valid_service_name(name):
+        return ()  # no object can carry that name
+    for kind, res in RELAY_OBJECTS:
+        live = snapshot.relay_objects.get(kind)
+        if live is None or not is_controlled_by(live, relay.uid):
+            continue  # absent, or someone else's: never touched
+        verb = Verb.WAIT if _terminating(live) else Verb.WITHDRAW
+        actions.append(
+            Action(verb, res, relay.namespace, name, RELAY_EVENTS, live=live, wanted=False)
+        )
+    return tuple(actions)

@@ -1,0 +1,187 @@
+"""The relay's own objects in the plan (poolrelay/objects.py) and the plan's write order
+(poolrelay/plan.py). Pure.
+
+Published: absent -> CREATE (handed over to the apply manager), drifted -> APPLY,
+right -> NONE, ours but being deleted -> WAIT; a create never handed over is handed
+over. Withdrawn: ours -> WITHDRAW (WAIT while being deleted), anyone else's -> not
+touched. Order: publishing, relay objects before exports; withdrawing, after.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api.dgd import Pool, pool_from_object
+from dynamo_pool_operator.api.mcs import ClusterID
+from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
+from dynamo_pool_operator.pipeline.model import (
+    Action,
+    Contribution,
+    EventNames,
+    Snapshot,
+    Verb,
+)
+from dynamo_pool_operator.poolrelay import render
+from dynamo_pool_operator.poolrelay.checks import Reason, decision
+from dynamo_pool_operator.poolrelay.objects import RELAY_EVENTS, desired_objects, plan_relay_objects
+from dynamo_pool_operator.poolrelay.plan import Plan, make_plan
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES, Resource
+
+NS, NAME, UID = "team", "pool", "relay-uid"
+OBJ = f"{NAME}-pool-relay"
+PUBLISHED = decision(Reason.PUBLISHED, "published")
+WITHDRAWN = decision(Reason.NO_WORKERS, "no workers")
+
+
+def make_relay(**spec: Any) -> Relay:
+    meta = {"name": NAME, "namespace": NS, "uid": UID, "generation": 1}
+    return relay_from_object({"metadata": meta, "spec": spec}, RelayDefaults("relay:1", 8090))
+
+
+def make_pool() -> Pool:
+    return pool_from_object(
+        {
+            "apiVersion": "nvidia.com/v1beta1",
+            "metadata": {"name": NAME, "namespace": NS, "uid": "dgd", "resourceVersion": "3"},
+            "spec": {
+                "components": [{"name": "f", "type": "frontend"}, {"name": "w", "type": "worker"}]
+            },
+        }
+    )
+
+
+def snapshot(objects: dict[str, Any] | None = None, **relay_spec: Any) -> Snapshot:
+    return Snapshot(make_relay(**relay_spec), make_pool(), objects or {})
+
+
+def live(kind: str, *, owner: str = UID, terminating: bool = False, **extra: Any) -> dict[str, Any]:
+    """The cached copy of what we rendered (as the server would return it)."""
+    desired = desired_objects(snapshot())[kind]
+    obj = copy.deepcopy(desired)
+    obj["metadata"].update(uid=f"{kind}-uid", resourceVersion="9")
+    obj["metadata"]["ownerReferences"] = [{**make_relay().owner_reference(), "uid": owner}]
+    if terminating:
+        obj["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    obj["metadata"].update(extra)
+    return obj
+
+
+def verbs(actions: tuple[Action, ...]) -> list[tuple[str, Verb]]:
+    return [(a.resource.kind, a.verb) for a in actions]
+
+
+def test_absent_objects_are_created_whole_and_handed_over() -> None:
+    actions = plan_relay_objects(snapshot(), PUBLISHED)
+    assert verbs(actions) == [("Deployment", Verb.CREATE), ("Service", Verb.CREATE)]
+    for a, res in zip(actions, (DEPLOYMENTS, SERVICES), strict=True):
+        assert a.resource == res
+        assert (a.namespace, a.name, a.live, a.hand_over) == (NS, OBJ, None, True)
+        assert a.body == desired_objects(snapshot())[res.kind]
+        assert a.events == RELAY_EVENTS
+
+
+def test_objects_that_are_right_need_nothing() -> None:
+    objects = {"Deployment": live("Deployment"), "Service": live("Service")}
+    actions = plan_relay_objects(snapshot(objects), PUBLISHED)
+    assert verbs(actions) == [("Deployment", Verb.NONE), ("Service", Verb.NONE)]
+    assert [a.hand_over for a in actions] == [False, False]
+
+
+def test_a_drifted_object_is_applied_over_the_version_read() -> None:
+    objects = {"Deployment": live("Deployment"), "Service": live("Service")}
+    actions = plan_relay_objects(snapshot(objects, port=9100), PUBLISHED)
+    assert verbs(actions) == [("Deployment", Verb.APPLY), ("Service", Verb.APPLY)]
+    assert actions[0].live is objects["Deployment"]
+    assert actions[1].body == render.service(make_relay(port=9100))
+
+
+def test_the_effective_cluster_id_reaches_the_deployment() -> None:
+    prop = {"metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": "east-1"}}
+    snap = Snapshot(make_relay(), make_pool(), {}, cluster_id=ClusterID(True, prop, "x/v1"))
+    (dep, _) = plan_relay_objects(snap, PUBLISHED)
+    assert dep.body is not None
+    container = dep.body["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["DYN_CLUSTER_ID"] == "east-1"
+
+
+def test_a_create_never_handed_over_is_handed_over() -> None:
+    update = [{"manager": labels.FIELD_MANAGER, "operation": "Update"}]
+    objects = {"Deployment": live("Deployment", managedFields=update), "Service": live("Service")}
+    actions = plan_relay_objects(snapshot(objects), PUBLISHED)
+    assert [(a.verb, a.hand_over) for a in actions] == [(Verb.NONE, True), (Verb.NONE, False)]
+
+
+def test_our_object_being_deleted_is_waited_for_when_published() -> None:
+    objects = {"Deployment": live("Deployment", terminating=True), "Service": live("Service")}
+    actions = plan_relay_objects(snapshot(objects), PUBLISHED)
+    assert verbs(actions) == [("Deployment", Verb.WAIT), ("Service", Verb.NONE)]
+    assert actions[0].body is None
+
+
+def test_withdrawal_deletes_only_what_the_relay_controls() -> None:
+    objects = {"Deployment": live("Deployment"), "Service": live("Service", owner="someone")}
+    actions = plan_relay_objects(snapshot(objects), WITHDRAWN)
+    assert verbs(actions) == [("Deployment", Verb.WITHDRAW)]
+    (a,) = actions
+    assert (a.live, a.wanted, a.body) == (objects["Deployment"], False, None)
+
+
+def test_withdrawal_waits_for_an_object_being_deleted_and_skips_absent_ones() -> None:
+    objects = {"Deployment": live("Deployment", terminating=True), "Service": None}
+    assert verbs(plan_relay_objects(snapshot(objects), WITHDRAWN)) == [("Deployment", Verb.WAIT)]
+
+
+def test_an_invalid_relay_name_plans_nothing() -> None:
+    relay = relay_from_object(
+        {"metadata": {"name": "Pool.A", "namespace": NS, "uid": UID}}, RelayDefaults("r", 1)
+    )
+    invalid = decision(Reason.INVALID_CONFIGURATION, "bad name")
+    assert plan_relay_objects(Snapshot(relay, None, {}), invalid) == ()
+
+
+# --------------------------------------------------------------------------- write order
+EXPORT = Resource("multicluster.x-k8s.io", "v1alpha1", "serviceexports", "ServiceExport")
+
+
+def export_action(name: str) -> Action:
+    return Action(Verb.CREATE, EXPORT, NS, name, EventNames(failed="ExportFailed"))
+
+
+@pytest.mark.parametrize(
+    ("d", "first"), [(PUBLISHED, "Deployment"), (WITHDRAWN, "ServiceExport")], ids=str
+)
+def test_publishing_writes_the_relay_first_withdrawing_the_exports_first(
+    d: Any, first: str
+) -> None:
+    relay_actions = plan_relay_objects(
+        snapshot({"Deployment": live("Deployment"), "Service": live("Service")}), d
+    )
+    plan = Plan(d, relay_actions, (Contribution((export_action("a"), export_action("b"))),))
+    kinds = [a.resource.kind for a in plan.actions]
+    assert kinds[0] == first
+    if d.publish:
+        assert kinds == ["Deployment", "Service", "ServiceExport", "ServiceExport"]
+    else:
+        assert kinds == ["ServiceExport", "ServiceExport", "Deployment", "Service"]
+
+
+class OneExport:
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def plan(self, snap: Snapshot, d: Any) -> Contribution:
+        self.seen.append(d)
+        return Contribution((export_action("x"),))
+
+
+def test_make_plan_asks_each_contributor_with_the_decision() -> None:
+    contributor = OneExport()
+    plan = make_plan(snapshot(), [contributor], default_discovery_backend="kubernetes")  # type: ignore[list-item]
+    assert plan.decision.publish
+    assert contributor.seen == [plan.decision]
+    assert [a.name for a in plan.actions] == [OBJ, OBJ, "x"]
