@@ -29,6 +29,7 @@ lint: uv
 	$(UV) run --frozen ruff format --check src tests tools bench
 	$(UV) run --frozen mypy
 
-## controlplane: build (or find in the cache) kube-apiserver, etcd, kube-controller-manager, helm
+## controlplane: build (or find in the cache) kube-apiserver, etcd, kube-controller-manager, helm,
+## kwok and the Lighthouse agent
 controlplane:
 	bash tools/controlplane/build.sh
