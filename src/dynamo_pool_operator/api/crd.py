@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .podfields import QUANTITY_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
+
 GROUP = "nvidia.com"
 VERSION = "v1alpha1"
 KIND = "DynamoPoolRelay"
@@ -23,6 +25,96 @@ def _string_map(description: str) -> dict[str, Any]:
         "type": "object",
         "description": description,
         "additionalProperties": {"type": "string"},
+    }
+
+
+#: Bounds that keep the CEL rules' estimated cost within the API server's budget.
+MAX_RESOURCES = 16
+MAX_TOLERATIONS = 64
+
+
+def _quantities(description: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": description,
+        "maxProperties": MAX_RESOURCES,
+        "additionalProperties": {
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": QUANTITY_PATTERN,
+            "maxLength": 64,
+            "x-kubernetes-int-or-string": True,
+        },
+    }
+
+
+def _resources() -> dict[str, Any]:
+    """core/v1 ResourceRequirements; the rules the schema cannot say (resource names,
+    extended resources) are checked by the read model (api/podfields.py)."""
+    return {
+        "type": "object",
+        "description": "Compute resources of the relay container (core/v1 ResourceRequirements).",
+        "properties": {
+            "limits": _quantities("Maximum compute resources, e.g. {cpu: 500m, memory: 128Mi}."),
+            "requests": _quantities("Requested compute resources; each at most its limit."),
+            "claims": {
+                "type": "array",
+                "maxItems": 16,
+                "description": "Names of the pod's resource claims this container uses.",
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {
+                    "type": "object",
+                    "required": ["name"],
+                    "properties": {
+                        "name": {"type": "string", "minLength": 1},
+                        "request": {"type": "string"},
+                    },
+                },
+            },
+        },
+        "x-kubernetes-validations": [
+            {
+                "rule": "!has(self.requests) || !has(self.limits) || self.requests.all(k, "
+                "!(k in self.limits) || quantity(string(self.requests[k]))"
+                ".compareTo(quantity(string(self.limits[k]))) <= 0)",
+                "message": "each request must be less than or equal to its limit",
+                "fieldPath": ".requests",
+                "reason": "FieldValueInvalid",
+            }
+        ],
+    }
+
+
+def _toleration() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "key": {"type": "string", "maxLength": 316},
+            "operator": {"type": "string", "enum": list(TOLERATION_OPERATORS)},
+            "value": {"type": "string", "maxLength": 63},
+            "effect": {"type": "string", "enum": ["", *TAINT_EFFECTS]},
+            "tolerationSeconds": {"type": "integer", "format": "int64"},
+        },
+        "x-kubernetes-validations": [
+            {
+                "rule": "!has(self.operator) || self.operator != 'Exists' || "
+                "!has(self.value) || self.value == ''",
+                "message": "value must be empty when operator is Exists",
+                "fieldPath": ".value",
+            },
+            {
+                "rule": "(has(self.key) && self.key != '') || "
+                "(has(self.operator) && self.operator == 'Exists')",
+                "message": "operator must be Exists when key is empty",
+                "fieldPath": ".operator",
+            },
+            {
+                "rule": "!has(self.tolerationSeconds) || "
+                "(has(self.effect) && self.effect == 'NoExecute')",
+                "message": "tolerationSeconds is only valid with effect NoExecute",
+                "fieldPath": ".tolerationSeconds",
+            },
+        ],
     }
 
 
@@ -60,12 +152,13 @@ def spec_schema() -> dict[str, Any]:
                 "type": "integer",
                 "format": "int32",
                 "minimum": 0,
-                "default": 2,
-                "description": "Relay pods (active-active).",
+                "description": "Relay pods (active-active); defaults to the operator's "
+                "poolRelay.replicas.",
             },
             "image": {
                 "type": "string",
                 "minLength": 1,
+                "pattern": r"^\S+$",
                 "description": "Relay image; defaults to the operator's poolRelay.image.",
             },
             "port": {
@@ -81,19 +174,15 @@ def spec_schema() -> dict[str, Any]:
                 "description": "ServiceAccount for the relay pods; defaults to the DGD's "
                 "discovery ServiceAccount <dgd>-k8s-service-discovery.",
             },
-            "resources": {
-                "type": "object",
-                "x-kubernetes-preserve-unknown-fields": True,
-                "description": "Compute resources of the relay container "
-                "(core/v1 ResourceRequirements).",
-            },
+            "resources": _resources(),
             "podLabels": _string_map("Extra labels on the relay pods."),
             "podAnnotations": _string_map("Extra annotations on the relay pods."),
             "nodeSelector": _string_map("Node selector of the relay pods."),
             "tolerations": {
                 "type": "array",
+                "maxItems": MAX_TOLERATIONS,
                 "description": "Tolerations of the relay pods (core/v1 Toleration).",
-                "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "items": _toleration(),
             },
         },
     }

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import crd, labels, names
+from . import crd, labels, names, podfields
 
 API_VERSION = f"{crd.GROUP}/{crd.VERSION}"
 
@@ -144,13 +144,18 @@ def relay_from_object(obj: Mapping[str, Any], defaults: RelayDefaults) -> Relay:
     _check_labels(pod_annotations, "podAnnotations", problems, check_values=False)
     node_selector = _string_map(spec, "nodeSelector", problems)
     _check_labels(node_selector, "nodeSelector", problems, check_values=True)
-    image = _string(spec, "image", problems) or defaults.image
+    own_image = _string(spec, "image", problems)
+    if own_image is not None:
+        problems.extend(podfields.image_errors(own_image))
+    image = own_image or defaults.image
     cluster_id = _string(spec, "clusterId", problems) or ""
     sa = _string(spec, "serviceAccountName", problems)
     for why in names.dns1123_subdomain_errors(sa) if sa else ():
         problems.append(f"spec.serviceAccountName: {sa!r} {why}")
     resources = spec.get("resources")
+    problems.extend(podfields.resources_errors(resources))
     tolerations_raw = spec.get("tolerations")
+    problems.extend(podfields.tolerations_errors(tolerations_raw))
     tolerations = tuple(
         copy.deepcopy(dict(t))
         for t in (tolerations_raw if isinstance(tolerations_raw, list) else ())

@@ -21,6 +21,7 @@ from ..api import crd, names
 from ..api.dgd import GROUP as DGD_GROUP
 from ..api.dgd import KIND as DGD_KIND
 from ..api.dgd import PLURAL as DGD_PLURAL
+from ..runtime import handover
 from ..runtime.controller import Controller, Request, spec_or_metadata_changed
 from ..runtime.resources import DEPLOYMENTS, SERVICES, Resource
 from ..runtime.shared_informers import SharedInformers
@@ -87,8 +88,22 @@ def relay_caches(
     return RelayCaches(
         relays=informers.get(RELAYS, namespace),
         dgds=informers.get(dgd_resource(dgd_version), namespace, transform=_keep_dgd_fields),
-        deployments=informers.get(DEPLOYMENTS, namespace, keep=is_relay_object),
-        services=informers.get(SERVICES, namespace, keep=is_relay_object),
+        # Who wrote the relay objects how (not the field sets): an object whose create
+        # was never handed over to the apply manager shows there.
+        deployments=informers.get(
+            DEPLOYMENTS,
+            namespace,
+            keep=is_relay_object,
+            keep_managed_fields=True,
+            transform=handover.summarize,
+        ),
+        services=informers.get(
+            SERVICES,
+            namespace,
+            keep=is_relay_object,
+            keep_managed_fields=True,
+            transform=handover.summarize,
+        ),
     )
 
 

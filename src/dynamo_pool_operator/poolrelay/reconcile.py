@@ -28,6 +28,7 @@ from ..runtime.client import Client
 from ..runtime.clock import Clock, SystemClock
 from ..runtime.controller import Request, Result
 from ..runtime.diff import needs_apply
+from ..runtime.handover import HandoverLost, hand_over, needs_handover
 from ..runtime.informer import Informer
 from ..runtime.resources import DEPLOYMENTS, SERVICES, Resource
 from . import render
@@ -195,12 +196,12 @@ class PoolRelayReconciler:
         desired = {"Deployment": render.deployment(relay, pool), "Service": render.service(relay)}
         for kind, res in RELAY_OBJECTS:
             try:
-                await self._ensure(res, objects[kind], desired[kind])
+                await self._ensure(relay, res, objects[kind], desired[kind])
             except errors.ApiError as e:
                 failures.append(e)
 
     async def _ensure(
-        self, res: Resource, live: Mapping[str, Any] | None, desired: dict[str, Any]
+        self, relay: Relay, res: Resource, live: Mapping[str, Any] | None, desired: dict[str, Any]
     ) -> None:
         """Create exclusively, or apply guarded by the uid and resourceVersion read.
 
@@ -209,22 +210,47 @@ class PoolRelayReconciler:
         name. The create fails with AlreadyExists then (a stale cache: the watch
         brings the object and the next pass decides again), and a guarded apply
         fails with Conflict if the object changed since we checked its controller.
+        A create's fields are handed over to the apply manager at once
+        (`runtime/handover.py`), so every field it set can later be changed or
+        removed by an apply.
         """
         where = {
             "namespace": desired["metadata"]["namespace"],
             "object": desired["metadata"]["name"],
         }
-        if live is None:
-            try:
-                live = await self.client.create(
-                    res, render.creation_body(desired), field_manager=FIELD_MANAGER
+
+        def still_ours(obj: Mapping[str, Any]) -> bool:
+            return controlled_by(obj, relay.uid)
+
+        try:
+            if live is None:
+                try:
+                    created = await self.client.create(res, desired, field_manager=FIELD_MANAGER)
+                except errors.AlreadyExists:
+                    log.info(
+                        "%s exists but is not cached yet; waiting for the watch",
+                        res.kind,
+                        extra=where,
+                    )
+                    return
+                log.info("created %s", res.kind, extra=where)
+                live = await hand_over(
+                    self.client, res, created, FIELD_MANAGER, still_ours=still_ours
                 )
-            except errors.AlreadyExists:
-                log.info(
-                    "%s exists but is not cached yet; waiting for the watch", res.kind, extra=where
+            elif needs_handover(live, FIELD_MANAGER):
+                # Created by a version without the handover, or its handover lost a race.
+                fresh = await self.client.get(res, where["object"], where["namespace"])
+                if fresh["metadata"].get("uid") != live["metadata"].get("uid"):
+                    return  # replaced since the cache read: the watch requeues us
+                if not still_ours(fresh):
+                    return
+                live = await hand_over(
+                    self.client, res, fresh, FIELD_MANAGER, still_ours=still_ours
                 )
-                return
-            log.info("created %s", res.kind, extra=where)
+                log.info("handed the create's fields of %s to the apply", res.kind, extra=where)
+        except HandoverLost as e:
+            log.info("%s; deciding again from the cache", e, extra=where)
+            return
         if not needs_apply(live, desired, skip=render.NORMALIZED_PATHS):
             return
         meta = live["metadata"]

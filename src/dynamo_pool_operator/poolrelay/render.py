@@ -120,31 +120,3 @@ def service(relay: Relay) -> dict[str, Any]:
         },
     }
     return with_hash(obj, labels.RENDER_HASH)
-
-
-def creation_body(full: dict[str, Any]) -> dict[str, Any]:
-    """What an exclusive create (POST) sends: `full` without the fields a relay can
-    later remove (pod labels and annotations, node selector, tolerations, resources).
-
-    Fields a POST sets are owned by an "Update" entry that no later apply can take
-    away, so a field set at creation could never be removed by dropping it from
-    the apply. Creating without the removable fields, then applying them, keeps
-    every removable field under our apply. (The create must be a POST: an apply
-    is an upsert and would take over a same-named object created meanwhile.)
-    """
-    body = copy.deepcopy(full)
-    spec = body.get("spec") or {}
-    template = spec.get("template")
-    if isinstance(template, dict):
-        meta = template.get("metadata") or {}
-        meta.pop("annotations", None)
-        if "labels" in meta:
-            keep = {**labels.selector(full["metadata"]["labels"][labels.APP_INSTANCE])}
-            keep[labels.DGD_NAME] = meta["labels"].get(labels.DGD_NAME, "")
-            meta["labels"] = keep
-        pod = template.get("spec") or {}
-        pod.pop("nodeSelector", None)
-        pod.pop("tolerations", None)
-        for c in pod.get("containers") or []:
-            c.pop("resources", None)
-    return body

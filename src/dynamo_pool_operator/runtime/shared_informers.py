@@ -41,11 +41,14 @@ class SharedInformers:
         *,
         transform: Transform | None = None,
         keep: Keep | None = None,
+        keep_managed_fields: bool = False,
     ) -> Informer:
         """The shared informer for this key, created on first use.
 
         A transform decides what every sharer sees, so asking for a different one
         than the informer already has is an error rather than a silent surprise.
+        `keep_managed_fields` leaves `metadata.managedFields` for the transform to
+        trim (they are dropped by default).
         """
         ns = namespace if namespace and resource.namespaced else None
         key = (resource, ns, label_selector or None)
@@ -60,6 +63,7 @@ class SharedInformers:
                 label_selector=label_selector,
                 transform=transform,
                 keep=keep,
+                keep_managed_fields=keep_managed_fields,
                 clock=self._clock,
             )
             self._informers[key] = informer
