@@ -361,6 +361,17 @@ class ControlPlane:
     def alive(self, name: str) -> bool:
         return name in self._procs and self._procs[name].alive()
 
+    def stop_process(self, name: str) -> None:
+        """Stop a process started by `spawn` (by its PID) and forget it."""
+        proc = self._procs.pop(name, None)
+        if proc is not None:
+            proc.stop()
+
+    @property
+    def serving_ca_pem(self) -> bytes:
+        """The CA that signed the API server's serving certificate (what `ca.crt` is)."""
+        return self._ca.cert_pem
+
     def _spawn(self, name: str, args: list[str]) -> None:
         proc = _Proc(name, args, self.dir / f"{name}.log")
         self._procs[name] = proc
