@@ -1,12 +1,13 @@
 # The two commands of the README, plus the checks CI and reviewers run.
-# `uv` is installed on first use if the machine lacks it.
+# `uv` is installed on first use if the machine lacks it (`pip --user`: ~/.local/bin,
+# often not on PATH); tools/uv finds it there, for this file and every documented command.
 SHELL := /bin/bash
-UV := $(shell command -v uv 2>/dev/null || echo $(HOME)/.local/bin/uv)
+UV := $(CURDIR)/tools/uv
 
 .PHONY: dev test unit lint controlplane uv
 
 uv:
-	@command -v uv >/dev/null 2>&1 || [ -x "$(UV)" ] || python3 -m pip install --quiet --user uv \
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet --user uv \
 		|| python3 -m pip install --quiet --break-system-packages --user uv
 
 ## dev: start a local control plane with a kwok Node, install the CRDs and a sample pool, run

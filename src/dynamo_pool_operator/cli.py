@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -163,7 +164,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "run":
         from . import process
 
-        return asyncio.run(process.run(config, kubeconfig=args.kubeconfig, context=args.context))
+        try:
+            return asyncio.run(
+                process.run(config, kubeconfig=args.kubeconfig, context=args.context)
+            )
+        except Exception as e:
+            # `run` reports every failure it expects in one line; this is the backstop
+            # for one it does not: still one line, the traceback only at debug level.
+            log = logging.getLogger("dynamo_pool_operator")
+            log.error(
+                "operator failed: %s: %s (logging.level debug shows where)", type(e).__name__, e
+            )
+            log.debug("operator failed", exc_info=True)
+            return EXIT_FAILURE
     if args.command == "dev":
         from . import dev
 

@@ -5,17 +5,24 @@ watch and write uses the resolved version. A missing API that the
 configuration requires fails startup with a message naming the API and the
 setting that requires it; an optional one (the About API) turns its feature
 off with one log line saying why.
+
+A group version discovery could not read (an aggregated API whose server is down)
+matters only if it could hold an API we use, at a version we would prefer to the one
+chosen: then startup fails, naming it and its APIService, since the choice could be
+wrong. Any other is skipped with one warning, as client-go's partial discovery does.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .api import crd
 from .api import dgd as dgd_api
 from .runtime.client import Client, ServedResource
+
+_NOTHING: Mapping[str, str] = {}
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +69,35 @@ def _versions(resources: Sequence[ServedResource], group: str, plural: str) -> l
     return [r.version for r in resources if r.group == group and r.plural == plural]
 
 
-def resolve_gates(resources: Sequence[ServedResource], mcs_implementation: str) -> Gates:
-    """Pure: decide the gates from a discovery snapshot and the configured implementation."""
+def _in_doubt(
+    unavailable: Mapping[str, str], group: str, preferred: Sequence[str], chosen: str | None
+) -> list[str]:
+    """The unavailable group versions that might change the choice: those preferred
+    to `chosen` (all of `preferred` when nothing was chosen)."""
+    cut = preferred.index(chosen) if chosen in preferred else len(preferred)
+    return [f"{group}/{v}" for v in preferred[:cut] if f"{group}/{v}" in unavailable]
+
+
+def _unavailable(api: str, gvs: list[str], unavailable: Mapping[str, str], need: str) -> str:
+    """One line: what is unavailable, why, who needs it, which APIService to look at."""
+    why = "; ".join(f"{gv} is unavailable ({unavailable[gv]})" for gv in gvs)
+    services = ", ".join(".".join(reversed(gv.split("/"))) for gv in gvs)
+    return (
+        f"the {api} API cannot be discovered: {why}; {need}: fix the APIService "
+        f"(`kubectl get apiservice {services}`) and restart"
+    )
+
+
+def resolve_gates(
+    resources: Sequence[ServedResource],
+    mcs_implementation: str,
+    unavailable: Mapping[str, str] = _NOTHING,
+) -> Gates:
+    """Pure: decide the gates from a discovery snapshot (the resources it read and the
+    group versions it could not) and the configured implementation."""
+    relay_api = f"{crd.PLURAL}.{crd.GROUP}"
+    if doubt := _in_doubt(unavailable, crd.GROUP, (crd.VERSION,), None):
+        raise StartupError(_unavailable(relay_api, doubt, unavailable, "the operator needs it"))
     if not _versions(resources, crd.GROUP, crd.PLURAL):
         raise StartupError(
             f"the {crd.PLURAL}.{crd.GROUP} API is not served: install the DynamoPoolRelay CRD "
@@ -72,6 +106,9 @@ def resolve_gates(resources: Sequence[ServedResource], mcs_implementation: str) 
     dgd_version = pick(
         _versions(resources, dgd_api.GROUP, dgd_api.PLURAL), dgd_api.SUPPORTED_VERSIONS
     )
+    if doubt := _in_doubt(unavailable, dgd_api.GROUP, dgd_api.SUPPORTED_VERSIONS, dgd_version):
+        dgd = f"{dgd_api.PLURAL}.{dgd_api.GROUP}"
+        raise StartupError(_unavailable(dgd, doubt, unavailable, "the operator needs it"))
     if dgd_version is None:
         raise StartupError(
             f"the {dgd_api.PLURAL}.{dgd_api.GROUP} API (v1beta1 or v1alpha1) is not served: "
@@ -82,6 +119,10 @@ def resolve_gates(resources: Sequence[ServedResource], mcs_implementation: str) 
     about_version = None
     if mcs_implementation:
         export_version = served
+        if doubt := _in_doubt(unavailable, MCS_GROUP, SERVICEEXPORT_VERSIONS, served):
+            need = f"multiCluster.mcsImplementation is {mcs_implementation!r} and needs it"
+            exports_api = f"{SERVICEEXPORTS}.{MCS_GROUP}"
+            raise StartupError(_unavailable(exports_api, doubt, unavailable, need))
         if export_version is None:
             raise StartupError(
                 f"multiCluster.mcsImplementation is {mcs_implementation!r}, but the cluster "
@@ -93,13 +134,30 @@ def resolve_gates(resources: Sequence[ServedResource], mcs_implementation: str) 
             about_version = pick(
                 _versions(resources, ABOUT_GROUP, CLUSTERPROPERTIES), ABOUT_VERSIONS
             )
+            # Optional: in doubt, the check is off (discover_gates says why).
+            if _in_doubt(unavailable, ABOUT_GROUP, ABOUT_VERSIONS, about_version):
+                about_version = None
     return Gates(dgd_version, export_version, about_version, served)
 
 
 async def discover_gates(client: Client, mcs_implementation: str) -> Gates:
     """Resolve the gates against the cluster and log them (and why a check is off)."""
-    gates = resolve_gates(await client.server_resources(), mcs_implementation)
-    if mcs_implementation == "mcs" and gates.about_version is None:
+    found = await client.discover()
+    gates = resolve_gates(found.resources, mcs_implementation, found.unavailable)
+    if found.unavailable:
+        log.warning(
+            "discovery skipped API group versions that are unavailable (their APIService "
+            "is not answering), none of which startup needs: %s",
+            "; ".join(f"{gv}: {why}" for gv, why in sorted(found.unavailable.items())),
+        )
+    about_doubt = _in_doubt(found.unavailable, ABOUT_GROUP, ABOUT_VERSIONS, gates.about_version)
+    if mcs_implementation == "mcs" and gates.about_version is None and about_doubt:
+        log.warning(
+            "the About API (%s) is unavailable: the cluster ID check (ClusterIDMismatch) "
+            "is off; restart once its APIService answers to turn it on",
+            ", ".join(about_doubt),
+        )
+    elif mcs_implementation == "mcs" and gates.about_version is None:
         log.warning(
             "the About API (%s.%s) is not served: the cluster ID check "
             "(ClusterIDMismatch) is off; install the About API CRD and restart to turn it on",

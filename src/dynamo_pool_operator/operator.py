@@ -6,10 +6,12 @@ the operator here, so what the tests exercise is the wiring that ships.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Counter
 
 from .api.relay import RelayDefaults
 from .config import OperatorConfiguration
@@ -22,12 +24,34 @@ from .runtime import metrics
 from .runtime.client import Client
 from .runtime.clock import Clock, SystemClock
 from .runtime.controller import Controller
+from .runtime.degraded import DegradedChecks
 from .runtime.events import EventRecorder
+from .runtime.informer import Informer
+from .runtime.ratelimit import ExponentialBackoff
 from .runtime.shared_informers import SharedInformers
 
 log = logging.getLogger(__name__)
 
 REPORTING_CONTROLLER = "nvidia.com/dynamo-pool-operator"
+#: The feature-off cleanup's retry backoff: 0.5 s doubling to 5 minutes.
+CLEANUP_RETRY_BASE = 0.5
+CLEANUP_RETRY_CAP = 300.0
+
+_CLEANUP_FAILURES: weakref.WeakKeyDictionary[CollectorRegistry, Counter] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _cleanup_failures(registry: CollectorRegistry) -> Counter:
+    found = _CLEANUP_FAILURES.get(registry)
+    if found is None:
+        found = _CLEANUP_FAILURES[registry] = Counter(
+            "dynamo_pool_operator_export_cleanup_failures_total",
+            "Refused lists and deletes of the feature-off ServiceExport cleanup (each is "
+            "retried with backoff)",
+            registry=registry,
+        )
+    return found
 
 
 @dataclass
@@ -42,10 +66,15 @@ class Operator:
     recorder: EventRecorder
     reconciler: PoolRelayReconciler
     controller: Controller
+    #: Optional caches, by the check they serve: they never gate readiness.
+    checks: DegradedChecks
+    #: `dynamo_pool_operator_export_cleanup_failures_total`: refused cleanup writes/lists.
+    cleanup_failures: Counter
+    _cleanup_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Start caches and the event writer, then (after caches sync) the workers."""
-        self.informers.start_all()
+        await self.start_caches()
         await self.start_leading()
 
     async def start_leading(self) -> None:
@@ -55,28 +84,84 @@ class Operator:
         await self.controller.start()
 
     async def cleanup_when_off(self) -> None:
-        """SPEC §4.11: with no MCS implementation, withdraw once the exports this
-        operator created earlier, if the ServiceExport API is still served."""
+        """With no MCS implementation, withdraw the exports this operator created
+        earlier, if the ServiceExport API is still served (turning the feature off
+        cleans up). The first pass runs now; if anything was refused (an admission
+        policy, a 5xx, a list timeout), each refusal is logged and counted and the
+        pass is retried in the background with backoff until it completes. It never
+        fails the startup: the relays are served meanwhile."""
         if self.config.multi_cluster.mcs_implementation or not self.gates.serviceexport_served:
             return
-        n = await withdraw_leftover_exports(
+        if not await self._cleanup_pass():
+            self._cleanup_task = asyncio.create_task(
+                self._retry_cleanup(), name="feature-off export cleanup"
+            )
+
+    async def _cleanup_pass(self) -> bool:
+        assert self.gates.serviceexport_served is not None
+        done = await withdraw_leftover_exports(
             self.client,
             self.gates.serviceexport_served,
             self.config.namespace.restricted or None,
         )
-        log.info("multi-cluster export is off: withdrew %d ServiceExports left from before", n)
+        if done.withdrawn:
+            log.info(
+                "multi-cluster export is off: withdrew %d ServiceExports left from before",
+                done.withdrawn,
+            )
+        for failure in done.failures:
+            self.cleanup_failures.inc()
+            log.warning("multi-cluster export is off, cleanup refused (retried): %s", failure)
+        return not done.failures
+
+    async def _retry_cleanup(self) -> None:
+        backoff = ExponentialBackoff(base=CLEANUP_RETRY_BASE, cap=CLEANUP_RETRY_CAP)
+        while True:
+            await asyncio.sleep(backoff.when("cleanup"))
+            try:
+                if await self._cleanup_pass():
+                    log.info("multi-cluster export is off: cleanup complete")
+                    return
+            except Exception:
+                log.exception("multi-cluster export is off: cleanup pass failed (retried)")
 
     async def start_caches(self) -> None:
         """Warm caches only (a follower does this before it leads)."""
         self.informers.start_all()
+        self.checks.start()
+
+    async def stop_leading(self, *, lost: bool = False, drain_timeout: float = 10.0) -> None:
+        """End what only the leader does; the one place its writing stops.
+
+        A clean stop runs this before the Lease is released: no more keys are handed
+        out, the reconciles in flight finish (at most `drain_timeout` seconds), then
+        the pending Events are written. After a lost Lease it cancels the reconciles
+        at once and drops the pending Events, since a successor may be writing
+        already. Either way nothing of ours is written afterwards (the client's write
+        gate refuses what a straggler might still try)."""
+        if self._cleanup_task is not None:  # the feature-off cleanup is leader work too
+            self._cleanup_task.cancel()
+            await asyncio.gather(self._cleanup_task, return_exceptions=True)
+            self._cleanup_task = None
+        if lost:
+            await self.controller.stop(drain_timeout=0)
+            await self.recorder.abandon()
+        else:
+            await self.controller.stop(drain_timeout)
+            await self.recorder.stop()
 
     async def stop(self, drain_timeout: float = 30.0) -> None:
-        await self.controller.stop(drain_timeout)
-        await self.recorder.stop()
+        await self.checks.stop()
+        await self.stop_leading(drain_timeout=drain_timeout)
         await self.informers.stop_all()
 
     def caches_synced(self) -> bool:
-        return all(i.has_synced for i in self.informers.informers())
+        """Readiness: every cache synced but the optional ones. A replica whose RBAC
+        lacks an optional read (the ClusterProperty) would otherwise never be ready;
+        `checks` reports it as degraded instead."""
+        return all(
+            i.has_synced for i in self.informers.informers() if not self.checks.is_optional(i)
+        )
 
 
 def build(
@@ -113,6 +198,7 @@ def build(
             image_pull_policy=relay.image_pull_policy,
         ),
         default_discovery_backend=config.discovery.backend,
+        recorder=recorder,
         clock=clock,
     )
     controller = relay_controller.wire(
@@ -125,6 +211,7 @@ def build(
         ),
         caches,
     )
+    optional: dict[str, Informer] = {}
     implementation = config.multi_cluster.mcs_implementation
     if implementation and gates.serviceexport_version:
         export_caches = wire_exports(
@@ -144,4 +231,17 @@ def build(
             recorder=recorder,
             registry=registry,
         )
-    return Operator(client, config, gates, informers, caches, recorder, reconciler, controller)
+        if export_caches.cluster_properties is not None:
+            optional["clusterID"] = export_caches.cluster_properties
+    return Operator(
+        client,
+        config,
+        gates,
+        informers,
+        caches,
+        recorder,
+        reconciler,
+        controller,
+        DegradedChecks(optional, registry),
+        _cleanup_failures(registry),
+    )

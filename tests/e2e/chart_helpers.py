@@ -34,8 +34,11 @@ def helm(*args: str, values: dict[str, Any] | None = None) -> subprocess.Complet
             path = Path(tmp) / "values.yaml"
             path.write_text(yaml.safe_dump(values))
             cmd += ["--values", str(path)]
-        # HOME-less helm caches: keep helm away from the user's repositories and config.
+        # Private helm homes: keep helm away from the user's repositories and config.
+        # HOME too: `helm install` caches discovery under $HOME/.kube, and with no HOME
+        # that is the working directory (the repository).
         env = {
+            "HOME": tmp,
             "HELM_CACHE_HOME": f"{tmp}/cache",
             "HELM_CONFIG_HOME": f"{tmp}/config",
             "HELM_DATA_HOME": f"{tmp}/data",

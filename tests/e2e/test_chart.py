@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import re
+import uuid
 from collections.abc import Awaitable, Iterator
 from typing import Any
 
@@ -39,6 +40,7 @@ from chart_operator import (
     dgd,
     exported_status,
     install_as_service_account,
+    mint_token,
     new_release,
     operator_running,
     publish_pool,
@@ -61,6 +63,9 @@ from dynamo_pool_operator.testing.controlplane import ControlPlane
 
 CLUSTER_ROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
+)
+CLUSTER_ROLE_BINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
 )
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 
@@ -90,10 +95,10 @@ def test_default_render() -> None:
     docs = template()
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     assert kinds == [
-        ("ClusterRole", "dynamo-pool-operator"),
-        ("ClusterRole", "dynamo-pool-operator-clusterproperty-reader"),
-        ("ClusterRoleBinding", "dynamo-pool-operator"),
-        ("ClusterRoleBinding", "dynamo-pool-operator-clusterproperty-reader"),
+        ("ClusterRole", "dynamo-pool-operator-clusterproperty-reader.dpo-system"),
+        ("ClusterRole", "dynamo-pool-operator.dpo-system"),
+        ("ClusterRoleBinding", "dynamo-pool-operator-clusterproperty-reader.dpo-system"),
+        ("ClusterRoleBinding", "dynamo-pool-operator.dpo-system"),
         ("ConfigMap", "dynamo-pool-operator"),
         ("Deployment", "dynamo-pool-operator"),
         ("Role", "dynamo-pool-operator-leader-election"),
@@ -207,12 +212,51 @@ def test_restricted_render() -> None:
     assert ("Role", "dynamo-pool-operator", "team-a") in roles
     assert ("RoleBinding", "dynamo-pool-operator", "team-a") in roles
     assert ("Role", "dynamo-pool-operator-leader-election", "team-a") in roles
-    assert ("ClusterRole", "dynamo-pool-operator-clusterproperty-reader", None) in roles
-    assert not any(k == "ClusterRole" and n == "dynamo-pool-operator" for k, n, _ in roles)
+    assert ("ClusterRole", "dynamo-pool-operator-clusterproperty-reader.dpo-system", None) in roles
+    assert [n for k, n, _ in roles if k == "ClusterRole"] == [
+        "dynamo-pool-operator-clusterproperty-reader.dpo-system"
+    ]
     binding = one(docs, "RoleBinding", "dynamo-pool-operator")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "dynamo-pool-operator", "namespace": "dpo-system"}
     ]
+
+
+async def test_two_restricted_releases_of_one_name_install_in_two_namespaces(
+    control_plane: ControlPlane,
+) -> None:
+    """`helm install`, for real: one release name in two namespaces, each operator
+    restricted to its own namespace (one per team). Helm refuses to adopt an object of
+    another release, so every cluster-scoped object must carry the release namespace;
+    each team's ServiceAccount then reads ClusterProperties through its own binding."""
+    cp = control_plane
+    name = f"ops-{uuid.uuid4().hex[:6]}"
+    teams = [f"team-{uuid.uuid4().hex[:6]}" for _ in range(2)]
+    kubeconfig = str(cp.kubeconfig)
+    try:
+        for ns in teams:
+            cp.create_namespace(ns)
+            proc = helm(
+                "install", name, str(CHART), "--namespace", ns, "--kubeconfig", kubeconfig,
+                values={"multiCluster": {"mcsImplementation": "mcs"}} | restricted_values(ns),
+            )  # fmt: skip
+            assert proc.returncode == 0, f"helm install {name} -n {ns}:\n{proc.stderr}"
+        async with Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as admin:
+            bindings = await admin.list(
+                CLUSTER_ROLE_BINDINGS, label_selector=f"app.kubernetes.io/instance={name}"
+            )
+            subjects = sorted(s["namespace"] for b in bindings.items for s in b["subjects"])
+            assert subjects == sorted(teams), [b["metadata"]["name"] for b in bindings.items]
+        for ns in teams:
+            sa = one(template(restricted_values(ns), release=name, namespace=ns), "ServiceAccount")
+            token = mint_token(cp, ns, sa["metadata"]["name"])
+            kc = cp.token_kubeconfig(token, user=f"{name}-{ns}")
+            async with Client(load_kubeconfig(kc), user_agent="chart-e2e-probe") as team:
+                await team.list(CLUSTER_PROPERTIES)
+    finally:
+        for ns in teams:
+            helm("uninstall", name, "--namespace", ns, "--kubeconfig", kubeconfig)
+            cp.delete_namespace(ns)
 
 
 def test_config_checksum_rolls_pods_only_on_configuration_changes() -> None:

@@ -38,12 +38,14 @@ async def export_names(client: Client, ns: str, res: Resource = SE) -> set[str]:
     return {e["metadata"]["name"] for e in (await client.list(res, ns)).items}
 
 
-async def exports_become(client: Client, ns: str, names: set[str], res: Resource = SE) -> None:
+async def exports_become(
+    client: Client, ns: str, names: set[str], res: Resource = SE, *, timeout: float = 20.0
+) -> None:
     async def probe() -> bool:
         return await export_names(client, ns, res) == names
 
     try:
-        await eventually(probe)
+        await eventually(probe, timeout=timeout)
     except AssertionError as e:
         raise AssertionError(
             f"exports are {await export_names(client, ns, res)}, want {names}"

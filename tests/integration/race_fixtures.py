@@ -138,6 +138,8 @@ class Spy:
 
     def __init__(self, op: OperatorUnderTest) -> None:
         self.errors: list[tuple[tuple[str, str], Exception]] = []
+        #: Passes that ended in a lost race (`Result(requeue=True)`), by relay.
+        self.requeues: list[tuple[str, str]] = []
         self.events: list[Emitted] = []
         reconciler: Any = op.running.reconciler
         recorder: Any = op.running.recorder
@@ -145,10 +147,13 @@ class Spy:
 
         async def spied_reconcile(request: tuple[str, str]) -> Any:
             try:
-                return await reconcile(request)
+                result = await reconcile(request)
             except Exception as e:
                 self.errors.append((request, e))
                 raise
+            if result is not None and result.requeue:
+                self.requeues.append(request)
+            return result
 
         def spied_emit(
             regarding: Any, related: Any, type_: str, reason: str, action: str, note: str
@@ -159,6 +164,10 @@ class Spy:
 
         reconciler.reconcile = spied_reconcile
         recorder.emit = spied_emit
+
+    def requeued(self, ns: str, name: str = POOL) -> int:
+        """How many passes of relay `ns/name` lost a race and were requeued."""
+        return self.requeues.count((ns, name))
 
     def errors_of(self, ns: str, name: str = POOL) -> list[Exception]:
         return [e for key, e in self.errors if key == (ns, name)]

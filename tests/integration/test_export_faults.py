@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from export_fixtures import (
@@ -193,6 +194,73 @@ async def test_refused_repair_is_recorded_as_export_failed_and_retried(
     await eventually(repaired)
     await wait_event(client, namespace, "ExportRepaired", name=FRONTEND_SVC)
     await writes_nothing(mcs, namespace)
+
+
+async def test_a_skipped_export_whose_withdrawal_fails_is_one_status_line(
+    client: Client, namespace: str, control_plane: ControlPlane
+) -> None:
+    """With Karmada a name over 55 characters is skipped and, when the relay controls
+    its export, withdrawn. A refused withdrawal used to add a `Failed` line beside the
+    `Skipped` one: two lines of one name, and the API server refused every status write
+    (status.exports is a list keyed by name)."""
+    long_frontend = {"name": "g" * 50, "type": "frontend"}
+    long_name = f"{POOL}-{'g' * 50}"
+    await make_pool(client, namespace, [long_frontend, WORKER])
+    async with OperatorUnderTest(control_plane, config("mcs")):
+        await exports_become(client, namespace, {RELAY_SVC, long_name})
+    op = OperatorUnderTest(control_plane, config("karmada"))
+    try:
+        async with deny_export_writes(control_plane, client, namespace, long_name, "DELETE"):
+            await op.start()
+
+            async def one_failed_line() -> list[dict[str, Any]] | None:
+                lines = (await relay_status(client, namespace, POOL)).get("exports") or []
+                mine = [x for x in lines if x["name"] == long_name]
+                return mine if [x["state"] for x in mine] == ["Failed"] else None
+
+            (line,) = await eventually(one_failed_line)
+            assert "denied request" in line["message"]
+        # Lifted: the retries alone withdraw it, and the line goes back to Skipped.
+        await exports_become(client, namespace, {RELAY_SVC})
+        await state_becomes(client, namespace, long_name, "Skipped")
+        await writes_nothing(op, namespace)
+    finally:
+        await op.stop()
+
+
+async def test_a_refused_feature_off_cleanup_is_retried_and_never_stops_the_operator(
+    client: Client, namespace: str, control_plane: ControlPlane
+) -> None:
+    """Turning exports off withdraws what the operator exported before. A refused
+    delete (here an admission policy; a 5xx or a list timeout alike) used to escape the
+    leader's startup: exit 1, nothing reconciled. It is retried with backoff in the
+    background, each refusal logged and counted, and the relays are served meanwhile."""
+    await make_pool(client, namespace)
+    async with OperatorUnderTest(control_plane, config("mcs")):
+        await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    op = OperatorUnderTest(control_plane, config(""))
+    try:
+        async with deny_export_writes(control_plane, client, namespace, FRONTEND_SVC, "DELETE"):
+            await op.start()
+            await exports_become(client, namespace, {FRONTEND_SVC})
+            await make_pool(client, namespace, name="other")
+
+            async def other_published() -> bool:
+                cond = await ready(client, namespace, "other")
+                return bool(cond and cond["status"] == "True")
+
+            await eventually(other_published)
+
+            async def refused_twice() -> bool:
+                value = op.registry.get_sample_value(
+                    "dynamo_pool_operator_export_cleanup_failures_total"
+                )
+                return (value or 0.0) >= 2
+
+            await eventually(refused_twice)
+        await exports_become(client, namespace, set(), timeout=30)
+    finally:
+        await op.stop()
 
 
 # ---------------------------------------------------------------- restricted users

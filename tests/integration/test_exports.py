@@ -26,6 +26,7 @@ from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, dgd_body, relay_body
 
 from dynamo_pool_operator.api import labels
 from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS
 from dynamo_pool_operator.testing.controlplane import ControlPlane
 from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
 
@@ -471,15 +472,24 @@ async def test_garbage_collection_removes_exports_with_the_relay(
 async def test_repeated_warning_forms_one_event_series(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
+    """Repeats about the same relay version fold into one series. (The first pass warns
+    about the relay as read; its own status write makes a new relay version, which the
+    passes after it name: that is at most one more Event, as with client-go.)"""
     await pool(client, namespace, [WORKER])
     await exports_become(client, namespace, {RELAY_SVC})
     await wait_event(client, namespace, "NoFrontend")
+    await mcs.reconcile_again((namespace, POOL), include_events=True)
+    await mcs.running.recorder.wait_idle()
+    before = await events_for(client, namespace, "NoFrontend")
+    assert len(before) <= 2
     for _ in range(3):
         await mcs.reconcile_again((namespace, POOL), include_events=True)
     await mcs.running.recorder.stop()  # flush the series counts
     events = await events_for(client, namespace, "NoFrontend")
-    assert len(events) == 1
-    assert (events[0].get("series") or {}).get("count", 1) >= 2
+    assert len(events) == len(before), "the repeats started new Events"
+    relay_rv = (await client.get(RELAYS, POOL, namespace))["metadata"]["resourceVersion"]
+    (latest,) = [e for e in events if e["regarding"]["resourceVersion"] == relay_rv]
+    assert (latest.get("series") or {}).get("count", 1) >= 3
 
 
 async def test_feature_off_withdraws_our_exports_once_at_startup(
@@ -493,3 +503,65 @@ async def test_feature_off_withdraws_our_exports_once_at_startup(
         await exports_become(client, namespace, {"users-own"})
         await op.settle()
         assert await export_obj(client, namespace, "users-own") is not None
+
+
+async def test_a_changed_cluster_id_starts_a_new_mismatch_series_with_its_own_note(
+    client: Client, namespace: str, mcs: OperatorUnderTest
+) -> None:
+    """The relay the warning is about is named at the version read: a changed
+    spec.clusterId is another relay version, so its warning is not folded into the
+    old series (whose note still names the old ID)."""
+    await set_cluster_id(client, "east")
+    try:
+        await pool(client, namespace, clusterId="west")
+        await eventually(lambda: _mismatches(client, namespace, POOL))
+        await client.merge_patch(RELAYS, POOL, {"spec": {"clusterId": "north"}}, namespace)
+
+        async def north() -> list[dict[str, Any]]:
+            return [e for e in await _mismatches(client, namespace, POOL) if "'north'" in e["note"]]
+
+        events = await eventually(north)
+        relay = await client.get(RELAYS, POOL, namespace)
+        for event in events:
+            assert event["regarding"]["resourceVersion"], "the relay is named at a version"
+            assert int(event["regarding"]["resourceVersion"]) <= int(
+                relay["metadata"]["resourceVersion"]
+            )
+    finally:
+        await set_cluster_id(client, None)
+
+
+async def test_the_status_and_the_pods_show_the_effective_cluster_id(
+    client: Client, namespace: str, mcs: OperatorUnderTest
+) -> None:
+    """Without spec.clusterId the relay takes the cluster's own ID (mcs: the About API
+    property), shows it in status.clusterId and passes it to its pods; with one set,
+    the spec wins (and a mismatch is warned about)."""
+
+    async def shown() -> tuple[str, str]:
+        status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
+        dep = await client.get(DEPLOYMENTS, RELAY_SVC, namespace)
+        env = {
+            e["name"]: e.get("value")
+            for e in dep["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+        return str(status.get("clusterId", "")), str(env.get("DYN_CLUSTER_ID", ""))
+
+    await set_cluster_id(client, "east-1")
+    try:
+        await pool(client, namespace)
+        await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+
+        async def is_(want: str) -> bool:
+            return await shown() == (want, want)
+
+        await eventually(lambda: is_("east-1"))
+        await set_cluster_id(client, "east-2")
+        await eventually(lambda: is_("east-2"))
+        assert await _mismatches(client, namespace, POOL) == []
+        await client.merge_patch(RELAYS, POOL, {"spec": {"clusterId": "west"}}, namespace)
+        await eventually(lambda: is_("west"))
+        await eventually(lambda: _mismatches(client, namespace, POOL))
+        await second_pass_writes_nothing(mcs, namespace)
+    finally:
+        await set_cluster_id(client, None)

@@ -57,7 +57,11 @@ async def test_a_relay_without_those_fields_gets_the_configured_defaults(
     assert container["image"] == "registry.example/relay:configured"
     assert container["imagePullPolicy"] == "Always"
     assert container["ports"][0]["containerPort"] == 7300
-    svc = await client.get(SERVICES, "llama-pool-relay", namespace)
+
+    async def service() -> dict[str, Any]:
+        return await client.get(SERVICES, "llama-pool-relay", namespace)
+
+    svc = await eventually(service)
     assert svc["spec"]["ports"][0]["port"] == 7300
 
 

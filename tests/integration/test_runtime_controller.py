@@ -8,9 +8,10 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -18,6 +19,7 @@ from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.controller import Controller, Request, Result
 from dynamo_pool_operator.runtime.informer import Informer
 from dynamo_pool_operator.runtime.resources import CONFIGMAPS
+from dynamo_pool_operator.runtime.server import Probes, ProbeServer
 from dynamo_pool_operator.testing.harness import eventually
 
 
@@ -206,3 +208,139 @@ async def test_reconcile_exception_is_logged_with_the_key_and_retried_without_ki
         await eventually(other_key_reconciled, timeout=3)
     errors = [r for r in caplog.records if r.levelno == logging.ERROR]
     assert any(f"{namespace}/flaky" in r.getMessage() for r in errors)
+
+
+class WorkerKiller(BaseException):
+    """Escapes every `except Exception`: stands for a bug that kills the worker task."""
+
+
+class Deadly:
+    """Reconciles every key; for `key` it first fails `times` times with `failure()`."""
+
+    def __init__(self, key: Request, failure: Callable[[], Awaitable[None]], times: int) -> None:
+        self.key = key
+        self.failure = failure
+        self.times = times
+        self.reconciled: list[Request] = []
+
+    async def reconcile(self, request: Request) -> Result | None:
+        if request == self.key and self.times > 0:
+            self.times -= 1
+            await self.failure()
+        self.reconciled.append(request)
+        return None
+
+
+async def stray_cancellation() -> None:
+    """What a reconcile meets when it awaits a future someone else cancelled: a
+    CancelledError that was never sent to the worker's own task."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    future.cancel()
+    await future
+
+
+async def kill_worker() -> None:
+    raise WorkerKiller
+
+
+async def test_a_stray_cancelled_error_is_a_failed_reconcile_and_the_worker_lives_on(
+    client: Client, namespace: str
+) -> None:
+    """One worker. A reconcile that raises CancelledError without its worker being
+    cancelled is counted as an error and retried; the same worker then reconciles a
+    later object. (It used to end the worker silently: nothing reconciled again.)"""
+    await client.create(CONFIGMAPS, _cm("stray", namespace))
+    registry = CollectorRegistry()
+    informer = Informer(client, CONFIGMAPS, namespace)
+    deadly = Deadly((namespace, "stray"), stray_cancellation, times=1)
+    controller = Controller("stray", deadly, workers=1, registry=registry)
+    controller.for_(informer)
+
+    async with running(informer, controller):
+        await client.create(CONFIGMAPS, _cm("later", namespace))
+
+        async def both_reconciled() -> bool:
+            return {(namespace, "stray"), (namespace, "later")} <= set(deadly.reconciled)
+
+        await eventually(both_reconciled, timeout=5)
+        assert controller.healthy
+    assert (
+        registry.get_sample_value(
+            "controller_runtime_reconcile_errors_total", {"controller": "stray"}
+        )
+        == 1
+    )
+    assert (
+        registry.get_sample_value("controller_worker_restarts_total", {"controller": "stray"}) or 0
+    ) == 0
+
+
+async def test_a_dead_worker_is_restarted_counted_and_its_key_retried(
+    client: Client, namespace: str
+) -> None:
+    """One worker, killed by a bug in the middle of a key: it is replaced at once (and
+    counted), the key it held is retried, and later objects are reconciled."""
+    await client.create(CONFIGMAPS, _cm("deadly", namespace))
+    registry = CollectorRegistry()
+    informer = Informer(client, CONFIGMAPS, namespace)
+    deadly = Deadly((namespace, "deadly"), kill_worker, times=1)
+    controller = Controller("restarts", deadly, workers=1, registry=registry)
+    controller.for_(informer)
+
+    async with running(informer, controller):
+        await client.create(CONFIGMAPS, _cm("later", namespace))
+
+        async def both_reconciled() -> bool:
+            return {(namespace, "deadly"), (namespace, "later")} <= set(deadly.reconciled)
+
+        await eventually(both_reconciled, timeout=5)
+        assert controller.healthy
+    assert (
+        registry.get_sample_value("controller_worker_restarts_total", {"controller": "restarts"})
+        == 1
+    )
+
+
+async def test_healthz_fails_once_workers_die_faster_than_they_are_restarted(
+    client: Client, namespace: str
+) -> None:
+    """A key that kills every worker taking it: after `max_worker_restarts` restarts in
+    the window the controller stops replacing them and /healthz answers 500 naming the
+    check, so kubelet restarts the process; before that it answered 200."""
+    await client.create(CONFIGMAPS, _cm("deadly", namespace))
+    informer = Informer(client, CONFIGMAPS, namespace)
+    deadly = Deadly((namespace, "deadly"), kill_worker, times=1_000)
+    registry = CollectorRegistry()
+    controller = Controller(
+        "crashloop", deadly, workers=2, registry=registry, max_worker_restarts=3
+    )
+    controller.for_(informer)
+    probes = Probes(liveness={"ping": lambda: True, "workers": lambda: controller.healthy})
+    server = ProbeServer(
+        probes, CollectorRegistry(), health_address="127.0.0.1:0", metrics_address="0"
+    )
+    await server.start()
+    try:
+        host, port = server.bound["health"]
+        async with aiohttp.ClientSession() as http:
+
+            async def healthz() -> tuple[int, str]:
+                async with http.get(f"http://{host}:{port}/healthz") as resp:
+                    return resp.status, await resp.text()
+
+            assert (await healthz())[0] == 200
+            async with running(informer, controller):
+
+                async def unhealthy() -> bool:
+                    return not controller.healthy
+
+                await eventually(unhealthy, timeout=5)
+                status, text = await healthz()
+    finally:
+        await server.stop()
+    assert status == 500
+    assert "[-]workers failed" in text
+    restarts = registry.get_sample_value(
+        "controller_worker_restarts_total", {"controller": "crashloop"}
+    )
+    assert restarts == 3

@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 import pytest
+from tcp_proxy import TcpProxy
 
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
@@ -156,6 +159,7 @@ class SpyClient:
         self.lists: list[str] = []
         self.watches: list[str] = []
         self.gone: list[tuple[str, str]] = []  # (watch start RV, how the 410 came)
+        self.failures: list[tuple[float, Exception]] = []  # (monotonic time, what a watch raised)
 
     async def list(self, res: Resource, namespace: str | None = None, **kw: Any) -> ListResult:
         result = await self.client.list(res, namespace, **kw)
@@ -174,8 +178,12 @@ class SpyClient:
                     if event.get("type") == "ERROR" and event["object"].get("code") == 410:
                         self.gone.append((resource_version, "in-stream ERROR"))
                     yield line
-        except errors.Gone:
+        except errors.Gone as e:
             self.gone.append((resource_version, "HTTP 410"))
+            self.failures.append((time.monotonic(), e))
+            raise
+        except Exception as e:
+            self.failures.append((time.monotonic(), e))
             raise
 
 
@@ -440,3 +448,68 @@ async def test_indexes_stay_consistent_through_create_update_delete_and_gc(
         assert informer.store.index_values("app") == []
         assert sorted(name for _, name in informer.store.keys())  # noqa: SIM118 == ["d3", "o1"]
         assert object_key(o1) in informer.store
+
+
+# ---------------------------------------------------------------- a silent path
+#: The silence after which a watch counts as dead, shortened from the default 60 s.
+IDLE = 3.0
+
+
+async def test_a_watch_gone_silent_is_noticed_and_the_informer_recovers_when_the_path_does(
+    control_plane: ControlPlane, client: Client, namespace: str
+) -> None:
+    """The informer reaches the API server through a proxy that then stops forwarding
+    without closing anything, as a dead middlebox does. The silent watch is given up
+    `IDLE` seconds after its last byte (by default 60 s; before, only the read
+    timeout of 330-390 s noticed), reconnects do not hang (TLS handshake timeout),
+    and once the path works again the change made meanwhile arrives. The server ends
+    each watch after 1 s here, so a healthy watch is never silent for `IDLE`."""
+    await client.create(CONFIGMAPS, _cm("a", namespace, v="0"))
+    direct = load_kubeconfig(control_plane.kubeconfig)
+    target = urlsplit(direct.server)
+    assert target.hostname is not None
+    assert target.port is not None
+    async with TcpProxy(target.hostname, target.port) as proxy:
+        through = dataclasses.replace(direct, server=f"https://127.0.0.1:{proxy.port}")
+        async with Client(
+            through,
+            user_agent="dpo-tests-proxy",
+            watch_idle_timeout=IDLE,
+            tls_handshake_timeout=1.0,
+        ) as proxied:
+            spy = SpyClient(proxied)
+            informer = Informer(spy, CONFIGMAPS, namespace, backoff=Backoff(*FAST), watch_timeout=1)
+
+            def value() -> str | None:
+                obj = informer.store.get(namespace, "a")
+                return obj["data"]["v"] if obj else None
+
+            async with running(informer):
+                await client.merge_patch(CONFIGMAPS, "a", {"data": {"v": "1"}}, namespace)
+
+                async def seen(v: str) -> bool:
+                    return value() == v
+
+                await eventually(lambda: seen("1"), timeout=10)
+                assert spy.failures == [], "a healthy watch through the proxy failed"
+
+                proxy.stall()
+                stalled_at = time.monotonic()
+                await client.merge_patch(CONFIGMAPS, "a", {"data": {"v": "2"}}, namespace)
+
+                def failures_since_stall() -> list[tuple[float, Exception]]:
+                    return [(t, e) for t, e in spy.failures if t >= stalled_at]
+
+                async def noticed_and_retried() -> bool:
+                    return len(failures_since_stall()) >= 2
+
+                await eventually(noticed_and_retried, timeout=IDLE + 15)
+                (first_at, first), _ = failures_since_stall()[:2]
+                assert isinstance(first, errors.ServerTimeout), repr(first)
+                assert first_at - stalled_at <= IDLE + 2.5, (
+                    f"noticed {first_at - stalled_at:.1f}s in"
+                )
+                assert value() == "1", "nothing can have passed the stalled proxy"
+
+                proxy.resume()
+                await eventually(lambda: seen("2"), timeout=10)

@@ -1,9 +1,10 @@
 """Publish or withdraw (poolrelay/decide.py): SPEC §3's table, one row per reason.
 
 The documented precedence (first match wins):
-InvalidConfiguration > DGDNotFound > DGDTerminating > KubernetesDiscoveryDisabled >
-NoWorkers > GlobalDynamoNamespace > OwnershipConflict. Every pair of reasons that can
-be true at once has a row asserting the earlier one wins. Messages say what to change.
+RelayTerminating > InvalidConfiguration > DGDNotFound > DGDTerminating >
+KubernetesDiscoveryDisabled > NoWorkers > GlobalDynamoNamespace > OwnershipConflict.
+Every pair of reasons that can be true at once has a row asserting the earlier one
+wins. Messages say what to change.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ NAME = "pool"
 RELAY_UID = "relay-uid-1"
 
 PRECEDENCE = [
+    Reason.RELAY_TERMINATING,
     Reason.INVALID_CONFIGURATION,
     Reason.DGD_NOT_FOUND,
     Reason.DGD_TERMINATING,
@@ -44,11 +46,13 @@ PRECEDENCE = [
 ]
 
 
-def make_relay(name: str = NAME, uid: str = RELAY_UID, **spec: Any) -> Relay:
-    return relay_from_object(
-        {"metadata": {"name": name, "namespace": NS, "uid": uid, "generation": 1}, "spec": spec},
-        DEFAULTS,
-    )
+def make_relay(
+    name: str = NAME, uid: str = RELAY_UID, *, terminating: bool = False, **spec: Any
+) -> Relay:
+    meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": uid, "generation": 1}
+    if terminating:
+        meta["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    return relay_from_object({"metadata": meta, "spec": spec}, DEFAULTS)
 
 
 def make_pool(
@@ -146,6 +150,7 @@ def test_only_published_means_publish(reason: Reason) -> None:
 def test_reason_values_are_the_spec_condition_reasons() -> None:
     assert {r.value for r in Reason} == {
         "Published",
+        "RelayTerminating",
         "InvalidConfiguration",
         "DGDNotFound",
         "DGDTerminating",
@@ -163,6 +168,7 @@ def test_reason_values_are_the_spec_condition_reasons() -> None:
 class Scenario:
     relay_name: str = NAME
     relay_spec: dict[str, Any] = field(default_factory=dict)
+    relay_terminating: bool = False
     dgd_exists: bool = True
     terminating: bool = False
     annotations: dict[str, str] = field(default_factory=dict)
@@ -181,7 +187,12 @@ class Scenario:
             if self.dgd_exists
             else None
         )
-        return run(make_relay(self.relay_name, **self.relay_spec), pool, self.objects, self.backend)
+        relay = make_relay(self.relay_name, terminating=self.relay_terminating, **self.relay_spec)
+        return run(relay, pool, self.objects, self.backend)
+
+
+def _relay_terminating(s: Scenario) -> None:
+    s.relay_terminating = True
 
 
 def _invalid_spec(s: Scenario) -> None:
@@ -219,6 +230,7 @@ def _conflict(s: Scenario) -> None:
 
 
 MAKE_TRUE: dict[Reason, Callable[[Scenario], None]] = {
+    Reason.RELAY_TERMINATING: _relay_terminating,
     Reason.INVALID_CONFIGURATION: _invalid_spec,
     Reason.DGD_NOT_FOUND: _not_found,
     Reason.DGD_TERMINATING: _terminating,
@@ -268,12 +280,12 @@ def test_precedence_conflict_reports_the_documented_winner(winner: Reason, loser
 
 
 def test_precedence_conflicts_cover_every_coexisting_pair() -> None:
-    assert len(CONFLICTS) == 17
+    assert len(CONFLICTS) == 24
 
 
 @pytest.mark.parametrize(
     "loser",
-    [r for r in PRECEDENCE if r is not Reason.INVALID_CONFIGURATION],
+    [r for r in PRECEDENCE if r not in (Reason.INVALID_CONFIGURATION, Reason.RELAY_TERMINATING)],
     ids=str,
 )
 def test_an_invalid_relay_name_beats_every_other_reason(loser: Reason) -> None:
@@ -285,17 +297,25 @@ def test_an_invalid_relay_name_beats_every_other_reason(loser: Reason) -> None:
     assert "not a valid Service name" in d.message
 
 
-def test_all_reasons_at_once_report_invalid_configuration() -> None:
+def test_all_reasons_at_once_report_relay_terminating() -> None:
     s = Scenario()
     for reason in PRECEDENCE:
         if reason is not Reason.DGD_NOT_FOUND:
+            MAKE_TRUE[reason](s)
+    assert s.decide().reason is Reason.RELAY_TERMINATING
+
+
+def test_all_other_reasons_at_once_report_invalid_configuration() -> None:
+    s = Scenario()
+    for reason in PRECEDENCE:
+        if reason not in (Reason.DGD_NOT_FOUND, Reason.RELAY_TERMINATING):
             MAKE_TRUE[reason](s)
     assert s.decide().reason is Reason.INVALID_CONFIGURATION
 
 
 def test_all_dgd_reasons_at_once_report_terminating_first() -> None:
     s = Scenario()
-    for reason in PRECEDENCE[2:]:
+    for reason in PRECEDENCE[3:]:
         MAKE_TRUE[reason](s)
     assert s.decide().reason is Reason.DGD_TERMINATING
 

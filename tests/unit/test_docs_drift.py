@@ -18,5 +18,5 @@ def test_configuration_reference_is_current() -> None:
     spec.loader.exec_module(module)
     committed = (ROOT / "docs" / "configuration.md").read_text()
     assert committed == module.configuration_doc(), (
-        "docs/configuration.md is stale: run `uv run python tools/generate_docs.py`"
+        "docs/configuration.md is stale: run `tools/uv run python tools/generate_docs.py`"
     )

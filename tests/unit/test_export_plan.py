@@ -755,8 +755,9 @@ def mismatches(p: Plan) -> list[Any]:
         pytest.param(
             "east", ClusterID(True, cluster_property("west"), ABOUT_API), True, id="different"
         ),
+        # No spec.clusterId: the relay takes the cluster's own ID, nothing disagrees.
         pytest.param(
-            None, ClusterID(True, cluster_property("west"), ABOUT_API), True, id="unset-vs-set"
+            None, ClusterID(True, cluster_property("west"), ABOUT_API), False, id="unset-takes-it"
         ),
         pytest.param("east", ClusterID(True, None, ABOUT_API), False, id="no-property"),
         pytest.param("east", ClusterID(True, cluster_property(""), ABOUT_API), False, id="empty"),
@@ -782,6 +783,22 @@ def test_cluster_id_mismatch_only_when_checked_and_the_property_has_another_valu
     )
     assert len(mismatches(p)) == (1 if warns else 0)
     assert verbs(p) == [(C, RELAY_EXPORT), (C, FE)]  # the check never gates exports
+
+
+@pytest.mark.parametrize(
+    ("spec", "cluster_id", "effective"),
+    [
+        ("east", ClusterID(True, cluster_property("west"), ABOUT_API), "east"),
+        ("", ClusterID(True, cluster_property("west"), ABOUT_API), "west"),
+        ("", ClusterID(True, None, ABOUT_API), ""),
+        ("", ClusterID(False, cluster_property("west"), ABOUT_API), ""),
+        ("", ClusterID(), ""),
+        ("member-1", ClusterID(), "member-1"),
+    ],
+    ids=["spec-wins", "property", "no-property", "not-checked", "no-about-api", "karmada"],
+)
+def test_the_effective_cluster_id(spec: str, cluster_id: ClusterID, effective: str) -> None:
+    assert cluster_id.effective(spec) == effective
 
 
 def test_karmada_without_the_check_never_warns_about_the_cluster_id() -> None:

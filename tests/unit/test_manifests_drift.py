@@ -22,7 +22,7 @@ from dynamo_pool_operator import __version__, rbac
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "helm" / "dynamo-pool-operator"
-REGENERATE = "run `uv run python tools/generate_manifests.py` and commit the result"
+REGENERATE = "run `tools/uv run python tools/generate_manifests.py` and commit the result"
 RBAC_KINDS = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 
 
@@ -82,13 +82,22 @@ def _template(namespace: str, *sets: str) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
 
 
-def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
-    """What matters for access: kind, name, namespace, rules, roleRef, subjects."""
+def _comparable(obj: dict[str, Any], cluster_suffix: str = "") -> dict[str, Any]:
+    """What matters for access: kind, name, namespace, rules, roleRef, subjects.
+
+    `cluster_suffix` is appended to the names of cluster-scoped objects (and of the
+    ClusterRoles bindings refer to): the chart's end in `.<release namespace>`, so two
+    releases of one name in two namespaces do not collide.
+    """
     meta = obj["metadata"]
-    out = {"kind": obj["kind"], "name": meta["name"], "namespace": meta.get("namespace")}
+    scoped = "" if meta.get("namespace") else cluster_suffix
+    out = {"kind": obj["kind"], "name": meta["name"] + scoped, "namespace": meta.get("namespace")}
     for key in ("rules", "roleRef", "subjects"):
         if key in obj:
             out[key] = obj[key]
+    ref = out.get("roleRef")
+    if ref and ref["kind"] == "ClusterRole":
+        out["roleRef"] = {**ref, "name": ref["name"] + cluster_suffix}
     return out
 
 
@@ -99,7 +108,8 @@ def _key(o: dict[str, Any]) -> tuple[str, str, str]:
 @pytest.mark.parametrize("restricted", [None, "team-a"], ids=["cluster-wide", "restricted"])
 def test_chart_rbac_is_rbac_py(restricted: str | None) -> None:
     """Release `dynamo-pool-operator` in namespace `dpo-system`: the chart's roles and
-    bindings are exactly `rbac.render` for that ServiceAccount and mode."""
+    bindings are exactly `rbac.render` for that ServiceAccount and mode (cluster-scoped
+    names with the release namespace appended)."""
     ns = "dpo-system"
     sets = []
     if restricted:
@@ -111,7 +121,7 @@ def test_chart_rbac_is_rbac_py(restricted: str | None) -> None:
     chart = sorted((_comparable(d) for d in docs if d["kind"] in RBAC_KINDS), key=_key)
     code = sorted(
         (
-            _comparable(d)
+            _comparable(d, f".{ns}")
             for d in rbac.render(ns, "dynamo-pool-operator", restricted, restricted or ns)
         ),
         key=_key,
@@ -133,11 +143,11 @@ def test_chart_rules_equal_rbac_py_rules(restricted: str | None) -> None:
         for d in _template("elsewhere", *sets)
         if d["kind"] in ("ClusterRole", "Role")
     }
-    manager_kind = "Role" if restricted else "ClusterRole"
+    manager = ("Role", "ops") if restricted else ("ClusterRole", "ops.elsewhere")
     assert roles == {
-        (manager_kind, "ops"): rbac.manager_rules(),
+        manager: rbac.manager_rules(),
         ("Role", "ops-leader-election"): rbac.leader_election_rules(),
-        ("ClusterRole", "ops-clusterproperty-reader"): rbac.cluster_property_rules(),
+        ("ClusterRole", "ops-clusterproperty-reader.elsewhere"): rbac.cluster_property_rules(),
     }
 
 

@@ -291,3 +291,37 @@ def test_an_empty_list_matches_an_absent_field_and_nothing_else_does(
     shown: dict[str, Any], desired: dict[str, Any], changed: bool
 ) -> None:
     assert status_changed(shown, desired) is changed
+
+
+def test_absent_and_empty_exports_are_the_same_status() -> None:
+    """`status.exports` absent and `[]` show the same thing: neither is written over the
+    other (the server drops an empty list we applied; a pass must not then write it)."""
+    desired = status(exports=())
+    assert desired["exports"] == []
+    shown_absent = {k: v for k, v in desired.items() if k != "exports"}
+    assert not status_changed(shown_absent, desired)
+    assert not status_changed({**desired, "exports": []}, desired)
+    assert status_changed(shown_absent, status(exports=(ExportStatus("a", "Exported"),)))
+
+
+def test_a_refused_relay_write_keeps_a_published_relay_not_ready() -> None:
+    st = desired_status(
+        make_relay(),
+        None,
+        PUBLISHED,
+        cluster_id="east",
+        exports=(),
+        now=NOW,
+        refused="create Service pool-pool-relay: 403 Forbidden: quota",
+    )
+    cond = ready(st)
+    assert (cond["status"], cond["reason"]) == ("False", "WriteRefused")
+    assert cond["message"] == "create Service pool-pool-relay: 403 Forbidden: quota"
+    assert st["serviceName"] == "pool-pool-relay", "still published: the name it is exported as"
+
+
+def test_a_refused_write_does_not_change_a_withdrawal() -> None:
+    st = desired_status(
+        make_relay(), None, WITHDRAWN, cluster_id="", exports=(), now=NOW, refused="delete x: 500"
+    )
+    assert (ready(st)["status"], ready(st)["reason"]) == ("False", "NoWorkers")

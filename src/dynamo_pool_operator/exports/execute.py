@@ -8,10 +8,12 @@
   hands since.
 - withdraw: DELETE with uid + resourceVersion preconditions; NotFound is done.
 
-A refused guard (Conflict, or a uid mismatch) is a lost race, not a failure: it
-is raised so the queue retries from the fresh cache, without an ExportFailed
-event. Any other failure records Warning `ExportFailed` about that export and is
-raised too. Every write goes to the resolved ServiceExport version.
+A refused guard (Conflict, or a uid mismatch) or a create that finds the name
+taken (a stale cache) is a lost race, not a failure: it is reported in
+`Outcome.lost`, so the relay is retried at once from fresh state with no error,
+no ExportFailed event and no status line for it. Any other failure records
+Warning `ExportFailed` about that export and is returned as an error. Every
+write goes to the resolved ServiceExport version.
 """
 
 from __future__ import annotations
@@ -39,14 +41,18 @@ FIELD_MANAGER = "dynamo-pool-operator"
 
 
 class StaleExport(Exception):
-    """A guarded write was refused because the export changed since the cache read:
-    re-plan from fresh state (the change's watch event requeues us too)."""
+    """A guarded write was refused because the export changed since the cache read
+    (or a create found the name taken): re-plan from fresh state."""
 
 
 @dataclass
 class Outcome:
+    """One line per export name for `status.exports[]`, the failed writes, and the
+    races lost to another writer (each a sentence naming the export and versions)."""
+
     statuses: list[ExportStatus] = field(default_factory=list)
     errors: list[Exception] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
 
 
 def export_body(resource: Resource, relay: Relay, name: str) -> dict[str, Any]:
@@ -105,14 +111,18 @@ class Executor:
         }
 
     async def run(self, relay: Relay, plan: Plan) -> Outcome:
-        out = Outcome(statuses=list(plan.skipped))
-        regarding = {k: v for k, v in relay.reference().items() if k != "resourceVersion"}
+        out = Outcome()
+        # One line per name: a skipped name whose withdrawal then fails shows the
+        # failure (status.exports is a list keyed by name; two lines of one name
+        # would make the API server refuse the whole status).
+        lines = {s.name: s for s in plan.skipped}
+        regarding = relay.reference()  # at the version read, as the related objects
         for action in plan.actions:
             try:
                 state = await self._one(relay, regarding, action)
             except StaleExport as e:
-                out.errors.append(e)
-                state = ExportStatus(action.name, "Pending", "Conflict", str(e))
+                out.lost.append(str(e))
+                continue
             except errors.ApiError as e:
                 self._writes.labels(action.verb.value, "error").inc()
                 self.recorder.emit(
@@ -126,7 +136,8 @@ class Executor:
                 out.errors.append(e)
                 state = ExportStatus(action.name, "Failed", "ExportFailed", str(e))
             if state is not None:
-                out.statuses.append(state)
+                lines[action.name] = state
+        out.statuses = list(lines.values())
         return out
 
     async def _one(
@@ -140,9 +151,8 @@ class Executor:
                     export_body(self.resource, relay, name),
                     field_manager=FIELD_MANAGER,
                 )
-            except errors.AlreadyExists:
-                log.info("export exists but is not cached yet; waiting for the watch", extra=where)
-                return ExportStatus(name, "Pending", "NotCachedYet")
+            except errors.AlreadyExists as e:
+                raise StaleExport(f"create of ServiceExport {name}: exists, not cached yet") from e
             self._writes.labels("Create", "ok").inc()
             log.info("created ServiceExport", extra=where)
             self.recorder.emit(
@@ -169,7 +179,10 @@ class Executor:
                 # since we looked: the server answers 409 for each. Anything else (e.g. an
                 # admission refusal, 422) is a failure and recorded as ExportFailed.
                 self._writes.labels("Repair", "stale").inc()
-                raise StaleExport(f"repair of {name} refused, it changed since read: {e}") from e
+                raise StaleExport(
+                    f"repair of ServiceExport {name} read at resourceVersion "
+                    f"{meta['resourceVersion']} lost a race: {e}"
+                ) from e
             self._writes.labels("Repair", "ok").inc()
             log.info("repaired ServiceExport (%s)", ", ".join(action.fields), extra=where)
             self.recorder.emit(
@@ -197,7 +210,8 @@ class Executor:
             except errors.Conflict as e:
                 self._writes.labels("Withdraw", "stale").inc()
                 raise StaleExport(
-                    f"withdrawal of {name} refused, it changed since read: {e}"
+                    f"withdrawal of ServiceExport {name} read at resourceVersion "
+                    f"{meta['resourceVersion']} lost a race: {e}"
                 ) from e
             self._writes.labels("Withdraw", "ok").inc()
             log.info("withdrew ServiceExport", extra=where)

@@ -91,6 +91,11 @@ class ClusterID:
         value = spec.get("value") if isinstance(spec, Mapping) else None
         return value if isinstance(value, str) else ""
 
+    def effective(self, spec_cluster_id: str) -> str:
+        """The relay's effective cluster ID: its spec.clusterId, else the cluster's own
+        (the About API property, where the check runs), else empty."""
+        return spec_cluster_id or (self.value if self.checked else "")
+
     def reference(self) -> dict[str, Any]:
         meta = (self.obj or {}).get("metadata") or {}
         ref = {
@@ -196,9 +201,15 @@ def plan(
                     dgd,
                 )
             )
-        # The cluster ID is an About API notion: the check is standard MCS only.
+        # The cluster ID is an About API notion: the check is standard MCS only. A relay
+        # without spec.clusterId takes the cluster's own ID: nothing to disagree with.
         checked = implementation == MCS and cluster_id.checked
-        if checked and cluster_id.value and cluster_id.value != relay.cluster_id:
+        if (
+            checked
+            and cluster_id.value
+            and relay.cluster_id
+            and cluster_id.value != relay.cluster_id
+        ):
             warnings.append(
                 Warning(
                     Warn.CLUSTER_ID_MISMATCH,

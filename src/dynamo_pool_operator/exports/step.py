@@ -21,6 +21,7 @@ from ..api.relay import Relay
 from ..features import ABOUT_GROUP
 from ..poolrelay.decide import Decision
 from ..poolrelay.reconcile import ExportOutcome
+from ..runtime import errors
 from ..runtime.client import Client
 from ..runtime.controller import Request
 from ..runtime.events import EventRecorder
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 WARNING_ACTIONS = {Warn.CLUSTER_ID_MISMATCH: "CheckClusterID"}
 
 
-class ClusterIDUnreadable(Exception):
+class ClusterIDUnreadable(errors.Reported):
     """The ClusterProperty cache is not synced: the cluster ID cannot be checked."""
 
 
@@ -96,30 +97,29 @@ class PoolExports:
         self.executor = Executor(client, resource, recorder, registry)
         self._states = _StateGauge(registry)
 
-    def _cluster_id(self) -> ClusterID:
+    def read_cluster_id(self, relay: Relay) -> ClusterID:
+        """The cluster's ID property as the cluster ID check and the effective cluster ID
+        need it: unchecked with karmada or without the About API; raises (and records
+        `ExportFailed` about the property) when its cache cannot be read."""
         informer = self.caches.cluster_properties
         if informer is None:
             return ClusterID()
         if not informer.has_synced:
-            raise ClusterIDUnreadable(
+            e = ClusterIDUnreadable(
                 f"cannot read ClusterProperty {CLUSTER_ID_PROPERTY}: its cache has not synced "
                 "(see the operator log: is the ClusterProperty reader role bound?)"
             )
+            related = ClusterID(api_version=self.about_version).reference()
+            self.recorder.emit(
+                relay.reference(), related, "Warning", "ExportFailed", "ReadClusterID", str(e)
+            )
+            raise e
         return ClusterID(True, informer.store.get("", CLUSTER_ID_PROPERTY), self.about_version)
 
-    async def reconcile(self, relay: Relay, pool: Pool | None, decision: Decision) -> ExportOutcome:
-        regarding = {k: v for k, v in relay.reference().items() if k != "resourceVersion"}
-        failures: list[Exception] = []
-        cluster_id = ClusterID()
-        if decision.publish:
-            try:
-                cluster_id = self._cluster_id()
-            except ClusterIDUnreadable as e:
-                failures.append(e)
-                related = ClusterID(api_version=self.about_version).reference()
-                self.recorder.emit(
-                    regarding, related, "Warning", "ExportFailed", "ReadClusterID", str(e)
-                )
+    async def reconcile(
+        self, relay: Relay, pool: Pool | None, decision: Decision, cluster_id: ClusterID
+    ) -> ExportOutcome:
+        regarding = relay.reference()  # at the version read, as the related objects
         store = self.caches.exports.store
         exports = relevant_exports(
             relay,
@@ -145,8 +145,9 @@ class PoolExports:
                 w.message,
             )
         outcome = await self.executor.run(relay, the_plan)
-        self._states.update((relay.namespace, relay.name), [s.state for s in outcome.statuses])
-        return ExportOutcome(exports=outcome.statuses, errors=failures + outcome.errors)
+        if not outcome.lost:  # a lost race is re-planned at once: keep the last tally
+            self._states.update((relay.namespace, relay.name), [s.state for s in outcome.statuses])
+        return ExportOutcome(exports=outcome.statuses, errors=outcome.errors, lost=outcome.lost)
 
     def forget(self, request: Request) -> None:
         """The relay is gone: its exports leave the state gauge (GC deletes them)."""

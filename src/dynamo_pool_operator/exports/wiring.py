@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..api import crd, labels, names
@@ -118,16 +119,36 @@ def wire_exports(
     return out
 
 
-async def withdraw_leftover_exports(client: Client, version: str, namespace: str | None) -> int:
-    """Feature off (SPEC §4.11): once at startup, delete the exports this operator made
-    (our label, a DynamoPoolRelay as controller), each with uid + resourceVersion
-    preconditions. Returns how many were deleted."""
+@dataclass
+class Cleanup:
+    """One pass of the feature-off cleanup: how many exports it withdrew, and the
+    failures (each naming the export, or the list) that a later pass retries."""
+
+    withdrawn: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+async def withdraw_leftover_exports(client: Client, version: str, namespace: str | None) -> Cleanup:
+    """Feature off: delete the exports this operator made (our label, a
+    DynamoPoolRelay as controller), each with uid + resourceVersion preconditions.
+    Never raises for an API error: a refused list or delete is a failure of this pass,
+    reported to the caller, which retries the pass."""
     res = serviceexports(version)
-    listed = await client.list(res, namespace, label_selector=labels.DGD_NAME)
-    deleted = 0
+    out = Cleanup()
+    try:
+        listed = await client.list(res, namespace, label_selector=labels.DGD_NAME)
+    except errors.ApiError as e:
+        out.failures.append(f"list ServiceExports: {e}")
+        return out
     for export in listed.items:
-        deleted += await _withdraw_if_ours(client, res, export)
-    return deleted
+        try:
+            out.withdrawn += await _withdraw_if_ours(client, res, export)
+        except errors.ApiError as e:
+            meta = export.get("metadata") or {}
+            out.failures.append(
+                f"delete ServiceExport {meta.get('namespace')}/{meta.get('name')}: {e}"
+            )
+    return out
 
 
 async def _withdraw_if_ours(client: Client, res: Resource, export: Obj, attempts: int = 3) -> int:

@@ -3,6 +3,8 @@
 Precedence, first match wins. It runs from "is there anything to publish at all"
 to "may we write our objects", so the reason shown is the one to fix first:
 
+0. `RelayTerminating` — the relay itself is being deleted (held by a finalizer):
+   nothing of its pool may stay published while it goes.
 1. `InvalidConfiguration` — the relay's own name or spec is unusable; nothing
    else matters until the relay itself is fixed.
 2. `DGDNotFound`, then `DGDTerminating` — there is no pool (or it is going away).
@@ -30,6 +32,7 @@ class Reason(StrEnum):
     """The `Ready` condition's reason: why a relay is (not) published."""
 
     PUBLISHED = "Published"
+    RELAY_TERMINATING = "RelayTerminating"
     INVALID_CONFIGURATION = "InvalidConfiguration"
     DGD_NOT_FOUND = "DGDNotFound"
     DGD_TERMINATING = "DGDTerminating"
@@ -87,6 +90,12 @@ def decide(
 ) -> Decision:
     """Decide for `relay` given its pool (None when the DGD is absent) and the cached
     objects named `<name>-pool-relay` keyed by kind ("Deployment", "Service")."""
+    if relay.terminating:
+        return Decision(
+            Reason.RELAY_TERMINATING,
+            "the DynamoPoolRelay is being deleted; its pool is withdrawn (a finalizer "
+            "holds it: the deletion completes when that finalizer is removed)",
+        )
     relay_name = names.relay_name(relay.name)
     name_problems = names.dns1035_label_errors(relay_name)
     if name_problems:

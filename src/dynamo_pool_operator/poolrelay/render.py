@@ -41,11 +41,11 @@ def _field_env(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
 
 
-def _env(relay: Relay, pool: Pool) -> list[dict[str, Any]]:
+def _env(relay: Relay, pool: Pool, cluster_id: str) -> list[dict[str, Any]]:
     return [
         {"name": "DYN_NAMESPACE", "value": pool.dynamo_namespace},
         {"name": "DYN_DISCOVERY_BACKEND", "value": KUBERNETES_DISCOVERY},
-        {"name": "DYN_CLUSTER_ID", "value": relay.cluster_id},
+        {"name": "DYN_CLUSTER_ID", "value": cluster_id},
         {"name": "DYN_PARENT_DGD_K8S_NAME", "value": pool.name},
         {"name": "DYN_PARENT_DGD_K8S_NAMESPACE", "value": pool.namespace},
         {"name": "DYN_POOL_RELAY_PORT", "value": str(relay.port)},
@@ -59,14 +59,15 @@ def _probe(period: int) -> dict[str, Any]:
     return {"tcpSocket": {"port": PORT_NAME}, "periodSeconds": period}
 
 
-def deployment(relay: Relay, pool: Pool) -> dict[str, Any]:
-    """The relay Deployment (apps/v1), with its render hash annotation."""
+def deployment(relay: Relay, pool: Pool, cluster_id: str | None = None) -> dict[str, Any]:
+    """The relay Deployment (apps/v1), with its render hash annotation. `cluster_id` is
+    the effective cluster ID (`relay.cluster_id` when not given)."""
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": relay.image,
         "imagePullPolicy": relay.image_pull_policy,
         "ports": [{"name": PORT_NAME, "containerPort": relay.port, "protocol": "TCP"}],
-        "env": _env(relay, pool),
+        "env": _env(relay, pool, relay.cluster_id if cluster_id is None else cluster_id),
         "readinessProbe": _probe(5),
         "livenessProbe": _probe(10),
         "securityContext": {

@@ -18,6 +18,9 @@ from ..api.relay import API_VERSION, Relay
 from .decide import Decision
 
 READY = "Ready"
+#: The Ready reason of a published relay whose own Deployment or Service write the API
+#: server refused: the pool is not importable while its relay objects are missing.
+WRITE_REFUSED = "WriteRefused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +53,11 @@ def desired_status(
     cluster_id: str,
     exports: Sequence[ExportStatus],
     now: datetime,
+    refused: str = "",
 ) -> dict[str, Any]:
-    """The status the relay should show; `current` is the cached `status` (or None)."""
+    """The status the relay should show; `current` is the cached `status` (or None).
+    `refused` names the relay's own writes the API server refused (published relays
+    only): Ready is then False with reason `WriteRefused`."""
     current = current or {}
     old_ready = next(
         (
@@ -61,7 +67,10 @@ def desired_status(
         ),
         None,
     )
-    status_value = "True" if decision.publish else "False"
+    ready = decision.publish and not refused
+    reason = decision.reason.value if not (decision.publish and refused) else WRITE_REFUSED
+    message = refused if decision.publish and refused else decision.message
+    status_value = "True" if ready else "False"
     transition = (
         old_ready["lastTransitionTime"]
         if old_ready
@@ -75,8 +84,8 @@ def desired_status(
             {
                 "type": READY,
                 "status": status_value,
-                "reason": decision.reason.value,
-                "message": decision.message[:32768],
+                "reason": reason,
+                "message": message[:32768],
                 "observedGeneration": relay.generation,
                 "lastTransitionTime": transition,
             }

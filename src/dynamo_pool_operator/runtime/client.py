@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import random
+import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,21 @@ AGGREGATED_DISCOVERY = (
 )
 
 DEFAULT_USER_AGENT = f"dynamo-pool-operator/{__version__}"
+
+# Connection timing as client-go's transport (k8s.io/client-go/transport/cache.go: a
+# net.Dialer with Timeout and KeepAlive of 30 s, TLSHandshakeTimeout 10 s). Without
+# them a connection to a host that went away silently hung until the request's total
+# timeout, and a watch (which has none) until its read timeout, minutes later.
+#: Seconds to establish a connection, TCP and TLS together (aiohttp's sock_connect).
+DIAL_TIMEOUT = 30.0
+#: Seconds for the TLS handshake alone.
+TLS_HANDSHAKE_TIMEOUT = 10.0
+#: TCP keepalive: first probe after this many idle seconds, then one every as many.
+TCP_KEEPALIVE = 30.0
+#: Seconds a watch may stay silent before it counts as dead. The informer asks the
+#: server to end every watch sooner than this (and the server sends a bookmark just
+#: before it does), so a healthy watch never stays silent this long; see informer.py.
+WATCH_IDLE_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +74,21 @@ class ServedResource:
         return Resource(self.group, self.version, self.plural, self.kind, self.namespaced)
 
 
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    """What discovery found, and the group versions it could not read.
+
+    An aggregated API whose server is down (metrics-server, say) answers 503 for its
+    group version, or is marked Stale in aggregated discovery. As client-go's partial
+    discovery does, its resources are left out and the rest is returned: the caller
+    decides whether a group it needs is among `unavailable`.
+    """
+
+    resources: list[ServedResource]
+    #: "group/version" (core: "v1") -> why it could not be read.
+    unavailable: dict[str, str]
+
+
 class Client:
     """One connection pool to one API server, shared by informers and writers."""
 
@@ -70,6 +101,10 @@ class Client:
         burst: int = 100,
         request_timeout: float = 30.0,
         max_retries: int = 5,
+        dial_timeout: float = DIAL_TIMEOUT,
+        tls_handshake_timeout: float = TLS_HANDSHAKE_TIMEOUT,
+        tcp_keepalive: float = TCP_KEEPALIVE,
+        watch_idle_timeout: float = WATCH_IDLE_TIMEOUT,
     ) -> None:
         self.config = config
         self.user_agent = user_agent
@@ -78,13 +113,28 @@ class Client:
         self._limiter = TokenBucket(qps, burst) if qps and qps > 0 else None
         self._timeout = request_timeout
         self._max_retries = max_retries
+        self._dial_timeout = dial_timeout
+        self._tls_handshake_timeout = tls_handshake_timeout
+        self._tcp_keepalive = tcp_keepalive
+        #: Seconds of silence after which a watch is given up as dead (`ServerTimeout`).
+        self.watch_idle_timeout = watch_idle_timeout
+        #: Asked right before each write is sent (retries included); False refuses it
+        #: with `NotLeader`, unsent. The operator sets its elector's `is_leader` here,
+        #: so no write of this client leaves once leadership has ended: the one place
+        #: every writer (reconciler, Events, exports) goes through.
+        self.write_gate: Callable[[], bool] | None = None
         self._session: aiohttp.ClientSession | None = None
 
     # ------------------------------------------------------------ lifecycle
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, enable_cleanup_closed=True),
+                connector=_Connector(
+                    tls_handshake_timeout=self._tls_handshake_timeout,
+                    limit=0,
+                    enable_cleanup_closed=True,
+                    socket_factory=_keepalive_sockets(self._tcp_keepalive),
+                ),
                 json_serialize=lambda o: orjson.dumps(o).decode(),
             )
         return self._session
@@ -113,9 +163,11 @@ class Client:
     ) -> Any:
         """Send one request and decode the JSON answer; raise a classified `ApiError`.
 
-        Retries only where the server said the request was not processed: an answer
-        with Retry-After (429, or 5xx from APF/webhooks), up to `max_retries`, and
-        once after a 401 with refreshed credentials (rotated token or exec plugin).
+        Retries only where the server said to, up to `max_retries` times, waiting
+        Retry-After (at most 30 s) each time: a 429 for every verb (not processed
+        at all), a 5xx carrying Retry-After for idempotent requests only (see
+        `_repeatable`); and once after a 401 with refreshed credentials (rotated
+        token or exec plugin). Nothing else: no connection failure, no timeout.
         """
         data = orjson.dumps(body) if body is not None else None
         attempt = 0
@@ -129,6 +181,9 @@ class Client:
             headers.update(await self.config.credentials.headers())
             if data is not None:
                 headers["Content-Type"] = content_type
+            ssl = await self.config.credentials.ssl_context()
+            if method not in _READS and self.write_gate is not None and not self.write_gate():
+                raise errors.NotLeader(f"{method} {path}: not sent, this replica does not lead")
             try:
                 async with self._http().request(
                     method,
@@ -136,10 +191,12 @@ class Client:
                     params=params,
                     data=data,
                     headers=headers,
-                    ssl=await self.config.credentials.ssl_context(),
+                    ssl=ssl,
                     server_hostname=self.config.server_hostname,
                     proxy=self.config.proxy,
-                    timeout=aiohttp.ClientTimeout(total=self._timeout),
+                    timeout=aiohttp.ClientTimeout(
+                        total=self._timeout, sock_connect=self._dial_timeout
+                    ),
                 ) as resp:
                     raw = await resp.read()
                     if resp.status < 300:
@@ -153,7 +210,11 @@ class Client:
                 refreshed = True
                 self.config.credentials.invalidate()
                 continue
-            retry_after = getattr(err, "retry_after", None)
+            retry_after = err.retry_after
+            if isinstance(err, errors.ServerError | errors.ServerTimeout) and not _repeatable(
+                method, content_type
+            ):
+                retry_after = None
             if retry_after is not None and attempt < self._max_retries:
                 attempt += 1
                 await asyncio.sleep(min(retry_after, 30.0))
@@ -229,8 +290,11 @@ class Client:
                 ssl=await self.config.credentials.ssl_context(),
                 server_hostname=self.config.server_hostname,
                 proxy=self.config.proxy,
-                # The server ends the watch after timeout_seconds; allow it a margin.
-                timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
+                # No total: a watch lasts as long as the server keeps it. Silence is
+                # what gives a dead one away (see WATCH_IDLE_TIMEOUT).
+                timeout=aiohttp.ClientTimeout(
+                    total=None, sock_connect=self._dial_timeout, sock_read=self.watch_idle_timeout
+                ),
             ) as resp:
                 if resp.status >= 300:
                     raw = await resp.read()
@@ -246,7 +310,10 @@ class Client:
                         if line.strip():
                             yield line
         except TimeoutError as e:
-            raise errors.ServerTimeout(f"watch {res.group_resource}: stalled") from e
+            raise errors.ServerTimeout(
+                f"watch {res.group_resource}: no byte in {self.watch_idle_timeout:.0f}s "
+                "(or no connection): the connection is taken for dead"
+            ) from e
         except aiohttp.ClientError as e:
             raise errors.ConnectionFailed(f"watch {res.group_resource}: {e}") from e
 
@@ -384,15 +451,28 @@ class Client:
 
     # ------------------------------------------------------------ discovery
     async def server_resources(self) -> builtins.list[ServedResource]:
+        """Every served group/version/resource (subresources left out) that discovery
+        could read; see `discover` for the group versions it could not."""
+        return (await self.discover()).resources
+
+    async def discover(self) -> Discovery:
         """Every served group/version/resource (subresources left out), from aggregated
-        discovery (one request) or, on an older server, the legacy per-group endpoints."""
+        discovery (one request) or, on an older server, the legacy per-group endpoints;
+        an unavailable group version is skipped and named in `unavailable`."""
         out: builtins.list[ServedResource] = []
+        unavailable: dict[str, str] = {}
         for root in ("/api", "/apis"):
             doc = await self.request("GET", root, accept=AGGREGATED_DISCOVERY)
             if doc.get("kind") == "APIGroupDiscoveryList":
                 for group in doc.get("items") or []:
                     gname = group.get("metadata", {}).get("name", "")
                     for ver in group.get("versions") or []:
+                        if ver.get("freshness") == "Stale":
+                            gv = f"{gname}/{ver['version']}" if gname else ver["version"]
+                            unavailable[gv] = (
+                                "stale in aggregated discovery: its server did not answer"
+                            )
+                            continue
                         for r in ver.get("resources") or []:
                             out.append(
                                 ServedResource(
@@ -404,11 +484,11 @@ class Client:
                                 )
                             )
             else:
-                out.extend(await self._legacy_discovery(root, doc))
-        return out
+                out.extend(await self._legacy_discovery(root, doc, unavailable))
+        return Discovery(out, unavailable)
 
     async def _legacy_discovery(
-        self, root: str, doc: dict[str, Any]
+        self, root: str, doc: dict[str, Any], unavailable: dict[str, str]
     ) -> builtins.list[ServedResource]:
         gvs: builtins.list[tuple[str, str]] = []
         if root == "/api":
@@ -422,6 +502,9 @@ class Client:
             try:
                 rl = await self.request("GET", path)
             except errors.NotFound:
+                continue  # removed since the group list: not served
+            except errors.ApiError as e:
+                unavailable[f"{group}/{version}" if group else version] = str(e)
                 continue
             for r in rl.get("resources") or []:
                 if "/" not in r["name"]:
@@ -439,6 +522,61 @@ class Client:
         ]
 
 
+#: Methods that never change anything: the write gate lets them through.
+_READS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: Requests whose repeat cannot do more than the first did. A 5xx with Retry-After may
+#: come after the server carried the request out (a 504 once the write was stored):
+#: repeating a create would then fail as AlreadyExists, so a create is left to the
+#: caller. client-go retries every verb; we retry these. A PUT carries the
+#: resourceVersion it read, so a repeat of one that landed is refused (Conflict).
+_REPEATABLE_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE"})
+#: PATCH bodies that state the end result rather than a change: applying one twice
+#: leaves the object as applying it once does.
+_REPEATABLE_PATCHES = frozenset({APPLY_PATCH, MERGE_PATCH})
+
+
+def _repeatable(method: str, content_type: str) -> bool:
+    if method in _REPEATABLE_METHODS:
+        return True
+    return method == "PATCH" and content_type in _REPEATABLE_PATCHES
+
+
+def _keepalive_sockets(idle: float) -> Callable[[tuple[Any, ...]], socket.socket]:
+    """Sockets with TCP keepalive every `idle` seconds, as Go's dialer sets it: the
+    kernel then notices a peer that vanished (a node gone, a reset it never got)
+    on connections we only read from, such as a watch."""
+
+    def make(addr_info: tuple[Any, ...]) -> socket.socket:
+        family, type_, proto, _, _ = addr_info
+        sock = socket.socket(family=family, type=type_, proto=proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        seconds = max(int(idle), 1)
+        for option in ("TCP_KEEPIDLE", "TCP_KEEPINTVL"):  # Linux; elsewhere the OS default
+            if hasattr(socket, option):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), seconds)
+        return sock
+
+    return make
+
+
+class _Connector(aiohttp.TCPConnector):
+    """aiohttp's connector with a TLS handshake timeout of its own.
+
+    aiohttp bounds connecting as a whole (`sock_connect`) but lets asyncio's 60 s
+    default stand for the handshake. It hands its keyword arguments on to
+    `loop.create_connection`, which takes `ssl_handshake_timeout`; the unit tests
+    check that the bound holds, should aiohttp stop handing them on."""
+
+    def __init__(self, *, tls_handshake_timeout: float, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._tls_handshake_timeout = tls_handshake_timeout
+
+    async def _wrap_create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("ssl"):
+            kwargs.setdefault("ssl_handshake_timeout", self._tls_handshake_timeout)
+        return await super()._wrap_create_connection(*args, **kwargs)
+
+
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:
     params: dict[str, str] = {}
     if label_selector:
@@ -452,7 +590,8 @@ def _error_from(status: int, raw: bytes, retry_after_header: str | None) -> erro
     try:
         body = orjson.loads(raw) if raw else None
     except orjson.JSONDecodeError:
-        body = {"message": raw[:500].decode(errors="replace")}
+        # A plain-text answer (the aggregator's 503 "service unavailable\n"): one line.
+        body = {"message": raw[:500].decode(errors="replace").strip()}
     retry_after: float | None = None
     if retry_after_header:
         try:

@@ -8,6 +8,8 @@ and call `reconcile`. The reconcile contract is controller-runtime's:
 
 - an exception -> log it with the key, requeue with per-key exponential backoff;
 - `Result(requeue_after=d)` -> forget the backoff, come back after `d`;
+- `Result(requeue=True)` -> come back through the key's rate limiter (a lost race:
+  not an error, so not logged or counted as one);
 - otherwise -> forget the backoff; wait for the next event.
 
 There are no terminal errors: anything that failed is retried. A key is never
@@ -19,9 +21,11 @@ particular event, only on the state now.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -45,9 +49,13 @@ Predicate = Callable[[EventType, Obj | None, Obj | None], bool]
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    """What a successful reconcile asks for: nothing, or another look after a delay."""
+    """What a successful reconcile asks for: nothing, another look after a delay, or
+    (`requeue`) another look soon through the key's rate limiter, as for a lost race
+    (the first retry comes within milliseconds; a race lost again and again backs off
+    instead of hot-looping). Neither is an error."""
 
     requeue_after: float | None = None
+    requeue: bool = False
 
 
 class Reconciler(Protocol):
@@ -164,6 +172,12 @@ class _Metrics:
             ["controller"],
             registry=registry,
         )
+        self.worker_restarts = Counter(
+            "controller_worker_restarts",
+            "Workers that died (a bug escaped the reconcile guard) and were replaced.",
+            ["controller"],
+            registry=registry,
+        )
 
     @classmethod
     def for_registry(cls, registry: CollectorRegistry) -> _Metrics:
@@ -175,7 +189,16 @@ class _Metrics:
 
 # --------------------------------------------------------------------- controller
 class Controller:
-    """One named controller: its watches, its queue and its workers."""
+    """One named controller: its watches, its queue and its workers.
+
+    Workers are supervised. A reconcile's failure never ends a worker (a stray
+    CancelledError included), but should a worker task die anyway it is replaced at
+    once and counted (`controller_worker_restarts_total`). Workers that die more than
+    `max_worker_restarts` times within `worker_restart_window` seconds are not
+    replaced: something is broken for good, and `healthy` turns False so that
+    /healthz fails and kubelet restarts the process rather than leaving a leader
+    that holds the Lease and reconciles nothing.
+    """
 
     def __init__(
         self,
@@ -187,27 +210,36 @@ class Controller:
         clock: Clock | None = None,
         rate_limiter: RateLimiter[Request] | None = None,
         registry: CollectorRegistry | None = None,
+        max_worker_restarts: int = 5,
+        worker_restart_window: float = 60.0,
     ) -> None:
         self.name = name
         self.reconciler = reconciler
         self.workers = workers
         self.cache_sync_timeout = cache_sync_timeout
+        self.max_worker_restarts = max_worker_restarts
+        self.worker_restart_window = worker_restart_window
         self._clock = clock or SystemClock()
         registry = registry if registry is not None else metrics.REGISTRY
         self.queue: WorkQueue[Request] = WorkQueue(
             name, clock=self._clock, rate_limiter=rate_limiter, registry=registry
         )
         self._m = _Metrics.for_registry(registry)
-        for result in ("success", "error", "requeue_after"):
+        for result in ("success", "error", "requeue", "requeue_after"):
             self._m.total.labels(name, result)  # series exist from the start, at 0
         self._m.errors.labels(name)
+        self._m.worker_restarts.labels(name)
         self._m.max_workers.labels(name).set(workers)
         self._informers: list[Informer] = []
         #: Caches worth a short wait at start, but whose failure must not stop us.
         self._optional: list[Informer] = []
         self.optional_sync_grace = 10.0
         self._handlers: list[tuple[Informer, EventHandler]] = []
-        self._tasks: list[asyncio.Task[None]] = []
+        #: The running worker of each slot (0..workers-1).
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._stopping = False
+        self._deaths: deque[float] = deque()  # monotonic times workers died, in the window
+        self._lost_workers = 0  # slots whose worker died and was not replaced
         #: Optional hook: awaited before each reconcile (tests pause the controller here).
         self.before_reconcile: Callable[[Request], Awaitable[None]] | None = None
 
@@ -280,6 +312,11 @@ class Controller:
         return self.watches(informer, owner_key, predicate)
 
     @property
+    def healthy(self) -> bool:
+        """False once a worker died and was not replaced (see the class docstring)."""
+        return self._lost_workers == 0
+
+    @property
     def settled(self) -> bool:
         """No key queued or being reconciled (delayed retries may still be pending)."""
         return len(self.queue) == 0 and self.queue.processing == 0
@@ -313,23 +350,64 @@ class Controller:
     async def start(self) -> None:
         """Wait for caches, then start the workers (returns once they run)."""
         await self.wait_for_caches()
-        for i in range(self.workers):
-            self._tasks.append(asyncio.create_task(self._worker(), name=f"{self.name}-worker-{i}"))
+        self._stopping = False
+        for slot in range(self.workers):
+            self._spawn(slot)
         log.info("controller started", extra={"controller": self.name, "workers": self.workers})
 
     async def stop(self, drain_timeout: float = 30.0) -> None:
-        """Stop taking new keys, let in-flight reconciles finish (bounded), stop workers."""
+        """Hand out no more keys, let the reconciles in flight finish (at most
+        `drain_timeout` seconds; 0 cancels them at once), then stop the workers.
+        Keys still queued are dropped: the next leader reconciles everything."""
+        self._stopping = True
         for informer, handler in self._handlers:
             informer.remove_handler(handler)
         drained = await self.queue.shut_down_with_drain(drain_timeout)
-        for task in self._tasks:
+        tasks = list(self._tasks.values())
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
         if not drained:
             log.warning(
                 "controller %s: reconciles still running after %.0fs", self.name, drain_timeout
             )
+
+    # ------------------------------------------------------------ workers
+    def _spawn(self, slot: int) -> None:
+        task = asyncio.create_task(self._worker(), name=f"{self.name}-worker-{slot}")
+        self._tasks[slot] = task
+        task.add_done_callback(functools.partial(self._worker_ended, slot))
+
+    def _worker_ended(self, slot: int, task: asyncio.Task[None]) -> None:
+        """Replace a worker that died while the controller runs (see the class docstring)."""
+        if self._stopping or self._tasks.get(slot) is not task:
+            return
+        error = None if task.cancelled() else task.exception()
+        if error is None and not task.cancelled() and self.queue.shutting_down:
+            return  # ShutDown: the queue was stopped under us, the normal end
+        now = self._clock.monotonic()
+        self._deaths.append(now)
+        while self._deaths and now - self._deaths[0] > self.worker_restart_window:
+            self._deaths.popleft()
+        how = "was cancelled" if task.cancelled() else f"died: {error!r}"
+        if len(self._deaths) > self.max_worker_restarts:
+            del self._tasks[slot]
+            self._lost_workers += 1
+            log.error(
+                "controller %s: worker %d %s; %d deaths in %.0fs, not replacing it "
+                "(/healthz now fails)",
+                self.name,
+                slot,
+                how,
+                len(self._deaths),
+                self.worker_restart_window,
+                exc_info=error,
+            )
+            return
+        log.error("controller %s: worker %d %s; replacing it", self.name, slot, how, exc_info=error)
+        self._m.worker_restarts.labels(self.name).inc()
+        self._spawn(slot)
 
     async def _worker(self) -> None:
         while True:
@@ -339,14 +417,34 @@ class Controller:
                 return
             try:
                 await self._reconcile_handler(key)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
+            except asyncio.CancelledError as e:
+                if _cancel_requested():
+                    raise  # the controller is stopping this worker
+                self._failed(key, e, "a CancelledError not sent to this worker")
+            except Exception as e:
                 # Never lose a worker (or its key) to a bug outside the reconcile itself.
-                log.exception("controller %s: worker failed on %s/%s", self.name, *key)
+                self._failed(key, e, "the worker failed")
+            except BaseException:
+                # The worker dies (and is replaced); its key must not die with it.
                 self.queue.add_rate_limited(key)
+                raise
             finally:
                 self.queue.done(key)
+
+    def _failed(self, key: Request, error: BaseException, what: str) -> None:
+        """Count, log (with the traceback) and retry a reconcile that failed unexpectedly."""
+        self._m.errors.labels(self.name).inc()
+        self._m.total.labels(self.name, "error").inc()
+        log.error(
+            "Reconciler error: %s/%s: %s: %r",
+            key[0],
+            key[1],
+            what,
+            error,
+            exc_info=error,
+            extra={"controller": self.name, "namespace": key[0], "object": key[1]},
+        )
+        self.queue.add_rate_limited(key)
 
     async def _reconcile_handler(self, key: Request) -> None:
         m, name = self._m, self.name
@@ -356,18 +454,23 @@ class Controller:
         m.active.labels(name).inc()
         try:
             result = await self.reconciler.reconcile(key)
-        except asyncio.CancelledError:
-            raise
+        except asyncio.CancelledError as e:
+            if _cancel_requested():
+                raise
+            # Not sent to us (the reconcile awaited something another task cancelled):
+            # a failed reconcile like any other, or it would end the worker silently.
+            self._failed(key, e, "a CancelledError not sent to this worker")
+            return
         except Exception as e:
             m.errors.labels(name).inc()
             m.total.labels(name, "error").inc()
-            # Expected API failures are one line; anything else gets its traceback.
+            # Expected failures are one line; anything else (a bug) gets its traceback.
             log.error(
                 "Reconciler error: %s/%s: %s",
                 key[0],
                 key[1],
                 e,
-                exc_info=not isinstance(e, errors.ApiError),
+                exc_info=not isinstance(e, errors.Reported),
                 extra={"controller": name, "namespace": key[0], "object": key[1]},
             )
             self.queue.add_rate_limited(key)
@@ -375,9 +478,20 @@ class Controller:
         finally:
             m.active.labels(name).dec()
             m.time.labels(name).observe(time.monotonic() - started)
+        if result is not None and result.requeue:
+            m.total.labels(name, "requeue").inc()
+            self.queue.add_rate_limited(key)
+            return
         self.queue.forget(key)
         if result is not None and result.requeue_after:
             m.total.labels(name, "requeue_after").inc()
             self.queue.add_after(key, result.requeue_after)
         else:
             m.total.labels(name, "success").inc()
+
+
+def _cancel_requested() -> bool:
+    """Whether the running task itself is being cancelled (by `stop`, say), as opposed
+    to having caught a CancelledError raised by something it awaited."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -11,7 +11,20 @@ from __future__ import annotations
 from typing import Any
 
 
-class ApiError(Exception):
+class Reported(Exception):
+    """A failure whose message says all a user needs (what failed, and the answer):
+    logged in one line, without a traceback. A traceback is for our own bugs."""
+
+
+class Failures(Reported):
+    """Several failures of one pass, each named in the message."""
+
+    def __init__(self, failures: list[Exception]) -> None:
+        self.failures = failures
+        super().__init__("; ".join(str(e) for e in failures))
+
+
+class ApiError(Reported):
     """An error answer from the API server (or the way to it)."""
 
     #: HTTP status code, 0 when no answer was received.
@@ -22,6 +35,9 @@ class ApiError(Exception):
     message: str
     #: `Status.details`, when the server sent them.
     details: dict[str, Any]
+    #: Seconds the server asked us to wait before trying again (the Retry-After header,
+    #: else `Status.details.retryAfterSeconds`); None when it did not say.
+    retry_after: float | None
 
     def __init__(
         self,
@@ -30,12 +46,14 @@ class ApiError(Exception):
         status: int = 0,
         reason: str = "",
         details: dict[str, Any] | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.message = message
         self.details = details or {}
+        self.retry_after = retry_after
 
     @property
     def retryable(self) -> bool:
@@ -83,11 +101,6 @@ class Gone(ApiError):
 class TooManyRequests(ApiError):
     """429: API Priority and Fairness (or a webhook) asks us to slow down."""
 
-    def __init__(self, message: str, *, retry_after: float | None = None, **kw: Any) -> None:
-        super().__init__(message, **kw)
-        #: Seconds from the Retry-After header (or Status.details.retryAfterSeconds).
-        self.retry_after = retry_after
-
     @property
     def retryable(self) -> bool:
         return True
@@ -117,6 +130,11 @@ class ConnectionFailed(ApiError):
         return True
 
 
+class NotLeader(ApiError):
+    """The write was not sent: this process does not (or no longer) hold the leader
+    Lease. Raised by the client's write gate, never by the server."""
+
+
 def classify(
     status: int, body: dict[str, Any] | None, retry_after: float | None = None
 ) -> ApiError:
@@ -125,7 +143,12 @@ def classify(
     reason = str(body.get("reason") or "")
     message = str(body.get("message") or f"HTTP {status}")
     details = body.get("details") if isinstance(body.get("details"), dict) else None
+    if retry_after is None and details:
+        ras = details.get("retryAfterSeconds")
+        retry_after = float(ras) if isinstance(ras, int | float) and ras > 0 else None
     kw: dict[str, Any] = {"status": status, "reason": reason, "details": details}
+    # Kept only where it means "try again": 429 and 5xx, as client-go's checkWait.
+    retry_kw: dict[str, Any] = {**kw, "retry_after": retry_after}
     if status == 404:
         return NotFound(message, **kw)
     if status == 409:
@@ -141,12 +164,9 @@ def classify(
     if status in (400, 422):
         return Invalid(message, **kw)
     if status == 429:
-        if retry_after is None and details:
-            ras = details.get("retryAfterSeconds")
-            retry_after = float(ras) if isinstance(ras, int | float) else None
-        return TooManyRequests(message, retry_after=retry_after, **kw)
+        return TooManyRequests(message, **retry_kw)
     if status == 504 or reason in ("Timeout", "ServerTimeout"):
-        return ServerTimeout(message, **kw)
+        return ServerTimeout(message, **(retry_kw if status >= 500 else kw))
     if status >= 500:
-        return ServerError(message, **kw)
+        return ServerError(message, **retry_kw)
     return ApiError(message, **kw)

@@ -217,6 +217,9 @@ class EventRecorder:
         self._writers: list[asyncio.Task[None]] = []
         self._tickers: list[asyncio.Task[None]] = []
         self._stopping = False
+        # Set by stop() and abandon(): later emits are dropped, so nothing is written
+        # once the leader has let go of (or lost) its Lease.
+        self._closed = False
         self._last_ns = 0
         self._warned: set[str] = set()
 
@@ -231,6 +234,9 @@ class EventRecorder:
         note: str,
     ) -> None:
         """Record one occurrence. Returns at once; never raises (a failure is counted)."""
+        if self._closed:
+            self._drop("shutdown")
+            return
         try:
             if type not in (NORMAL, WARNING) or not (reason and action and regarding.get("name")):
                 what = f"type={type!r} reason={reason!r} action={action!r}"
@@ -446,6 +452,7 @@ class EventRecorder:
         if self._writers:
             return
         self._stopping = False
+        self._closed = False
         self._start_writers()
         self._tickers = [
             asyncio.create_task(self._every(self._window, self._finish_expired)),
@@ -458,7 +465,12 @@ class EventRecorder:
 
     async def stop(self) -> None:
         """Write pending Events and every series' latest count, once each (no retries),
-        for at most `stop_timeout` seconds; then stop the background tasks."""
+        for at most `stop_timeout` seconds; then stop the background tasks. Emits from
+        then on are dropped ("shutdown"). Call it while still leading: the operator
+        stops its recorder before it releases the Lease."""
+        if self._closed:
+            return
+        self._closed = True
         self._stopping = True
         for task in self._tickers:
             task.cancel()
@@ -479,6 +491,29 @@ class EventRecorder:
             task.cancel()
         await asyncio.gather(*self._writers, return_exceptions=True)
         self._writers = []
+
+    async def abandon(self) -> None:
+        """Stop at once and write nothing more: for a leader that lost its Lease, whose
+        writes a successor may already be making. Writes in flight are cancelled (one
+        already on the wire may still land); queued Events and unwritten series
+        counts are dropped and counted ("not_leader"), and so are later emits
+        ("shutdown"). `stop()` afterwards does nothing."""
+        self._closed = True
+        self._stopping = True
+        tasks = self._tickers + self._writers
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._tickers, self._writers = [], []
+        while self._ops:
+            self._ops.popleft().queued = False
+            self._drop("not_leader")
+        for series in self._cache.values():
+            if series.written and series.count > series.written:
+                self._drop("not_leader")
+        self._cache.clear()
+        self._busy = 0
+        self._idle.set()
 
 
 def _reference(obj: Mapping[str, Any]) -> dict[str, Any]:

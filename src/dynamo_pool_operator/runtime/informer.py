@@ -42,7 +42,14 @@ log = logging.getLogger(__name__)
 #: Page size of the list; the client follows `continue` tokens.
 PAGE_SIZE = 500
 #: Server-side watch timeout; each watch adds up to 20 % so informers do not reconnect in step.
-WATCH_TIMEOUT_SECONDS = 300.0
+#: Shorter than client-go's 5-10 min on purpose: a watch is the one request that can go
+#: silent for good (a dead middlebox keeps the connection open), and the only sign is
+#: silence. The server sends a bookmark about once a minute and one 2 s before it ends
+#: a watch, so with every watch ending by 54 s a healthy one is never silent for the
+#: client's WATCH_IDLE_TIMEOUT (60 s), and a dead one is given up within that. The
+#: price is one more watch request per informer per minute, resumed from the
+#: bookmark's resourceVersion, so no relist.
+WATCH_TIMEOUT_SECONDS = 45.0
 WATCH_TIMEOUT_JITTER = 0.2
 #: A watch is healthy (resets the backoff, reconnects at once) if it delivered at least one
 #: event or stayed open this long. A watch that ends at once with nothing to show (a proxy

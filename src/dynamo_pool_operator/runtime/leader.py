@@ -16,8 +16,9 @@ configuration, write naive local times, never count transitions and never releas
 
 The elector never exits the process; the operator warms its caches as a follower,
 then `await elector.run(start_controllers)` (returns after a clean stop, lease released)
-and exits non-zero on `LeadershipLost`. Writers check `elector.is_leader` right before
-writing: it turns False when the renew deadline passes, even mid-request.
+and exits non-zero on `LeadershipLost`. `elector.is_leader` is the check for writers (the
+operator's client asks it before every write: `Client.write_gate`): it turns False when
+the renew deadline passes, even mid-request.
 """
 
 from __future__ import annotations
@@ -291,11 +292,23 @@ class LeaderElector:
         return task.result()
 
     async def _attempt(self, seconds: float) -> bool:
-        """One bounded try; API errors and timeouts are a failed try, not a crash."""
+        """One bounded try. Any failure is a failed try, never a crash: an exec plugin
+        that fails, a 2xx that is not JSON or a bug on the way must not end the renew
+        loop around `_lose`, or the workers would run on while nobody renews."""
         try:
             return await self._bounded(self._try_acquire_or_renew(), seconds)
         except (errors.ApiError, _AttemptTimedOut) as e:
             log.warning("lease %s: attempt by %r failed: %s", self.lease, self.identity, e)
+            return False
+        except Exception as e:
+            log.warning(
+                "lease %s: attempt by %r failed: %s: %s",
+                self.lease,
+                self.identity,
+                type(e).__name__,
+                e,
+                exc_info=True,
+            )
             return False
 
     # ------------------------------------------------------------ lifecycle
@@ -338,6 +351,11 @@ class LeaderElector:
                     self._renewed_at = started
                 elif self.holder != self.identity:
                     raise self._lose(f"lease is now held by {self.holder!r}")
+        except LeadershipLost:
+            raise
+        except Exception as e:
+            # Leadership ends one way only, whatever went wrong here.
+            raise self._lose(f"renewing failed: {type(e).__name__}: {e}") from e
         except asyncio.CancelledError:
             if self.release_on_cancel:
                 await self.release()
@@ -370,7 +388,7 @@ class LeaderElector:
             finally:
                 await _cancel_and_wait(renew)
         if renew.done() and not renew.cancelled():
-            renew.result()  # raises LeadershipLost (or an unexpected error)
+            renew.result()  # raises LeadershipLost: the renew loop ends no other way
         work.result()
 
     async def release(self) -> bool:

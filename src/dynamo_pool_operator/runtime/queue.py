@@ -294,13 +294,15 @@ class WorkQueue(Generic[K]):
     async def get(self) -> K:
         """Wait for a key and mark it processing; the caller must call `done` with it.
 
-        After `shut_down`, keys still queued continue to be handed out (as in
-        client-go); once none are left, this raises `ShutDown`, which is also what
-        getters parked at the time of `shut_down` receive.
+        After `shut_down` this raises `ShutDown` at once, keys still queued or not
+        (unlike client-go, whose `Get` hands out the backlog first): see `shut_down`.
+        Getters parked at the time of `shut_down` receive it too.
         """
-        while not self._queue:
+        while True:
             if self._shutting_down:
                 raise ShutDown(self.name)
+            if self._queue:
+                break
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._getters.append(waiter)
             try:
@@ -337,7 +339,7 @@ class WorkQueue(Generic[K]):
                 f"workqueue {self.name!r}: done({key!r}) for a key not processing"
             ) from None
         self._m_work_duration.observe(max(self._clock.monotonic() - started, 0.0))
-        if key in self._dirty:
+        if key in self._dirty and not self._shutting_down:
             self._queue.append(key)
             self._wake_one_getter()
         if not self._processing:
@@ -364,17 +366,24 @@ class WorkQueue(Generic[K]):
     # ------------------------------------------------------------------ stopping
 
     def shut_down(self) -> None:
-        """Stop accepting keys and release the parked getters with `ShutDown`.
+        """Stop handing out keys: `get` raises `ShutDown` from now on, parked getters too.
 
-        Later adds are ignored and delayed keys are dropped. Keys already queued are
-        still handed out by `get`, and keys dirty while processing are still queued
-        by `done`; workers that should stop at once must be cancelled instead.
+        Keys being processed stay with their workers until `done`; everything else is
+        dropped: queued keys, keys dirty while processing, delayed keys, later adds.
+        A stopping controller must not work through its backlog: the next leader
+        lists everything and reconciles it anyway, and a backlog of a thousand keys
+        would hold the Lease (and its writes) past the pod's termination grace
+        period, so the successor would wait for the Lease to expire instead.
         """
         if self._shutting_down:
             return
         self._shutting_down = True
         while self._getters:
             _wake(self._getters.popleft())
+        self._queue.clear()
+        self._dirty.clear()
+        self._added_at.clear()
+        self._m_depth.set(0)
         self._delayed.clear()
         self._deadline.clear()
         if self._timer is not None:
@@ -385,9 +394,8 @@ class WorkQueue(Generic[K]):
     async def shut_down_with_drain(self, timeout: float | None = None) -> bool:
         """`shut_down`, then wait until no key is processing, at most `timeout` seconds.
 
-        Returns True if the queue drained, False on timeout (None: wait for ever). Workers that keep
-        calling `get` also work through the keys still queued, so with running
-        workers this waits for those too.
+        Returns True if the keys in flight were finished, False on timeout (None: wait
+        for ever). Only those: queued keys are dropped by `shut_down`.
         """
         self.shut_down()
         if timeout is None:

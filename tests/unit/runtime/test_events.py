@@ -464,6 +464,42 @@ async def test_stop_writes_events_emitted_before_start(
     assert api.verbs() == ["create"]
 
 
+async def test_emit_after_stop_is_dropped_and_never_written(
+    make: RecorderFactory, api: FakeEventsApi, registry: CollectorRegistry
+) -> None:
+    """stop() is final: it ran before the Lease was released, so anything emitted
+    later would be written by a replica that no longer leads."""
+    rec = await make()
+    await rec.stop()
+    warn(rec)
+    await rec.stop()
+    await asyncio.sleep(0)
+    assert api.calls == []
+    assert dropped(registry, "shutdown") == 1
+
+
+async def test_abandon_writes_nothing_more_and_counts_what_it_dropped(
+    make: RecorderFactory, api: FakeEventsApi, registry: CollectorRegistry
+) -> None:
+    """For a leader that lost its Lease: no flush. The unwritten repeats of a series and
+    an Event still queued are dropped and counted; nothing is sent, then or later."""
+    rec = await make()
+    for _ in range(2):
+        warn(rec)
+        await rec.wait_idle()
+    assert api.verbs() == ["create", "patch"]
+    warn(rec)  # count 3, in memory until a heartbeat or stop()
+    warn(rec, reason="Other")  # queued, not yet taken by a writer
+    await rec.abandon()
+    warn(rec, reason="Late")
+    await rec.stop()
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert api.verbs() == ["create", "patch"]
+    assert dropped(registry, "not_leader") == 2
+    assert dropped(registry, "shutdown") == 1
+
+
 # ---------------------------------------------------------------- failures
 
 

@@ -18,10 +18,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.auth import ConfigError
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.leader import (
     LeaderElector,
@@ -149,7 +151,7 @@ class FakeLeaseClient:
     def __init__(self, store: LeaseStore, clock: FakeClock) -> None:
         self.store = store
         self.clock = clock
-        self.failing: errors.ApiError | None = None  # raise before the server sees it
+        self.failing: Exception | None = None  # raise before the server sees it
         self.hang = False  # never answer
         self.lose_responses = False  # server applies the write, the answer is lost
         self.latency = 0.0  # seconds of (fake) time each request takes
@@ -483,6 +485,63 @@ async def test_transient_renew_errors_are_tolerated_until_the_deadline(
     assert not renew.done()
     assert a.is_leader
     await stop(renew)
+
+
+#: Failures no API error class describes: what an exec plugin, a broken proxy (a 2xx that
+#: is not JSON) or a bug in between can raise. Each must count as a failed attempt.
+UNEXPECTED = [
+    ConfigError("exec plugin: exited with code 1: token service down"),
+    orjson.JSONDecodeError("unexpected character", "<html>", 0),
+    RuntimeError("a bug between the elector and the wire"),
+]
+
+
+@pytest.mark.parametrize("failure", UNEXPECTED, ids=lambda e: type(e).__name__)
+async def test_an_unexpected_renew_failure_is_a_failed_attempt_and_ends_leadership_by_the_deadline(
+    make: MakeElector, clock: FakeClock, failure: Exception
+) -> None:
+    """Such a failure does not escape the renew loop: renewals are retried until the renew
+    deadline, as for any failure, and leadership ends the one way it always does
+    (`lost` set, work cancelled, LeadershipLost), not with a crash that leaves the
+    workers running."""
+    a, client = make("a")
+    cancelled = asyncio.Event()
+
+    async def work() -> None:
+        try:
+            await asyncio.get_running_loop().create_future()
+        finally:
+            cancelled.set()
+
+    task = asyncio.create_task(a.run(work))
+    await tick(clock, 1)
+    assert a.is_leader
+    client.failing = failure
+    await tick(clock, 8.5)  # attempts at 2, 4, 6, 8 fail; the deadline is 10
+    assert not task.done(), task.exception() if task.done() else None
+    assert a.is_leader
+    await tick(clock, 0.6)
+    assert task.done()
+    assert isinstance(task.exception(), LeadershipLost)
+    assert cancelled.is_set()
+    assert a.lost.is_set()
+    assert not a.is_leader
+
+
+@pytest.mark.parametrize("failure", UNEXPECTED, ids=lambda e: type(e).__name__)
+async def test_an_unexpected_acquire_failure_is_retried(
+    make: MakeElector, store: LeaseStore, clock: FakeClock, failure: Exception
+) -> None:
+    a, client = make("a")
+    client.failing = failure
+    acquire = asyncio.create_task(a.acquire())
+    await tick(clock, 3)
+    assert not acquire.done(), acquire.exception() if acquire.done() else None
+    client.heal()
+    await tick(clock, 2.1)
+    assert acquire.done()
+    assert acquire.exception() is None
+    assert store.spec["holderIdentity"] == "a"
 
 
 async def test_hanging_renew_request_is_cut_off_at_the_renew_deadline(

@@ -193,6 +193,10 @@ async def test_no_key_is_held_by_two_workers_and_no_change_is_missed(
         queue.add(key)
         await asyncio.sleep(0)
 
+    for _ in range(10_000):  # every change reconciled, then stop
+        if not (len(queue) or queue.processing):
+            break
+        await asyncio.sleep(0)
     assert await queue.shut_down_with_drain()
     await asyncio.wait_for(asyncio.gather(*workers), timeout=1.0)
     assert overlaps == []
@@ -482,18 +486,73 @@ async def test_adds_after_shut_down_are_ignored(queue: WorkQueue[str]) -> None:
         await get_now(queue)
 
 
-async def test_get_hands_out_keys_queued_before_shut_down_then_raises(
-    queue: WorkQueue[str],
+async def test_get_hands_out_no_key_queued_before_shut_down(
+    queue: WorkQueue[str], registry: CollectorRegistry
 ) -> None:
+    """A stopping controller finishes what it holds and takes nothing new: the backlog
+    is the successor's (it relists and reconciles everything anyway), and working
+    through it would hold the Lease past the pod's grace period."""
     queue.add("a")
     queue.add("b")
 
     queue.shut_down()
 
-    assert await get_now(queue) == "a"
-    assert await get_now(queue) == "b"
     with pytest.raises(ShutDown):
         await get_now(queue)
+    assert len(queue) == 0
+    assert sample(registry, "workqueue_depth") == 0
+
+
+async def test_a_key_added_while_processing_is_not_queued_again_after_shut_down(
+    queue: WorkQueue[str],
+) -> None:
+    queue.add("a")
+    await get_now(queue)
+    queue.add("a")  # dirty: would be queued again on done
+
+    queue.shut_down()
+    queue.done("a")
+
+    assert len(queue) == 0
+    with pytest.raises(ShutDown):
+        await get_now(queue)
+
+
+async def test_drain_waits_for_the_keys_in_flight_not_for_the_backlog() -> None:
+    """Four workers, a backlog of 1,000 keys: after shut_down_with_drain only the (at
+    most four) keys already held are finished."""
+    queue = WorkQueue[int]("backlog", registry=CollectorRegistry())
+    for key in range(1000):
+        queue.add(key)
+    finished: list[int] = []
+    stopping, twenty = asyncio.Event(), asyncio.Event()
+    after_stop: list[int] = []
+
+    async def worker() -> None:
+        while True:
+            try:
+                key = await queue.get()
+            except ShutDown:
+                return
+            try:
+                for _ in range(3):
+                    await asyncio.sleep(0)
+                finished.append(key)
+                if stopping.is_set():
+                    after_stop.append(key)
+                elif len(finished) == 20:
+                    twenty.set()
+            finally:
+                queue.done(key)
+
+    workers = [asyncio.create_task(worker()) for _ in range(4)]
+    await asyncio.wait_for(twenty.wait(), timeout=1.0)
+    stopping.set()
+    assert await queue.shut_down_with_drain(timeout=5.0)
+    await asyncio.wait_for(asyncio.gather(*workers), timeout=1.0)
+
+    assert len(after_stop) <= 4, f"{len(after_stop)} keys were finished after shut_down"
+    assert len(finished) < 100
 
 
 async def test_shut_down_drops_delayed_keys_and_stops_the_timer(

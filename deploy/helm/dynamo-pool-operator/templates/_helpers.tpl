@@ -3,7 +3,8 @@ Object names. Kubernetes names are DNS labels here (at most 63 characters), so e
 name is cut to 63 and never ends in "-". The full name is `<release>-<chart>`, or just
 the release name when it already contains the chart name (`helm install
 dynamo-pool-operator ...` gives objects named dynamo-pool-operator, as
-`dynamo-pool-operator manifests rbac` does).
+`dynamo-pool-operator manifests rbac` does). Cluster-scoped names add the release
+namespace: see "clusterScoped" below.
 */}}
 {{- define "dynamo-pool-operator.name" -}}
 {{- .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" -}}
@@ -26,6 +27,17 @@ dynamo-pool-operator ...` gives objects named dynamo-pool-operator, as
 {{- define "dynamo-pool-operator.suffixed" -}}
 {{- $base := include "dynamo-pool-operator.fullname" .root | trunc (int (sub 62 (len .suffix))) | trimSuffix "-" -}}
 {{- printf "%s-%s" $base .suffix -}}
+{{- end -}}
+
+{{/*
+A cluster-scoped object's name: `<name>.<release namespace>`. Without the namespace,
+releases of one name in two namespaces (one per team, each restricted to its own)
+would claim the same ClusterRole, and Helm refuses to install the second. Namespaces
+have no dots, so the part after the last dot is always the namespace and no two
+releases can share a name. RBAC names are DNS subdomains (253 characters): no cut.
+*/}}
+{{- define "dynamo-pool-operator.clusterScoped" -}}
+{{- printf "%s.%s" .name .root.Release.Namespace -}}
 {{- end -}}
 
 {{- define "dynamo-pool-operator.chart" -}}

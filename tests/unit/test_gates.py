@@ -1,0 +1,75 @@
+"""`resolve_gates` with group versions discovery could not read (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dynamo_pool_operator.features import StartupError, resolve_gates
+from dynamo_pool_operator.runtime.client import ServedResource
+
+RELAYS = ServedResource("nvidia.com", "v1alpha1", "dynamopoolrelays", "DynamoPoolRelay", True)
+DGD_BETA = ServedResource(
+    "nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment", True
+)
+DGD_ALPHA = ServedResource(
+    "nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDeployment", True
+)
+EXPORTS_ALPHA = ServedResource(
+    "multicluster.x-k8s.io", "v1alpha1", "serviceexports", "ServiceExport", True
+)
+EXPORTS_BETA = ServedResource(
+    "multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport", True
+)
+PROPS = ServedResource("about.k8s.io", "v1beta1", "clusterproperties", "ClusterProperty", False)
+DOWN = "503: service unavailable"
+
+
+def test_an_unavailable_group_nothing_uses_changes_nothing() -> None:
+    everything = [RELAYS, DGD_BETA, EXPORTS_BETA, PROPS]
+    assert resolve_gates(everything, "mcs", {"metrics.k8s.io/v1beta1": DOWN}) == resolve_gates(
+        everything, "mcs"
+    )
+
+
+def test_an_unavailable_version_less_preferred_than_the_chosen_one_changes_nothing() -> None:
+    gates = resolve_gates(
+        [RELAYS, DGD_BETA, EXPORTS_BETA], "karmada", {"multicluster.x-k8s.io/v1alpha1": DOWN}
+    )
+    assert gates.serviceexport_version == "v1beta1"
+
+
+def test_a_preferred_version_unavailable_fails_rather_than_pick_an_older_one() -> None:
+    with pytest.raises(StartupError) as e:
+        resolve_gates(
+            [RELAYS, DGD_BETA, EXPORTS_ALPHA], "mcs", {"multicluster.x-k8s.io/v1beta1": DOWN}
+        )
+    message = str(e.value)
+    assert "\n" not in message
+    assert "serviceexports.multicluster.x-k8s.io" in message
+    assert f"multicluster.x-k8s.io/v1beta1 is unavailable ({DOWN})" in message
+    assert "multiCluster.mcsImplementation is 'mcs'" in message
+    assert "kubectl get apiservice v1beta1.multicluster.x-k8s.io" in message
+
+
+def test_the_mcs_group_unavailable_does_not_matter_with_export_off() -> None:
+    gates = resolve_gates([RELAYS, DGD_BETA], "", {"multicluster.x-k8s.io/v1beta1": DOWN})
+    assert gates.serviceexport_version is None
+
+
+@pytest.mark.parametrize(
+    ("unavailable", "api"),
+    [
+        ("nvidia.com/v1alpha1", "dynamopoolrelays.nvidia.com"),
+        ("nvidia.com/v1beta1", "dynamographdeployments.nvidia.com"),
+    ],
+)
+def test_our_own_groups_unavailable_fail_startup(unavailable: str, api: str) -> None:
+    resources = [r for r in (RELAYS, DGD_BETA, DGD_ALPHA) if r.version not in unavailable]
+    with pytest.raises(StartupError, match=f"the {api} API cannot be discovered"):
+        resolve_gates(resources, "", {unavailable: DOWN})
+
+
+def test_the_about_api_unavailable_turns_the_cluster_id_check_off() -> None:
+    gates = resolve_gates([RELAYS, DGD_BETA, EXPORTS_BETA], "mcs", {"about.k8s.io/v1beta1": DOWN})
+    assert gates.about_version is None
+    assert gates.serviceexport_version == "v1beta1"
