@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from functools import partial
@@ -128,7 +129,8 @@ def _alive(pid: int) -> bool:
 
 @pytest.fixture
 def ns(world: lighthouse.World) -> Iterator[str]:
-    """MCS namespace sameness: the same fresh namespace in both clusters."""
+    """MCS namespace sameness: the same fresh namespace in both clusters. Deleted
+    afterwards, and waited for, so the next test's operators never meet it."""
     name = f"inf-{uuid.uuid4().hex[:8]}"
     for cp in world.members.values():
         cp.create_namespace(name)
@@ -137,6 +139,11 @@ def ns(world: lighthouse.World) -> Iterator[str]:
     finally:
         for cp in world.members.values():
             cp.delete_namespace(name)
+        deadline = time.monotonic() + 90
+        for cp in world.members.values():
+            while cp.request("GET", f"/api/v1/namespaces/{name}")[0] != 404:
+                assert time.monotonic() < deadline, f"namespace {name} is not deleted"
+                time.sleep(0.2)
 
 
 @contextlib.asynccontextmanager
@@ -386,6 +393,13 @@ async def test_a_relay_scaled_to_zero_is_still_imported_but_with_no_ready_endpoi
 
 
 CYCLES = 10
+#: A known operator defect, pinned deterministically (xfail, strict) by
+#: tests/integration/test_pods.py::
+#: test_a_deployment_controller_writing_status_during_the_handover_logs_no_error: the
+#: Deployment controller's first status writes can make all three handover attempts
+#: of a new relay Deployment lose, and that Conflict is logged as a Reconciler error
+#: (seen in about one of twenty creates here). Remove this once it is fixed.
+HANDOVER_DEFECT = 'Conflict: Operation cannot be fulfilled on deployments.apps "llama-pool-relay"'
 
 
 # v0.1.0 only: there Lighthouse's status writes land, so they race the operator's
@@ -440,7 +454,9 @@ async def test_withdrawing_and_publishing_again_makes_no_conflicting_delete_nor_
     errors_logged = [
         f"{r.name}: {r.getMessage()}"
         for r in caplog.records
-        if r.levelno >= logging.ERROR and r.name.startswith("dynamo_pool_operator")
+        if r.levelno >= logging.ERROR
+        and r.name.startswith("dynamo_pool_operator")
+        and HANDOVER_DEFECT not in r.getMessage()
     ]
     assert errors_logged == [], (
         f"error-level operator logs ({len(refused)} refused export deletes: "
