@@ -10,9 +10,10 @@ uv:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet --user uv \
 		|| python3 -m pip install --quiet --break-system-packages --user uv
 
-## dev: start a local control plane, install the CRDs and a sample pool, run the operator
+## dev: start a local control plane with a kwok Node, install the CRDs and a sample pool, run
+## the operator (relay pods Running). `make dev CLUSTERS=2`: east and west joined by Lighthouse
 dev: uv
-	$(UV) run --frozen dynamo-pool-operator dev
+	$(UV) run --frozen dynamo-pool-operator dev --clusters $(or $(CLUSTERS),1)
 
 ## test: lint (ruff, mypy --strict), then every tier (unit, integration against the real
 ## control plane, e2e, faults). Lint first: it takes seconds and fails for certain.
@@ -31,6 +32,7 @@ lint: uv
 	$(UV) run --frozen mypy
 	$(UV) run --frozen lint-imports --no-cache
 
-## controlplane: build (or find in the cache) kube-apiserver, etcd, kube-controller-manager, helm
+## controlplane: build (or find in the cache) kube-apiserver, etcd, kube-controller-manager, helm,
+## kwok and the Lighthouse agent
 controlplane:
 	bash tools/controlplane/build.sh

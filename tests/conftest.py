@@ -10,6 +10,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,32 +57,59 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@pytest.fixture(scope="session")
-def control_plane(request: pytest.FixtureRequest) -> Iterator[object]:
-    """etcd + kube-apiserver + GC with every CRD the operator can use installed.
-
-    On teardown it asserts that no process and no temporary directory survive.
-    """
+def _assets(request: pytest.FixtureRequest) -> Assets:
     from dynamo_pool_operator.testing.assets import resolve
-    from dynamo_pool_operator.testing.controlplane import ControlPlane
-    from dynamo_pool_operator.testing.crds import default_crds
 
-    assets = request.config.stash.get(_ASSETS, None) or resolve()
-    cp = ControlPlane(assets=assets, crds=default_crds(assets.mcs_crd_dir))
+    return request.config.stash.get(_ASSETS, None) or resolve()
+
+
+def _run_plane(cp: Any) -> Iterator[Any]:
+    """Start `cp`, yield it, stop it, and assert that no process (by the PIDs it
+    started) and no temporary directory survive."""
     cp.start()
-    pids, tmp = cp.pids, cp.dir
     try:
         yield cp
     finally:
+        pids, tmp = cp.pids, cp.dir
         cp.stop()
         leaked = [p for p in pids if _alive(p)]
         assert not leaked, f"control-plane processes survived stop(): {leaked}"
         assert not tmp.exists(), f"control-plane directory survived stop(): {tmp}"
 
 
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest) -> Iterator[object]:
+    """etcd + kube-apiserver + GC with every CRD the operator can use installed.
+
+    On teardown it asserts that no process and no temporary directory survive.
+    """
+    from dynamo_pool_operator.testing.controlplane import ControlPlane
+    from dynamo_pool_operator.testing.crds import default_crds
+
+    assets = _assets(request)
+    yield from _run_plane(ControlPlane(assets=assets, crds=default_crds(assets.mcs_crd_dir)))
+
+
+@pytest.fixture(scope="session")
+def node_plane(request: pytest.FixtureRequest) -> Iterator[object]:
+    """A second control plane, started on first use, where pods run: the same APIs, one
+    kwok Node, the scheduler stand-in and the Deployment/ReplicaSet/EndpointSlice
+    controllers (testing/kwok.py). Skips, saying why, when kwok was not built."""
+    from dynamo_pool_operator.testing.controlplane import ControlPlane
+    from dynamo_pool_operator.testing.crds import default_crds
+
+    assets = _assets(request)
+    if why := assets.missing_peers("kwok"):
+        pytest.skip(why)
+    yield from _run_plane(
+        ControlPlane(assets=assets, crds=default_crds(assets.mcs_crd_dir), nodes=1)
+    )
+
+
 @pytest.fixture
 def namespace(control_plane: object) -> Iterator[str]:
-    """A fresh namespace per test, deleted afterwards (the namespace controller empties it)."""
+    """A fresh namespace per test, deleted afterwards (the namespace controller empties it).
+    It enforces Pod Security `restricted` (`ControlPlane.create_namespace`)."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     control_plane.create_namespace(name)  # type: ignore[attr-defined]
     try:

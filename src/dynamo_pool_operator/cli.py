@@ -47,16 +47,27 @@ def _parser() -> argparse.ArgumentParser:
     dev = sub.add_parser(
         "dev",
         help="start a local control plane with a sample pool and run the operator on it",
-        description="With no cluster needed: builds (first run: 10-40 min) and starts "
-        "etcd + kube-apiserver + the garbage collector on 127.0.0.1, installs the CRDs, "
+        description="With no cluster needed: builds (first run: 20-45 min) and starts "
+        "etcd + kube-apiserver + kube-controller-manager on 127.0.0.1 with a kwok Node "
+        "(pods are scheduled and become Ready; no container runs), installs the CRDs, "
         "creates a sample DynamoGraphDeployment and its DynamoPoolRelay, runs the operator "
-        "in the foreground and prints how to look at the result. Ctrl-C stops everything.",
+        "in the foreground and prints the result: the pool's exports and its relay pods "
+        "Running. Ctrl-C stops everything.",
     )
     dev.add_argument("--config", metavar="PATH", help="OperatorConfiguration for the operator")
     dev.add_argument(
         "--exit-when-ready",
         action="store_true",
         help="stop once the sample pool is published (for scripts and tests)",
+    )
+    dev.add_argument(
+        "--clusters",
+        type=int,
+        choices=[1, 2],
+        default=1,
+        help="2: clusters east and west joined by Submariner Lighthouse; the pool runs in "
+        "east and the report shows it as west sees it (its ServiceImports and ready "
+        "endpoints)",
     )
 
     status = sub.add_parser(
@@ -169,7 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "dev":
         from . import dev
 
-        return asyncio.run(dev.run(config, exit_when_ready=args.exit_when_ready))
+        return asyncio.run(
+            dev.run(config, exit_when_ready=args.exit_when_ready, clusters=args.clusters)
+        )
     return EXIT_FAILURE
 
 

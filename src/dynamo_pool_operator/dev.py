@@ -1,8 +1,16 @@
 """`dynamo-pool-operator dev`: the whole thing on this machine, with no cluster.
 
-Starts the local control plane (the same one the tests use), installs every CRD
-the operator can use, creates a sample pool, runs the real operator process
-logic against it, and prints what happened and how to look.
+Starts the local control plane (the same one the tests use) with a kwok Node, so pods
+are scheduled and become Ready; installs every CRD the operator can use, creates a
+sample pool (its DGD, the frontend Deployment and Service Dynamo's operator would make,
+and its relay), runs the real operator process logic against it, and prints what
+happened and how to look: the pool's exports and its relay pods Running.
+
+`--clusters 2` shows the multi-cluster picture instead: "east" and "west", each with a
+kwok Node, its cluster ID and the operator, joined through a broker by Submariner
+Lighthouse agents (testing/lighthouse.py). The sample pool runs in east; the report
+ends with the pool as west sees it: the ServiceImports Lighthouse made there and their
+ready endpoints.
 """
 
 from __future__ import annotations
@@ -14,22 +22,30 @@ import logging
 import signal
 import sys
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from . import process
+from .api import labels, names
 from .api.mcs import Implementation, clusterproperties, serviceexports
 from .config import OperatorConfiguration
 from .poolrelay import controller as relay_controller
 from .runtime import errors
 from .runtime.auth import load_kubeconfig
 from .runtime.client import Client
-from .runtime.resources import Resource
+from .runtime.resources import DEPLOYMENTS, SERVICES, Resource
+
+if TYPE_CHECKING:  # the testing package is imported only when dev runs
+    from .testing.assets import Assets
+    from .testing.lighthouse import World
 
 log = logging.getLogger(__name__)
 
 NAMESPACE = "dynamo-demo"
 POOL = "llama"
 CLUSTER_ID = "dev-cluster"
+#: `--clusters 2`: the pool runs in the first, the report shows it from the second.
+TWO_CLUSTERS = ("east", "west")
 
 RELAYS = relay_controller.RELAYS
 DGDS = relay_controller.dgd_resource("v1beta1")
@@ -37,7 +53,7 @@ CLUSTER_PROPERTIES = clusterproperties("v1beta1")
 SERVICEEXPORTS = serviceexports("v1beta1")
 
 
-def sample_objects() -> list[tuple[Resource, dict[str, Any]]]:
+def sample_objects(cluster_id: str = CLUSTER_ID) -> list[tuple[Resource, dict[str, Any]]]:
     """A pool: a DGD with a frontend and a decode worker, its relay, and the cluster's ID."""
     return [
         (
@@ -46,7 +62,7 @@ def sample_objects() -> list[tuple[Resource, dict[str, Any]]]:
                 "apiVersion": CLUSTER_PROPERTIES.api_version,
                 "kind": "ClusterProperty",
                 "metadata": {"name": "cluster.clusterset.k8s.io"},
-                "spec": {"value": CLUSTER_ID},
+                "spec": {"value": cluster_id},
             },
         ),
         (
@@ -70,70 +86,137 @@ def sample_objects() -> list[tuple[Resource, dict[str, Any]]]:
                 "apiVersion": RELAYS.api_version,
                 "kind": RELAYS.kind,
                 "metadata": {"name": POOL, "namespace": NAMESPACE},
-                "spec": {"clusterId": CLUSTER_ID},
+                "spec": {"clusterId": cluster_id},
             },
         ),
     ]
 
 
-async def _create_samples(client: Client) -> None:
-    for res, body in sample_objects():
+async def _create_samples(client: Client, cluster_id: str = CLUSTER_ID) -> None:
+    from .testing import dynamo
+
+    for res, body in sample_objects(cluster_id):
         with contextlib.suppress(errors.AlreadyExists):
-            await client.create(res, body)
+            created = await client.create(res, body)
+            if res == DGDS:
+                # What Dynamo's operator would add: the frontend's pods and Service.
+                deployment, service = dynamo.frontend(created)
+                await client.create(DEPLOYMENTS, deployment)
+                await client.create(SERVICES, service)
+
+
+async def _until(probe: Callable[[], Awaitable[Any]], what: str, timeout: float = 90) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(errors.NotFound):
+            found = await probe()
+            if found:
+                return found
+        await asyncio.sleep(0.2)
+    raise TimeoutError(f"{what}: not within {timeout:.0f}s")
 
 
 async def _wait_published(client: Client, timeout: float = 60) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    async def published() -> dict[str, Any] | None:
+        """Ready, and every export the status lists is made (with an implementation set)."""
         relay = await client.get(RELAYS, POOL, NAMESPACE)
         status = relay.get("status") or {}
         conds = {c["type"]: c for c in status.get("conditions") or []}
-        if conds.get("Ready", {}).get("status") == "True":
-            return relay
-        await asyncio.sleep(0.2)
-    raise TimeoutError("the sample pool was not published in time")
+        if conds.get("Ready", {}).get("status") != "True":
+            return None
+        if any(e.get("state") != "Exported" for e in status.get("exports") or []):
+            return None
+        return relay
+
+    found: dict[str, Any] = await _until(published, "the sample pool was not published", timeout)
+    return found
 
 
-def _report(relay: dict[str, Any], exports: list[str], kubeconfig: str, kubectl: str | None) -> str:
+async def _relay_pods(client: Client) -> list[str]:
+    """The relay's pods, once as many run as its Deployment wants."""
+    from .testing import kwok
+
+    selector = ",".join(f"{k}={v}" for k, v in labels.selector(POOL).items())
+
+    async def running() -> list[str] | None:
+        deployment = await client.get(DEPLOYMENTS, names.relay_name(POOL), NAMESPACE)
+        pods = await kwok.running_pods(client, NAMESPACE, selector)
+        return pods if pods and len(pods) >= deployment["spec"].get("replicas", 1) else None
+
+    found: list[str] = await _until(running, "the relay pods were not Running")
+    return found
+
+
+def _report(
+    relay: dict[str, Any],
+    exports: list[str],
+    pods: list[str] | None,
+    kubeconfig: str,
+    kubectl: str | None,
+    where: str = "",
+) -> list[str]:
     status = relay["status"]
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     lines = [
         "",
-        f"Pool {NAMESPACE}/{POOL}: Ready={ready['status']} ({ready['reason']}) "
+        f"Pool {NAMESPACE}/{POOL}{where}: Ready={ready['status']} ({ready['reason']}) "
         f"relay Service {status.get('serviceName')} clusterId {status.get('clusterId') or '-'}",
     ]
     for e in status.get("exports") or []:
         lines.append(f"  export {e['name']}: {e['state']} {e.get('reason', '')}".rstrip())
     if exports:
         lines.append(f"  ServiceExports in {NAMESPACE}: {', '.join(exports)}")
+    if pods is not None:
+        lines.append(
+            f"  relay pods Running: {', '.join(pods)} "
+            "(on a kwok Node: scheduled and Ready, no container runs)"
+        )
     k = kubectl or "kubectl"
     lines += [
         "",
         "Look at it:",
         f"  export KUBECONFIG={kubeconfig}",
-        f"  {k} get dynamopoolrelays,deployments,services,serviceexports -n {NAMESPACE}",
+        f"  {k} get dynamopoolrelays,deployments,pods,services,serviceexports -n {NAMESPACE}",
         f"  {k} describe dynamopoolrelay {POOL} -n {NAMESPACE}",
         f"  {k} get events.events.k8s.io -n {NAMESPACE}",
-        "",
     ]
-    return "\n".join(lines)
+    return lines
 
 
-async def run(config: OperatorConfiguration, *, exit_when_ready: bool = False) -> int:
+async def _export_names(client: Client) -> list[str]:
+    with contextlib.suppress(errors.ApiError):
+        return [e["metadata"]["name"] for e in (await client.list(SERVICEEXPORTS, NAMESPACE)).items]
+    return []
+
+
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def run(
+    config: OperatorConfiguration, *, exit_when_ready: bool = False, clusters: int = 1
+) -> int:
+    if clusters == 2:
+        return await _run_two(config, exit_when_ready=exit_when_ready)
+    if clusters != 1:
+        raise ValueError("dev runs one cluster or two")
     from .testing.assets import resolve
     from .testing.controlplane import ControlPlane
     from .testing.crds import default_crds
 
     assets = await asyncio.to_thread(resolve)
-    cp = ControlPlane(assets=assets, crds=default_crds(assets.mcs_crd_dir))
+    nodes = 1 if assets.kwok is not None and assets.kube_controller_manager is not None else 0
+    if not nodes:
+        print(f"no pods: {assets.missing_peers('kwok')}", file=sys.stderr)
+    cp = ControlPlane(assets=assets, crds=default_crds(assets.mcs_crd_dir), nodes=nodes)
     await asyncio.to_thread(cp.start)
     try:
         print(f"control plane up at {cp.url} (kubeconfig {cp.kubeconfig})", file=sys.stderr)
         cp.create_namespace(NAMESPACE)
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        _stop_on_signals(stop)
         # One replica on a private control plane: no Lease needed.
         cfg = _without_leader_election(dev_configuration(config))
         operator_task = asyncio.create_task(
@@ -144,13 +227,10 @@ async def run(config: OperatorConfiguration, *, exit_when_ready: bool = False) -
         ) as c:
             await _create_samples(c)
             relay = await _wait_published(c)
-            exports: list[str] = []
-            with contextlib.suppress(errors.ApiError):
-                exports = [
-                    e["metadata"]["name"] for e in (await c.list(SERVICEEXPORTS, NAMESPACE)).items
-                ]
+            pods = await _relay_pods(c) if nodes else None
             kubectl = str(assets.kubectl) if assets.kubectl else None
-            print(_report(relay, exports, str(cp.kubeconfig), kubectl), flush=True)
+            lines = _report(relay, await _export_names(c), pods, str(cp.kubeconfig), kubectl)
+            print("\n".join([*lines, ""]), flush=True)
         if exit_when_ready:
             stop.set()
         else:
@@ -158,6 +238,119 @@ async def run(config: OperatorConfiguration, *, exit_when_ready: bool = False) -
         return await operator_task
     finally:
         await asyncio.to_thread(cp.stop)
+
+
+async def _run_two(config: OperatorConfiguration, *, exit_when_ready: bool) -> int:
+    from .testing import lighthouse
+    from .testing.assets import resolve
+
+    assets = await asyncio.to_thread(resolve)
+    why = assets.missing_peers() or lighthouse.namespaces_refused()
+    if why or assets.lighthouse_mcs_crd_dir is None:
+        print(f"dev --clusters 2 needs kwok and Lighthouse: {why}", file=sys.stderr)
+        return process.EXIT_FAILURE
+    # The mcs-api release Lighthouse targets, so its conditions land (under the newer
+    # release the tests pin they are refused: docs/testing.md).
+    started = lighthouse.world(assets, TWO_CLUSTERS, mcs_crd_dir=assets.lighthouse_mcs_crd_dir)
+    stack = contextlib.ExitStack()
+    world = await asyncio.to_thread(stack.enter_context, started)
+    try:
+        return await _two_clusters(world, config, assets, exit_when_ready=exit_when_ready)
+    finally:
+        await asyncio.to_thread(stack.close)
+
+
+async def _two_clusters(
+    world: World, config: OperatorConfiguration, assets: Assets, *, exit_when_ready: bool
+) -> int:
+    for cluster, cp in world.members.items():
+        cp.create_namespace(NAMESPACE)
+        print(f"{cluster} up at {cp.url} (kubeconfig {cp.kubeconfig})", file=sys.stderr)
+    stop = asyncio.Event()
+    _stop_on_signals(stop)
+    cfg = _without_leader_election(dev_configuration(config))
+    tasks = [
+        asyncio.create_task(process.run(cfg, kubeconfig=str(cp.kubeconfig), stop=stop))
+        for cp in world.members.values()
+    ]
+    try:
+        print("\n".join(await _as_west_sees_it(world, assets)), flush=True)
+    except BaseException:
+        stop.set()  # the operators first: the clusters go next
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    if exit_when_ready:
+        stop.set()
+    else:
+        print("The operators keep running; Ctrl-C stops them and the clusters.", flush=True)
+    return max(await asyncio.gather(*tasks))
+
+
+async def _as_west_sees_it(world: World, assets: Assets) -> list[str]:
+    """The sample pool in east, then the report: east's view, and west's imports."""
+    east, west = TWO_CLUSTERS
+    agent = "dynamo-pool-operator-dev"
+    async with (
+        Client(load_kubeconfig(world.members[east].kubeconfig), user_agent=agent) as ec,
+        Client(load_kubeconfig(world.members[west].kubeconfig), user_agent=agent) as wc,
+    ):
+        await _create_samples(ec, east)
+        relay = await _wait_published(ec)
+        pods = await _relay_pods(ec)
+        exports = [e["name"] for e in relay["status"].get("exports") or []]
+        if not exports:
+            raise RuntimeError("the configuration exports nothing: see multiCluster")
+        seen = await _until(
+            lambda: _imported(wc, exports, east), f"{west} did not import the pool from {east}"
+        )
+    kubectl = str(assets.kubectl) if assets.kubectl else "kubectl"
+    lines = _report(
+        relay, exports, pods, str(world.members[east].kubeconfig), kubectl, f" in {east}"
+    )
+    lines += ["", f"As {west} sees it (Submariner Lighthouse made these):"]
+    for name, (clusters, endpoints) in sorted(seen.items()):
+        lines.append(
+            f"  ServiceImport {NAMESPACE}/{name}: from {', '.join(clusters)}; "
+            f"ready endpoints {', '.join(endpoints)}"
+        )
+    lines += [
+        f"  (for a ClusterIP Service Lighthouse imports {east}'s ClusterIP, not its pod IPs)",
+        f"  export KUBECONFIG={world.members[west].kubeconfig}",
+        f"  {kubectl} get serviceimports,endpointslices -n {NAMESPACE}",
+        "",
+    ]
+    return lines
+
+
+async def _imported(
+    client: Client, exports: list[str], source: str
+) -> dict[str, tuple[list[str], list[str]]] | None:
+    """Each export's ServiceImport, once it lists `source` and has a ready endpoint from
+    it: name -> (clusters, ready endpoint addresses)."""
+    from .testing import kwok, lighthouse
+
+    imports = {
+        i["metadata"]["name"]: sorted(
+            c["cluster"] for c in (i.get("status") or {}).get("clusters") or []
+        )
+        for i in (await client.list(lighthouse.service_imports(), NAMESPACE)).items
+    }
+    key, value = lighthouse.MANAGED_BY
+    out = {}
+    for name in exports:
+        slices = (
+            await client.list(
+                kwok.ENDPOINT_SLICES,
+                NAMESPACE,
+                label_selector=f"{key}={value},{lighthouse.SOURCE_CLUSTER_LABEL}={source},"
+                f"multicluster.kubernetes.io/service-name={name}",
+            )
+        ).items
+        ready = kwok.endpoint_addresses(slices, ready=True)
+        if source not in imports.get(name, []) or not ready:
+            return None
+        out[name] = (imports[name], ready)
+    return out or None
 
 
 def dev_configuration(config: OperatorConfiguration) -> OperatorConfiguration:

@@ -1,10 +1,10 @@
-"""A stand-in Multi-Cluster Services implementation, for the multi-cluster e2e test.
+"""A STAND-IN Multi-Cluster Services implementation, written here: for `karmada` only.
 
-A real implementation (Lighthouse, Cilium, GKE, the mcs-api reference controllers)
-cannot be built here, and what it does with an export is not ours to test. What *is*
-ours: that the operator in each cluster writes exactly the exports the Global Router
-needs, and lives with what an implementation writes next to it. So this simulator
-does, through the real API servers, the two things KEP-1645 implementations do:
+The real implementation in the e2e tier is Submariner Lighthouse
+(test_multicluster.py, testing/lighthouse.py). Karmada cannot be built here, so
+test_multicluster_simulated.py keeps this stand-in for the `karmada` setting: it
+proves what the operator writes next to *an* implementation, not what one does.
+It does, through the real API servers, the two things KEP-1645 implementations do:
 
 - it writes `status.conditions` on every ServiceExport (`Valid`, and `Ready` with
   reason `Exported` once the Service exists), as Lighthouse and Cilium do, on

@@ -1,57 +1,62 @@
-"""Two clusters, one cluster set: the Global Router finds each pool where it runs.
+"""Two clusters, one cluster set, a real MCS implementation: the Global Router finds each
+pool where it runs.
 
-Two real control planes ("east" and "west", each with its About API cluster ID)
-each run the operator, with `mcs` and again (fresh clusters) with `karmada`. A
-stand-in MCS implementation (`mcs_simulator`) merges their ServiceExports into
-ServiceImports in both clusters, listing the exporting clusters, and writes
-conditions on the exports, as real implementations do. The test then checks what
-the mission promises end to end:
+The world (testing/lighthouse.py, testing/kwok.py): a broker and two members, "east"
+and "west", each with a kwok Node (relay and frontend pods run and are Ready, their
+Services have ready endpoints), its About API cluster ID, the operator with `mcs`, and
+a Submariner Lighthouse agent. Nobody here wrote Lighthouse: it validates our exports,
+writes their conditions, and creates in every member the aggregated ServiceImport
+(listing the exporting clusters) and EndpointSlices of each exporting cluster's
+endpoints (for a ClusterIP Service: the Service's ClusterIP, ready while the Service
+has a ready pod). `llama` runs in both clusters, `mistral` in west only.
 
-- a pool that runs in both clusters is imported everywhere from both; a pool in one
-  cluster from that one only;
-- withdrawing a pool in one cluster (its DGD deleted) removes that cluster from the
-  pool's imports, and nothing else; publishing it again brings it back;
-- the implementation's status writes on our exports never make the operator write
-  (no fight over an object two controllers write to), and one more reconcile of
-  every relay writes nothing;
-- the operator never writes a ServiceImport or an export's status: those are the
-  implementation's.
+Each test runs once per mcs-api CRD release:
+
+- v0.1.0, what Lighthouse v0.20 targets: its conditions land (Valid=True, Ready=True);
+- v0.5.2, our pinned release: `reason` must be non-empty there, so every Lighthouse
+  status write with `reason: ""` is refused (422) and the conditions stay stale
+  (Ready=False AwaitingExport). Real users with the newest CRDs meet exactly this.
+
+The operator must be right in both: it never reads those conditions, never writes an
+export's status or a ServiceImport, and writes nothing when Lighthouse writes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from typing import Any
 
 import pytest
-from chart_operator import CLUSTER_ID_PROPERTY, DGDS, RELAYS, dgd, relay
-from mcs_simulator import (
-    SERVICE_EXPORTS,
-    SERVICE_IMPORTS,
-    USER_AGENT,
-    ClusterSetSimulator,
-    Member,
-)
+from chart_operator import DGDS, RELAYS, dgd, relay
 
-from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
+from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import SERVICES
-from dynamo_pool_operator.testing.assets import resolve
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.crds import default_crds
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES, Resource
+from dynamo_pool_operator.testing import dynamo, kwok, lighthouse
+from dynamo_pool_operator.testing.assets import pinned_versions, resolve
+from dynamo_pool_operator.testing.audit import AuditEvent
 from dynamo_pool_operator.testing.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
-#: MCS namespace sameness: the same namespace in every cluster of the set.
-NS = "inference"
+CLUSTERS = ("east", "west")
 #: Which pools run where: llama in both clusters, mistral in west only.
 POOLS = {"east": ["llama"], "west": ["llama", "mistral"]}
+#: Both CRD releases serve v1alpha1; Lighthouse v0.20 reads and writes only that.
+SERVICE_EXPORTS = serviceexports("v1alpha1")
+SERVICE_IMPORTS = lighthouse.service_imports("v1alpha1")
+OLD_MCS_API = pinned_versions()["LIGHTHOUSE_MCS_API_VERSION"]
+NEW_MCS_API = pinned_versions()["MCS_API_VERSION"]
 USER = "dpo-e2e-user"
 
 
@@ -59,202 +64,400 @@ def exports_of(pool: str) -> list[str]:
     return [names.relay_name(pool), names.component_service_name(pool, "Frontend")]
 
 
-def imports_wanted(where: dict[str, list[str]]) -> dict[str, list[str]]:
-    """ServiceImport name -> the clusters it should list, for pools placed as `where`."""
+View = dict[str, tuple[list[str], list[str]]]
+
+
+def wanted(where: dict[str, list[str]]) -> View:
+    """Import name -> (the clusters it lists, the clusters it has ready endpoints from):
+    both exactly where the pool runs."""
     out: dict[str, list[str]] = {}
     for cluster, pools in where.items():
         for pool in pools:
             for export in exports_of(pool):
                 out.setdefault(export, []).append(cluster)
-    return {name: sorted(clusters) for name, clusters in out.items()}
+    return {name: (sorted(c), sorted(c)) for name, c in out.items()}
 
 
-@pytest.fixture(scope="module", params=["mcs", "karmada"])
-def implementation(request: pytest.FixtureRequest) -> str:
-    """Standard MCS (cluster IDs from the About API) or Karmada (member cluster names)."""
-    return str(request.param)
-
-
-@pytest.fixture(scope="module")
-def clusterset(implementation: str) -> Iterator[dict[str, ControlPlane]]:
-    """Two fresh control planes, each with every API the operator uses and its cluster
-    ID (a Karmada member's name is the same string)."""
-    assets = resolve()
-    planes = {
-        cluster: ControlPlane(
-            assets=assets, crds=default_crds(assets.mcs_crd_dir), garbage_collector=False
+async def view(client: Client, namespace: str) -> View:
+    """The Global Router's view from one cluster: every ServiceImport with the clusters
+    it lists, and the clusters Lighthouse's EndpointSlices show a ready endpoint from."""
+    imports = {
+        i["metadata"]["name"]: sorted(
+            c["cluster"] for c in (i.get("status") or {}).get("clusters") or []
         )
-        for cluster in POOLS
+        for i in (await client.list(SERVICE_IMPORTS, namespace)).items
     }
-    started: list[ControlPlane] = []
+    key, value = lighthouse.MANAGED_BY
+    slices = await client.list(kwok.ENDPOINT_SLICES, namespace, label_selector=f"{key}={value}")
+    ready: dict[str, set[str]] = {}
+    for s in slices.items:
+        meta_labels = s["metadata"].get("labels") or {}
+        if kwok.endpoint_addresses([s], ready=True):
+            name = meta_labels.get("multicluster.kubernetes.io/service-name", "")
+            ready.setdefault(name, set()).add(meta_labels.get(lighthouse.SOURCE_CLUSTER_LABEL, ""))
+    return {name: (clusters, sorted(ready.get(name, ()))) for name, clusters in imports.items()}
+
+
+@pytest.fixture(scope="module", params=[OLD_MCS_API, NEW_MCS_API], ids=lambda v: f"mcs-api-{v}")
+def world(request: pytest.FixtureRequest) -> Iterator[lighthouse.World]:
+    """Broker + east + west with kwok and Lighthouse, serving one mcs-api CRD release.
+    Afterwards no process (by PID) and no directory of it survives."""
+    assets = resolve()
+    if why := assets.missing_peers() or lighthouse.namespaces_refused():
+        pytest.skip(why)
+    crd_dir = assets.lighthouse_mcs_crd_dir if request.param == OLD_MCS_API else assets.mcs_crd_dir
+    assert crd_dir is not None
+    assert crd_dir.name == f"mcs-api-{request.param}", crd_dir
+    with lighthouse.world(assets, CLUSTERS, mcs_crd_dir=crd_dir) as w:
+        pids, dirs = w.pids, w.dirs
+        yield w
+    leaked = [p for p in pids if _alive(p)]
+    assert not leaked, f"processes survived the world: {leaked}"
+    assert not [d for d in dirs if d.exists()], "control-plane directories survived"
+
+
+def _alive(pid: int) -> bool:
+    import os
+
     try:
-        for cluster, cp in planes.items():
-            cp.start()
-            started.append(cp)
-            cp.apply(
-                {
-                    "apiVersion": "about.k8s.io/v1beta1",
-                    "kind": "ClusterProperty",
-                    "metadata": {"name": CLUSTER_ID_PROPERTY},
-                    "spec": {"value": cluster},
-                }
-            )
-            cp.create_namespace(NS)
-        yield planes
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def ns(world: lighthouse.World) -> Iterator[str]:
+    """MCS namespace sameness: the same fresh namespace in both clusters. Deleted
+    afterwards, and waited for, so the next test's operators never meet it."""
+    name = f"inf-{uuid.uuid4().hex[:8]}"
+    for cp in world.members.values():
+        cp.create_namespace(name)
+    try:
+        yield name
     finally:
-        for cp in started:
-            cp.stop()
-
-
-async def run_pool(client: Client, pool: str, cluster: str) -> None:
-    """What a user and Dynamo's operator do: the DGD, its frontend Service (Dynamo's
-    operator makes it; there is none here), and the pool's relay."""
-    await client.create(DGDS, dgd(pool, NS))
-    frontend = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": names.component_service_name(pool, "Frontend"), "namespace": NS},
-        "spec": {"ports": [{"name": "http", "port": 8000, "protocol": "TCP"}]},
-    }
-    await client.create(SERVICES, frontend)
-    await client.create(RELAYS, relay(pool, NS, cluster))
-
-
-async def imported(client: Client) -> dict[str, list[str]]:
-    """The Global Router's view from one cluster: import name -> exporting clusters."""
-    return {
-        i["metadata"]["name"]: [c["cluster"] for c in (i.get("status") or {}).get("clusters") or []]
-        for i in (await client.list(SERVICE_IMPORTS, NS)).items
-    }
-
-
-async def cached_at(op: OperatorUnderTest, export: str, resource_version: str) -> bool:
-    """The operator's export cache holds `export` at `resource_version`."""
-    exports = op.running.exports
-    assert exports is not None
-    cached = exports.exports.store.get(NS, export)
-    return cached is not None and cached["metadata"]["resourceVersion"] == resource_version
-
-
-async def at_rest(op: OperatorUnderTest) -> None:
-    """Nothing queued or in flight, and every Event written."""
-    await op.settle()
-    await op.running.recorder.wait_idle()
+        for cp in world.members.values():
+            cp.delete_namespace(name)
+        deadline = time.monotonic() + 90
+        for cp in world.members.values():
+            while cp.request("GET", f"/api/v1/namespaces/{name}")[0] != 404:
+                assert time.monotonic() < deadline, f"namespace {name} is not deleted"
+                time.sleep(0.2)
 
 
 @contextlib.asynccontextmanager
-async def clients(
-    planes: dict[str, ControlPlane], user_agent: str
-) -> AsyncIterator[dict[str, Client]]:
+async def clients(world: lighthouse.World, user_agent: str) -> AsyncIterator[dict[str, Client]]:
     async with contextlib.AsyncExitStack() as stack:
         out = {}
-        for cluster, cp in planes.items():
+        for cluster, cp in world.members.items():
             c = Client(load_kubeconfig(cp.kubeconfig), user_agent=user_agent)
             out[cluster] = await stack.enter_async_context(c)
         yield out
 
 
-async def test_each_pool_is_imported_from_the_clusters_it_runs_in_and_withdrawn_from_one(
-    clusterset: dict[str, ControlPlane], implementation: str
-) -> None:
+@contextlib.asynccontextmanager
+async def operators(world: lighthouse.World) -> AsyncIterator[dict[str, OperatorUnderTest]]:
     cfg = parse_configuration(
-        {
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "multiCluster": {"mcsImplementation": implementation},
-        }
+        {"apiVersion": API_VERSION, "kind": KIND, "multiCluster": {"mcsImplementation": "mcs"}}
     )
-    since = {cluster: cp.audit.offset() for cluster, cp in clusterset.items()}
     async with contextlib.AsyncExitStack() as stack:
-        ops = {
+        yield {
             cluster: await stack.enter_async_context(OperatorUnderTest(cp, cfg))
-            for cluster, cp in clusterset.items()
+            for cluster, cp in world.members.items()
         }
-        users = await stack.enter_async_context(clients(clusterset, USER))
-        sim_clients = await stack.enter_async_context(clients(clusterset, USER_AGENT))
-        sim = ClusterSetSimulator([Member(c, sim_clients[c]) for c in clusterset], NS)
-        await stack.enter_async_context(sim.running())
 
+
+async def create_when_free(client: Client, res: Resource, body: dict[str, Any]) -> None:
+    """Create `body`; while the previous object of that name is still being collected
+    (its DGD was deleted), wait for it to go."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while True:
+        try:
+            await client.create(res, body)
+            return
+        except errors.AlreadyExists:
+            if loop.time() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def run_dgd(client: Client, pool: str, namespace: str) -> None:
+    """The DGD and what Dynamo's operator makes of it here: the frontend's Deployment and
+    Service, owned by the DGD (they go with it)."""
+    created = await client.create(DGDS, dgd(pool, namespace))
+    deployment, service = dynamo.frontend(created)
+    await create_when_free(client, DEPLOYMENTS, deployment)
+    await create_when_free(client, SERVICES, service)
+
+
+async def run_pool(client: Client, pool: str, namespace: str, cluster: str) -> None:
+    await run_dgd(client, pool, namespace)
+    await client.create(RELAYS, relay(pool, namespace, cluster))
+
+
+async def sees(client: Client, namespace: str, want: View) -> bool:
+    return await view(client, namespace) == want
+
+
+async def every_cluster_sees(users: dict[str, Client], namespace: str, want: View) -> None:
+    for cluster, user in users.items():
+        try:
+            await eventually(partial(sees, user, namespace, want), timeout=60, interval=0.2)
+        except AssertionError:
+            pytest.fail(f"{cluster} sees {await view(user, namespace)}, want {want}")
+
+
+def relay_pods(pool: str) -> str:
+    return ",".join(f"{k}={v}" for k, v in labels.selector(pool).items())
+
+
+async def cached_at(op: OperatorUnderTest, namespace: str, export: str, rv: str) -> bool:
+    """The operator's export cache holds `export` at resourceVersion `rv`."""
+    exports = op.running.exports
+    assert exports is not None
+    cached = exports.exports.store.get(namespace, export)
+    return cached is not None and cached["metadata"]["resourceVersion"] == rv
+
+
+async def at_rest(op: OperatorUnderTest) -> None:
+    await op.settle()
+    await op.running.recorder.wait_idle()
+
+
+def agent_status_writes(events: list[AuditEvent], export: str = "") -> list[AuditEvent]:
+    return [
+        e
+        for e in events
+        if e.user == lighthouse.AGENT_USER
+        and e.resource == "serviceexports"
+        and e.subresource == "status"
+        and export in ("", e.name)
+    ]
+
+
+def shown(writes: list[AuditEvent]) -> list[tuple[str, str, str, str, int]]:
+    return [(w.verb, w.resource, w.subresource, w.name, w.code) for w in writes]
+
+
+async def test_each_pool_is_imported_from_where_it_runs_with_ready_endpoints_and_withdrawn(
+    world: lighthouse.World, ns: str
+) -> None:
+    members = world.members
+    since = {cluster: cp.audit.offset() for cluster, cp in members.items()}
+    async with operators(world) as ops, clients(world, USER) as users:
         for cluster, pools in POOLS.items():
             for pool in pools:
-                await run_pool(users[cluster], pool, cluster)
+                await run_pool(users[cluster], pool, ns, cluster)
 
-        async def every_cluster_sees(want: dict[str, list[str]]) -> None:
-            for cluster, user in users.items():
-                try:
-                    await eventually(partial(imports_are, user, want), timeout=30)
-                except AssertionError:
-                    got = await imported(user)
-                    pytest.fail(f"{cluster} imports {got}, want {want}")
-
-        # 1. The Global Router's view, the same from both clusters.
-        await every_cluster_sees(imports_wanted(POOLS))
-
-        # 2. The implementation reported on every export; the relays say Exported.
+        # 1. The Global Router's view, the same from both clusters: each pool imported
+        # from exactly the clusters it runs in, with ready endpoints from each of them.
+        await every_cluster_sees(users, ns, wanted(POOLS))
         for cluster, pools in POOLS.items():
             for pool in pools:
-                for export in exports_of(pool):
-                    await eventually(partial(_reported, users[cluster], export), timeout=30)
-                status = (await users[cluster].get(RELAYS, pool, NS))["status"]
-                assert {e["name"]: e["state"] for e in status["exports"]} == dict.fromkeys(
-                    exports_of(pool), "Exported"
-                ), status
+                assert await kwok.running_pods(users[cluster], ns, relay_pods(pool)), (
+                    f"no relay pod of {pool} runs in {cluster}"
+                )
+                status = (await users[cluster].get(RELAYS, pool, ns))["status"]
+                states = {e["name"]: e["state"] for e in status["exports"]}
+                assert states == dict.fromkeys(exports_of(pool), "Exported"), status
 
-        # 3. The implementation's status writes on our exports are not the operator's
-        # to act on (`export_changed` filters them): once its cache holds them, it has
-        # written nothing, and one more reconcile of every relay writes nothing.
+        # 2. What Lighthouse wrote on our exports, per CRD release.
+        await lighthouse_conditions_are_as_the_crds_allow(world, users, ns)
+
+        # 3. Lighthouse writing an export's status makes the operator write nothing:
+        # clear the conditions while east's agent is down, start it again (it writes
+        # them anew, or tries: v0.5.2 refuses), wait until the operator's cache has the
+        # export as it now is, and no write follows; one more reconcile writes nothing.
         for cluster, pools in POOLS.items():
-            op, user = ops[cluster], users[cluster]
-            await at_rest(op)
-            offset = clusterset[cluster].audit.offset()
-            export = exports_of(pools[0])[1]
-            cleared = {"status": {"conditions": None}}  # the simulator writes them again
-            await user.merge_patch(SERVICE_EXPORTS, export, cleared, NS, subresource="status")
-            reported = await eventually(partial(_reported, user, export), timeout=30)
-            seen = partial(cached_at, op, export, reported["metadata"]["resourceVersion"])
-            await eventually(seen, timeout=15)
-            await at_rest(op)
-            writes = [w for w in await op.writes_since(offset) if w.resource != "leases"]
-            assert writes == [], [(w.verb, w.resource, w.name) for w in writes]
-            for pool in pools:
-                again = await op.reconcile_again((NS, pool), include_events=True)
-                assert again == [], [(w.verb, w.resource, w.name) for w in again]
+            await lighthouse_writes_and_the_operator_stays_quiet(
+                world, ops[cluster], users[cluster], cluster, ns, pools
+            )
 
-        # 4. llama withdrawn from east: east drops out of its imports, nothing else moves.
-        await users["east"].delete(DGDS, "llama", NS)
-        await every_cluster_sees(imports_wanted({"east": [], "west": POOLS["west"]}))
-        assert [
-            e["metadata"]["name"] for e in (await users["east"].list(SERVICE_EXPORTS, NS)).items
-        ] == []
+        # 4. llama withdrawn from east: east drops out of llama's imports and
+        # endpoints in both clusters; nothing else moves.
+        await users["east"].delete(DGDS, "llama", ns)
+        await every_cluster_sees(users, ns, wanted({"east": [], "west": POOLS["west"]}))
+        assert (await users["east"].list(SERVICE_EXPORTS, ns)).items == []
 
         # 5. ... and published again: back in.
-        await users["east"].create(DGDS, dgd("llama", NS))
-        await every_cluster_sees(imports_wanted(POOLS))
-        assert sim.passes > 0
+        await run_dgd(users["east"], "llama", ns)
+        await every_cluster_sees(users, ns, wanted(POOLS))
 
     # 6. ServiceImports and export status are the implementation's, never ours.
-    for cluster, cp in clusterset.items():
+    for cluster, cp in members.items():
         ours = await asyncio.to_thread(
             cp.audit.writes, since[cluster], user_agent_prefix=OPERATOR_AGENT
         )
         theirs = [
-            (w.verb, w.resource, w.subresource, w.name)
+            w
             for w in ours
             if w.resource == "serviceimports"
             or (w.resource == "serviceexports" and w.subresource == "status")
         ]
-        assert theirs == [], f"{cluster}: the operator wrote {theirs}"
+        assert theirs == [], f"{cluster}: the operator wrote {shown(theirs)}"
         assert any(w.resource == "serviceexports" for w in ours), "the check would be vacuous"
 
 
-async def imports_are(client: Client, want: dict[str, list[str]]) -> bool:
-    return await imported(client) == want
+async def lighthouse_conditions_are_as_the_crds_allow(
+    world: lighthouse.World, users: dict[str, Client], ns: str
+) -> None:
+    """v0.1.0: Valid=True and Ready=True land on every export. v0.5.2: Lighthouse's
+    writes with an empty reason are refused, so Ready=True never lands."""
+
+    async def conditions(cluster: str) -> dict[str, dict[str, tuple[str, str]]]:
+        return {
+            e["metadata"]["name"]: {
+                c["type"]: (c["status"], c.get("reason", ""))
+                for c in (e.get("status") or {}).get("conditions") or []
+            }
+            for e in (await users[cluster].list(SERVICE_EXPORTS, ns)).items
+        }
+
+    if world.mcs_api == OLD_MCS_API:
+        for cluster in CLUSTERS:
+
+            async def all_ready(cluster: str = cluster) -> bool:
+                found = await conditions(cluster)
+                return bool(found) and all(
+                    c.get("Valid", ("",))[0] == "True" and c.get("Ready", ("",))[0] == "True"
+                    for c in found.values()
+                )
+
+            try:
+                await eventually(all_ready, timeout=60, interval=0.2)
+            except AssertionError:
+                pytest.fail(f"{cluster}: exports' conditions {await conditions(cluster)}")
+        return
+    for cluster, cp in world.members.items():
+        events = await asyncio.to_thread(cp.audit.writes, 0)
+        refused = [e for e in agent_status_writes(events) if e.code == 422]
+        assert refused, f"{cluster}: no Lighthouse status write was refused under {world.mcs_api}"
+        found = await conditions(cluster)
+        assert not [n for n, c in found.items() if c.get("Ready", ("",))[0] == "True"], found
 
 
-async def _reported(client: Client, export: str) -> dict[str, Any] | None:
-    """The export, once the implementation reported it `Ready` (`Exported`)."""
-    obj = await client.get(SERVICE_EXPORTS, export, NS)
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    if any(c.get("type") == "Ready" and c.get("reason") == "Exported" for c in conditions):
-        return obj
-    return None
+async def lighthouse_writes_and_the_operator_stays_quiet(
+    world: lighthouse.World,
+    op: OperatorUnderTest,
+    user: Client,
+    cluster: str,
+    ns: str,
+    pools: list[str],
+) -> None:
+    cp = world.members[cluster]
+    export = exports_of(pools[0])[1]
+    await at_rest(op)
+    offset = cp.audit.offset()
+    world.lighthouse.stop_agent(cluster)
+    cleared = {"status": {"conditions": None}}
+    await user.merge_patch(SERVICE_EXPORTS, export, cleared, ns, subresource="status")
+    await asyncio.to_thread(world.lighthouse.start_agent, cluster)
+    await asyncio.to_thread(world.lighthouse.wait_started, cluster)
+
+    async def lighthouse_wrote() -> bool:
+        events = await asyncio.to_thread(cp.audit.writes, offset)
+        return bool(agent_status_writes(events, export))
+
+    await eventually(lighthouse_wrote, timeout=60, interval=0.2)
+    current = await user.get(SERVICE_EXPORTS, export, ns)
+    rv = current["metadata"]["resourceVersion"]
+    await eventually(partial(cached_at, op, ns, export, rv), timeout=30)
+    await at_rest(op)
+    writes = [w for w in await op.writes_since(offset) if w.resource != "leases"]
+    assert writes == [], f"{cluster}: the operator wrote {shown(writes)}"
+    for pool in pools:
+        again = await op.reconcile_again((ns, pool), include_events=True)
+        assert again == [], f"{cluster}: reconciling {pool} again wrote {shown(again)}"
+
+
+async def test_a_relay_scaled_to_zero_is_still_imported_but_with_no_ready_endpoint(
+    world: lighthouse.World, ns: str
+) -> None:
+    async with operators(world), clients(world, USER) as users:
+        for cluster in CLUSTERS:
+            await run_pool(users[cluster], "llama", ns, cluster)
+        both = wanted({c: ["llama"] for c in CLUSTERS})
+        await every_cluster_sees(users, ns, both)
+
+        await users["east"].merge_patch(RELAYS, "llama", {"spec": {"replicas": 0}}, ns)
+        relay_svc = names.relay_name("llama")
+        scaled = dict(both)
+        scaled[relay_svc] = (list(CLUSTERS), ["west"])
+        await every_cluster_sees(users, ns, scaled)
+        assert await kwok.running_pods(users["east"], ns, relay_pods("llama")) == []
+
+        await users["east"].merge_patch(RELAYS, "llama", {"spec": {"replicas": None}}, ns)
+        await every_cluster_sees(users, ns, both)
+
+
+CYCLES = 10
+#: A known operator defect, pinned deterministically (xfail, strict) by
+#: tests/integration/test_pods.py::
+#: test_a_deployment_controller_writing_status_during_the_handover_logs_no_error: the
+#: Deployment controller's first status writes can make all three handover attempts
+#: of a new relay Deployment lose, and that Conflict is logged as a Reconciler error
+#: (seen in about one of twenty creates here). Remove this once it is fixed.
+HANDOVER_DEFECT = 'Conflict: Operation cannot be fulfilled on deployments.apps "llama-pool-relay"'
+
+
+# v0.1.0 only: there Lighthouse's status writes land, so they race the operator's
+# deletes most; under v0.5.2 most are refused. Ten cycles take about two minutes.
+@pytest.mark.parametrize("world", [OLD_MCS_API], indirect=True, ids=lambda v: f"mcs-api-{v}")
+async def test_withdrawing_and_publishing_again_makes_no_conflicting_delete_nor_error_log(
+    world: lighthouse.World, ns: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Lighthouse writes an export's status when its Service goes (`Valid=False
+    ServiceUnavailable`), which changes the export's resourceVersion. The operator
+    deletes an export with the resourceVersion it read, so a Service deleted before
+    its export races those writes: the delete is refused (409).
+
+    - The relay Service is the operator's: withdrawing its export *before* deleting
+      it leaves Lighthouse nothing to write, so no delete of a relay export may be
+      refused.
+    - The frontend Service is Dynamo's: the garbage collector removes it with the DGD
+      while the operator withdraws, an order nobody here controls, so a refused
+      frontend-export delete can happen. It is a lost race (retried at once, then the
+      export is gone, as the views show), logged below error level.
+
+    Ten withdraw/publish cycles with Lighthouse at work, and no error-level log."""
+    caplog.set_level(logging.DEBUG, logger="dynamo_pool_operator")
+    east = world.members["east"]
+    offset = east.audit.offset()
+    async with operators(world), clients(world, USER) as users:
+        for cluster in CLUSTERS:
+            await run_pool(users[cluster], "llama", ns, cluster)
+        both = wanted({c: ["llama"] for c in CLUSTERS})
+        await every_cluster_sees(users, ns, both)
+        for _ in range(CYCLES):
+            await users["east"].delete(DGDS, "llama", ns)
+            await every_cluster_sees(users, ns, wanted({"east": [], "west": ["llama"]}))
+            await run_dgd(users["east"], "llama", ns)
+            await every_cluster_sees(users, ns, both)
+
+    ours = await asyncio.to_thread(east.audit.writes, offset, user_agent_prefix=OPERATOR_AGENT)
+    deletes = [w for w in ours if w.verb == "delete" and w.resource == "serviceexports"]
+    assert len(deletes) >= 2 * CYCLES, f"only {len(deletes)} export deletes: vacuous"
+    refused = [w for w in deletes if w.code == 409]
+    landed = [
+        e
+        for e in agent_status_writes(await asyncio.to_thread(east.audit.writes, offset))
+        if e.code == 200
+    ]
+    relay_refused = [w for w in refused if w.name == names.relay_name("llama")]
+    assert relay_refused == [], (
+        f"{len(relay_refused)} deletes of the relay export were refused with 409 "
+        f"({len(landed)} Lighthouse status writes landed meanwhile; all refused deletes: "
+        f"{shown(refused)})"
+    )
+    errors_logged = [
+        f"{r.name}: {r.getMessage()}"
+        for r in caplog.records
+        if r.levelno >= logging.ERROR
+        and r.name.startswith("dynamo_pool_operator")
+        and HANDOVER_DEFECT not in r.getMessage()
+    ]
+    assert errors_logged == [], (
+        f"error-level operator logs ({len(refused)} refused export deletes: "
+        f"{shown(refused)}): {errors_logged}"
+    )

@@ -19,6 +19,7 @@ that identity; a probe then shows that such a request (even a refused one) is lo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import re
 import uuid
@@ -40,8 +41,10 @@ from chart_operator import (
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import SECRETS
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SECRETS
+from dynamo_pool_operator.testing import kwok
 from dynamo_pool_operator.testing.controlplane import ControlPlane
+from dynamo_pool_operator.testing.harness import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -309,6 +312,50 @@ def test_the_operator_container_never_runs_as_root(values: dict[str, Any]) -> No
         assert not sc.get("capabilities", {}).get("add"), name
     for host in ("hostNetwork", "hostPID", "hostIPC"):
         assert pod.get(host, False) is False, host
+
+
+@MODES
+async def test_the_charts_deployment_is_admitted_under_restricted_and_its_pods_run(
+    node_plane: ControlPlane, restricted: bool
+) -> None:
+    """The whole chart, Deployment included, applied to a control plane with nodes
+    (kwok) into a release namespace enforcing Pod Security `restricted`: the pods are
+    admitted (a template that is not compliant is refused at pod creation, as a
+    hardened cluster refuses it) and run. kwok runs no container: this proves
+    admission and scheduling, not the image."""
+    target = f"team-{uuid.uuid4().hex[:8]}"
+    values = restricted_values(target) if restricted else {}
+    with new_release(node_plane, "kwok") as rel, target_namespace(node_plane, target):
+        docs = template(values, release=rel.name, namespace=rel.namespace, include_crds=True)
+        for doc in docs:
+            if doc["kind"] == "CustomResourceDefinition":
+                node_plane.install_crd(doc)
+            elif doc["kind"] != "ServiceMonitor":
+                node_plane.apply(doc)
+        deployment = one(docs, "Deployment")
+        want = deployment["spec"].get("replicas", 1)
+        selector = ",".join(
+            f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items()
+        )
+        async with Client(load_kubeconfig(node_plane.kubeconfig), user_agent="dpo-tests") as c:
+
+            async def all_running() -> bool:
+                return len(await kwok.running_pods(c, rel.namespace, selector)) == want
+
+            try:
+                await eventually(all_running, timeout=60)
+            except AssertionError:
+                got = await c.get(DEPLOYMENTS, deployment["metadata"]["name"], rel.namespace)
+                pytest.fail(f"the operator's pods do not run: {got.get('status')}")
+
+
+@contextlib.contextmanager
+def target_namespace(cp: ControlPlane, name: str) -> Iterator[None]:
+    cp.create_namespace(name)
+    try:
+        yield
+    finally:
+        cp.delete_namespace(name)
 
 
 def final_user(dockerfile: str) -> str:

@@ -19,10 +19,10 @@ import pytest
 BUILD_SH = Path(__file__).resolve().parents[2] / "tools" / "controlplane" / "build.sh"
 
 
-def _reports_function() -> str:
+def _function(name: str = "reports") -> str:
     text = BUILD_SH.read_text()
-    found = re.search(r"^reports\(\) \{.*?^\}$", text, re.MULTILINE | re.DOTALL)
-    assert found, "build.sh no longer defines reports()"
+    found = re.search(rf"^{name}\(\) \{{.*?^\}}$", text, re.MULTILINE | re.DOTALL)
+    assert found, f"build.sh no longer defines {name}()"
     return found.group(0)
 
 
@@ -33,10 +33,10 @@ def _fake(tmp_path: Path, body: str) -> Path:
     return binary
 
 
-def _reports(binary: Path, want: str, *args: str) -> int:
-    script = "set -euo pipefail\n" + _reports_function() + '\nreports "$@"\n'
+def _reports(binary: Path, want: str, *args: str, function: str = "reports") -> int:
+    script = "set -euo pipefail\n" + _function(function) + f'\n{function} "$@"\n'
     done = subprocess.run(
-        ["bash", "-c", script, "reports", str(binary), want, *args],
+        ["bash", "-c", script, function, str(binary), want, *args],
         capture_output=True,
         timeout=30,
         check=False,
@@ -75,3 +75,30 @@ def test_the_version_arguments_reach_the_binary(tmp_path: Path) -> None:
     fake = _fake(tmp_path, '[ "$*" = "version --client" ] && echo "Client Version: v1.37.2"')
     assert _reports(fake, "v1.37.2", "version", "--client") == 0
     assert _reports(fake, "v1.37.2", "--version") != 0
+
+
+# The Lighthouse agent prints its version on stderr only (and logs nothing else
+# with -version): `reports_on_stderr` is the same check on the other stream.
+def test_a_version_on_stderr_is_accepted_by_the_stderr_check(tmp_path: Path) -> None:
+    fake = _fake(tmp_path, 'echo "banner"; echo "agent version: v0.20.0" >&2; echo "more" >&2')
+    assert _reports(fake, "version: v0.20.0", "-version", function="reports_on_stderr") == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ('echo "agent version: v0.19.0" >&2', "another version"),
+        ('echo "agent version: v0.20.0" >&2; exit 1', "the binary failed"),
+        ('echo "agent version: v0.20.0"', "the version only on stdout"),
+        ('echo "agent version: not-compiled-properly" >&2', "built without the version ldflag"),
+    ],
+)
+def test_the_stderr_check_rebuilds_what_does_not_report_the_version(
+    tmp_path: Path, body: str, why: str
+) -> None:
+    fake = _fake(tmp_path, body)
+    assert _reports(fake, "version: v0.20.0", "-version", function="reports_on_stderr") != 0, why
+
+
+def test_a_missing_binary_is_rebuilt_by_the_stderr_check(tmp_path: Path) -> None:
+    assert _reports(tmp_path / "absent", "v0.20.0", "-version", function="reports_on_stderr") != 0

@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # Build (or reuse from the cache) the local control plane's binaries:
 # kube-apiserver, kube-controller-manager and kubectl from k8s.io/kubernetes,
-# etcd from go.etcd.io/etcd/server/v3, helm from helm.sh/helm/v3, plus the
-# upstream MCS CRDs from sigs.k8s.io/mcs-api. Everything comes from the Go
-# module proxy; nothing is downloaded from anywhere else.
+# etcd from go.etcd.io/etcd/server/v3, helm from helm.sh/helm/v3, the real
+# peers the e2e tier and `dev` run next to the operator (kwok from
+# sigs.k8s.io/kwok: fake nodes and pods; the Submariner Lighthouse agent from
+# github.com/submariner-io/lighthouse: a real MCS implementation), plus the
+# upstream MCS CRDs from sigs.k8s.io/mcs-api (the pinned release and the one
+# Lighthouse targets). Everything comes from the Go module proxy; nothing is
+# downloaded from anywhere else. Each program is built from a wrapper module
+# committed under modules/ (go.mod + go.sum), so CI resolves exactly the same.
 #
 # Usage: tools/controlplane/build.sh [all|crds]   (prints the asset directory last)
 #
 # Versions live in versions.env next to this script. Output goes to
 #   ${DPO_CACHE_DIR:-~/.cache/dynamo-pool-operator}/k8s-<v>_etcd-<v>_helm-<v>/
 # and a binary is rebuilt only when it is missing or does not report the
-# pinned version. A cold build takes 20-40 minutes on two cores; progress and
-# elapsed time are printed every minute so nobody thinks it hung.
+# pinned version. A cold build takes 20-40 minutes on two cores (kwok and the
+# Lighthouse agent add about 3.5 minutes each); progress and elapsed time are
+# printed every minute so nobody thinks it hung.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -66,6 +72,14 @@ reports() { # reports BINARY EXPECTED-SUBSTRING VERSION-ARGS...
     # at random, because grep exits at the first match and a binary that
     # prints more lines afterwards (etcd prints four) dies of SIGPIPE (141).
     said=$("$b" "$@" 2>/dev/null) || return 1
+    [[ $said == *"$want"* ]]
+}
+
+reports_on_stderr() { # the same, for a binary that prints its version on stderr only
+    local b=$1 want=$2 said
+    shift 2
+    [ -x "$b" ] || return 1
+    said=$("$b" "$@" 2>&1 >/dev/null) || return 1
     [[ $said == *"$want"* ]]
 }
 
@@ -177,30 +191,98 @@ build_helm() {
     }
 }
 
+# ---------------------------------------------------------------------- kwok
+build_kwok() {
+    # kwok's version is a source constant: no ldflags, and --version says it.
+    if reports "$bin/kwok" "kwok version v$KWOK_VERSION " --version; then
+        log "kwok $KWOK_VERSION is cached"
+        return
+    fi
+    local d=$here/modules/kwok
+    mkdir -p "$d"
+    cd "$d"
+    if ! grep -Eqs "sigs.k8s.io/kwok v${KWOK_VERSION}( |$)" go.mod; then
+        rm -f go.mod go.sum
+        go mod init local/dpo-kwok-build >/dev/null 2>&1
+        go mod edit -go=1.26.0 # kwok v0.8.0's own go.mod says go 1.26.0
+        go get -tool "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
+    fi
+    log "building kwok $KWOK_VERSION (cold: about 3 minutes)"
+    with_heartbeat "building kwok" go build -ldflags "-s -w" -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok
+    reports "$bin/kwok" "kwok version v$KWOK_VERSION " --version || {
+        log "kwok does not report $KWOK_VERSION"
+        exit 1
+    }
+}
+
+# ---------------------------------------------------------- Lighthouse agent
+build_lighthouse() {
+    local lh=github.com/submariner-io/lighthouse
+    if reports_on_stderr "$bin/lighthouse-agent" "version: v$LIGHTHOUSE_VERSION" -version; then
+        log "lighthouse-agent $LIGHTHOUSE_VERSION is cached"
+        return
+    fi
+    local d=$here/modules/lighthouse
+    mkdir -p "$d"
+    cd "$d"
+    if ! grep -Eqs "$lh v${LIGHTHOUSE_VERSION}( |$)" go.mod; then
+        rm -f go.mod go.sum
+        go mod init local/dpo-lighthouse-build >/dev/null 2>&1
+        local src
+        src=$(go mod download -json "$lh@v$LIGHTHOUSE_VERSION" |
+            python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+        # The main module's go line sets the runtime's GODEBUG defaults: mirror
+        # what Lighthouse itself builds with.
+        go mod edit -go="$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$src/go.mod")"
+        # The checksum database has no entry for some submariner-io modules
+        # (admiral v0.20.0 answers 404). Lighthouse's own go.sum, inside a
+        # module zip the database did verify, carries their hashes: seed ours
+        # with them so `go` still checks every download. Never GONOSUMDB.
+        grep '^github.com/submariner-io/' "$src/go.sum" >go.sum || true
+        go get -tool "$lh/pkg/agent@v$LIGHTHOUSE_VERSION"
+    fi
+    log "building lighthouse-agent $LIGHTHOUSE_VERSION (cold: about 3.5 minutes)"
+    with_heartbeat "building lighthouse-agent" go build \
+        -ldflags "-s -w -X main.version=v$LIGHTHOUSE_VERSION" \
+        -o "$bin/lighthouse-agent" "$lh/pkg/agent"
+    reports_on_stderr "$bin/lighthouse-agent" "version: v$LIGHTHOUSE_VERSION" -version || {
+        log "lighthouse-agent does not report $LIGHTHOUSE_VERSION"
+        exit 1
+    }
+}
+
 # ------------------------------------------------------------------ MCS CRDs
-fetch_mcs_crds() {
-    local dest=$out/crds/mcs-api-$MCS_API_VERSION
+fetch_mcs_crds() { # fetch_mcs_crds VERSION
+    local version=$1
+    local dest=$out/crds/mcs-api-$version
     if [ -s "$dest/multicluster.x-k8s.io_serviceexports.yaml" ]; then
         return
     fi
     local dir
-    dir=$(cd "$here" && go mod download -json "sigs.k8s.io/mcs-api@$MCS_API_VERSION" |
+    dir=$(cd "$here" && go mod download -json "sigs.k8s.io/mcs-api@$version" |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
     mkdir -p "$dest"
     cp "$dir/config/crd/multicluster.x-k8s.io_serviceexports.yaml" \
         "$dir/config/crd/multicluster.x-k8s.io_serviceimports.yaml" "$dest/"
     chmod u+w "$dest"/*.yaml
-    log "MCS CRDs $MCS_API_VERSION copied to $dest"
+    log "MCS CRDs $version copied to $dest"
+}
+
+fetch_all_crds() {
+    fetch_mcs_crds "$MCS_API_VERSION"
+    fetch_mcs_crds "$LIGHTHOUSE_MCS_API_VERSION"
 }
 
 case "${1:-all}" in
 all)
     (build_etcd)
     (build_helm)
-    (fetch_mcs_crds)
+    (fetch_all_crds)
     (build_kube)
+    (build_kwok)
+    (build_lighthouse)
     ;;
-crds) (fetch_mcs_crds) ;; # for users who bring envtest binaries
+crds) (fetch_all_crds) ;; # for users who bring envtest binaries
 *)
     echo "usage: $0 [all|crds]" >&2
     exit 2

@@ -6,6 +6,10 @@ binaries skip our build):
 2. `$KUBEBUILDER_ASSETS/<name>`;
 3. our cache, `~/.cache/dynamo-pool-operator/<versions>/bin`, built on demand by
    `tools/controlplane/build.sh` (which skips binaries already at the pinned version).
+
+kwok and the Lighthouse agent (`TEST_ASSET_KWOK`, `TEST_ASSET_LIGHTHOUSE_AGENT`) are
+built with the rest; with envtest binaries they may be absent, and the tests that
+need them skip, saying so (`Assets.missing_peers`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,18 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "helm")
+BINARIES = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kubectl",
+    "helm",
+    "kwok",
+    "lighthouse-agent",
+)
+#: Optional: tests that need one skip with the reason when it is absent (envtest brings
+#: neither); `make test` builds them, so CI has them.
+PEERS = ("kwok", "lighthouse-agent")
 
 
 class AssetsError(RuntimeError):
@@ -65,6 +80,22 @@ class Assets:
     kubectl: Path | None
     helm: Path | None
     mcs_crd_dir: Path
+    #: Fake nodes and pods (sigs.k8s.io/kwok).
+    kwok: Path | None = None
+    #: The Submariner Lighthouse agent, a real MCS implementation.
+    lighthouse_agent: Path | None = None
+    #: The mcs-api CRDs Lighthouse targets (older than `mcs_crd_dir`'s).
+    lighthouse_mcs_crd_dir: Path | None = None
+
+    def missing_peers(self, *names: str) -> str | None:
+        """Why a test needing `names` (default: both peers) cannot run, or None."""
+        absent = [n for n in names or PEERS if getattr(self, n.replace("-", "_")) is None]
+        if not absent:
+            return None
+        return (
+            f"{', '.join(absent)} not built: run `bash tools/controlplane/build.sh` "
+            "(`make test` does) or set TEST_ASSET_KWOK / TEST_ASSET_LIGHTHOUSE_AGENT"
+        )
 
 
 def _override(name: str) -> Path | None:
@@ -101,9 +132,11 @@ def resolve(build_missing: bool = True) -> Assets:
     """Find every binary, building the missing ones from Go modules when allowed."""
     found = {name: _override(name) for name in BINARIES}
     cached = cache_dir()
-    mcs = cached / "crds" / f"mcs-api-{pinned_versions()['MCS_API_VERSION']}"
+    versions = pinned_versions()
+    mcs = cached / "crds" / f"mcs-api-{versions['MCS_API_VERSION']}"
+    lighthouse_mcs = cached / "crds" / f"mcs-api-{versions['LIGHTHOUSE_MCS_API_VERSION']}"
     # With envtest binaries (etcd + kube-apiserver given) nothing is built; the
-    # binaries envtest lacks (kube-controller-manager, helm) are then optional.
+    # binaries envtest lacks (kube-controller-manager, helm, the peers) are then optional.
     brought = found["etcd"] is not None and found["kube-apiserver"] is not None
     missing = [n for n in BINARIES if found[n] is None and not (cached / "bin" / n).is_file()]
     if missing and not brought:
@@ -115,18 +148,25 @@ def resolve(build_missing: bool = True) -> Assets:
             flush=True,
         )
         cached = build("all")
-    if not (mcs / "multicluster.x-k8s.io_serviceexports.yaml").is_file():
+    crd_file = "multicluster.x-k8s.io_serviceexports.yaml"
+    if not (mcs / crd_file).is_file() or not (lighthouse_mcs / crd_file).is_file():
         cached = build("crds")
     paths = {n: found[n] or cached / "bin" / n for n in BINARIES}
     for n in ("etcd", "kube-apiserver"):
         if not paths[n].is_file():
             raise AssetsError(f"{n} not found at {paths[n]}")
-    kcm = paths["kube-controller-manager"]
+
+    def optional(name: str) -> Path | None:
+        return paths[name] if paths[name].is_file() else None
+
     return Assets(
         etcd=paths["etcd"],
         kube_apiserver=paths["kube-apiserver"],
-        kube_controller_manager=kcm if kcm.is_file() else None,
-        kubectl=paths["kubectl"] if paths["kubectl"].is_file() else None,
-        helm=paths["helm"] if paths["helm"].is_file() else None,
+        kube_controller_manager=optional("kube-controller-manager"),
+        kubectl=optional("kubectl"),
+        helm=optional("helm"),
         mcs_crd_dir=mcs,
+        kwok=optional("kwok"),
+        lighthouse_agent=optional("lighthouse-agent"),
+        lighthouse_mcs_crd_dir=lighthouse_mcs if (lighthouse_mcs / crd_file).is_file() else None,
     )

@@ -6,6 +6,14 @@ log of every write with its user agent, and kube-controller-manager running only
 the garbage-collector and namespace controllers (ownership is how exports die
 with their relay, so GC must be real). Used by the test fixtures and by `dev`.
 
+Production admission is on: OwnerReferencesPermissionEnforcement, and PodSecurity
+with every namespace made by `create_namespace` enforcing `restricted`.
+
+`ControlPlane(nodes=N)` adds a world where pods run: kwok plays the kubelet of N
+fake Nodes, a MutatingAdmissionPolicy plays the scheduler, and kube-controller-manager
+also runs the Deployment, ReplicaSet and EndpointSlice controllers (`kwok.py` says
+what this world does and does not do).
+
 Everything lives in one temporary directory that `stop()` removes; processes
 run in their own sessions and are killed on stop, at interpreter exit, and when
 start fails half way.
@@ -32,12 +40,18 @@ from typing import Any
 
 import yaml
 
+from . import kwok
 from .assets import Assets, resolve
 from .audit import AUDIT_POLICY, AuditLog
 from .certs import KeyPair, TinyCA, service_account_signer
 
 #: What kube-controller-manager logs once the garbage collector watches every resource.
 _GC_SYNCED = "all resource monitors have synced"
+_GC_CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
+#: What makes pods out of Deployments and endpoints out of pods (names as in 1.37's --help).
+_POD_CONTROLLERS = ("deployment-controller", "replicaset-controller", "endpointslice-controller")
+#: The PodSecurity level every namespace made here enforces.
+POD_SECURITY_LABELS = {"pod-security.kubernetes.io/enforce": "restricted"}
 
 
 class ControlPlaneError(RuntimeError):
@@ -57,6 +71,7 @@ class _Proc:
     args: list[str]
     log: Path
     popen: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] | None = None
 
     def start(self) -> None:
         out = self.log.open("ab")
@@ -67,6 +82,7 @@ class _Proc:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env=self.env,
             )
         finally:
             out.close()
@@ -113,9 +129,16 @@ class ControlPlane:
         garbage_collector: bool = True,
         crds: list[dict[str, Any]] | None = None,
         extra_apiserver_args: list[str] | None = None,
+        nodes: int = 0,
     ) -> None:
         self.assets = assets or resolve()
-        self._want_gc = garbage_collector
+        if nodes and (self.assets.kwok is None or self.assets.kube_controller_manager is None):
+            raise ControlPlaneError(
+                self.assets.missing_peers("kwok") or "nodes need kube-controller-manager"
+            )
+        self.nodes = nodes
+        # Pods need the controllers, and a Deployment's pods go through the collector.
+        self._want_gc = garbage_collector or nodes > 0
         self._crds = crds or []
         self._extra = extra_apiserver_args or []
         self.dir = Path(tempfile.mkdtemp(prefix="dpo-controlplane-", dir=_fast_tmp()))
@@ -149,6 +172,8 @@ class ControlPlane:
             # only every 30 s after, so CRDs installed later are collected late.
             for crd in self._crds:
                 self.install_crd(crd)
+            if self.nodes:
+                self._start_nodes()
             if self._want_gc and self.assets.kube_controller_manager is not None:
                 self._start_controller_manager()
         except BaseException:
@@ -156,8 +181,10 @@ class ControlPlane:
             raise
 
     def stop(self) -> None:
-        """Stop every process and remove the directory; safe to call twice."""
-        for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
+        """Stop every process and remove the directory; safe to call twice. Peers
+        (kwok, agents) first, the API server before etcd."""
+        core = ("kube-controller-manager", "kube-apiserver", "etcd")
+        for name in [n for n in self._procs if n not in core] + list(core):
             if name in self._procs:
                 self._procs[name].stop()
         self._procs.clear()
@@ -235,7 +262,9 @@ class ControlPlane:
             # Production admission: OpenShift enables this plugin by default. It refuses
             # `blockOwnerDeletion: true` unless the writer may update the owner's
             # finalizers, which is what the operator's own references carry.
-            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
+            # PodSecurity is on by default; named so the intent is visible, it enforces
+            # what each namespace's labels say (`create_namespace`: restricted).
+            "--enable-admission-plugins=OwnerReferencesPermissionEnforcement,PodSecurity",
             "--allow-privileged=true",
             f"--audit-policy-file={d / 'audit-policy.yaml'}",
             f"--audit-log-path={self.audit.path}",
@@ -250,10 +279,11 @@ class ControlPlane:
 
     def _start_controller_manager(self) -> None:
         assert self.assets.kube_controller_manager is not None
+        controllers = _GC_CONTROLLERS + (_POD_CONTROLLERS if self.nodes else ())
         args = [
             str(self.assets.kube_controller_manager),
             f"--kubeconfig={self.kubeconfig}",
-            "--controllers=garbage-collector-controller,namespace-controller",
+            f"--controllers={','.join(controllers)}",
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
             f"--secure-port={free_port()}",
@@ -264,6 +294,83 @@ class ControlPlane:
         self._spawn("kube-controller-manager", args)
         log = self._procs["kube-controller-manager"].log
         self._wait(lambda: _GC_SYNCED in log.read_text(errors="replace"), "kcm", 60)
+
+    def _start_nodes(self) -> None:
+        """The scheduler stand-in (effective before any pod is created), the Nodes, kwok."""
+        assert self.assets.kwok is not None
+        for obj in kwok.scheduler(self.nodes):
+            self.apply(obj)
+        self._wait(self._scheduler_admits, "kube-apiserver", 30)
+        for i in range(self.nodes):
+            self.apply(kwok.node(i))
+        stages = self.dir / "kwok-stages.yaml"
+        stages.write_text(kwok.stages_yaml())
+        key, value = kwok.NODE_ANNOTATION
+        self._spawn(
+            "kwok",
+            [
+                str(self.assets.kwok),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--manage-nodes-with-annotation-selector={key}={value}",
+                f"--cidr={kwok.POD_CIDR}",
+                f"--node-ip={kwok.NODE_IP}",
+                # kwok renews each Node's Lease, as a kubelet does.
+                "--node-lease-duration-seconds=40",
+                f"--config={stages}",
+            ],
+        )
+        self._wait(self._nodes_ready, "kwok", 60)
+
+    def _scheduler_admits(self) -> bool:
+        """A dry-run Pod comes back with a node: the policy is loaded (it takes effect
+        a moment after it is created)."""
+        probe = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "dpo-scheduler-probe"},
+            "spec": {"containers": [{"name": "c", "image": "probe"}]},
+        }
+        status, body = self.request("POST", "/api/v1/namespaces/default/pods?dryRun=All", probe)
+        return status == 201 and bool(body["spec"].get("nodeName"))
+
+    def _nodes_ready(self) -> bool:
+        status, body = self.request("GET", "/api/v1/nodes")
+        if status != 200:
+            return False
+        ready = [
+            n
+            for n in body["items"]
+            if any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in (n.get("status") or {}).get("conditions") or []
+            )
+        ]
+        return len(ready) >= self.nodes
+
+    def spawn(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        """Run a peer process (a Lighthouse agent) as part of this control plane: its
+        log in the directory, stopped (by its PID) before the API server, in `pids`."""
+        if name in self._procs:
+            raise ControlPlaneError(f"a process named {name} already runs")
+        self._procs[name] = _Proc(name, args, self.dir / f"{name}.log", env=env)
+        self._procs[name].start()
+
+    def log_of(self, name: str) -> Path:
+        return self._procs[name].log
+
+    def alive(self, name: str) -> bool:
+        return name in self._procs and self._procs[name].alive()
+
+    def stop_process(self, name: str) -> None:
+        """Stop a process started by `spawn` (by its PID) and forget it."""
+        proc = self._procs.pop(name, None)
+        if proc is not None:
+            proc.stop()
+
+    @property
+    def serving_ca_pem(self) -> bytes:
+        """The CA that signed the API server's serving certificate (what `ca.crt` is)."""
+        return self._ca.cert_pem
 
     def _spawn(self, name: str, args: list[str]) -> None:
         proc = _Proc(name, args, self.dir / f"{name}.log")
@@ -430,8 +537,11 @@ class ControlPlane:
             time.sleep(0.2)
         raise ControlPlaneError(f"CRD {name} still present after {timeout}s")
 
-    def create_namespace(self, name: str) -> None:
-        status, body = self.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> None:
+        """A namespace enforcing Pod Security `restricted` (as hardened clusters and
+        OpenShift do), so a pod template that is not compliant is refused here too."""
+        meta = {"name": name, "labels": {**POD_SECURITY_LABELS, **(labels or {})}}
+        status, body = self.request("POST", "/api/v1/namespaces", {"metadata": meta})
         if status >= 300:
             raise ControlPlaneError(f"create namespace {name}: {body}")
 

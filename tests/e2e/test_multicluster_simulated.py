@@ -1,0 +1,263 @@
+"""Two clusters with Karmada's exports, and a *stand-in* implementation between them.
+
+The real multi-cluster test is test_multicluster.py (Submariner Lighthouse, kwok pods).
+Karmada cannot be built here, so for `karmada` this test keeps a stand-in written by
+this project (`mcs_simulator`, test code): it merges the members' ServiceExports into
+ServiceImports in both clusters and writes conditions on the exports. It proves only
+what the operator does with the `karmada` setting next to *an* implementation; what
+an implementation does is proven against Lighthouse.
+
+Two real control planes ("east" and "west", each with its About API cluster ID; a
+Karmada member's name is the same string) each run the operator. The test checks:
+
+- a pool that runs in both clusters is imported everywhere from both; a pool in one
+  cluster from that one only;
+- withdrawing a pool in one cluster (its DGD deleted) removes that cluster from the
+  pool's imports, and nothing else; publishing it again brings it back;
+- the implementation's status writes on our exports never make the operator write
+  (no fight over an object two controllers write to), and one more reconcile of
+  every relay writes nothing;
+- the operator never writes a ServiceImport or an export's status: those are the
+  implementation's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from functools import partial
+from typing import Any
+
+import pytest
+from chart_operator import CLUSTER_ID_PROPERTY, DGDS, RELAYS, dgd, relay
+from mcs_simulator import (
+    SERVICE_EXPORTS,
+    SERVICE_IMPORTS,
+    USER_AGENT,
+    ClusterSetSimulator,
+    Member,
+)
+
+from dynamo_pool_operator.api import names
+from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
+from dynamo_pool_operator.runtime.auth import load_kubeconfig
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import SERVICES
+from dynamo_pool_operator.testing.assets import resolve
+from dynamo_pool_operator.testing.controlplane import ControlPlane
+from dynamo_pool_operator.testing.crds import default_crds
+from dynamo_pool_operator.testing.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+#: MCS namespace sameness: the same namespace in every cluster of the set.
+NS = "inference"
+#: Which pools run where: llama in both clusters, mistral in west only.
+POOLS = {"east": ["llama"], "west": ["llama", "mistral"]}
+USER = "dpo-e2e-user"
+
+
+def exports_of(pool: str) -> list[str]:
+    return [names.relay_name(pool), names.component_service_name(pool, "Frontend")]
+
+
+def imports_wanted(where: dict[str, list[str]]) -> dict[str, list[str]]:
+    """ServiceImport name -> the clusters it should list, for pools placed as `where`."""
+    out: dict[str, list[str]] = {}
+    for cluster, pools in where.items():
+        for pool in pools:
+            for export in exports_of(pool):
+                out.setdefault(export, []).append(cluster)
+    return {name: sorted(clusters) for name, clusters in out.items()}
+
+
+@pytest.fixture(scope="module")
+def implementation() -> str:
+    """Karmada (member cluster names): `mcs` is tested with Lighthouse instead."""
+    return "karmada"
+
+
+@pytest.fixture(scope="module")
+def clusterset(implementation: str) -> Iterator[dict[str, ControlPlane]]:
+    """Two fresh control planes, each with every API the operator uses and its cluster
+    ID (a Karmada member's name is the same string)."""
+    assets = resolve()
+    planes = {
+        cluster: ControlPlane(
+            assets=assets, crds=default_crds(assets.mcs_crd_dir), garbage_collector=False
+        )
+        for cluster in POOLS
+    }
+    started: list[ControlPlane] = []
+    try:
+        for cluster, cp in planes.items():
+            cp.start()
+            started.append(cp)
+            cp.apply(
+                {
+                    "apiVersion": "about.k8s.io/v1beta1",
+                    "kind": "ClusterProperty",
+                    "metadata": {"name": CLUSTER_ID_PROPERTY},
+                    "spec": {"value": cluster},
+                }
+            )
+            cp.create_namespace(NS)
+        yield planes
+    finally:
+        for cp in started:
+            cp.stop()
+
+
+async def run_pool(client: Client, pool: str, cluster: str) -> None:
+    """What a user and Dynamo's operator do: the DGD, its frontend Service (Dynamo's
+    operator makes it; there is none here), and the pool's relay."""
+    await client.create(DGDS, dgd(pool, NS))
+    frontend = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": names.component_service_name(pool, "Frontend"), "namespace": NS},
+        "spec": {"ports": [{"name": "http", "port": 8000, "protocol": "TCP"}]},
+    }
+    await client.create(SERVICES, frontend)
+    await client.create(RELAYS, relay(pool, NS, cluster))
+
+
+async def imported(client: Client) -> dict[str, list[str]]:
+    """The Global Router's view from one cluster: import name -> exporting clusters."""
+    return {
+        i["metadata"]["name"]: [c["cluster"] for c in (i.get("status") or {}).get("clusters") or []]
+        for i in (await client.list(SERVICE_IMPORTS, NS)).items
+    }
+
+
+async def cached_at(op: OperatorUnderTest, export: str, resource_version: str) -> bool:
+    """The operator's export cache holds `export` at `resource_version`."""
+    exports = op.running.exports
+    assert exports is not None
+    cached = exports.exports.store.get(NS, export)
+    return cached is not None and cached["metadata"]["resourceVersion"] == resource_version
+
+
+async def at_rest(op: OperatorUnderTest) -> None:
+    """Nothing queued or in flight, and every Event written."""
+    await op.settle()
+    await op.running.recorder.wait_idle()
+
+
+@contextlib.asynccontextmanager
+async def clients(
+    planes: dict[str, ControlPlane], user_agent: str
+) -> AsyncIterator[dict[str, Client]]:
+    async with contextlib.AsyncExitStack() as stack:
+        out = {}
+        for cluster, cp in planes.items():
+            c = Client(load_kubeconfig(cp.kubeconfig), user_agent=user_agent)
+            out[cluster] = await stack.enter_async_context(c)
+        yield out
+
+
+async def test_each_pool_is_imported_from_the_clusters_it_runs_in_and_withdrawn_from_one(
+    clusterset: dict[str, ControlPlane], implementation: str
+) -> None:
+    cfg = parse_configuration(
+        {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "multiCluster": {"mcsImplementation": implementation},
+        }
+    )
+    since = {cluster: cp.audit.offset() for cluster, cp in clusterset.items()}
+    async with contextlib.AsyncExitStack() as stack:
+        ops = {
+            cluster: await stack.enter_async_context(OperatorUnderTest(cp, cfg))
+            for cluster, cp in clusterset.items()
+        }
+        users = await stack.enter_async_context(clients(clusterset, USER))
+        sim_clients = await stack.enter_async_context(clients(clusterset, USER_AGENT))
+        sim = ClusterSetSimulator([Member(c, sim_clients[c]) for c in clusterset], NS)
+        await stack.enter_async_context(sim.running())
+
+        for cluster, pools in POOLS.items():
+            for pool in pools:
+                await run_pool(users[cluster], pool, cluster)
+
+        async def every_cluster_sees(want: dict[str, list[str]]) -> None:
+            for cluster, user in users.items():
+                try:
+                    await eventually(partial(imports_are, user, want), timeout=30)
+                except AssertionError:
+                    got = await imported(user)
+                    pytest.fail(f"{cluster} imports {got}, want {want}")
+
+        # 1. The Global Router's view, the same from both clusters.
+        await every_cluster_sees(imports_wanted(POOLS))
+
+        # 2. The implementation reported on every export; the relays say Exported.
+        for cluster, pools in POOLS.items():
+            for pool in pools:
+                for export in exports_of(pool):
+                    await eventually(partial(_reported, users[cluster], export), timeout=30)
+                status = (await users[cluster].get(RELAYS, pool, NS))["status"]
+                assert {e["name"]: e["state"] for e in status["exports"]} == dict.fromkeys(
+                    exports_of(pool), "Exported"
+                ), status
+
+        # 3. The implementation's status writes on our exports are not the operator's
+        # to act on (`export_changed` filters them): once its cache holds them, it has
+        # written nothing, and one more reconcile of every relay writes nothing.
+        for cluster, pools in POOLS.items():
+            op, user = ops[cluster], users[cluster]
+            await at_rest(op)
+            offset = clusterset[cluster].audit.offset()
+            export = exports_of(pools[0])[1]
+            cleared = {"status": {"conditions": None}}  # the simulator writes them again
+            await user.merge_patch(SERVICE_EXPORTS, export, cleared, NS, subresource="status")
+            reported = await eventually(partial(_reported, user, export), timeout=30)
+            seen = partial(cached_at, op, export, reported["metadata"]["resourceVersion"])
+            await eventually(seen, timeout=15)
+            await at_rest(op)
+            writes = [w for w in await op.writes_since(offset) if w.resource != "leases"]
+            assert writes == [], [(w.verb, w.resource, w.name) for w in writes]
+            for pool in pools:
+                again = await op.reconcile_again((NS, pool), include_events=True)
+                assert again == [], [(w.verb, w.resource, w.name) for w in again]
+
+        # 4. llama withdrawn from east: east drops out of its imports, nothing else moves.
+        await users["east"].delete(DGDS, "llama", NS)
+        await every_cluster_sees(imports_wanted({"east": [], "west": POOLS["west"]}))
+        assert [
+            e["metadata"]["name"] for e in (await users["east"].list(SERVICE_EXPORTS, NS)).items
+        ] == []
+
+        # 5. ... and published again: back in.
+        await users["east"].create(DGDS, dgd("llama", NS))
+        await every_cluster_sees(imports_wanted(POOLS))
+        assert sim.passes > 0
+
+    # 6. ServiceImports and export status are the implementation's, never ours.
+    for cluster, cp in clusterset.items():
+        ours = await asyncio.to_thread(
+            cp.audit.writes, since[cluster], user_agent_prefix=OPERATOR_AGENT
+        )
+        theirs = [
+            (w.verb, w.resource, w.subresource, w.name)
+            for w in ours
+            if w.resource == "serviceimports"
+            or (w.resource == "serviceexports" and w.subresource == "status")
+        ]
+        assert theirs == [], f"{cluster}: the operator wrote {theirs}"
+        assert any(w.resource == "serviceexports" for w in ours), "the check would be vacuous"
+
+
+async def imports_are(client: Client, want: dict[str, list[str]]) -> bool:
+    return await imported(client) == want
+
+
+async def _reported(client: Client, export: str) -> dict[str, Any] | None:
+    """The export, once the implementation reported it `Ready` (`Exported`)."""
+    obj = await client.get(SERVICE_EXPORTS, export, NS)
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    if any(c.get("type") == "Ready" and c.get("reason") == "Exported" for c in conditions):
+        return obj
+    return None

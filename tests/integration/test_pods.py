@@ -1,0 +1,235 @@
+"""Relay pods in a world with nodes: kwok, the scheduler stand-in, the pod controllers,
+and Pod Security `restricted` enforced on the namespace (testing/kwok.py).
+
+The rest of the integration tier has no nodes, so a relay Deployment never gets a pod
+and nothing checks its pod template against admission. Here the pods exist: they are
+admitted only if the template is `restricted`-compliant, they run, the relay Service's
+EndpointSlice lists them, and scaling and namespace deletion work as on a cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from functools import partial
+from typing import Any
+
+import pytest
+from relay_fixtures import DGDS, RELAYS, dgd_body, ready, relay_body
+
+from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.auth import load_kubeconfig
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, NAMESPACES
+from dynamo_pool_operator.testing import kwok
+from dynamo_pool_operator.testing.controlplane import ControlPlane
+from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
+
+pytestmark = pytest.mark.timeout(180)
+
+POOL = "llama"
+
+
+@pytest.fixture
+def pod_namespace(node_plane: ControlPlane) -> Iterator[str]:
+    name = f"p-{uuid.uuid4().hex[:10]}"
+    node_plane.create_namespace(name)
+    try:
+        yield name
+    finally:
+        node_plane.delete_namespace(name)
+
+
+@pytest.fixture
+async def admin(node_plane: ControlPlane) -> AsyncIterator[Client]:
+    async with Client(load_kubeconfig(node_plane.kubeconfig), user_agent="dpo-tests") as c:
+        yield c
+
+
+def relay_selector() -> str:
+    return ",".join(f"{k}={v}" for k, v in labels.selector(POOL).items())
+
+
+async def pods_are(client: Client, namespace: str, count: int) -> bool:
+    return len(await kwok.running_pods(client, namespace, relay_selector())) == count
+
+
+async def endpoints_are(
+    client: Client, namespace: str, count: int
+) -> tuple[tuple[str, ...]] | None:
+    """The relay Service's ready endpoint addresses, once there are `count` (as a tuple,
+    truthy even when empty, for `eventually`)."""
+    ready = await kwok.service_endpoints(client, namespace, names.relay_name(POOL))
+    return (tuple(ready),) if len(ready) == count else None
+
+
+async def test_relay_pods_are_admitted_under_restricted_pod_security_and_serve_the_service(
+    node_plane: ControlPlane, admin: Client, pod_namespace: str
+) -> None:
+    ns = pod_namespace
+    async with OperatorUnderTest(node_plane):
+        await admin.create(DGDS, dgd_body(POOL, ns))
+        await admin.create(RELAYS, relay_body(POOL, ns, replicas=2))
+        try:
+            await eventually(partial(pods_are, admin, ns, 2), timeout=60)
+        except AssertionError:
+            deployment = await admin.get(DEPLOYMENTS, names.relay_name(POOL), ns)
+            pytest.fail(f"no 2 running relay pods; Deployment status: {deployment.get('status')}")
+        (addresses,) = await eventually(partial(endpoints_are, admin, ns, 2), timeout=60)
+        assert all(a.startswith("10.244.") for a in addresses), addresses
+
+        # Scaling down removes pods (kwok's pod-delete) and their endpoints.
+        await admin.merge_patch(RELAYS, POOL, {"spec": {"replicas": 0}}, ns)
+        await eventually(partial(pods_are, admin, ns, 0), timeout=60)
+        await eventually(partial(endpoints_are, admin, ns, 0), timeout=60)
+
+
+async def test_a_namespace_with_running_pods_is_deleted(
+    node_plane: ControlPlane, admin: Client
+) -> None:
+    """kwok removes a pod being deleted (no kubelet grace period), so the namespace
+    controller can finish: without the pod-delete stage the namespace stays Terminating."""
+    ns = f"p-{uuid.uuid4().hex[:10]}"
+    node_plane.create_namespace(ns)
+    async with OperatorUnderTest(node_plane):
+        await admin.create(DGDS, dgd_body(POOL, ns))
+        await admin.create(RELAYS, relay_body(POOL, ns, replicas=1))
+        await eventually(partial(pods_are, admin, ns, 1), timeout=60)
+    node_plane.delete_namespace(ns)
+
+    async def gone() -> bool:
+        try:
+            await admin.get(NAMESPACES, ns)
+        except errors.NotFound:
+            return True
+        return False
+
+    await eventually(gone, timeout=90)
+
+
+async def test_test_namespaces_refuse_a_pod_that_is_not_restricted(
+    client: Client, namespace: str
+) -> None:
+    """Every test namespace enforces Pod Security `restricted`, nodes or not: admission
+    happens at create."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "root", "namespace": namespace},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+    }
+    with pytest.raises(errors.ApiError) as refused:
+        await client.create(kwok.PODS, pod)
+    assert refused.value.status == 403
+    assert 'violates PodSecurity "restricted:latest"' in str(refused.value)
+
+
+async def all_published(client: Client, namespace: str, pools: list[str]) -> bool:
+    for pool in pools:
+        condition = await ready(client, namespace, pool)
+        if not condition or condition["status"] != "True":
+            return False
+    return True
+
+
+#: Each pool is one chance for the namespace controller to delete a relay's Deployment
+#: or Service before the relay (its kind-by-kind order decides): with six, the operator
+#: met the refusal in 7 of 9 runs.
+POOLS_IN_DELETED_NAMESPACE = 6
+
+
+@pytest.mark.xfail(
+    strict=False,  # a race (7 of 9 runs fail): strict would make the suite flaky
+    reason="operator defect (left to the lead): a create refused with 403 cause "
+    "NamespaceTerminating is logged as 'Reconciler error' at error level and retried "
+    "with backoff until the relay is gone; Kubernetes' controllers drop it silently. "
+    "Remove this mark with the fix: the test must then always pass",
+)
+async def test_deleting_a_namespace_with_a_published_pool_logs_no_error(
+    node_plane: ControlPlane, admin: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The namespace controller deletes a namespace's objects kind by kind: the relay's
+    Deployment and Service may go before the relay itself. Re-creating them is then
+    refused (403, cause NamespaceTerminating) until the relay is gone. That refusal is
+    the expected end of the pool, not an error: Kubernetes' own controllers (the
+    ReplicaSet controller, for one) drop it silently. The operator must not log it at
+    error level."""
+    caplog.set_level(logging.DEBUG, logger="dynamo_pool_operator")
+    ns = f"p-{uuid.uuid4().hex[:10]}"
+    node_plane.create_namespace(ns)
+    pools = [f"pool-{i}" for i in range(POOLS_IN_DELETED_NAMESPACE)]
+    async with OperatorUnderTest(node_plane) as op:
+        for pool in pools:
+            await admin.create(DGDS, dgd_body(pool, ns))
+            await admin.create(RELAYS, relay_body(pool, ns, replicas=1))
+        await eventually(partial(all_published, admin, ns, pools), timeout=60)
+        await op.settle()
+        caplog.clear()
+        node_plane.delete_namespace(ns)
+        await eventually(partial(gone, admin, ns), timeout=90)
+        await op.settle()
+    logged = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.ERROR and r.name.startswith("dynamo_pool_operator")
+    ]
+    assert logged == [], logged
+
+
+async def gone(client: Client, namespace: str) -> bool:
+    try:
+        await client.get(NAMESPACES, namespace)
+    except errors.NotFound:
+        return True
+    return False
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="operator defect (left to the lead): runtime/handover.py gives up after 3 "
+    "conflicting attempts and lets errors.Conflict out, which reconcile does not treat "
+    "as a lost race: 'Reconciler error' at error level",
+)
+async def test_a_deployment_controller_writing_status_during_the_handover_logs_no_error(
+    node_plane: ControlPlane, admin: Client, pod_namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Right after the operator creates the relay Deployment it hands the create's
+    fields over to its apply manager, a patch guarded by the resourceVersion the create
+    returned. The Deployment controller writes the new Deployment's status several times
+    in its first second (seen with kwok: one of about twenty creates in the
+    multi-cluster test lost all three attempts). Here each of the first three attempts
+    is made to lose for certain: just before it, the Deployment's status moves on (a
+    write through the API, as the controller's). That is a lost race: retried quietly,
+    and the pool converges."""
+    caplog.set_level(logging.DEBUG, logger="dynamo_pool_operator")
+    ns = pod_namespace
+    async with OperatorUnderTest(node_plane) as op:
+        assert op.client is not None
+        real = op.client.merge_patch
+        bumped = 0
+
+        async def merge_patch(
+            res: Any, name: str, patch: dict[str, Any], *a: Any, **kw: Any
+        ) -> Any:
+            nonlocal bumped
+            handover = "managedFields" in (patch.get("metadata") or {})
+            if res == DEPLOYMENTS and handover and bumped < 3:
+                bumped += 1
+                note = {"metadata": {"annotations": {"test/moved-on": str(bumped)}}}
+                await admin.merge_patch(DEPLOYMENTS, name, note, ns)
+            return await real(res, name, patch, *a, **kw)
+
+        op.client.merge_patch = merge_patch  # type: ignore[method-assign]
+        await admin.create(DGDS, dgd_body(POOL, ns))
+        await admin.create(RELAYS, relay_body(POOL, ns, replicas=1))
+        await eventually(partial(pods_are, admin, ns, 1), timeout=60)
+        await eventually(partial(all_published, admin, ns, [POOL]), timeout=60)
+        assert bumped == 3, "the handover was not attempted three times"
+    logged = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.ERROR and r.name.startswith("dynamo_pool_operator")
+    ]
+    assert logged == [], logged
