@@ -34,7 +34,9 @@ from .runtime import errors, metrics
 from .runtime.auth import ConfigError, load_config
 from .runtime.client import DEFAULT_USER_AGENT, Client
 from .runtime.leader import LeaderElector, LeadershipLost, default_identity
+from .runtime.metrics_auth import DelegatedAuth
 from .runtime.server import Probes, ProbeServer
+from .runtime.serving_tls import CertificateError, ServingCertificate
 
 log = logging.getLogger(__name__)
 
@@ -81,9 +83,15 @@ async def run(
     # The elector has a client of its own: the operator's is gated on leadership (the
     # Lease writes must pass while following), and `qps` must never queue a renewal
     # behind a burst of reconcile writes until the renew deadline passes.
+    # Secure metrics review scrapers' tokens with a client of their own too: followers
+    # serve metrics, and the operator's client refuses every write (a review is a
+    # create) while this replica does not lead. It connects only when used.
     async with (
         Client(cluster, qps=pace.qps, burst=pace.burst) as client,
         Client(cluster, user_agent=f"{DEFAULT_USER_AGENT} leader-election") as lease_client,
+        Client(
+            cluster, user_agent=f"{DEFAULT_USER_AGENT} metrics-auth", request_timeout=10.0
+        ) as review_client,
     ):
         try:
             gates = await discover_gates(client, config.multi_cluster.mcs_implementation)
@@ -99,11 +107,21 @@ async def run(
             liveness={"ping": lambda: True, "workers": lambda: op.controller.healthy},
             readiness={"caches": op.caches_synced},
         )
+        tls, auth = None, None
+        if config.server.metrics_secure and config.server.metrics_address != "0":
+            try:
+                tls = ServingCertificate(config.server.metrics_cert_dir or None)
+            except CertificateError as e:
+                log.error("cannot serve secure metrics: %s", e)
+                return EXIT_FAILURE
+            auth = DelegatedAuth(review_client)
         server = ProbeServer(
             probes,
             metrics.REGISTRY,
             health_address=config.server.health_probe_address,
             metrics_address=config.server.metrics_address,
+            metrics_tls=tls,
+            metrics_auth=auth,
         )
         try:
             await server.start()
