@@ -79,12 +79,26 @@ def _parser() -> argparse.ArgumentParser:
 
     man = sub.add_parser(
         "manifests",
-        help="print the CRD and RBAC manifests as YAML",
+        help="print the CRD and RBAC manifests as YAML (or install the CRD: crds --apply)",
         description="Render what the operator needs installed, from the code that defines "
         "it: `crds` (the DynamoPoolRelay CRD), `rbac` (ServiceAccount, roles, bindings) or "
-        "`all`. Pipe to `kubectl apply -f -`.",
+        "`all`. Pipe to `kubectl apply -f -`. `crds --apply` installs or upgrades the CRD "
+        "itself (what the Helm chart's upgrade hook runs): it replaces the stored spec with "
+        "this version's, keeps others' labels and annotations, and waits until the CRD is "
+        "Established; exit 1 when it cannot.",
     )
     man.add_argument("what", nargs="?", default="all", choices=["all", "crds", "rbac"])
+    man.add_argument(
+        "--apply",
+        action="store_true",
+        help="with `crds`: install or upgrade the CRD in the cluster instead of printing it",
+    )
+    man.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="with --apply: default $KUBECONFIG, ~/.kube/config, in-cluster",
+    )
+    man.add_argument("--context", help="with --apply: kubeconfig context")
     man.add_argument(
         "--namespace",
         default=rbac.DEFAULT_NAMESPACE,
@@ -129,6 +143,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "version":
         print(f"dynamo-pool-operator {__version__}")
         return 0
+    if args.command == "manifests" and args.apply:
+        if args.what != "crds":
+            print(
+                "error: --apply installs the CRDs only: use `manifests crds --apply` (RBAC is "
+                "the chart's or `manifests rbac | kubectl apply -f -`)",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
+        from . import crd_install
+
+        return asyncio.run(
+            crd_install.run(
+                kubeconfig=args.kubeconfig, context=args.context, out=sys.stdout, err=sys.stderr
+            )
+        )
     if args.command == "manifests":
         docs = manifests(args.what, namespace=args.namespace, restricted=args.restricted)
         sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False))
