@@ -27,10 +27,9 @@ import os
 import signal
 from pathlib import Path
 
-from . import operator
+from . import operator, relay_metrics
 from .config import OperatorConfiguration
 from .features import StartupError, discover_gates
-from .relay_metrics import RelayStatusCollector
 from .runtime import errors, metrics
 from .runtime.auth import ConfigError, load_config
 from .runtime.client import DEFAULT_USER_AGENT, Client
@@ -130,14 +129,12 @@ async def run(
             log.error("cannot serve the probes and metrics: %s", e)
             await server.stop()
             return EXIT_FAILURE
-        # The relays' own reports as metrics (relay_metrics.py), read from the cache at
-        # scrape time; unregistered on the way out, since the registry is the process's.
-        relay_status = RelayStatusCollector(op.caches.relays.store.list)
-        metrics.REGISTRY.register(relay_status)
         try:
-            return await _run_with_server(op, lease_client, config, identity, stop)
+            # The relays' own reports as metrics (relay_metrics.py), read from the
+            # cache at scrape time.
+            with relay_metrics.reporting(metrics.REGISTRY, op.caches.relays.store.list):
+                return await _run_with_server(op, lease_client, config, identity, stop)
         finally:
-            metrics.REGISTRY.unregister(relay_status)
             await server.stop()
 
 

@@ -17,10 +17,13 @@ as the API server holds them, on followers too:
 
 from __future__ import annotations
 
+import contextlib
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -47,6 +50,9 @@ class RelayStatusCollector(Collector):
     def __init__(self, relays: RelaySource) -> None:
         self._relays = relays
 
+    def _current(self) -> Iterable[Mapping[str, Any]]:
+        return self._relays()
+
     def describe(self) -> Iterable[Any]:
         # Declared up front (and empty until a scrape): the registry learns the names.
         return list(self._families())
@@ -67,7 +73,7 @@ class RelayStatusCollector(Collector):
     def collect(self) -> Iterator[Any]:
         ready, counts = self._families()
         tally: Counter[tuple[str, str, str]] = Counter()
-        for relay in self._relays():
+        for relay in self._current():
             meta = relay.get("metadata") or {}
             conditions = _conditions(relay)
             tally.update(conditions)
@@ -80,3 +86,32 @@ class RelayStatusCollector(Collector):
             counts.add_metric([kind, status, reason], float(n))
         yield ready
         yield counts
+
+
+class _Sources(RelayStatusCollector):
+    """The one collector of a registry; the newest source added is the one reported
+    (a process serves one operator; tests may start another before the last stopped)."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: ())
+        self.sources: list[RelaySource] = []
+
+    def _current(self) -> Iterable[Mapping[str, Any]]:
+        return self.sources[-1]() if self.sources else ()
+
+
+_REGISTERED: weakref.WeakKeyDictionary[CollectorRegistry, _Sources] = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def reporting(registry: CollectorRegistry, relays: RelaySource) -> Iterator[None]:
+    """Report `relays()` in `registry` for the block (registered once per registry)."""
+    collector = _REGISTERED.get(registry)
+    if collector is None:
+        collector = _REGISTERED[registry] = _Sources()
+        registry.register(collector)
+    collector.sources.append(relays)
+    try:
+        yield
+    finally:
+        collector.sources.remove(relays)

@@ -44,3 +44,18 @@ def test_no_relays_no_series_but_the_families_are_declared() -> None:
     text = scrape([])
     assert "# TYPE dynamo_pool_operator_relay_ready gauge" in text
     assert "dynamo_pool_operator_relay_ready{" not in text
+
+
+def test_one_collector_per_registry_reporting_the_newest_source() -> None:
+    from dynamo_pool_operator.relay_metrics import reporting
+
+    registry = CollectorRegistry()
+    first = [relay("a", ("Ready", "True", "Published"))]
+    second = [relay("b", ("Ready", "False", "NoWorkers"))]
+    with reporting(registry, lambda: first):
+        with reporting(registry, lambda: second):  # no "Duplicated timeseries"
+            text = generate_latest(registry).decode()
+            assert 'relay="b"' in text
+            assert 'relay="a"' not in text
+        assert 'relay="a"' in generate_latest(registry).decode()
+    assert "relay_ready{" not in generate_latest(registry).decode()
