@@ -159,10 +159,12 @@ def test_default_render() -> None:
 
 def test_default_configuration_is_the_operators_default() -> None:
     """values.yaml's defaults are the operator's, except what the chart decides for a pod:
-    JSON logs, and the Lease named after the release in the release namespace."""
+    JSON logs, the Lease named after the release in the release namespace, and secure
+    metrics (a pod's port is reachable from the whole pod network)."""
     cfg = to_document(rendered_configuration(template()))
     want = to_document(OperatorConfiguration())
     want["logging"]["format"] = "json"
+    want["server"]["metricsSecure"] = True
     want["leaderElection"]["namespace"] = "dpo-system"
     want["leaderElection"]["name"] = "dynamo-pool-operator-leader"
     assert cfg == want
@@ -209,6 +211,30 @@ def test_values_reach_the_configuration() -> None:
     }
 
 
+def test_secure_metrics_values() -> None:
+    """`metrics.secure` reaches the configuration, the ServiceMonitor scrapes HTTPS with
+    Prometheus' token, and a `certSecret` is mounted where the configuration says."""
+    monitor = {"serviceMonitor": {"enabled": True}}
+    docs = template({"metrics": {"certSecret": "dpo-metrics-tls", **monitor}})
+    cfg = rendered_configuration(docs)
+    assert cfg.server.metrics_secure
+    (endpoint,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["metrics-tls"] == cfg.server.metrics_cert_dir
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["metrics-tls"]["secret"] == {"secretName": "dpo-metrics-tls"}
+
+    plain = template({"metrics": {"secure": False, "certSecret": "ignored", **monitor}})
+    cfg = rendered_configuration(plain)
+    assert (cfg.server.metrics_secure, cfg.server.metrics_cert_dir) == (False, "")
+    assert "scheme" not in one(plain, "ServiceMonitor")["spec"]["endpoints"][0]
+    assert not [d for d in plain if "metrics-" in d["metadata"]["name"] and "Role" in d["kind"]]
+
+
 def test_restricted_render() -> None:
     docs = template(restricted_values("team-a"))
     cfg = rendered_configuration(docs)
@@ -220,8 +246,14 @@ def test_restricted_render() -> None:
     assert ("RoleBinding", "dynamo-pool-operator", "team-a") in roles
     assert ("Role", "dynamo-pool-operator-leader-election", "team-a") in roles
     assert ("ClusterRole", "dynamo-pool-operator-clusterproperty-reader.dpo-system", None) in roles
-    assert [n for k, n, _ in roles if k == "ClusterRole"] == [
-        "dynamo-pool-operator-clusterproperty-reader.dpo-system"
+    # Cluster-wide only what no Role can grant: ClusterProperties (cluster-scoped), the
+    # token and access reviews of secure metrics, the unbound reader for Prometheus, and
+    # the CRD upgrade hook's own identity (a hook: gone after the upgrade).
+    assert sorted(n for k, n, _ in roles if k == "ClusterRole") == [
+        "dynamo-pool-operator-clusterproperty-reader.dpo-system",
+        "dynamo-pool-operator-crd-upgrade.dpo-system",
+        "dynamo-pool-operator-metrics-auth.dpo-system",
+        "dynamo-pool-operator-metrics-reader.dpo-system",
     ]
     binding = one(docs, "RoleBinding", "dynamo-pool-operator")
     assert binding["subjects"] == [
