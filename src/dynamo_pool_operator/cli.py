@@ -1,7 +1,8 @@
-"""`dynamo-pool-operator`: run | dev | status | manifests | version.
+"""`dynamo-pool-operator`: run | dev | status | check | manifests | version.
 
 Exit codes: 0 success; 1 runtime failure (startup, lost leadership, `status` could not
-read the cluster); 2 invalid configuration or usage (nothing was started).
+read the cluster, a `check` failed); 2 invalid configuration or usage (nothing was
+started).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import yaml
 
 from . import __version__, logs, rbac
 from .config import ConfigurationError, load_configuration
+from .config_fields import parse_duration
 from .process import EXIT_CONFIG, EXIT_FAILURE
 
 DESCRIPTION = """\
@@ -88,14 +90,78 @@ def _parser() -> argparse.ArgumentParser:
         "-A", "--all-namespaces", action="store_true", help="relays of every namespace"
     )
 
+    check = sub.add_parser(
+        "check",
+        help="check the cluster and the operator: APIs, CRDs, RBAC, leader, exports, relays",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="""\
+One line per check, ✔ ok, ‼ warning, ✘ failed, and what to do when it is not ok:
+api-server, relay-crd (installed, and the version this binary serves), dgd-crd,
+serviceexport-api (multicluster.x-k8s.io, or which other group is there), cluster-id
+(About API property vs relays' clusterId), karmada-names (55 characters), rbac
+(SelfSubjectAccessReview of every rule in rbac.py, as --as), leader (the Lease's holder
+and age), exports-terminating, foreign-exports, relays-ready.
+
+Reads only. The operator's configuration (which implementation, namespace restriction,
+Lease) comes from --configmap or --config; without them, the defaults.
+exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 bad usage""",
+    )
+    check.add_argument(
+        "--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, ~/.kube/config, in-cluster"
+    )
+    check.add_argument("--context", help="kubeconfig context (default: current-context)")
+    source = check.add_mutually_exclusive_group()
+    source.add_argument(
+        "--configmap",
+        metavar="NAMESPACE/NAME",
+        help="read the operator's configuration from its ConfigMap (the chart's: "
+        "<release namespace>/<fullname>)",
+    )
+    source.add_argument("--config", metavar="PATH", help="an OperatorConfiguration file")
+    check.add_argument(
+        "--as",
+        dest="as_user",
+        metavar="USER",
+        help="ask the RBAC check as this user, e.g. "
+        "system:serviceaccount:dynamo-pool-operator:dynamo-pool-operator (needs impersonate); "
+        "in the operator's pod it asks as itself",
+    )
+    check.add_argument(
+        "--operator-namespace",
+        metavar="NS",
+        help="the operator's namespace, where its Lease is when the configuration names none "
+        "(default: the ConfigMap's, else the pod's, else dynamo-pool-operator)",
+    )
+    check.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    check.add_argument(
+        "--wait",
+        metavar="DURATION",
+        default="0s",
+        help="run the checks again until none fails or DURATION (e.g. 5m) passes",
+    )
+
     man = sub.add_parser(
         "manifests",
-        help="print the CRD and RBAC manifests as YAML",
+        help="print the CRD and RBAC manifests as YAML (or install the CRD: crds --apply)",
         description="Render what the operator needs installed, from the code that defines "
         "it: `crds` (the DynamoPoolRelay CRD), `rbac` (ServiceAccount, roles, bindings) or "
-        "`all`. Pipe to `kubectl apply -f -`.",
+        "`all`. Pipe to `kubectl apply -f -`. `crds --apply` installs or upgrades the CRD "
+        "itself (what the Helm chart's upgrade hook runs): it replaces the stored spec with "
+        "this version's, keeps others' labels and annotations, and waits until the CRD is "
+        "Established; exit 1 when it cannot.",
     )
     man.add_argument("what", nargs="?", default="all", choices=["all", "crds", "rbac"])
+    man.add_argument(
+        "--apply",
+        action="store_true",
+        help="with `crds`: install or upgrade the CRD in the cluster instead of printing it",
+    )
+    man.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="with --apply: default $KUBECONFIG, ~/.kube/config, in-cluster",
+    )
+    man.add_argument("--context", help="with --apply: kubeconfig context")
     man.add_argument(
         "--namespace",
         default=rbac.DEFAULT_NAMESPACE,
@@ -140,6 +206,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "version":
         print(f"dynamo-pool-operator {__version__}")
         return 0
+    if args.command == "check":
+        from . import check as check_cmd
+
+        try:
+            wait = parse_duration(args.wait)
+        except ValueError as e:
+            print(f"error: --wait: {e}; use a Go duration such as 5m or 90s", file=sys.stderr)
+            return EXIT_CONFIG
+        if args.configmap is not None and args.configmap.count("/") != 1:
+            print("error: --configmap takes NAMESPACE/NAME", file=sys.stderr)
+            return EXIT_CONFIG
+        opts = check_cmd.Options(
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            config_path=args.config,
+            configmap=args.configmap,
+            as_user=args.as_user,
+            operator_namespace=args.operator_namespace,
+            output=args.output,
+            wait=max(wait, 0.0),
+        )
+        return asyncio.run(check_cmd.run(opts))
+    if args.command == "manifests" and args.apply:
+        if args.what != "crds":
+            print(
+                "error: --apply installs the CRDs only: use `manifests crds --apply` (RBAC is "
+                "the chart's or `manifests rbac | kubectl apply -f -`)",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
+        from . import crd_install
+
+        return asyncio.run(
+            crd_install.run(
+                kubeconfig=args.kubeconfig, context=args.context, out=sys.stdout, err=sys.stderr
+            )
+        )
     if args.command == "manifests":
         docs = manifests(args.what, namespace=args.namespace, restricted=args.restricted)
         sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False))

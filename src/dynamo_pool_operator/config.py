@@ -33,6 +33,7 @@ from .config_fields import (
     FieldSpec,
     boolean,
     camel,
+    cert_dir,
     check_unknown,
     decode_section,
     describe,
@@ -158,6 +159,21 @@ class ServerConfig:
         "Bind address of `/healthz` and `/readyz`; `0` disables it.",
         check=listen_address,
         allowed="`[host]:port` (port 0-65535) or `0`",
+    )
+    metrics_secure: bool = boolean(
+        False,
+        "Serve `/metrics` over HTTPS, only to callers the API server authenticates "
+        "(TokenReview of their bearer token) and authorizes for `get` on the non-resource "
+        "URL `/metrics` (SubjectAccessReview), as kubebuilder's secure metrics do. Needs the "
+        "metrics-auth ClusterRole (tokenreviews and subjectaccessreviews `create`).",
+    )
+    metrics_cert_dir: str = string(
+        "",
+        "With `metricsSecure`: a directory holding `tls.crt` and `tls.key` (a mounted "
+        "certificate Secret), re-read when they change. Empty: a self-signed certificate "
+        "made at start.",
+        check=cert_dir,
+        allowed="empty or an absolute path",
     )
 
 
@@ -288,6 +304,13 @@ def _cross_checks(cfg: OperatorConfiguration, bad: set[str]) -> list[FieldError]
             f"empty or set {quote(ns)}, the only namespace the operator may write in"
         )
         out.append(FieldError("leaderElection.namespace", msg))
+    secure_ok = "server.metricsSecure" not in bad
+    if secure_ok and cfg.server.metrics_cert_dir and not cfg.server.metrics_secure:
+        msg = (
+            "is set but metricsSecure is false, so no certificate is served; set "
+            "server.metricsSecure: true or remove server.metricsCertDir"
+        )
+        out.append(FieldError("server.metricsCertDir", msg))
     metrics, probes = cfg.server.metrics_address, cfg.server.health_probe_address
     checked = not bad & {"server.metricsAddress", "server.healthProbeAddress"}
     if checked and "0" not in (metrics, probes):
@@ -455,7 +478,8 @@ def configuration_reference() -> str:
         "Rules between fields: `leaderElection.leaseDuration` > `leaderElection.renewDeadline` "
         f"> {JITTER_FACTOR} x `leaderElection.retryPeriod` (client-go's rule); with "
         "`namespace.restricted` set, `leaderElection.namespace` is empty or that namespace; "
-        "`server.metricsAddress` and `server.healthProbeAddress` use different ports.",
+        "`server.metricsAddress` and `server.healthProbeAddress` use different ports; "
+        "`server.metricsCertDir` needs `server.metricsSecure`.",
         "",
         "## Complete example (all defaults)",
         "",

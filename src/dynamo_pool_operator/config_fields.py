@@ -221,6 +221,15 @@ def object_name(value: str) -> str | None:
     )
 
 
+def cert_dir(value: str) -> str | None:
+    """Empty, or an absolute directory path (the pod's working directory is not ours)."""
+    if value == "" or value.startswith("/"):
+        return None
+    return (
+        f'{quote(value)} is not an absolute path; use e.g. "/etc/dynamo-pool-operator/metrics-tls"'
+    )
+
+
 def image_reference(value: str) -> str | None:
     if not value:
         return "must not be empty; set the relay's container image, e.g. registry/repo:tag"

@@ -27,7 +27,7 @@ import os
 import signal
 from pathlib import Path
 
-from . import operator
+from . import operator, relay_metrics
 from .api import labels
 from .config import OperatorConfiguration
 from .discovery import StartupError, discover_served_apis
@@ -35,7 +35,9 @@ from .runtime import errors, metrics
 from .runtime.auth import ConfigError, load_config
 from .runtime.client import DEFAULT_USER_AGENT, Client
 from .runtime.leader import LeaderElector, LeadershipLost, default_identity
+from .runtime.metrics_auth import DelegatedAuth
 from .runtime.server import Probes, ProbeServer
+from .runtime.serving_tls import CertificateError, ServingCertificate
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +84,17 @@ async def run(
     # The elector has a client of its own: the operator's is gated on leadership (the
     # Lease writes must pass while following), and `qps` must never queue a renewal
     # behind a burst of reconcile writes until the renew deadline passes.
+    # Secure metrics review scrapers' tokens with a client of their own too: followers
+    # serve metrics, and the operator's client refuses every write (a review is a
+    # create) while this replica does not lead. It connects only when used.
     async with (
         Client(
             cluster, qps=pace.qps, burst=pace.burst, field_manager=labels.FIELD_MANAGER
         ) as client,
         Client(cluster, user_agent=f"{DEFAULT_USER_AGENT} leader-election") as lease_client,
+        Client(
+            cluster, user_agent=f"{DEFAULT_USER_AGENT} metrics-auth", request_timeout=10.0
+        ) as review_client,
     ):
         try:
             served = await discover_served_apis(client, config.multi_cluster.mcs_implementation)
@@ -102,11 +110,21 @@ async def run(
             liveness={"ping": lambda: True, "workers": lambda: op.controller.healthy},
             readiness={"caches": op.caches_synced},
         )
+        tls, auth = None, None
+        if config.server.metrics_secure and config.server.metrics_address != "0":
+            try:
+                tls = ServingCertificate(config.server.metrics_cert_dir or None)
+            except CertificateError as e:
+                log.error("cannot serve secure metrics: %s", e)
+                return EXIT_FAILURE
+            auth = DelegatedAuth(review_client)
         server = ProbeServer(
             probes,
             metrics.REGISTRY,
             health_address=config.server.health_probe_address,
             metrics_address=config.server.metrics_address,
+            metrics_tls=tls,
+            metrics_auth=auth,
         )
         try:
             await server.start()
@@ -115,7 +133,10 @@ async def run(
             await server.stop()
             return EXIT_FAILURE
         try:
-            return await _run_with_server(op, lease_client, config, identity, stop)
+            # The relays' own reports as metrics (relay_metrics.py), read from the
+            # cache at scrape time.
+            with relay_metrics.reporting(metrics.REGISTRY, op.caches.relays.store.list):
+                return await _run_with_server(op, lease_client, config, identity, stop)
         finally:
             await server.stop()
 

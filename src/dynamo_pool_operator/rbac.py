@@ -6,14 +6,23 @@ the rules are data; `dynamo-pool-operator manifests rbac` renders them, and
 tools/generate_manifests.py writes deploy/rbac/ and the chart's `files/rbac-rules.yaml`
 (which the chart's templates render), and a test fails when any of those copies drift.
 
-Why three roles:
+Why these roles:
 - the manager rules are everything the reconcilers read and write. They are namespaced
   resources only, so the same rules serve as a ClusterRole (cluster-wide) or as a Role
   in the one namespace the operator is restricted to;
 - leader election needs a Lease in one namespace, and nothing else there;
 - the About API's ClusterProperty `cluster.clusterset.k8s.io` is cluster-scoped, so a
   Role cannot grant reading it. It always gets its own read-only ClusterRole, which keeps
-  a namespace-restricted install restricted in everything else.
+  a namespace-restricted install restricted in everything else;
+- secure metrics (`server.metricsSecure`) ask the API server who a scraper is
+  (TokenReview) and whether it may `get /metrics` (SubjectAccessReview), as kubebuilder's
+  metrics filters do. Both reviews are cluster-scoped creates, so they get a ClusterRole
+  of their own too. Beside it, an unbound ClusterRole a Prometheus is bound to: `get` on
+  the non-resource URL /metrics.
+
+The Helm chart's CRD upgrade hook runs as its own ServiceAccount with only
+`CRD_UPGRADE_RULES` (our CRD, by name where Kubernetes allows it); the operator itself
+never writes a CRD.
 
 What is deliberately absent: any write to DynamoGraphDeployments (they belong to
 Dynamo's operator; we only read them), Secrets, Pods, and RBAC objects.
@@ -34,6 +43,8 @@ RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 MANAGER_NAME = "dynamo-pool-operator"
 LEADER_ELECTION_NAME = "dynamo-pool-operator-leader-election"
 CLUSTER_PROPERTY_READER_NAME = "dynamo-pool-operator-clusterproperty-reader"
+METRICS_AUTH_NAME = "dynamo-pool-operator-metrics-auth"
+METRICS_READER_NAME = "dynamo-pool-operator-metrics-reader"
 
 DEFAULT_NAMESPACE = "dynamo-pool-operator"
 DEFAULT_SERVICE_ACCOUNT = "dynamo-pool-operator"
@@ -57,13 +68,30 @@ class Rule:
     verbs: tuple[str, ...]
     #: Why the operator needs it; shown in reviews, not rendered.
     why: str = ""
+    #: Only these objects (empty: any). Kubernetes cannot restrict `create` by name.
+    resource_names: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "apiGroups": [self.api_group],
             "resources": list(self.resources),
-            "verbs": list(self.verbs),
         }
+        if self.resource_names:
+            out["resourceNames"] = list(self.resource_names)
+        out["verbs"] = list(self.verbs)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class UrlRule:
+    """A PolicyRule on non-resource URLs (paths served outside the API's resources)."""
+
+    urls: tuple[str, ...]
+    verbs: tuple[str, ...]
+    why: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nonResourceURLs": list(self.urls), "verbs": list(self.verbs)}
 
 
 MANAGER_RULES: tuple[Rule, ...] = (
@@ -118,6 +146,40 @@ CLUSTER_PROPERTY_RULES: tuple[Rule, ...] = (
 )
 
 
+METRICS_AUTH_RULES: tuple[Rule, ...] = (
+    Rule(
+        "authentication.k8s.io",
+        ("tokenreviews",),
+        ("create",),
+        "secure metrics: who is the scraper behind this bearer token",
+    ),
+    Rule(
+        "authorization.k8s.io",
+        ("subjectaccessreviews",),
+        ("create",),
+        "secure metrics: may that user `get` the non-resource URL /metrics",
+    ),
+)
+
+#: For whoever scrapes the secure /metrics (bind it to your Prometheus' ServiceAccount).
+METRICS_READER_RULES: tuple[UrlRule, ...] = (
+    UrlRule(("/metrics",), ("get",), "scrape the operator's secure /metrics"),
+)
+
+#: The chart's CRD upgrade hook (`manifests crds --apply`, crd_install.py): a forced
+#: server-side apply of our CRD, which creates it when missing (and then needs `create`),
+#: and reading it until it is Established. All by name.
+CRD_UPGRADE_RULES: tuple[Rule, ...] = (
+    Rule(
+        "apiextensions.k8s.io",
+        ("customresourcedefinitions",),
+        ("get", "create", "patch"),
+        "apply our CRD (a PATCH; one that creates it needs create), read it until Established",
+        resource_names=(f"{crd.PLURAL}.{crd.GROUP}",),
+    ),
+)
+
+
 def manager_rules() -> list[dict[str, Any]]:
     """Rules of the manager ClusterRole (or of its Role when namespace-restricted)."""
     return [r.to_dict() for r in MANAGER_RULES]
@@ -131,6 +193,21 @@ def leader_election_rules() -> list[dict[str, Any]]:
 def cluster_property_rules() -> list[dict[str, Any]]:
     """Rules of the separate ClusterRole that reads ClusterProperties."""
     return [r.to_dict() for r in CLUSTER_PROPERTY_RULES]
+
+
+def metrics_auth_rules() -> list[dict[str, Any]]:
+    """Rules of the ClusterRole that lets the operator review scrapers' tokens."""
+    return [r.to_dict() for r in METRICS_AUTH_RULES]
+
+
+def metrics_reader_rules() -> list[dict[str, Any]]:
+    """Rules of the (unbound) ClusterRole a Prometheus needs to scrape secure metrics."""
+    return [r.to_dict() for r in METRICS_READER_RULES]
+
+
+def crd_upgrade_rules() -> list[dict[str, Any]]:
+    """Rules of the chart's CRD upgrade hook."""
+    return [r.to_dict() for r in CRD_UPGRADE_RULES]
 
 
 def _meta(name: str, namespace: str | None) -> dict[str, Any]:
@@ -176,12 +253,16 @@ def render(
     service_account: str,
     restricted_namespace: str | None,
     lease_namespace: str,
+    *,
+    metrics_auth: bool = True,
 ) -> list[dict[str, Any]]:
     """Roles and bindings for the ServiceAccount `namespace/service_account`.
 
     `restricted_namespace` None: the manager rules are a ClusterRole bound cluster-wide.
     Otherwise they are a Role (and RoleBinding) in that namespace only. The Lease Role
     lives in `lease_namespace`; the ClusterProperty reader is always cluster-wide.
+    `metrics_auth`: the secure-metrics ClusterRole (bound) and the metrics reader
+    ClusterRole (for Prometheus; left unbound).
     """
     out: list[dict[str, Any]] = []
     if restricted_namespace is None:
@@ -214,6 +295,13 @@ def render(
     out.append(
         _binding("ClusterRoleBinding", "ClusterRole", reader, None, namespace, service_account)
     )
+    if metrics_auth:
+        auth = METRICS_AUTH_NAME
+        out.append(_role("ClusterRole", auth, None, metrics_auth_rules()))
+        out.append(
+            _binding("ClusterRoleBinding", "ClusterRole", auth, None, namespace, service_account)
+        )
+        out.append(_role("ClusterRole", METRICS_READER_NAME, None, metrics_reader_rules()))
     return out
 
 
@@ -223,10 +311,14 @@ def service_account(namespace: str, name: str) -> dict[str, Any]:
 
 
 def chart_rules() -> dict[str, list[dict[str, Any]]]:
-    """The rules as the Helm chart reads them (`files/rbac-rules.yaml`): one list per role,
-    so its templates render exactly these rules in either mode."""
+    """The rules as the Helm chart reads them (`files/rbac-rules.yaml`): one list per role
+    (and one for the CRD upgrade hook), so its templates render exactly these rules in
+    either mode."""
     return {
         "manager": manager_rules(),
         "leaderElection": leader_election_rules(),
         "clusterPropertyReader": cluster_property_rules(),
+        "metricsAuth": metrics_auth_rules(),
+        "metricsReader": metrics_reader_rules(),
+        "crdUpgrade": crd_upgrade_rules(),
     }

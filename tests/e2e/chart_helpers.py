@@ -55,11 +55,16 @@ def template(
     release: str = "dynamo-pool-operator",
     namespace: str = "dpo-system",
     include_crds: bool = False,
+    hooks: bool = True,
 ) -> list[dict[str, Any]]:
-    """`helm template` of the chart, parsed; fails the test with helm's message."""
+    """`helm template` of the chart, parsed; fails the test with helm's message.
+    `hooks=False` leaves out Helm hooks (the CRD upgrade Job and its identity), which
+    `helm install` runs apart from the release's objects."""
     args = ["template", release, str(CHART), "--namespace", namespace]
     if include_crds:
         args.append("--include-crds")
+    if not hooks:
+        args.append("--no-hooks")
     proc = helm(*args, values=values)
     assert proc.returncode == 0, f"helm template failed:\n{proc.stderr}"
     return [d for d in yaml.safe_load_all(proc.stdout) if d]

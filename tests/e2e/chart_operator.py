@@ -82,7 +82,9 @@ class Installed:
 def install_as_service_account(
     cp: ControlPlane, release: Release, values: dict[str, Any]
 ) -> Installed:
-    docs = template(values, release=release.name, namespace=release.namespace, include_crds=True)
+    docs = template(
+        values, release=release.name, namespace=release.namespace, include_crds=True, hooks=False
+    )
     for doc in docs:
         if doc["kind"] == "CustomResourceDefinition":
             cp.install_crd(doc)

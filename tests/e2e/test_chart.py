@@ -96,15 +96,22 @@ def test_default_render() -> None:
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in docs)
     assert kinds == [
         ("ClusterRole", "dynamo-pool-operator-clusterproperty-reader.dpo-system"),
+        ("ClusterRole", "dynamo-pool-operator-crd-upgrade.dpo-system"),  # hook
+        ("ClusterRole", "dynamo-pool-operator-metrics-auth.dpo-system"),
+        ("ClusterRole", "dynamo-pool-operator-metrics-reader.dpo-system"),
         ("ClusterRole", "dynamo-pool-operator.dpo-system"),
         ("ClusterRoleBinding", "dynamo-pool-operator-clusterproperty-reader.dpo-system"),
+        ("ClusterRoleBinding", "dynamo-pool-operator-crd-upgrade.dpo-system"),  # hook
+        ("ClusterRoleBinding", "dynamo-pool-operator-metrics-auth.dpo-system"),
         ("ClusterRoleBinding", "dynamo-pool-operator.dpo-system"),
         ("ConfigMap", "dynamo-pool-operator"),
         ("Deployment", "dynamo-pool-operator"),
+        ("Job", "dynamo-pool-operator-crd-upgrade"),  # hook
         ("Role", "dynamo-pool-operator-leader-election"),
         ("RoleBinding", "dynamo-pool-operator-leader-election"),
         ("Service", "dynamo-pool-operator-metrics"),
         ("ServiceAccount", "dynamo-pool-operator"),
+        ("ServiceAccount", "dynamo-pool-operator-crd-upgrade"),  # hook
     ]
     for d in docs:
         labels = d["metadata"]["labels"]
@@ -152,10 +159,12 @@ def test_default_render() -> None:
 
 def test_default_configuration_is_the_operators_default() -> None:
     """values.yaml's defaults are the operator's, except what the chart decides for a pod:
-    JSON logs, and the Lease named after the release in the release namespace."""
+    JSON logs, the Lease named after the release in the release namespace, and secure
+    metrics (a pod's port is reachable from the whole pod network)."""
     cfg = to_document(rendered_configuration(template()))
     want = to_document(OperatorConfiguration())
     want["logging"]["format"] = "json"
+    want["server"]["metricsSecure"] = True
     want["leaderElection"]["namespace"] = "dpo-system"
     want["leaderElection"]["name"] = "dynamo-pool-operator-leader"
     assert cfg == want
@@ -202,6 +211,30 @@ def test_values_reach_the_configuration() -> None:
     }
 
 
+def test_secure_metrics_values() -> None:
+    """`metrics.secure` reaches the configuration, the ServiceMonitor scrapes HTTPS with
+    Prometheus' token, and a `certSecret` is mounted where the configuration says."""
+    monitor = {"serviceMonitor": {"enabled": True}}
+    docs = template({"metrics": {"certSecret": "dpo-metrics-tls", **monitor}})
+    cfg = rendered_configuration(docs)
+    assert cfg.server.metrics_secure
+    (endpoint,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts["metrics-tls"] == cfg.server.metrics_cert_dir
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["metrics-tls"]["secret"] == {"secretName": "dpo-metrics-tls"}
+
+    plain = template({"metrics": {"secure": False, "certSecret": "ignored", **monitor}})
+    cfg = rendered_configuration(plain)
+    assert (cfg.server.metrics_secure, cfg.server.metrics_cert_dir) == (False, "")
+    assert "scheme" not in one(plain, "ServiceMonitor")["spec"]["endpoints"][0]
+    assert not [d for d in plain if "metrics-" in d["metadata"]["name"] and "Role" in d["kind"]]
+
+
 def test_restricted_render() -> None:
     docs = template(restricted_values("team-a"))
     cfg = rendered_configuration(docs)
@@ -213,8 +246,14 @@ def test_restricted_render() -> None:
     assert ("RoleBinding", "dynamo-pool-operator", "team-a") in roles
     assert ("Role", "dynamo-pool-operator-leader-election", "team-a") in roles
     assert ("ClusterRole", "dynamo-pool-operator-clusterproperty-reader.dpo-system", None) in roles
-    assert [n for k, n, _ in roles if k == "ClusterRole"] == [
-        "dynamo-pool-operator-clusterproperty-reader.dpo-system"
+    # Cluster-wide only what no Role can grant: ClusterProperties (cluster-scoped), the
+    # token and access reviews of secure metrics, the unbound reader for Prometheus, and
+    # the CRD upgrade hook's own identity (a hook: gone after the upgrade).
+    assert sorted(n for k, n, _ in roles if k == "ClusterRole") == [
+        "dynamo-pool-operator-clusterproperty-reader.dpo-system",
+        "dynamo-pool-operator-crd-upgrade.dpo-system",
+        "dynamo-pool-operator-metrics-auth.dpo-system",
+        "dynamo-pool-operator-metrics-reader.dpo-system",
     ]
     binding = one(docs, "RoleBinding", "dynamo-pool-operator")
     assert binding["subjects"] == [
@@ -236,8 +275,11 @@ async def test_two_restricted_releases_of_one_name_install_in_two_namespaces(
     try:
         for ns in teams:
             cp.create_namespace(ns)
+            # --no-hooks: the CRD upgrade hook's Job needs a node (test_crd_upgrade.py
+            # plays the kubelet for it).
             proc = helm(
                 "install", name, str(CHART), "--namespace", ns, "--kubeconfig", kubeconfig,
+                "--no-hooks",
                 values={"multiCluster": {"mcsImplementation": "mcs"}} | restricted_values(ns),
             )  # fmt: skip
             assert proc.returncode == 0, f"helm install {name} -n {ns}:\n{proc.stderr}"
@@ -245,10 +287,21 @@ async def test_two_restricted_releases_of_one_name_install_in_two_namespaces(
             bindings = await admin.list(
                 CLUSTER_ROLE_BINDINGS, label_selector=f"app.kubernetes.io/instance={name}"
             )
-            subjects = sorted(s["namespace"] for b in bindings.items for s in b["subjects"])
-            assert subjects == sorted(teams), [b["metadata"]["name"] for b in bindings.items]
+            # Each team's cluster-wide bindings (ClusterProperty reader, metrics auth)
+            # are its own.
+            for role in ("clusterproperty-reader", "metrics-auth"):
+                subjects = sorted(
+                    s["namespace"]
+                    for b in bindings.items
+                    if f"-{role}." in b["metadata"]["name"]
+                    for s in b["subjects"]
+                )
+                assert subjects == sorted(teams), [b["metadata"]["name"] for b in bindings.items]
         for ns in teams:
-            sa = one(template(restricted_values(ns), release=name, namespace=ns), "ServiceAccount")
+            sa = one(
+                template(restricted_values(ns), release=name, namespace=ns, hooks=False),
+                "ServiceAccount",
+            )
             token = mint_token(cp, ns, sa["metadata"]["name"])
             kc = cp.token_kubeconfig(token, user=f"{name}-{ns}")
             async with Client(load_kubeconfig(kc), user_agent="chart-e2e-probe") as team:

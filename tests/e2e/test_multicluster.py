@@ -392,13 +392,6 @@ async def test_a_relay_scaled_to_zero_is_still_imported_but_with_no_ready_endpoi
 
 
 CYCLES = 10
-#: A known operator defect, pinned deterministically (xfail, strict) by
-#: tests/integration/test_pods.py::
-#: test_a_deployment_controller_writing_status_during_the_handover_logs_no_error: the
-#: Deployment controller's first status writes can make all three handover attempts
-#: of a new relay Deployment lose, and that Conflict is logged as a Reconciler error
-#: (seen in about one of twenty creates here). Remove this once it is fixed.
-HANDOVER_DEFECT = 'Conflict: Operation cannot be fulfilled on deployments.apps "llama-pool-relay"'
 
 
 # v0.1.0 only: there Lighthouse's status writes land, so they race the operator's
@@ -455,7 +448,6 @@ async def test_withdrawing_and_publishing_again_makes_no_conflicting_delete_nor_
         for r in caplog.records
         if r.levelno >= logging.ERROR
         and r.name.startswith("dynamo_pool_operator")
-        and HANDOVER_DEFECT not in r.getMessage()
     ]
     assert errors_logged == [], (
         f"error-level operator logs ({len(refused)} refused export deletes: "

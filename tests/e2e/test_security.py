@@ -101,6 +101,11 @@ ALLOWED = [
     # SPEC §5 verbatim: "ClusterProperties get, list, watch" - cluster-scoped, so a
     # separate ClusterRole, also when namespace-restricted (SPEC §5, §4.9).
     Allowed("about.k8s.io", "clusterproperties", READ, CLUSTER),
+    # Secure metrics (the chart's default, `metrics.secure`): the operator asks the API
+    # server whose a scraper's bearer token is and whether it may `get /metrics`, as
+    # kubebuilder's metrics filters do (runtime/metrics_auth.py). Cluster-scoped creates.
+    Allowed("authentication.k8s.io", "tokenreviews", frozenset({"create"}), CLUSTER),
+    Allowed("authorization.k8s.io", "subjectaccessreviews", frozenset({"create"}), CLUSTER),
     # Kubernetes' bootstrap ClusterRole system:basic-user, bound to system:authenticated:
     # every identity may ask what it may do (this very review) and who it is.
     Allowed(

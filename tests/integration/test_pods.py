@@ -140,13 +140,6 @@ async def all_published(client: Client, namespace: str, pools: list[str]) -> boo
 POOLS_IN_DELETED_NAMESPACE = 6
 
 
-@pytest.mark.xfail(
-    strict=False,  # a race (7 of 9 runs fail): strict would make the suite flaky
-    reason="operator defect (left to the lead): a create refused with 403 cause "
-    "NamespaceTerminating is logged as 'Reconciler error' at error level and retried "
-    "with backoff until the relay is gone; Kubernetes' controllers drop it silently. "
-    "Remove this mark with the fix: the test must then always pass",
-)
 async def test_deleting_a_namespace_with_a_published_pool_logs_no_error(
     node_plane: ControlPlane, admin: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -186,12 +179,6 @@ async def gone(client: Client, namespace: str) -> bool:
     return False
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="operator defect (left to the lead): runtime/handover.py gives up after 3 "
-    "conflicting attempts and lets errors.Conflict out, which reconcile does not treat "
-    "as a lost race: 'Reconciler error' at error level",
-)
 async def test_a_deployment_controller_writing_status_during_the_handover_logs_no_error(
     node_plane: ControlPlane, admin: Client, pod_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:

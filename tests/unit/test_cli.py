@@ -61,7 +61,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "version") == (0, f"dynamo-pool-operator {__version__}\n", "")
 
 
-@pytest.mark.parametrize("command", ["manifests", "status", "run", "dev"])
+@pytest.mark.parametrize("command", ["manifests", "status", "check", "run", "dev"])
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str], command: str) -> None:
     with pytest.raises(SystemExit) as exc:
         cli.main([command, "--help"])
@@ -151,3 +151,33 @@ async def test_status_without_a_cluster_exits_1(
     code = await status_cmd.run(out=io.StringIO(), err=err)
     assert code == status_cmd.EXIT_FAILURE
     assert err.getvalue().startswith("error: no Kubernetes configuration found")
+
+
+# ------------------------------------------------------------------ check and crds --apply
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["check", "--wait", "soon"], "--wait: invalid duration"),
+        (["check", "--configmap", "no-namespace"], "--configmap takes NAMESPACE/NAME"),
+        (["manifests", "rbac", "--apply"], "--apply installs the CRDs only"),
+        (["manifests", "--apply"], "--apply installs the CRDs only"),
+    ],
+)
+def test_usage_errors_exit_2(
+    capsys: pytest.CaptureFixture[str], args: list[str], message: str
+) -> None:
+    code, out, err = run(capsys, *args)
+    assert (code, out) == (2, "")
+    assert message in err
+
+
+def test_check_and_crds_apply_without_a_cluster_exit_1(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    for args in (["check"], ["manifests", "crds", "--apply"]):
+        code, _, err = run(capsys, *args)
+        assert code == 1, args
+        assert err.startswith("error: no Kubernetes configuration found"), err

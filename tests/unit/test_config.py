@@ -124,6 +124,9 @@ VALID = [
     ("server.metricsAddress", ":0", ":0"),
     ("server.healthProbeAddress", "localhost:9091", "localhost:9091"),
     ("server.healthProbeAddress", "0", "0"),
+    ("server.metricsSecure", True, True),
+    ("server.metricsSecure", False, False),
+    ("server.metricsCertDir", "", ""),
     ("poolRelay.image", "registry.example/relay@sha256:ab12", "registry.example/relay@sha256:ab12"),
     ("poolRelay.imagePullPolicy", "Always", "Always"),
     ("poolRelay.imagePullPolicy", "Never", "Never"),
@@ -179,6 +182,9 @@ INVALID = [
     ("server.healthProbeAddress", ":-1", "not a listen address"),
     ("server.healthProbeAddress", "localhost", "missing ':port'"),
     ("server.healthProbeAddress", 8081, "must be a string"),
+    ("server.metricsSecure", "true", "must be a boolean"),
+    ("server.metricsCertDir", "certs/metrics", "not an absolute path"),
+    ("server.metricsCertDir", 1, "must be a string"),
     ("poolRelay.image", "", "must not be empty"),
     ("poolRelay.image", "relay image:1", "contains whitespace"),
     ("poolRelay.imagePullPolicy", "always", '"Always", "IfNotPresent", "Never"'),
@@ -437,6 +443,24 @@ def test_metrics_and_probe_addresses_must_not_share_a_port(
         assert paths(rejected(data)) == ["server.healthProbeAddress"]
     else:
         parse_configuration(data)
+
+
+@pytest.mark.parametrize(("secure", "refused"), [(True, False), (False, True)])
+def test_a_metrics_certificate_needs_secure_metrics(secure: bool, refused: bool) -> None:
+    """A mounted certificate with plain-HTTP metrics is a mistake worth stopping for: the
+    operator would serve metrics to anyone while its user believes them protected."""
+    data = with_field("server.metricsCertDir", "/tls", server__metricsSecure=secure)
+    if refused:
+        (error,) = rejected(data).errors
+        assert error.path == "server.metricsCertDir"
+        assert "set server.metricsSecure: true" in error.message
+    else:
+        assert parse_configuration(data).server.metrics_cert_dir == "/tls"
+
+
+def test_a_wrong_metrics_secure_type_is_one_problem_not_two() -> None:
+    data = with_field("server.metricsCertDir", "/tls", server__metricsSecure="yes")
+    assert paths(rejected(data)) == ["server.metricsSecure"]
 
 
 # --------------------------------------------------------------------------- files

@@ -63,6 +63,8 @@ FIELD_TYPES: dict[str, str] = {
     "leaderElection.retryPeriod": "duration",
     "server.metricsAddress": "string",
     "server.healthProbeAddress": "string",
+    "server.metricsSecure": "boolean",
+    "server.metricsCertDir": "string",
     "poolRelay.image": "string",
     "poolRelay.imagePullPolicy": "string",
     "poolRelay.port": "integer",
@@ -87,6 +89,7 @@ CROSS_RULE_PATHS = {
     "leaderElection.renewDeadline",
     "leaderElection.namespace",
     "server.healthProbeAddress",
+    "server.metricsCertDir",
 }
 #: What a document-level problem (path "") talks about.
 DOCUMENT_WORDS = ("the document", "the file", "syntax")
@@ -372,6 +375,10 @@ def valid_documents(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     )
     put("server.healthProbeAddress",
         draw(st.just("0") | st.builds(address, hosts, st.integers(8082, 65535))))  # fmt: skip
+    put("server.metricsSecure", draw(st.booleans()))
+    # A certificate directory needs secure metrics (a rule between the two).
+    secure = expected["server.metricsSecure"]
+    put("server.metricsCertDir", draw(st.sampled_from(["", "/tls"])) if secure else "")
 
     put("poolRelay.image", draw(IMAGE))
     put("poolRelay.imagePullPolicy", draw(st.sampled_from(["Always", "IfNotPresent", "Never"])))

@@ -73,8 +73,12 @@ def _helm() -> Path:
     return helm
 
 
-def _template(namespace: str, *sets: str) -> list[dict[str, Any]]:
+def _template(namespace: str, *sets: str, hooks: bool = False) -> list[dict[str, Any]]:
+    """The chart as rendered; without Helm hooks unless asked (the CRD upgrade hook runs
+    as an identity of its own, compared by `test_the_crd_upgrade_hook_rules_are_rbac_py`)."""
     args = [str(_helm()), "template", "dynamo-pool-operator", str(CHART), "-n", namespace]
+    if not hooks:
+        args.append("--no-hooks")
     for s in sets:
         args += ["--set", s]
     proc = subprocess.run(args, capture_output=True, text=True, check=False, timeout=60)
@@ -148,7 +152,37 @@ def test_chart_rules_equal_rbac_py_rules(restricted: str | None) -> None:
         manager: rbac.manager_rules(),
         ("Role", "ops-leader-election"): rbac.leader_election_rules(),
         ("ClusterRole", "ops-clusterproperty-reader.elsewhere"): rbac.cluster_property_rules(),
+        ("ClusterRole", "ops-metrics-auth.elsewhere"): rbac.metrics_auth_rules(),
+        ("ClusterRole", "ops-metrics-reader.elsewhere"): rbac.metrics_reader_rules(),
     }
+
+
+def test_the_crd_upgrade_hook_rules_are_rbac_py() -> None:
+    hooks = [d for d in _template("ns", hooks=True) if d["kind"] in RBAC_KINDS]
+    hooks = [d for d in hooks if "helm.sh/hook" in (d["metadata"].get("annotations") or {})]
+    role = {d["kind"]: d for d in hooks}
+    assert set(role) == {"ClusterRole", "ClusterRoleBinding"}
+    assert role["ClusterRole"]["rules"] == rbac.crd_upgrade_rules()
+    assert role["ClusterRoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "dynamo-pool-operator-crd-upgrade", "namespace": "ns"}
+    ]
+
+
+def test_plain_metrics_drop_the_metrics_roles() -> None:
+    """`metrics.secure=false`: no token reviews, so no metrics roles (rbac.py's
+    `metrics_auth=False`)."""
+    docs = _template("dpo-system", "metrics.secure=false")
+    chart = sorted((_comparable(d) for d in docs if d["kind"] in RBAC_KINDS), key=_key)
+    code = sorted(
+        (
+            _comparable(d, ".dpo-system")
+            for d in rbac.render(
+                "dpo-system", "dynamo-pool-operator", None, "dpo-system", metrics_auth=False
+            )
+        ),
+        key=_key,
+    )
+    assert chart == code
 
 
 # ------------------------------------------------------------------ chart documentation

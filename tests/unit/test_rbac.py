@@ -64,8 +64,42 @@ def test_leader_election_and_cluster_property_rules() -> None:
     }
 
 
+def test_secure_metrics_rules() -> None:
+    """The operator reviews tokens and access (kubebuilder's metrics filters), nothing
+    else; a scraper gets `get /metrics` and nothing else."""
+    assert grants(rbac.metrics_auth_rules()) == {
+        ("authentication.k8s.io", "tokenreviews", "create"),
+        ("authorization.k8s.io", "subjectaccessreviews", "create"),
+    }
+    assert rbac.metrics_reader_rules() == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+
+
+def test_without_metrics_auth_no_metrics_roles() -> None:
+    docs = by_kind(rbac.render(SA_NS, SA, None, SA_NS, metrics_auth=False))
+    assert not [k for k in docs if "metrics" in k[1]]
+
+
+def test_crd_upgrade_rules_touch_our_crd_only() -> None:
+    """The chart's CRD upgrade hook may apply our CRD, by name, and nothing else (a
+    server-side apply that creates checks `create` with the name, so it is named too)."""
+    assert rbac.crd_upgrade_rules() == [
+        {
+            "apiGroups": ["apiextensions.k8s.io"],
+            "resources": ["customresourcedefinitions"],
+            "resourceNames": ["dynamopoolrelays.nvidia.com"],
+            "verbs": ["get", "create", "patch"],
+        }
+    ]
+
+
 def test_each_rule_names_one_group_and_says_why() -> None:
-    for rule in rbac.MANAGER_RULES + rbac.LEADER_ELECTION_RULES + rbac.CLUSTER_PROPERTY_RULES:
+    for rule in (
+        rbac.MANAGER_RULES
+        + rbac.LEADER_ELECTION_RULES
+        + rbac.CLUSTER_PROPERTY_RULES
+        + rbac.METRICS_AUTH_RULES
+        + rbac.CRD_UPGRADE_RULES
+    ):
         assert rule.why, f"{rule} does not say why the operator needs it"
         assert len(rule.to_dict()["apiGroups"]) == 1
 
@@ -83,6 +117,10 @@ def test_render_cluster_wide() -> None:
         ("RoleBinding", "dynamo-pool-operator-leader-election"),
         ("ClusterRole", "dynamo-pool-operator-clusterproperty-reader"),
         ("ClusterRoleBinding", "dynamo-pool-operator-clusterproperty-reader"),
+        ("ClusterRole", "dynamo-pool-operator-metrics-auth"),
+        ("ClusterRoleBinding", "dynamo-pool-operator-metrics-auth"),
+        # For Prometheus, so deliberately not bound to the operator.
+        ("ClusterRole", "dynamo-pool-operator-metrics-reader"),
     }
     assert docs["ClusterRole", "dynamo-pool-operator"]["rules"] == rbac.manager_rules()
     assert "namespace" not in docs["ClusterRole", "dynamo-pool-operator"]["metadata"]
@@ -122,9 +160,12 @@ def test_render_is_deterministic_and_fresh() -> None:
     assert rbac.render(SA_NS, SA, None, SA_NS)[0]["rules"] == rbac.manager_rules() != []
 
 
-def test_chart_rules_are_the_three_roles() -> None:
+def test_chart_rules_are_the_roles() -> None:
     assert rbac.chart_rules() == {
         "manager": rbac.manager_rules(),
         "leaderElection": rbac.leader_election_rules(),
         "clusterPropertyReader": rbac.cluster_property_rules(),
+        "metricsAuth": rbac.metrics_auth_rules(),
+        "metricsReader": rbac.metrics_reader_rules(),
+        "crdUpgrade": rbac.crd_upgrade_rules(),
     }

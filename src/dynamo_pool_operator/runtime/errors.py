@@ -82,6 +82,16 @@ class Forbidden(ApiError):
     """403: RBAC (or an admission plugin) refused the request."""
 
 
+class NamespaceTerminating(Forbidden):
+    """403 with cause NamespaceTerminating: a create in a namespace being deleted. Not a
+    failure of the writer: the namespace and everything in it are going away, so
+    Kubernetes' own controllers drop it silently (and so do we)."""
+
+
+#: The `Status.details.causes[].type` the namespace lifecycle plugin gives such a refusal.
+NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
+
+
 class Unauthorized(ApiError):
     """401: the credentials were not accepted; auth may need refreshing."""
 
@@ -158,6 +168,12 @@ def classify(
     if status == 410 or reason in ("Gone", "Expired"):
         return Gone(message, **kw)
     if status == 403:
+        causes = (details or {}).get("causes")
+        if isinstance(causes, list) and any(
+            isinstance(c, dict) and c.get("reason") == NAMESPACE_TERMINATING_CAUSE
+            for c in causes
+        ):
+            return NamespaceTerminating(message, **kw)
         return Forbidden(message, **kw)
     if status == 401:
         return Unauthorized(message, **kw)

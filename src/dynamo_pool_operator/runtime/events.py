@@ -342,7 +342,9 @@ class EventRecorder:
         self._metrics.dropped.labels(label).inc()
         if detail:
             # The first refusal of each kind is loud (say RBAC is missing); repeats are not.
-            level = logging.DEBUG if label in self._warned else logging.WARNING
+            # A namespace being deleted takes its Events with it: nothing to report.
+            quiet = label in self._warned or isinstance(reason, errors.NamespaceTerminating)
+            level = logging.DEBUG if quiet else logging.WARNING
             self._warned.add(label)
             log.log(level, "event recorder: dropped %s: %s", detail, reason)
 

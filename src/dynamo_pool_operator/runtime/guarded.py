@@ -15,8 +15,9 @@ failure:
 - **delete**: with uid and resourceVersion preconditions, for the same reasons;
   NotFound is success.
 
-A write refused by a guard, or a create that finds the name taken, raises
-`LostRace`: not a failure, the caller decides again from fresh state. Any other
+A write refused by a guard, a create that finds the name taken, or one refused
+because its namespace is being deleted raises `LostRace`: not a failure, the
+caller decides again from fresh state. Any other
 refusal (RBAC, admission, quota, 5xx) propagates as the `ApiError` it is.
 """
 
@@ -94,6 +95,10 @@ class GuardedWrites:
         name = body["metadata"]["name"]
         try:
             made = await self.client.create(res, dict(body), field_manager=self.field_manager)
+        except errors.NamespaceTerminating as e:
+            # The namespace is being deleted and the relay with it: nothing to do but
+            # wait for that (Kubernetes' controllers drop this refusal too).
+            raise LostRace(f"create of {res.kind} {name}: its namespace is being deleted") from e
         except errors.AlreadyExists as e:
             raise LostRace(
                 f"create of {res.kind} {name}: the name is taken (not cached yet)"

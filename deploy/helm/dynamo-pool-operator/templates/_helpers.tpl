@@ -40,6 +40,11 @@ releases can share a name. RBAC names are DNS subdomains (253 characters): no cu
 {{- printf "%s.%s" .name .root.Release.Namespace -}}
 {{- end -}}
 
+{{/* The ClusterRole a Prometheus is bound to, to scrape secure metrics. */}}
+{{- define "dynamo-pool-operator.metricsReader" -}}
+{{- include "dynamo-pool-operator.clusterScoped" (dict "root" . "name" (include "dynamo-pool-operator.suffixed" (dict "root" . "suffix" "metrics-reader"))) -}}
+{{- end -}}
+
 {{- define "dynamo-pool-operator.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}

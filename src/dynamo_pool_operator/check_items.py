@@ -1,0 +1,282 @@
+"""The checks of `dynamo-pool-operator check`, in the order they run (check.py runs them):
+the API server, the APIs the operator uses, its RBAC and its leader here; the pool
+checks are in check_pools.py.
+
+Each is one function: read what it needs, return one `Result` with a line and, when
+it is not ok, what to do. Names of APIs, rules and objects come from the code that
+defines them (api/, rbac.py, names.py), so a check cannot disagree with the operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from . import __version__, rbac
+from .api import crd
+from .api import dgd as dgd_api
+from .api.mcs import MCS_GROUP, SERVICEEXPORT_VERSIONS, SERVICEEXPORTS
+from .check import Check, Context, Result, Status
+from .check_pools import (
+    age_of,
+    cluster_id,
+    exports_terminating,
+    foreign_exports,
+    human,
+    karmada_names,
+    relays_ready,
+)
+from .discovery import pick
+from .runtime import errors
+from .runtime.resources import CRDS, LEASES, Resource
+
+INSTALL_CRD = "dynamo-pool-operator manifests crds --apply (or install the Helm chart)"
+#: ServiceExport APIs of other groups, which this operator never writes.
+OTHER_EXPORT_APIS = {
+    "net.gke.io": "GKE's own multi-cluster Services API",
+    "multicluster.k8s.aws": "the API of older AWS Cloud Map MCS controller releases",
+}
+
+
+# ---------------------------------------------------------------- the checks
+async def api_server(ctx: Context) -> Result:
+    name = "api-server"
+    server = ctx.client.config.server
+    try:
+        version = await ctx.client.request("GET", "/version")
+        ctx.discovery = await ctx.client.discover()
+    except errors.ApiError as e:
+        fix = "check the kubeconfig (server, context, credentials); `kubectl cluster-info`"
+        return Result(name, Status.FAIL, f"{server} cannot be used: {e}", fix)
+    who = ""
+    try:
+        review = await ctx.client.create(
+            Resource("authentication.k8s.io", "v1", "selfsubjectreviews", "", False),
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+        )
+        who = f", authenticated as {review['status']['userInfo'].get('username')}"
+    except (errors.ApiError, KeyError, TypeError):
+        pass  # older servers lack the API; reaching discovery proved the credentials
+    line = f"{server} answers (Kubernetes {version.get('gitVersion', '?')}){who}"
+    if ctx.discovery.unavailable:
+        gvs = ", ".join(sorted(ctx.discovery.unavailable))
+        return Result(
+            name,
+            Status.WARN,
+            f"{line}; discovery skipped unavailable group versions: {gvs}",
+            "`kubectl get apiservices` shows which aggregated API servers are down",
+        )
+    return Result(name, Status.OK, line)
+
+
+async def relay_crd(ctx: Context) -> Result:
+    name, api = "relay-crd", f"{crd.PLURAL}.{crd.GROUP}"
+    served = ctx.served(crd.GROUP, crd.PLURAL)
+    if not served:
+        return Result(name, Status.FAIL, f"{api} is not served", INSTALL_CRD)
+    if crd.VERSION not in served:
+        line = f"{api} is served at {', '.join(served)}, not {crd.VERSION} (this binary's)"
+        return Result(name, Status.FAIL, line, INSTALL_CRD)
+    try:
+        stored = await ctx.client.get(CRDS, api)
+    except errors.Forbidden:
+        line = f"{api} is served at {crd.VERSION}; not allowed to read the CRD to compare it"
+        return Result(name, Status.WARN, line, "run `check` as someone who may get CRDs")
+    want = {v["name"]: v for v in crd.crd()["spec"]["versions"]}
+    have = {v.get("name"): v for v in (stored.get("spec") or {}).get("versions") or ()}
+    differs = [
+        part
+        for part, key in (("schema", "schema"), ("printer columns", "additionalPrinterColumns"))
+        if have.get(crd.VERSION, {}).get(key) != want[crd.VERSION].get(key)
+    ]
+    if set(have) != set(want):
+        differs.append(f"versions {sorted(have)}")
+    if differs:
+        line = (
+            f"{api} differs from the one this binary ({__version__}) serves: {', '.join(differs)}"
+        )
+        return Result(name, Status.FAIL, line, "upgrade it: " + INSTALL_CRD)
+    return Result(name, Status.OK, f"{api} is served at {crd.VERSION}, as this binary's")
+
+
+async def dgd_crd(ctx: Context) -> Result:
+    name, api = "dgd-crd", f"{dgd_api.PLURAL}.{dgd_api.GROUP}"
+    served = ctx.served(dgd_api.GROUP, dgd_api.PLURAL)
+    chosen = pick(served, dgd_api.SUPPORTED_VERSIONS)
+    if chosen is None:
+        line = f"{api} is not served (at {' or '.join(dgd_api.SUPPORTED_VERSIONS)})"
+        fix = "install NVIDIA Dynamo's operator (its CRDs) first"
+        return Result(name, Status.FAIL, line, fix)
+    also = sorted(set(served) - {chosen})
+    extra = f" (also {', '.join(also)})" if also else ""
+    return Result(
+        name, Status.OK, f"{api} is served at {chosen}{extra}; the operator reads {chosen}"
+    )
+
+
+async def serviceexport_api(ctx: Context) -> Result:
+    name = "serviceexport-api"
+    api = f"{SERVICEEXPORTS}.{MCS_GROUP}"
+    chosen = pick(ctx.served(MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS)
+    found = ctx.discovery.resources if ctx.discovery else []
+    others = sorted(
+        {f"{r.group}/{r.version}" for r in found if r.plural == SERVICEEXPORTS}
+        - {f"{MCS_GROUP}/{v}" for v in SERVICEEXPORT_VERSIONS}
+    )
+    notes = tuple(
+        f"{gv} is served too: {OTHER_EXPORT_APIS.get(gv.split('/')[0], 'another API')}; "
+        "this operator does not write it"
+        for gv in others
+    )
+    impl = ctx.implementation
+    if chosen is not None:
+        use = f"exports are written there ({impl})" if impl else "exports are off"
+        return Result(name, Status.OK, f"{api} is served at {chosen}; {use}", details=notes)
+    if not impl:
+        line = f'{api} is not served; not needed: multiCluster.mcsImplementation is ""'
+        return Result(name, Status.WARN if others else Status.OK, line, details=notes)
+    fix = (
+        "install the SIG Multicluster ServiceExport CRD (your MCS implementation or Karmada "
+        'ships it), or set multiCluster.mcsImplementation to ""'
+    )
+    line = f"{api} is not served, and multiCluster.mcsImplementation is {impl!r}"
+    return Result(name, Status.FAIL, line, fix, notes)
+
+
+def _required(ctx: Context) -> list[tuple[str, rbac.Rule, str]]:
+    """(what, rule, namespace: "" = cluster-wide) of everything the operator needs here."""
+    cfg = ctx.config
+    out: list[tuple[str, rbac.Rule, str]] = []
+    out += [("manager", r, ctx.scope or "") for r in rbac.MANAGER_RULES]
+    if cfg.leader_election.enabled:
+        lease_ns = lease_namespace(ctx)
+        out += [("leader election", r, lease_ns) for r in rbac.LEADER_ELECTION_RULES]
+    if ctx.implementation == "mcs":
+        out += [("cluster ID", r, "") for r in rbac.CLUSTER_PROPERTY_RULES]
+    if cfg.server.metrics_secure:
+        out += [("secure metrics", r, "") for r in rbac.METRICS_AUTH_RULES]
+    return out
+
+
+async def _allowed(ctx: Context, rule: rbac.Rule, verb: str, resource: str, ns: str) -> bool:
+    plural, _, sub = resource.partition("/")
+    attrs = {"verb": verb, "group": rule.api_group, "resource": plural, "namespace": ns}
+    if sub:
+        attrs["subresource"] = sub
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": attrs},
+    }
+    review = await ctx.reviewer.create(
+        Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "", False), body
+    )
+    return bool((review.get("status") or {}).get("allowed"))
+
+
+def _resource(group: str, resource: str) -> str:
+    """`plural.group/subresource`, as kubectl names them."""
+    plural, _, sub = resource.partition("/")
+    return f"{plural}{'.' + group if group else ''}{'/' + sub if sub else ''}"
+
+
+async def rbac_check(ctx: Context) -> Result:
+    name = "rbac"
+    if not ctx.as_user and not ctx.in_cluster:
+        return Result(
+            name,
+            Status.WARN,
+            "not checked: pass --as system:serviceaccount:NAMESPACE:NAME (the operator's "
+            "ServiceAccount), or run `check` in the operator's pod",
+            "rerun with --as",
+        )
+    asks = [
+        (what, rule, verb, res, ns)
+        for what, rule, ns in _required(ctx)
+        for res in rule.resources
+        for verb in rule.verbs
+    ]
+    gate = asyncio.Semaphore(8)
+
+    async def ask(rule: rbac.Rule, verb: str, res: str, ns: str) -> bool:
+        async with gate:
+            return await _allowed(ctx, rule, verb, res, ns)
+
+    try:
+        answers = await asyncio.gather(*(ask(r, v, res, ns) for _, r, v, res, ns in asks))
+    except errors.Forbidden as e:
+        line = f"cannot ask as {ctx.as_user}: {e}"
+        fix = "the caller needs `impersonate` on that ServiceAccount (cluster admins have it)"
+        return Result(name, Status.FAIL, line, fix)
+    who = ctx.as_user or "this pod's ServiceAccount"
+    missing = [
+        f"{verb} {_resource(rule.api_group, res)} {'in ' + ns if ns else 'cluster-wide'} ({what})"
+        for (what, rule, verb, res, ns), ok in zip(asks, answers, strict=True)
+        if not ok
+    ]
+    if missing:
+        line = f"{who} lacks {len(missing)} of {len(asks)} permissions the operator needs"
+        fix = (
+            "install the chart's RBAC, or "
+            "`dynamo-pool-operator manifests rbac | kubectl apply -f -`"
+        )
+        return Result(name, Status.FAIL, line, fix, tuple(missing))
+    return Result(name, Status.OK, f"{who} has all {len(asks)} permissions the operator needs")
+
+
+def lease_namespace(ctx: Context) -> str:
+    le = ctx.config.leader_election
+    return le.namespace or ctx.config.namespace.restricted or ctx.operator_namespace
+
+
+async def leader(ctx: Context) -> Result:
+    name = "leader"
+    le = ctx.config.leader_election
+    if not le.enabled:
+        return Result(name, Status.SKIP, "leader election is off (leaderElection.enabled)")
+    ns = lease_namespace(ctx)
+    try:
+        lease = await ctx.client.get(LEASES, le.name, ns)
+    except errors.NotFound:
+        line = f"no Lease {ns}/{le.name}: no replica has ever led"
+        fix = (
+            "is the operator running? (`kubectl get pods`); --operator-namespace if it "
+            "runs elsewhere"
+        )
+        return Result(name, Status.FAIL, line, fix)
+    spec = lease.get("spec") or {}
+    holder = spec.get("holderIdentity") or ""
+    now = datetime.now(UTC)
+    renewed = age_of(spec.get("renewTime"), now)
+    duration = float(spec.get("leaseDurationSeconds") or le.lease_duration)
+    if not holder:
+        return Result(
+            name,
+            Status.FAIL,
+            f"Lease {ns}/{le.name} is released: no leader",
+            "check the operator's pods",
+        )
+    if renewed is None or renewed > duration:
+        ago = "never renewed" if renewed is None else f"last renewed {human(renewed)} ago"
+        line = f"{holder} holds {ns}/{le.name} but {ago} (lease {duration:.0f}s): no leader"
+        return Result(name, Status.FAIL, line, f"check the pod {holder} and its logs")
+    held = age_of(spec.get("acquireTime"), now)
+    tenure = f", leading for {human(held)}" if held is not None else ""
+    return Result(
+        name, Status.OK, f"{holder} holds {ns}/{le.name}, renewed {human(renewed)} ago{tenure}"
+    )
+
+
+CHECKS: list[tuple[str, Check]] = [
+    ("api-server", api_server),
+    ("relay-crd", relay_crd),
+    ("dgd-crd", dgd_crd),
+    ("serviceexport-api", serviceexport_api),
+    ("cluster-id", cluster_id),
+    ("karmada-names", karmada_names),
+    ("rbac", rbac_check),
+    ("leader", leader),
+    ("exports-terminating", exports_terminating),
+    ("foreign-exports", foreign_exports),
+    ("relays-ready", relays_ready),
+]

@@ -1,0 +1,64 @@
+"""`dynamo-pool-operator check` as the README tells a platform engineer to run it after
+`helm install`: the configuration from the chart's ConfigMap, RBAC asked as the chart's
+ServiceAccount, against the operator running as that ServiceAccount."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+
+import pytest
+from chart_helpers import one, restricted_values
+from chart_operator import (
+    Release,
+    cluster_id,
+    exported_status,
+    install_as_service_account,
+    new_release,
+    operator_running,
+    publish_pool,
+)
+
+from dynamo_pool_operator import check
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.testing.controlplane import ControlPlane
+
+
+@pytest.fixture
+def release(control_plane: ControlPlane) -> Iterator[Release]:
+    with new_release(control_plane, "check") as rel:
+        yield rel
+
+
+async def test_check_of_a_chart_install_passes_with_the_readme_command(
+    control_plane: ControlPlane, client: Client, namespace: str, release: Release
+) -> None:
+    cp = control_plane
+    # Restricted to the test's namespace, so relays of other tests (in namespaces being
+    # deleted) are not this check's business.
+    values = {"multiCluster": {"mcsImplementation": "mcs"}} | restricted_values(namespace)
+    installed = install_as_service_account(cp, release, values)
+    configmap = one(installed.docs, "ConfigMap")["metadata"]["name"]
+    opts = check.Options(
+        kubeconfig=str(cp.kubeconfig),
+        configmap=f"{release.namespace}/{configmap}",
+        as_user=installed.user,
+        output="json",
+    )
+
+    async def run() -> dict[str, str]:
+        out = io.StringIO()
+        await check.run(opts, out=out, err=io.StringIO())
+        return {c["name"]: c["status"] for c in json.loads(out.getvalue())["checks"]}
+
+    before = await run()
+    assert before["leader"] == "fail", "nothing runs yet: no leader"
+    assert before["rbac"] == "ok", "the chart's RBAC is what the operator needs"
+
+    with cluster_id(cp) as cluster:
+        async with operator_running(installed, installed.configuration(), client, namespace) as op:
+            await publish_pool(client, namespace, cluster)
+            await op.until(lambda: exported_status(client, namespace), "the pool exported")
+            found = await run()
+    assert {n: s for n, s in found.items() if s != "ok"} == {"karmada-names": "skip"}, found

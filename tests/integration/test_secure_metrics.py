@@ -1,0 +1,194 @@
+"""Secure metrics against the real API server: who may scrape is the cluster's RBAC.
+
+Three ServiceAccounts with tokens from the TokenRequest API, as pods get them: the
+operator (granted the shipped metrics-auth rules, so it may review tokens and access),
+a scraper (granted the shipped metrics-reader rule, `get /metrics`) and a stranger
+(granted nothing). The metrics server is the operator's own `ProbeServer` over HTTPS
+with a self-signed certificate; what the API server answers decides every response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from prometheus_client import CollectorRegistry, Counter
+from race_fixtures import Grants
+
+from dynamo_pool_operator import rbac
+from dynamo_pool_operator.runtime.auth import load_kubeconfig
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.metrics_auth import DelegatedAuth
+from dynamo_pool_operator.runtime.server import Probes, ProbeServer
+from dynamo_pool_operator.runtime.serving_tls import ServingCertificate
+from dynamo_pool_operator.testing.controlplane import ControlPlane
+
+pytestmark = pytest.mark.timeout(120)
+
+SERIES = "dpo_secure_metrics_test_total"
+
+
+def mint_token(cp: ControlPlane, namespace: str, name: str) -> str:
+    """A ServiceAccount (created if missing) and a token for it from TokenRequest."""
+    cp.request(
+        "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": name}}
+    )
+    status, body = cp.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    assert status == 201, body
+    return str(body["status"]["token"])
+
+
+def sa_user(namespace: str, name: str) -> str:
+    return f"system:serviceaccount:{namespace}:{name}"
+
+
+async def scrape(url: str, token: str | None) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with aiohttp.ClientSession() as http, http.get(url, headers=headers, ssl=False) as r:
+        return r.status, await r.text()
+
+
+class Scene:
+    def __init__(self, cp: ControlPlane, namespace: str) -> None:
+        self.cp, self.ns = cp, namespace
+        suffix = uuid.uuid4().hex[:8]
+        self.grants: list[Grants] = []
+        self.names = {k: f"dpo-{k}-{suffix}" for k in ("auth", "reader")}
+        self.tokens = {n: mint_token(cp, namespace, n) for n in ("operator", "scraper", "stranger")}
+
+    async def grant(self, sa: str, which: str, rules: list[dict[str, object]]) -> None:
+        g = Grants(self.cp, sa_user(self.ns, sa))
+        self.grants.append(g)
+        await g.grant(f"{self.names[which]}-{sa}", rules)
+
+    def client(self, sa: str) -> Client:
+        path = self.cp.token_kubeconfig(self.tokens[sa], user=f"{self.ns}-{sa}")
+        return Client(load_kubeconfig(path), user_agent="dpo-secure-metrics-test")
+
+    async def close(self) -> None:
+        for g in self.grants:
+            await g.revoke_all()
+
+
+@pytest.fixture
+async def scene(control_plane: ControlPlane, namespace: str) -> AsyncIterator[Scene]:
+    s = Scene(control_plane, namespace)
+    await s.grant("operator", "auth", rbac.metrics_auth_rules())
+    await s.grant("scraper", "reader", rbac.metrics_reader_rules())
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    reg = CollectorRegistry()
+    Counter(SERIES.removesuffix("_total"), "a series to find in the scrape", registry=reg).inc()
+    return reg
+
+
+async def serve(registry: CollectorRegistry, auth: DelegatedAuth) -> tuple[ProbeServer, str, str]:
+    server = ProbeServer(
+        Probes(liveness={"ping": lambda: True}),
+        registry,
+        health_address="127.0.0.1:0",
+        metrics_address="127.0.0.1:0",
+        metrics_tls=ServingCertificate(),
+        metrics_auth=auth,
+    )
+    await server.start()
+    mhost, mport = server.bound["metrics"]
+    hhost, hport = server.bound["health"]
+    return server, f"https://{mhost}:{mport}/metrics", f"http://{hhost}:{hport}/healthz"
+
+
+async def test_a_permitted_token_scrapes_and_every_other_is_refused(
+    scene: Scene, registry: CollectorRegistry
+) -> None:
+    async with scene.client("operator") as reviewer:
+        server, url, health = await serve(registry, DelegatedAuth(reviewer))
+        try:
+            status, body = await scrape(url, scene.tokens["scraper"])
+            assert status == 200, body
+            assert f"{SERIES} 1.0" in body
+
+            status, body = await scrape(url, scene.tokens["stranger"])
+            assert status == 403, body
+            assert f"denied for user {sa_user(scene.ns, 'stranger')}" in body
+            assert SERIES not in body
+
+            status, body = await scrape(url, None)
+            assert (status, SERIES in body) == (401, False)
+            status, body = await scrape(url, "not-a-token")
+            assert (status, SERIES in body) == (401, False)
+
+            # Plain HTTP on the metrics port is not served at all...
+            plain = url.replace("https://", "http://")
+            with pytest.raises(aiohttp.ClientError):
+                await scrape(plain, scene.tokens["scraper"])
+            # ... while the probes stay plain HTTP for kubelet, on their own listener.
+            assert server.bound["health"] != server.bound["metrics"]
+            async with aiohttp.ClientSession() as http, http.get(health) as resp:
+                assert resp.status == 200
+        finally:
+            await server.stop()
+
+
+async def test_reviews_are_cached_so_a_busy_scraper_costs_two_reviews(
+    scene: Scene, registry: CollectorRegistry
+) -> None:
+    async with scene.client("operator") as reviewer:
+        auth = DelegatedAuth(reviewer)
+        server, url, _ = await serve(registry, auth)
+        try:
+            for _ in range(5):
+                assert (await scrape(url, scene.tokens["scraper"]))[0] == 200
+            assert auth.reviews == 2  # one TokenReview, one SubjectAccessReview
+            assert (await scrape(url, scene.tokens["stranger"]))[0] == 403
+            assert (await scrape(url, scene.tokens["stranger"]))[0] == 403
+            assert auth.reviews == 4
+        finally:
+            await server.stop()
+
+
+async def test_an_operator_without_the_review_rules_answers_500_not_401(
+    scene: Scene, registry: CollectorRegistry
+) -> None:
+    """The stranger may not create reviews: the API server refuses them, and a scraper
+    with a good token must not be told that its token is bad."""
+    async with scene.client("stranger") as reviewer:
+        server, url, _ = await serve(registry, DelegatedAuth(reviewer))
+        try:
+            status, body = await scrape(url, scene.tokens["scraper"])
+            assert status == 500, body
+            assert "Authentication failed" in body
+            assert SERIES not in body
+        finally:
+            await server.stop()
+
+
+async def test_a_grant_made_later_is_honoured_once_the_denial_expires(
+    scene: Scene, registry: CollectorRegistry
+) -> None:
+    async with scene.client("operator") as reviewer:
+        # No denial caching here, so the test need not wait the 30 s TTL out.
+        server, url, _ = await serve(registry, DelegatedAuth(reviewer, deny_ttl=0))
+        try:
+            assert (await scrape(url, scene.tokens["stranger"]))[0] == 403
+            await scene.grant("stranger", "reader", rbac.metrics_reader_rules())
+            for _ in range(100):  # the RBAC cache of the API server follows within ms
+                if (await scrape(url, scene.tokens["stranger"]))[0] == 200:
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                pytest.fail("the stranger's new grant was never honoured")
+        finally:
+            await server.stop()
