@@ -446,8 +446,7 @@ async def test_withdrawing_and_publishing_again_makes_no_conflicting_delete_nor_
     errors_logged = [
         f"{r.name}: {r.getMessage()}"
         for r in caplog.records
-        if r.levelno >= logging.ERROR
-        and r.name.startswith("dynamo_pool_operator")
+        if r.levelno >= logging.ERROR and r.name.startswith("dynamo_pool_operator")
     ]
     assert errors_logged == [], (
         f"error-level operator logs ({len(refused)} refused export deletes: "
