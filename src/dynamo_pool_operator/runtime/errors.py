@@ -170,8 +170,7 @@ def classify(
     if status == 403:
         causes = (details or {}).get("causes")
         if isinstance(causes, list) and any(
-            isinstance(c, dict) and c.get("reason") == NAMESPACE_TERMINATING_CAUSE
-            for c in causes
+            isinstance(c, dict) and c.get("reason") == NAMESPACE_TERMINATING_CAUSE for c in causes
         ):
             return NamespaceTerminating(message, **kw)
         return Forbidden(message, **kw)
