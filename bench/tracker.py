@@ -31,11 +31,14 @@ def _controller(obj: dict[str, Any]) -> str | None:
 
 
 def _ready(relay: dict[str, Any]) -> bool:
+    """Published: the bench's control plane has no nodes, so no relay pod runs and
+    Ready (which needs RelayAvailable) never turns True; what the bench measures is the
+    operator's own work, done once the pool is published and its objects exist."""
     status = relay.get("status") or {}
     if status.get("observedGeneration") != relay["metadata"].get("generation"):
         return False
     return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
+        c.get("type") == "Published" and c.get("status") == "True"
         for c in status.get("conditions") or []
     )
 

@@ -2,8 +2,9 @@
 
 - docs/configuration.md, whole, from the configuration loader;
 - docs/crd.md, the sections between `<!-- BEGIN GENERATED: name -->` and
-  `<!-- END GENERATED: name -->`: `precedence`, the withdrawal reasons in the order of
-  the relay's check chain.
+  `<!-- END GENERATED: name -->`: `conditions`, every reason of `RelayAvailable` and
+  `Exported`; `precedence`, the withdrawal reasons in the order of the relay's check
+  chain.
 
 Run: tools/uv run python tools/generate_docs.py   (tests/unit/test_docs_drift.py checks it)
 """
@@ -15,12 +16,36 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dynamo_pool_operator.config import configuration_reference
+from dynamo_pool_operator.exports.verdict import EXPORTED_REASONS
+from dynamo_pool_operator.poolrelay.availability import REASONS as AVAILABLE_REASONS
 from dynamo_pool_operator.poolrelay.checks import precedence_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
+def conditions_tables() -> str:
+    """`RelayAvailable` and `Exported`, each with every reason the code can give."""
+    out = []
+    for title, reasons, tail in (
+        ("RelayAvailable", AVAILABLE_REASONS, ""),
+        (
+            "Exported",
+            EXPORTED_REASONS,
+            "| any other | False: the MCS implementation's own reason (`Valid=False`, "
+            "`Ready=False`, `Conflict=True`), with its message and time, verbatim. |\n",
+        ),
+    ):
+        out.append(f"### {title}\n\n| Reason | Meaning |\n|---|---|\n")
+        out += [f"| `{reason}` | {text} |\n" for reason, text in reasons.items()]
+        out.append(tail + "\n")
+    return "".join(out).rstrip("\n") + "\n"
+
+
 #: docs/crd.md's generated sections, by name.
-CRD_SECTIONS: dict[str, Callable[[], str]] = {"precedence": precedence_table}
+CRD_SECTIONS: dict[str, Callable[[], str]] = {
+    "conditions": conditions_tables,
+    "precedence": precedence_table,
+}
 
 
 def configuration_doc() -> str:

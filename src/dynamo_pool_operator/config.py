@@ -77,6 +77,15 @@ def _whole_seconds(seconds: float) -> str | None:
     return f'{quote(format_duration(seconds))} is not whole seconds; use e.g. "15s" (at least 1s)'
 
 
+def _not_negative(seconds: float) -> str | None:
+    if seconds < 0:
+        return (
+            f"must not be negative, got {quote(format_duration(seconds))}; "
+            'use e.g. "60s", or "0s" for an implementation that writes no conditions'
+        )
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class MultiClusterConfig:
     """Which Multi-Cluster Services implementation exported pools are published to."""
@@ -86,6 +95,15 @@ class MultiClusterConfig:
         "Where pools are exported: empty exports nothing (and withdraws exports this operator "
         "made earlier); `mcs` or `karmada` write ServiceExports for that implementation.",
         choices=tuple(i.value for i in Implementation),
+    )
+    unconfirmed_after: float = duration(
+        "60s",
+        "How long an export on which the MCS implementation has written no condition yet is "
+        "`Exported=Unknown` (Pending) before it counts as exported but unconfirmed "
+        "(`Exported=True Unconfirmed`): implementations that report (Submariner Lighthouse) do "
+        "so within seconds; some (AWS Cloud Map) never do. 0s: unconfirmed at once.",
+        check=_not_negative,
+        allowed=">= 0",
     )
 
 

@@ -157,9 +157,11 @@ def _report(
 ) -> list[str]:
     status = relay["status"]
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    # A Ready pool needs no reason; one that is not says which part is not and why.
+    why = "" if ready["status"] == "True" else f" ({ready['reason']}: {ready.get('message', '')})"
     lines = [
         "",
-        f"Pool {NAMESPACE}/{POOL}{where}: Ready={ready['status']} ({ready['reason']}) "
+        f"Pool {NAMESPACE}/{POOL}{where}: Ready={ready['status']}{why} "
         f"relay Service {status.get('serviceName')} clusterId {status.get('clusterId') or '-'}",
     ]
     for e in status.get("exports") or []:

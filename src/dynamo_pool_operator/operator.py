@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import timedelta
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -205,6 +206,7 @@ def build(
                 implementation=implementation,
                 about_version=served.about_version,
                 registry=registry,
+                unconfirmed_after=timedelta(seconds=config.multi_cluster.unconfirmed_after),
             )
         )
         if exports.cluster_properties is not None:

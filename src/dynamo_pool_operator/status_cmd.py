@@ -13,7 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from .exports.verdict import EXPORTED_REASONS
 from .pipeline.model import StatusLine
+from .poolrelay.availability import REASONS as AVAILABLE_REASONS
+from .poolrelay.checks import CHECKS
 from .poolrelay.controller import RELAYS
 from .poolrelay.status import READY
 from .runtime import conditions, errors
@@ -25,7 +28,30 @@ EXIT_FAILURE = 1
 
 #: Export state meaning "published to the MCS implementation".
 EXPORTED = "Exported"
-HEADER = ("NAMESPACE", "NAME", "READY", "REASON", "EXPORTS")
+HEADER = ("NAMESPACE", "NAME", "READY", "REASON", "AVAILABLE", "EXPORTED", "EXPORTS")
+#: The conditions `Ready` summarizes, in its order.
+PARTS = ("Published", "RelayAvailable", "Exported")
+
+
+#: What each condition's reasons mean and what to do, by condition type and reason.
+FIXES: dict[str, dict[str, str]] = {
+    "Published": {str(c.reason): c.fix for c in CHECKS},
+    "RelayAvailable": {str(r): text for r, text in AVAILABLE_REASONS.items()},
+    "Exported": {str(r): text for r, text in EXPORTED_REASONS.items()},
+}
+#: An `Exported` reason of the MCS implementation's own (not one of ours).
+IMPLEMENTATION_FIX = (
+    "the MCS implementation's own reason: see its documentation, and the export's status "
+    "(`kubectl get serviceexport NAME -o yaml`)"
+)
+
+
+def what_to_do(type_: str, reason: str) -> str:
+    """One line on what a condition that is not True means ("" if nothing is known)."""
+    fixes = FIXES.get(type_, {})
+    if type_ == "Exported" and reason not in fixes:
+        return IMPLEMENTATION_FIX
+    return fixes.get(reason, "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +66,12 @@ class RelayRow:
     exports: tuple[StatusLine, ...]
     #: The status describes an older spec: the operator has not caught up (or is down).
     stale: bool = False
+    #: Available/desired relay pods ("" before the operator reported them).
+    pods: str = ""
+    #: The `Exported` condition's status ("" without an MCS implementation).
+    exported: str = ""
+    #: (type, status, reason, message) of each part of Ready that is not True.
+    failing: tuple[tuple[str, str, str, str], ...] = ()
 
     @property
     def exports_summary(self) -> str:
@@ -69,6 +101,13 @@ def row_of(relay: Mapping[str, Any]) -> RelayRow:
         if isinstance(e, Mapping)
     )
     observed, generation = status.get("observedGeneration"), meta.get("generation")
+    shown = status.get("conditions")
+    failing = tuple(
+        (t, _text(c.get("status")), _text(c.get("reason")), _text(c.get("message")))
+        for t in PARTS
+        if (c := conditions.find(shown, t)) is not None and c.get("status") != "True"
+    )
+    exported = conditions.find(shown, "Exported")
     return RelayRow(
         namespace=_text(meta.get("namespace")),
         name=_text(meta.get("name")),
@@ -77,6 +116,9 @@ def row_of(relay: Mapping[str, Any]) -> RelayRow:
         message=_text(ready.get("message")) if ready else "the operator has not reported yet",
         exports=exports,
         stale=ready is not None and observed is not None and observed != generation,
+        pods=_text(status.get("relayPods")),
+        exported=_text(exported.get("status")) if exported else "",
+        failing=failing,
     )
 
 
@@ -92,6 +134,8 @@ def format_table(rows: Iterable[RelayRow]) -> str:
             r.name,
             r.ready + (" (stale)" if r.stale else ""),
             r.reason or "-",
+            r.pods or "-",
+            r.exported or "-",
             r.exports_summary,
         )
         for r in rows
@@ -102,8 +146,12 @@ def format_table(rows: Iterable[RelayRow]) -> str:
     ]
     for r in rows:
         details: list[str] = []
-        if r.ready != "True" and r.message:
+        if r.ready != "True" and r.message and not r.failing:
             details.append(f"  {r.reason}: {r.message}")
+        for type_, value, reason, message in r.failing:
+            details.append(f"  {type_} {value} {reason}: {message}")
+            if fix := what_to_do(type_, reason):
+                details.append(f"    what to do: {fix}")
         width = max((len(e.name) for e in r.exports), default=0)
         for e in r.exports:
             why = ": ".join(p for p in (e.reason, e.message) if p)

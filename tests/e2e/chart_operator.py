@@ -266,3 +266,14 @@ async def exported_status(client: Client, namespace: str) -> dict[str, Any] | No
     if states != {RELAY_SVC: "Exported", FRONTEND_SVC: "Exported"}:
         return None
     return dict(status)
+
+
+async def relay_ready(client: Client, namespace: str) -> bool:
+    """The relay's `Ready` condition is True for its current generation."""
+    relay = await client.get(RELAYS, POOL, namespace)
+    status = relay.get("status") or {}
+    ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+    return (
+        status.get("observedGeneration") == relay["metadata"]["generation"]
+        and ready.get("status") == "True"
+    )

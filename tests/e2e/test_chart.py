@@ -172,7 +172,7 @@ def test_default_configuration_is_the_operators_default() -> None:
 
 def test_values_reach_the_configuration() -> None:
     values = {
-        "multiCluster": {"mcsImplementation": "karmada"},
+        "multiCluster": {"mcsImplementation": "karmada", "unconfirmedAfter": "0s"},
         "discovery": {"backend": "etcd"},
         "leaderElection": {"leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "5s"},
         "poolRelay": {
@@ -190,6 +190,7 @@ def test_values_reach_the_configuration() -> None:
     docs = template(values)
     cfg = rendered_configuration(docs)
     assert cfg.multi_cluster.mcs_implementation == "karmada"
+    assert cfg.multi_cluster.unconfirmed_after == 0
     assert cfg.discovery.backend == "etcd"
     le = cfg.leader_election
     assert (le.lease_duration, le.renew_deadline, le.retry_period) == (30, 20, 5)
@@ -454,12 +455,8 @@ async def test_the_charts_service_account_can_run_the_operator_and_nothing_more(
             status = await run.until(
                 lambda: exported_status(client, namespace), "the pool published and exported"
             )
-            (ready,) = status["conditions"]
-            assert (ready["type"], ready["status"], ready["reason"]) == (
-                "Ready",
-                "True",
-                "Published",
-            )
+            published = next(c for c in status["conditions"] if c["type"] == "Published")
+            assert (published["status"], published["reason"]) == ("True", "Published")
             assert status["clusterId"] == cluster
             exports = {
                 e["metadata"]["name"] for e in (await client.list(SERVICEEXPORTS, namespace)).items
@@ -473,7 +470,10 @@ async def test_the_charts_service_account_can_run_the_operator_and_nothing_more(
             code = await status_cmd.run(kubeconfig=str(kubeconfig), namespace=namespace, out=out)
             assert code == 0
             row = out.getvalue().splitlines()[1].split()
-            assert row == [namespace, POOL, "True", "Published", "2/2", "exported"], out.getvalue()
+            # This control plane runs no Deployment controller: the relay pods never run,
+            # so Ready stays False (RelayAvailable); the decision and exports are shown.
+            assert row[:2] + row[-2:] == [namespace, POOL, "2/2", "exported"], out.getvalue()
+            assert "  RelayAvailable False Progressing: " in out.getvalue()
 
             lease = await client.get(LEASES, cfg.leader_election.name, lease_ns)
             assert lease["spec"]["holderIdentity"], "the operator should hold the Lease"

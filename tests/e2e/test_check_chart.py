@@ -18,11 +18,19 @@ from chart_operator import (
     new_release,
     operator_running,
     publish_pool,
+    relay_ready,
 )
 
 from dynamo_pool_operator import check
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.testing.controlplane import ControlPlane
+
+
+@pytest.fixture
+def control_plane(node_plane: ControlPlane) -> ControlPlane:
+    """The plane with a (kwok) Node: a check that passes needs relays that are Ready, and
+    a relay is Ready only when its pods run (`RelayAvailable`)."""
+    return node_plane
 
 
 @pytest.fixture
@@ -37,7 +45,11 @@ async def test_check_of_a_chart_install_passes_with_the_readme_command(
     cp = control_plane
     # Restricted to the test's namespace, so relays of other tests (in namespaces being
     # deleted) are not this check's business.
-    values = {"multiCluster": {"mcsImplementation": "mcs"}} | restricted_values(namespace)
+    # No MCS implementation writes conditions here: with no grace period the exports
+    # count as `Unconfirmed` (Exported=True) at once, and the relay can be Ready.
+    values = {
+        "multiCluster": {"mcsImplementation": "mcs", "unconfirmedAfter": "0s"}
+    } | restricted_values(namespace)
     installed = install_as_service_account(cp, release, values)
     configmap = one(installed.docs, "ConfigMap")["metadata"]["name"]
     opts = check.Options(
@@ -60,5 +72,6 @@ async def test_check_of_a_chart_install_passes_with_the_readme_command(
         async with operator_running(installed, installed.configuration(), client, namespace) as op:
             await publish_pool(client, namespace, cluster)
             await op.until(lambda: exported_status(client, namespace), "the pool exported")
+            await op.until(lambda: relay_ready(client, namespace), "the relay Ready", 120)
             found = await run()
     assert {n: s for n, s in found.items() if s != "ok"} == {"karmada-names": "skip"}, found

@@ -65,7 +65,7 @@ async def test_dev_publishes_the_sample_pool_and_its_relay_pods_run(
     code = await dev.run(OperatorConfiguration(), exit_when_ready=True)
     out = capsys.readouterr().out
     assert code == process.EXIT_OK, out
-    assert "Pool dynamo-demo/llama: Ready=True (Published)" in out, out
+    assert "Pool dynamo-demo/llama: Ready=True relay Service llama-pool-relay" in out, out
     assert re.search(r"relay pods Running: llama-pool-relay-\S+, llama-pool-relay-\S+ ", out), out
 
 
@@ -77,7 +77,7 @@ async def test_dev_with_two_clusters_shows_the_pool_as_the_other_cluster_sees_it
     code = await dev.run(OperatorConfiguration(), exit_when_ready=True, clusters=2)
     out = capsys.readouterr().out
     assert code == process.EXIT_OK, out
-    assert "Pool dynamo-demo/llama in east: Ready=True (Published)" in out, out
+    assert "Pool dynamo-demo/llama in east: Ready=True relay Service llama-pool-relay" in out, out
     assert "relay pods Running: llama-pool-relay-" in out, out
     west = out[out.index("As west sees it") :]
     for name in ("llama-pool-relay", "llama-frontend"):

@@ -364,7 +364,14 @@ async def lighthouse_writes_and_the_operator_stays_quiet(
     rv = current["metadata"]["resourceVersion"]
     await eventually(partial(cached_at, op, ns, export, rv), timeout=30)
     await at_rest(op)
-    writes = [w for w in await op.writes_since(offset) if w.resource != "leases"]
+    # What Lighthouse says is shown (`Exported`, each export's line): the relay's status
+    # may follow it. Nothing else is written: no export, no Deployment, no Service.
+    writes = [
+        w
+        for w in await op.writes_since(offset)
+        if w.resource not in ("leases", "events")
+        and not (w.resource == "dynamopoolrelays" and w.subresource == "status")
+    ]
     assert writes == [], f"{cluster}: the operator wrote {shown(writes)}"
     for pool in pools:
         again = await op.reconcile_again((ns, pool), include_events=True)
@@ -380,15 +387,123 @@ async def test_a_relay_scaled_to_zero_is_still_imported_but_with_no_ready_endpoi
         both = wanted({c: ["llama"] for c in CLUSTERS})
         await every_cluster_sees(users, ns, both)
 
+        await eventually(partial(condition_is, users["east"], ns, "RelayAvailable", "True"))
+
         await users["east"].merge_patch(RELAYS, "llama", {"spec": {"replicas": 0}}, ns)
         relay_svc = names.relay_name("llama")
         scaled = dict(both)
         scaled[relay_svc] = (list(CLUSTERS), ["west"])
         await every_cluster_sees(users, ns, scaled)
         assert await kwok.running_pods(users["east"], ns, relay_pods("llama")) == []
+        scaled_to_zero = partial(
+            condition_is, users["east"], ns, "RelayAvailable", "False", "ScaledToZero"
+        )
+        await eventually(scaled_to_zero)
+        assert await condition_is(users["east"], ns, "Ready", "False", "ScaledToZero")
 
         await users["east"].merge_patch(RELAYS, "llama", {"spec": {"replicas": None}}, ns)
         await every_cluster_sees(users, ns, both)
+        await eventually(partial(condition_is, users["east"], ns, "RelayAvailable", "True"))
+
+
+async def condition_of(
+    client: Client, ns: str, type_: str, pool: str = "llama"
+) -> dict[str, Any] | None:
+    relay = await client.get(RELAYS, pool, ns)
+    status = relay.get("status") or {}
+    if status.get("observedGeneration") != relay["metadata"]["generation"]:
+        return None
+    return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
+
+
+async def condition_is(
+    client: Client, ns: str, type_: str, status: str, reason: str = "", pool: str = "llama"
+) -> bool:
+    c = await condition_of(client, ns, type_, pool)
+    return bool(c and c["status"] == status and (not reason or c["reason"] == reason))
+
+
+async def kubectl_wait_ready(world: lighthouse.World, cluster: str, ns: str, timeout: int) -> int:
+    """`kubectl wait --for=condition=Ready dynamopoolrelay/llama`, as a user would."""
+    kubectl = resolve().kubectl
+    assert kubectl is not None, "kubectl is built with the control plane"
+    cp = world.members[cluster]
+    proc = await asyncio.create_subprocess_exec(
+        str(kubectl),
+        f"--kubeconfig={cp.kubeconfig}",
+        "wait",
+        "--for=condition=Ready",
+        "dynamopoolrelay/llama",
+        f"--namespace={ns}",
+        f"--timeout={timeout}s",
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    return await proc.wait()
+
+
+async def test_ready_means_importable_and_exported_shows_the_implementations_word(
+    world: lighthouse.World, ns: str
+) -> None:
+    """`kubectl wait --for=condition=Ready` returns once the pool is importable in the
+    other cluster — relay pods running, Lighthouse's Ready=True on its exports — and
+    `Exported` shows what Lighthouse says, verbatim: a Service that does not exist
+    (`ServiceUnavailable`), ports that differ across clusters (`ConflictingPorts`), and
+    under mcs-api v0.5.2 the stale `AwaitingExport` Lighthouse cannot update."""
+    async with operators(world), clients(world, USER) as users:
+        waiting = asyncio.create_task(kubectl_wait_ready(world, "east", ns, 90))
+        await run_pool(users["east"], "llama", ns, "east")
+        if world.mcs_api == OLD_MCS_API:
+            assert await waiting == 0, "Ready never turned True"
+            # Ready once Lighthouse confirmed the exports to the broker; west, which
+            # syncs from the broker, follows within a few seconds (it is never seen
+            # Ready with an export Lighthouse had not confirmed).
+            east_only = wanted({"east": ["llama"]})
+            await eventually(partial(sees, users["west"], ns, east_only), timeout=10)
+            exported = await condition_of(users["east"], ns, "Exported")
+            assert exported is not None
+            assert (exported["status"], exported["reason"]) == ("True", "ImplementationReady")
+            lines = (await users["east"].get(RELAYS, "llama", ns))["status"]["exports"]
+            assert all(line["ready"]["status"] == "True" for line in lines), lines
+        else:
+            # Lighthouse's Valid=True/Ready=True never land (empty reasons are refused):
+            # the operator claims nothing it was not told.
+            async def stale() -> dict[str, Any] | None:
+                c = await condition_of(users["east"], ns, "Exported")
+                said = c is not None and "awaiting aggregation" in c["message"]
+                return c if said and c["status"] == "Unknown" else None
+
+            exported = await eventually(stale, timeout=60)
+            assert exported["reason"] == "Pending"
+            assert "(since " in exported["message"], "a stale word is shown with its age"
+            assert await condition_is(users["east"], ns, "Ready", "False", "Pending")
+            waiting.cancel()
+
+        # The same pool in west on another port: Lighthouse reports the conflict.
+        await run_dgd(users["west"], "llama", ns)
+        body = relay("llama", ns, "west")
+        body["spec"]["port"] = 9100
+        await users["west"].create(RELAYS, body)
+
+        async def conflicting() -> bool:
+            for cluster in CLUSTERS:
+                c = await condition_of(users[cluster], ns, "Exported")
+                if c and c["status"] == "False" and c["reason"] == "ConflictingPorts":
+                    return True
+            return False
+
+        await eventually(conflicting, timeout=60, interval=0.2)
+
+        # A pool whose frontend Service nobody made: Lighthouse says so.
+        await users["east"].create(DGDS, dgd("mistral", ns))
+        await users["east"].create(RELAYS, relay("mistral", ns, "east"))
+        unavailable = partial(
+            condition_is, users["east"], ns, "Exported", "False", "ServiceUnavailable", "mistral"
+        )
+        await eventually(unavailable, timeout=60, interval=0.2)
+        c = await condition_of(users["east"], ns, "Exported", "mistral")
+        assert c is not None
+        assert c["message"].startswith("mistral-frontend: "), c
 
 
 CYCLES = 10

@@ -45,16 +45,28 @@ def relay_body(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-async def ready(client: Client, namespace: str, name: str) -> dict[str, Any] | None:
-    """The relay's Ready condition, once its status is current (observedGeneration)."""
+async def condition(client: Client, namespace: str, name: str, type_: str) -> dict[str, Any] | None:
+    """One condition of the relay, once its status is current (observedGeneration)."""
     relay = await client.get(RELAYS, name, namespace)
     status = relay.get("status") or {}
     if status.get("observedGeneration") != relay["metadata"]["generation"]:
         return None
     for c in status.get("conditions") or []:
-        if c["type"] == "Ready":
+        if c["type"] == type_:
             return dict(c)
     return None
+
+
+async def ready(client: Client, namespace: str, name: str) -> dict[str, Any] | None:
+    """The relay's Ready condition: the pool is published, its relay pods run (kwok)
+    and, with an MCS implementation, the implementation accepted its exports."""
+    return await condition(client, namespace, name, "Ready")
+
+
+async def decision_of(client: Client, namespace: str, name: str) -> dict[str, Any] | None:
+    """The relay's Published condition: the operator's decision. On a control plane
+    without nodes no relay pod runs, so this, not Ready, is what those tests wait for."""
+    return await condition(client, namespace, name, "Published")
 
 
 async def absent(client: Client, res: Resource, namespace: str, name: str) -> bool:

@@ -48,7 +48,7 @@ from race_fixtures import (
     verbs,
     writes_nothing,
 )
-from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, ready
+from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, decision_of
 
 from dynamo_pool_operator.api import labels
 from dynamo_pool_operator.pipeline.model import Verb
@@ -77,7 +77,7 @@ async def steady_pool(client: Client, ns: str, op: OperatorUnderTest) -> None:
     await exports_become(client, ns, {RELAY_SVC, FRONTEND_SVC})
 
     async def is_ready() -> bool:
-        cond = await ready(client, ns, POOL)
+        cond = await decision_of(client, ns, POOL)
         return bool(cond and cond["status"] == "True")
 
     await eventually(is_ready)
@@ -246,7 +246,7 @@ async def test_a_refused_feature_off_cleanup_is_retried_and_never_stops_the_oper
             await make_pool(client, namespace, name="other")
 
             async def other_published() -> bool:
-                cond = await ready(client, namespace, "other")
+                cond = await decision_of(client, namespace, "other")
                 return bool(cond and cond["status"] == "True")
 
             await eventually(other_published)

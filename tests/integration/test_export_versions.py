@@ -24,7 +24,7 @@ from race_fixtures import (
     make_pool,
     writes_nothing,
 )
-from relay_fixtures import DGDS, RELAYS, WORKER, ready, relay_body
+from relay_fixtures import DGDS, RELAYS, WORKER, decision_of, relay_body
 
 from dynamo_pool_operator.api import crd as relay_crd
 from dynamo_pool_operator.api import labels
@@ -164,7 +164,7 @@ async def test_dgd_served_only_at_v1alpha1_is_published_and_exported(
         await exports_become(client, ns, {RELAY_SVC, FRONTEND_SVC})
 
         async def published() -> bool:
-            cond = await ready(client, ns, POOL)
+            cond = await decision_of(client, ns, POOL)
             return bool(cond and cond["status"] == "True")
 
         await eventually(published)

@@ -22,7 +22,7 @@ from dynamo_pool_operator.api import labels, names
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, NAMESPACES
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, EVENTS, NAMESPACES
 from dynamo_pool_operator.testing import kwok
 from dynamo_pool_operator.testing.controlplane import ControlPlane
 from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
@@ -220,3 +220,56 @@ async def test_a_deployment_controller_writing_status_during_the_handover_logs_n
         if r.levelno >= logging.ERROR and r.name.startswith("dynamo_pool_operator")
     ]
     assert logged == [], logged
+
+
+async def _condition(client: Client, ns: str, type_: str) -> dict[str, Any] | None:
+    relay = await client.get(RELAYS, POOL, ns)
+    status = relay.get("status") or {}
+    if status.get("observedGeneration") != relay["metadata"]["generation"]:
+        return None
+    return next((c for c in status.get("conditions") or [] if c["type"] == type_), None)
+
+
+async def _is(client: Client, ns: str, type_: str, status: str, reason: str) -> bool:
+    c = await _condition(client, ns, type_)
+    return bool(c and (c["status"], c["reason"]) == (status, reason))
+
+
+async def _events(client: Client, ns: str, reason: str) -> list[dict[str, Any]]:
+    items = (await client.list(EVENTS, ns)).items
+    return [e for e in items if e.get("reason") == reason]
+
+
+async def test_ready_follows_the_relay_pods_and_says_why_not(
+    node_plane: ControlPlane, admin: Client, pod_namespace: str
+) -> None:
+    """`RelayAvailable` from the Deployment's own status: True once a relay pod is
+    available (Ready with it), `ScaledToZero` at 0 replicas, True again after; each
+    change is written once (a second pass writes nothing), with a Warning for the cause
+    and a Normal `PoolReady` when the pool is Ready again."""
+    ns = pod_namespace
+    async with OperatorUnderTest(node_plane) as op:
+        await admin.create(DGDS, dgd_body(POOL, ns))
+        await admin.create(RELAYS, relay_body(POOL, ns, replicas=2))
+        await eventually(partial(_is, admin, ns, "RelayAvailable", "True", "Available"), timeout=60)
+        assert await _is(admin, ns, "Ready", "True", "Ready")
+        relay = await admin.get(RELAYS, POOL, ns)
+        assert relay["status"]["relayPods"] == "2/2"
+        await op.settle()
+        assert await op.reconcile_again((ns, POOL)) == []
+        await eventually(partial(_events, admin, ns, "PoolReady"))
+
+        await admin.merge_patch(RELAYS, POOL, {"spec": {"replicas": 0}}, ns)
+        zero = partial(_is, admin, ns, "RelayAvailable", "False", "ScaledToZero")
+        await eventually(zero, timeout=60)
+        assert await _is(admin, ns, "Ready", "False", "ScaledToZero")
+        assert await _is(admin, ns, "Published", "True", "Published"), "still published"
+        (warning, *_) = await eventually(partial(_events, admin, ns, "ScaledToZero"))
+        assert (warning["type"], warning["action"]) == ("Warning", "RelayAvailable")
+        assert warning["related"]["kind"] == "Deployment"
+        await op.settle()
+        assert await op.reconcile_again((ns, POOL)) == []
+
+        await admin.merge_patch(RELAYS, POOL, {"spec": {"replicas": 1}}, ns)
+        await eventually(partial(_is, admin, ns, "Ready", "True", "Ready"), timeout=60)
+        assert (await admin.get(RELAYS, POOL, ns))["status"]["relayPods"] == "1/1"

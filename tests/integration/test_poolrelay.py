@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, absent, dgd_body, ready, relay_body
+from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, absent, decision_of, dgd_body, relay_body
 
 from dynamo_pool_operator.api import labels
 from dynamo_pool_operator.runtime.client import Client
@@ -30,7 +30,7 @@ async def operator(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTe
 
 async def published(client: Client, ns: str, name: str = POOL) -> dict[str, Any]:
     async def probe() -> dict[str, Any] | None:
-        cond = await ready(client, ns, name)
+        cond = await decision_of(client, ns, name)
         return cond if cond and cond["status"] == "True" else None
 
     cond: dict[str, Any] = await eventually(probe)
@@ -39,7 +39,7 @@ async def published(client: Client, ns: str, name: str = POOL) -> dict[str, Any]
 
 async def withdrawn(client: Client, ns: str, reason: str, name: str = POOL) -> dict[str, Any]:
     async def probe() -> dict[str, Any] | None:
-        cond = await ready(client, ns, name)
+        cond = await decision_of(client, ns, name)
         if not cond or cond["status"] != "False" or cond["reason"] != reason:
             return None
         gone = [await absent(client, r, ns, f"{name}-pool-relay") for r in (DEPLOYMENTS, SERVICES)]
@@ -175,7 +175,7 @@ async def test_invalid_relay_name_is_invalid_configuration(
     name = "llama.v2"  # a valid DGD name, not a valid Service name
     await client.create(DGDS, dgd_body(name, namespace))
     await client.create(RELAYS, relay_body(name, namespace))
-    cond = await eventually(lambda: ready(client, namespace, name))
+    cond = await eventually(lambda: decision_of(client, namespace, name))
     assert (cond["status"], cond["reason"]) == ("False", "InvalidConfiguration")
     assert "llama.v2-pool-relay" in cond["message"]
     await assert_second_pass_writes_nothing(operator, namespace, name)
@@ -302,7 +302,7 @@ async def withdrawn_except(client: Client, ns: str, foreign_kind: str) -> dict[s
     ours = SERVICES if foreign_kind == "Deployment" else DEPLOYMENTS
 
     async def probe() -> dict[str, Any] | None:
-        cond = await ready(client, ns, POOL)
+        cond = await decision_of(client, ns, POOL)
         if (
             cond
             and cond["reason"] == "OwnershipConflict"

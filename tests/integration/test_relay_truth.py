@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from export_fixtures import config, events_for, export_names, exports_become
 from race_fixtures import operator_refused
-from relay_fixtures import DGDS, RELAYS, absent, dgd_body, ready, relay_body
+from relay_fixtures import DGDS, RELAYS, absent, condition, dgd_body, ready, relay_body
 
 from dynamo_pool_operator.runtime.client import MERGE_PATCH, Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES
@@ -46,10 +46,6 @@ def _service_probe(client: Client, ns: str) -> Any:
     return lambda: client.request("POST", SERVICES.path(ns), params={"dryRun": "All"}, body=body)
 
 
-async def _condition(client: Client, ns: str) -> dict[str, Any] | None:
-    return await ready(client, ns, POOL)
-
-
 async def test_a_refused_relay_service_keeps_the_pool_not_ready_and_says_why(
     client: Client, control_plane: ControlPlane, namespace: str, operator: OperatorUnderTest
 ) -> None:
@@ -72,12 +68,15 @@ async def test_a_refused_relay_service_keeps_the_pool_not_ready_and_says_why(
         await client.create(RELAYS, relay_body(POOL, namespace))
 
         async def refused() -> dict[str, Any] | None:
-            cond = await _condition(client, namespace)
+            cond = await ready(client, namespace, POOL)
             return cond if cond and cond["reason"] == "WriteRefused" else None
 
         cond = await eventually(refused)
         assert cond["status"] == "False"
         assert f"create Service {OBJ}" in cond["message"]
+        relay_available = await condition(client, namespace, POOL, "RelayAvailable")
+        assert relay_available is not None
+        assert (relay_available["status"], relay_available["reason"]) == ("False", "WriteRefused")
         assert "test refuses" in cond["message"], "the API server's own message is shown"
 
         async def warned() -> list[dict[str, Any]]:
@@ -96,8 +95,10 @@ async def test_a_refused_relay_service_keeps_the_pool_not_ready_and_says_why(
         assert not await absent(client, DEPLOYMENTS, namespace, OBJ)
 
     async def recovered() -> bool:
-        cond = await _condition(client, namespace)
-        return bool(cond and cond["status"] == "True")
+        # The decision holds throughout; once the Service exists the refusal is gone
+        # (no pod runs on this control plane, so Ready itself waits for RelayAvailable).
+        cond = await condition(client, namespace, POOL, "RelayAvailable")
+        return bool(cond and cond["reason"] != "WriteRefused")
 
     await eventually(recovered, timeout=30)
     assert not await absent(client, SERVICES, namespace, OBJ)

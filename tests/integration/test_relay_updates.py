@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from relay_fixtures import DGDS, RELAYS, dgd_body, ready, relay_body
+from relay_fixtures import DGDS, RELAYS, decision_of, dgd_body, relay_body
 
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES
@@ -119,7 +119,7 @@ async def test_a_spec_change_reaches_the_relay_objects_with_no_refused_write(
     await client.create(RELAYS, relay_body(POOL, namespace, **initial))
 
     async def published() -> bool:
-        cond = await ready(client, namespace, POOL)
+        cond = await decision_of(client, namespace, POOL)
         return bool(cond and cond["status"] == "True")
 
     await eventually(published)

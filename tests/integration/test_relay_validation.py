@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from relay_fixtures import DGDS, RELAYS, absent, dgd_body, ready, relay_body
+from relay_fixtures import DGDS, RELAYS, absent, decision_of, dgd_body, relay_body
 
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
@@ -83,7 +83,7 @@ async def test_a_bad_pod_field_the_schema_lets_through_withdraws_naming_it(
     await client.create(RELAYS, relay_body(POOL, namespace, **spec))
 
     async def invalid() -> dict[str, Any] | None:
-        cond = await ready(client, namespace, POOL)
+        cond = await decision_of(client, namespace, POOL)
         return cond if cond and cond["reason"] == "InvalidConfiguration" else None
 
     cond = await eventually(invalid)

@@ -119,16 +119,36 @@ def test_status_table() -> None:
     ]
     text = status_cmd.format_table(rows)
     lines = text.splitlines()
-    assert lines[0].split() == ["NAMESPACE", "NAME", "READY", "REASON", "EXPORTS"]
-    assert lines[1].split() == ["team-a", "llama", "True", "Published", "2/3", "exported"]
-    assert lines[2].split() == ["team-a", "new", "Unknown", "NotReconciled", "-"]
-    assert lines[3].split() == ["team-b", "mistral", "False", "DGDNotFound", "-"]
+    assert lines[0].split() == [
+        "NAMESPACE", "NAME", "READY", "REASON", "AVAILABLE", "EXPORTED", "EXPORTS"
+    ]  # fmt: skip
+    assert lines[1].split() == ["team-a", "llama", "True", "Published", "-", "-", "2/3", "exported"]
+    assert lines[2].split() == ["team-a", "new", "Unknown", "NotReconciled", "-", "-", "-"]
+    assert lines[3].split() == ["team-b", "mistral", "False", "DGDNotFound", "-", "-", "-"]
     # Columns line up.
     assert lines[1].index("True") == lines[0].index("READY")
     assert "  export llama-chat        Pending  Conflict: owned by someone else" in lines
     assert "  export llama-pool-relay  Exported" in lines
     assert "  DGDNotFound: no DGD" in lines
     assert "team-b/mistral:" in lines
+
+
+def test_status_explains_each_part_of_ready_that_is_not_true() -> None:
+    obj = relay("llama", ready="False", reason="Unavailable", message="RelayAvailable: no pod")
+    obj["status"]["relayPods"] = "0/2"
+    obj["status"]["conditions"] = [
+        {"type": "Published", "status": "True", "reason": "Published", "message": "ok"},
+        {"type": "RelayAvailable", "status": "False", "reason": "Unavailable", "message": "no pod"},
+        {"type": "Exported", "status": "False", "reason": "ConflictingPorts", "message": "ports"},
+        *obj["status"]["conditions"],
+    ]
+    lines = status_cmd.format_table([status_cmd.row_of(obj)]).splitlines()
+    assert lines[1].split()[2:6] == ["False", "Unavailable", "0/2", "False"]
+    assert "  RelayAvailable False Unavailable: no pod" in lines
+    assert any(line.startswith("    what to do: No replica is available") for line in lines)
+    assert "  Exported False ConflictingPorts: ports" in lines
+    assert any("the MCS implementation's own reason" in line for line in lines)
+    assert not any(line.startswith("  Published") for line in lines), "True parts are quiet"
 
 
 def test_status_marks_a_stale_report() -> None:

@@ -109,6 +109,8 @@ VALID = [
     ("multiCluster.mcsImplementation", "mcs", "mcs"),
     ("multiCluster.mcsImplementation", "karmada", "karmada"),
     ("multiCluster.mcsImplementation", "", ""),
+    ("multiCluster.unconfirmedAfter", "0s", 0.0),
+    ("multiCluster.unconfirmedAfter", "2m", 120.0),
     ("discovery.backend", "etcd", "etcd"),
     ("discovery.backend", "kubernetes", "kubernetes"),
     ("namespace.restricted", "team-a", "team-a"),
@@ -157,6 +159,8 @@ def test_valid_field_value_is_accepted(path: str, value: Any, expected: Any) -> 
 INVALID = [
     ("multiCluster.mcsImplementation", "istio", 'use one of "", "mcs", "karmada"'),
     ("multiCluster.mcsImplementation", "MCS", "is not supported"),
+    ("multiCluster.unconfirmedAfter", "-1s", "must not be negative"),
+    ("multiCluster.unconfirmedAfter", "soon", "invalid duration"),
     ("multiCluster.mcsImplementation", 1, "must be a string, got integer 1"),
     ("discovery.backend", "consul", 'use one of "kubernetes", "etcd"'),
     ("namespace.restricted", "Team_A", "not a valid namespace name"),

@@ -26,6 +26,8 @@ def test_the_crd_reference_sections_are_current() -> None:
         "docs/crd.md is stale: run `tools/uv run python tools/generate_docs.py`"
     )
     assert "| `RelayTerminating` |" in committed
+    assert "| `ScaledToZero` |" in committed
+    assert "| `ImplementationReady` |" in committed
 
 
 def test_configuration_reference_is_current() -> None:

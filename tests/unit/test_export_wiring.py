@@ -73,11 +73,17 @@ def test_an_update_of_what_the_plan_reads_requeues(path: tuple[str, ...], value:
     assert export_changed(EventType.MODIFIED, old, changed(old, path, value))
 
 
-def test_a_status_update_by_the_implementation_does_not_requeue() -> None:
+def test_a_new_verdict_of_the_implementation_requeues_and_other_status_writes_do_not() -> None:
+    """`Exported` shows the implementation's Valid, Ready and Conflict: a change of
+    those requeues the relay; any other status field it writes does not."""
     old = export()
     conditions = [{"type": "Ready", "status": "True", "reason": "Exported"}]
+    verdict = changed(old, ("status", "conditions"), conditions)
+    assert export_changed(EventType.MODIFIED, old, verdict)
+    assert not export_changed(EventType.MODIFIED, verdict, changed(verdict, ("status", "x"), 1))
+    other = [*conditions, {"type": "Synced", "status": "True"}]
     assert not export_changed(
-        EventType.MODIFIED, old, changed(old, ("status", "conditions"), conditions)
+        EventType.MODIFIED, verdict, changed(verdict, ("status", "conditions"), other)
     )
     # Nor do annotations or the spec's exported labels, which the plan does not read.
     assert not export_changed(

@@ -53,6 +53,7 @@ from dynamo_pool_operator.config import (
 # Path -> YAML type, written from docs/configuration.md (a second source, not the loader).
 FIELD_TYPES: dict[str, str] = {
     "multiCluster.mcsImplementation": "string",
+    "multiCluster.unconfirmedAfter": "duration",
     "discovery.backend": "string",
     "namespace.restricted": "string",
     "leaderElection.enabled": "boolean",

@@ -1,7 +1,8 @@
 """The relay's status (poolrelay/status.py): computed purely, written only when it changes.
 
-SPEC §3: `Ready` is True exactly when the relay is published, its reason is the decision's
-reason and its message says why; `serviceName` is the relay Service while published. A
+`Published` is True exactly when the relay is published, its reason is the decision's
+reason and its message says why; `Ready` summarizes it with `RelayAvailable` and (with
+an MCS implementation) `Exported`; `serviceName` is the relay Service while published. A
 status write is itself an event on the relay, so recomputing the status of an unchanged
 relay must give a status equal to the one it shows (`lastTransitionTime` included), and
 the apply body carries the relay's uid so it never lands on a recreated relay.
@@ -14,18 +15,30 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.pipeline.model import Decision, StatusLine
+from dynamo_pool_operator.pipeline.model import ConditionView, Decision, StatusLine
+from dynamo_pool_operator.poolrelay.availability import (
+    Availability,
+    AvailableReason,
+    availability,
+)
 from dynamo_pool_operator.poolrelay.checks import Reason, decision
 from dynamo_pool_operator.poolrelay.status import (
     READY,
+    Part,
+    changed_conditions,
     desired_status,
     status_apply,
     status_changed,
+    summary,
 )
 
 NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+RUNNING = Availability("True", AvailableReason.AVAILABLE, "2/2 relay pods available", "2/2")
+PUBLISHED_TYPE = "Published"
 NOW_TEXT = "2024-05-06T07:08:09Z"
 EARLIER = "2024-01-02T03:04:05Z"
 PUBLISHED = decision(Reason.PUBLISHED, "published as pool-pool-relay")
@@ -45,6 +58,8 @@ def status(
     cluster_id: str = "east",
     exports: tuple[StatusLine, ...] = (),
     now: datetime = NOW,
+    available: Availability = RUNNING,
+    exported: ConditionView | None = None,
 ) -> dict[str, Any]:
     return desired_status(
         relay or make_relay(),
@@ -52,20 +67,25 @@ def status(
         decision,
         cluster_id=cluster_id,
         exports=exports,
+        available=available,
+        exported=exported,
         now=now,
     )
 
 
+def condition_of(st: dict[str, Any], type_: str) -> dict[str, Any]:
+    (found,) = [c for c in st["conditions"] if c["type"] == type_]
+    return dict(found)
+
+
 def ready(st: dict[str, Any]) -> dict[str, Any]:
-    conditions: list[dict[str, Any]] = st["conditions"]
-    (condition,) = conditions
-    assert condition["type"] == READY
-    return condition
+    """The decision's condition, `Published` (`Ready` summarizes it with the rest)."""
+    return condition_of(st, PUBLISHED_TYPE)
 
 
 def shown(status_value: str, transition: str | None = EARLIER, **more: Any) -> dict[str, Any]:
-    """A `status` as the relay shows it, with one Ready condition."""
-    condition: dict[str, Any] = {"type": "Ready", "status": status_value}
+    """A `status` as the relay shows it, with one Published condition."""
+    condition: dict[str, Any] = {"type": PUBLISHED_TYPE, "status": status_value}
     if transition is not None:
         condition["lastTransitionTime"] = transition
     return {"conditions": [condition], **more}
@@ -98,20 +118,27 @@ def test_ready_carries_the_decisions_reason_and_message() -> None:
 
 def test_whole_status_of_a_new_relay() -> None:
     exports = (StatusLine("pool-pool-relay", "Exported"),)
+
+    def cond(type_: str, reason: str, message: str) -> dict[str, Any]:
+        return {
+            "type": type_,
+            "status": "True",
+            "reason": reason,
+            "message": message,
+            "observedGeneration": 4,
+            "lastTransitionTime": NOW_TEXT,
+        }
+
     assert status(PUBLISHED, None, exports=exports) == {
         "observedGeneration": 4,
         "conditions": [
-            {
-                "type": "Ready",
-                "status": "True",
-                "reason": "Published",
-                "message": "published as pool-pool-relay",
-                "observedGeneration": 4,
-                "lastTransitionTime": NOW_TEXT,
-            }
+            cond("Published", "Published", "published as pool-pool-relay"),
+            cond("RelayAvailable", "Available", "2/2 relay pods available"),
+            cond("Ready", "Ready", "the pool is published: 2/2 relay pods available"),
         ],
         "serviceName": "pool-pool-relay",
         "clusterId": "east",
+        "relayPods": "2/2",
         "exports": [{"name": "pool-pool-relay", "state": "Exported"}],
     }
 
@@ -305,23 +332,94 @@ def test_absent_and_empty_exports_are_the_same_status() -> None:
 
 
 def test_a_refused_relay_write_keeps_a_published_relay_not_ready() -> None:
-    st = desired_status(
-        make_relay(),
-        None,
-        PUBLISHED,
-        cluster_id="east",
-        exports=(),
-        now=NOW,
-        refused="create Service pool-pool-relay: 403 Forbidden: quota",
+    refused = availability(
+        None, None, published=True, refused="create Service pool-pool-relay: 403 Forbidden"
     )
-    cond = ready(st)
-    assert (cond["status"], cond["reason"]) == ("False", "WriteRefused")
-    assert cond["message"] == "create Service pool-pool-relay: 403 Forbidden: quota"
+    st = status(available=refused)
+    assert (ready(st)["status"], ready(st)["reason"]) == ("True", "Published")
+    relay = condition_of(st, "RelayAvailable")
+    assert (relay["status"], relay["reason"]) == ("False", "WriteRefused")
+    summary_ = condition_of(st, READY)
+    assert (summary_["status"], summary_["reason"]) == ("False", "WriteRefused")
+    assert summary_["message"] == "RelayAvailable: create Service pool-pool-relay: 403 Forbidden"
     assert st["serviceName"] == "pool-pool-relay", "still published: the name it is exported as"
 
 
-def test_a_refused_write_does_not_change_a_withdrawal() -> None:
-    st = desired_status(
-        make_relay(), None, WITHDRAWN, cluster_id="", exports=(), now=NOW, refused="delete x: 500"
-    )
-    assert (ready(st)["status"], ready(st)["reason"]) == ("False", "NoWorkers")
+def test_a_withdrawn_relay_is_not_ready_for_its_withdrawal_reason() -> None:
+    st = status(WITHDRAWN, available=availability(None, None, published=False))
+    summary_ = condition_of(st, READY)
+    assert (summary_["status"], summary_["reason"]) == ("False", "NoWorkers")
+    assert condition_of(st, "RelayAvailable")["reason"] == "Withdrawn"
+
+
+EXPORTED_TRUE = ConditionView("Exported", "True", "ImplementationReady", "confirmed a, b")
+EXPORTED_PENDING = ConditionView("Exported", "Unknown", "Pending", "a: AwaitingExport")
+
+
+def test_with_an_implementation_ready_needs_exported_true() -> None:
+    assert condition_of(status(exported=EXPORTED_TRUE), READY)["status"] == "True"
+    st = status(exported=EXPORTED_PENDING)
+    summary_ = condition_of(st, READY)
+    assert (summary_["status"], summary_["reason"]) == ("False", "Pending")
+    assert [c["type"] for c in st["conditions"]] == [
+        "Published",
+        "RelayAvailable",
+        "Exported",
+        "Ready",
+    ]
+    assert condition_of(st, "Exported")["status"] == "Unknown"
+
+
+def test_without_an_implementation_there_is_no_exported_condition() -> None:
+    assert "Exported" not in [c["type"] for c in status()["conditions"]]
+
+
+STATES = st.sampled_from(["True", "False", "Unknown"])
+
+
+@given(STATES, STATES, st.booleans())
+def test_ready_is_true_iff_every_part_is_true(
+    relay_state: str, exported_state: str, with_exports: bool
+) -> None:
+    parts = [
+        Part("Published", "True", "Published", "p"),
+        Part("RelayAvailable", relay_state, "R", "r"),
+    ]
+    if with_exports:
+        parts.append(Part("Exported", exported_state, "E", "e"))
+    result = summary(parts)
+    assert (result.status == "True") is all(p.status == "True" for p in parts)
+    if result.status != "True":
+        first = next(p for p in parts if p.status != "True")
+        assert result.reason == first.reason, "the first failing part's reason"
+
+
+@given(st.sampled_from(["True", "False"]), STATES, STATES)
+def test_the_first_failing_part_gives_the_reason(published: str, relay: str, exported: str) -> None:
+    parts = [
+        Part("Published", published, "P", "p"),
+        Part("RelayAvailable", relay, "R", "r"),
+        Part("Exported", exported, "E", "e"),
+    ]
+    result = summary(parts)
+    if published != "True":
+        assert result.reason == "P"
+    elif relay != "True":
+        assert result.reason == "R"
+    elif exported != "True":
+        assert result.reason == "E"
+    else:
+        assert result.reason == "Ready"
+
+
+def test_changed_conditions_are_those_whose_status_or_reason_moved() -> None:
+    before = status(exported=EXPORTED_PENDING)
+    after = status(PUBLISHED, before, exported=EXPORTED_TRUE)
+    assert [c["type"] for c in changed_conditions(before, after)] == ["Exported", "Ready"]
+    assert changed_conditions(after, status(PUBLISHED, after, exported=EXPORTED_TRUE)) == []
+    assert [c["type"] for c in changed_conditions(None, after)] == [
+        "Published",
+        "RelayAvailable",
+        "Exported",
+        "Ready",
+    ]

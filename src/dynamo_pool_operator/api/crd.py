@@ -188,6 +188,16 @@ def spec_schema() -> dict[str, Any]:
     }
 
 
+def _implementation_view(type_: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "description": f"The export's {type_} condition as the MCS implementation wrote it.",
+        "properties": {
+            key: {"type": "string"} for key in ("status", "reason", "message", "lastTransitionTime")
+        },
+    }
+
+
 def status_schema() -> dict[str, Any]:
     return {
         "type": "object",
@@ -200,7 +210,16 @@ def status_schema() -> dict[str, Any]:
                 "x-kubernetes-list-map-keys": ["type"],
             },
             "serviceName": {"type": "string", "description": "The relay Service."},
-            "clusterId": {"type": "string", "description": "The effective cluster ID."},
+            "clusterId": {
+                "type": "string",
+                "description": "The effective cluster ID: spec.clusterId, else (mcs with the "
+                "About API) the cluster's own, cluster.clusterset.k8s.io; what the relay pods "
+                "get as DYN_CLUSTER_ID.",
+            },
+            "relayPods": {
+                "type": "string",
+                "description": "Available/desired relay pods, e.g. 2/2 (see RelayAvailable).",
+            },
             "exports": {
                 "type": "array",
                 "description": "One entry per Service the pool exports or skips.",
@@ -214,6 +233,14 @@ def status_schema() -> dict[str, Any]:
                         "state": {"type": "string"},
                         "reason": {"type": "string"},
                         "message": {"type": "string"},
+                        **{
+                            key: _implementation_view(type_)
+                            for key, type_ in (
+                                ("valid", "Valid"),
+                                ("ready", "Ready"),
+                                ("conflict", "Conflict"),
+                            )
+                        },
                     },
                 },
             },
@@ -222,14 +249,23 @@ def status_schema() -> dict[str, Any]:
 
 
 def printer_columns() -> list[dict[str, Any]]:
-    ready = '.status.conditions[?(@.type=="Ready")]'
+    def condition(type_: str) -> str:
+        return f'.status.conditions[?(@.type=="{type_}")]'
+
     return [
-        {"name": "Ready", "type": "string", "jsonPath": f"{ready}.status"},
-        {"name": "Reason", "type": "string", "jsonPath": f"{ready}.reason"},
-        {"name": "Service", "type": "string", "jsonPath": ".status.serviceName"},
+        {"name": "Ready", "type": "string", "jsonPath": f"{condition('Ready')}.status"},
+        {"name": "Reason", "type": "string", "jsonPath": f"{condition('Ready')}.reason"},
+        {"name": "Available", "type": "string", "jsonPath": ".status.relayPods"},
+        {"name": "Exported", "type": "string", "jsonPath": f"{condition('Exported')}.status"},
         {"name": "Cluster", "type": "string", "jsonPath": ".status.clusterId"},
-        {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas", "priority": 1},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {"name": "Service", "type": "string", "jsonPath": ".status.serviceName", "priority": 1},
+        {
+            "name": "Published",
+            "type": "string",
+            "jsonPath": f"{condition('Published')}.reason",
+            "priority": 1,
+        },
     ]
 
 

@@ -9,10 +9,12 @@ status lines after execution are `plan.lines_after`; the state gauge counts them
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter as Tally
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from prometheus_client import CollectorRegistry, Gauge
 
@@ -22,18 +24,24 @@ from ..api.relay import Relay
 from ..pipeline.model import (
     ActionResult,
     Advisory,
+    ConditionView,
     Contribution,
     Decision,
     Gathered,
+    Report,
+    Result,
     Snapshot,
-    StatusLine,
+    Verb,
 )
 from ..runtime import errors
+from ..runtime.conditions import rfc3339
 from ..runtime.informer import Informer
 from ..runtime.metricsets import per_registry
+from ..runtime.ownership import is_controlled_by
 from ..runtime.resources import Resource
 from ..runtime.store import CONTROLLER_UID_INDEX
 from . import plan as export_plan
+from . import verdict
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +78,9 @@ class PoolExports:
         implementation: Implementation,
         about_version: str | None,
         registry: CollectorRegistry,
+        unconfirmed_after: timedelta = verdict.UNCONFIRMED_AFTER,
     ) -> None:
+        self.unconfirmed_after = unconfirmed_after
         self.caches = caches
         self.resource = resource
         self.implementation = implementation
@@ -122,11 +132,48 @@ class PoolExports:
         return out
 
     def report(
-        self, relay: Relay, contribution: Contribution, results: Sequence[ActionResult]
-    ) -> list[StatusLine]:
-        lines = export_plan.lines_after(contribution, results)
+        self,
+        snapshot: Snapshot,
+        decision: Decision,
+        contribution: Contribution,
+        results: Sequence[ActionResult],
+        *,
+        now: datetime,
+    ) -> Report:
+        """The lines after execution, each export we hold with the implementation's own
+        view of it, and the `Exported` condition from the implementation's verdicts."""
+        relay = snapshot.relay
+        held = {
+            name: obj for name, obj in snapshot.exports.items() if is_controlled_by(obj, relay.uid)
+        }
+        # An export this pass created is not cached yet: judged as the fresh export it
+        # is (created now, nothing written), as the next pass will see it from the cache.
+        for r in results:
+            if r.action.verb is Verb.CREATE and r.result is Result.DONE:
+                held[r.action.name] = {"metadata": {"creationTimestamp": rfc3339(now)}}
+        verdicts = {
+            name: verdict.verdict(obj, now=now, unconfirmed_after=self.unconfirmed_after)
+            for name, obj in held.items()
+        }
+        lines = [
+            dataclasses.replace(line, implementation=verdicts[line.name].view)
+            if line.state == export_plan.State.EXPORTED and line.name in verdicts
+            else line
+            for line in export_plan.lines_after(contribution, results)
+        ]
         self._count((relay.namespace, relay.name), [line.state for line in lines])
-        return lines
+        exported = verdict.exported(lines, verdicts, published=decision.publish)
+        about = snapshot.exports.get(exported.about)
+        related = self.resource.reference(dict(about)) if about is not None else None
+        condition = ConditionView(
+            verdict.EXPORTED,
+            exported.status,
+            exported.reason,
+            exported.message,
+            exported.recheck_at,
+            related,
+        )
+        return Report(tuple(lines), condition)
 
     def forget(self, namespace: str, name: str) -> None:
         """The relay is gone: its exports leave the state gauge (GC deletes them)."""

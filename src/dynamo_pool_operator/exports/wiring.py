@@ -26,6 +26,7 @@ from ..runtime.ownership import controller_is, controller_of
 from ..runtime.shared_informers import SharedInformers
 from ..runtime.store import CONTROLLER_UID_INDEX, Obj, index_by_controller_uid
 from .contributor import ExportCaches
+from .verdict import view_of
 
 FRONTEND_SERVICE_INDEX = "frontend-service"
 
@@ -60,14 +61,18 @@ def export_mapper(dgds: Informer) -> Any:
 
 
 def export_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
-    """Creates and deletes; updates of our metadata while the export has a controller.
-    Status updates by the MCS implementation are not ours to react to."""
+    """Creates and deletes; updates of our metadata while the export has a controller;
+    and a change of what the MCS implementation says of it (its Valid, Ready and
+    Conflict conditions, which `Exported` shows). Its other status writes, and any on
+    an export without a controller, are not ours to react to."""
     if etype is not EventType.MODIFIED:
         return True
     if controller_of(old or {}) is None and controller_of(new or {}) is None:
         return False
     a, b = (old or {}).get("metadata") or {}, (new or {}).get("metadata") or {}
-    return any(a.get(k) != b.get(k) for k in ("labels", "ownerReferences", "deletionTimestamp"))
+    if any(a.get(k) != b.get(k) for k in ("labels", "ownerReferences", "deletionTimestamp")):
+        return True
+    return view_of(old or {}) != view_of(new or {})
 
 
 def all_relays(relays: Informer) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -135,14 +136,41 @@ class StatusLine:
     state: str
     reason: str = ""
     message: str = ""
+    #: What the MCS implementation wrote on the export ("valid", "ready", "conflict":
+    #: status, reason, message, lastTransitionTime), verbatim.
+    implementation: Mapping[str, Mapping[str, str]] | None = None
 
-    def to_dict(self) -> dict[str, str]:
-        out = {"name": self.name, "state": self.state}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "state": self.state}
         if self.reason:
             out["reason"] = self.reason
         if self.message:
             out["message"] = self.message
+        for key, value in sorted((self.implementation or {}).items()):
+            out[key] = dict(value)
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionView:
+    """A condition a contributor adds to the relay's status (`Exported`), and when the
+    pass should look again without an event (a grace period ending)."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+    recheck_at: datetime | None = None
+    #: The object the condition is mostly about, for its Event (an export).
+    related: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """A contributor's part of the status after execution."""
+
+    lines: tuple[StatusLine, ...] = ()
+    condition: ConditionView | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +216,16 @@ class Contributor(Protocol):
     def plan(self, snapshot: Snapshot, decision: Decision) -> Contribution: ...
 
     def report(
-        self, relay: Relay, contribution: Contribution, results: Sequence[ActionResult]
-    ) -> list[StatusLine]:
-        """The status lines after execution (a failure shows on its line)."""
+        self,
+        snapshot: Snapshot,
+        decision: Decision,
+        contribution: Contribution,
+        results: Sequence[ActionResult],
+        *,
+        now: datetime,
+    ) -> Report:
+        """The status lines after execution (a failure shows on its line) and the
+        feature's condition."""
 
     def forget(self, namespace: str, name: str) -> None:
         """The relay is gone: drop what is kept about it."""

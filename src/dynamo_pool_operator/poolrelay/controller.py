@@ -23,9 +23,11 @@ from ..api.dgd import KIND as DGD_KIND
 from ..api.dgd import PLURAL as DGD_PLURAL
 from ..runtime import handover
 from ..runtime.controller import Controller, Request, spec_or_metadata_changed
+from ..runtime.informer import EventType
 from ..runtime.resources import DEPLOYMENTS, SERVICES, Resource
 from ..runtime.shared_informers import SharedInformers
 from ..runtime.store import Obj
+from .availability import shown_inputs
 from .reconciler import RelayCaches
 
 CONTROLLER_NAME = "dynamopoolrelay"
@@ -106,10 +108,16 @@ def relay_caches(
     )
 
 
+def deployment_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
+    """A change of the relay Deployment's spec or metadata, or of what its status says
+    about the relay's availability (`RelayAvailable`); other status writes are noise."""
+    return spec_or_metadata_changed(etype, old, new) or shown_inputs(old) != shown_inputs(new)
+
+
 def wire(controller: Controller, caches: RelayCaches) -> Controller:
     """Declare the controller's watches."""
     controller.for_(caches.relays, spec_or_metadata_changed)
     controller.watches(caches.dgds, same_name, spec_or_metadata_changed)
-    controller.watches(caches.deployments, relay_of_object, spec_or_metadata_changed)
+    controller.watches(caches.deployments, relay_of_object, deployment_changed)
     controller.watches(caches.services, relay_of_object, spec_or_metadata_changed)
     return controller

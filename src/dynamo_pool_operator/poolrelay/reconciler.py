@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -27,7 +28,15 @@ from ..api.dgd import pool_from_object
 from ..api.mcs import ClusterID
 from ..api.relay import RelayDefaults, relay_from_object
 from ..pipeline.execute import Executor
-from ..pipeline.model import Contributor, Outcome, Result, Snapshot, StatusLine, Verb
+from ..pipeline.model import (
+    ConditionView,
+    Contributor,
+    Outcome,
+    Result,
+    Snapshot,
+    StatusLine,
+    Verb,
+)
 from ..runtime import errors
 from ..runtime.client import Client
 from ..runtime.clock import Clock, SystemClock
@@ -36,8 +45,29 @@ from ..runtime.controller import Result as ReconcileResult
 from ..runtime.events import EventRecorder
 from ..runtime.guarded import GuardedWrites
 from ..runtime.informer import Informer
+from ..runtime.resources import DEPLOYMENTS, Resource
+from .availability import AvailableReason, availability
 from .plan import Plan, make_plan
-from .status import desired_status, status_apply, status_changed
+from .status import (
+    PUBLISHED,
+    READY,
+    RELAY_AVAILABLE,
+    changed_conditions,
+    desired_status,
+    status_apply,
+    status_changed,
+)
+
+#: Reasons whose cause already has its own Event (a refused write) or is the
+#: consequence of another condition (a withdrawn pool is withdrawn everywhere).
+QUIET_REASONS = frozenset(
+    {AvailableReason.WRITE_REFUSED, AvailableReason.WITHDRAWN, "ExportFailed", "Withdrawn"}
+)
+
+
+def _reference(res: Resource, obj: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return res.reference(dict(obj)) if obj is not None else None
+
 
 log = logging.getLogger(__name__)
 
@@ -146,23 +176,46 @@ class PoolRelayReconciler:
         failures: list[Exception] = list(outcome.failures)
         if decision.publish:
             failures = list(snapshot.unreadable) + failures
+        now = self.clock.now()
         lines: list[StatusLine] = []
+        exported: ConditionView | None = None
+        recheck: list[datetime] = []
         for contributor, contribution in zip(self.contributors, plan.contributions, strict=True):
-            lines += contributor.report(relay, contribution, outcome.of(contribution.actions))
+            report = contributor.report(
+                snapshot, decision, contribution, outcome.of(contribution.actions), now=now
+            )
+            lines += report.lines
+            if report.condition is not None:
+                exported = report.condition
+                if report.condition.recheck_at is not None:
+                    recheck.append(report.condition.recheck_at)
+        created = frozenset(
+            r.action.resource.kind
+            for r in outcome.of(plan.relay_actions)
+            if r.action.verb is Verb.CREATE and r.result is Result.DONE
+        )
+        available = availability(
+            snapshot.relay_objects.get("Deployment"),
+            snapshot.relay_objects.get("Service"),
+            published=decision.publish,
+            refused=refused_writes(plan, outcome),
+            name=names.relay_name(relay.name),
+            created=created,
+            replicas=relay.replicas,
+        )
         current = self._shown_status(request, relay_obj)
+        shown = current if isinstance(current, Mapping) else None
         status = desired_status(
             relay,
-            current if isinstance(current, Mapping) else None,
+            shown,
             decision,
             cluster_id=snapshot.cluster_id.effective(relay.cluster_id),
             exports=lines,
-            now=self.clock.now(),
-            refused=refused_writes(plan, outcome),
-            waiting=[
-                a.name for a in plan.relay_actions if decision.publish and a.verb is Verb.WAIT
-            ],
+            available=available,
+            exported=exported,
+            now=now,
         )
-        if status_changed(current if isinstance(current, Mapping) else None, status):
+        if status_changed(shown, status):
             try:
                 await self.client.apply(
                     self.caches.relays.resource,
@@ -176,9 +229,49 @@ class PoolRelayReconciler:
             else:
                 read_at = str(relay_obj.get("metadata", {}).get("resourceVersion", ""))
                 self._written[request] = (relay.uid, read_at, status)
+                self._record_transitions(snapshot, shown, status, exported)
         if failures:
             raise failures[0] if len(failures) == 1 else ReconcileErrors(failures)
+        if recheck:
+            # A grace period ends (an export with no condition becomes "unconfirmed"):
+            # no event will say so, so look again then.
+            return ReconcileResult(requeue_after=max(0.0, (min(recheck) - now).total_seconds()))
         return None
+
+    def _record_transitions(
+        self,
+        snapshot: Snapshot,
+        shown: Mapping[str, Any] | None,
+        status: Mapping[str, Any],
+        exported: ConditionView | None,
+    ) -> None:
+        """A Warning for each condition turning False with a new reason (a refused write
+        has its own Warning already; a withdrawn pool's parts say so once, on
+        Published), a Normal one when the pool becomes Ready. One series per cause."""
+        relay, pool = snapshot.relay, snapshot.pool
+        about: dict[str, Mapping[str, Any] | None] = {
+            PUBLISHED: pool.reference() if pool is not None else None,
+            RELAY_AVAILABLE: _reference(DEPLOYMENTS, snapshot.relay_objects.get("Deployment")),
+        }
+        if exported is not None:
+            about[exported.type] = exported.related
+        for c in changed_conditions(shown, status):
+            if c["type"] == READY:
+                if c["status"] == "True":
+                    self.recorder.emit(
+                        relay.reference(), None, "Normal", "PoolReady", "Ready", c["message"]
+                    )
+                continue
+            if c["status"] == "True" or c["reason"] in QUIET_REASONS:
+                continue
+            self.recorder.emit(
+                relay.reference(),
+                about.get(c["type"]),
+                "Warning",
+                c["reason"],
+                c["type"],
+                c["message"],
+            )
 
     def _shown_status(self, request: Request, relay_obj: Mapping[str, Any]) -> Any:
         """The status the server shows: the cached one, unless the cache still holds the

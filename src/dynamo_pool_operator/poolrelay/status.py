@@ -2,28 +2,54 @@
 
 A status write is itself an event on the relay; writing the same status on
 every reconcile would be a feedback loop (and a write per pool per resync).
-So the desired status is compared with the cached one, and the `Ready`
-condition keeps its `lastTransitionTime` while its status stays the same.
+So the desired status is compared with the cached one, and each condition keeps
+its `lastTransitionTime` while its status stays the same.
+
+Conditions (KEP-1623 conventions; Cluster API's summary over detail conditions):
+`Published` (the check chain's decision), `RelayAvailable` (`availability.py`),
+`Exported` (with an MCS implementation: `exports/verdict.py`), and `Ready`, True
+only when all the others are, with the first failing one's reason — so
+`kubectl wait --for=condition=Ready` waits for a pool that is importable.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ..api import crd, names
 from ..api.relay import API_VERSION, Relay
-from ..pipeline.model import Decision, StatusLine
+from ..pipeline.model import ConditionView, Decision, StatusLine
 from ..runtime import conditions
+from .availability import Availability
 
 READY = "Ready"
-#: The Ready reason of a published relay whose own Deployment or Service write the API
-#: server refused: the pool is not importable while its relay objects are missing.
-WRITE_REFUSED = "WriteRefused"
-#: The Ready reason of a published relay one of whose own objects is still being
-#: deleted (it is created again once gone).
-PROGRESSING = "Progressing"
+PUBLISHED = "Published"
+RELAY_AVAILABLE = "RelayAvailable"
+#: Ready's reason when every part is True.
+READY_REASON = "Ready"
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """A condition the `Ready` summary is made of, as the pass computed it."""
+
+    type: str
+    status: str
+    reason: str
+    message: str
+
+
+def summary(parts: Sequence[Part]) -> Part:
+    """`Ready`: True only when every part is True; otherwise the first part that is not
+    (in the order given: Published, RelayAvailable, Exported), with its reason."""
+    for part in parts:
+        if part.status != "True":
+            return Part(READY, "False", part.reason, f"{part.type}: {part.message}")
+    said = "; ".join(p.message for p in parts[1:]) if len(parts) > 1 else parts[0].message
+    return Part(READY, "True", READY_REASON, f"the pool is published: {said}")
 
 
 def desired_status(
@@ -33,40 +59,63 @@ def desired_status(
     *,
     cluster_id: str,
     exports: Sequence[StatusLine],
+    available: Availability,
+    exported: ConditionView | None,
     now: datetime,
-    refused: str = "",
-    waiting: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The status the relay should show; `current` is the cached `status` (or None).
-    Published relays only: `refused` names the relay's own writes the API server
-    refused (Ready False, `WriteRefused`); `waiting`, its own objects still being
-    deleted (Ready False, `Progressing`)."""
+    `exported` is absent without an MCS implementation (and so is its condition)."""
     current = current or {}
-    reason, message = str(decision.reason), decision.message
-    if decision.publish and refused:
-        reason, message = WRITE_REFUSED, refused
-    elif decision.publish and waiting:
-        reason = PROGRESSING
-        message = f"{', '.join(waiting)} is being deleted; it is created again once gone"
-    ready = decision.publish and not refused and not waiting
+    parts = [
+        Part(
+            PUBLISHED,
+            "True" if decision.publish else "False",
+            str(decision.reason),
+            decision.message,
+        ),
+        Part(RELAY_AVAILABLE, available.status, str(available.reason), available.message),
+    ]
+    if exported is not None:
+        parts.append(Part(exported.type, exported.status, exported.reason, exported.message))
+    parts.append(summary(parts))
+    shown = current.get("conditions")
     status: dict[str, Any] = {
         "observedGeneration": relay.generation,
         "conditions": [
             conditions.condition(
-                READY,
-                "True" if ready else "False",
-                reason,
-                message,
+                p.type,
+                p.status,
+                p.reason,
+                p.message,
                 generation=relay.generation,
-                previous=conditions.find(current.get("conditions"), READY),
+                previous=conditions.find(shown, p.type),
                 now=now,
             )
+            for p in parts
         ],
         "serviceName": names.relay_name(relay.name) if decision.publish else "",
         "clusterId": cluster_id,
+        "relayPods": available.pods,
         "exports": [e.to_dict() for e in exports],
     }
     return status
+
+
+def changed_conditions(
+    current: Mapping[str, Any] | None, desired: Mapping[str, Any]
+) -> list[Mapping[str, Any]]:
+    """The desired conditions whose status or reason differs from what the relay shows:
+    the transitions worth an Event (each once, when the status that shows it is written)."""
+    shown = (current or {}).get("conditions")
+    out = []
+    for c in desired.get("conditions") or ():
+        before = conditions.find(shown, c["type"])
+        if before is None or (before.get("status"), before.get("reason")) != (
+            c["status"],
+            c["reason"],
+        ):
+            out.append(c)
+    return out
 
 
 def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:

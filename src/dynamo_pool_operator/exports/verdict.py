@@ -1,0 +1,251 @@
+"""What the MCS implementation says of an export, and whether the pool is exported. Pure.
+
+KEP-1645 gives a ServiceExport three conditions an implementation may write:
+`Valid` (it accepts the export), `Ready` (the export reached the ClusterSet) and
+`Conflict` (it clashes with another cluster's export of the name). Implementations
+disagree on reasons (Lighthouse writes `AwaitingExport`, `ServiceUnavailable`,
+`ConflictingPorts`; Cilium and Antrea other words), some write nothing at all (AWS
+Cloud Map), and some leave conditions stale (Lighthouse against mcs-api CRDs that
+refuse its empty reasons). So the rules only read what the implementation wrote,
+show its reason and message verbatim with the time it wrote them, and claim no more
+than that:
+
+- `Conflict=True`, `Valid=False`, or `Ready=False` with a reason that is not a
+  waiting one: **refused**, with the implementation's reason;
+- `Ready=True`, or `Valid=True` with no `Ready`: **confirmed**;
+- `Ready=False` waiting (`AwaitingExport`, ...) or `Unknown`: **pending**;
+- nothing written: **pending** for a grace period after the export was created
+  (an implementation that writes conditions has not got to it yet), then
+  **unconfirmed** (an implementation that never writes them);
+- a condition whose `observedGeneration` is older than the export's generation
+  says nothing about the export as it is: ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from ..pipeline.model import StatusLine
+from ..runtime import conditions
+
+VALID, READY, CONFLICT = "Valid", "Ready", "Conflict"
+#: The condition the export feature adds to the relay's status.
+EXPORTED = "Exported"
+#: Ready=False reasons that mean "not yet", not "no".
+WAITING_REASONS = frozenset({"AwaitingExport", "AwaitingSync", "Pending", "Exporting"})
+#: How long an export with no condition at all is taken to be waiting for the
+#: implementation, before it counts as unconfirmed (`multiCluster.unconfirmedAfter`).
+UNCONFIRMED_AFTER = timedelta(seconds=60)
+#: An export not yet (or no longer) judged: just created, or with nothing written.
+AWAITING = "AwaitingImplementation"
+AWAITING_MESSAGE = "waiting for the MCS implementation to write a condition"
+
+
+class Judgement(StrEnum):
+    CONFIRMED = "Confirmed"
+    UNCONFIRMED = "Unconfirmed"
+    PENDING = "Pending"
+    REFUSED = "Refused"
+
+
+class ExportedReason(StrEnum):
+    """The `Exported` condition's own reasons (a refusal shows the implementation's)."""
+
+    IMPLEMENTATION_READY = "ImplementationReady"
+    UNCONFIRMED = "Unconfirmed"
+    PENDING = "Pending"
+    EXPORT_FAILED = "ExportFailed"
+    NOT_CONTROLLED = "NotControlled"
+    WITHDRAWN = "Withdrawn"
+    NOTHING_TO_EXPORT = "NothingToExport"
+
+
+#: What each reason means, for docs/crd.md (generated, drift-tested).
+EXPORTED_REASONS: dict[ExportedReason, str] = {
+    ExportedReason.IMPLEMENTATION_READY: "True: the implementation confirmed every export "
+    "(`Ready=True`, or `Valid=True` where it writes no `Ready`).",
+    ExportedReason.UNCONFIRMED: "True: every export is ours and the implementation has written "
+    "no condition on some, `multiCluster.unconfirmedAfter` (60s) after they were created (AWS "
+    "Cloud Map never does); said in the message.",
+    ExportedReason.PENDING: "Unknown: the implementation is still working (`Ready=False` "
+    "`AwaitingExport`, no condition yet on a new export), or an export is being deleted.",
+    ExportedReason.EXPORT_FAILED: "False: a write of an export failed (see the `ExportFailed` "
+    "Event).",
+    ExportedReason.NOT_CONTROLLED: "False: someone else's export has a name the pool needs.",
+    ExportedReason.WITHDRAWN: "False: the pool is not published.",
+    ExportedReason.NOTHING_TO_EXPORT: "False: no Service of the pool can be exported (every "
+    "name is skipped).",
+}
+#: Any other False reason is the implementation's own, shown verbatim with its message
+#: and time (`Valid=False ServiceUnavailable`, `Conflict=True ConflictingPorts`, ...).
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    judgement: Judgement
+    reason: str = ""
+    message: str = ""
+    #: The implementation's view, as `status.exports[]` shows it: type -> condition.
+    view: Mapping[str, Mapping[str, str]] | None = None
+    #: When a pending export without conditions becomes unconfirmed (for a requeue).
+    recheck_at: datetime | None = None
+
+
+def _parse_time(text: object) -> datetime | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _current(export: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    """The condition `type_`, unless it describes an older generation of the export."""
+    c = conditions.find((export.get("status") or {}).get("conditions"), type_)
+    if c is None:
+        return None
+    observed, generation = (
+        c.get("observedGeneration"),
+        (export.get("metadata") or {}).get("generation"),
+    )
+    if isinstance(observed, int) and isinstance(generation, int) and observed < generation:
+        return None
+    return c
+
+
+def _said(c: Mapping[str, Any]) -> str:
+    """What the implementation said, verbatim, with when it said it."""
+    text = str(c.get("message") or c.get("reason") or f"{c.get('type')}={c.get('status')}")
+    when = c.get("lastTransitionTime")
+    return f"{text} (since {when})" if when else text
+
+
+def view_of(export: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The implementation's conditions as a status line shows them (current ones)."""
+    out: dict[str, dict[str, str]] = {}
+    for type_ in (VALID, READY, CONFLICT):
+        c = _current(export, type_)
+        if c is not None:
+            shown = {"status": str(c.get("status", ""))}
+            for key in ("reason", "message", "lastTransitionTime"):
+                if c.get(key):
+                    shown[key] = str(c[key])
+            out[type_.lower()] = shown
+    return out
+
+
+def verdict(
+    export: Mapping[str, Any],
+    *,
+    now: datetime,
+    unconfirmed_after: timedelta = UNCONFIRMED_AFTER,
+) -> Verdict:
+    view = view_of(export) or None
+    valid, ready, conflict = (_current(export, t) for t in (VALID, READY, CONFLICT))
+    if conflict is not None and conflict.get("status") == "True":
+        return Verdict(
+            Judgement.REFUSED, str(conflict.get("reason") or CONFLICT), _said(conflict), view
+        )
+    if valid is not None and valid.get("status") == "False":
+        return Verdict(Judgement.REFUSED, str(valid.get("reason") or "Invalid"), _said(valid), view)
+    if ready is not None:
+        status, reason = ready.get("status"), str(ready.get("reason") or "")
+        if status == "True":
+            return Verdict(Judgement.CONFIRMED, view=view)
+        if status == "False" and reason not in WAITING_REASONS:
+            return Verdict(Judgement.REFUSED, reason or "NotReady", _said(ready), view)
+        return Verdict(Judgement.PENDING, reason or "Unknown", _said(ready), view)
+    if valid is not None and valid.get("status") == "True":
+        return Verdict(Judgement.CONFIRMED, view=view)
+    if valid is not None:
+        return Verdict(Judgement.PENDING, str(valid.get("reason") or "Unknown"), _said(valid), view)
+    created = _parse_time((export.get("metadata") or {}).get("creationTimestamp"))
+    if created is not None and now < created + unconfirmed_after:
+        return Verdict(
+            Judgement.PENDING, AWAITING, AWAITING_MESSAGE, view, created + unconfirmed_after
+        )
+    return Verdict(Judgement.UNCONFIRMED, view=view)
+
+
+@dataclass(frozen=True, slots=True)
+class Exported:
+    """The `Exported` condition as the export feature contributes it."""
+
+    status: str
+    reason: str
+    message: str
+    recheck_at: datetime | None = None
+    #: The export the condition is about, when one is to blame (for its Event).
+    about: str = ""
+
+
+def exported(
+    lines: Sequence[StatusLine],
+    verdicts: Mapping[str, Verdict],
+    *,
+    published: bool,
+) -> Exported:
+    """The pool's `Exported` condition from its status lines (ours after execution) and
+    the implementation's verdict on each export we hold."""
+    if not published:
+        return Exported(
+            "False", ExportedReason.WITHDRAWN, "the pool is withdrawn: nothing is exported"
+        )
+    wanted = [line for line in lines if line.state != "Skipped"]
+    if not wanted:
+        return Exported(
+            "False", ExportedReason.NOTHING_TO_EXPORT, "no Service of the pool can be exported"
+        )
+    for line in wanted:
+        if line.state == "Failed":
+            return Exported(
+                "False",
+                ExportedReason.EXPORT_FAILED,
+                f"{line.name}: {line.message}",
+                about=line.name,
+            )
+    for line in wanted:
+        if line.state == "Foreign":
+            return Exported(
+                "False",
+                ExportedReason.NOT_CONTROLLED,
+                f"{line.name}: another owner (or none) controls this export; the "
+                "implementation exports theirs, not the pool's",
+                about=line.name,
+            )
+    judged = [(line.name, verdicts.get(line.name)) for line in wanted if line.state == "Exported"]
+    for name, v in judged:
+        if v is not None and v.judgement is Judgement.REFUSED:
+            return Exported("False", v.reason, f"{name}: {v.message}", about=name)
+    waiting = [line for line in wanted if line.state == "Pending"]
+    pending = [(name, v) for name, v in judged if v is None or v.judgement is Judgement.PENDING]
+    if waiting or pending:
+        said = [f"{line.name}: being deleted, created again once gone" for line in waiting]
+        # An export this pass created is not cached yet: said as a fresh one is, so the
+        # next pass (its watch event) computes the same condition and writes nothing.
+        said += [f"{name}: {v.message if v else AWAITING_MESSAGE}" for name, v in pending]
+        rechecks = [v.recheck_at for _, v in pending if v is not None and v.recheck_at]
+        return Exported(
+            "Unknown", ExportedReason.PENDING, "; ".join(said), min(rechecks, default=None)
+        )
+    unconfirmed = [
+        name for name, v in judged if v is not None and v.judgement is Judgement.UNCONFIRMED
+    ]
+    if unconfirmed:
+        return Exported(
+            "True",
+            ExportedReason.UNCONFIRMED,
+            "exported; the MCS implementation has written no condition on "
+            f"{', '.join(unconfirmed)} (some, like AWS Cloud Map, never do): whether it "
+            "imported them is not known here",
+        )
+    return Exported(
+        "True",
+        ExportedReason.IMPLEMENTATION_READY,
+        f"the MCS implementation confirmed {', '.join(name for name, _ in judged)}",
+    )

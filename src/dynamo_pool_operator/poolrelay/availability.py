@@ -1,0 +1,170 @@
+"""`RelayAvailable`: does the pool's relay run? Pure, from the Deployment's own status.
+
+The rule: **True when the relay Deployment exists, is the relay's, its controller has
+observed its current generation, and at least one replica is available.** One
+available pod serves the pool (the relay is active-active); the reason says whether
+all `spec.replicas` are (`Available`) or only some (`PartiallyAvailable`). False,
+with what the Deployment itself reports where it says why (`REASONS`, also the
+table in docs/crd.md).
+
+An image that cannot be pulled shows as `Unavailable` with the Deployment's
+`ProgressDeadlineExceeded` message once its progress deadline passes (the Deployment
+does not carry the pods' `ErrImagePull`; `kubectl describe pod` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ..runtime import conditions
+
+
+class AvailableReason(StrEnum):
+    AVAILABLE = "Available"
+    PARTIALLY_AVAILABLE = "PartiallyAvailable"
+    WITHDRAWN = "Withdrawn"
+    WRITE_REFUSED = "WriteRefused"
+    DEPLOYMENT_MISSING = "DeploymentMissing"
+    SERVICE_MISSING = "ServiceMissing"
+    SCALED_TO_ZERO = "ScaledToZero"
+    PROGRESSING = "Progressing"
+    UNAVAILABLE = "Unavailable"
+
+
+#: What each reason means, for docs/crd.md (generated, drift-tested).
+REASONS: dict[AvailableReason, str] = {
+    AvailableReason.AVAILABLE: "True: every replica of `spec.replicas` is available.",
+    AvailableReason.PARTIALLY_AVAILABLE: "True: at least one replica is available, not all "
+    "(one relay pod serves the pool).",
+    AvailableReason.WITHDRAWN: "The pool is not published (see `Published`).",
+    AvailableReason.WRITE_REFUSED: "The API server refused a write of the relay's Deployment "
+    "or Service; the message names the verb, the object and the answer.",
+    AvailableReason.DEPLOYMENT_MISSING: "The Deployment does not exist yet, or ours is being "
+    "deleted (it is created again once gone).",
+    AvailableReason.SERVICE_MISSING: "The relay Service does not exist yet, or ours is being "
+    "deleted (it is created again once gone).",
+    AvailableReason.SCALED_TO_ZERO: "`spec.replicas` is 0: no relay pod runs.",
+    AvailableReason.PROGRESSING: "The Deployment is new, or its controller has not observed "
+    "its current generation yet.",
+    AvailableReason.UNAVAILABLE: "No replica is available; the Deployment's own "
+    "`ReplicaFailure`, `Progressing` (e.g. `ProgressDeadlineExceeded`: an image that cannot be "
+    "pulled ends here) and `Available` conditions are quoted.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Availability:
+    status: str
+    reason: AvailableReason
+    message: str
+    #: "available/desired" relay pods, for the printer column ("" when unknown).
+    pods: str = ""
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _quote(status: Mapping[str, Any]) -> str:
+    """The Deployment's own words on why it has no available replica."""
+    said = []
+    for type_ in ("ReplicaFailure", "Progressing", "Available"):
+        c = conditions.find(status.get("conditions"), type_)
+        if c is None:
+            continue
+        if (type_ == "ReplicaFailure" and c.get("status") == "True") or (
+            type_ != "ReplicaFailure" and c.get("status") == "False"
+        ):
+            said.append(f"{type_} {c.get('reason', '')}: {c.get('message', '')}".strip())
+    return "; ".join(said)
+
+
+def _missing(obj: Mapping[str, Any] | None) -> str:
+    """Why an object is not there ("" when it is)."""
+    if obj is None:
+        return "does not exist yet"
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        return "is being deleted; it is created again once gone"
+    return ""
+
+
+def availability(
+    deployment: Mapping[str, Any] | None,
+    service: Mapping[str, Any] | None = None,
+    *,
+    published: bool,
+    refused: str = "",
+    name: str = "",
+    created: frozenset[str] = frozenset(),
+    replicas: int = 1,
+) -> Availability:
+    """`deployment` and `service`: the cached relay objects (None when absent);
+    `created`: the kinds this pass created (not cached yet), `replicas` what the
+    Deployment was created with; `refused`: the relay objects' refused writes."""
+    if not published:
+        return Availability("False", AvailableReason.WITHDRAWN, "the pool is withdrawn")
+    if refused:
+        return Availability("False", AvailableReason.WRITE_REFUSED, refused)
+    if service is None and "Service" in created:
+        pass  # just made: the Deployment decides
+    elif why := _missing(service):
+        return Availability("False", AvailableReason.SERVICE_MISSING, f"Service {name} {why}")
+    if deployment is None and "Deployment" in created:
+        # Said as the next pass will see it from the cache (generation 1, no status),
+        # so that pass computes the same condition and writes nothing.
+        deployment = {"metadata": {"generation": 1}, "spec": {"replicas": replicas}}
+    if why := _missing(deployment):
+        return Availability("False", AvailableReason.DEPLOYMENT_MISSING, f"Deployment {name} {why}")
+    assert deployment is not None
+    meta = deployment.get("metadata") or {}
+    spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+    desired = _int(spec.get("replicas")) if "replicas" in spec else 1
+    available = _int(status.get("availableReplicas"))
+    pods = f"{available}/{desired}"
+    if desired == 0:
+        return Availability(
+            "False", AvailableReason.SCALED_TO_ZERO, "spec.replicas is 0: no relay pod runs", pods
+        )
+    generation, observed = _int(meta.get("generation")), _int(status.get("observedGeneration"))
+    if observed < generation:
+        return Availability(
+            "False",
+            AvailableReason.PROGRESSING,
+            f"the Deployment controller has not observed generation {generation} of "
+            f"{name} yet (observed {observed})",
+            pods,
+        )
+    if available == 0:
+        why = _quote(status)
+        return Availability(
+            "False",
+            AvailableReason.UNAVAILABLE,
+            f"no relay pod of {name} is available (0/{desired})" + (f": {why}" if why else ""),
+            pods,
+        )
+    if available < desired:
+        return Availability(
+            "True",
+            AvailableReason.PARTIALLY_AVAILABLE,
+            f"{available}/{desired} relay pods available",
+            pods,
+        )
+    return Availability(
+        "True", AvailableReason.AVAILABLE, f"{available}/{desired} relay pods available", pods
+    )
+
+
+def shown_inputs(deployment: Mapping[str, Any] | None) -> tuple[Any, ...]:
+    """What `availability` reads of a Deployment's status: a status update that changes
+    none of it cannot change the relay's status, so it need not wake the relay (the
+    Deployment controller writes its status often)."""
+    status = (deployment or {}).get("status") or {}
+    said = tuple(
+        (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
+        for type_ in ("ReplicaFailure", "Progressing", "Available")
+        if (c := conditions.find(status.get("conditions"), type_)) is not None
+    )
+    return (status.get("observedGeneration"), status.get("availableReplicas"), said)

@@ -1,0 +1,149 @@
+"""`RelayAvailable` from the relay Deployment's own status (poolrelay/availability.py).
+
+The rule: True when the Deployment exists, is current (its controller observed its
+generation) and has at least one available replica; the reason says whether all
+`spec.replicas` are. The Deployment-condition mapping is tested here because kwok, the
+test world's kubelet, never fails to pull an image.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dynamo_pool_operator.poolrelay.availability import (
+    REASONS,
+    AvailableReason,
+    availability,
+    shown_inputs,
+)
+
+NAME = "llama-pool-relay"
+SERVICE = {"metadata": {"name": NAME}}
+
+
+def deployment(
+    replicas: int = 2,
+    available: int = 2,
+    *,
+    generation: int = 3,
+    observed: int = 3,
+    conditions: list[dict[str, Any]] | None = None,
+    **meta: Any,
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": NAME, "generation": generation, **meta},
+        "spec": {"replicas": replicas},
+        "status": {
+            "observedGeneration": observed,
+            "availableReplicas": available,
+            "conditions": conditions or [],
+        },
+    }
+
+
+def run(dep: Any, service: Any = SERVICE, **kw: Any) -> Any:
+    return availability(dep, service, published=kw.pop("published", True), name=NAME, **kw)
+
+
+def test_every_replica_available() -> None:
+    a = run(deployment(2, 2))
+    assert (a.status, a.reason, a.pods) == ("True", AvailableReason.AVAILABLE, "2/2")
+    assert a.message == "2/2 relay pods available"
+
+
+def test_one_available_replica_serves_the_pool() -> None:
+    a = run(deployment(3, 1))
+    assert (a.status, a.reason, a.pods) == ("True", AvailableReason.PARTIALLY_AVAILABLE, "1/3")
+
+
+@pytest.mark.parametrize(
+    ("kw", "reason"),
+    [
+        ({"published": False}, AvailableReason.WITHDRAWN),
+        ({"refused": "create Service x: 403"}, AvailableReason.WRITE_REFUSED),
+    ],
+)
+def test_before_looking_at_the_deployment(kw: dict[str, Any], reason: AvailableReason) -> None:
+    a = run(deployment(), **kw)
+    assert (a.status, a.reason) == ("False", reason)
+
+
+def test_missing_objects() -> None:
+    assert run(None).reason is AvailableReason.DEPLOYMENT_MISSING
+    assert run(deployment(), None).reason is AvailableReason.SERVICE_MISSING
+    going = deployment(deletionTimestamp="2026-12-01T00:00:00Z")
+    assert run(going).reason is AvailableReason.DEPLOYMENT_MISSING
+    assert "being deleted" in run(going).message
+    svc_going = {"metadata": {"name": NAME, "deletionTimestamp": "x"}}
+    assert run(deployment(), svc_going).reason is AvailableReason.SERVICE_MISSING
+
+
+def test_objects_just_created_are_progressing_not_missing() -> None:
+    both = frozenset({"Deployment", "Service"})
+    a = run(None, None, created=both, replicas=3)
+    assert (a.status, a.reason, a.pods) == ("False", AvailableReason.PROGRESSING, "0/3")
+    cached = {"metadata": {"name": NAME, "generation": 1}, "spec": {"replicas": 3}}
+    assert run(cached) == a, "the next pass, from the cache, says the same: no status write"
+    assert run(deployment(), None, created=frozenset({"Service"})).status == "True"
+
+
+def test_scaled_to_zero_and_not_yet_observed() -> None:
+    zero = run(deployment(0, 0))
+    assert (zero.status, zero.reason, zero.pods) == ("False", AvailableReason.SCALED_TO_ZERO, "0/0")
+    stale = run(deployment(2, 2, generation=4, observed=3))
+    assert (stale.status, stale.reason) == ("False", AvailableReason.PROGRESSING)
+    assert "generation 4" in stale.message
+    new = run(deployment(2, 0, observed=0) | {"status": {}})
+    assert new.reason is AvailableReason.PROGRESSING
+
+
+def test_no_available_replica_quotes_what_the_deployment_says() -> None:
+    conditions = [
+        {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
+         "message": "Deployment does not have minimum availability."},
+        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+         "message": 'ReplicaSet "llama-pool-relay-5d9" has timed out progressing.'},
+        {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+         "message": 'pods "x" is forbidden: error looking up service account'},
+    ]  # fmt: skip
+    a = run(deployment(2, 0, conditions=conditions))
+    assert (a.status, a.reason, a.pods) == ("False", AvailableReason.UNAVAILABLE, "0/2")
+    assert a.message.startswith("no relay pod of llama-pool-relay is available (0/2): ")
+    order = ["ReplicaFailure FailedCreate", "Progressing ProgressDeadlineExceeded", "Available"]
+    positions = [a.message.index(word) for word in order]
+    assert positions == sorted(positions), "the most telling first"
+    assert "error looking up service account" in a.message
+
+
+def test_healthy_conditions_are_not_quoted() -> None:
+    conditions = [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]
+    a = run(deployment(1, 0, conditions=conditions))
+    assert a.message == "no relay pod of llama-pool-relay is available (0/1)"
+
+
+def test_replicas_default_to_one_and_garbage_counts_as_zero() -> None:
+    dep = deployment()
+    dep["spec"] = {}
+    assert run(dep).pods == "2/1"
+    dep = deployment()
+    dep["status"]["availableReplicas"] = "2"
+    assert run(dep).reason is AvailableReason.UNAVAILABLE
+
+
+def test_every_reason_is_documented() -> None:
+    assert set(REASONS) == set(AvailableReason)
+
+
+def test_status_noise_is_not_an_input() -> None:
+    dep = deployment()
+    noisy = deployment()
+    noisy["status"]["updatedReplicas"] = 7
+    noisy["status"]["conditions"] = [{"type": "Other", "status": "True"}]
+    assert shown_inputs(dep) == shown_inputs(noisy)
+    moved = deployment(available=1)
+    assert shown_inputs(dep) != shown_inputs(moved)
+    failing = deployment(conditions=[{"type": "ReplicaFailure", "status": "True"}])
+    assert shown_inputs(dep) != shown_inputs(failing)
+    assert shown_inputs(None) == shown_inputs({})

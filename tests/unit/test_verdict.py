@@ -1,0 +1,266 @@
+"""What the MCS implementation says of an export, and `Exported` (exports/verdict.py).
+
+Rows use the conditions the Submariner Lighthouse agent was seen to write, and the
+stale ones it leaves behind with mcs-api v0.5.2 CRDs; AWS Cloud Map writes none.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from dynamo_pool_operator.exports.verdict import (
+    EXPORTED_REASONS,
+    UNCONFIRMED_AFTER,
+    ExportedReason,
+    Judgement,
+    exported,
+    verdict,
+    view_of,
+)
+from dynamo_pool_operator.pipeline.model import StatusLine
+
+NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
+LONG_AGO = "2026-11-30T12:00:00Z"
+JUST_NOW = "2026-12-01T11:59:50Z"
+T = "2026-12-01T11:00:00Z"
+
+
+def cond(type_: str, status: str, reason: str = "", message: str = "", **kw: Any) -> dict[str, Any]:
+    out = {"type": type_, "status": status, "reason": reason, "message": message}
+    out["lastTransitionTime"] = T
+    out.update(kw)
+    return out
+
+
+def export(
+    *conditions: dict[str, Any], created: str = LONG_AGO, generation: int = 1
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "x", "creationTimestamp": created, "generation": generation},
+        "status": {"conditions": list(conditions)} if conditions else {},
+    }
+
+
+ROWS = [
+    (
+        "lighthouse-exported",
+        [
+            cond("Valid", "True"),
+            cond("Ready", "True", "", "Service was successfully exported to the broker"),
+        ],
+        Judgement.CONFIRMED,
+        "",
+    ),
+    (
+        "lighthouse-awaiting",
+        [
+            cond(
+                "Ready",
+                "False",
+                "AwaitingExport",
+                "ServiceImport created - awaiting aggregation on the broker",
+            )
+        ],
+        Judgement.PENDING,
+        "AwaitingExport",
+    ),
+    (
+        "lighthouse-missing-service",
+        [cond("Valid", "False", "ServiceUnavailable", "Service to be exported doesn't exist")],
+        Judgement.REFUSED,
+        "ServiceUnavailable",
+    ),
+    (
+        "lighthouse-nodeport",
+        [cond("Valid", "False", "UnsupportedServiceType", "NodePort")],
+        Judgement.REFUSED,
+        "UnsupportedServiceType",
+    ),
+    (
+        "lighthouse-conflicting-ports",
+        [
+            cond("Valid", "True"),
+            cond("Ready", "True"),
+            cond("Conflict", "True", "ConflictingPorts", "ports differ"),
+        ],
+        Judgement.REFUSED,
+        "ConflictingPorts",
+    ),
+    (
+        "lighthouse-conflict-resolved",
+        [cond("Valid", "True"), cond("Ready", "True"), cond("Conflict", "False")],
+        Judgement.CONFIRMED,
+        "",
+    ),
+    (
+        "ready-false-not-waiting",
+        [cond("Ready", "False", "ExportFailed", "type conflict")],
+        Judgement.REFUSED,
+        "ExportFailed",
+    ),
+    ("ready-unknown", [cond("Ready", "Unknown")], Judgement.PENDING, "Unknown"),
+    ("valid-only", [cond("Valid", "True")], Judgement.CONFIRMED, ""),
+    ("valid-unknown", [cond("Valid", "Unknown", "Checking")], Judgement.PENDING, "Checking"),
+    ("conflict-without-reason", [cond("Conflict", "True")], Judgement.REFUSED, "Conflict"),
+    ("nothing-written-long-ago", [], Judgement.UNCONFIRMED, ""),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "conditions", "judgement", "reason"), ROWS, ids=[r[0] for r in ROWS]
+)
+def test_the_implementations_word(
+    case: str, conditions: list[Any], judgement: Judgement, reason: str
+) -> None:
+    v = verdict(export(*conditions), now=NOW)
+    assert (v.judgement, v.reason) == (judgement, reason)
+
+
+def test_refusals_and_waits_show_the_implementations_message_with_its_time() -> None:
+    v = verdict(
+        export(cond("Valid", "False", "ServiceUnavailable", "Service doesn't exist")), now=NOW
+    )
+    assert v.message == f"Service doesn't exist (since {T})"
+
+
+def test_a_new_export_with_nothing_written_is_pending_then_unconfirmed() -> None:
+    fresh = verdict(export(created=JUST_NOW), now=NOW)
+    assert (fresh.judgement, fresh.reason) == (Judgement.PENDING, "AwaitingImplementation")
+    assert (
+        fresh.recheck_at
+        == datetime.fromisoformat(JUST_NOW.replace("Z", "+00:00")) + UNCONFIRMED_AFTER
+    )
+    later = verdict(export(created=JUST_NOW), now=NOW + UNCONFIRMED_AFTER)
+    assert later.judgement is Judgement.UNCONFIRMED
+
+
+def test_a_condition_about_an_older_generation_says_nothing() -> None:
+    stale = cond("Valid", "False", "ServiceUnavailable", observedGeneration=1)
+    assert verdict(export(stale, generation=2), now=NOW).judgement is Judgement.UNCONFIRMED
+    current = cond("Valid", "False", "ServiceUnavailable", observedGeneration=2)
+    assert verdict(export(current, generation=2), now=NOW).judgement is Judgement.REFUSED
+
+
+def test_the_view_is_what_was_written_verbatim() -> None:
+    e = export(cond("Ready", "False", "AwaitingExport", "awaiting"), cond("Other", "True"))
+    assert view_of(e) == {
+        "ready": {
+            "status": "False",
+            "reason": "AwaitingExport",
+            "message": "awaiting",
+            "lastTransitionTime": T,
+        }
+    }
+    assert view_of(export()) == {}
+    assert view_of({"status": {"conditions": "garbage"}}) == {}
+
+
+# --------------------------------------------------------------------------- Exported
+def lines(*states: tuple[str, str]) -> list[StatusLine]:
+    return [
+        StatusLine(name, state, message="m" if state == "Failed" else "") for name, state in states
+    ]
+
+
+def v(judgement: Judgement, reason: str = "", message: str = "") -> Any:
+    from dynamo_pool_operator.exports.verdict import Verdict
+
+    return Verdict(judgement, reason, message)
+
+
+def test_exported_when_the_implementation_confirmed_everything() -> None:
+    e = exported(
+        lines(("a", "Exported"), ("b", "Exported")),
+        {"a": v(Judgement.CONFIRMED), "b": v(Judgement.CONFIRMED)},
+        published=True,
+    )
+    assert (e.status, e.reason) == ("True", ExportedReason.IMPLEMENTATION_READY)
+
+
+def test_unconfirmed_is_true_and_says_so() -> None:
+    e = exported(
+        lines(("a", "Exported"), ("b", "Exported")),
+        {"a": v(Judgement.CONFIRMED), "b": v(Judgement.UNCONFIRMED)},
+        published=True,
+    )
+    assert (e.status, e.reason) == ("True", ExportedReason.UNCONFIRMED)
+    assert "on b" in e.message
+
+
+@pytest.mark.parametrize(
+    ("the_lines", "verdicts", "status", "reason", "about"),
+    [
+        (
+            lines(("a", "Exported"), ("b", "Failed")),
+            {"a": v(Judgement.CONFIRMED)},
+            "False",
+            ExportedReason.EXPORT_FAILED,
+            "b",
+        ),
+        (lines(("a", "Foreign")), {}, "False", ExportedReason.NOT_CONTROLLED, "a"),
+        (
+            lines(("a", "Exported")),
+            {"a": v(Judgement.REFUSED, "ConflictingPorts", "ports")},
+            "False",
+            "ConflictingPorts",
+            "a",
+        ),
+        (
+            lines(("a", "Exported")),
+            {"a": v(Judgement.PENDING, "AwaitingExport", "wait")},
+            "Unknown",
+            ExportedReason.PENDING,
+            "",
+        ),
+        (lines(("a", "Exported")), {}, "Unknown", ExportedReason.PENDING, ""),
+        (lines(("a", "Pending")), {}, "Unknown", ExportedReason.PENDING, ""),
+        (lines(("a", "Skipped")), {}, "False", ExportedReason.NOTHING_TO_EXPORT, ""),
+    ],
+    ids=[
+        "write-failed",
+        "foreign",
+        "refused",
+        "pending",
+        "not-cached",
+        "being-deleted",
+        "all-skipped",
+    ],
+)
+def test_exported_is_not_true_until_every_export_is(
+    the_lines: list[StatusLine], verdicts: dict[str, Any], status: str, reason: str, about: str
+) -> None:
+    e = exported(the_lines, verdicts, published=True)
+    assert (e.status, e.reason, e.about) == (status, reason, about)
+
+
+def test_the_first_cause_wins_and_skipped_names_do_not_count() -> None:
+    the_lines = lines(("s", "Skipped"), ("a", "Exported"), ("f", "Foreign"), ("b", "Failed"))
+    e = exported(the_lines, {"a": v(Judgement.REFUSED, "X")}, published=True)
+    assert e.reason == ExportedReason.EXPORT_FAILED, "our own failure first"
+
+
+def test_a_withdrawn_pool_exports_nothing() -> None:
+    e = exported(lines(("a", "Exported")), {"a": v(Judgement.CONFIRMED)}, published=False)
+    assert (e.status, e.reason) == ("False", ExportedReason.WITHDRAWN)
+
+
+def test_the_earliest_recheck_is_kept() -> None:
+    from dynamo_pool_operator.exports.verdict import Verdict
+
+    soon, later = NOW + timedelta(seconds=5), NOW + timedelta(seconds=50)
+    e = exported(
+        lines(("a", "Exported"), ("b", "Exported")),
+        {
+            "a": Verdict(Judgement.PENDING, "x", "m", recheck_at=later),
+            "b": Verdict(Judgement.PENDING, "x", "m", recheck_at=soon),
+        },
+        published=True,
+    )
+    assert e.recheck_at == soon
+
+
+def test_every_reason_is_documented() -> None:
+    assert set(EXPORTED_REASONS) == set(ExportedReason)
