@@ -1,6 +1,6 @@
 """The Helm chart: it lints, renders what we mean, and its RBAC is enough and no more.
 
-The last tests are the proof the issue asks for: the chart is rendered with `helm
+The last tests prove the chart works as installed: the chart is rendered with `helm
 template`, everything but the Deployment is applied to the real control plane, and the
 operator process runs with the rendered configuration *as the chart's ServiceAccount*
 (a TokenRequest token). It publishes a pool and exports it, so the chart's RBAC is

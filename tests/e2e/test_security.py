@@ -1,13 +1,14 @@
-"""Security: the chart's identity may do what SPEC needs and nothing more, the operator
+"""Security: the chart's identity may do what the operator needs and nothing more, the operator
 never touches a Secret, and its container never runs as root.
 
 Permissions are checked from the API server's side, not from the manifests: the chart's
 RBAC is installed on the real control plane (everything but the Deployment, as in
 test_chart.py), and the chart's ServiceAccount asks the API server what it may do
 (`SelfSubjectRulesReview`) in the operator's namespaces and in others. The answer is
-compared with ALLOWED below, a table written from SPEC §3-§5 and the code paths that
-need each verb, deliberately *not* imported from rbac.py: it is the second source the
-generated RBAC is checked against. Anything granted beyond it fails the test, as does a
+compared with ALLOWED below, a table written from the documented behaviour (docs/crd.md,
+docs/exports.md, docs/operations.md, docs/events.md) and the code paths that need each
+verb, deliberately *not* imported from rbac.py: it is the second source the generated
+RBAC is checked against. Anything granted beyond it fails the test, as does a
 table row the chart does not grant (so the review is known to show the chart's rules).
 
 "No Secrets": the audit policy logs every request on Secrets, reads included
@@ -53,7 +54,8 @@ MODES = pytest.mark.parametrize("restricted", [False, True], ids=["cluster-wide"
 # ====================================================================== the permission table
 # (API group, resource) -> verbs, with where the rule applies:
 #   MANAGED  - every namespace the operator manages (all of them cluster-wide; only the
-#              target namespace when namespace-restricted, SPEC §5)
+#              target namespace when namespace-restricted: docs/operations.md,
+#              'Namespace-restricted mode')
 #   LEASE    - the Lease's namespace only (the release namespace cluster-wide, the target
 #              namespace when restricted: the only namespace it may write in)
 #   CLUSTER  - everywhere: cluster-scoped, or granted to every authenticated user
@@ -73,33 +75,36 @@ class Allowed:
 
 
 ALLOWED = [
-    # SPEC §2: the primary resource; §4.8 "relays ... are read from watch-filled caches".
+    # The primary resource, read from watch-filled caches (docs/architecture.md,
+    # 'Watches to keys').
     # Never written: a relay's spec is its user's.
     Allowed("nvidia.com", "dynamopoolrelays", READ, MANAGED),
-    # SPEC §2 status.observedGeneration/conditions/exports, written "on the relay":
-    # server-side apply (a PATCH) of the status subresource (poolrelay/reconcile.py).
+    # docs/crd.md, 'status': observedGeneration, conditions and exports, written as a
+    # server-side apply (a PATCH) of the status subresource (poolrelay/reconciler.py).
     Allowed("nvidia.com", "dynamopoolrelays/status", frozenset({"patch"}), MANAGED),
     # OwnerReferencesPermissionEnforcement: an owner reference with blockOwnerDeletion
     # needs `update` on the owner's finalizers. The operator never sets a finalizer.
     Allowed("nvidia.com", "dynamopoolrelays/finalizers", frozenset({"update"}), MANAGED),
-    # SPEC §1 "we read DGDs, never write them"; §4.8 read from caches.
+    # DGDs are read (from caches), never written: they belong to Dynamo's operator.
     Allowed("nvidia.com", "dynamographdeployments", READ, MANAGED),
-    # SPEC §3 publish = server-side apply (patch) of a Deployment `<D>-pool-relay`, created
-    # first with an exclusive POST so an existing one is never adopted (create; reconcile.py);
+    # Publish = server-side apply (patch) of a Deployment `<D>-pool-relay`, created first
+    # with an exclusive POST so an existing one is never adopted (create; runtime/guarded.py,
+    # docs/architecture.md, 'Why the writes look the way they do');
     # withdraw = delete; OwnershipConflict and the level-based reconcile read it from a cache.
     Allowed("apps", "deployments", OWN, MANAGED),
-    # SPEC §3: the same for the relay Service.
+    # The same for the relay Service.
     Allowed("", "services", OWN, MANAGED),
-    # SPEC §5 verbatim: "Exports need create, delete, get, list, patch, watch".
+    # docs/exports.md, 'RBAC': create, delete, get, list, patch, watch.
     Allowed("multicluster.x-k8s.io", "serviceexports", OWN, MANAGED),
-    # SPEC §4.10 events.k8s.io/v1 Events on R; repeats form a series, which is a PATCH of
-    # the series' Event (runtime/events.py). Events are never read back.
+    # docs/events.md: events.k8s.io/v1 Events on the relay; repeats form a series, which
+    # is a PATCH of the series' Event (runtime/events.py). Events are never read back.
     Allowed("events.k8s.io", "events", frozenset({"create", "patch"}), MANAGED),
-    # SPEC §5 leader election with a coordination.k8s.io Lease: read, created once,
-    # renewed by update (a PUT with the resourceVersion read; runtime/leader.py).
+    # docs/operations.md, 'HA': leader election with a coordination.k8s.io Lease: read,
+    # created once, renewed by update (a PUT with the resourceVersion read;
+    # runtime/leader.py).
     Allowed("coordination.k8s.io", "leases", frozenset({"get", "create", "update"}), LEASE),
-    # SPEC §5 verbatim: "ClusterProperties get, list, watch" - cluster-scoped, so a
-    # separate ClusterRole, also when namespace-restricted (SPEC §5, §4.9).
+    # docs/exports.md, 'RBAC': ClusterProperties get, list, watch - cluster-scoped, so a
+    # separate ClusterRole, also when namespace-restricted.
     Allowed("about.k8s.io", "clusterproperties", READ, CLUSTER),
     # Secure metrics (the chart's default, `metrics.secure`): the operator asks the API
     # server whose a scraper's bearer token is and whether it may `get /metrics`, as
@@ -145,7 +150,7 @@ NEVER: list[tuple[str, str, frozenset[str], str]] = [
     ("apps", "deployments", frozenset({"update", "deletecollection"}), "SSA and single deletes"),
     ("", "services", frozenset({"update", "deletecollection"}), "SSA and single deletes"),
     ("multicluster.x-k8s.io", "serviceexports", frozenset({"update", "deletecollection"}),
-     "exports are applied and deleted one by one with preconditions (SPEC §4.4, §4.6)"),
+     "exports are applied and deleted one by one with preconditions (docs/exports.md)"),
     ("about.k8s.io", "clusterproperties", WRITE, "the cluster ID is the platform's"),
     ("coordination.k8s.io", "leases", frozenset({"delete", "deletecollection"}), "no Lease theft"),
 ]  # fmt: skip
@@ -201,7 +206,7 @@ def check_review(status: dict[str, Any], where: set[str], namespace: str) -> Non
     granted = triples(status.get("resourceRules") or [])
     allowed = allowed_in(where)
     broader = sorted((g, r, v) for g, r, v in granted if v not in allowed.get((g, r), ()))
-    assert not broader, f"granted in {namespace} beyond SPEC's table: {broader}"
+    assert not broader, f"granted in {namespace} beyond the permission table: {broader}"
     needed = {
         (a.group, a.resource, v) for a in ALLOWED if a.where in where and not a.system
         for v in a.verbs

@@ -1,4 +1,7 @@
-"""Failed export writes and failed reads, injected by the real API server (SPEC §4.7, §4.9).
+"""Failed export writes and failed reads, injected by the real API server.
+
+Rules: docs/exports.md, 'Ownership, repair and withdrawal' (a refused write is
+retried with backoff, never given up) and 'RBAC' (the ClusterProperty reader role).
 
 - A ValidatingAdmissionPolicy refuses one export write by the operator's user: the
   write fails, the reconcile returns the error, a Warning `ExportFailed` names the
@@ -166,7 +169,8 @@ async def test_refused_repair_is_recorded_as_export_failed_and_retried(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
     """A repair the server refuses for another reason than a lost race (here an
-    admission policy) is a failed write like any other (SPEC §4.7)."""
+    admission policy) is a failed write like any other (docs/exports.md, 'Ownership, repair and
+    withdrawal': only a 409 or a taken name is a lost race)."""
     await steady_pool(client, namespace, mcs)
     export = await export_obj(client, namespace, FRONTEND_SVC)
     assert export is not None

@@ -1,4 +1,4 @@
-"""Guards of the export effects that the other export tests left unpinned (SPEC §4).
+"""Guards of the export effects that the other export tests left unpinned (docs/exports.md).
 
 The tests here come from the guard-breaking pass over the export effects (table in
 docs/testing.md): a guard was broken by hand in a scratch copy, and where no
@@ -405,7 +405,9 @@ async def refuse_service_create(
         yield
 
 
-# Guard: reconcile, the export step runs whatever the relay's own writes did (SPEC §4.7).
+# Guard: reconcile, the export step runs whatever the relay's own writes did
+# (docs/exports.md, 'Ownership, repair and withdrawal': "Each step runs whatever the
+# other's writes did").
 async def test_refused_relay_service_does_not_hold_back_the_exports(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
@@ -598,7 +600,7 @@ class HeldWatch:
 
 
 # Guard: reconcile, the status is written when it differs from what the relay shows.
-# Found by this pass (a rare failure of test_publish_exports_relay_and_each_frontend_
+# Found by the guard-breaking pass (a rare failure of test_publish_exports_relay_and_each_frontend_
 # under_its_own_name under load): the comparison is made against the relay cache, which
 # may not yet hold the status the previous pass wrote, and status-only updates do not
 # requeue the relay, so a line could stay wrong until something else changed. Fixed:

@@ -1,4 +1,6 @@
-"""Races between the operator's cache read and its export write, made real (SPEC §4.4-§4.8).
+"""Races between the operator's cache read and its export write, made real.
+
+Rules: docs/exports.md, 'Ownership, repair and withdrawal'.
 
 The operator is held just before one export write — its plan already made from the
 cache — while the test changes the export through the real API server; then the

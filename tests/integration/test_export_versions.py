@@ -1,4 +1,6 @@
-"""Exports at the version the cluster serves (SPEC §4.1), on private control planes.
+"""Exports at the version the cluster serves, on private control planes.
+
+Rule: docs/exports.md, 'Turning it on' (the served version is resolved at startup).
 
 Each plane serves ServiceExports only at v1alpha1, only at v1beta1, or at both (the
 operator then prefers v1beta1). The operator must resolve that version at startup and

@@ -1,7 +1,7 @@
-"""Pool exports against a real API server (SPEC §4, §6).
+"""Pool exports against a real API server (rules: docs/exports.md).
 
 Each case lets the operator converge, then reconciles once more by hand and
-checks in the audit log that the second pass wrote nothing.
+checks in the audit log that the second pass wrote nothing (docs/testing.md, 'Tiers').
 """
 
 from __future__ import annotations

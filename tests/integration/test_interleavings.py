@@ -1,4 +1,6 @@
-"""Adversarial interleavings (issue 8): a "user" races the running operator.
+"""Adversarial interleavings: a "user" races the running operator.
+
+What it proves and how to run it longer: docs/testing.md, 'Adversarial interleavings'.
 
 Hypothesis draws a sequence of user steps (create, edit, take over, release and
 delete ServiceExports; rename/remove frontends; delete and re-create the DGD and

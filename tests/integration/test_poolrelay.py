@@ -1,4 +1,4 @@
-"""The DynamoPoolRelay controller against a real API server (SPEC §3).
+"""The DynamoPoolRelay controller against a real API server (rules: docs/crd.md).
 
 Each case lets the running operator converge, then reconciles the relay once
 more by hand and checks in the audit log that the second pass wrote nothing.

@@ -1,4 +1,9 @@
-"""Operator startup (SPEC §4.1, §4.9, §5): gates, missing APIs, configuration errors.
+"""Operator startup: gates, missing APIs, configuration errors.
+
+Rules: docs/exports.md, 'Turning it on' (a missing ServiceExport API exits 1, a missing
+About API only turns the cluster ID check off), docs/architecture.md, 'Process' (a
+startup failure is one error line, exit 1) and docs/configuration.md (an invalid
+configuration does not start, exit 2).
 
 The process entry point (`process.run`) runs against real control planes: the
 session one (every API served) and a private one that starts without the MCS and

@@ -1,4 +1,5 @@
-"""Publish or withdraw (poolrelay/checks.py): SPEC §3's table, one row per reason.
+"""Publish or withdraw (poolrelay/checks.py): docs/crd.md, 'Published reasons, in
+precedence order', one row per reason.
 
 The documented precedence (first match wins):
 RelayTerminating > InvalidConfiguration > DGDNotFound > DGDTerminating >

@@ -1,8 +1,9 @@
 """The DGD read-model (api/dgd.py): both served shapes become the same `Pool`.
 
-SPEC §1: a worker is type worker/prefill/decode, a frontend is type frontend; the
-discovery backend is the DGD annotation if present, else the operator default; a
-component with `globalDynamoNamespace: true` uses the shared namespace. The DGD is
+The rules (docs/crd.md, 'Published reasons, in precedence order'; docs/exports.md,
+'What is exported'): a worker is type worker/prefill/decode, a frontend is type
+frontend; the discovery backend is the DGD annotation if present, else the operator
+default; a component with `globalDynamoNamespace: true` uses the shared namespace. The DGD is
 someone else's object, so reading it never raises, whatever it holds.
 """
 

@@ -1,4 +1,4 @@
-"""The export planner (exports/plan.py): SPEC §4, one table row per rule.
+"""The export planner (exports/plan.py): docs/exports.md, one table row per rule.
 
 `plan` is pure: relay + decision + pool + the cached exports that matter in, one
 action per export name, the warnings and the skipped status lines out. Every
@@ -155,7 +155,9 @@ def ours(name: str, **kw: Any) -> dict[str, Any]:
     return export(name, ref(), **kw)
 
 
-# Exports this relay does not control, each as the SPEC names them.
+# Exports this relay does not control, each kind docs/exports.md, 'Ownership, repair
+# and withdrawal' names ("a user's, another relay's, another kind's, or one without a
+# controller").
 FOREIGN_OWNERS: dict[str, tuple[dict[str, Any], ...]] = {
     "user-no-owner": (),
     "user-refers-to-us-without-controller": (ref(controller=False),),
@@ -224,7 +226,7 @@ LONG_FE = "frontend-ingress"  # 50 + 1 + 16 = 67 characters: not a Service name
 K56 = "f" * 51  # pool-fff... is 56 characters
 K55 = "f" * 50  # pool-fff... is 55 characters
 ROWS: dict[str, Row] = {
-    # §4.2 what is exported
+    # docs/exports.md, 'What is exported'
     "published-pool-creates-relay-export-first-then-each-frontend-under-its-own-name": Row(
         components=[fe("Frontend"), WORKER, fe("Chat.Frontend")],
         expect=[(C, RELAY_EXPORT), (C, FE), (C, "pool-chat-frontend")],
@@ -259,7 +261,7 @@ ROWS: dict[str, Row] = {
         expect=[(C, RELAY_EXPORT)],
         warnings=[Warn.NO_FRONTEND],
     ),
-    # §4.4 renamed or removed frontends
+    # renamed or removed frontends (docs/exports.md, 'What is exported')
     "renamed-frontend-withdraws-the-old-name-and-creates-the-new": Row(
         components=[fe("chat"), WORKER],
         exports=[ours(RELAY_EXPORT), ours(FE)],
@@ -287,7 +289,7 @@ ROWS: dict[str, Row] = {
         expect=[(C, RELAY_EXPORT)],
         warnings=[Warn.NO_FRONTEND],
     ),
-    # §4.2 invalid frontend Service names
+    # invalid frontend Service names (docs/exports.md, 'What is exported')
     "invalid-frontend-service-name-over-63-characters-is-skipped": Row(
         dgd=LONG_DGD,
         components=[fe(LONG_FE), fe("frontend"), WORKER],
@@ -317,7 +319,7 @@ ROWS: dict[str, Row] = {
         warnings=[Warn.INVALID_SERVICE_NAME],
         skipped={"pool-my_fe": Warn.INVALID_SERVICE_NAME, "pool-fe-": Warn.INVALID_SERVICE_NAME},
     ),
-    # §4.2 Karmada's 55-character limit
+    # Karmada's 55-character limit (docs/exports.md, 'Karmada (`karmada`)')
     "karmada-skips-a-56-character-name": Row(
         implementation="karmada",
         components=[fe(K56), WORKER],
@@ -376,7 +378,7 @@ ROWS: dict[str, Row] = {
             f"{LONG_DGD}-{LONG_FE}": Warn.INVALID_SERVICE_NAME,
         },
     ),
-    # §4.5 foreign exports
+    # foreign exports (docs/exports.md, 'Ownership, repair and withdrawal': never adopted)
     **{
         f"wanted-name-exported-by-{who}-is-foreign-never-adopted-or-repaired": Row(
             components=[fe("Frontend"), WORKER],
@@ -393,7 +395,7 @@ ROWS: dict[str, Row] = {
         )
         for who in FOREIGN_OWNERS
     },
-    # §4.5 exports being deleted
+    # exports being deleted (docs/exports.md, 'Ownership, repair and withdrawal')
     "our-terminating-wanted-export-waits-and-is-not-repaired": Row(
         components=[fe("Frontend"), WORKER],
         exports=[
@@ -419,7 +421,8 @@ ROWS: dict[str, Row] = {
         expect=[(C, RELAY_EXPORT)],
         warnings=[Warn.NO_FRONTEND],
     ),
-    # §4.6 repair (fields checked in their own table below)
+    # repair (docs/exports.md, 'Ownership, repair and withdrawal'; fields checked in
+    # their own table below)
     "our-export-with-a-changed-label-or-controller-reference-is-repaired": Row(
         components=[fe("Frontend"), WORKER],
         exports=[ours(RELAY_EXPORT, label="other-dgd"), export(FE, ref(blockOwnerDeletion=False))],

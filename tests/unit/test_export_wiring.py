@@ -1,4 +1,6 @@
-"""Which export events requeue a relay (`wiring.export_changed`, SPEC §4.8).
+"""Which export events requeue a relay (`wiring.export_changed`).
+
+The watches are drawn in docs/architecture.md, 'Watches to keys'.
 
 Creates and deletes always do. An update does only while the export has a
 controller, and only when something the plan reads changed: our label, the owner

@@ -11,7 +11,7 @@ properties those tests cannot state:
   `services{}`), with missing fields, junk entries, unicode, huge, empty, upper-case,
   dotted and digit-first component names, DGD names up to and past the 63/55-character
   limits, and `decide`'s real decision as well as arbitrary ones;
-- an oracle written from SPEC §1/§4 (not from the code): which components are
+- an oracle written from docs/exports.md and docs/crd.md (not from the code): which components are
   frontends, what their Services are called, which names are valid Service names
   (DNS-1035, at most 63; at most 55 with Karmada), when ClusterIDMismatch is due;
 - every invalid or too-long name is skipped with its documented warning, never exported;
@@ -47,16 +47,16 @@ from dynamo_pool_operator.poolrelay.checks import decision as make_decision
 
 SE = serviceexports("v1alpha1")
 
-# --------------------------------------------------------------------------- the oracle (SPEC)
+# ------------------------------------------------------------------- the oracle (the docs)
 NS = "team"
 OTHER_NS = "elsewhere"
 RELAY_UID = "relay-uid"
-DGD_LABEL = "nvidia.com/dynamo-graph-deployment-name"  # SPEC §3, §4.3
-WORKER_TYPES = {"worker", "prefill", "decode"}  # SPEC §1
+DGD_LABEL = "nvidia.com/dynamo-graph-deployment-name"  # docs/exports.md, 'What is exported'
+WORKER_TYPES = {"worker", "prefill", "decode"}  # docs/crd.md, `NoWorkers`
 V1BETA1, V1ALPHA1 = "nvidia.com/v1beta1", "nvidia.com/v1alpha1"
-SERVICE_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # DNS-1035 label (SPEC §3)
+SERVICE_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")  # DNS-1035 label, a Service name
 SERVICE_NAME_MAX = 63
-KARMADA_MAX = 55  # SPEC §4.2: "derived-" + name is a label value of at most 63
+KARMADA_MAX = 55  # "derived-" + name is a label value of at most 63 (docs/exports.md)
 WRITES = {Verb.CREATE, Verb.APPLY, Verb.WITHDRAW}
 DEFAULTS = RelayDefaults(image="relay:1", port=7000)
 
@@ -66,12 +66,13 @@ def valid_service_name(name: str) -> bool:
 
 
 def service_of(dgd: str, component: str) -> str:
-    """SPEC §1: `<DGD name>-<component name>`, lowercased, with `.` replaced by `-`."""
+    """`<DGD name>-<component name>`, lowercased, with `.` replaced by `-`
+    (docs/exports.md, 'What is exported')."""
     return f"{dgd}-{component}".lower().replace(".", "-")
 
 
 def frontend_names(obj: Mapping[str, Any]) -> list[str] | None:
-    """The frontend component names of a DGD in the order written (SPEC §1), or None
+    """The frontend component names of a DGD in the order written, or None
     for an apiVersion the oracle does not speak."""
     api = obj.get("apiVersion", V1BETA1)
     raw_spec = obj.get("spec")
@@ -99,7 +100,8 @@ def frontend_names(obj: Mapping[str, Any]) -> list[str] | None:
 
 
 def is_ours(export: Mapping[str, Any]) -> bool:
-    """SPEC §4.3: the relay is the export's controller (controller: true, our UID)."""
+    """The relay is the export's controller (controller: true, our UID): docs/exports.md,
+    'What is exported'."""
     refs = (export.get("metadata") or {}).get("ownerReferences") or []
     return any(r.get("controller") is True and r.get("uid") == RELAY_UID for r in refs)
 
@@ -382,7 +384,7 @@ def test_any_plan_exports_only_valid_names_and_skips_the_rest_with_their_warning
             assert a.name not in exports, a
         else:
             assert a.live is exports[a.name], a
-        if a.verb in {Verb.WITHDRAW, Verb.APPLY}:  # SPEC §4.5: never a foreign one
+        if a.verb in {Verb.WITHDRAW, Verb.APPLY}:  # never a foreign one (never adopted)
             assert is_ours(exports[a.name]), a
             assert not being_deleted(exports[a.name]), a
 
@@ -423,7 +425,8 @@ def test_any_plan_exports_only_valid_names_and_skips_the_rest_with_their_warning
 
 
 def carry_out(p: Plan, exports: dict[str, Any], relay: Relay) -> dict[str, Any]:
-    """What the API server holds after the executor wrote `p` (SPEC §4.3, §4.6)."""
+    """What the API server holds after the executor wrote `p` (docs/exports.md: the
+    export's label and controller reference, repaired in place)."""
     out = copy.deepcopy(exports)
     for a in p.actions:
         if a.verb is Verb.CREATE:

@@ -1,8 +1,10 @@
 """Naming rules (api/names.py): the one place that knows how things are called.
 
-SPEC §1: Dynamo names a component's Service `<DGD>-<component>`, lower-cased, `.` -> `-`.
-SPEC §3: the relay's Deployment and Service are `<D>-pool-relay` and must be a DNS-1035
-label. SPEC §4.2: with Karmada an exported name may hold at most 55 characters.
+Dynamo names a component's Service `<DGD>-<component>`, lower-cased, `.` -> `-`
+(docs/exports.md, 'What is exported'). The relay's Deployment and Service are
+`<D>-pool-relay` and must be a DNS-1035 label (docs/crd.md, `InvalidConfiguration`).
+With Karmada an exported name may hold at most 55 characters (docs/exports.md,
+'Karmada (`karmada`)').
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def test_relay_name_is_dgd_name_with_pool_relay_suffix(dgd: str, expected: str) 
 
 def test_relay_name_keeps_the_dgd_name_verbatim_so_bad_names_stay_detectable() -> None:
     # The relay name is not normalized: a dotted or upper-case DGD must fail validation
-    # (SPEC §3 InvalidConfiguration), not be silently renamed.
+    # (InvalidConfiguration, docs/crd.md), not be silently renamed.
     assert names.relay_name("Qwen3-0.6B") == "Qwen3-0.6B-pool-relay"
     assert not names.is_valid_service_name(names.relay_name("Qwen3-0.6B"))
 

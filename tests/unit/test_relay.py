@@ -1,8 +1,8 @@
 """The DynamoPoolRelay read-model (api/relay.py): defaults applied, problems collected.
 
-SPEC §2: replicas default 2, image and port default from the operator configuration.
-SPEC §3: an invalid spec withdraws with `InvalidConfiguration`, so every problem names
-the field (`spec.<field>`) and reading a relay never raises.
+docs/crd.md, 'spec': replicas, image and port default from the operator configuration
+(`poolRelay`; replicas 2). An invalid spec withdraws with `InvalidConfiguration`, so every
+problem names the field (`spec.<field>`) and reading a relay never raises.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The relay Deployment and Service (poolrelay/render.py). Pure, deterministic.
 
-SPEC §3: both named `<D>-pool-relay`, controlled by R, labelled with the DGD name; the
-pods get the DGD's Dynamo namespace, the Kubernetes discovery backend and the cluster
-ID. Issue 4: DGD name/namespace and downward-API identity in env, the DGD's discovery
-ServiceAccount unless the relay names another, non-root / read-only root / no privilege
-escalation, probes on the relay port. The render hash changes with every input and only
-with inputs, so a second reconcile writes nothing.
+Both are named `<D>-pool-relay`, controlled by the relay, labelled with the DGD name;
+the pods get the DGD's Dynamo namespace, the Kubernetes discovery backend and the cluster
+ID, the DGD name/namespace and their downward-API identity in env, the DGD's discovery
+ServiceAccount unless the relay names another (docs/crd.md, 'spec'), non-root /
+read-only root / no privilege escalation, probes on the relay port. The render hash
+changes with every input and only with inputs, so a second reconcile writes nothing.
 """
 
 from __future__ import annotations

@@ -275,7 +275,7 @@ class Client:
         field_selector: str | None = None,
     ) -> AsyncIterator[bytes]:
         """Open a watch and yield each event line undecoded, so callers can decode
-        only the fields they need (msgspec) or the whole object (orjson)."""
+        only the fields they need or the whole object (orjson)."""
         params = _selectors(label_selector, field_selector)
         params.update(
             watch="true",

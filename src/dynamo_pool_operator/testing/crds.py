@@ -4,8 +4,9 @@ write for the APIs whose owners ship no module we can fetch here.
 - ServiceExport/ServiceImport: the files of `sigs.k8s.io/mcs-api` (fetched from
   the Go module proxy by build.sh), optionally narrowed to serve one version,
   for the version-gate tests.
-- DynamoGraphDeployment: ours, from the facts in research/dynamo-facts.md —
-  only the fields the operator reads are typed, the rest is preserved.
+- DynamoGraphDeployment: ours, written from the two shapes Dynamo serves
+  (`dgd_crd` below) — only the fields the operator reads are typed, the rest is
+  preserved.
 - ClusterProperty (About API): ours, from KEP-2149 and the about-api CRD facts
   (the module is not served by the proxy).
 """
