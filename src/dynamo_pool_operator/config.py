@@ -212,6 +212,12 @@ class PoolRelayConfig:
     )
     port: int = integer(8090, "Port the relay serves on.", minimum=1, maximum=65535)
     replicas: int = integer(2, "Relay replicas per pool.", minimum=0, maximum=2**31 - 1)
+    headless: bool = boolean(
+        True,
+        "Whether the relay Service is headless (`clusterIP: None`): an MCS implementation "
+        "then imports the relay pods' IPs, which is how the Global Router recognises each "
+        "relay. false: a ClusterIP Service, imported as its one ClusterIP.",
+    )
 
 
 @dataclass(frozen=True, slots=True)

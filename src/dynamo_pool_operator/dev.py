@@ -316,7 +316,8 @@ async def _as_west_sees_it(world: World, assets: Assets) -> list[str]:
             f"ready endpoints {', '.join(endpoints)}"
         )
     lines += [
-        f"  (for a ClusterIP Service Lighthouse imports {east}'s ClusterIP, not its pod IPs)",
+        f"  (Lighthouse imports a headless Service, as the relay's is, as {east}'s Ready "
+        "pod IPs, and a ClusterIP Service as its ClusterIP)",
         f"  export KUBECONFIG={world.members[west].kubeconfig}",
         f"  {kubectl} get serviceimports,endpointslices -n {NAMESPACE}",
         "",

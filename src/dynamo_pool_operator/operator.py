@@ -220,6 +220,7 @@ def build(
             port=relay.port,
             replicas=relay.replicas,
             image_pull_policy=relay.image_pull_policy,
+            headless=relay.headless,
         ),
         default_discovery_backend=config.discovery.backend,
         recorder=recorder,

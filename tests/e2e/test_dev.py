@@ -80,8 +80,14 @@ async def test_dev_with_two_clusters_shows_the_pool_as_the_other_cluster_sees_it
     assert "Pool dynamo-demo/llama in east: Ready=True relay Service llama-pool-relay" in out, out
     assert "relay pods Running: llama-pool-relay-" in out, out
     west = out[out.index("As west sees it") :]
-    for name in ("llama-pool-relay", "llama-frontend"):
-        assert re.search(
-            rf"ServiceImport dynamo-demo/{name}: from east; ready endpoints 10\.96\.", west
-        ), out
+    # The relay Service is headless: its import is the relay pods' IPs (kwok's pod
+    # CIDR), two of them; the frontend's is a ClusterIP Service, imported as its ClusterIP.
+    assert re.search(
+        r"ServiceImport dynamo-demo/llama-pool-relay: from east; "
+        r"ready endpoints 10\.244\.\d+\.\d+, 10\.244\.",
+        west,
+    ), out
+    assert re.search(
+        r"ServiceImport dynamo-demo/llama-frontend: from east; ready endpoints 10\.96\.", west
+    ), out
     assert len(started) == 3, "broker, east, west"

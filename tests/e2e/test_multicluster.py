@@ -567,3 +567,61 @@ async def test_withdrawing_and_publishing_again_makes_no_conflicting_delete_nor_
         f"error-level operator logs ({len(refused)} refused export deletes: "
         f"{shown(refused)}): {errors_logged}"
     )
+
+
+async def imported_endpoints(client: Client, ns: str, name: str, source: str) -> list[str]:
+    """The ready addresses Lighthouse imported for export `name` from cluster `source`."""
+    key, value = lighthouse.MANAGED_BY
+    selector = (
+        f"{key}={value},multicluster.kubernetes.io/service-name={name},"
+        f"{lighthouse.SOURCE_CLUSTER_LABEL}={source}"
+    )
+    slices = await client.list(kwok.ENDPOINT_SLICES, ns, label_selector=selector)
+    return kwok.endpoint_addresses(slices.items, ready=True)
+
+
+async def relay_pod_ips(client: Client, ns: str, pool: str) -> list[str]:
+    pods = (await client.list(kwok.PODS, ns, label_selector=relay_pods(pool))).items
+    return sorted(p["status"]["podIP"] for p in pods if kwok.running(p))
+
+
+async def test_the_pool_is_imported_as_its_relay_pods_and_follows_a_change_of_shape(
+    world: lighthouse.World, ns: str
+) -> None:
+    """The relay Service is headless by default, so west imports east's relay as the
+    relay pods' IPs (one endpoint per relay, as the Global Router identifies them);
+    switched to a ClusterIP Service, the import follows to the ClusterIP, and back."""
+    relay_svc = names.relay_name("llama")
+    async with operators(world), clients(world, USER) as users:
+        east, west = users["east"], users["west"]
+        await run_pool(east, "llama", ns, "east")
+
+        async def imported_as_pods() -> bool:
+            ips = await relay_pod_ips(east, ns, "llama")
+            got = await imported_endpoints(west, ns, relay_svc, "east")
+            return len(ips) == 2 and got == ips
+
+        await eventually(imported_as_pods, timeout=120, interval=0.3)
+
+        await east.merge_patch(RELAYS, "llama", {"spec": {"service": {"headless": False}}}, ns)
+
+        async def imported_as_cluster_ip() -> bool:
+            svc = await east.get(SERVICES, relay_svc, ns)
+            ip = svc["spec"].get("clusterIP")
+            return ip not in (None, "None") and await imported_endpoints(
+                west, ns, relay_svc, "east"
+            ) == [ip]
+
+        await eventually(imported_as_cluster_ip, timeout=120, interval=0.3)
+
+        await east.merge_patch(RELAYS, "llama", {"spec": {"service": None}}, ns)
+        try:
+            await eventually(imported_as_pods, timeout=120, interval=0.3)
+        except AssertionError:
+            export = await east.get(SERVICE_EXPORTS, relay_svc, ns)
+            imported = await west.get(SERVICE_IMPORTS, relay_svc, ns)
+            pytest.fail(
+                f"west imports {await imported_endpoints(west, ns, relay_svc, 'east')}, "
+                f"relay pods {await relay_pod_ips(east, ns, 'llama')}; export status "
+                f"{export.get('status')}; import {imported.get('spec')} {imported.get('status')}"
+            )

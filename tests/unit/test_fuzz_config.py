@@ -70,6 +70,7 @@ FIELD_TYPES: dict[str, str] = {
     "poolRelay.imagePullPolicy": "string",
     "poolRelay.port": "integer",
     "poolRelay.replicas": "integer",
+    "poolRelay.headless": "boolean",
     "controller.workers": "integer",
     "controller.cacheSyncTimeout": "duration",
     "clientConnection.qps": "integer",

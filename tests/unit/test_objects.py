@@ -185,3 +185,84 @@ def test_make_plan_asks_each_contributor_with_the_decision() -> None:
     assert plan.decision.publish
     assert contributor.seen == [plan.decision]
     assert [a.name for a in plan.actions] == [OBJ, OBJ, "x"]
+
+
+# --------------------------------------------------------------------------- Service shape
+
+
+def clusterip_service(**extra: Any) -> dict[str, Any]:
+    """Our Service as a ClusterIP one (`spec.service.headless: false` when it was made)."""
+    svc = live("Service", **extra)
+    svc["spec"]["clusterIP"] = "10.96.0.7"
+    return svc
+
+
+def test_the_relay_service_is_headless_unless_the_relay_says_otherwise() -> None:
+    assert desired_objects(snapshot())["Service"]["spec"]["clusterIP"] == "None"
+    shaped = desired_objects(snapshot(service={"headless": False}))["Service"]
+    assert "clusterIP" not in shaped["spec"], "the server picks the ClusterIP"
+
+
+@pytest.mark.parametrize(
+    ("objects", "spec"),
+    [
+        ({"Service": clusterip_service()}, {}),
+        ({"Service": live("Service")}, {"service": {"headless": False}}),
+    ],
+    ids=["clusterip-to-headless", "headless-to-clusterip"],
+)
+def test_a_service_of_the_other_shape_is_deleted_as_read_to_be_created_again(
+    objects: dict[str, Any], spec: dict[str, Any]
+) -> None:
+    objects = {"Deployment": live("Deployment"), **objects}
+    actions = plan_relay_objects(snapshot(objects, **spec), PUBLISHED)
+    assert verbs(actions)[1] == ("Service", Verb.WITHDRAW)
+    replaced = actions[1]
+    assert replaced.live is objects["Service"], "deleted with the uid and rv just read"
+    assert replaced.events.withdrawn == "RelayServiceReplaced"
+    # Once it is gone, the next plan creates the new shape.
+    again = plan_relay_objects(snapshot({"Deployment": live("Deployment")}, **spec), PUBLISHED)
+    assert verbs(again)[1] == ("Service", Verb.CREATE)
+
+
+def test_a_service_of_the_other_shape_being_deleted_is_waited_for() -> None:
+    objects = {"Deployment": live("Deployment"), "Service": clusterip_service()}
+    objects["Service"]["metadata"]["deletionTimestamp"] = "2026-12-01T00:00:00Z"
+    assert verbs(plan_relay_objects(snapshot(objects), PUBLISHED))[1] == ("Service", Verb.WAIT)
+
+
+def test_a_service_of_the_right_shape_is_left_alone() -> None:
+    objects = {"Deployment": live("Deployment"), "Service": live("Service")}
+    assert verbs(plan_relay_objects(snapshot(objects), PUBLISHED))[1] == ("Service", Verb.NONE)
+    flat = snapshot(service={"headless": False})
+    service = copy.deepcopy(desired_objects(flat)["Service"])
+    service["metadata"].update(uid="Service-uid", resourceVersion="9")
+    service["metadata"]["ownerReferences"] = [make_relay().owner_reference()]
+    service["spec"]["clusterIP"] = "10.96.0.7"  # the server's pick
+    shaped = snapshot(
+        {"Deployment": live("Deployment"), "Service": service}, service={"headless": False}
+    )
+    assert verbs(plan_relay_objects(shaped, PUBLISHED))[1] == ("Service", Verb.NONE)
+
+
+@pytest.mark.parametrize(
+    ("service", "problem"),
+    [
+        ("yes", "spec.service: must be an object"),
+        ({"headless": "false"}, "spec.service.headless: must be true or false"),
+    ],
+)
+def test_a_malformed_service_shape_is_a_problem_naming_the_field(
+    service: object, problem: str
+) -> None:
+    problems = make_relay(service=service).problems
+    assert any(p.startswith(problem) for p in problems), problems
+
+
+def test_the_configured_default_shape_applies_when_the_relay_says_nothing() -> None:
+    meta = {"name": NAME, "namespace": NS, "uid": UID}
+    flat = RelayDefaults("relay:1", 8090, headless=False)
+    assert relay_from_object({"metadata": meta, "spec": {}}, flat).headless is False
+    assert relay_from_object({"metadata": meta, "spec": {"service": {}}}, flat).headless is False
+    on = {"metadata": meta, "spec": {"service": {"headless": True}}}
+    assert relay_from_object(on, flat).headless is True

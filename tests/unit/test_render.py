@@ -449,7 +449,9 @@ def test_hash_annotation_is_the_only_annotation_on_the_objects() -> None:
 
 @pytest.mark.parametrize("kind", ["Deployment", "Service"])
 def test_a_live_object_with_server_fields_added_needs_no_apply(kind: str) -> None:
-    relay = make_relay(clusterId="east", resources={"limits": {"cpu": "1"}})
+    relay = dataclasses.replace(
+        make_relay(clusterId="east", resources={"limits": {"cpu": "1"}}), headless=False
+    )
     desired = both(relay, make_pool())[kind]
     live = copy.deepcopy(desired)
     live["metadata"].update({"uid": "x", "resourceVersion": "3", "managedFields": []})

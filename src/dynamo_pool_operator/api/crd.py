@@ -168,6 +168,19 @@ def spec_schema() -> dict[str, Any]:
                 "maximum": 65535,
                 "description": "Relay port; defaults to the operator's poolRelay.port.",
             },
+            "service": {
+                "type": "object",
+                "description": "The relay Service <dgd>-pool-relay.",
+                "properties": {
+                    "headless": {
+                        "type": "boolean",
+                        "description": "A headless Service (clusterIP: None), imported by "
+                        "the MCS implementation as the relay pods' IPs; false: a ClusterIP "
+                        "Service, imported as its ClusterIP. Changing it replaces the "
+                        "Service. Defaults to the operator's poolRelay.headless.",
+                    }
+                },
+            },
             "serviceAccountName": {
                 "type": "string",
                 "maxLength": 253,

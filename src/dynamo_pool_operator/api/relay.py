@@ -26,6 +26,7 @@ class RelayDefaults:
     port: int
     replicas: int = 2
     image_pull_policy: str = "IfNotPresent"
+    headless: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,8 @@ class Relay:
     pod_annotations: Mapping[str, str] = field(default_factory=dict)
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    #: The relay Service is headless: the pool is imported as the relay pods' IPs.
+    headless: bool = True
     problems: tuple[str, ...] = ()
 
     def owner_reference(self) -> dict[str, Any]:
@@ -115,6 +118,22 @@ def _string(spec: Mapping[str, Any], key: str, problems: list[str]) -> str | Non
     return raw or None
 
 
+def _headless(spec: Mapping[str, Any], default: bool, problems: list[str]) -> bool:
+    service = spec.get("service")
+    if service is None:
+        return default
+    if not isinstance(service, Mapping):
+        problems.append(f"spec.service: must be an object, got {type(service).__name__}")
+        return default
+    raw = service.get("headless")
+    if raw is None:
+        return default
+    if not isinstance(raw, bool):
+        problems.append(f"spec.service.headless: must be true or false, got {raw!r}")
+        return default
+    return raw
+
+
 def _generation(meta: Mapping[str, Any]) -> int:
     raw = meta.get("generation")
     return raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
@@ -179,5 +198,6 @@ def relay_from_object(obj: Mapping[str, Any], defaults: RelayDefaults) -> Relay:
         pod_annotations=pod_annotations,
         node_selector=node_selector,
         tolerations=tolerations,
+        headless=_headless(spec, defaults.headless, problems),
         problems=tuple(problems),
     )

@@ -29,10 +29,18 @@ RELAY_OBJECTS: tuple[tuple[str, Resource], ...] = (
 #: A refused write of a relay object is a Warning about that object; successful writes
 #: of the relay's own objects record no Event (they follow the relay's spec).
 RELAY_EVENTS = EventNames(failed="RelayWriteFailed")
+#: A Service of the wrong shape is deleted to be created again: that interrupts the
+#: pool's import, so it is said (Normal), unlike the relay's other writes.
+SERVICE_REPLACED = EventNames(failed="RelayWriteFailed", withdrawn="RelayServiceReplaced")
 
 
 def _terminating(obj: Mapping[str, Any]) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _reshaped(service: Mapping[str, Any], headless: bool) -> bool:
+    """The live Service is headless and should not be, or the other way round."""
+    return render.is_headless(service) != headless
 
 
 def desired_objects(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
@@ -54,6 +62,20 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
         desired = desired_objects(snapshot)
         for kind, res in RELAY_OBJECTS:
             live, body = snapshot.relay_objects.get(kind), desired[kind]
+            if kind == "Service" and live is not None and _reshaped(live, relay.headless):
+                # `spec.clusterIP` is immutable: the Service of the other shape is deleted
+                # (as read: uid and resourceVersion) and created again once it is gone.
+                actions.append(
+                    Action(
+                        Verb.WAIT if _terminating(live) else Verb.WITHDRAW,
+                        res,
+                        relay.namespace,
+                        name,
+                        SERVICE_REPLACED,
+                        live=live,
+                    )
+                )
+                continue
             if live is None:
                 verb, hand_over = Verb.CREATE, True
             elif _terminating(live):

@@ -14,6 +14,7 @@ and the downward-API identity `POD_NAME`, `POD_NAMESPACE`, `POD_UID`.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from ..api import labels, names
@@ -23,6 +24,8 @@ from ..runtime.diff import with_hash
 
 CONTAINER = "relay"
 PORT_NAME = "relay"
+#: `spec.clusterIP` of a headless Service.
+HEADLESS = "None"
 
 #: Paths whose values the API server normalizes (resource quantities): compared by hash only.
 NORMALIZED_PATHS = frozenset({"spec.template.spec.containers.resources"})
@@ -108,16 +111,21 @@ def deployment(relay: Relay, pool: Pool, cluster_id: str | None = None) -> dict[
 
 
 def service(relay: Relay) -> dict[str, Any]:
-    """The relay Service (core/v1): the name the pool is exported under."""
-    obj = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": _metadata(relay),
-        "spec": {
-            "selector": labels.selector(relay.name),
-            "ports": [
-                {"name": PORT_NAME, "port": relay.port, "targetPort": PORT_NAME, "protocol": "TCP"}
-            ],
-        },
+    """The relay Service (core/v1): the name the pool is exported under. Headless unless
+    the relay says otherwise: an MCS implementation imports a headless Service as its
+    Ready pod IPs, one per relay, and a ClusterIP Service as the one ClusterIP."""
+    spec: dict[str, Any] = {
+        "selector": labels.selector(relay.name),
+        "ports": [
+            {"name": PORT_NAME, "port": relay.port, "targetPort": PORT_NAME, "protocol": "TCP"}
+        ],
     }
+    if relay.headless:
+        spec["clusterIP"] = HEADLESS
+    obj = {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(relay), "spec": spec}
     return with_hash(obj, labels.RENDER_HASH)
+
+
+def is_headless(service: Mapping[str, Any]) -> bool:
+    """Whether a live Service is headless (its `clusterIP` is immutable once set)."""
+    return (service.get("spec") or {}).get("clusterIP") == HEADLESS

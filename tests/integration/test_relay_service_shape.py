@@ -1,0 +1,154 @@
+"""The relay Service's shape: headless by default, ClusterIP when the relay (or the
+operator's `poolRelay.headless`) says so, and a change of shape replaces it.
+
+`spec.clusterIP` is immutable, so an apply of the other shape is refused by the API
+server (422). The operator deletes its own Service as it read it (uid and
+resourceVersion preconditions), creates the new one once it is gone, and leaves the
+pool's exports in place: the ServiceExport names the Service, not its shape, and the
+MCS implementation re-reads the Service. A Service of the name that is not the
+relay's is never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from export_fixtures import config, events_for, exports_become
+from relay_fixtures import DGDS, RELAYS, condition, decision_of, dgd_body, relay_body
+
+from dynamo_pool_operator.api import mcs
+from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import SERVICES
+from dynamo_pool_operator.testing.controlplane import ControlPlane
+from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
+
+POOL = "llama"
+OBJ = f"{POOL}-pool-relay"
+FRONTEND = f"{POOL}-frontend"
+SE = mcs.serviceexports("v1alpha1")
+
+
+@pytest.fixture
+async def operator(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
+    async with OperatorUnderTest(control_plane, config("mcs")) as op:
+        yield op
+
+
+async def _service(client: Client, ns: str) -> dict[str, Any] | None:
+    try:
+        return await client.get(SERVICES, OBJ, ns)
+    except errors.NotFound:
+        return None
+
+
+def _headless(svc: dict[str, Any]) -> bool:
+    return bool(svc["spec"].get("clusterIP") == "None")
+
+
+async def _shape_becomes(client: Client, ns: str, headless: bool) -> dict[str, Any]:
+    async def shaped() -> dict[str, Any] | None:
+        svc = await _service(client, ns)
+        return svc if svc is not None and _headless(svc) == headless else None
+
+    found: dict[str, Any] = await eventually(shaped)
+    return found
+
+
+async def _refused(operator: OperatorUnderTest, since: int, ns: str) -> list[tuple[Any, ...]]:
+    return [
+        (w.verb, w.resource, w.name, w.code)
+        for w in await operator.writes_since(since)
+        if w.namespace == ns and w.code >= 400
+    ]
+
+
+async def test_the_relay_service_is_headless_by_default_and_replaced_when_its_shape_changes(
+    client: Client, control_plane: ControlPlane, namespace: str, operator: OperatorUnderTest
+) -> None:
+    await client.create(DGDS, dgd_body(POOL, namespace))
+    await client.create(RELAYS, relay_body(POOL, namespace))
+    headless = await _shape_becomes(client, namespace, headless=True)
+    await exports_become(client, namespace, {OBJ, FRONTEND})
+    export_uid = (await client.get(SE, OBJ, namespace))["metadata"]["uid"]
+    await operator.settle()
+
+    for want in (False, True):
+        since = control_plane.audit.offset()
+        before = await _service(client, namespace)
+        assert before is not None
+        await client.merge_patch(RELAYS, POOL, {"spec": {"service": {"headless": want}}}, namespace)
+        after = await _shape_becomes(client, namespace, headless=want)
+        assert after["metadata"]["uid"] != before["metadata"]["uid"], "a new Service"
+        if not want:
+            assert after["spec"]["clusterIP"] not in ("", "None"), after["spec"]
+        await operator.settle()
+        assert await _refused(operator, since, namespace) == [], "no apply of the other shape"
+        deletes = [
+            w
+            for w in await operator.writes_since(since)
+            if w.namespace == namespace and w.resource == "services" and w.verb == "delete"
+        ]
+        assert len(deletes) == 1, deletes
+        exported = await client.get(SE, OBJ, namespace)
+        assert exported["metadata"]["uid"] == export_uid, "the export stays"
+        published = await decision_of(client, namespace, POOL)
+        assert published is not None
+        assert published["status"] == "True", published
+        writes = await operator.reconcile_again((namespace, POOL))
+        assert writes == [], [(w.verb, w.resource) for w in writes]
+
+    replaced = await events_for(client, namespace, "RelayServiceReplaced")
+    assert sum((e.get("series") or {}).get("count", 1) for e in replaced) == 2, replaced
+    assert {e["regarding"]["name"] for e in replaced} == {POOL}, replaced
+    final = await _service(client, namespace)
+    assert final is not None
+    assert final["metadata"]["uid"] != headless["metadata"]["uid"]
+
+
+async def test_the_configured_shape_is_the_default_and_a_restart_with_another_replaces_it(
+    client: Client, control_plane: ControlPlane, namespace: str
+) -> None:
+    """An operator configured with `poolRelay.headless: false` makes ClusterIP Services;
+    restarted with the default, it replaces each with a headless one (the upgrade path
+    of relays made as ClusterIP Services)."""
+    flat = config("mcs", poolRelay={"headless": False})
+    await client.create(DGDS, dgd_body(POOL, namespace))
+    await client.create(RELAYS, relay_body(POOL, namespace))
+    async with OperatorUnderTest(control_plane, flat):
+        first = await _shape_becomes(client, namespace, headless=False)
+    async with OperatorUnderTest(control_plane, config("mcs")) as op:
+        since = control_plane.audit.offset()
+        second = await _shape_becomes(client, namespace, headless=True)
+        await op.settle()
+        assert second["metadata"]["uid"] != first["metadata"]["uid"]
+        assert await _refused(op, since, namespace) == []
+        assert await op.reconcile_again((namespace, POOL)) == []
+
+
+async def test_a_service_of_the_name_that_is_not_the_relays_is_never_replaced(
+    client: Client, namespace: str, operator: OperatorUnderTest
+) -> None:
+    foreign = await client.create(
+        SERVICES,
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": OBJ, "namespace": namespace},
+            "spec": {"ports": [{"name": "web", "port": 80}]},
+        },
+    )
+    await client.create(DGDS, dgd_body(POOL, namespace))
+    await client.create(RELAYS, relay_body(POOL, namespace))
+
+    async def refused() -> dict[str, Any] | None:
+        c = await condition(client, namespace, POOL, "Published")
+        return c if c is not None and c["reason"] == "OwnershipConflict" else None
+
+    await eventually(refused)
+    await operator.settle()
+    still = await client.get(SERVICES, OBJ, namespace)
+    assert still["metadata"]["uid"] == foreign["metadata"]["uid"]
+    assert still["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"]
