@@ -270,7 +270,7 @@ async def _two_clusters(
         print(f"{cluster} up at {cp.url} (kubeconfig {cp.kubeconfig})", file=sys.stderr)
     stop = asyncio.Event()
     _stop_on_signals(stop)
-    cfg = _without_leader_election(dev_configuration(config))
+    cfg = _without_leader_election(dev_configuration(config, implementation_runs=True))
     tasks = [
         asyncio.create_task(process.run(cfg, kubeconfig=str(cp.kubeconfig), stop=stop))
         for cp in world.members.values()
@@ -356,18 +356,23 @@ async def _imported(
     return out or None
 
 
-def dev_configuration(config: OperatorConfiguration) -> OperatorConfiguration:
+def dev_configuration(
+    config: OperatorConfiguration, *, implementation_runs: bool = False
+) -> OperatorConfiguration:
     """With the default configuration (no --config), dev exports through standard MCS,
     so the sample pool shows the whole feature (its control plane serves the MCS and
-    About APIs). A configuration file is used as written."""
+    About APIs). With one cluster no MCS implementation runs, so nothing will ever write
+    a condition on the exports: they count as unconfirmed at once instead of after the
+    grace period meant for an implementation at work. A configuration file is used as
+    written."""
     if config != OperatorConfiguration():
         return config
-    return dataclasses.replace(
-        config,
-        multi_cluster=dataclasses.replace(
-            config.multi_cluster, mcs_implementation=Implementation.MCS.value
-        ),
+    multi_cluster = dataclasses.replace(
+        config.multi_cluster, mcs_implementation=Implementation.MCS.value
     )
+    if not implementation_runs:
+        multi_cluster = dataclasses.replace(multi_cluster, unconfirmed_after=0.0)
+    return dataclasses.replace(config, multi_cluster=multi_cluster)
 
 
 def _without_leader_election(config: OperatorConfiguration) -> OperatorConfiguration:

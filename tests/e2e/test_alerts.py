@@ -133,6 +133,13 @@ def test_lint_with_the_rule_enabled() -> None:
 
 # ====================================================================== against the operator
 @pytest.fixture
+def control_plane(node_plane: ControlPlane) -> ControlPlane:
+    """The plane with a (kwok) Node: the relay-Ready alert needs a relay that can be
+    Ready, and a relay is Ready only when its pods run."""
+    return node_plane
+
+
+@pytest.fixture
 def release(control_plane: ControlPlane) -> Iterator[Release]:
     with new_release(control_plane, "alerts") as rel:
         yield rel
@@ -189,7 +196,7 @@ async def test_every_alert_reads_metrics_the_operator_exposes(
 ) -> None:
     cp = control_plane
     installed = install_as_service_account(
-        cp, release, {"multiCluster": {"mcsImplementation": "mcs"}}
+        cp, release, {"multiCluster": {"mcsImplementation": "mcs", "unconfirmedAfter": "0s"}}
     )
     cfg = installed.configuration()
     assert cfg.server.metrics_secure, "the chart's default is secure metrics"

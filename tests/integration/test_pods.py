@@ -258,6 +258,10 @@ async def test_ready_follows_the_relay_pods_and_says_why_not(
         await op.settle()
         assert await op.reconcile_again((ns, POOL)) == []
         await eventually(partial(_events, admin, ns, "PoolReady"))
+        warnings = [
+            e["reason"] for e in (await admin.list(EVENTS, ns)).items if e["type"] == "Warning"
+        ]
+        assert warnings == [], "a relay that comes up normally warns of nothing"
 
         await admin.merge_patch(RELAYS, POOL, {"spec": {"replicas": 0}}, ns)
         zero = partial(_is, admin, ns, "RelayAvailable", "False", "ScaledToZero")

@@ -147,3 +147,31 @@ def test_status_noise_is_not_an_input() -> None:
     failing = deployment(conditions=[{"type": "ReplicaFailure", "status": "True"}])
     assert shown_inputs(dep) != shown_inputs(failing)
     assert shown_inputs(None) == shown_inputs({})
+
+
+@pytest.mark.parametrize(
+    ("progressing", "failure", "reason"),
+    [
+        (("True", "NewReplicaSetCreated"), None, AvailableReason.PROGRESSING),
+        (("True", "ReplicaSetUpdated"), None, AvailableReason.PROGRESSING),
+        (("True", "NewReplicaSetAvailable"), None, AvailableReason.UNAVAILABLE),
+        (("False", "ProgressDeadlineExceeded"), None, AvailableReason.UNAVAILABLE),
+        (("True", "ReplicaSetUpdated"), ("True", "FailedCreate"), AvailableReason.UNAVAILABLE),
+        (None, None, AvailableReason.UNAVAILABLE),
+    ],
+    ids=["new", "updated", "rolled-out", "deadline", "replica-failure", "no-condition"],
+)
+def test_no_pod_available_is_progressing_only_while_a_rollout_is_under_way(
+    progressing: tuple[str, str] | None,
+    failure: tuple[str, str] | None,
+    reason: AvailableReason,
+) -> None:
+    conditions = []
+    if progressing is not None:
+        conditions.append(
+            {"type": "Progressing", "status": progressing[0], "reason": progressing[1]}
+        )
+    if failure is not None:
+        conditions.append({"type": "ReplicaFailure", "status": failure[0], "reason": failure[1]})
+    a = run(deployment(2, 0, conditions=conditions))
+    assert (a.status, a.reason, a.pods) == ("False", reason, "0/2")

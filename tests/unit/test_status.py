@@ -34,6 +34,7 @@ from dynamo_pool_operator.poolrelay.status import (
     status_apply,
     status_changed,
     summary,
+    warned,
 )
 
 NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
@@ -423,3 +424,24 @@ def test_changed_conditions_are_those_whose_status_or_reason_moved() -> None:
         "Exported",
         "Ready",
     ]
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "warns"),
+    [
+        ("False", "ScaledToZero", True),
+        ("False", "Unavailable", True),
+        ("False", "ConflictingPorts", True),  # an implementation's refusal
+        ("False", "OwnershipConflict", True),
+        ("Unknown", "Pending", False),  # the implementation is at work: not a fault
+        ("False", "Progressing", False),  # a new Deployment, not yet observed
+        ("False", "WriteRefused", False),  # RelayWriteFailed said it already
+        ("False", "ExportFailed", False),  # ExportFailed said it already
+        ("False", "Withdrawn", False),  # follows from Published=False
+        ("True", "Available", False),
+    ],
+)
+def test_a_changed_condition_warns_only_when_it_turned_false_for_a_cause_of_its_own(
+    status: str, reason: str, warns: bool
+) -> None:
+    assert warned({"type": "X", "status": status, "reason": reason}) is warns

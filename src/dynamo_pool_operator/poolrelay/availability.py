@@ -47,8 +47,10 @@ REASONS: dict[AvailableReason, str] = {
     AvailableReason.SERVICE_MISSING: "The relay Service does not exist yet, or ours is being "
     "deleted (it is created again once gone).",
     AvailableReason.SCALED_TO_ZERO: "`spec.replicas` is 0: no relay pod runs.",
-    AvailableReason.PROGRESSING: "The Deployment is new, or its controller has not observed "
-    "its current generation yet.",
+    AvailableReason.PROGRESSING: "The Deployment is new or rolling out: its controller has not "
+    "observed its current generation yet, or reports a rollout in progress "
+    "(`Progressing=True`) with no pod available yet. Records no Warning: a rollout that "
+    "fails turns `Unavailable` at its progress deadline.",
     AvailableReason.UNAVAILABLE: "No replica is available; the Deployment's own "
     "`ReplicaFailure`, `Progressing` (e.g. `ProgressDeadlineExceeded`: an image that cannot be "
     "pulled ends here) and `Available` conditions are quoted.",
@@ -80,6 +82,20 @@ def _quote(status: Mapping[str, Any]) -> str:
         ):
             said.append(f"{type_} {c.get('reason', '')}: {c.get('message', '')}".strip())
     return "; ".join(said)
+
+
+def _rolling_out(status: Mapping[str, Any]) -> bool:
+    """The Deployment controller reports a rollout in progress (`Progressing=True` for a
+    new or updated ReplicaSet) and no replica failure: pods are on their way. A rollout
+    that completed (`NewReplicaSetAvailable`) or ran past its progress deadline
+    (`Progressing=False ProgressDeadlineExceeded`) is not."""
+    failure = conditions.find(status.get("conditions"), "ReplicaFailure")
+    if failure is not None and failure.get("status") == "True":
+        return False
+    c = conditions.find(status.get("conditions"), "Progressing")
+    return (
+        c is not None and c.get("status") == "True" and c.get("reason") != "NewReplicaSetAvailable"
+    )
 
 
 def _missing(obj: Mapping[str, Any] | None) -> str:
@@ -135,6 +151,13 @@ def availability(
             AvailableReason.PROGRESSING,
             f"the Deployment controller has not observed generation {generation} of "
             f"{name} yet (observed {observed})",
+            pods,
+        )
+    if available == 0 and _rolling_out(status):
+        return Availability(
+            "False",
+            AvailableReason.PROGRESSING,
+            f"{name} is rolling out: no relay pod available yet (0/{desired})",
             pods,
         )
     if available == 0:

@@ -46,7 +46,7 @@ from ..runtime.events import EventRecorder
 from ..runtime.guarded import GuardedWrites
 from ..runtime.informer import Informer
 from ..runtime.resources import DEPLOYMENTS, Resource
-from .availability import AvailableReason, availability
+from .availability import availability
 from .plan import Plan, make_plan
 from .status import (
     PUBLISHED,
@@ -56,12 +56,7 @@ from .status import (
     desired_status,
     status_apply,
     status_changed,
-)
-
-#: Reasons whose cause already has its own Event (a refused write) or is the
-#: consequence of another condition (a withdrawn pool is withdrawn everywhere).
-QUIET_REASONS = frozenset(
-    {AvailableReason.WRITE_REFUSED, AvailableReason.WITHDRAWN, "ExportFailed", "Withdrawn"}
+    warned,
 )
 
 
@@ -223,6 +218,12 @@ class PoolRelayReconciler:
                     force=True,
                     subresource="status",
                 )
+            except errors.NotFound:
+                # The relay was deleted since the cache read (its namespace is going,
+                # say): its deletion event brings the pass that forgets it.
+                self._written.pop(request, None)
+                log.debug("relay gone before its status was written", extra=where)
+                return None
             except errors.ApiError as e:
                 self._written.pop(request, None)  # unknown what the server shows now
                 failures.append(e)
@@ -262,7 +263,7 @@ class PoolRelayReconciler:
                         relay.reference(), None, "Normal", "PoolReady", "Ready", c["message"]
                     )
                 continue
-            if c["status"] == "True" or c["reason"] in QUIET_REASONS:
+            if not warned(c):
                 continue
             self.recorder.emit(
                 relay.reference(),

@@ -23,7 +23,7 @@ from ..api import crd, names
 from ..api.relay import API_VERSION, Relay
 from ..pipeline.model import ConditionView, Decision, StatusLine
 from ..runtime import conditions
-from .availability import Availability
+from .availability import Availability, AvailableReason
 
 READY = "Ready"
 PUBLISHED = "Published"
@@ -40,6 +40,28 @@ class Part:
     status: str
     reason: str
     message: str
+
+
+#: False reasons that record no Warning: the cause has its own Event already (a refused
+#: write), follows from another condition (a withdrawn pool is withdrawn everywhere), or
+#: is the normal first moments of a relay (a new Deployment its controller has not
+#: observed yet; one that stays unavailable turns `Unavailable`, which warns).
+QUIET_REASONS = frozenset(
+    {
+        AvailableReason.WRITE_REFUSED,
+        AvailableReason.WITHDRAWN,
+        AvailableReason.PROGRESSING,
+        "ExportFailed",
+        "Withdrawn",
+    }
+)
+
+
+def warned(c: Mapping[str, Any]) -> bool:
+    """Whether a condition that just changed records a Warning: it turned False (not
+    Unknown: `Pending` is the implementation still at work, not a fault) with a reason
+    that is not quiet."""
+    return c.get("status") == "False" and c.get("reason") not in QUIET_REASONS
 
 
 def summary(parts: Sequence[Part]) -> Part:
