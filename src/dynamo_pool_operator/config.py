@@ -109,7 +109,7 @@ class MultiClusterConfig:
         "30s",
         "How often the served APIs are read again, so that the ServiceExport and About APIs "
         "(their CRDs) installed, deleted or re-versioned while the operator runs take effect "
-        "without a restart: one discovery request, no extra permission.",
+        "without a restart: one discovery read, no extra permission.",
     )
 
 

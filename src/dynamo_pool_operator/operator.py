@@ -120,7 +120,13 @@ class Operator:
         appeared = applied.serviceexport_served != current.serviceexport_served
         if self._leading and appeared and applied.serviceexport_served:
             await self._stop_cleanup()
-            await self.cleanup_when_off()
+            try:
+                await self.cleanup_when_off()
+            except Exception as e:  # the change is in effect: retry the cleanup, not it
+                log.warning("multi-cluster export is off: cleanup pass failed (retried): %s", e)
+                self._cleanup_task = asyncio.create_task(
+                    self._retry_cleanup(), name="feature-off export cleanup"
+                )
         return applied
 
     async def start(self) -> None:

@@ -5,7 +5,7 @@ started, or deleted, or starts serving another version. The alternative to polli
 is a watch on CustomResourceDefinitions, which needs a read grant in
 `apiextensions.k8s.io` (cluster-wide: it shows every CRD's schema) and covers CRDs
 only, not aggregated APIs. Discovery needs no grant (every authenticated user may
-read it) and is one request with aggregated discovery, so it is re-read every
+read it) and is two requests with aggregated discovery, so it is re-read every
 `interval` seconds (the operator's default is 30 s, the garbage collector's resync
 of its own discovery).
 
