@@ -335,3 +335,5 @@ async def test_feature_off_cleanup_runs_when_the_serviceexport_api_appears_later
         appeared = lines(caplog, "ServiceExport API")
         assert len(appeared) == 1, appeared
         assert "is served now at v1beta1" in appeared[0], appeared
+        # With export off a pool's second reconcile writes nothing, as before.
+        await writes_nothing(op, ns)
