@@ -111,7 +111,10 @@ async def cluster_id(ctx: Context) -> Result:
     version = pick(ctx.served(ABOUT_GROUP, CLUSTERPROPERTIES), ABOUT_VERSIONS)
     if version is None:
         line = f"{CLUSTERPROPERTIES}.{ABOUT_GROUP} is not served: relays' clusterId is not checked"
-        fix = "install the About API CRD (sigs.k8s.io/about-api) and restart the operator"
+        fix = (
+            "install the About API CRD (sigs.k8s.io/about-api): a running operator takes it "
+            "up within multiCluster.apiDiscoveryInterval, no restart"
+        )
         return Result(name, Status.WARN, line, fix)
     res = Resource(ABOUT_GROUP, version, CLUSTERPROPERTIES, "ClusterProperty", False)
     try:

@@ -105,6 +105,12 @@ class MultiClusterConfig:
         check=_not_negative,
         allowed=">= 0",
     )
+    api_discovery_interval: float = duration(
+        "30s",
+        "How often the served APIs are read again, so that the ServiceExport and About APIs "
+        "(their CRDs) installed, deleted or re-versioned while the operator runs take effect "
+        "without a restart: one discovery read, no extra permission.",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,11 @@ A group version discovery could not read (an aggregated API whose server is down
 matters only if it could hold an API we use, at a version we would prefer to the one
 chosen: then startup fails, naming it and its APIService, since the choice could be
 wrong. Any other is skipped with one warning, as client-go's partial discovery does.
+
+While the operator runs, discovery is read again (`rediscover_served_apis`, every
+`multiCluster.apiDiscoveryInterval`): the optional APIs (ServiceExport, About) follow
+the cluster, so installing or deleting their CRDs needs no restart; the required ones
+(ours, the DGD's) keep the version resolved at start (docs/decisions/0004).
 """
 
 from __future__ import annotations
@@ -142,6 +147,87 @@ def resolve_served_apis(
     return ServedApis(dgd_version, export_version, about_version, served)
 
 
+def follow_served_apis(
+    current: ServedApis,
+    resources: Sequence[ServedResource],
+    mcs_implementation: str,
+    unavailable: Mapping[str, str] = _NOTHING,
+) -> ServedApis:
+    """Pure: the served APIs after a later discovery, from those in effect (`current`).
+
+    Only the optional APIs follow the cluster: the ServiceExport version (None when it
+    is gone, with an implementation set too: the relays then say so, since failing a
+    running operator would take every pool's relay updates down with it) and the About
+    API version. The DGD version stays: its informer and every relay's reads use it,
+    and a DGD API that went away is not something to run on without. A part whose
+    group version discovery could not read this time, at a version that could change
+    the choice, keeps its current value: unreadable is not "gone"."""
+    served = pick(_versions(resources, MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS)
+    if _in_doubt(unavailable, MCS_GROUP, SERVICEEXPORT_VERSIONS, served):
+        served = current.serviceexport_served
+    about_version = None
+    if mcs_implementation and Implementation(mcs_implementation).checks_cluster_id:
+        about_version = pick(_versions(resources, ABOUT_GROUP, CLUSTERPROPERTIES), ABOUT_VERSIONS)
+        if _in_doubt(unavailable, ABOUT_GROUP, ABOUT_VERSIONS, about_version):
+            about_version = current.about_version
+    return ServedApis(
+        current.dgd_version,
+        served if mcs_implementation else None,
+        about_version,
+        served,
+    )
+
+
+_EXPORTS_API = f"{SERVICEEXPORTS}.{MCS_GROUP}"
+_ABOUT_API = f"{CLUSTERPROPERTIES}.{ABOUT_GROUP}"
+
+
+def transitions(before: ServedApis, after: ServedApis, mcs_implementation: str) -> list[str]:
+    """Pure: one log line per optional API whose served version changed, saying what the
+    operator does about it now."""
+    out = []
+    old, new = before.serviceexport_served, after.serviceexport_served
+    if old != new:
+        if mcs_implementation:
+            doing = (
+                "exports are created and kept again"
+                if new
+                else "no export can be written; every relay says so (Exported=False "
+                "ExportAPIUnavailable) until the API is served again"
+            )
+        else:
+            doing = (
+                "multi-cluster export is off: the exports this operator made earlier are withdrawn"
+                if new
+                else "multi-cluster export is off: nothing to withdraw"
+            )
+        out.append(f"the ServiceExport API ({_EXPORTS_API}) {_change(old, new)}: {doing}")
+    old, new = before.about_version, after.about_version
+    if old != new:
+        doing = "on" if new else "off, as when it was never served"
+        out.append(
+            f"the About API ({_ABOUT_API}) {_change(old, new)}: the cluster ID check "
+            f"(ClusterIDMismatch) is {doing}"
+        )
+    return out
+
+
+def _change(old: str | None, new: str | None) -> str:
+    if old is None:
+        return f"is served now at {new}"
+    if new is None:
+        return "is no longer served"
+    return f"is served now at {new} (was {old})"
+
+
+async def rediscover_served_apis(
+    client: Client, current: ServedApis, mcs_implementation: str
+) -> ServedApis:
+    """Read discovery again and resolve it against `current` (`follow_served_apis`)."""
+    found = await client.discover()
+    return follow_served_apis(current, found.resources, mcs_implementation, found.unavailable)
+
+
 async def discover_served_apis(client: Client, mcs_implementation: str) -> ServedApis:
     """Resolve the served APIs against the cluster and log them (and why a check is off)."""
     found = await client.discover()
@@ -157,13 +243,15 @@ async def discover_served_apis(client: Client, mcs_implementation: str) -> Serve
     if checks and served.about_version is None and about_doubt:
         log.warning(
             "the About API (%s) is unavailable: the cluster ID check (ClusterIDMismatch) "
-            "is off; restart once its APIService answers to turn it on",
+            "is off until its APIService answers (discovery is read again every "
+            "multiCluster.apiDiscoveryInterval)",
             ", ".join(about_doubt),
         )
     elif checks and served.about_version is None:
         log.warning(
             "the About API (%s.%s) is not served: the cluster ID check "
-            "(ClusterIDMismatch) is off; install the About API CRD and restart to turn it on",
+            "(ClusterIDMismatch) is off until it is; installing its CRD turns it on, no "
+            "restart needed",
             CLUSTERPROPERTIES,
             ABOUT_GROUP,
         )

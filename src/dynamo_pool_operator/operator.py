@@ -2,24 +2,30 @@
 
 `run` (the process), `dev`, the integration tests and the benchmark all build
 the operator here, so what the tests exercise is the wiring that ships.
+
+The served APIs are read again every `multiCluster.apiDiscoveryInterval` while the
+operator runs (`Rediscovery`); `Operator.follow_apis` acts on a change: the export
+feature's caches and watches follow it (`exports/apis.py`), the feature-off cleanup
+runs when the ServiceExport API appears, and each change is logged once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
 from prometheus_client import CollectorRegistry, Counter
 
-from .api.mcs import Implementation, serviceexports
+from .api.mcs import Implementation
 from .api.relay import RelayDefaults
 from .config import OperatorConfiguration
-from .discovery import ServedApis
+from .discovery import ServedApis, rediscover_served_apis, transitions
+from .exports.apis import ExportApis
 from .exports.cleanup import withdraw_leftover_exports
 from .exports.contributor import ExportCaches, PoolExports
-from .exports.wiring import export_caches, watch_exports
 from .pipeline.model import Contributor
 from .poolrelay import controller as relay_controller
 from .poolrelay.reconciler import PoolRelayReconciler, RelayCaches
@@ -29,9 +35,9 @@ from .runtime.clock import Clock, SystemClock
 from .runtime.controller import Controller
 from .runtime.degraded import DegradedChecks
 from .runtime.events import EventRecorder
-from .runtime.informer import Informer
 from .runtime.metricsets import per_registry
 from .runtime.ratelimit import ExponentialBackoff
+from .runtime.rediscovery import Rediscovery
 from .runtime.shared_informers import SharedInformers
 
 log = logging.getLogger(__name__)
@@ -68,9 +74,60 @@ class Operator:
     checks: DegradedChecks
     #: `dynamo_pool_operator_export_cleanup_failures_total`: refused cleanup writes/lists.
     cleanup_failures: Counter
-    #: The export feature's caches (None with no MCS implementation configured).
-    exports: ExportCaches | None = None
+    #: The export feature's APIs (None with no MCS implementation configured).
+    export_apis: ExportApis | None = None
+    #: Reads discovery again on a schedule and hands each change to `follow_apis`.
+    rediscovery: Rediscovery[ServedApis] = dataclasses.field(init=False)
     _cleanup_task: asyncio.Task[None] | None = None
+    _leading: bool = False
+
+    def __post_init__(self) -> None:
+        self.rediscovery = Rediscovery(
+            self._rediscover,
+            self.follow_apis,
+            self.served,
+            interval=self.config.multi_cluster.api_discovery_interval,
+            what="the served APIs",
+        )
+        if self.export_apis is not None:
+            self.export_apis.poke = self.rediscovery.poke
+
+    async def _rediscover(self, current: ServedApis) -> ServedApis:
+        mcs = self.config.multi_cluster.mcs_implementation
+        return await rediscover_served_apis(self.client, current, mcs)
+
+    @property
+    def exports(self) -> ExportCaches | None:
+        """The export feature's caches now (None without an MCS implementation, or while
+        the ServiceExport API is not served)."""
+        return self.export_apis.caches if self.export_apis is not None else None
+
+    async def follow_apis(self, current: ServedApis, new: ServedApis) -> ServedApis:
+        """Act on a change of the served APIs; return what is in effect afterwards (a
+        part that could not be taken up yet is offered again after the next read)."""
+        applied = new
+        if self.export_apis is not None:
+            now = await self.export_apis.follow(new.serviceexport_version, new.about_version)
+            applied = dataclasses.replace(
+                new,
+                serviceexport_version=now.serviceexport_version,
+                serviceexport_served=now.serviceexport_version,
+                about_version=now.about_version,
+            )
+        for line in transitions(current, applied, self.config.multi_cluster.mcs_implementation):
+            log.info("%s", line)
+        self.served = applied
+        appeared = applied.serviceexport_served != current.serviceexport_served
+        if self._leading and appeared and applied.serviceexport_served:
+            await self._stop_cleanup()
+            try:
+                await self.cleanup_when_off()
+            except Exception as e:  # the change is in effect: retry the cleanup, not it
+                log.warning("multi-cluster export is off: cleanup pass failed (retried): %s", e)
+                self._cleanup_task = asyncio.create_task(
+                    self._retry_cleanup(), name="feature-off export cleanup"
+                )
+        return applied
 
     async def start(self) -> None:
         """Start caches and the event writer, then (after caches sync) the workers."""
@@ -79,6 +136,7 @@ class Operator:
 
     async def start_leading(self) -> None:
         """What only the leader does: the feature-off cleanup, events, the workers."""
+        self._leading = True
         await self.cleanup_when_off()
         await self.recorder.start()
         await self.controller.start()
@@ -126,9 +184,11 @@ class Operator:
                 log.exception("multi-cluster export is off: cleanup pass failed (retried)")
 
     async def start_caches(self) -> None:
-        """Warm caches only (a follower does this before it leads)."""
+        """Warm caches only (a follower does this before it leads), and follow the
+        served APIs from now on (every replica: a follower's caches must follow too)."""
         self.informers.start_all()
         self.checks.start()
+        self.rediscovery.start()
 
     async def stop_leading(self, *, lost: bool = False, drain_timeout: float = 10.0) -> None:
         """End what only the leader does; the one place its writing stops.
@@ -139,10 +199,8 @@ class Operator:
         at once and drops the pending Events, since a successor may be writing
         already. Either way nothing of ours is written afterwards (the client's write
         gate refuses what a straggler might still try)."""
-        if self._cleanup_task is not None:  # the feature-off cleanup is leader work too
-            self._cleanup_task.cancel()
-            await asyncio.gather(self._cleanup_task, return_exceptions=True)
-            self._cleanup_task = None
+        self._leading = False
+        await self._stop_cleanup()  # the feature-off cleanup is leader work too
         if lost:
             await self.controller.stop(drain_timeout=0)
             await self.recorder.abandon()
@@ -150,7 +208,14 @@ class Operator:
             await self.controller.stop(drain_timeout)
             await self.recorder.stop()
 
+    async def _stop_cleanup(self) -> None:
+        if self._cleanup_task is not None:
+            self._cleanup_task.cancel()
+            await asyncio.gather(self._cleanup_task, return_exceptions=True)
+            self._cleanup_task = None
+
     async def stop(self, drain_timeout: float = 30.0) -> None:
+        await self.rediscovery.stop()
         await self.checks.stop()
         await self.stop_leading(drain_timeout=drain_timeout)
         await self.informers.stop_all()
@@ -188,29 +253,19 @@ def build(
         registry=registry,
     )
     contributors: list[Contributor] = []
-    optional: dict[str, Informer] = {}
     implementation = Implementation(config.multi_cluster.mcs_implementation)
-    exports: ExportCaches | None = None
-    if implementation and served.serviceexport_version:
-        exports = export_caches(
-            informers,
-            dgds=caches.dgds,
-            namespace=namespace,
-            served=served,
+    pool_exports: PoolExports | None = None
+    if implementation:
+        # Made with nothing to read: `ExportApis.begin` hands it the caches served now.
+        pool_exports = PoolExports(
+            None,
+            resource=None,
             implementation=implementation,
+            about_version=None,
+            registry=registry,
+            unconfirmed_after=timedelta(seconds=config.multi_cluster.unconfirmed_after),
         )
-        contributors.append(
-            PoolExports(
-                exports,
-                resource=serviceexports(served.serviceexport_version),
-                implementation=implementation,
-                about_version=served.about_version,
-                registry=registry,
-                unconfirmed_after=timedelta(seconds=config.multi_cluster.unconfirmed_after),
-            )
-        )
-        if exports.cluster_properties is not None:
-            optional["clusterID"] = exports.cluster_properties
+        contributors.append(pool_exports)
     relay = config.pool_relay
     reconciler = PoolRelayReconciler(
         client,
@@ -238,8 +293,19 @@ def build(
         ),
         caches,
     )
-    if exports is not None:
-        watch_exports(controller, exports, relays=caches.relays, dgds=caches.dgds)
+    checks = DegradedChecks({}, registry)
+    export_apis: ExportApis | None = None
+    if pool_exports is not None:
+        export_apis = ExportApis(
+            informers,
+            controller,
+            pool_exports,
+            checks,
+            relays=caches.relays,
+            dgds=caches.dgds,
+            namespace=namespace,
+        )
+        export_apis.begin(served.serviceexport_version, served.about_version)
     return Operator(
         client,
         config,
@@ -249,7 +315,7 @@ def build(
         recorder,
         reconciler,
         controller,
-        DegradedChecks(optional, registry),
+        checks,
         _cleanup_failures(registry),
-        exports,
+        export_apis,
     )

@@ -172,7 +172,11 @@ def test_default_configuration_is_the_operators_default() -> None:
 
 def test_values_reach_the_configuration() -> None:
     values = {
-        "multiCluster": {"mcsImplementation": "karmada", "unconfirmedAfter": "0s"},
+        "multiCluster": {
+            "mcsImplementation": "karmada",
+            "unconfirmedAfter": "0s",
+            "apiDiscoveryInterval": "10s",
+        },
         "discovery": {"backend": "etcd"},
         "leaderElection": {"leaseDuration": "30s", "renewDeadline": "20s", "retryPeriod": "5s"},
         "poolRelay": {
@@ -191,6 +195,7 @@ def test_values_reach_the_configuration() -> None:
     cfg = rendered_configuration(docs)
     assert cfg.multi_cluster.mcs_implementation == "karmada"
     assert cfg.multi_cluster.unconfirmed_after == 0
+    assert cfg.multi_cluster.api_discovery_interval == 10
     assert cfg.discovery.backend == "etcd"
     le = cfg.leader_election
     assert (le.lease_duration, le.renew_deadline, le.retry_period) == (30, 20, 5)

@@ -28,8 +28,8 @@ from relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
 
 from dynamo_pool_operator import check, rbac
 from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.config import API_VERSION, KIND
-from dynamo_pool_operator.exports.wiring import serviceexports
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.leader import format_micro_time
 from dynamo_pool_operator.runtime.resources import LEASES

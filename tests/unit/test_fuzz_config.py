@@ -54,6 +54,7 @@ from dynamo_pool_operator.config import (
 FIELD_TYPES: dict[str, str] = {
     "multiCluster.mcsImplementation": "string",
     "multiCluster.unconfirmedAfter": "duration",
+    "multiCluster.apiDiscoveryInterval": "duration",
     "discovery.backend": "string",
     "namespace.restricted": "string",
     "leaderElection.enabled": "boolean",

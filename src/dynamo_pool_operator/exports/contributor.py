@@ -1,7 +1,9 @@
 """The export feature as a contributor to the relay's plan.
 
 Gather reads only caches: the exports of the relay's namespace (by name, and by
-controller UID) and the cluster's ID property. A ClusterProperty cache that has
+controller UID) and the cluster's ID property. The caches come and go with their
+APIs (`exports/apis.py` hands them over by `use`): while the ServiceExport API is not
+served there are none, nothing is planned, and `Exported` says why. A ClusterProperty cache that has
 not synced (e.g. Forbidden) is a failed read — reported as `ExportFailed` about the
 property and retried — never taken for "no property". Plan is `plan.plan`; the
 status lines after execution are `plan.lines_after`; the state gauge counts them.
@@ -19,7 +21,14 @@ from datetime import datetime, timedelta
 from prometheus_client import CollectorRegistry, Gauge
 
 from ..api.dgd import Pool
-from ..api.mcs import ABOUT_GROUP, CLUSTER_ID_PROPERTY, ClusterID, Implementation
+from ..api.mcs import (
+    ABOUT_GROUP,
+    CLUSTER_ID_PROPERTY,
+    MCS_GROUP,
+    SERVICEEXPORTS,
+    ClusterID,
+    Implementation,
+)
 from ..api.relay import Relay
 from ..pipeline.model import (
     ActionResult,
@@ -72,24 +81,45 @@ class PoolExports:
 
     def __init__(
         self,
-        caches: ExportCaches,
+        caches: ExportCaches | None,
         *,
-        resource: Resource,
+        resource: Resource | None,
         implementation: Implementation,
         about_version: str | None,
         registry: CollectorRegistry,
         unconfirmed_after: timedelta = verdict.UNCONFIRMED_AFTER,
     ) -> None:
         self.unconfirmed_after = unconfirmed_after
-        self.caches = caches
-        self.resource = resource
         self.implementation = implementation
-        self.about_version = f"{ABOUT_GROUP}/{about_version}" if about_version else ""
+        self.caches: ExportCaches | None = None
+        self.resource: Resource | None = None
+        self.about_version = ""
+        self.use(caches, resource=resource, about_version=about_version)
         self._gauge = _state_gauge(registry)
         self._by_relay: dict[tuple[str, str], Tally[str]] = {}
 
-    def _cluster_id(self) -> ClusterID:
-        informer = self.caches.cluster_properties
+    def use(
+        self, caches: ExportCaches | None, *, resource: Resource | None, about_version: str | None
+    ) -> None:
+        """From now on read `caches` and write exports as `resource`; None for both while
+        the ServiceExport API is not served. A pass reads them once, in `gather`."""
+        if (caches is None) != (resource is None):
+            raise ValueError("caches and resource are both set or both None")
+        self.caches = caches
+        self.resource = resource
+        self.about_version = f"{ABOUT_GROUP}/{about_version}" if about_version else ""
+
+    def unavailable_message(self) -> str:
+        """What `Exported` says while the ServiceExport API is not served."""
+        return (
+            f"multiCluster.mcsImplementation is {self.implementation.value!r} but the cluster "
+            f"serves no {SERVICEEXPORTS}.{MCS_GROUP} API (v1alpha1 or v1beta1), so nothing is "
+            "exported: install the Multi-Cluster Services API CRDs again (the exports are "
+            'created within multiCluster.apiDiscoveryInterval), or set mcsImplementation to ""'
+        )
+
+    def _cluster_id(self, caches: ExportCaches) -> ClusterID:
+        informer = caches.cluster_properties
         if informer is None:
             return ClusterID()
         if not informer.has_synced:
@@ -100,7 +130,10 @@ class PoolExports:
         return ClusterID(True, informer.store.get("", CLUSTER_ID_PROPERTY), self.about_version)
 
     def gather(self, relay: Relay, pool: Pool | None) -> Gathered:
-        store = self.caches.exports.store
+        caches = self.caches
+        if caches is None:
+            return Gathered(exports_unavailable=self.unavailable_message())
+        store = caches.exports.store
         exports = export_plan.relevant_exports(
             relay,
             pool,
@@ -108,11 +141,13 @@ class PoolExports:
             store.by_index(CONTROLLER_UID_INDEX, relay.uid) if relay.uid else [],
         )
         try:
-            return Gathered(exports, self._cluster_id())
+            return Gathered(exports, self._cluster_id(caches))
         except ClusterIDUnreadable as e:
             return Gathered(exports, ClusterID(), (e,))
 
     def plan(self, snapshot: Snapshot, decision: Decision) -> Contribution:
+        if snapshot.exports_unavailable or self.resource is None:
+            return Contribution()
         out = export_plan.plan(
             snapshot.relay,
             decision,
@@ -143,6 +178,12 @@ class PoolExports:
         """The lines after execution, each export we hold with the implementation's own
         view of it, and the `Exported` condition from the implementation's verdicts."""
         relay = snapshot.relay
+        if snapshot.exports_unavailable:
+            self._count((relay.namespace, relay.name), [])
+            said = verdict.api_unavailable(snapshot.exports_unavailable, published=decision.publish)
+            return Report(
+                (), ConditionView(verdict.EXPORTED, said.status, said.reason, said.message)
+            )
         held = {
             name: obj for name, obj in snapshot.exports.items() if is_controlled_by(obj, relay.uid)
         }
@@ -164,7 +205,11 @@ class PoolExports:
         self._count((relay.namespace, relay.name), [line.state for line in lines])
         exported = verdict.exported(lines, verdicts, published=decision.publish)
         about = snapshot.exports.get(exported.about)
-        related = self.resource.reference(dict(about)) if about is not None else None
+        # The resource of the plan's actions: the one in effect may have changed since.
+        resource = next((a.resource for a in contribution.actions), self.resource)
+        related = (
+            resource.reference(dict(about)) if about is not None and resource is not None else None
+        )
         condition = ConditionView(
             verdict.EXPORTED,
             exported.status,

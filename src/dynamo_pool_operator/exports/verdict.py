@@ -62,6 +62,7 @@ class ExportedReason(StrEnum):
     NOT_CONTROLLED = "NotControlled"
     WITHDRAWN = "Withdrawn"
     NOTHING_TO_EXPORT = "NothingToExport"
+    EXPORT_API_UNAVAILABLE = "ExportAPIUnavailable"
 
 
 #: What each reason means, for docs/crd.md (generated, drift-tested).
@@ -79,6 +80,10 @@ EXPORTED_REASONS: dict[ExportedReason, str] = {
     ExportedReason.WITHDRAWN: "False: the pool is not published.",
     ExportedReason.NOTHING_TO_EXPORT: "False: no Service of the pool can be exported (every "
     "name is skipped).",
+    ExportedReason.EXPORT_API_UNAVAILABLE: "False: `multiCluster.mcsImplementation` is set but "
+    "the cluster no longer serves the ServiceExport API (its CRD was deleted): install the MCS "
+    "CRDs again and the exports are created again within `multiCluster.apiDiscoveryInterval`, "
+    "no restart needed.",
 }
 #: Any other False reason is the implementation's own, shown verbatim with its message
 #: and time (`Valid=False ServiceUnavailable`, `Conflict=True ConflictingPorts`, ...).
@@ -184,6 +189,19 @@ class Exported:
     about: str = ""
 
 
+NOT_PUBLISHED = Exported(
+    "False", ExportedReason.WITHDRAWN, "the pool is withdrawn: nothing is exported"
+)
+
+
+def api_unavailable(why: str, *, published: bool) -> Exported:
+    """`Exported` while no export can be written (`why` names the API and what to do).
+    A withdrawn pool says so first: it would export nothing even with the API."""
+    if not published:
+        return NOT_PUBLISHED
+    return Exported("False", ExportedReason.EXPORT_API_UNAVAILABLE, why)
+
+
 def exported(
     lines: Sequence[StatusLine],
     verdicts: Mapping[str, Verdict],
@@ -193,9 +211,7 @@ def exported(
     """The pool's `Exported` condition from its status lines (ours after execution) and
     the implementation's verdict on each export we hold."""
     if not published:
-        return Exported(
-            "False", ExportedReason.WITHDRAWN, "the pool is withdrawn: nothing is exported"
-        )
+        return NOT_PUBLISHED
     wanted = [line for line in lines if line.state != "Skipped"]
     if not wanted:
         return Exported(

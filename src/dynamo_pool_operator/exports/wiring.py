@@ -9,6 +9,8 @@ Watches (only with an MCS implementation configured):
 - The ClusterProperty `cluster.clusterset.k8s.io` (mcs with the About API
   served): any change requeues every relay. Its cache is not waited for: an
   unreadable property is reported per relay as ExportFailed and retried.
+
+Which of them exist at a given time follows the served APIs (`exports/apis.py`).
 """
 
 from __future__ import annotations
@@ -18,14 +20,10 @@ from typing import Any
 
 from ..api import crd, names
 from ..api.dgd import pool_from_object
-from ..api.mcs import CLUSTER_ID_PROPERTY, Implementation, clusterproperties, serviceexports
-from ..discovery import ServedApis
-from ..runtime.controller import Controller, Request
+from ..runtime.controller import Request
 from ..runtime.informer import EventType, Informer
 from ..runtime.ownership import controller_is, controller_of
-from ..runtime.shared_informers import SharedInformers
-from ..runtime.store import CONTROLLER_UID_INDEX, Obj, index_by_controller_uid
-from .contributor import ExportCaches
+from ..runtime.store import Obj
 from .verdict import view_of
 
 FRONTEND_SERVICE_INDEX = "frontend-service"
@@ -80,37 +78,3 @@ def all_relays(relays: Informer) -> Any:
         return list(relays.store.keys())
 
     return every
-
-
-def export_caches(
-    informers: SharedInformers,
-    *,
-    dgds: Informer,
-    namespace: str | None,
-    served: ServedApis,
-    implementation: Implementation,
-) -> ExportCaches:
-    """The caches the export contributor reads: the exports (indexed by controller),
-    the DGDs' frontend Service index, and (mcs with the About API) the cluster's ID."""
-    assert served.serviceexport_version is not None
-    exports = informers.get(serviceexports(served.serviceexport_version), namespace)
-    if not exports.store.has_index(CONTROLLER_UID_INDEX):
-        exports.store.add_index(CONTROLLER_UID_INDEX, index_by_controller_uid)
-    if not dgds.store.has_index(FRONTEND_SERVICE_INDEX):
-        dgds.store.add_index(FRONTEND_SERVICE_INDEX, frontend_services)
-    out = ExportCaches(exports)
-    if implementation.checks_cluster_id and served.about_version:
-        out.cluster_properties = informers.get(
-            clusterproperties(served.about_version),
-            keep=lambda o: (o.get("metadata") or {}).get("name") == CLUSTER_ID_PROPERTY,
-        )
-    return out
-
-
-def watch_exports(
-    controller: Controller, caches: ExportCaches, *, relays: Informer, dgds: Informer
-) -> None:
-    """Declare the export watches on `controller`."""
-    controller.watches(caches.exports, export_mapper(dgds), export_changed)
-    if caches.cluster_properties is not None:
-        controller.watches(caches.cluster_properties, all_relays(relays), wait_for_sync=False)

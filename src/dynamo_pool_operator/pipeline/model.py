@@ -186,6 +186,10 @@ class Snapshot:
     cluster_id: ClusterID = field(default_factory=ClusterID)
     #: Reads that failed (the ClusterProperty cache unreadable): raised after the pass.
     unreadable: tuple[Exception, ...] = ()
+    #: Why no export can be written now (the ServiceExport API is not served), "" when
+    #: they can. Read once with the rest, so one pass plans and reports the same thing
+    #: however the API changes while it runs.
+    exports_unavailable: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +199,7 @@ class Gathered:
     exports: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     cluster_id: ClusterID = field(default_factory=ClusterID)
     unreadable: tuple[Exception, ...] = ()
+    exports_unavailable: str = ""
 
 
 @dataclass(frozen=True, slots=True)

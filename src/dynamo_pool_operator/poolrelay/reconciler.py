@@ -127,11 +127,13 @@ class PoolRelayReconciler:
         exports: dict[str, Mapping[str, Any]] = {}
         cluster_id = ClusterID()
         unreadable: tuple[Exception, ...] = ()
+        unavailable = ""
         for contributor in self.contributors:
             part = contributor.gather(relay, pool)
             exports.update(part.exports)
             cluster_id = part.cluster_id if part.cluster_id.checked else cluster_id
             unreadable += part.unreadable
+            unavailable = unavailable or part.exports_unavailable
         return Snapshot(
             relay,
             pool,
@@ -139,6 +141,7 @@ class PoolRelayReconciler:
             exports,
             cluster_id,
             unreadable,
+            unavailable,
         )
 
     async def reconcile(self, request: Request) -> ReconcileResult | None:

@@ -263,6 +263,20 @@ class Controller:
         self._handlers.append((informer, handle))
         return self
 
+    def unwatch(self, informer: Informer) -> None:
+        """Drop every watch on `informer` (its API went away): its events no longer
+        enqueue anything, and a later start does not wait for it."""
+        for watched, handler in [h for h in self._handlers if h[0] is informer]:
+            watched.remove_handler(handler)
+        self._handlers = [h for h in self._handlers if h[0] is not informer]
+        self._informers = [i for i in self._informers if i is not informer]
+        self._optional = [i for i in self._optional if i is not informer]
+
+    def enqueue_all(self, keys: Iterable[Request]) -> None:
+        """Reconcile each of `keys` (what they depend on changed without an event)."""
+        for key in keys:
+            self.queue.add(key)
+
     def for_(self, informer: Informer, predicate: Predicate | None = None) -> Controller:
         """The primary resource: an event on X enqueues X."""
 

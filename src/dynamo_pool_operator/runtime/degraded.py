@@ -56,24 +56,49 @@ class DegradedChecks:
         self._gauge = _gauge(registry)
         for check in self.caches:
             self._gauge.labels(check).set(0)
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._started = False
 
     def is_optional(self, informer: Informer) -> bool:
         return any(informer is i for i in self.caches.values())
 
     def start(self) -> None:
         """Start watching (needs a running event loop; a second call does nothing)."""
-        if self._tasks:
+        if self._started:
             return
-        self._tasks = [
-            asyncio.create_task(self._watch(check, informer), name=f"check {check}")
-            for check, informer in self.caches.items()
-        ]
+        self._started = True
+        for check, informer in self.caches.items():
+            self._spawn(check, informer)
+
+    def watch(self, check: str, informer: Informer) -> None:
+        """Add (or replace) the cache of `check`, as its API came to be served."""
+        self._drop(check)
+        self.caches[check] = informer
+        self._gauge.labels(check).set(0)
+        if self._started:
+            self._spawn(check, informer)
+
+    def unwatch(self, check: str) -> None:
+        """The check is off (its API is no longer served): not degraded, just off."""
+        self._drop(check)
+        self.caches.pop(check, None)
+        self._gauge.labels(check).set(0)
+
+    def _spawn(self, check: str, informer: Informer) -> None:
+        self._tasks[check] = asyncio.create_task(
+            self._watch(check, informer), name=f"check {check}"
+        )
+
+    def _drop(self, check: str) -> None:
+        task = self._tasks.pop(check, None)
+        if task is not None:
+            task.cancel()
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        tasks = list(self._tasks.values())
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._tasks.clear()
 
     async def _watch(self, check: str, informer: Informer) -> None:

@@ -154,6 +154,9 @@ class Informer:
         self._halted = asyncio.Event()  # set by stop() and when run() ends
         self._stop_requested = False
         self._task: asyncio.Task[None] | None = None
+        #: Called with each error a list or watch backs off from: lets the owner notice
+        #: that the resource itself went away (NotFound) without waiting for its schedule.
+        self.on_failure: Callable[[BaseException | None], None] | None = None
 
         where = (
             f"namespace {self.namespace}"
@@ -289,6 +292,8 @@ class Informer:
         log.warning(
             "informer %s: %s (%s); retrying in %.1fs", self.description, what, reason, delay
         )
+        if self.on_failure is not None:
+            self.on_failure(error)
         await self._clock.sleep(delay)
 
     async def _list(self) -> None:

@@ -22,6 +22,7 @@ class SharedInformers:
 
     Sharing keeps one list+watch and one cached copy per resource, however many
     controllers read it. Informers asked for after `start_all()` start at once.
+    `forget()` stops one whose API went away (asked for again, a new one is made);
     `stop_all()` is final.
     """
 
@@ -94,6 +95,18 @@ class SharedInformers:
                 informer.run(), name=f"informer {informer.description}"
             )
 
+    async def forget(self, informer: Informer) -> None:
+        """Stop `informer` and drop it: its resource is no longer served, and a watch
+        of it would only fail. Every sharer loses it; its store keeps its last
+        content. Asking for the same key later makes (and starts) a new informer."""
+        for key, known in list(self._informers.items()):
+            if known is informer:
+                del self._informers[key]
+        informer.stop()
+        task = self._tasks.pop(informer, None)
+        if task is not None:
+            _log_end(informer, (await asyncio.gather(task, return_exceptions=True))[0])
+
     async def stop_all(self) -> None:
         """Stop every informer and wait for their loops to end."""
         self._closed = True
@@ -104,13 +117,7 @@ class SharedInformers:
         self._tasks.clear()
         results = await asyncio.gather(*(t for _, t in tasks), return_exceptions=True)
         for (informer, _), result in zip(tasks, results, strict=True):
-            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
-                log.error(
-                    "informer %s: ended with %s: %s",
-                    informer.description,
-                    type(result).__name__,
-                    result,
-                )
+            _log_end(informer, result)
 
     async def wait_for_sync(self, timeout: float | None = None) -> bool:
         """True once every informer known now has synced; False if one did not in time."""
@@ -120,3 +127,11 @@ class SharedInformers:
             if not ok:
                 log.warning("informer %s: not synced within %ss", informer.description, timeout)
         return all(results)
+
+
+def _log_end(informer: Informer, result: object) -> None:
+    """An informer loop ends only when stopped: anything else it ended with is a bug."""
+    if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+        log.error(
+            "informer %s: ended with %s: %s", informer.description, type(result).__name__, result
+        )
