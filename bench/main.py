@@ -29,7 +29,7 @@ from dynamo_pool_operator.testing.controlplane import ControlPlane
 from dynamo_pool_operator.testing.crds import default_crds
 from dynamo_pool_operator.testing.harness import OPERATOR_AGENT
 
-from . import floor, inproc, objects, procs
+from . import fairness, floor, inproc, objects, procs
 from .latency import reaction_latency
 from .tracker import Tracker
 
@@ -58,6 +58,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--convergence-only",
         action="store_true",
         help="cold start, RSS and the steady window only (the RSS-vs-N points at large N)",
+    )
+    p.add_argument(
+        "--fairness",
+        action="store_true",
+        help="user changes during a cold start and during a ClusterProperty change only",
+    )
+    p.add_argument(
+        "--fairness-changes", type=int, default=100, help="changes per mass event (default 100)"
+    )
+    p.add_argument(
+        "--fairness-gap", type=float, default=0.05, help="seconds between changes (default 0.05)"
     )
     a = p.parse_args(argv)
     if a.quick:
@@ -195,6 +206,45 @@ async def measure_floor(
     }
 
 
+async def fairness_phases(
+    client: Client,
+    cp: ControlPlane,
+    tracker: Tracker,
+    op: procs.OperatorProcess,
+    pools: list[tuple[str, str]],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """User changes during the cold start, then during a ClusterProperty change."""
+    n = len(pools)
+    changes = fairness.Changes(client, tracker, pools, seed=11)
+    during_cold = asyncio.create_task(
+        fairness.cold_start_changes(changes, n, args.fairness_changes, args.fairness_gap)
+    )
+    cold = await converge(cp, tracker, op, args)
+    samples = await during_cold
+    out: dict[str, Any] = {"cold_start": cold}
+    out["during_cold_start"] = {
+        "changes_gap_seconds": args.fairness_gap,
+        "summary": fairness.summary(samples),
+        "samples": samples,
+    }
+    log(f"changes during the cold start: {out['during_cold_start']['summary']}")
+    probe = fairness.QueueProbe(op, 0)
+    await probe.wait_done(args.timeout)  # the cold start's tail: the queue empties
+    probe.n = n
+    changes = fairness.Changes(client, tracker, pools, seed=13)
+    out["during_cluster_property_change"] = await fairness.cluster_property_change(
+        client, changes, probe, args.fairness_changes, args.fairness_gap, args.timeout
+    )
+    log(
+        "changes during the ClusterProperty change: "
+        f"{out['during_cluster_property_change']['summary']} "
+        f"(mass event {out['during_cluster_property_change']['mass_event_seconds']}s)"
+    )
+    out["rss_after"] = op.status()
+    return out
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     n = args.pools
     result: dict[str, Any] = {
@@ -203,6 +253,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "pools": n,
         "quick": args.quick,
         "convergence_only": args.convergence_only,
+        "fairness": args.fairness,
         "operator_workers": args.workers,
         "machine": machine(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
@@ -227,6 +278,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             tracker = Tracker(client, set(pools))
             await tracker.start()
             try:
+                if args.fairness:
+                    result.update(await fairness_phases(client, cp, tracker, op, pools, args))
+                    return result
                 result["cold_start"] = await converge(cp, tracker, op, args)
                 result["rss_after_convergence"] = op.status()
                 if args.convergence_only:

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -16,17 +17,19 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from dynamo_pool_operator.config import API_VERSION, KIND
-from dynamo_pool_operator.testing.controlplane import ControlPlane
+from dynamo_pool_operator.testing.controlplane import ControlPlane, free_port
 
 
-def operator_config(workers: int) -> dict[str, object]:
-    """mcsImplementation mcs, one replica (no leader election), no listeners."""
+def operator_config(workers: int, metrics_port: int | None = None) -> dict[str, object]:
+    """mcsImplementation mcs, one replica (no leader election), no probe listener;
+    /metrics on loopback when `metrics_port` is given (the queue and client metrics)."""
+    metrics = f"127.0.0.1:{metrics_port}" if metrics_port else "0"
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "multiCluster": {"mcsImplementation": "mcs"},
         "leaderElection": {"enabled": False},
-        "server": {"metricsAddress": "0", "healthProbeAddress": "0"},
+        "server": {"metricsAddress": metrics, "healthProbeAddress": "0"},
         "controller": {"workers": workers},
         "logging": {"level": "warning"},
     }
@@ -36,8 +39,9 @@ class OperatorProcess:
     """`python -m dynamo_pool_operator.cli run` against the control plane."""
 
     def __init__(self, cp: ControlPlane, workers: int, log: Path) -> None:
+        self.metrics_port = free_port()
         self.config_path = cp.dir / "bench-operator.yaml"
-        self.config_path.write_text(yaml.safe_dump(operator_config(workers)))
+        self.config_path.write_text(yaml.safe_dump(operator_config(workers, self.metrics_port)))
         self.args = [
             sys.executable,
             "-m",
@@ -72,6 +76,22 @@ class OperatorProcess:
                 out[key] = int(value.split()[0]) * 1024
         fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
         out["cpu_ticks"] = int(fields[11]) + int(fields[12])
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        """The operator's own /metrics, summed by family sample name and labels
+        (`name{k="v",...}` keys); {} while it does not answer yet."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                body = resp.read().decode()
+        except OSError:
+            return {}
+        out: dict[str, float] = {}
+        for fam in text_string_to_metric_families(body):
+            for s in fam.samples:
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+                out[f"{s.name}{{{labels}}}" if labels else s.name] = float(s.value)
         return out
 
     def start_profile(self, path: Path) -> bool:
