@@ -49,8 +49,14 @@ class Changes:
     """Open-loop user changes on random pools; each one's latency, in the background."""
 
     def __init__(
-        self, client: Client, tracker: Tracker, pools: list[tuple[str, str]], seed: int
+        self,
+        client: Client,
+        tracker: Tracker,
+        pools: list[tuple[str, str]],
+        seed: int,
+        timeout: float = 600.0,
     ) -> None:
+        self.timeout = timeout  # a change may wait for a whole FIFO drain
         self.client = client
         self.tracker = tracker
         self.pools = pools
@@ -99,7 +105,7 @@ class Changes:
             await self.client.delete(EXPORTS, want, ns)
             t0 = time.perf_counter()
             seen = self.tracker.wait(functools.partial(_replaced, self.tracker, ns, want, old))
-        t1 = await asyncio.wait_for(seen, 300)
+        t1 = await asyncio.wait_for(seen, self.timeout)
         self.samples.append(
             {
                 "kind": kind,

@@ -216,7 +216,7 @@ async def fairness_phases(
 ) -> dict[str, Any]:
     """User changes during the cold start, then during a ClusterProperty change."""
     n = len(pools)
-    changes = fairness.Changes(client, tracker, pools, seed=11)
+    changes = fairness.Changes(client, tracker, pools, seed=11, timeout=args.timeout)
     during_cold = asyncio.create_task(
         fairness.cold_start_changes(changes, n, args.fairness_changes, args.fairness_gap)
     )
@@ -232,7 +232,7 @@ async def fairness_phases(
     probe = fairness.QueueProbe(op, 0)
     await probe.wait_done(args.timeout)  # the cold start's tail: the queue empties
     probe.n = n
-    changes = fairness.Changes(client, tracker, pools, seed=13)
+    changes = fairness.Changes(client, tracker, pools, seed=13, timeout=args.timeout)
     out["during_cluster_property_change"] = await fairness.cluster_property_change(
         client, changes, probe, args.fairness_changes, args.fairness_gap, args.timeout
     )
