@@ -7,8 +7,10 @@ Watches (only with an MCS implementation configured):
   exports a Service of that name in the same namespace (an index from frontend
   Service name to DGD keeps that a lookup, not a scan).
 - The ClusterProperty `cluster.clusterset.k8s.io` (mcs with the About API
-  served): any change requeues every relay. Its cache is not waited for: an
-  unreadable property is reported per relay as ExportFailed and retried.
+  served): any change requeues every relay, at low queue priority so that a
+  user's change made meanwhile is not served after all of them. Its cache is not
+  waited for: an unreadable property is reported per relay as ExportFailed and
+  retried.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ..discovery import ServedApis
 from ..runtime.controller import Controller, Request
 from ..runtime.informer import EventType, Informer
 from ..runtime.ownership import controller_is, controller_of
+from ..runtime.queue import LOW
 from ..runtime.shared_informers import SharedInformers
 from ..runtime.store import CONTROLLER_UID_INDEX, Obj, index_by_controller_uid
 from .contributor import ExportCaches
@@ -108,4 +111,6 @@ def watch_exports(
     """Declare the export watches on `controller`."""
     controller.watches(caches.exports, export_mapper(dgds), export_changed)
     if caches.cluster_properties is not None:
-        controller.watches(caches.cluster_properties, all_relays(relays), wait_for_sync=False)
+        controller.watches(
+            caches.cluster_properties, all_relays(relays), wait_for_sync=False, priority=LOW
+        )

@@ -17,7 +17,11 @@ The state machine follows client-go's reflector and kube-rs's `watcher`:
 
 Handlers run synchronously, after the store is updated, so a handler that reads
 the store sees the state the event describes (or newer). They must be quick and
-must not block: they typically just enqueue a key.
+must not block: they typically just enqueue a key. While a handler runs,
+`from_list` says whether its event comes from a list (the initial one, a relist) or
+the replay of the cache to a newly added handler, rather than from the watch: a
+controller queues those at low priority (see queue.py), as controller-runtime does
+with `isInInitialList`.
 """
 
 from __future__ import annotations
@@ -147,6 +151,8 @@ class Informer:
         self._page_size = page_size
         self._watch_timeout = watch_timeout
         self._handlers: list[EventHandler] = []
+        #: True while the events being dispatched come from a list or a replay.
+        self.from_list = False
         self._rv: str | None = None
         self._need_list = True
         self._last_gone = False  # the last watch ended in 410 Gone
@@ -211,8 +217,12 @@ class Informer:
         cached, so a controller that joins a running shared informer misses nothing."""
         self._handlers.append(handler)
         if replay:
-            for obj in self.store.list():
-                self._call(handler, EventType.ADDED, None, obj)
+            self.from_list = True
+            try:
+                for obj in self.store.list():
+                    self._call(handler, EventType.ADDED, None, obj)
+            finally:
+                self.from_list = False
 
     def remove_handler(self, handler: EventHandler) -> None:
         if handler in self._handlers:
@@ -310,10 +320,14 @@ class Informer:
             self._rv,
             len(changes),
         )
-        for old, new in changes:
-            if old is not None and new is not None and _same_version(old, new):
-                continue  # unchanged across a relist: nothing to tell
-            self._dispatch(old, new)
+        self.from_list = True
+        try:
+            for old, new in changes:
+                if old is not None and new is not None and _same_version(old, new):
+                    continue  # unchanged across a relist: nothing to tell
+                self._dispatch(old, new)
+        finally:
+            self.from_list = False
         # Only after the initial events: a handler can tell initial objects (has_synced
         # still false) from later changes, as controller-runtime's priority queue does.
         self._synced.set()
