@@ -50,6 +50,8 @@ class Scripted:
     async def watch_lines(
         self, res: Resource, namespace: str | None = None, **kw: Any
     ) -> AsyncIterator[bytes]:
+        if kw.get("send_initial_events"):
+            raise errors.Invalid("no watch-list here: these scripts are lists")
         await self.release.wait()  # the test decides when the watch events come
         for etype, obj in self.events:
             yield orjson.dumps({"type": etype, "object": obj})
@@ -129,6 +131,8 @@ async def test_a_relist_queues_its_changes_at_low() -> None:
         async def watch_lines(
             self, res: Resource, namespace: str | None = None, **kw: Any
         ) -> AsyncIterator[bytes]:
+            if kw.get("send_initial_events"):
+                raise errors.Invalid("no watch-list here: these scripts are lists")
             if self.calls == 1:
                 raise errors.Gone("too old")
             await asyncio.Event().wait()
