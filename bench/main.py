@@ -31,6 +31,7 @@ from dynamo_pool_operator.testing.harness import OPERATOR_AGENT
 
 from . import fairness, floor, inproc, objects, procs
 from .latency import reaction_latency
+from .restart import restart
 from .tracker import Tracker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +59,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--convergence-only",
         action="store_true",
         help="cold start, RSS and the steady window only (the RSS-vs-N points at large N)",
+    )
+    p.add_argument(
+        "--floor-events-only",
+        action="store_true",
+        help="only the floor with Events (9N), at the first --floor-concurrency level",
+    )
+    p.add_argument(
+        "--compare-python",
+        help="also restart the fleet with this interpreter (another checkout's operator)",
     )
     p.add_argument(
         "--fairness",
@@ -188,10 +198,16 @@ async def measure_floor(
     n = len(pools)
     tpl = await floor.templates(client, *pools[0])
     levels = []
-    for c in (int(x) for x in args.floor_concurrency.split(",")):
+    concurrency = [int(x) for x in args.floor_concurrency.split(",")]
+    if args.floor_events_only:
+        concurrency = concurrency[:1]
+    for c in concurrency:
+        if args.floor_events_only:
+            levels.append({"concurrency": c, "seconds": None, "skipped": True})
+            continue
         levels.append(await floor.floor_at(client, tpl, n, c))
         log(f"floor: {levels[-1]}")
-    best = min(levels, key=lambda x: float(x["seconds"]))
+    best = min(levels, key=lambda x: float(x["seconds"] or 0))
     with_events = await floor.floor_at(client, tpl, n, best["concurrency"], events=True)
     log(f"floor with events: {with_events}")
     t = time.perf_counter()
@@ -242,6 +258,23 @@ async def fairness_phases(
         f"(mass event {out['during_cluster_property_change']['mass_event_seconds']}s)"
     )
     out["rss_after"] = op.status()
+    op.stop()
+    out["restart"], op = await restart(
+        cp, n, args.workers, args.out.with_suffix(".operator.log"), timeout=args.timeout
+    )
+    log(f"restart: {out['restart']}")
+    if args.compare_python:
+        op.stop()
+        out["restart_compared"], op = await restart(
+            cp,
+            n,
+            args.workers,
+            args.out.with_suffix(".operator.log"),
+            timeout=args.timeout,
+            python=args.compare_python,
+        )
+        log(f"restart ({args.compare_python}): {out['restart_compared']}")
+    op.stop()
     return out
 
 
@@ -294,16 +327,32 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 cold = result["cold_start"]["seconds"]
                 best = result["floor"]["best_seconds"]
                 with_events = result["floor"]["with_events_at_best"]["seconds"]
-                result["ratio_operator_to_floor"] = round(cold / best, 2)
+                if not args.floor_events_only:
+                    result["ratio_operator_to_floor"] = round(cold / best, 2)
                 result["ratio_operator_to_floor_with_events"] = round(cold / with_events, 2)
                 # Restarted on the converged fleet: the steady window includes its
                 # start, the caches' relist and a reconcile of every relay.
-                op = procs.OperatorProcess(cp, args.workers, args.out.with_suffix(".operator.log"))
-                op.start()
-                result["steady_state"] = await steady(cp, args.steady, restarted=True)
+                window = asyncio.create_task(steady(cp, args.steady, restarted=True))
+                await asyncio.sleep(0.5)  # the window's audit mark comes first
+                result["restart"], op = await restart(
+                    cp, n, args.workers, args.out.with_suffix(".operator.log"), timeout=args.timeout
+                )
+                log(f"restart: {result['restart']}")
+                result["steady_state"] = await window
                 result["reaction"] = await reaction_latency(client, tracker, pools, args.changes)
                 log(f"reaction: {result['reaction']['summary']}")
                 result["rss_after_reaction"] = op.status()
+                if args.compare_python:
+                    op.stop()
+                    result["restart_compared"], op = await restart(
+                        cp,
+                        n,
+                        args.workers,
+                        args.out.with_suffix(".operator.log"),
+                        timeout=args.timeout,
+                        python=args.compare_python,
+                    )
+                    log(f"restart ({args.compare_python}): {result['restart_compared']}")
             finally:
                 await tracker.stop()
             op.stop()

@@ -37,8 +37,11 @@ def convergence(result: dict[str, Any], out: Path) -> None:
     ax.axhline(6 * n, color="grey", linestyle=":", label=f"target: 6 x {n}")
     floor = result.get("floor", {})
     if floor:
-        ax.axvline(floor["best_seconds"], color="green", linestyle="--", label="write floor")
-        ax.axvline(1.5 * floor["best_seconds"], color="orange", linestyle="--", label="1.5x floor")
+        if floor.get("best_seconds"):  # None with --floor-events-only
+            ax.axvline(floor["best_seconds"], color="green", linestyle="--", label="write floor")
+            ax.axvline(
+                1.5 * floor["best_seconds"], color="orange", linestyle="--", label="1.5x floor"
+            )
         ev = floor.get("with_events_at_best")
         if ev:
             ax.axvline(

@@ -38,12 +38,14 @@ def operator_config(workers: int, metrics_port: int | None = None) -> dict[str, 
 class OperatorProcess:
     """`python -m dynamo_pool_operator.cli run` against the control plane."""
 
-    def __init__(self, cp: ControlPlane, workers: int, log: Path) -> None:
+    def __init__(
+        self, cp: ControlPlane, workers: int, log: Path, python: str | None = None
+    ) -> None:
         self.metrics_port = free_port()
         self.config_path = cp.dir / "bench-operator.yaml"
         self.config_path.write_text(yaml.safe_dump(operator_config(workers, self.metrics_port)))
         self.args = [
-            sys.executable,
+            python or sys.executable,
             "-m",
             "dynamo_pool_operator.cli",
             "run",
@@ -155,6 +157,46 @@ def request_counts(cp: ControlPlane) -> Counter[tuple[str, str]]:
             for s in fam.samples:
                 if s.labels.get("verb") == "WATCH":
                     out[("WATCH-open", s.labels.get("resource", ""))] += int(s.value)
+    return out
+
+
+#: Our kinds in the API server's storage metrics (group, resource).
+OUR_KINDS = {
+    ("nvidia.com", "dynamopoolrelays"),
+    ("nvidia.com", "dynamographdeployments"),
+    ("apps", "deployments"),
+    ("", "services"),
+    ("multicluster.x-k8s.io", "serviceexports"),
+    ("about.k8s.io", "clusterproperties"),
+}
+
+
+def storage_reads(cp: ControlPlane) -> Counter[tuple[str, str]]:
+    """What the API server read, from its own metrics, for our kinds: etcd requests by
+    operation (`etcd_requests_total`: "list"/"listWithCount" are range reads of the
+    objects, "getCurrentResourceVersion" the revision check of a consistent read from
+    the watch cache), lists by where they were served (`apiserver_storage_list_total`
+    by `storage`), and watch-lists (`apiserver_watch_list_duration_seconds_count`).
+    Keys: (what, resource)."""
+    status, body = cp.request("GET", "/metrics")
+    if status != 200 or not isinstance(body, str):
+        return Counter()
+    out: Counter[tuple[str, str]] = Counter()
+    for fam in text_string_to_metric_families(body):
+        for s in fam.samples:
+            kind = (s.labels.get("group", ""), s.labels.get("resource", ""))
+            if kind not in OUR_KINDS:
+                continue
+            if s.name == "etcd_requests_total":
+                out[(f"etcd {s.labels.get('operation', '')}", kind[1])] += int(s.value)
+            elif s.name == "apiserver_storage_list_total":
+                out[(f"list from {s.labels.get('storage', '')}", kind[1])] += int(s.value)
+            elif s.name == "apiserver_storage_list_fetched_objects_total":
+                out[(f"objects fetched from {s.labels.get('storage', '')}", kind[1])] += int(
+                    s.value
+                )
+            elif s.name == "apiserver_watch_list_duration_seconds_count":
+                out[("watch-list", kind[1])] += int(s.value)
     return out
 
 

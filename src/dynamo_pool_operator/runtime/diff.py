@@ -72,7 +72,7 @@ def contains(
 @functools.lru_cache(maxsize=64)
 def _prefixes(skip: frozenset[str]) -> frozenset[str]:
     """Every dotted path that leads to a `skip` path ("a", "a.b" for "a.b.c")."""
-    out = set()
+    out: set[str] = set()
     for p in skip:
         parts = p.split(".")
         out.update(".".join(parts[:i]) for i in range(1, len(parts)))
