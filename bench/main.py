@@ -78,7 +78,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--fairness-changes", type=int, default=100, help="changes per mass event (default 100)"
     )
     p.add_argument(
-        "--fairness-gap", type=float, default=0.05, help="seconds between changes (default 0.05)"
+        "--fairness-gap", type=float, default=0.25, help="seconds between changes (default 0.25)"
     )
     a = p.parse_args(argv)
     if a.quick:
