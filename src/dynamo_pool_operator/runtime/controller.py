@@ -405,6 +405,12 @@ class Controller:
                 raise
             finally:
                 self.queue.done(key)
+            # Let the rest of the loop run between keys. A no-op reconcile reads caches
+            # only and never suspends, and `get` does not suspend while keys wait, so
+            # without this a worker drains a mass requeue of thousands of keys in one
+            # go: no watch is read meanwhile, and a user's change is not even queued
+            # (so not served first) until the backlog is through.
+            await asyncio.sleep(0)
 
     def _failed(self, key: Request, priority: int, error: BaseException, what: str) -> None:
         """Count, log (with the traceback) and retry a reconcile that failed unexpectedly."""

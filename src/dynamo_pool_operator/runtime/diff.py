@@ -104,8 +104,7 @@ def _contains(live: Any, desired: Any) -> bool:
         if all(k is not None for k in keyed):
             by_key = {_key(item): item for item in live}
             return all(
-                k in by_key and _contains(by_key[k], d)
-                for k, d in zip(keyed, desired, strict=True)
+                k in by_key and _contains(by_key[k], d) for k, d in zip(keyed, desired, strict=True)
             )
         if len(live) != len(desired):
             return False

@@ -197,3 +197,30 @@ async def test_a_retried_key_goes_back_at_the_priority_it_was_handed_out_with(
     c.queue.add(("ns", "user"))
 
     assert await drain(c) == [(("ns", "user"), NORMAL), (("ns", "k"), LOW)]
+
+
+class NeverSuspends:
+    """A no-op reconcile that reads caches only: it never awaits anything that suspends."""
+
+    def __init__(self) -> None:
+        self.done = 0
+
+    async def reconcile(self, request: Request) -> Result | None:
+        self.done += 1
+        return None
+
+
+async def test_a_worker_yields_to_the_loop_between_keys() -> None:
+    """A mass requeue of no-op reconciles must not hold the event loop: while the workers
+    drain it, the informers must still read their watches, or a user's change is not even
+    queued (let alone served first) until the whole backlog is through."""
+    reconciler = NeverSuspends()
+    c = Controller("prio", reconciler, registry=CollectorRegistry(), workers=4)
+    for i in range(1000):
+        c.queue.add(("ns", f"r{i}"), LOW)
+    await c.start()
+    try:
+        await asyncio.sleep(0)  # one turn of the loop for anything else that is ready
+        assert reconciler.done < 50, f"{reconciler.done} reconciles before the loop turned"
+    finally:
+        await c.stop()
