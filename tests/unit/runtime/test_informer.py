@@ -1170,7 +1170,7 @@ async def test_a_watch_list_replaces_the_store_at_its_end_bookmark_and_goes_on_w
         assert not informer.has_synced
         assert len(informer.store) == 0
         gate.open()
-        assert await informer.wait_synced(1)
+        await until(lambda: informer.has_synced, "synced (the list's end)")
         await until(lambda: informer.last_resource_version == "10", "the live event")
     assert client.list_calls == []  # no list request at all
     call = client.watch_calls[0]
@@ -1189,7 +1189,7 @@ async def test_a_watch_list_keeps_only_admitted_trimmed_objects(clock: FakeClock
     client = streaming([[ev("ADDED", big), ev("ADDED", obj("skip", "6")), initial_end("6")]])
     informer = Informer(client, RES, clock=clock, keep=lambda o: o["metadata"]["name"] != "skip")
     async with running(informer):
-        assert await informer.wait_synced(1)
+        await until(lambda: informer.has_synced, "synced (the list's end)")
     assert [o["metadata"]["name"] for o in informer.store.list()] == ["a"]
     assert "managedFields" not in informer.store.get("default", "a")["metadata"]
 
@@ -1242,7 +1242,7 @@ async def test_a_server_refusing_watch_list_gets_paginated_lists_for_good(
     client.refused = 0  # type: ignore[attr-defined]
     informer = Informer(client, RES, clock=clock)
     async with running(informer):
-        assert await informer.wait_synced(1)
+        await until(lambda: informer.has_synced, "synced (the list's end)")
         for _ in range(20):  # the relist comes after the backoff of an empty watch
             await clock.advance(1.0)
             await settle()
@@ -1260,7 +1260,7 @@ async def test_a_watch_that_ends_before_the_end_bookmark_falls_back_to_lists(
     client = streaming([[bookmark("3")]], lists=[ListResult([obj("a", "5")], "5")])
     informer = Informer(client, RES, clock=clock)
     async with running(informer):
-        assert await informer.wait_synced(1)
+        await until(lambda: informer.has_synced, "synced (the list's end)")
     assert len(client.list_calls) == 1
     assert not informer.watch_list
     assert [o["metadata"]["name"] for o in informer.store.list()] == ["a"]
