@@ -5,10 +5,11 @@ apart, on random pools, *open loop*: a change is made on schedule whether or not
 previous one has been reflected yet, so that they all fall inside the mass event
 (waiting for each, as the reaction phase does, would push all but the first past its
 end). The gap (0.25 s by default) keeps the changes a user's, not a load of their own:
-at 0.02 s, 50 changes a second of not-yet-reconciled pools were more pool reconciles
-than 4 workers serve during a cold start, and the changes queued behind each other
-(p50 2.2 s at N = 1,000 on 2026-12-01). Each change is timed from its API response to the corrected export in the
-bench's watch, as in `latency.py`.
+at 0.02 s (`--fairness-gap 0.02`), 50 changes a second of not-yet-reconciled pools
+were more pool reconciles than 4 workers serve during a cold start, and the changes
+queued behind each other (p50 2.2 s at N = 1,000, 2026-12-01). Each change is timed
+from its API response to the corrected export in the bench's watch, as in
+`latency.py`.
 
 * **Cold start**: the operator starts on N unreconciled pools; the changes begin with
   its first converged object. Only renames (a new frontend name -> a new export):

@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import platform
+import signal
 import sys
 import time
 from collections import Counter
@@ -278,9 +279,17 @@ async def fairness_phases(
     return out
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any]:
+    """The phases; each one's figures go into `result` as it ends, so a run that is
+    stopped or fails still leaves what it measured (see `main`)."""
+    # SIGTERM (a run stopped for time, say at large N) cancels the run as Ctrl-C does,
+    # so the operator and the control plane are stopped and the finished phases are
+    # written (a loop handler: a bench started in the background ignores SIGINT).
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     n = args.pools
-    result: dict[str, Any] = {
+    result |= {
         "command": "bench/run " + " ".join(sys.argv[1:]),
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "pools": n,
@@ -365,10 +374,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    result = asyncio.run(run(args))
+def write(args: argparse.Namespace, result: dict[str, Any]) -> None:
     result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     # The machine may be shared: the load says how noisy the timings are.
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -377,6 +383,20 @@ def main(argv: list[str] | None = None) -> int:
     if oplog.exists() and oplog.stat().st_size == 0:
         oplog.unlink()  # warnings and errors only: kept when there are some
     log(f"wrote {args.out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {}
+    try:
+        asyncio.run(run(args, result))
+    except BaseException as e:  # stopped (SIGTERM, Ctrl-C) or failed: keep what was measured
+        if result:
+            result["incomplete"] = f"{type(e).__name__}: {e}".rstrip(": ")
+            write(args, result)
+        raise
+    write(args, result)
     return 0
 
 
