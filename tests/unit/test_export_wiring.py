@@ -10,13 +10,17 @@ reconcile per status write across the fleet and change nothing.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from dynamo_pool_operator.api import labels
-from dynamo_pool_operator.exports.wiring import export_changed
-from dynamo_pool_operator.runtime.informer import EventType
+from dynamo_pool_operator.exports.contributor import ExportCaches
+from dynamo_pool_operator.exports.wiring import export_changed, watch_exports
+from dynamo_pool_operator.runtime.controller import Controller
+from dynamo_pool_operator.runtime.informer import EventType, Informer, InformerClient
+from dynamo_pool_operator.runtime.queue import LOW
+from dynamo_pool_operator.runtime.resources import CONFIGMAPS
 
 REF = {
     "apiVersion": "nvidia.com/v1alpha1",
@@ -99,3 +103,32 @@ def test_a_user_taking_a_controller_away_or_giving_one_requeues() -> None:
     theirs = changed(ours, ("metadata", "ownerReferences"), [])
     assert export_changed(EventType.MODIFIED, ours, theirs)
     assert export_changed(EventType.MODIFIED, theirs, ours)
+
+
+class RecordingController:
+    """Records each watch's informer and fixed priority (None: by the event's source)."""
+
+    def __init__(self) -> None:
+        self.priorities: dict[Informer, int | None] = {}
+
+    def watches(self, informer: Informer, mapper: Any, predicate: Any = None, **kw: Any) -> Any:
+        self.priorities[informer] = kw.get("priority")
+        return self
+
+
+def test_a_cluster_property_change_requeues_every_relay_at_low_priority() -> None:
+    """Every ClusterProperty event maps to every relay (a mass requeue): at LOW, so a
+    user's change made meanwhile is served first (docs/runtime.md, Controller). Export
+    events keep the priority of their source: a user deleting an export is a real
+    change, served at NORMAL."""
+    client = cast("InformerClient", object())  # never run: only the wiring is looked at
+    exports, properties = Informer(client, CONFIGMAPS), Informer(client, CONFIGMAPS)
+    relays, dgds = Informer(client, CONFIGMAPS), Informer(client, CONFIGMAPS)
+    rec = RecordingController()
+    watch_exports(
+        cast("Controller", rec),
+        ExportCaches(exports, cluster_properties=properties),
+        relays=relays,
+        dgds=dgds,
+    )
+    assert rec.priorities == {exports: None, properties: LOW}
