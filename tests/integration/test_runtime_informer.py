@@ -37,7 +37,7 @@ from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client, ListResult
 from dynamo_pool_operator.runtime.informer import INITIAL_EVENTS_END, EventType, Informer
 from dynamo_pool_operator.runtime.ratelimit import Backoff
-from dynamo_pool_operator.runtime.resources import CONFIGMAPS, SECRETS, Resource
+from dynamo_pool_operator.runtime.resources import CONFIGMAPS, NAMESPACES, SECRETS, Resource
 from dynamo_pool_operator.runtime.store import (
     OWNER_UID_INDEX,
     Obj,
@@ -552,9 +552,24 @@ async def test_the_initial_list_is_streamed_from_the_watch_cache_not_read_from_e
 ) -> None:
     """On a server with WatchList (1.37 here) the informer makes no list request: one
     watch-list, answered from the watch cache. The server's metrics show no etcd range
-    read of the kind for it (one revision check, for the consistent "")."""
+    read of the kind for it (one revision check, for the consistent "").
+
+    The server's counters are per kind, not per client: once a test of this module
+    has started kube-controller-manager, its namespace controller lists (and deletes
+    by collection) the configmaps of every namespace an earlier test left, so the
+    window waits until no other namespace is terminating."""
     for i in range(30):
         await client.create(CONFIGMAPS, _cm(f"c{i}", namespace, v=str(i)))
+
+    async def no_other_namespace_terminating() -> bool:
+        listed = await client.list(NAMESPACES)
+        return not any(
+            ns["metadata"].get("deletionTimestamp") and ns["metadata"]["name"] != namespace
+            for ns in listed.items
+        )
+
+    if control_plane.garbage_collector:  # else nothing empties namespaces meanwhile
+        await eventually(no_other_namespace_terminating, timeout=120)
     spy = SpyClient(client)
     before = _storage_reads(control_plane, "configmaps")
     informer = Informer(spy, CONFIGMAPS, namespace)
