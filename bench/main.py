@@ -15,6 +15,7 @@ import asyncio
 import json
 import os
 import platform
+import signal
 import sys
 import time
 from collections import Counter
@@ -29,8 +30,9 @@ from dynamo_pool_operator.testing.controlplane import ControlPlane
 from dynamo_pool_operator.testing.crds import default_crds
 from dynamo_pool_operator.testing.harness import OPERATOR_AGENT
 
-from . import floor, inproc, objects, procs
+from . import fairness, floor, inproc, objects, procs
 from .latency import reaction_latency
+from .restart import restart
 from .tracker import Tracker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,6 +60,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--convergence-only",
         action="store_true",
         help="cold start, RSS and the steady window only (the RSS-vs-N points at large N)",
+    )
+    p.add_argument(
+        "--floor-events-only",
+        action="store_true",
+        help="only the floor with Events (9N), at the first --floor-concurrency level",
+    )
+    p.add_argument(
+        "--compare-python",
+        help="also restart the fleet with this interpreter (another checkout's operator)",
+    )
+    p.add_argument(
+        "--fairness",
+        action="store_true",
+        help="user changes during a cold start and during a ClusterProperty change only",
+    )
+    p.add_argument(
+        "--fairness-changes", type=int, default=100, help="changes per mass event (default 100)"
+    )
+    p.add_argument(
+        "--fairness-gap", type=float, default=0.25, help="seconds between changes (default 0.25)"
     )
     a = p.parse_args(argv)
     if a.quick:
@@ -177,10 +199,16 @@ async def measure_floor(
     n = len(pools)
     tpl = await floor.templates(client, *pools[0])
     levels = []
-    for c in (int(x) for x in args.floor_concurrency.split(",")):
+    concurrency = [int(x) for x in args.floor_concurrency.split(",")]
+    if args.floor_events_only:
+        concurrency = concurrency[:1]
+    for c in concurrency:
+        if args.floor_events_only:
+            levels.append({"concurrency": c, "seconds": None, "skipped": True})
+            continue
         levels.append(await floor.floor_at(client, tpl, n, c))
         log(f"floor: {levels[-1]}")
-    best = min(levels, key=lambda x: float(x["seconds"]))
+    best = min(levels, key=lambda x: float(x["seconds"] or 0))
     with_events = await floor.floor_at(client, tpl, n, best["concurrency"], events=True)
     log(f"floor with events: {with_events}")
     t = time.perf_counter()
@@ -195,14 +223,79 @@ async def measure_floor(
     }
 
 
-async def run(args: argparse.Namespace) -> dict[str, Any]:
+async def fairness_phases(
+    client: Client,
+    cp: ControlPlane,
+    tracker: Tracker,
+    op: procs.OperatorProcess,
+    pools: list[tuple[str, str]],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """User changes during the cold start, then during a ClusterProperty change."""
+    n = len(pools)
+    changes = fairness.Changes(client, tracker, pools, seed=11, timeout=args.timeout)
+    during_cold = asyncio.create_task(
+        fairness.cold_start_changes(changes, n, args.fairness_changes, args.fairness_gap)
+    )
+    cold = await converge(cp, tracker, op, args)
+    samples = await during_cold
+    out: dict[str, Any] = {"cold_start": cold}
+    out["during_cold_start"] = {
+        "changes_gap_seconds": args.fairness_gap,
+        "summary": fairness.summary(samples),
+        "samples": samples,
+    }
+    log(f"changes during the cold start: {out['during_cold_start']['summary']}")
+    probe = fairness.QueueProbe(op, 0)
+    await probe.wait_done(args.timeout)  # the cold start's tail: the queue empties
+    probe.n = n
+    changes = fairness.Changes(client, tracker, pools, seed=13, timeout=args.timeout)
+    out["during_cluster_property_change"] = await fairness.cluster_property_change(
+        client, changes, probe, args.fairness_changes, args.fairness_gap, args.timeout
+    )
+    log(
+        "changes during the ClusterProperty change: "
+        f"{out['during_cluster_property_change']['summary']} "
+        f"(mass event {out['during_cluster_property_change']['mass_event_seconds']}s)"
+    )
+    out["rss_after"] = op.status()
+    op.stop()
+    out["restart"], op = await restart(
+        cp, n, args.workers, args.out.with_suffix(".operator.log"), timeout=args.timeout
+    )
+    log(f"restart: {out['restart']}")
+    if args.compare_python:
+        op.stop()
+        out["restart_compared"], op = await restart(
+            cp,
+            n,
+            args.workers,
+            args.out.with_suffix(".operator.log"),
+            timeout=args.timeout,
+            python=args.compare_python,
+        )
+        log(f"restart ({args.compare_python}): {out['restart_compared']}")
+    op.stop()
+    return out
+
+
+async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any]:
+    """The phases; each one's figures go into `result` as it ends, so a run that is
+    stopped or fails still leaves what it measured (see `main`)."""
+    # SIGTERM (a run stopped for time, say at large N) cancels the run as Ctrl-C does,
+    # so the operator and the control plane are stopped and the finished phases are
+    # written (a loop handler: a bench started in the background ignores SIGINT).
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     n = args.pools
-    result: dict[str, Any] = {
+    result |= {
         "command": "bench/run " + " ".join(sys.argv[1:]),
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "pools": n,
         "quick": args.quick,
         "convergence_only": args.convergence_only,
+        "fairness": args.fairness,
         "operator_workers": args.workers,
         "machine": machine(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
@@ -227,6 +320,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             tracker = Tracker(client, set(pools))
             await tracker.start()
             try:
+                if args.fairness:
+                    result.update(await fairness_phases(client, cp, tracker, op, pools, args))
+                    return result
                 result["cold_start"] = await converge(cp, tracker, op, args)
                 result["rss_after_convergence"] = op.status()
                 if args.convergence_only:
@@ -240,16 +336,32 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 cold = result["cold_start"]["seconds"]
                 best = result["floor"]["best_seconds"]
                 with_events = result["floor"]["with_events_at_best"]["seconds"]
-                result["ratio_operator_to_floor"] = round(cold / best, 2)
+                if not args.floor_events_only:
+                    result["ratio_operator_to_floor"] = round(cold / best, 2)
                 result["ratio_operator_to_floor_with_events"] = round(cold / with_events, 2)
                 # Restarted on the converged fleet: the steady window includes its
                 # start, the caches' relist and a reconcile of every relay.
-                op = procs.OperatorProcess(cp, args.workers, args.out.with_suffix(".operator.log"))
-                op.start()
-                result["steady_state"] = await steady(cp, args.steady, restarted=True)
+                window = asyncio.create_task(steady(cp, args.steady, restarted=True))
+                await asyncio.sleep(0.5)  # the window's audit mark comes first
+                result["restart"], op = await restart(
+                    cp, n, args.workers, args.out.with_suffix(".operator.log"), timeout=args.timeout
+                )
+                log(f"restart: {result['restart']}")
+                result["steady_state"] = await window
                 result["reaction"] = await reaction_latency(client, tracker, pools, args.changes)
                 log(f"reaction: {result['reaction']['summary']}")
                 result["rss_after_reaction"] = op.status()
+                if args.compare_python:
+                    op.stop()
+                    result["restart_compared"], op = await restart(
+                        cp,
+                        n,
+                        args.workers,
+                        args.out.with_suffix(".operator.log"),
+                        timeout=args.timeout,
+                        python=args.compare_python,
+                    )
+                    log(f"restart ({args.compare_python}): {result['restart_compared']}")
             finally:
                 await tracker.stop()
             op.stop()
@@ -262,10 +374,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    result = asyncio.run(run(args))
+def write(args: argparse.Namespace, result: dict[str, Any]) -> None:
     result["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
     # The machine may be shared: the load says how noisy the timings are.
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -274,6 +383,20 @@ def main(argv: list[str] | None = None) -> int:
     if oplog.exists() and oplog.stat().st_size == 0:
         oplog.unlink()  # warnings and errors only: kept when there are some
     log(f"wrote {args.out}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {}
+    try:
+        asyncio.run(run(args, result))
+    except BaseException as e:  # stopped (SIGTERM, Ctrl-C) or failed: keep what was measured
+        if result:
+            result["incomplete"] = f"{type(e).__name__}: {e}".rstrip(": ")
+            write(args, result)
+        raise
+    write(args, result)
     return 0
 
 

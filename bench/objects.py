@@ -73,14 +73,14 @@ async def create_namespaces(client: Client, names: Iterable[str]) -> None:
         await client.create(NAMESPACES, {"metadata": {"name": ns}})
 
 
-async def set_cluster_id(client: Client) -> None:
+async def set_cluster_id(client: Client, value: str = CLUSTER_ID) -> None:
     await client.apply(
         CLUSTER_PROPERTIES,
         {
             "apiVersion": CLUSTER_PROPERTIES.api_version,
             "kind": "ClusterProperty",
             "metadata": {"name": CLUSTER_ID_PROPERTY},
-            "spec": {"value": CLUSTER_ID},
+            "spec": {"value": value},
         },
         field_manager="dpo-bench",
         force=True,

@@ -9,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -16,21 +17,23 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from dynamo_pool_operator.config import API_VERSION, KIND
-from dynamo_pool_operator.testing.controlplane import ControlPlane
+from dynamo_pool_operator.testing.controlplane import ControlPlane, free_port
 
 
-def operator_config(workers: int) -> dict[str, object]:
-    """mcsImplementation mcs, one replica (no leader election), no listeners.
+def operator_config(workers: int, metrics_port: int | None = None) -> dict[str, object]:
+    """mcsImplementation mcs, one replica (no leader election), no probe listener;
+    /metrics on loopback when `metrics_port` is given (the queue and client metrics).
 
     No MCS implementation runs on the bench's control plane, so none ever writes an
     export's conditions: `unconfirmedAfter: 0s` says so (as an AWS Cloud Map user
     would), and `Exported` is decided on the first pass instead of a minute later."""
+    metrics = f"127.0.0.1:{metrics_port}" if metrics_port else "0"
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "multiCluster": {"mcsImplementation": "mcs", "unconfirmedAfter": "0s"},
         "leaderElection": {"enabled": False},
-        "server": {"metricsAddress": "0", "healthProbeAddress": "0"},
+        "server": {"metricsAddress": metrics, "healthProbeAddress": "0"},
         "controller": {"workers": workers},
         "logging": {"level": "warning"},
     }
@@ -39,11 +42,14 @@ def operator_config(workers: int) -> dict[str, object]:
 class OperatorProcess:
     """`python -m dynamo_pool_operator.cli run` against the control plane."""
 
-    def __init__(self, cp: ControlPlane, workers: int, log: Path) -> None:
+    def __init__(
+        self, cp: ControlPlane, workers: int, log: Path, python: str | None = None
+    ) -> None:
+        self.metrics_port = free_port()
         self.config_path = cp.dir / "bench-operator.yaml"
-        self.config_path.write_text(yaml.safe_dump(operator_config(workers)))
+        self.config_path.write_text(yaml.safe_dump(operator_config(workers, self.metrics_port)))
         self.args = [
-            sys.executable,
+            python or sys.executable,
             "-m",
             "dynamo_pool_operator.cli",
             "run",
@@ -76,6 +82,22 @@ class OperatorProcess:
                 out[key] = int(value.split()[0]) * 1024
         fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
         out["cpu_ticks"] = int(fields[11]) + int(fields[12])
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        """The operator's own /metrics, summed by family sample name and labels
+        (`name{k="v",...}` keys); {} while it does not answer yet."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                body = resp.read().decode()
+        except OSError:
+            return {}
+        out: dict[str, float] = {}
+        for fam in text_string_to_metric_families(body):
+            for s in fam.samples:
+                labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+                out[f"{s.name}{{{labels}}}" if labels else s.name] = float(s.value)
         return out
 
     def start_profile(self, path: Path) -> bool:
@@ -139,6 +161,46 @@ def request_counts(cp: ControlPlane) -> Counter[tuple[str, str]]:
             for s in fam.samples:
                 if s.labels.get("verb") == "WATCH":
                     out[("WATCH-open", s.labels.get("resource", ""))] += int(s.value)
+    return out
+
+
+#: Our kinds in the API server's storage metrics (group, resource).
+OUR_KINDS = {
+    ("nvidia.com", "dynamopoolrelays"),
+    ("nvidia.com", "dynamographdeployments"),
+    ("apps", "deployments"),
+    ("", "services"),
+    ("multicluster.x-k8s.io", "serviceexports"),
+    ("about.k8s.io", "clusterproperties"),
+}
+
+
+def storage_reads(cp: ControlPlane) -> Counter[tuple[str, str]]:
+    """What the API server read, from its own metrics, for our kinds: etcd requests by
+    operation (`etcd_requests_total`: "list"/"listWithCount" are range reads of the
+    objects, "getCurrentResourceVersion" the revision check of a consistent read from
+    the watch cache), lists by where they were served (`apiserver_storage_list_total`
+    by `storage`), and watch-lists (`apiserver_watch_list_duration_seconds_count`).
+    Keys: (what, resource)."""
+    status, body = cp.request("GET", "/metrics")
+    if status != 200 or not isinstance(body, str):
+        return Counter()
+    out: Counter[tuple[str, str]] = Counter()
+    for fam in text_string_to_metric_families(body):
+        for s in fam.samples:
+            kind = (s.labels.get("group", ""), s.labels.get("resource", ""))
+            if kind not in OUR_KINDS:
+                continue
+            if s.name == "etcd_requests_total":
+                out[(f"etcd {s.labels.get('operation', '')}", kind[1])] += int(s.value)
+            elif s.name == "apiserver_storage_list_total":
+                out[(f"list from {s.labels.get('storage', '')}", kind[1])] += int(s.value)
+            elif s.name == "apiserver_storage_list_fetched_objects_total":
+                out[(f"objects fetched from {s.labels.get('storage', '')}", kind[1])] += int(
+                    s.value
+                )
+            elif s.name == "apiserver_watch_list_duration_seconds_count":
+                out[("watch-list", kind[1])] += int(s.value)
     return out
 
 

@@ -242,7 +242,7 @@ def build(
     registry = registry if registry is not None else metrics.REGISTRY
     clock = clock or SystemClock()
     namespace = config.namespace.restricted or None
-    informers = SharedInformers(client)
+    informers = SharedInformers(client, registry=registry)
     caches = relay_controller.relay_caches(
         informers, namespace=namespace, dgd_version=served.dgd_version
     )

@@ -35,9 +35,9 @@ from tcp_proxy import TcpProxy
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client, ListResult
-from dynamo_pool_operator.runtime.informer import EventType, Informer
+from dynamo_pool_operator.runtime.informer import INITIAL_EVENTS_END, EventType, Informer
 from dynamo_pool_operator.runtime.ratelimit import Backoff
-from dynamo_pool_operator.runtime.resources import CONFIGMAPS, SECRETS, Resource
+from dynamo_pool_operator.runtime.resources import CONFIGMAPS, NAMESPACES, SECRETS, Resource
 from dynamo_pool_operator.runtime.store import (
     OWNER_UID_INDEX,
     Obj,
@@ -152,7 +152,8 @@ class Recorder:
 
 class SpyClient:
     """Passes the informer's two reads to the real client and records them: the
-    resourceVersion of each list, where each watch started, and each 410 it met."""
+    resourceVersion of each list, where each watch started, and each 410 it met. A
+    streaming list (a watch-list) counts as a list, at its end bookmark's version."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
@@ -169,7 +170,9 @@ class SpyClient:
     async def watch_lines(
         self, res: Resource, namespace: str | None = None, *, resource_version: str, **kw: Any
     ) -> AsyncIterator[bytes]:
-        self.watches.append(resource_version)
+        streaming = bool(kw.get("send_initial_events"))
+        if not streaming:
+            self.watches.append(resource_version)
         lines = self.client.watch_lines(res, namespace, resource_version=resource_version, **kw)
         try:
             async with contextlib.aclosing(lines):
@@ -177,6 +180,9 @@ class SpyClient:
                     event = orjson.loads(line)
                     if event.get("type") == "ERROR" and event["object"].get("code") == 410:
                         self.gone.append((resource_version, "in-stream ERROR"))
+                    meta = (event.get("object") or {}).get("metadata") or {}
+                    if streaming and (meta.get("annotations") or {}).get(INITIAL_EVENTS_END):
+                        self.lists.append(str(meta["resourceVersion"]))
                     yield line
         except errors.Gone as e:
             self.gone.append((resource_version, "HTTP 410"))
@@ -513,3 +519,65 @@ async def test_a_watch_gone_silent_is_noticed_and_the_informer_recovers_when_the
 
                 proxy.resume()
                 await eventually(lambda: seen("2"), timeout=10)
+
+
+def _storage_reads(cp: ControlPlane, resource: str) -> dict[str, float]:
+    """The API server's own counters for `resource`: etcd range reads (list operations),
+    etcd revision checks, lists served by the watch cache, and watch-lists."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    status, body = cp.request("GET", "/metrics")
+    assert status == 200
+    out = {"etcd_list": 0.0, "etcd_revision": 0.0, "watchcache_list": 0.0, "watch_list": 0.0}
+    for fam in text_string_to_metric_families(str(body)):
+        for s in fam.samples:
+            if s.labels.get("resource") != resource:
+                continue
+            op = s.labels.get("operation", "")
+            if s.name == "etcd_requests_total" and op.startswith("list"):
+                out["etcd_list"] += s.value
+            elif s.name == "etcd_requests_total" and op == "getCurrentResourceVersion":
+                out["etcd_revision"] += s.value
+            elif s.name == "apiserver_storage_list_total" and s.labels.get("storage") == (
+                "watchcache"
+            ):
+                out["watchcache_list"] += s.value
+            elif s.name == "apiserver_watch_list_duration_seconds_count":
+                out["watch_list"] += s.value
+    return out
+
+
+async def test_the_initial_list_is_streamed_from_the_watch_cache_not_read_from_etcd(
+    control_plane: ControlPlane, client: Client, namespace: str
+) -> None:
+    """On a server with WatchList (1.37 here) the informer makes no list request: one
+    watch-list, answered from the watch cache. The server's metrics show no etcd range
+    read of the kind for it (one revision check, for the consistent "").
+
+    The server's counters are per kind, not per client: once a test of this module
+    has started kube-controller-manager, its namespace controller lists (and deletes
+    by collection) the configmaps of every namespace an earlier test left, so the
+    window waits until no other namespace is terminating."""
+    for i in range(30):
+        await client.create(CONFIGMAPS, _cm(f"c{i}", namespace, v=str(i)))
+
+    async def no_other_namespace_terminating() -> bool:
+        listed = await client.list(NAMESPACES)
+        return not any(
+            ns["metadata"].get("deletionTimestamp") and ns["metadata"]["name"] != namespace
+            for ns in listed.items
+        )
+
+    if control_plane.garbage_collector:  # else nothing empties namespaces meanwhile
+        await eventually(no_other_namespace_terminating, timeout=120)
+    spy = SpyClient(client)
+    before = _storage_reads(control_plane, "configmaps")
+    informer = Informer(spy, CONFIGMAPS, namespace)
+    async with running(informer):
+        assert len(informer.store) == 30
+        after = _storage_reads(control_plane, "configmaps")
+    assert len(spy.lists) == 1  # the end bookmark of the one watch-list
+    assert informer.watch_list
+    assert after["watch_list"] - before["watch_list"] == 1
+    assert after["etcd_list"] - before["etcd_list"] == 0
+    assert after["watchcache_list"] - before["watchcache_list"] == 0  # no list request

@@ -12,13 +12,22 @@ reconcile per status write across the fleet and change nothing.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api.mcs import Implementation
+from dynamo_pool_operator.exports.apis import ExportApis
+from dynamo_pool_operator.exports.contributor import PoolExports
 from dynamo_pool_operator.exports.wiring import export_changed
-from dynamo_pool_operator.runtime.informer import EventType
+from dynamo_pool_operator.runtime.controller import Controller
+from dynamo_pool_operator.runtime.degraded import DegradedChecks
+from dynamo_pool_operator.runtime.informer import EventType, Informer, InformerClient
+from dynamo_pool_operator.runtime.queue import LOW
+from dynamo_pool_operator.runtime.resources import CONFIGMAPS
+from dynamo_pool_operator.runtime.shared_informers import SharedInformers
 
 REF = {
     "apiVersion": "nvidia.com/v1alpha1",
@@ -107,3 +116,45 @@ def test_a_user_taking_a_controller_away_or_giving_one_requeues() -> None:
     theirs = changed(ours, ("metadata", "ownerReferences"), [])
     assert export_changed(EventType.MODIFIED, ours, theirs)
     assert export_changed(EventType.MODIFIED, theirs, ours)
+
+
+class RecordingController:
+    """Records each watch's informer and fixed priority (None: by the event's source)."""
+
+    def __init__(self) -> None:
+        self.priorities: dict[Informer, int | None] = {}
+
+    def watches(self, informer: Informer, mapper: Any, predicate: Any = None, **kw: Any) -> Any:
+        self.priorities[informer] = kw.get("priority")
+        return self
+
+
+def test_a_cluster_property_change_requeues_every_relay_at_low_priority() -> None:
+    """Every ClusterProperty event maps to every relay (a mass requeue): at LOW, so a
+    user's change made meanwhile is served first (docs/runtime.md, Controller). Export
+    events keep the priority of their source: a user deleting an export is a real
+    change, served at NORMAL."""
+    client = cast("InformerClient", object())  # never run: only the wiring is looked at
+    relays, dgds = Informer(client, CONFIGMAPS), Informer(client, CONFIGMAPS)
+    registry = CollectorRegistry()
+    rec = RecordingController()
+    apis = ExportApis(
+        SharedInformers(client),
+        cast("Controller", rec),
+        PoolExports(
+            None,
+            resource=None,
+            implementation=Implementation.MCS,
+            about_version=None,
+            registry=registry,
+        ),
+        DegradedChecks({}, registry),
+        relays=relays,
+        dgds=dgds,
+        namespace=None,
+    )
+    apis.begin("v1alpha1", "v1alpha1")
+    caches = apis.caches
+    assert caches is not None
+    assert caches.cluster_properties is not None
+    assert rec.priorities == {caches.exports: None, caches.cluster_properties: LOW}

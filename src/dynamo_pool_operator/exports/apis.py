@@ -37,6 +37,7 @@ from ..runtime import errors
 from ..runtime.controller import Controller
 from ..runtime.degraded import DegradedChecks
 from ..runtime.informer import Informer
+from ..runtime.queue import LOW
 from ..runtime.shared_informers import SharedInformers
 from ..runtime.store import CONTROLLER_UID_INDEX, index_by_controller_uid
 from .contributor import ExportCaches, PoolExports
@@ -189,7 +190,11 @@ class ExportApis:
         informer = informer or self._property_informer(version)
         self._properties, self._about_version = informer, version
         # Not waited for: an unreadable property is reported per relay and retried.
-        self.controller.watches(informer, all_relays(self.relays), wait_for_sync=False)
+        # Low priority: a change requeues every relay, and a user's change made
+        # meanwhile must not wait behind all of them.
+        self.controller.watches(
+            informer, all_relays(self.relays), wait_for_sync=False, priority=LOW
+        )
         self.degraded.watch(CLUSTER_ID_CHECK, informer)
 
     async def _detach_properties(self) -> None:

@@ -7,8 +7,10 @@ Watches (only with an MCS implementation configured):
   exports a Service of that name in the same namespace (an index from frontend
   Service name to DGD keeps that a lookup, not a scan).
 - The ClusterProperty `cluster.clusterset.k8s.io` (mcs with the About API
-  served): any change requeues every relay. Its cache is not waited for: an
-  unreadable property is reported per relay as ExportFailed and retried.
+  served): any change requeues every relay, at low queue priority so that a
+  user's change made meanwhile is not served after all of them. Its cache is not
+  waited for: an unreadable property is reported per relay as ExportFailed and
+  retried.
 
 Which of them exist at a given time follows the served APIs (`exports/apis.py`).
 """

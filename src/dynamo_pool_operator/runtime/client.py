@@ -14,16 +14,20 @@ import asyncio
 import builtins
 import random
 import socket
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from .. import __version__
-from . import errors
+from . import errors, metrics
 from .auth import ClusterConfig
+from .metricsets import per_registry
 from .ratelimit import TokenBucket
 from .resources import Resource
 
@@ -50,6 +54,34 @@ TCP_KEEPALIVE = 30.0
 #: server to end every watch sooner than this (and the server sends a bookmark just
 #: before it does), so a healthy watch never stays silent this long; see informer.py.
 WATCH_IDLE_TIMEOUT = 60.0
+
+
+#: client-go's buckets for rest_client_request_duration_seconds.
+REQUEST_DURATION_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+#: The `code` of a request that got no HTTP answer (client-go's label value).
+NO_ANSWER = "<error>"
+
+
+@per_registry
+def _client_metrics(registry: CollectorRegistry) -> tuple[Counter, Histogram]:
+    """client-go's REST client metrics, by its names and labels, so its dashboards and
+    alerts apply: every request attempt (retries included), watches at their answer."""
+    return (
+        Counter(
+            "rest_client_requests_total",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            ["code", "method", "host"],
+            registry=registry,
+        ),
+        Histogram(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds, by verb and host (a watch: until its answer "
+            "began, not its whole life).",
+            ["verb", "host"],
+            buckets=REQUEST_DURATION_BUCKETS,
+            registry=registry,
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +138,14 @@ class Client:
         tcp_keepalive: float = TCP_KEEPALIVE,
         watch_idle_timeout: float = WATCH_IDLE_TIMEOUT,
         field_manager: str | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.config = config
+        self._m_requests, self._m_duration = _client_metrics(
+            registry if registry is not None else metrics.REGISTRY
+        )
+        self._host = urlsplit(config.server).netloc
+        self._m_series: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.user_agent = user_agent
         #: The field manager of every write that names none (controller-runtime's
         #: field owner): one name for all of a process's server-side apply ownership.
@@ -155,6 +193,17 @@ class Client:
         await self.close()
 
     # ------------------------------------------------------------ transport
+    def _observe(self, method: str, code: str, started: float) -> None:
+        key = (method, code)
+        series = self._m_series.get(key)
+        if series is None:
+            series = self._m_series[key] = (
+                self._m_requests.labels(code, method, self._host),
+                self._m_duration.labels(method, self._host),
+            )
+        series[0].inc()
+        series[1].observe(time.perf_counter() - started)
+
     async def request(
         self,
         method: str,
@@ -188,6 +237,8 @@ class Client:
             ssl = await self.config.credentials.ssl_context()
             if method not in _READS and self.write_gate is not None and not self.write_gate():
                 raise errors.NotLeader(f"{method} {path}: not sent, this replica does not lead")
+            started = time.perf_counter()
+            code = NO_ANSWER
             try:
                 async with self._http().request(
                     method,
@@ -202,13 +253,17 @@ class Client:
                         total=self._timeout, sock_connect=self._dial_timeout
                     ),
                 ) as resp:
+                    code = str(resp.status)
                     raw = await resp.read()
+                    self._observe(method, code, started)
                     if resp.status < 300:
                         return orjson.loads(raw) if raw else None
                     err = _error_from(resp.status, raw, resp.headers.get("Retry-After"))
             except TimeoutError as e:
+                self._observe(method, code, started)
                 raise errors.ServerTimeout(f"{method} {path}: no answer in {self._timeout}s") from e
             except aiohttp.ClientError as e:
+                self._observe(method, code, started)
                 raise errors.ConnectionFailed(f"{method} {path}: {e}") from e
             if isinstance(err, errors.Unauthorized) and not refreshed:
                 refreshed = True
@@ -239,16 +294,27 @@ class Client:
         field_selector: str | None = None,
         limit: int = 500,
         each: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
     ) -> ListResult:
         """List every item, following `continue` tokens page by page.
 
         `each`, if given, maps every item as its page arrives (None drops it), so a
         caller that trims objects never holds more than one untrimmed page: an
         informer relisting thousands of Deployments would otherwise hold them all
-        with their managedFields at once, and the heap keeps that high-water mark."""
+        with their managedFields at once, and the heap keeps that high-water mark.
+
+        `resource_version` (with `resource_version_match`) is the API's list
+        semantics: None (unset) is a consistent read; "0" is "any version", which the
+        server answers from its watch cache (and in one page: it ignores `limit`);
+        a version with `NotOlderThan` is "at least this new", from the cache too."""
         items: list[dict[str, Any]] = []
         params = _selectors(label_selector, field_selector)
         params["limit"] = str(limit)
+        if resource_version is not None:
+            params["resourceVersion"] = resource_version
+        if resource_version_match is not None:
+            params["resourceVersionMatch"] = resource_version_match
         while True:
             page = await self.request("GET", res.path(namespace), params=params)
             meta = page.get("metadata") or {}
@@ -273,19 +339,31 @@ class Client:
         timeout_seconds: int = 300,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        send_initial_events: bool = False,
     ) -> AsyncIterator[bytes]:
         """Open a watch and yield each event line undecoded, so callers can decode
-        only the fields they need or the whole object (orjson)."""
+        only the fields they need or the whole object (orjson).
+
+        `send_initial_events` asks for a streaming list (the API's watch-list):
+        ADDED for every object at least as new as `resource_version` ("" is the
+        current state), then a BOOKMARK annotated `k8s.io/initial-events-end`, then
+        the watch goes on. It implies `resourceVersionMatch=NotOlderThan` and
+        bookmarks, as the API requires."""
         params = _selectors(label_selector, field_selector)
         params.update(
             watch="true",
             resourceVersion=resource_version,
             timeoutSeconds=str(timeout_seconds),
         )
-        if allow_bookmarks:
+        if allow_bookmarks or send_initial_events:
             params["allowWatchBookmarks"] = "true"
+        if send_initial_events:
+            params["sendInitialEvents"] = "true"
+            params["resourceVersionMatch"] = "NotOlderThan"
         headers = {"User-Agent": self.user_agent, "Accept": JSON}
         headers.update(await self.config.credentials.headers())
+        started = time.perf_counter()
+        answered = False
         try:
             async with self._http().get(
                 self.config.server + res.path(namespace),
@@ -300,6 +378,8 @@ class Client:
                     total=None, sock_connect=self._dial_timeout, sock_read=self.watch_idle_timeout
                 ),
             ) as resp:
+                answered = True
+                self._observe("WATCH", str(resp.status), started)
                 if resp.status >= 300:
                     raw = await resp.read()
                     err = _error_from(resp.status, raw, resp.headers.get("Retry-After"))
@@ -314,11 +394,15 @@ class Client:
                         if line.strip():
                             yield line
         except TimeoutError as e:
+            if not answered:
+                self._observe("WATCH", NO_ANSWER, started)
             raise errors.ServerTimeout(
                 f"watch {res.group_resource}: no byte in {self.watch_idle_timeout:.0f}s "
                 "(or no connection): the connection is taken for dead"
             ) from e
         except aiohttp.ClientError as e:
+            if not answered:
+                self._observe("WATCH", NO_ANSWER, started)
             raise errors.ConnectionFailed(f"watch {res.group_resource}: {e}") from e
 
     async def watch(

@@ -11,6 +11,12 @@ and call `reconcile`. The reconcile contract is controller-runtime's:
   not an error, so not logged or counted as one);
 - otherwise -> forget the backoff; wait for the next event.
 
+Keys are queued by priority (queue.py): an event from an informer's list (the
+initial list of a start or failover, a relist) at `LOW`, one from a watch at
+`NORMAL`, unless the watch names a fixed priority (`watches(priority=LOW)` for an
+input whose every change requeues every object). A failed or requeued key goes back
+at the priority it was handed out with.
+
 There are no terminal errors: anything that failed is retried. A key is never
 reconciled by two workers at once (the queue guarantees it), and a reconcile
 reads only caches, so it is level-based: it never depends on having seen a
@@ -34,7 +40,7 @@ from . import errors, metrics
 from .clock import Clock, SystemClock
 from .informer import EventHandler, EventType, Informer
 from .metricsets import per_registry
-from .queue import ShutDown, WorkQueue
+from .queue import LOW, NORMAL, ShutDown, WorkQueue
 from .ratelimit import RateLimiter
 from .store import Obj
 
@@ -238,11 +244,16 @@ class Controller:
         predicate: Predicate | None = None,
         *,
         wait_for_sync: bool = True,
+        priority: int | None = None,
     ) -> Controller:
         """Enqueue the keys `mapper` returns for each (old and new) object of an event.
 
         `wait_for_sync=False` for an optional dependency whose cache may never sync
         (e.g. no permission): the reconciler must then check `has_synced` itself.
+        `priority`: the queue priority of every key this watch adds; by default `LOW`
+        for events from the informer's list and `NORMAL` for events from its watch.
+        A watch whose every event maps to every object (a mass requeue) passes `LOW`,
+        so that a real change to one object is not served after all of them.
         """
 
         def handle(etype: EventType, old: Obj | None, new: Obj | None) -> None:
@@ -252,8 +263,11 @@ class Controller:
             for obj in (old, new):
                 if obj is not None:
                     keys.update(mapper(obj))
+            level = priority
+            if level is None:
+                level = LOW if informer.from_list else NORMAL
             for key in keys:
-                self.queue.add(key)
+                self.queue.add(key, level)
 
         if wait_for_sync and informer not in self._informers:
             self._informers.append(informer)
@@ -273,9 +287,10 @@ class Controller:
         self._optional = [i for i in self._optional if i is not informer]
 
     def enqueue_all(self, keys: Iterable[Request]) -> None:
-        """Reconcile each of `keys` (what they depend on changed without an event)."""
+        """Reconcile each of `keys` (what they depend on changed without an event): a mass
+        requeue, so at low priority, behind any change a user makes meanwhile."""
         for key in keys:
-            self.queue.add(key)
+            self.queue.add(key, LOW)
 
     def for_(self, informer: Informer, predicate: Predicate | None = None) -> Controller:
         """The primary resource: an event on X enqueues X."""
@@ -387,26 +402,32 @@ class Controller:
     async def _worker(self) -> None:
         while True:
             try:
-                key = await self.queue.get()
+                key, priority = await self.queue.get_with_priority()
             except ShutDown:
                 return
             try:
-                await self._reconcile_handler(key)
+                await self._reconcile_handler(key, priority)
             except asyncio.CancelledError as e:
                 if _cancel_requested():
                     raise  # the controller is stopping this worker
-                self._failed(key, e, "a CancelledError not sent to this worker")
+                self._failed(key, priority, e, "a CancelledError not sent to this worker")
             except Exception as e:
                 # Never lose a worker (or its key) to a bug outside the reconcile itself.
-                self._failed(key, e, "the worker failed")
+                self._failed(key, priority, e, "the worker failed")
             except BaseException:
                 # The worker dies (and is replaced); its key must not die with it.
-                self.queue.add_rate_limited(key)
+                self.queue.add_rate_limited(key, priority)
                 raise
             finally:
                 self.queue.done(key)
+            # Let the rest of the loop run between keys. A no-op reconcile reads caches
+            # only and never suspends, and `get` does not suspend while keys wait, so
+            # without this a worker drains a mass requeue of thousands of keys in one
+            # go: no watch is read meanwhile, and a user's change is not even queued
+            # (so not served first) until the backlog is through.
+            await asyncio.sleep(0)
 
-    def _failed(self, key: Request, error: BaseException, what: str) -> None:
+    def _failed(self, key: Request, priority: int, error: BaseException, what: str) -> None:
         """Count, log (with the traceback) and retry a reconcile that failed unexpectedly."""
         self._m.errors.labels(self.name).inc()
         self._m.total.labels(self.name, "error").inc()
@@ -419,9 +440,9 @@ class Controller:
             exc_info=error,
             extra={"controller": self.name, "namespace": key[0], "object": key[1]},
         )
-        self.queue.add_rate_limited(key)
+        self.queue.add_rate_limited(key, priority)
 
-    async def _reconcile_handler(self, key: Request) -> None:
+    async def _reconcile_handler(self, key: Request, priority: int = NORMAL) -> None:
         m, name = self._m, self.name
         started = time.monotonic()
         m.active.labels(name).inc()
@@ -432,7 +453,7 @@ class Controller:
                 raise
             # Not sent to us (the reconcile awaited something another task cancelled):
             # a failed reconcile like any other, or it would end the worker silently.
-            self._failed(key, e, "a CancelledError not sent to this worker")
+            self._failed(key, priority, e, "a CancelledError not sent to this worker")
             return
         except Exception as e:
             m.errors.labels(name).inc()
@@ -446,19 +467,19 @@ class Controller:
                 exc_info=not isinstance(e, errors.Reported),
                 extra={"controller": name, "namespace": key[0], "object": key[1]},
             )
-            self.queue.add_rate_limited(key)
+            self.queue.add_rate_limited(key, priority)
             return
         finally:
             m.active.labels(name).dec()
             m.time.labels(name).observe(time.monotonic() - started)
         if result is not None and result.requeue:
             m.total.labels(name, "requeue").inc()
-            self.queue.add_rate_limited(key)
+            self.queue.add_rate_limited(key, priority)
             return
         self.queue.forget(key)
         if result is not None and result.requeue_after:
             m.total.labels(name, "requeue_after").inc()
-            self.queue.add_after(key, result.requeue_after)
+            self.queue.add_after(key, result.requeue_after, priority)
         else:
             m.total.labels(name, "success").inc()
 

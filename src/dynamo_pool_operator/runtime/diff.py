@@ -15,6 +15,7 @@ Fields others set are ignored: an apply does not remove them either.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -56,22 +57,82 @@ def contains(
 
     `skip` names dotted paths (e.g. "spec.template.spec.containers.resources") whose
     values the server normalizes (quantities), so they are left to the hash.
+
+    This runs for every owned object on every reconcile, so it is written for speed
+    (it was most of a no-op reconcile's CPU; docs/performance.md): an equal subtree is
+    settled by one C-level `==` (most of a converged object is), `dict` and `list`
+    are told by exact type before the ABC checks, and dotted paths are built only on
+    the way to a `skip` path, not for every field.
     """
+    if not skip:
+        return _contains(live, desired)
+    return _contains_skipping(live, desired, skip, _prefixes(skip), path)
+
+
+@functools.lru_cache(maxsize=64)
+def _prefixes(skip: frozenset[str]) -> frozenset[str]:
+    """Every dotted path that leads to a `skip` path ("a", "a.b" for "a.b.c")."""
+    out: set[str] = set()
+    for p in skip:
+        parts = p.split(".")
+        out.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    return frozenset(out)
+
+
+def _contains(live: Any, desired: Any) -> bool:
+    if live == desired:
+        return True
+    t = type(desired)
+    if t in _SCALARS:
+        return False
+    if t is dict or isinstance(desired, Mapping):
+        if type(live) is not dict and not isinstance(live, Mapping):
+            return False
+        for k, v in desired.items():
+            if k in live:
+                if not _contains(live[k], v):
+                    return False
+            elif not _omitted(v):
+                return False
+        return True
+    if t is list or (isinstance(desired, Sequence) and not isinstance(desired, str | bytes)):
+        if type(live) is not list and (
+            not isinstance(live, Sequence) or isinstance(live, str | bytes)
+        ):
+            return False
+        keyed = [_key(d) for d in desired]
+        if all(k is not None for k in keyed):
+            by_key = {_key(item): item for item in live}
+            return all(
+                k in by_key and _contains(by_key[k], d) for k, d in zip(keyed, desired, strict=True)
+            )
+        if len(live) != len(desired):
+            return False
+        return all(_contains(li, d) for li, d in zip(live, desired, strict=True))
+    return False  # another type, and not equal
+
+
+def _contains_skipping(
+    live: Any, desired: Any, skip: frozenset[str], prefixes: frozenset[str], path: str
+) -> bool:
+    """`_contains` on the way to a skipped path: the only place paths are built."""
     if path in skip:
         return True
-    # Scalars first, by exact type: most leaves are str/int/bool, and the ABC checks
-    # below cost most of a no-op reconcile (profiled in docs/performance.md).
-    if type(desired) in _SCALARS:
-        return bool(live == desired)
+    if path not in prefixes and path:
+        return _contains(live, desired)
+    if live == desired:
+        return True
     if isinstance(desired, Mapping):
         if not isinstance(live, Mapping):
             return False
-        return all(
-            contains(live[k], v, skip=skip, path=f"{path}.{k}" if path else k)
-            if k in live
-            else _omitted(v)
-            for k, v in desired.items()
-        )
+        for k, v in desired.items():
+            if k in live:
+                child = f"{path}.{k}" if path else k
+                if not _contains_skipping(live[k], v, skip, prefixes, child):
+                    return False
+            elif not _omitted(v):
+                return False
+        return True
     if isinstance(desired, Sequence) and not isinstance(desired, str | bytes):
         if not isinstance(live, Sequence) or isinstance(live, str | bytes):
             return False
@@ -79,15 +140,16 @@ def contains(
         if all(k is not None for k in keyed):
             by_key = {_key(item): item for item in live}
             return all(
-                k in by_key and contains(by_key[k], d, skip=skip, path=path)
+                k in by_key and _contains_skipping(by_key[k], d, skip, prefixes, path)
                 for k, d in zip(keyed, desired, strict=True)
             )
         if len(live) != len(desired):
             return False
         return all(
-            contains(li, d, skip=skip, path=path) for li, d in zip(live, desired, strict=True)
+            _contains_skipping(li, d, skip, prefixes, path)
+            for li, d in zip(live, desired, strict=True)
         )
-    return bool(live == desired)
+    return False
 
 
 def needs_apply(

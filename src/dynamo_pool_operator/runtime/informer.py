@@ -2,10 +2,24 @@
 
 The state machine follows client-go's reflector and kube-rs's `watcher`:
 
-* **list** (paginated by the client) and replace the store in one step. Objects
-  that vanished since the last list get a synthesized DELETED, so a 410 never
-  loses a delete. This is what lightkube and kr8s get wrong; kube-rs calls the
-  step `InitDone`.
+* **list** and replace the store in one step. Objects that vanished since the
+  last list get a synthesized DELETED, so a 410 never loses a delete. This is what
+  lightkube and kr8s get wrong; kube-rs calls the step `InitDone`. The list is a
+  **streaming watch-list** where the server has it (the WatchList feature, on by
+  default since Kubernetes 1.32, as client-go's reflector uses it): one watch with
+  `sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan` and
+  `resourceVersion=""`, whose ADDED events are the list, ended by a BOOKMARK
+  annotated `k8s.io/initial-events-end`; the store is replaced at that bookmark and
+  the same watch goes on. The server answers it from its watch cache (etcd is asked
+  only for its current revision, not for the objects), and objects arrive one by
+  one, so no page of untrimmed objects is ever held. A server that refuses it
+  (400/422: the feature is off) or ends the watch before that bookmark (a server
+  too old to know the parameter) gets a paginated list from then on, as before:
+  `resourceVersion` unset, 500 objects a page, which Kubernetes >= 1.31 serves from
+  its watch cache too (consistent reads from cache). `resourceVersion=0` lists are
+  not used: they ignore `limit` (the whole list in one response, the memory peak
+  this avoids) and may be older than what this process saw before (another API
+  server's lagging cache after a failover).
 * **watch** from the list's resourceVersion, with bookmarks. A watch that ends
   (the server's `timeoutSeconds`) or drops resumes from the last resourceVersion
   seen, *without* relisting: a relist is a full read from etcd, and many
@@ -17,7 +31,11 @@ The state machine follows client-go's reflector and kube-rs's `watcher`:
 
 Handlers run synchronously, after the store is updated, so a handler that reads
 the store sees the state the event describes (or newer). They must be quick and
-must not block: they typically just enqueue a key.
+must not block: they typically just enqueue a key. While a handler runs,
+`from_list` says whether its event comes from a list (the initial one, a relist) or
+the replay of the cache to a newly added handler, rather than from the watch: a
+controller queues those at low priority (see queue.py), as controller-runtime does
+with `isInInitialList`.
 """
 
 from __future__ import annotations
@@ -29,10 +47,12 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
 import orjson
+from prometheus_client import CollectorRegistry, Counter
 
-from . import errors
+from . import errors, metrics
 from .client import ListResult, jittered
 from .clock import Clock, SystemClock
+from .metricsets import per_registry
 from .ratelimit import Backoff
 from .resources import Resource
 from .store import Obj, Store, object_key
@@ -51,6 +71,8 @@ PAGE_SIZE = 500
 #: bookmark's resourceVersion, so no relist.
 WATCH_TIMEOUT_SECONDS = 45.0
 WATCH_TIMEOUT_JITTER = 0.2
+#: The annotation of the BOOKMARK that ends a watch-list's initial events.
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 #: A watch is healthy (resets the backoff, reconnects at once) if it delivered at least one
 #: event or stayed open this long. A watch that ends at once with nothing to show (a proxy
 #: closing it, a server shutting down) is retried with backoff, so it cannot spin.
@@ -70,6 +92,33 @@ Transform = Callable[[Obj], Obj]
 #: It must depend only on fields that never change (name, namespace), like a field
 #: selector the server cannot express (e.g. a name suffix).
 Keep = Callable[[Obj], bool]
+
+
+@per_registry
+def _metrics(registry: CollectorRegistry) -> tuple[Counter, Counter, Counter]:
+    """Per informer (`resource` label: group/resource, namespace or selector if any)."""
+    return (
+        Counter(
+            "informer_watch_restarts_total",
+            "Watches that ended (server timeout, dropped connection, error) and were opened again.",
+            ["resource"],
+            registry=registry,
+        ),
+        Counter(
+            "informer_relists_total",
+            "Lists after the first one (410 Gone, an undecodable event), by how: "
+            "watch-list (streamed from the watch cache) or list (paginated).",
+            ["resource", "mode"],
+            registry=registry,
+        ),
+        Counter(
+            "informer_gone_total",
+            "410 Gone answers (HTTP or in-stream): the resourceVersion watched from was "
+            "compacted, so the informer relists.",
+            ["resource"],
+            registry=registry,
+        ),
+    )
 
 
 class InformerClient(Protocol):
@@ -96,6 +145,7 @@ class InformerClient(Protocol):
         timeout_seconds: int = 300,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        send_initial_events: bool = False,
     ) -> AsyncIterator[bytes]: ...
 
 
@@ -131,6 +181,8 @@ class Informer:
         backoff: Backoff | None = None,
         page_size: int = PAGE_SIZE,
         watch_timeout: float = WATCH_TIMEOUT_SECONDS,
+        watch_list: bool = True,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.client = client
         self.resource = resource
@@ -147,8 +199,15 @@ class Informer:
         self._page_size = page_size
         self._watch_timeout = watch_timeout
         self._handlers: list[EventHandler] = []
+        #: True while the events being dispatched come from a list or a replay.
+        self.from_list = False
         self._rv: str | None = None
         self._need_list = True
+        #: Lists are streamed (watch-list) until the server shows it cannot.
+        self.watch_list = watch_list
+        # The initial events of a watch-list until its end bookmark; None when watching.
+        self._initial: dict[tuple[str, str], Obj] | None = None
+        self._lists = 0
         self._last_gone = False  # the last watch ended in 410 Gone
         self._synced = asyncio.Event()
         self._halted = asyncio.Event()  # set by stop() and when run() ends
@@ -171,6 +230,12 @@ class Informer:
         #: Names resource, namespace and selectors; starts every log line.
         self.description = f"{resource.group_resource} in {where}{sel}"
         self.store.description = self.description
+        restarts, relists, gone = _metrics(registry if registry is not None else metrics.REGISTRY)
+        label = resource.group_resource + (f" {self.namespace}" if self.namespace else "") + sel
+        self._m_restarts = restarts.labels(label)
+        self._m_relists = relists
+        self._m_gone = gone.labels(label)
+        self._m_label = label
 
     # ------------------------------------------------------------ state
     @property
@@ -214,8 +279,12 @@ class Informer:
         cached, so a controller that joins a running shared informer misses nothing."""
         self._handlers.append(handler)
         if replay:
-            for obj in self.store.list():
-                self._call(handler, EventType.ADDED, None, obj)
+            self.from_list = True
+            try:
+                for obj in self.store.list():
+                    self._call(handler, EventType.ADDED, None, obj)
+            finally:
+                self.from_list = False
 
     def remove_handler(self, handler: EventHandler) -> None:
         if handler in self._handlers:
@@ -257,7 +326,7 @@ class Informer:
     # ------------------------------------------------------------ the loop
     async def _loop(self) -> None:
         while not self._stop_requested:
-            if self._need_list:
+            if self._need_list and not self.watch_list:
                 try:
                     await self._list()
                 except asyncio.CancelledError:
@@ -265,8 +334,14 @@ class Informer:
                 except Exception as e:
                     await self._back_off("list failed", e)
                     continue
+            streaming = self._need_list
             error, healthy = await self._watch()
+            if streaming and not self.watch_list:
+                continue  # the server does not stream lists: list at once, no backoff
+            self._m_restarts.inc()
             gone = isinstance(error, errors.Gone)
+            if gone:
+                self._m_gone.inc()
             if healthy or (gone and not self._last_gone):
                 # A first 410 is an answer: the server is back (after a restart, say) and
                 # a relist is all it takes, so the delay built up while it was unreachable
@@ -296,6 +371,11 @@ class Informer:
             self.on_failure(error)
         await self._clock.sleep(delay)
 
+    def _count_list(self, mode: str) -> None:
+        self._lists += 1
+        if self._lists > 1:
+            self._m_relists.labels(self._m_label, mode).inc()
+
     async def _list(self) -> None:
         result = await self.client.list(
             self.resource,
@@ -305,44 +385,67 @@ class Informer:
             limit=self._page_size,
             each=self._admit,
         )
-        changes = self.store.replace(result.items)
-        self._rv = result.resource_version
+        self._count_list("list")
+        self._replace(result.items, result.resource_version, "listed")
+
+    def _replace(self, items: list[Obj], rv: str, how: str) -> None:
+        """Replace the store with a list's items (at `rv`) and dispatch the difference."""
+        changes = self.store.replace(items)
+        self._rv = rv
         self._need_list = False
         log.info(
-            "informer %s: listed %d objects at resourceVersion %s (%d changes)",
+            "informer %s: %s %d objects at resourceVersion %s (%d changes)",
             self.description,
+            how,
             len(self.store),
             self._rv,
             len(changes),
         )
-        for old, new in changes:
-            if old is not None and new is not None and _same_version(old, new):
-                continue  # unchanged across a relist: nothing to tell
-            self._dispatch(old, new)
+        self.from_list = True
+        try:
+            for old, new in changes:
+                if old is not None and new is not None and _same_version(old, new):
+                    continue  # unchanged across a relist: nothing to tell
+                self._dispatch(old, new)
+        finally:
+            self.from_list = False
         # Only after the initial events: a handler can tell initial objects (has_synced
         # still false) from later changes, as controller-runtime's priority queue does.
         self._synced.set()
 
     async def _watch(self) -> tuple[Exception | None, bool]:
-        """One watch request. Returns (error or None for a clean end, healthy)."""
-        assert self._rv is not None
+        """One watch request (a watch-list while a list is needed and the server streams
+        lists). Returns (error or None for a clean end, healthy)."""
+        streaming = self._need_list
+        assert streaming or self._rv is not None
+        self._initial = {} if streaming else None
         started = self._clock.monotonic()
         events = 0
         error: Exception | None = None
         lines: AsyncIterator[bytes] | None = None
         try:
+            if streaming:
+                self._count_list("watch-list")
             lines = self.client.watch_lines(
                 self.resource,
                 self.namespace,
-                resource_version=self._rv,
+                # "": the current state (a consistent read, from the watch cache).
+                resource_version="" if streaming else str(self._rv),
                 allow_bookmarks=True,
                 timeout_seconds=int(jittered(self._watch_timeout, WATCH_TIMEOUT_JITTER)),
                 label_selector=self.label_selector,
                 field_selector=self.field_selector,
+                **({"send_initial_events": True} if streaming else {}),
             )
             async for line in lines:
                 self._handle_line(line)
                 events += 1
+            if self._initial is not None:
+                self._no_watch_list("the watch ended before its initial-events-end bookmark")
+        except errors.Invalid as e:
+            if self._initial is not None:
+                self._no_watch_list(f"the server refused it: {e}")
+            error = e
         except errors.Gone as e:
             self._need_list = True
             error = e
@@ -352,10 +455,21 @@ class Informer:
             self._need_list = True
             error = e
         finally:
+            self._initial = None
             if lines is not None:
                 await _aclose(lines, self.description)
         healthy = events > 0 or self._clock.monotonic() - started >= HEALTHY_WATCH_SECONDS
         return error, healthy
+
+    def _no_watch_list(self, why: str) -> None:
+        """Fall back to paginated lists for good: this server does not stream them."""
+        self.watch_list = False
+        self._need_list = True
+        log.info(
+            "informer %s: no streaming list (%s); listing page by page instead",
+            self.description,
+            why,
+        )
 
     def _handle_line(self, line: bytes) -> None:
         event = orjson.loads(line)
@@ -365,13 +479,28 @@ class Informer:
             raise ValueError(f"watch event {etype!r} without an object")
         if etype == "ERROR":
             raise errors.classify(int(obj.get("code") or 500), obj)
-        rv = (obj.get("metadata") or {}).get("resourceVersion")
+        meta = obj.get("metadata") or {}
+        rv = meta.get("resourceVersion")
         if etype == "BOOKMARK":
+            if self._initial is not None:
+                if (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+                    initial, self._initial = self._initial, None
+                    self._replace(list(initial.values()), str(rv or ""), "streamed")
+                return  # a bookmark within the initial events: not a version to resume at
             if rv:
                 self._rv = str(rv)
             return
         if etype not in ("ADDED", "MODIFIED", "DELETED"):
             log.warning("informer %s: ignoring watch event of type %r", self.description, etype)
+            return
+        if self._initial is not None:
+            # The list, streamed: kept (trimmed) until the end bookmark replaces the store.
+            admitted = self._admit(obj)
+            key = object_key(obj)
+            if admitted is None or etype == "DELETED":
+                self._initial.pop(key, None)
+            else:
+                self._initial[key] = admitted
             return
         if rv:
             self._rv = str(rv)

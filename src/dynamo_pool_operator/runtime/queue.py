@@ -1,4 +1,5 @@
-"""The controller work queue: client-go's workqueue semantics on asyncio.
+"""The controller work queue: client-go's workqueue semantics on asyncio, with
+controller-runtime's priorities.
 
 A level-based controller does not process events, it processes *keys*: "go and
 make object X right". The queue is what turns a stream of events into a set of
@@ -17,6 +18,20 @@ keys worth reconciling, and its rules are what make reconciling safe:
   so that a failing object retries quickly at first but cannot hot-loop against
   the API server. `forget` resets the backoff once the key succeeds.
 
+* **Priorities** (controller-runtime >= 0.20's priority queue). Every add carries a
+  priority, `NORMAL` (0) unless said otherwise; `get` hands out the highest priority
+  first, FIFO within one. A mass of keys that needs no urgency (the initial list of a
+  start or failover, a relist, a requeue of every object because one shared input
+  changed) goes in at `LOW`, so a user's change made meanwhile is served next instead
+  of after the whole backlog. A key added again while it waits keeps its place if
+  the new priority is not higher, and moves up (to the back of the higher priority)
+  if it is: a real change to an object still waiting from the initial list is a real
+  change. A key dirty while processing is queued on `done` at the highest priority
+  it was added with meanwhile. Delayed keys keep the priority they were delayed with
+  (the higher one if delayed twice), and the controller requeues a failed or
+  `requeue_after` key at the priority it was handed out with, as controller-runtime
+  does: a backlog's retries stay behind real changes.
+
 Time comes from an injected `Clock`, so tests drive delays with `FakeClock`.
 
 The rate limiter default is controller-runtime's (priority-queue era, v0.23+):
@@ -25,7 +40,9 @@ per-key exponential only, 5 ms doubling up to 1000 s (`ratelimit.ExponentialBack
 ``MaxOf(ExponentialBackoff(), TokenBucket())``.
 
 Metrics use client-go's `workqueue_*` names with a ``name`` label so the usual
-dashboards work unchanged.
+dashboards work unchanged; `workqueue_depth_by_priority` adds the depth per priority
+(controller-runtime puts a ``priority`` label on `workqueue_depth` itself; a separate
+family keeps the existing series as they were).
 """
 
 from __future__ import annotations
@@ -46,12 +63,19 @@ from .metricsets import per_registry
 from .ratelimit import ExponentialBackoff, RateLimiter
 
 __all__ = [
+    "LOW",
+    "NORMAL",
     "QueueMetrics",
     "ShutDown",
     "WorkQueue",
 ]
 
 K = TypeVar("K", bound=Hashable)
+
+#: The priority of an add that names none: a real change, served first.
+NORMAL = 0
+#: controller-runtime's `handler.LowPriority`: the initial list, relists, mass requeues.
+LOW = -100
 
 
 class ShutDown(Exception):
@@ -91,6 +115,13 @@ class QueueMetrics:
             "workqueue_depth",
             "Number of keys waiting in the work queue.",
             labels,
+            registry=registry,
+        )
+        self.depth_by_priority = Gauge(
+            "workqueue_depth_by_priority",
+            "Number of keys waiting in the work queue, by priority (0 normal, -100 low: "
+            "initial list, relists, mass requeues).",
+            ("name", "priority"),
             registry=registry,
         )
         self.adds = Counter(
@@ -150,7 +181,8 @@ class WorkQueue(Generic[K]):
     A key is in at most one of three places at a time, which is what the rules in
     the module docstring come down to:
 
-    * *queued*: waiting for a worker (`get` hands these out in FIFO order);
+    * *queued*: waiting for a worker (`get` hands out the highest priority first,
+      FIFO within a priority);
     * *processing*: with a worker until `done`, maybe also *dirty* (added again
       meanwhile, so it is queued again on `done`);
     * *delayed*: parked by `add_after` until its deadline, then `add`-ed.
@@ -185,10 +217,15 @@ class WorkQueue(Generic[K]):
             rate_limiter if rate_limiter is not None else ExponentialBackoff()
         )
 
-        self._queue: deque[K] = deque()
+        # Queued keys, one FIFO per priority, with lazy deletion: an entry (seq, key) is
+        # live only while `_entry[key]` is its seq (a key moved up leaves a dead one).
+        self._ready: dict[int, deque[tuple[int, K]]] = {}
+        self._entry: dict[K, int] = {}
         # Keys that need a (further) reconcile: everything queued, plus keys added
-        # again while processing. Its size is the depth client-go reports.
-        self._dirty: set[K] = set()
+        # again while processing. Its size is the depth client-go reports. The value
+        # is the key's priority: the highest it was added with since it was last got.
+        self._dirty: dict[K, int] = {}
+        self._depth_by_priority: dict[int, int] = {}
         # Processing keys and the monotonic time each was handed out.
         self._processing: dict[K, float] = {}
         # When each dirty key was accepted, for the queue-duration histogram.
@@ -202,11 +239,17 @@ class WorkQueue(Generic[K]):
         # is live only while `_deadline[key]` still equals its deadline.
         self._delayed: list[tuple[float, int, K]] = []
         self._deadline: dict[K, float] = {}
+        self._delayed_priority: dict[K, int] = {}
         self._seq = itertools.count()
         self._timer: asyncio.Task[None] | None = None
 
         family = QueueMetrics.for_registry(registry if registry is not None else metrics.REGISTRY)
         self._m_depth = family.depth.labels(name=name)
+        self._m_depth_by_priority = family.depth_by_priority
+        self._m_depth_series: dict[int, Gauge] = {}
+        for priority in (NORMAL, LOW):  # the series exist from the start, at 0
+            self._depth_by_priority[priority] = 0
+            self._gauge(priority)
         self._m_adds = family.adds.labels(name=name)
         self._m_retries = family.retries.labels(name=name)
         self._m_queue_duration = family.queue_duration.labels(name=name)
@@ -218,48 +261,64 @@ class WorkQueue(Generic[K]):
 
     # ------------------------------------------------------------------ adding
 
-    def add(self, key: K) -> None:
-        """Mark `key` as needing a reconcile.
+    def add(self, key: K, priority: int = NORMAL) -> None:
+        """Mark `key` as needing a reconcile, at `priority` (higher is served first).
 
-        No-op if it is already waiting or the queue is shutting down. If a worker
-        has it, it is marked dirty and queued again when that worker calls `done`.
+        No-op if it is already waiting at this priority or a higher one, or the queue
+        is shutting down; waiting at a lower one, it moves up (see the module
+        docstring). If a worker has it, it is marked dirty and queued again when that
+        worker calls `done`.
         """
-        if self._shutting_down or key in self._dirty:
+        if self._shutting_down:
             return
-        self._dirty.add(key)
+        current = self._dirty.get(key)
+        if current is not None:
+            if priority > current:
+                self._set_priority(key, current, priority)
+                if key in self._entry:
+                    self._push(key, priority)
+            return
+        self._dirty[key] = priority
+        self._count(priority, +1)
         self._added_at[key] = self._clock.monotonic()
         self._m_adds.inc()
         self._m_depth.set(len(self._dirty))
         if key in self._processing:
             return
-        self._queue.append(key)
+        self._push(key, priority)
         self._wake_one_getter()
 
-    def add_after(self, key: K, delay: float) -> None:
-        """`add` `key` once `delay` seconds have passed on the queue's clock.
+    def add_after(self, key: K, delay: float, priority: int = NORMAL) -> None:
+        """`add` `key` at `priority` once `delay` seconds have passed on the queue's clock.
 
         If `key` is already delayed the earlier deadline wins, so a short
-        `RequeueAfter` is not swallowed by a long backoff scheduled before it.
-        A delay <= 0 adds at once. Delayed keys are dropped by `shut_down`.
+        `RequeueAfter` is not swallowed by a long backoff scheduled before it, and so
+        does the higher priority. A delay <= 0 adds at once. Delayed keys are dropped
+        by `shut_down`.
         """
         if self._shutting_down:
             return
         if delay <= 0:
-            self.add(key)
+            self.add(key, priority)
             return
         deadline = self._clock.monotonic() + delay
         current = self._deadline.get(key)
-        if current is not None and current <= deadline:
-            return
+        if current is not None:
+            self._delayed_priority[key] = max(self._delayed_priority[key], priority)
+            if current <= deadline:
+                return
+        else:
+            self._delayed_priority[key] = priority
         self._deadline[key] = deadline
         heapq.heappush(self._delayed, (deadline, next(self._seq), key))
         if self._timer is None or self._timer.done() or self._delayed[0][0] == deadline:
             self._arm_timer()
 
-    def add_rate_limited(self, key: K) -> None:
-        """Retry `key` after the rate limiter's delay (which counts as one more failure)."""
+    def add_rate_limited(self, key: K, priority: int = NORMAL) -> None:
+        """Retry `key` at `priority` after the rate limiter's delay (which counts as one
+        more failure)."""
         self._m_retries.inc()
-        self.add_after(key, self._limiter.when(key))
+        self.add_after(key, self._limiter.when(key), priority)
 
     def forget(self, key: K) -> None:
         """Reset `key`'s backoff; call after it reconciled successfully.
@@ -281,10 +340,14 @@ class WorkQueue(Generic[K]):
         (unlike client-go, whose `Get` hands out the backlog first): see `shut_down`.
         Getters parked at the time of `shut_down` receive it too.
         """
+        return (await self.get_with_priority())[0]
+
+    async def get_with_priority(self) -> tuple[K, int]:
+        """`get`, and the priority the key was queued at (to requeue it at the same)."""
         while True:
             if self._shutting_down:
                 raise ShutDown(self.name)
-            if self._queue:
+            if self._entry:
                 break
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._getters.append(waiter)
@@ -296,17 +359,18 @@ class WorkQueue(Generic[K]):
                     self._getters.remove(waiter)
                 # Woken for a key but cancelled before taking it: pass the wake-up on,
                 # or the key would sit queued while another getter sleeps.
-                if self._queue and not waiter.cancelled():
+                if self._entry and not waiter.cancelled():
                     self._wake_one_getter()
                 raise
-        key = self._queue.popleft()
+        key = self._pop()
         now = self._clock.monotonic()
-        self._dirty.discard(key)
+        priority = self._dirty.pop(key)
+        self._count(priority, -1)
         self._processing[key] = now
         self._idle.clear()
         self._m_queue_duration.observe(max(now - self._added_at.pop(key, now), 0.0))
         self._m_depth.set(len(self._dirty))
-        return key
+        return key, priority
 
     def done(self, key: K) -> None:
         """Release `key` from its worker; if it was added meanwhile, queue it again.
@@ -323,14 +387,18 @@ class WorkQueue(Generic[K]):
             ) from None
         self._m_work_duration.observe(max(self._clock.monotonic() - started, 0.0))
         if key in self._dirty and not self._shutting_down:
-            self._queue.append(key)
+            self._push(key, self._dirty[key])
             self._wake_one_getter()
         if not self._processing:
             self._idle.set()
 
     def __len__(self) -> int:
         """Number of keys queued and ready for a worker (not processing, not delayed)."""
-        return len(self._queue)
+        return len(self._entry)
+
+    def depth_by_priority(self) -> dict[int, int]:
+        """Keys waiting (queued, or dirty while processing) per priority."""
+        return {p: n for p, n in self._depth_by_priority.items() if n}
 
     @property
     def processing(self) -> int:
@@ -363,12 +431,17 @@ class WorkQueue(Generic[K]):
         self._shutting_down = True
         while self._getters:
             _wake(self._getters.popleft())
-        self._queue.clear()
+        self._ready.clear()
+        self._entry.clear()
         self._dirty.clear()
+        for priority in list(self._depth_by_priority):
+            self._depth_by_priority[priority] = 0
+            self._gauge(priority)
         self._added_at.clear()
         self._m_depth.set(0)
         self._delayed.clear()
         self._deadline.clear()
+        self._delayed_priority.clear()
         if self._timer is not None:
             self._timer.cancel()
 
@@ -394,6 +467,43 @@ class WorkQueue(Generic[K]):
         return not self._processing
 
     # ------------------------------------------------------------------ internals
+
+    def _push(self, key: K, priority: int) -> None:
+        seq = next(self._seq)
+        self._entry[key] = seq
+        fifo = self._ready.get(priority)
+        if fifo is None:
+            fifo = self._ready[priority] = deque()
+        fifo.append((seq, key))
+
+    def _pop(self) -> K:
+        """The first live entry of the highest priority (dead ones are dropped on the way)."""
+        for priority in sorted(self._ready, reverse=True):
+            fifo = self._ready[priority]
+            while fifo:
+                seq, key = fifo.popleft()
+                if self._entry.get(key) == seq:
+                    del self._entry[key]
+                    return key
+            del self._ready[priority]
+        raise AssertionError("workqueue: _pop with nothing queued")
+
+    def _set_priority(self, key: K, old: int, new: int) -> None:
+        self._dirty[key] = new
+        self._count(old, -1)
+        self._count(new, +1)
+
+    def _count(self, priority: int, delta: int) -> None:
+        self._depth_by_priority[priority] = self._depth_by_priority.get(priority, 0) + delta
+        self._gauge(priority)
+
+    def _gauge(self, priority: int) -> None:
+        series = self._m_depth_series.get(priority)
+        if series is None:
+            series = self._m_depth_series[priority] = self._m_depth_by_priority.labels(
+                name=self.name, priority=str(priority)
+            )
+        series.set(self._depth_by_priority[priority])
 
     def _wake_one_getter(self) -> None:
         while self._getters:
@@ -428,7 +538,7 @@ class WorkQueue(Generic[K]):
                 deadline, _, key = heapq.heappop(self._delayed)
                 if self._deadline.get(key) == deadline:
                     del self._deadline[key]
-                    self.add(key)
+                    self.add(key, self._delayed_priority.pop(key))
             if self._delayed:
                 await self._clock.sleep(self._delayed[0][0] - now)
 

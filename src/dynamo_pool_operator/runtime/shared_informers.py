@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from prometheus_client import CollectorRegistry
+
 from .clock import Clock
 from .informer import Informer, InformerClient, Keep, Transform
 from .resources import Resource
@@ -26,9 +28,16 @@ class SharedInformers:
     `stop_all()` is final.
     """
 
-    def __init__(self, client: InformerClient, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        client: InformerClient,
+        *,
+        clock: Clock | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self.client = client
         self._clock = clock
+        self._registry = registry
         self._informers: dict[tuple[Resource, str | None, str | None], Informer] = {}
         self._tasks: dict[Informer, asyncio.Task[None]] = {}
         self._started = False
@@ -66,6 +75,7 @@ class SharedInformers:
                 keep=keep,
                 keep_managed_fields=keep_managed_fields,
                 clock=self._clock,
+                registry=self._registry,
             )
             self._informers[key] = informer
             if self._started:

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime import client as client_mod
 from dynamo_pool_operator.runtime import errors
@@ -259,3 +260,61 @@ async def test_the_write_gate_is_asked_again_before_each_retry(server: FakeServe
         with pytest.raises(errors.NotLeader):
             await IDEMPOTENT["replace"](c)
     assert server.seen == ["PUT"]
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _requests(registry: CollectorRegistry, code: str, method: str, host: str) -> float | None:
+    return registry.get_sample_value(
+        "rest_client_requests_total", {"code": code, "method": method, "host": host}
+    )
+
+
+async def test_every_attempt_is_counted_as_client_go_names_it(server: FakeServer) -> None:
+    """rest_client_requests_total{code,method,host}: each attempt, retries included, by
+    its answer; rest_client_request_duration_seconds{verb,host} times each one."""
+    registry = CollectorRegistry()
+    host = f"127.0.0.1:{server.port}"
+    server.plan = [(503, {"Retry-After": "0"}), (404, {})]
+    async with client_for(server, registry=registry) as c:
+        with pytest.raises(errors.NotFound):
+            await c.get(CONFIGMAPS, "a", "default")  # 503 (retried), then 404
+        await c.create(CONFIGMAPS, CM)
+    assert _requests(registry, "503", "GET", host) == 1.0
+    assert _requests(registry, "404", "GET", host) == 1.0
+    assert _requests(registry, "201", "POST", host) is None  # the fake answers 200
+    assert _requests(registry, "200", "POST", host) == 1.0
+    count = registry.get_sample_value(
+        "rest_client_request_duration_seconds_count", {"verb": "GET", "host": host}
+    )
+    assert count == 2.0
+
+
+async def test_a_request_without_an_answer_is_counted_as_an_error(server: FakeServer) -> None:
+    registry = CollectorRegistry()
+    dead = f"127.0.0.1:{_free_port()}"
+    c = Client(ClusterConfig(f"http://{dead}", _PlainHttp()), registry=registry)
+    async with c:
+        with pytest.raises(errors.ConnectionFailed):
+            await c.get(CONFIGMAPS, "a", "default")
+        with pytest.raises(errors.ConnectionFailed):
+            async for _ in c.watch_lines(CONFIGMAPS, "default", resource_version="1"):
+                pass
+    assert _requests(registry, "<error>", "GET", dead) == 1.0
+    assert _requests(registry, "<error>", "WATCH", dead) == 1.0
+
+
+async def test_a_watch_is_counted_once_at_its_answer(server: FakeServer) -> None:
+    registry = CollectorRegistry()
+    server.stream = [b'{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"2"}}}']
+    async with client_for(server, registry=registry) as c:
+        async for _ in c.watch_lines(CONFIGMAPS, "default", resource_version="1"):
+            break
+    assert _requests(registry, "200", "WATCH", f"127.0.0.1:{server.port}") == 1.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

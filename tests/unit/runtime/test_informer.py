@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import pytest
 from aiohttp import web
+from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import ClusterConfig
@@ -115,6 +116,8 @@ class StubClient:
         self.watches = [list(w) for w in watches]
         self.list_calls: list[dict[str, Any]] = []
         self.watch_calls: list[dict[str, Any]] = []
+        #: Whether watch-lists are scripted too (else refused, as with WatchList off).
+        self.streams = False
         self.closed_watches = 0
 
     async def list(
@@ -159,7 +162,11 @@ class StubClient:
         timeout_seconds: int = 300,
         label_selector: str | None = None,
         field_selector: str | None = None,
+        send_initial_events: bool = False,
     ) -> AsyncIterator[bytes]:
+        if send_initial_events and not self.streams:
+            # A server without watch-list (these scripts are lists): refused, unrecorded.
+            raise errors.Invalid("sendInitialEvents is forbidden")
         self.watch_calls.append(
             {
                 "namespace": namespace,
@@ -168,6 +175,7 @@ class StubClient:
                 "timeout_seconds": timeout_seconds,
                 "label_selector": label_selector,
                 "field_selector": field_selector,
+                "send_initial_events": send_initial_events,
             }
         )
         script = self.watches.pop(0) if self.watches else [HANG]
@@ -1010,7 +1018,7 @@ async def test_informer_runs_unchanged_on_the_real_client_over_http() -> None:
     port = runner.addresses[0][1]
     try:
         async with Client(ClusterConfig(f"http://127.0.0.1:{port}", _PlainHttp())) as client:
-            informer = Informer(client, RES, "default", label_selector="app=x")
+            informer = Informer(client, RES, "default", label_selector="app=x", watch_list=False)
             rec = Recorder()
             informer.add_handler(rec)
             task = asyncio.create_task(informer.run())
@@ -1104,3 +1112,155 @@ async def test_a_first_410_after_failures_relists_after_the_base_delay_not_the_b
         await until(lambda: clock.sleepers == 1 and len(client.watch_calls) == 5, "second 410")
     assert clock.slept == pytest.approx([0.8, 1.6, 3.2, 0.8, 1.6])
     assert len(client.list_calls) == 2
+
+
+# --------------------------------------------------------------------------- watch-list
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+def initial_end(rv: str) -> bytes:
+    return ev(
+        "BOOKMARK",
+        {
+            "kind": "ConfigMap",
+            "metadata": {
+                "resourceVersion": rv,
+                "annotations": {"k8s.io/initial-events-end": "true"},
+            },
+        },
+    )
+
+
+def streaming(watches: Iterable[Iterable[Step]], lists: Iterable[ListResult] = ()) -> StubClient:
+    client = StubClient(lists=lists, watches=watches)
+    client.streams = True
+    return client
+
+
+async def test_a_watch_list_replaces_the_store_at_its_end_bookmark_and_goes_on_watching(
+    clock: FakeClock,
+) -> None:
+    gate = Gate()
+    client = streaming(
+        [
+            [
+                ev("ADDED", obj("a", "5")),
+                bookmark("6"),  # a bookmark inside the initial events is no end
+                ev("ADDED", obj("b", "7")),
+                gate,
+                initial_end("9"),
+                ev("MODIFIED", obj("a", "10")),
+            ]
+        ]
+    )
+    informer = Informer(client, RES, clock=clock)
+    rec = Recorder()
+    informer.add_handler(rec)
+    async with running(informer):
+        await settle()
+        assert not informer.has_synced
+        assert len(informer.store) == 0
+        gate.open()
+        await until(lambda: informer.has_synced, "synced (the list's end)")
+        await until(lambda: informer.last_resource_version == "10", "the live event")
+    assert client.list_calls == []  # no list request at all
+    call = client.watch_calls[0]
+    assert call["resource_version"] == ""
+    assert call["send_initial_events"] is True
+    assert rec.events == [
+        ("ADDED", None, "a@5"),
+        ("ADDED", None, "b@7"),
+        ("MODIFIED", "a@5", "a@10"),
+    ]
+
+
+async def test_a_watch_list_keeps_only_admitted_trimmed_objects(clock: FakeClock) -> None:
+    big = obj("a", "5")
+    big["metadata"]["managedFields"] = [{"manager": "x"}]
+    client = streaming([[ev("ADDED", big), ev("ADDED", obj("skip", "6")), initial_end("6")]])
+    informer = Informer(client, RES, clock=clock, keep=lambda o: o["metadata"]["name"] != "skip")
+    async with running(informer):
+        await until(lambda: informer.has_synced, "synced (the list's end)")
+    assert [o["metadata"]["name"] for o in informer.store.list()] == ["a"]
+    assert "managedFields" not in informer.store.get("default", "a")["metadata"]
+
+
+async def test_a_410_relists_by_watch_list_with_deletes_for_what_vanished(
+    clock: FakeClock, registry: CollectorRegistry
+) -> None:
+    client = streaming(
+        [
+            [
+                ev("ADDED", obj("a", "5")),
+                ev("ADDED", obj("b", "6")),
+                initial_end("6"),
+                error_event(410, "Expired"),
+            ],
+            [ev("ADDED", obj("b", "6")), initial_end("20")],
+        ]
+    )
+    informer = Informer(client, RES, clock=clock, registry=registry)
+    rec = Recorder()
+    informer.add_handler(rec)
+    async with running(informer):
+        await until(lambda: informer.last_resource_version == "20", "the relist")
+    assert [c["send_initial_events"] for c in client.watch_calls[:2]] == [True, True]
+    assert [c["resource_version"] for c in client.watch_calls[:2]] == ["", ""]
+    assert rec.events[-1] == ("DELETED", "a@5", None)
+    label = {"resource": "configmaps"}
+    assert registry.get_sample_value("informer_gone_total", label) == 1.0
+    assert registry.get_sample_value("informer_watch_restarts_total", label) == 2.0  # both ended
+    assert (
+        registry.get_sample_value("informer_relists_total", {**label, "mode": "watch-list"}) == 1.0
+    )
+
+
+async def test_a_server_refusing_watch_list_gets_paginated_lists_for_good(
+    clock: FakeClock,
+) -> None:
+    """WatchList off (422 Invalid for sendInitialEvents): list now and on every relist."""
+
+    class Refusing(StubClient):
+        def watch_lines(self, res: Resource, namespace: str | None = None, **kw: Any) -> Any:
+            if kw.get("send_initial_events"):
+                self.refused += 1
+            return super().watch_lines(res, namespace, **kw)
+
+    client = Refusing(
+        lists=[ListResult([obj("a", "5")], "5"), ListResult([obj("a", "5")], "30")],
+        watches=[[error_event(410, "Expired")]],
+    )
+    client.refused = 0  # type: ignore[attr-defined]
+    informer = Informer(client, RES, clock=clock)
+    async with running(informer):
+        await until(lambda: informer.has_synced, "synced (the list's end)")
+        for _ in range(20):  # the relist comes after the backoff of an empty watch
+            await clock.advance(1.0)
+            await settle()
+        assert informer.last_resource_version == "30"
+    assert client.refused == 1  # type: ignore[attr-defined]
+    assert len(client.list_calls) == 2
+    assert not informer.watch_list
+
+
+async def test_a_watch_that_ends_before_the_end_bookmark_falls_back_to_lists(
+    clock: FakeClock,
+) -> None:
+    """A server too old to know sendInitialEvents starts a plain watch: no initial events,
+    no end bookmark. When it ends, the informer lists instead (and keeps listing)."""
+    client = streaming([[bookmark("3")]], lists=[ListResult([obj("a", "5")], "5")])
+    informer = Informer(client, RES, clock=clock)
+    async with running(informer):
+        await until(lambda: informer.has_synced, "synced (the list's end)")
+    assert len(client.list_calls) == 1
+    assert not informer.watch_list
+    assert [o["metadata"]["name"] for o in informer.store.list()] == ["a"]

@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime.clock import FakeClock
-from dynamo_pool_operator.runtime.queue import QueueMetrics, ShutDown, WorkQueue
+from dynamo_pool_operator.runtime.queue import LOW, NORMAL, QueueMetrics, ShutDown, WorkQueue
 from dynamo_pool_operator.runtime.ratelimit import ExponentialBackoff, MaxOf, TokenBucket
 
 NAME = "poolrelay"
@@ -720,3 +720,215 @@ def test_metric_families_are_created_once_per_registry() -> None:
 
     assert QueueMetrics.for_registry(one) is QueueMetrics.for_registry(one)
     assert QueueMetrics.for_registry(one) is not QueueMetrics.for_registry(other)
+
+
+# --------------------------------------------------------------------------- priorities
+
+
+async def get_p(queue: WorkQueue[str]) -> tuple[str, int]:
+    """`get_with_priority` of a key that must already be available."""
+    return await asyncio.wait_for(queue.get_with_priority(), timeout=1.0)
+
+
+async def test_higher_priority_is_served_first_fifo_within_a_priority(
+    queue: WorkQueue[str],
+) -> None:
+    queue.add("low-1", LOW)
+    queue.add("low-2", LOW)
+    queue.add("a")
+    queue.add("b")
+
+    assert [await get_now(queue) for _ in range(4)] == ["a", "b", "low-1", "low-2"]
+
+
+async def test_a_default_add_is_normal_priority(queue: WorkQueue[str]) -> None:
+    queue.add("initial", LOW)
+    queue.add("change")
+
+    assert await get_p(queue) == ("change", NORMAL)
+    assert await get_p(queue) == ("initial", LOW)
+
+
+async def test_a_waiting_low_key_added_at_normal_moves_up_once(
+    queue: WorkQueue[str], registry: CollectorRegistry
+) -> None:
+    for k in ("x", "y", "z"):
+        queue.add(k, LOW)
+    queue.add("a")
+    queue.add("z")  # a real change to a key still waiting from the initial list
+
+    assert [await get_now(queue) for _ in range(2)] == ["a", "z"]
+    assert [await get_now(queue) for _ in range(2)] == ["x", "y"]
+    assert len(queue) == 0  # z's old low entry is not handed out a second time
+    assert sample(registry, "workqueue_adds_total") == 4.0  # moving up is no new add
+
+
+async def test_a_waiting_key_added_at_a_lower_priority_keeps_its_place(
+    queue: WorkQueue[str],
+) -> None:
+    queue.add("a")
+    queue.add("b")
+    queue.add("a", LOW)
+
+    assert await get_p(queue) == ("a", NORMAL)
+    assert await get_p(queue) == ("b", NORMAL)
+    assert len(queue) == 0
+
+
+async def test_a_key_dirty_while_processing_is_queued_at_its_highest_add(
+    queue: WorkQueue[str],
+) -> None:
+    queue.add("k", LOW)
+    queue.add("other", LOW)
+    assert await get_now(queue) == "k"
+    queue.add("k", LOW)
+    queue.add("k", NORMAL)  # a real change while the initial reconcile runs
+    queue.done("k")
+
+    assert await get_p(queue) == ("k", NORMAL)
+
+
+async def test_a_key_dirty_while_processing_at_low_stays_behind_normal_keys(
+    queue: WorkQueue[str],
+) -> None:
+    queue.add("k", LOW)
+    assert await get_now(queue) == "k"
+    queue.add("k", LOW)
+    queue.add("user")
+    queue.done("k")
+
+    assert [await get_now(queue) for _ in range(2)] == ["user", "k"]
+
+
+async def test_a_moved_up_key_that_is_got_and_added_low_again_is_handed_out_once(
+    queue: WorkQueue[str],
+) -> None:
+    queue.add("k", LOW)
+    queue.add("k")  # moved up: a dead low entry stays behind
+    assert await get_now(queue) == "k"
+    queue.done("k")
+    queue.add("k", LOW)
+
+    assert await get_p(queue) == ("k", LOW)
+    assert len(queue) == 0
+    queue.done("k")
+    assert len(queue) == 0
+
+
+async def test_a_delayed_key_keeps_its_priority(queue: WorkQueue[str], clock: FakeClock) -> None:
+    queue.add_after("retry", 1.0, LOW)
+    await clock.advance(1.0)
+    await settle()
+    queue.add("user")
+
+    assert [await get_p(queue) for _ in range(2)] == [
+        ("user", NORMAL),
+        ("retry", LOW),
+    ]
+
+
+async def test_a_key_delayed_twice_takes_the_earlier_deadline_and_higher_priority(
+    queue: WorkQueue[str], clock: FakeClock
+) -> None:
+    queue.add_after("k", 5.0)
+    queue.add_after("k", 1.0, LOW)  # earlier, but a lower priority
+    queue.add("low", LOW)
+    await clock.advance(1.0)
+    await settle()
+
+    assert await get_p(queue) == ("k", NORMAL)
+    assert queue.delayed == 0
+
+
+async def test_a_rate_limited_retry_keeps_its_priority(
+    queue: WorkQueue[str], clock: FakeClock
+) -> None:
+    queue.add_rate_limited("failed", LOW)
+    await clock.advance(0.005)  # the first backoff step
+    await settle()
+    queue.add("user")
+
+    assert [await get_p(queue) for _ in range(2)] == [
+        ("user", NORMAL),
+        ("failed", LOW),
+    ]
+
+
+async def test_a_zero_delay_add_after_is_an_add_at_that_priority(queue: WorkQueue[str]) -> None:
+    queue.add_after("low", 0, LOW)
+    queue.add_after("now", 0)
+
+    assert [await get_now(queue) for _ in range(2)] == ["now", "low"]
+
+
+async def test_a_parked_getter_is_woken_by_a_low_priority_add(queue: WorkQueue[str]) -> None:
+    getter = asyncio.create_task(queue.get_with_priority())
+    await settle()
+    queue.add("k", LOW)
+
+    assert await asyncio.wait_for(getter, 1.0) == ("k", LOW)
+
+
+def depth(registry: CollectorRegistry, priority: int) -> float | None:
+    return registry.get_sample_value(
+        "workqueue_depth_by_priority", {"name": NAME, "priority": str(priority)}
+    )
+
+
+async def test_depth_by_priority_follows_adds_moves_gets_and_dirty_keys(
+    queue: WorkQueue[str], registry: CollectorRegistry
+) -> None:
+    assert (depth(registry, NORMAL), depth(registry, LOW)) == (0.0, 0.0)
+    queue.add("a", LOW)
+    queue.add("b", LOW)
+    queue.add("c")
+    assert (depth(registry, NORMAL), depth(registry, LOW)) == (1.0, 2.0)
+    assert queue.depth_by_priority() == {NORMAL: 1, LOW: 2}
+
+    queue.add("b")  # moved up
+    assert (depth(registry, NORMAL), depth(registry, LOW)) == (2.0, 1.0)
+
+    assert await get_now(queue) == "c"
+    queue.add("c", LOW)  # dirty while processing counts as waiting
+    assert (depth(registry, NORMAL), depth(registry, LOW)) == (1.0, 2.0)
+    assert sample(registry, "workqueue_depth") == 3.0  # the total stays client-go's
+
+    queue.shut_down()
+    assert (depth(registry, NORMAL), depth(registry, LOW)) == (0.0, 0.0)
+
+
+async def test_priorities_never_lose_or_duplicate_a_key() -> None:
+    """Random adds at random priorities, gets and dones against a model: every key
+    added is handed out exactly as often as the dedup rules say, highest first."""
+    rng = random.Random(16)
+    q = WorkQueue[int]("model", clock=FakeClock(), registry=CollectorRegistry())
+    waiting: dict[int, int] = {}  # key -> priority (queued, not processing)
+    dirty: dict[int, int] = {}  # processing keys added again -> priority
+    processing: set[int] = set()
+    for _ in range(3000):
+        op = rng.random()
+        if op < 0.55:
+            key, prio = rng.randrange(12), rng.choice((NORMAL, LOW, 5))
+            q.add(key, prio)
+            if key in processing:
+                dirty[key] = max(dirty.get(key, prio), prio)
+            else:
+                waiting[key] = max(waiting.get(key, prio), prio)
+        elif op < 0.8 and waiting:
+            key, prio = await q.get_with_priority()
+            assert prio == max(waiting.values())
+            assert waiting.pop(key) == prio
+            assert key not in processing
+            processing.add(key)
+        elif processing:
+            key = rng.choice(sorted(processing))
+            q.done(key)
+            processing.discard(key)
+            if key in dirty:
+                waiting[key] = dirty.pop(key)
+        assert len(q) == len(waiting)
+        assert q.depth_by_priority() == {
+            p: n
+            for p in {*waiting.values(), *dirty.values()}
+            if (n := sum(1 for v in (*waiting.values(), *dirty.values()) if v == p))
+        }
