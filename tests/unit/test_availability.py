@@ -14,6 +14,7 @@ import pytest
 
 from dynamo_pool_operator.poolrelay.availability import (
     REASONS,
+    Availability,
     AvailableReason,
     availability,
     shown_inputs,
@@ -175,3 +176,98 @@ def test_no_pod_available_is_progressing_only_while_a_rollout_is_under_way(
         conditions.append({"type": "ReplicaFailure", "status": failure[0], "reason": failure[1]})
     a = run(deployment(2, 0, conditions=conditions))
     assert (a.status, a.reason, a.pods) == ("False", reason, "0/2")
+
+
+# ------------------------------------------------------- whole conditions, every branch
+# Written out by hand: status, reason, message and pods are what the relay shows.
+GOING = "2026-12-01T00:00:00Z"
+EXACT = [
+    ("withdrawn", (deployment(),), {"published": False},
+     Availability("False", AvailableReason.WITHDRAWN, "the pool is withdrawn")),
+    ("refused", (deployment(),), {"refused": "create Service x: 403"},
+     Availability("False", AvailableReason.WRITE_REFUSED, "create Service x: 403")),
+    ("no-service", (deployment(), None), {},
+     Availability("False", AvailableReason.SERVICE_MISSING,
+                  f"Service {NAME} does not exist yet")),
+    ("service-going", (deployment(), {"metadata": {"deletionTimestamp": GOING}}), {},
+     Availability("False", AvailableReason.SERVICE_MISSING,
+                  f"Service {NAME} is being deleted; it is created again once gone")),
+    ("no-deployment", (None,), {},
+     Availability("False", AvailableReason.DEPLOYMENT_MISSING,
+                  f"Deployment {NAME} does not exist yet")),
+    ("deployment-going", (deployment(deletionTimestamp=GOING),), {},
+     Availability("False", AvailableReason.DEPLOYMENT_MISSING,
+                  f"Deployment {NAME} is being deleted; it is created again once gone")),
+    ("zero", (deployment(0, 0),), {},
+     Availability("False", AvailableReason.SCALED_TO_ZERO,
+                  "spec.replicas is 0: no relay pod runs", "0/0")),
+    ("not-observed", (deployment(2, 1, generation=4, observed=3),), {},
+     Availability("False", AvailableReason.PROGRESSING,
+                  f"the Deployment controller has not observed generation 4 of {NAME} yet "
+                  "(observed 3)", "1/2")),
+    ("rolling-out",
+     (deployment(2, 0, conditions=[{"type": "Progressing", "status": "True",
+                                    "reason": "ReplicaSetUpdated"}]),), {},
+     Availability("False", AvailableReason.PROGRESSING,
+                  f"{NAME} is rolling out: no relay pod available yet (0/2)", "0/2")),
+    ("unavailable-quoted",
+     (deployment(1, 0, conditions=[
+         {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
+          "message": "no minimum"},
+         {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
+          "message": "done"},
+         {"type": "ReplicaFailure", "status": "False", "reason": "FailedCreate",
+          "message": "was"}]),), {},
+     Availability("False", AvailableReason.UNAVAILABLE,
+                  f"no relay pod of {NAME} is available (0/1): Available "
+                  "MinimumReplicasUnavailable: no minimum", "0/1")),
+    ("unavailable-two-quoted",
+     (deployment(1, 0, conditions=[
+         {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+          "message": "timed out"},
+         {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate",
+          "message": "forbidden"}]),), {},
+     Availability("False", AvailableReason.UNAVAILABLE,
+                  f"no relay pod of {NAME} is available (0/1): ReplicaFailure FailedCreate: "
+                  "forbidden; Progressing ProgressDeadlineExceeded: timed out", "0/1")),
+    ("partial", (deployment(3, 2),), {},
+     Availability("True", AvailableReason.PARTIALLY_AVAILABLE, "2/3 relay pods available", "2/3")),
+    ("all", (deployment(2, 2),), {},
+     Availability("True", AvailableReason.AVAILABLE, "2/2 relay pods available", "2/2")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "kw", "want"), [r[1:] for r in EXACT], ids=[r[0] for r in EXACT])
+def test_the_whole_condition(args: tuple[Any, ...], kw: dict[str, Any], want: Availability) -> None:
+    assert run(*args, **kw) == want
+
+
+def test_the_defaults_are_an_unnamed_single_replica() -> None:
+    """Called with the defaults (no name, no replicas), a Deployment just created is one
+    replica, not yet observed."""
+    a = availability(None, SERVICE, published=True, created=frozenset({"Deployment"}))
+    assert a == Availability(
+        "False",
+        AvailableReason.PROGRESSING,
+        "the Deployment controller has not observed generation 1 of  yet (observed 0)",
+        "0/1",
+    )
+
+
+def test_what_is_read_of_the_status_is_exactly_the_inputs() -> None:
+    conditions = [
+        {"type": "Available", "status": "True", "reason": "A", "message": "a"},
+        {"type": "Other", "status": "True"},
+        {"type": "ReplicaFailure", "status": "False", "reason": "R", "message": "r"},
+        {"type": "Progressing", "status": "True", "reason": "P", "message": "p"},
+    ]
+    dep = deployment(2, 1, observed=3, conditions=conditions)
+    assert shown_inputs(dep) == (
+        3,
+        1,
+        (
+            ("ReplicaFailure", "False", "R", "r"),
+            ("Progressing", "True", "P", "p"),
+            ("Available", "True", "A", "a"),
+        ),
+    )

@@ -12,10 +12,14 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.exports.verdict import (
+    AWAITING,
+    AWAITING_MESSAGE,
     EXPORTED_REASONS,
     UNCONFIRMED_AFTER,
+    Exported,
     ExportedReason,
     Judgement,
+    Verdict,
     exported,
     verdict,
     view_of,
@@ -264,3 +268,224 @@ def test_the_earliest_recheck_is_kept() -> None:
 
 def test_every_reason_is_documented() -> None:
     assert set(EXPORTED_REASONS) == set(ExportedReason)
+
+
+# ------------------------------------------------------------- exact verdicts, every branch
+# Each row is the whole Verdict, written out by hand: a change of judgement, reason,
+# message, the implementation's view shown beside it, or the recheck time is a change of
+# what the relay's status says, and must fail here.
+SHOWN_TRUE = {"status": "True", "lastTransitionTime": T}
+
+
+def shown(status: str, reason: str = "", message: str = "") -> dict[str, str]:
+    out = {"status": status}
+    if reason:
+        out["reason"] = reason
+    if message:
+        out["message"] = message
+    out["lastTransitionTime"] = T
+    return out
+
+
+EXACT = [
+    (
+        "conflict",
+        [cond("Conflict", "True", "ConflictingType", "types differ")],
+        Verdict(
+            Judgement.REFUSED,
+            "ConflictingType",
+            f"types differ (since {T})",
+            {"conflict": shown("True", "ConflictingType", "types differ")},
+        ),
+    ),
+    (
+        "conflict-without-reason-or-message",
+        [cond("Conflict", "True")],
+        Verdict(
+            Judgement.REFUSED, "Conflict", f"Conflict=True (since {T})", {"conflict": SHOWN_TRUE}
+        ),
+    ),
+    (
+        "invalid-without-reason",
+        [cond("Valid", "False", message="no Service")],
+        Verdict(
+            Judgement.REFUSED,
+            "Invalid",
+            f"no Service (since {T})",
+            {"valid": shown("False", message="no Service")},
+        ),
+    ),
+    (
+        "invalid-reason-only",
+        [cond("Valid", "False", "ServiceUnavailable")],
+        Verdict(
+            Judgement.REFUSED,
+            "ServiceUnavailable",
+            f"ServiceUnavailable (since {T})",
+            {"valid": shown("False", "ServiceUnavailable")},
+        ),
+    ),
+    (
+        "not-ready-without-reason",
+        [cond("Ready", "False", message="failed")],
+        Verdict(
+            Judgement.REFUSED,
+            "NotReady",
+            f"failed (since {T})",
+            {"ready": shown("False", message="failed")},
+        ),
+    ),
+    (
+        "ready-unknown-without-reason",
+        [cond("Ready", "Unknown")],
+        Verdict(
+            Judgement.PENDING,
+            "Unknown",
+            f"Ready=Unknown (since {T})",
+            {"ready": shown("Unknown")},
+        ),
+    ),
+    (
+        "awaiting",
+        [cond("Ready", "False", "AwaitingExport", "awaiting aggregation")],
+        Verdict(
+            Judgement.PENDING,
+            "AwaitingExport",
+            f"awaiting aggregation (since {T})",
+            {"ready": shown("False", "AwaitingExport", "awaiting aggregation")},
+        ),
+    ),
+    (
+        "ready",
+        [cond("Valid", "True"), cond("Ready", "True")],
+        Verdict(Judgement.CONFIRMED, view={"valid": SHOWN_TRUE, "ready": SHOWN_TRUE}),
+    ),
+    (
+        "valid-only",
+        [cond("Valid", "True")],
+        Verdict(Judgement.CONFIRMED, view={"valid": SHOWN_TRUE}),
+    ),
+    (
+        "valid-unknown",
+        [cond("Valid", "Unknown", message="checking")],
+        Verdict(
+            Judgement.PENDING,
+            "Unknown",
+            f"checking (since {T})",
+            {"valid": shown("Unknown", message="checking")},
+        ),
+    ),
+    ("nothing-long-ago", [], Verdict(Judgement.UNCONFIRMED)),
+]
+
+
+@pytest.mark.parametrize(("conditions", "want"), [r[1:] for r in EXACT], ids=[r[0] for r in EXACT])
+def test_the_whole_verdict(conditions: list[dict[str, Any]], want: Verdict) -> None:
+    assert verdict(export(*conditions), now=NOW) == want
+
+
+def test_a_condition_without_a_time_is_quoted_without_one() -> None:
+    c = {"type": "Valid", "status": "False", "reason": "R", "message": "m"}
+    got = verdict(export(c), now=NOW)
+    assert (got.message, got.view) == (
+        "m",
+        {"valid": {"status": "False", "reason": "R", "message": "m"}},
+    )
+
+
+def test_a_fresh_export_without_conditions_waits_until_exactly_the_grace_period() -> None:
+    created = datetime(2026, 12, 1, 11, 59, 0, tzinfo=UTC)
+    fresh = export(created="2026-12-01T11:59:00Z")
+    recheck = created + UNCONFIRMED_AFTER
+    assert verdict(fresh, now=NOW - timedelta(seconds=1)) == Verdict(
+        Judgement.PENDING, AWAITING, AWAITING_MESSAGE, None, recheck
+    )
+    assert verdict(fresh, now=recheck) == Verdict(Judgement.UNCONFIRMED), "not after: at"
+
+
+EXPORTED_EXACT = [
+    (
+        "withdrawn",
+        [],
+        {},
+        False,
+        Exported("False", ExportedReason.WITHDRAWN, "the pool is withdrawn: nothing is exported"),
+    ),
+    (
+        "all-skipped",
+        [StatusLine("a", "Skipped")],
+        {},
+        True,
+        Exported(
+            "False", ExportedReason.NOTHING_TO_EXPORT, "no Service of the pool can be exported"
+        ),
+    ),
+    (
+        "foreign",
+        [StatusLine("a", "Exported"), StatusLine("b", "Foreign")],
+        {"a": Verdict(Judgement.CONFIRMED)},
+        True,
+        Exported(
+            "False",
+            ExportedReason.NOT_CONTROLLED,
+            "b: another owner (or none) controls this export; the implementation exports "
+            "theirs, not the pool's",
+            about="b",
+        ),
+    ),
+    (
+        "refused",
+        [StatusLine("a", "Exported")],
+        {"a": Verdict(Judgement.REFUSED, "ConflictingType", "types differ")},
+        True,
+        Exported("False", "ConflictingType", "a: types differ", about="a"),
+    ),
+    (
+        "pending-and-being-deleted-and-not-cached",
+        [StatusLine("a", "Pending"), StatusLine("b", "Exported"), StatusLine("c", "Exported")],
+        {"b": Verdict(Judgement.PENDING, "AwaitingExport", "awaiting", recheck_at=NOW)},
+        True,
+        Exported(
+            "Unknown",
+            ExportedReason.PENDING,
+            f"a: being deleted, created again once gone; b: awaiting; c: {AWAITING_MESSAGE}",
+            NOW,
+        ),
+    ),
+    (
+        "unconfirmed",
+        [StatusLine("a", "Exported"), StatusLine("b", "Exported"), StatusLine("c", "Exported")],
+        {
+            "a": Verdict(Judgement.UNCONFIRMED),
+            "b": Verdict(Judgement.CONFIRMED),
+            "c": Verdict(Judgement.UNCONFIRMED),
+        },
+        True,
+        Exported(
+            "True",
+            ExportedReason.UNCONFIRMED,
+            "exported; the MCS implementation has written no condition on a, c (some, like "
+            "AWS Cloud Map, never do): whether it imported them is not known here",
+        ),
+    ),
+    (
+        "confirmed",
+        [StatusLine("a", "Exported"), StatusLine("s", "Skipped"), StatusLine("b", "Exported")],
+        {"a": Verdict(Judgement.CONFIRMED), "b": Verdict(Judgement.CONFIRMED)},
+        True,
+        Exported(
+            "True", ExportedReason.IMPLEMENTATION_READY, "the MCS implementation confirmed a, b"
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("lines", "verdicts", "published", "want"),
+    [r[1:] for r in EXPORTED_EXACT],
+    ids=[r[0] for r in EXPORTED_EXACT],
+)
+def test_the_whole_exported_condition(
+    lines: list[StatusLine], verdicts: dict[str, Verdict], published: bool, want: Exported
+) -> None:
+    assert exported(lines, verdicts, published=published) == want
