@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from dynamo_pool_operator.config import parse_configuration
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import OPERATOR_AGENT, OperatorUnderTest
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest
 
 from .procs import operator_config
 

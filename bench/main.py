@@ -23,12 +23,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from dynamo_pool_operator.localcluster.assets import resolve
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.crds import default_crds
+from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.testing.assets import resolve
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.crds import default_crds
-from dynamo_pool_operator.testing.harness import OPERATOR_AGENT
 
 from . import fairness, floor, inproc, objects, procs
 from .latency import reaction_latency

@@ -17,7 +17,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from dynamo_pool_operator.config import API_VERSION, KIND
-from dynamo_pool_operator.testing.controlplane import ControlPlane, free_port
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
 
 
 def operator_config(workers: int, metrics_port: int | None = None) -> dict[str, object]:

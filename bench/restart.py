@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dynamo_pool_operator.testing.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 
 from . import procs
 from .fairness import QueueProbe

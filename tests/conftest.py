@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from dynamo_pool_operator.localcluster.assets import Assets
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.testing.assets import Assets
 
 _TIERS = {
     "integration": pytest.mark.integration,
@@ -42,7 +42,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     the build, and with its progress visible."""
     if not any(any(item.get_closest_marker(tier) for tier in _TIERS) for item in session.items):
         return
-    from dynamo_pool_operator.testing.assets import resolve
+    from dynamo_pool_operator.localcluster.assets import resolve
 
     capture = session.config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():
@@ -58,7 +58,7 @@ def _alive(pid: int) -> bool:
 
 
 def _assets(request: pytest.FixtureRequest) -> Assets:
-    from dynamo_pool_operator.testing.assets import resolve
+    from dynamo_pool_operator.localcluster.assets import resolve
 
     return request.config.stash.get(_ASSETS, None) or resolve()
 
@@ -83,8 +83,8 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[object]:
 
     On teardown it asserts that no process and no temporary directory survive.
     """
-    from dynamo_pool_operator.testing.controlplane import ControlPlane
-    from dynamo_pool_operator.testing.crds import default_crds
+    from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+    from dynamo_pool_operator.localcluster.crds import default_crds
 
     assets = _assets(request)
     yield from _run_plane(ControlPlane(assets=assets, crds=default_crds(assets.mcs_crd_dir)))
@@ -94,9 +94,9 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[object]:
 def node_plane(request: pytest.FixtureRequest) -> Iterator[object]:
     """A second control plane, started on first use, where pods run: the same APIs, one
     kwok Node, the scheduler stand-in and the Deployment/ReplicaSet/EndpointSlice
-    controllers (testing/kwok.py). Skips, saying why, when kwok was not built."""
-    from dynamo_pool_operator.testing.controlplane import ControlPlane
-    from dynamo_pool_operator.testing.crds import default_crds
+    controllers (localcluster/kwok.py). Skips, saying why, when kwok was not built."""
+    from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+    from dynamo_pool_operator.localcluster.crds import default_crds
 
     assets = _assets(request)
     if why := assets.missing_peers("kwok"):

@@ -8,7 +8,7 @@ happened and how to look: the pool's exports and its relay pods Running.
 
 `--clusters 2` shows the multi-cluster picture instead: "east" and "west", each with a
 kwok Node, its cluster ID and the operator, joined through a broker by Submariner
-Lighthouse agents (testing/lighthouse.py). The sample pool runs in east; the report
+Lighthouse agents (localcluster/lighthouse.py). The sample pool runs in east; the report
 ends with the pool as west sees it: the ServiceImports Lighthouse made there and their
 ready endpoints.
 """
@@ -35,9 +35,9 @@ from .runtime.auth import load_kubeconfig
 from .runtime.client import Client
 from .runtime.resources import DEPLOYMENTS, SERVICES, Resource
 
-if TYPE_CHECKING:  # the testing package is imported only when dev runs
-    from .testing.assets import Assets
-    from .testing.lighthouse import World
+if TYPE_CHECKING:  # the local control plane is imported only when dev runs
+    from .localcluster.assets import Assets
+    from .localcluster.lighthouse import World
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def sample_objects(cluster_id: str = CLUSTER_ID) -> list[tuple[Resource, dict[st
 
 
 async def _create_samples(client: Client, cluster_id: str = CLUSTER_ID) -> None:
-    from .testing import dynamo
+    from .localcluster import dynamo
 
     for res, body in sample_objects(cluster_id):
         with contextlib.suppress(errors.AlreadyExists):
@@ -134,7 +134,7 @@ async def _wait_published(client: Client, timeout: float = 60) -> dict[str, Any]
 
 async def _relay_pods(client: Client) -> list[str]:
     """The relay's pods, once as many run as its Deployment wants."""
-    from .testing import kwok
+    from .localcluster import kwok
 
     selector = ",".join(f"{k}={v}" for k, v in labels.selector(POOL).items())
 
@@ -204,9 +204,9 @@ async def run(
         return await _run_two(config, exit_when_ready=exit_when_ready)
     if clusters != 1:
         raise ValueError("dev runs one cluster or two")
-    from .testing.assets import resolve
-    from .testing.controlplane import ControlPlane
-    from .testing.crds import default_crds
+    from .localcluster.assets import resolve
+    from .localcluster.controlplane import ControlPlane
+    from .localcluster.crds import default_crds
 
     assets = await asyncio.to_thread(resolve)
     nodes = 1 if assets.kwok is not None and assets.kube_controller_manager is not None else 0
@@ -243,8 +243,8 @@ async def run(
 
 
 async def _run_two(config: OperatorConfiguration, *, exit_when_ready: bool) -> int:
-    from .testing import lighthouse
-    from .testing.assets import resolve
+    from .localcluster import lighthouse
+    from .localcluster.assets import resolve
 
     assets = await asyncio.to_thread(resolve)
     why = assets.missing_peers() or lighthouse.namespaces_refused()
@@ -330,7 +330,7 @@ async def _imported(
 ) -> dict[str, tuple[list[str], list[str]]] | None:
     """Each export's ServiceImport, once it lists `source` and has a ready endpoint from
     it: name -> (clusters, ready endpoint addresses)."""
-    from .testing import kwok, lighthouse
+    from .localcluster import kwok, lighthouse
 
     imports = {
         i["metadata"]["name"]: sorted(

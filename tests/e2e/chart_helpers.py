@@ -18,7 +18,7 @@ CHART = ROOT / "deploy" / "helm" / "dynamo-pool-operator"
 
 def helm_binary() -> Path:
     """`resolve().helm`: the helm built by tools/controlplane/build.sh (or provided)."""
-    from dynamo_pool_operator.testing.assets import resolve
+    from dynamo_pool_operator.localcluster.assets import resolve
 
     helm = resolve().helm
     if helm is None:

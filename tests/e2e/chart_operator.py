@@ -23,12 +23,12 @@ from chart_helpers import one, rendered_configuration, template
 from dynamo_pool_operator import process
 from dynamo_pool_operator.api.mcs import clusterproperties, serviceexports
 from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
 from dynamo_pool_operator.poolrelay.controller import dgd_resource
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import EVENTS, LEASES
-from dynamo_pool_operator.testing.controlplane import ControlPlane
 
 DGDS = dgd_resource("v1beta1")
 SERVICEEXPORTS = serviceexports("v1beta1")

@@ -1,7 +1,7 @@
 """A STAND-IN Multi-Cluster Services implementation, written here: for `karmada` only.
 
 The real implementation in the e2e tier is Submariner Lighthouse
-(test_multicluster.py, testing/lighthouse.py). Karmada cannot be built here, so
+(test_multicluster.py, localcluster/lighthouse.py). Karmada cannot be built here, so
 test_multicluster_simulated.py keeps this stand-in for the `karmada` setting: it
 proves what the operator writes next to *an* implementation, not what one does.
 It does, through the real API servers, the two things KEP-1645 implementations do:

@@ -33,8 +33,8 @@ from chart_operator import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.testing.controlplane import ControlPlane, free_port
 
 RULE_VALUES = {"prometheusRule": {"enabled": True}}
 #: Labels Prometheus adds to every scraped series (target labels), not the operator.

@@ -48,6 +48,7 @@ from chart_operator import (
 
 from dynamo_pool_operator import __version__, status_cmd
 from dynamo_pool_operator.config import OperatorConfiguration, to_document
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
@@ -59,7 +60,6 @@ from dynamo_pool_operator.runtime.resources import (
     SERVICES,
     Resource,
 )
-from dynamo_pool_operator.testing.controlplane import ControlPlane
 
 CLUSTER_ROLES = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False

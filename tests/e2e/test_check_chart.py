@@ -22,8 +22,8 @@ from chart_operator import (
 )
 
 from dynamo_pool_operator import check
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.testing.controlplane import ControlPlane
 
 
 @pytest.fixture

@@ -35,12 +35,12 @@ from chart_helpers import CHART, helm, helm_binary
 from chart_operator import mint_token
 
 from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.crds import dgd_crd
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import CRDS
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.crds import dgd_crd
 
 pytestmark = pytest.mark.timeout(240)
 

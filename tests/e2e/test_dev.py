@@ -15,9 +15,9 @@ import pytest
 
 from dynamo_pool_operator import dev, process
 from dynamo_pool_operator.config import OperatorConfiguration
-from dynamo_pool_operator.testing.assets import resolve
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.lighthouse import namespaces_refused
+from dynamo_pool_operator.localcluster.assets import resolve
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.lighthouse import namespaces_refused
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -1,7 +1,7 @@
 """Two clusters, one cluster set, a real MCS implementation: the Global Router finds each
 pool where it runs.
 
-The world (testing/lighthouse.py, testing/kwok.py): a broker and two members, "east"
+The world (localcluster/lighthouse.py, localcluster/kwok.py): a broker and two members, "east"
 and "west", each with a kwok Node (relay and frontend pods run and are Ready, their
 Services have ready endpoints), its About API cluster ID, the operator with `mcs`, and
 a Submariner Lighthouse agent. Nobody here wrote Lighthouse: it validates our exports,
@@ -38,14 +38,14 @@ from chart_operator import DGDS, RELAYS, dgd, relay
 from dynamo_pool_operator.api import labels, names
 from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
+from dynamo_pool_operator.localcluster import dynamo, kwok, lighthouse
+from dynamo_pool_operator.localcluster.assets import pinned_versions, resolve
+from dynamo_pool_operator.localcluster.audit import AuditEvent
+from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES, Resource
-from dynamo_pool_operator.testing import dynamo, kwok, lighthouse
-from dynamo_pool_operator.testing.assets import pinned_versions, resolve
-from dynamo_pool_operator.testing.audit import AuditEvent
-from dynamo_pool_operator.testing.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

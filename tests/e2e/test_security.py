@@ -12,7 +12,7 @@ RBAC is checked against. Anything granted beyond it fails the test, as does a
 table row the chart does not grant (so the review is known to show the chart's rules).
 
 "No Secrets": the audit policy logs every request on Secrets, reads included
-(testing/audit.py). The operator runs as the chart's ServiceAccount until it has
+(localcluster/audit.py). The operator runs as the chart's ServiceAccount until it has
 published and exported a pool, and the audit log must hold no request on Secrets by
 that identity; a probe then shows that such a request (even a refused one) is logged.
 """
@@ -39,13 +39,13 @@ from chart_operator import (
     publish_pool,
 )
 
+from dynamo_pool_operator.localcluster import kwok
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SECRETS
-from dynamo_pool_operator.testing import kwok
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import eventually
 
 pytestmark = pytest.mark.e2e
 

@@ -12,11 +12,11 @@ import pytest
 from fleet import FLEET_SIZE, Fleet, namespace_gone
 from replicas import Replicas
 
+from dynamo_pool_operator.localcluster.assets import resolve
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.crds import default_crds
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.testing.assets import resolve
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.crds import default_crds
 
 
 @pytest.fixture(scope="session")

@@ -17,13 +17,13 @@ from typing import Any
 
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api.mcs import serviceexports
+from dynamo_pool_operator.localcluster.audit import AuditEvent
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
 from dynamo_pool_operator.poolrelay.controller import dgd_resource
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES, Resource
-from dynamo_pool_operator.testing.audit import AuditEvent
-from dynamo_pool_operator.testing.controlplane import ControlPlane
 
 DGDS = dgd_resource("v1beta1")
 EXPORTS = serviceexports("v1beta1")

@@ -23,7 +23,7 @@ import yaml
 
 from dynamo_pool_operator import rbac
 from dynamo_pool_operator.config import API_VERSION, KIND
-from dynamo_pool_operator.testing.controlplane import ControlPlane, free_port
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
 
 #: Every replica's certificate carries this group; RBAC and the webhook key on it.
 GROUP = "dpo-fault-operators"

@@ -30,14 +30,14 @@ from fleet import EXPORTS, FLEET_SIZE, Fleet
 from replicas import GROUP, LEASE_NAME, USER_PREFIX, LeaseTiming, Replica, Replicas
 from webhook import Mode, Webhook
 
+from dynamo_pool_operator.localcluster.audit import AuditEvent
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.rbac import MANAGER_NAME as MANAGER
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, EVENTS, LEASES
-from dynamo_pool_operator.testing.audit import AuditEvent
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import eventually
 
 #: Seconds; a 2-core machine under a full test run is slow. About 0.4 s per pool
 #: beyond the default 30 (a cold start of 1,000 pools takes ~40 s here, see

@@ -19,8 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from dynamo_pool_operator.testing.certs import TinyCA
-from dynamo_pool_operator.testing.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.certs import TinyCA
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 
 CONFIGS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 

@@ -14,10 +14,10 @@ from dynamo_pool_operator.config import (
     OperatorConfiguration,
     parse_configuration,
 )
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import EVENTS, Resource
-from dynamo_pool_operator.testing.harness import eventually
 
 SE = serviceexports("v1beta1")
 CLUSTER_PROPERTIES = clusterproperties("v1beta1")

@@ -26,13 +26,13 @@ from export_fixtures import (
 from relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
 
 from dynamo_pool_operator import rbac
+from dynamo_pool_operator.localcluster.audit import AuditEvent
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pipeline.model import Verb
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import Resource
-from dynamo_pool_operator.testing.audit import AuditEvent
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
 
 #: The operator under test authenticates as this client-certificate user (system:masters).
 OPERATOR_USER = "admin"

@@ -30,12 +30,12 @@ from dynamo_pool_operator import check, rbac
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.config import API_VERSION, KIND
+from dynamo_pool_operator.localcluster.assets import resolve
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
+from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd, mcs_crds
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.leader import format_micro_time
 from dynamo_pool_operator.runtime.resources import LEASES
-from dynamo_pool_operator.testing.assets import resolve
-from dynamo_pool_operator.testing.controlplane import ControlPlane, free_port
-from dynamo_pool_operator.testing.crds import cluster_property_crd, dgd_crd, mcs_crds
 
 pytestmark = pytest.mark.timeout(120)
 

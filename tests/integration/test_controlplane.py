@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.api.mcs import serviceexports
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import CONFIGMAPS, SECRETS
-from dynamo_pool_operator.testing.controlplane import ControlPlane
 
 SERVICEEXPORTS = serviceexports("v1beta1")
 
@@ -32,7 +32,7 @@ def _cm(name: str, ns: str, **data: str) -> dict[str, Any]:
 
 
 async def test_version_endpoint_reports_the_pinned_release(client: Client) -> None:
-    from dynamo_pool_operator.testing.assets import pinned_versions
+    from dynamo_pool_operator.localcluster.assets import pinned_versions
 
     info = await client.request("GET", "/version")
     assert info["gitVersion"] == "v" + pinned_versions()["KUBERNETES_VERSION"]

@@ -33,10 +33,10 @@ from export_fixtures import config
 from dynamo_pool_operator import process
 from dynamo_pool_operator.api import crd as relay_crd
 from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime import client as client_module
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.crds import cluster_property_crd, dgd_crd
-from dynamo_pool_operator.testing.harness import eventually
 
 pytestmark = pytest.mark.timeout(90)
 

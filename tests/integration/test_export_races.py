@@ -33,11 +33,11 @@ from race_fixtures import (
 from relay_fixtures import DGDS, RELAYS, WORKER, dgd_body
 
 from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pipeline.model import Verb
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
 
 pytestmark = pytest.mark.timeout(60)
 

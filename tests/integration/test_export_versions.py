@@ -30,12 +30,12 @@ from relay_fixtures import DGDS, RELAYS, WORKER, decision_of, relay_body
 
 from dynamo_pool_operator.api import crd as relay_crd
 from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.localcluster.assets import resolve
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd, mcs_crds
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.testing.assets import resolve
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.crds import cluster_property_crd, dgd_crd, mcs_crds
-from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -25,10 +25,10 @@ from export_fixtures import (
 from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, dgd_body, relay_body
 
 from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
 
 POOL = "llama"
 RELAY_SVC = f"{POOL}-pool-relay"

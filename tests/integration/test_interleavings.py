@@ -46,6 +46,8 @@ from dynamo_pool_operator.api.dgd import DISCOVERY_BACKEND_ANNOTATION, pool_from
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation
 from dynamo_pool_operator.api.relay import RelayDefaults, relay_from_object
 from dynamo_pool_operator.exports.plan import plan, relevant_exports
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from dynamo_pool_operator.pipeline.model import Verb
 from dynamo_pool_operator.poolrelay.checks import decide
 from dynamo_pool_operator.runtime import errors
@@ -53,8 +55,6 @@ from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.ownership import controller_of
 from dynamo_pool_operator.runtime.resources import CONFIGMAPS, DEPLOYMENTS, SERVICES
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 
 POOL = "llama"
 EXAMPLES = int(os.environ.get("DPO_INTERLEAVING_EXAMPLES", "3"))

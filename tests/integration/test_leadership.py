@@ -23,6 +23,9 @@ from race_fixtures import FRONTEND_SVC, deny_export_writes, make_pool
 from relay_fixtures import RELAYS, relay_body
 
 from dynamo_pool_operator import process
+from dynamo_pool_operator.localcluster.audit import AuditEvent
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
+from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, eventually
 from dynamo_pool_operator.operator import REPORTING_CONTROLLER
 from dynamo_pool_operator.poolrelay.controller import CONTROLLER_NAME
 from dynamo_pool_operator.runtime import metrics
@@ -30,9 +33,6 @@ from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.leader import LeaderElector, format_micro_time
 from dynamo_pool_operator.runtime.resources import LEASES
-from dynamo_pool_operator.testing.audit import AuditEvent
-from dynamo_pool_operator.testing.controlplane import ControlPlane, free_port
-from dynamo_pool_operator.testing.harness import OPERATOR_AGENT, eventually
 
 pytestmark = pytest.mark.timeout(240)
 

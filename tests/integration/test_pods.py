@@ -1,5 +1,5 @@
 """Relay pods in a world with nodes: kwok, the scheduler stand-in, the pod controllers,
-and Pod Security `restricted` enforced on the namespace (testing/kwok.py).
+and Pod Security `restricted` enforced on the namespace (localcluster/kwok.py).
 
 The rest of the integration tier has no nodes, so a relay Deployment never gets a pod
 and nothing checks its pod template against admission. Here the pods exist: they are
@@ -19,13 +19,13 @@ import pytest
 from relay_fixtures import DGDS, RELAYS, dgd_body, ready, relay_body
 
 from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.localcluster import kwok
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, EVENTS, NAMESPACES
-from dynamo_pool_operator.testing import kwok
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
 
 pytestmark = pytest.mark.timeout(180)
 

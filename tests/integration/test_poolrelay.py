@@ -13,10 +13,10 @@ import pytest
 from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, absent, decision_of, dgd_body, relay_body
 
 from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
 
 POOL = "llama"
 RELAY_OBJ = f"{POOL}-pool-relay"

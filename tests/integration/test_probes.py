@@ -18,9 +18,9 @@ from export_fixtures import config, set_cluster_id, wait_event
 from race_fixtures import CLUSTER_PROPERTY_RULES, OPERATOR_RULES, Grants, make_pool
 
 from dynamo_pool_operator import process
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.testing.controlplane import ControlPlane, free_port
-from dynamo_pool_operator.testing.harness import eventually
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -19,11 +19,11 @@ from export_fixtures import config, events_for, exports_become
 from relay_fixtures import DGDS, RELAYS, condition, decision_of, dgd_body, relay_body
 
 from dynamo_pool_operator.api import mcs
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import SERVICES
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
 
 POOL = "llama"
 OBJ = f"{POOL}-pool-relay"

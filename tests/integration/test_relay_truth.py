@@ -19,10 +19,10 @@ from export_fixtures import config, events_for, export_names, exports_become
 from race_fixtures import operator_refused
 from relay_fixtures import DGDS, RELAYS, absent, condition, dgd_body, ready, relay_body
 
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client import MERGE_PATCH, Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import OperatorUnderTest, eventually
 
 pytestmark = pytest.mark.timeout(90)
 

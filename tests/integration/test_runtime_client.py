@@ -13,12 +13,12 @@ import pytest
 
 from dynamo_pool_operator import __version__
 from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import DEFAULT_USER_AGENT, Client
 from dynamo_pool_operator.runtime.resources import CONFIGMAPS, DEPLOYMENTS
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import eventually
 
 
 def _cm(name: str, ns: str, **data: str) -> dict[str, Any]:

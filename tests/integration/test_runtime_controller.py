@@ -15,12 +15,12 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.controller import Controller, Request, Result
 from dynamo_pool_operator.runtime.informer import Informer
 from dynamo_pool_operator.runtime.resources import CONFIGMAPS
 from dynamo_pool_operator.runtime.server import Probes, ProbeServer
-from dynamo_pool_operator.testing.harness import eventually
 
 
 def _cm(name: str, ns: str, **data: str) -> dict[str, Any]:

@@ -10,12 +10,12 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.events import WARNING, EventRecorder
 from dynamo_pool_operator.runtime.resources import CONFIGMAPS, EVENTS
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import eventually
 
 CONTROLLER = "dpo.test/runtime-events"
 

@@ -32,6 +32,8 @@ import orjson
 import pytest
 from tcp_proxy import TcpProxy
 
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client, ListResult
@@ -45,8 +47,6 @@ from dynamo_pool_operator.runtime.store import (
     label_index,
     object_key,
 )
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import eventually
 
 #: Informer retries fast here: a restart should not cost the test seconds of backoff.
 FAST = (0.05, 0.5)
@@ -56,7 +56,7 @@ FAST = (0.05, 0.5)
 @pytest.fixture(scope="module")
 def private_cp(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     """A control plane of this module's own (no GC, no CRDs), for restarts and compaction."""
-    from dynamo_pool_operator.testing.assets import resolve
+    from dynamo_pool_operator.localcluster.assets import resolve
 
     capture = request.config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.leader import LeaderElector, LeadershipLost
 from dynamo_pool_operator.runtime.resources import LEASES
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.harness import eventually
 
 LEASE = 2.0
 RENEW = 1.5
@@ -183,7 +183,7 @@ async def test_two_electors_never_both_lead_and_failover_follows_a_killed_leader
 @pytest.fixture(scope="module")
 def private_cp(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
     """A control plane of this module's own, so a restart disturbs no other test."""
-    from dynamo_pool_operator.testing.assets import resolve
+    from dynamo_pool_operator.localcluster.assets import resolve
 
     capture = request.config.pluginmanager.getplugin("capturemanager")
     with capture.global_and_fixture_disabled():

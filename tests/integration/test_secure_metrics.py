@@ -19,12 +19,12 @@ from prometheus_client import CollectorRegistry, Counter
 from race_fixtures import Grants
 
 from dynamo_pool_operator import rbac
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.metrics_auth import DelegatedAuth
 from dynamo_pool_operator.runtime.server import Probes, ProbeServer
 from dynamo_pool_operator.runtime.serving_tls import ServingCertificate
-from dynamo_pool_operator.testing.controlplane import ControlPlane
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -29,13 +29,13 @@ from race_fixtures import FRONTEND_SVC, RELAY_SVC, make_pool
 from dynamo_pool_operator import process
 from dynamo_pool_operator.api import crd as relay_crd
 from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.localcluster.assets import resolve
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.crds import dgd_crd, mcs_crds
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import DEFAULT_USER_AGENT, Client
 from dynamo_pool_operator.runtime.resources import LEASES
-from dynamo_pool_operator.testing.assets import resolve
-from dynamo_pool_operator.testing.controlplane import ControlPlane
-from dynamo_pool_operator.testing.crds import dgd_crd, mcs_crds
-from dynamo_pool_operator.testing.harness import eventually
 
 pytestmark = pytest.mark.timeout(60)
 

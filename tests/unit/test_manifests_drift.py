@@ -62,7 +62,7 @@ def test_chart_app_version_is_the_package_version() -> None:
 
 # ------------------------------------------------------------------ chart rendered by helm
 def _helm() -> Path:
-    from dynamo_pool_operator.testing.assets import AssetsError, resolve
+    from dynamo_pool_operator.localcluster.assets import AssetsError, resolve
 
     try:
         helm = resolve(build_missing=False).helm

@@ -1,1 +1,0 @@
-"""Test and dev support: the real local control plane and its assets."""
