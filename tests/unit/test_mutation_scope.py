@@ -15,7 +15,7 @@ PACKAGE = ROOT / "src" / "dynamo_pool_operator"
 #: The pure core: what `mutmut run` mutates, each with the unit tests that pin it.
 PURE_CORE = {
     "api/dgd.py": "tests/unit/test_dgd.py",
-    "api/mcs.py": "tests/unit/test_export_plan.py",
+    "api/mcs.py": "tests/unit/test_names.py",
     "api/names.py": "tests/unit/test_names.py",
     "api/podfields.py": "tests/unit/test_podfields.py",
     "api/relay.py": "tests/unit/test_relay.py",

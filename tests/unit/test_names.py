@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api import mcs, names
 
 #: The DNS-1035 label rule written independently of the code under test.
 REFERENCE_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -219,3 +219,39 @@ def test_discovery_service_account_is_dgd_dash_k8s_service_discovery(
     dgd: str, expected: str
 ) -> None:
     assert names.discovery_service_account(dgd) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "pool"),
+    [
+        ("llama-pool-relay", "llama"),
+        ("a-pool-relay", "a"),
+        ("-pool-relay", None),  # no pool has an empty name
+        ("llama-frontend", None),
+        ("llama-pool-relay-x", None),
+        ("", None),
+    ],
+)
+def test_pool_of_is_the_inverse_of_relay_name(name: str, pool: str | None) -> None:
+    assert names.pool_of(name) == pool
+    if pool is not None:
+        assert names.relay_name(pool) == name
+
+
+def test_the_mcs_and_about_api_resources() -> None:
+    se = mcs.serviceexports("v1alpha1")
+    assert (se.group, se.version, se.plural, se.kind, se.namespaced) == (
+        "multicluster.x-k8s.io",
+        "v1alpha1",
+        "serviceexports",
+        "ServiceExport",
+        True,
+    )
+    cp = mcs.clusterproperties("v1alpha1")
+    assert (cp.group, cp.version, cp.plural, cp.kind, cp.namespaced) == (
+        "about.k8s.io",
+        "v1alpha1",
+        "clusterproperties",
+        "ClusterProperty",
+        False,
+    )
