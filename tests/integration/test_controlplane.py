@@ -7,6 +7,7 @@ collector) does, so a fake could not pass them.
 from __future__ import annotations
 
 import asyncio
+import socket
 import uuid
 from typing import Any
 
@@ -165,3 +166,29 @@ async def test_audit_log_records_each_write_with_its_user_agent(
         ("create", "audited", "admin"),
         ("delete", "audited", "admin"),
     ]
+
+
+def test_a_port_taken_after_it_was_picked_is_picked_again() -> None:
+    """A free port is free only when looked at: something may bind it before the API
+    server and etcd start (another cluster starting in parallel, a client's outgoing
+    connection). Each then starts on a newly picked port instead of failing."""
+    cp = ControlPlane(garbage_collector=False)
+    holders = []
+    try:
+        for port in (cp.etcd_port, cp.port):
+            s = socket.socket()
+            s.bind(("127.0.0.1", port))
+            s.listen()
+            holders.append(s)
+        taken = (cp.etcd_port, cp.port)
+        with cp:
+            assert cp.etcd_port != taken[0]
+            assert cp.port != taken[1]
+            assert cp.url.endswith(f":{cp.port}")
+            cfg = load_kubeconfig(cp.kubeconfig)
+            assert cfg.server == cp.url, "the kubeconfig names the port in use"
+            status, version = cp.request("GET", "/version")
+            assert (status, version["major"]) == (200, "1")
+    finally:
+        for s in holders:
+            s.close()

@@ -26,6 +26,7 @@ import base64
 import contextlib
 import http.client
 import json
+import logging
 import os
 import shutil
 import signal
@@ -34,6 +35,7 @@ import ssl
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,8 @@ from . import kwok
 from .assets import Assets, resolve
 from .audit import AUDIT_POLICY, AuditLog
 from .certs import KeyPair, TinyCA, service_account_signer
+
+log = logging.getLogger(__name__)
 
 #: What kube-controller-manager logs once the garbage collector watches every resource.
 _GC_SYNCED = "all resource monitors have synced"
@@ -56,6 +60,16 @@ POD_SECURITY_LABELS = {"pod-security.kubernetes.io/enforce": "restricted"}
 
 class ControlPlaneError(RuntimeError):
     """The control plane failed to start or answer; the message carries the log tail."""
+
+
+#: How often a process is started on a newly picked port when its port was taken.
+BIND_ATTEMPTS = 3
+#: What etcd, kube-apiserver and kube-controller-manager log when their port is taken.
+ADDRESS_IN_USE = "address already in use"
+
+
+def _nothing() -> None:
+    """Nothing to pick again: the process picks its port when started."""
 
 
 def free_port() -> int:
@@ -166,8 +180,8 @@ class ControlPlane:
     def start(self) -> None:
         try:
             self._write_files()
-            self._start_etcd()
-            self._start_apiserver()
+            self._bound(self._start_etcd, "etcd", self._repick_etcd_ports)
+            self._bound(self._start_apiserver, "kube-apiserver", self._repick_apiserver_port)
             # CRDs first: the garbage collector discovers resources at start and
             # only every 30 s after, so CRDs installed later are collected late.
             for crd in self._crds:
@@ -175,10 +189,35 @@ class ControlPlane:
             if self.nodes:
                 self._start_nodes()
             if self._want_gc and self.assets.kube_controller_manager is not None:
-                self._start_controller_manager()
+                self._bound(self._start_controller_manager, "kube-controller-manager", _nothing)
         except BaseException:
             self.stop()
             raise
+
+    def _bound(self, start: Callable[[], None], name: str, repick: Callable[[], None]) -> None:
+        """Start a process whose port was picked free earlier, picking again when it
+        exits because something took the port meanwhile (a free port is only free when
+        looked at: another cluster starting in parallel, or any client's outgoing
+        connection, may get it first)."""
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            try:
+                start()
+                return
+            except ControlPlaneError as e:
+                if ADDRESS_IN_USE not in str(e) or attempt == BIND_ATTEMPTS:
+                    raise
+                log.warning("%s: its port was taken (attempt %d); picking another", name, attempt)
+                self._procs.pop(name).stop()
+                repick()
+
+    def _repick_etcd_ports(self) -> None:
+        shutil.rmtree(self.dir / "etcd-data", ignore_errors=True)
+        self.etcd_port, self.etcd_peer_port = free_port(), free_port()
+
+    def _repick_apiserver_port(self) -> None:
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+        self.kubeconfig.write_text(self.kubeconfig_text(self.admin, "admin"))
 
     def stop(self) -> None:
         """Stop every process and remove the directory; safe to call twice. Peers
