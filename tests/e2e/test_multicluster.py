@@ -600,17 +600,15 @@ async def relay_pod_ips(client: Client, ns: str, pool: str) -> list[str]:
     return sorted(p["status"]["podIP"] for p in pods if kwok.running(p))
 
 
-# v0.1.0 only: under v0.5.2 Lighthouse's status writes with empty reasons are refused,
-# so it cannot clear a conflict; switching back to headless was seen (2026-12-01, in
-# `.ci/run`) to stay `Conflict=True ConflictingType` against its own earlier ClusterSetIP
-# aggregate, with west still importing the old ClusterIP (docs/decisions/0005).
-@pytest.mark.parametrize("world", [OLD_MCS_API], indirect=True, ids=lambda v: f"mcs-api-{v}")
 async def test_the_pool_is_imported_as_its_relay_pods_and_follows_a_change_of_shape(
     world: lighthouse.World, ns: str
 ) -> None:
     """The relay Service is headless by default, so west imports east's relay as the
     relay pods' IPs (one endpoint per relay, as the Global Router identifies them);
-    switched to a ClusterIP Service, the import follows to the ClusterIP, and back."""
+    switched to a ClusterIP Service, the import follows to the ClusterIP, and back.
+    Each switch withdraws the export and creates it again once Lighthouse has dropped
+    the import of the old shape: kept in place, Lighthouse would call the new shape a
+    conflict with its own earlier aggregate (`ConflictingType`)."""
     relay_svc = names.relay_name("llama")
     async with operators(world), clients(world, USER) as users:
         east, west = users["east"], users["west"]

@@ -2,11 +2,12 @@
 operator's `poolRelay.headless`) says so, and a change of shape replaces it.
 
 `spec.clusterIP` is immutable, so an apply of the other shape is refused by the API
-server (422). The operator deletes its own Service as it read it (uid and
-resourceVersion preconditions), creates the new one once it is gone, and leaves the
-pool's exports in place: the ServiceExport names the Service, not its shape, and the
-MCS implementation re-reads the Service. A Service of the name that is not the
-relay's is never touched.
+server (422). The operator withdraws the relay Service's export, deletes its own
+Service as it read it (uid and resourceVersion preconditions), creates the new one
+once it is gone, and exports it again `REEXPORT_AFTER` later (an MCS implementation
+drops the import of the old shape meanwhile; Lighthouse calls an export of the other
+type a conflict while it still imports the first). The frontends' exports stay. A
+Service of the name that is not the relay's is never touched.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from export_fixtures import config, events_for, exports_become
 from relay_fixtures import DGDS, RELAYS, condition, decision_of, dgd_body, relay_body
 
 from dynamo_pool_operator.api import mcs
+from dynamo_pool_operator.exports.plan import REEXPORT_AFTER, SERVICE_REPLACED
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.conditions import parse_rfc3339
 from dynamo_pool_operator.runtime.resources import SERVICES
 
 POOL = "llama"
@@ -73,6 +76,7 @@ async def test_the_relay_service_is_headless_by_default_and_replaced_when_its_sh
     headless = await _shape_becomes(client, namespace, headless=True)
     await exports_become(client, namespace, {OBJ, FRONTEND})
     export_uid = (await client.get(SE, OBJ, namespace))["metadata"]["uid"]
+    frontend_uid = (await client.get(SE, FRONTEND, namespace))["metadata"]["uid"]
     await operator.settle()
 
     for want in (False, True):
@@ -84,22 +88,46 @@ async def test_the_relay_service_is_headless_by_default_and_replaced_when_its_sh
         assert after["metadata"]["uid"] != before["metadata"]["uid"], "a new Service"
         if not want:
             assert after["spec"]["clusterIP"] not in ("", "None"), after["spec"]
+
+        async def reexported(old_uid: str = export_uid) -> dict[str, Any] | None:
+            try:
+                found = await client.get(SE, OBJ, namespace)
+            except errors.NotFound:
+                return None
+            return found if found["metadata"]["uid"] != old_uid else None
+
+        exported = await eventually(reexported, timeout=30)
+        export_uid = exported["metadata"]["uid"]
+        made = parse_rfc3339(exported["metadata"]["creationTimestamp"])
+        new_service = parse_rfc3339(after["metadata"]["creationTimestamp"])
+        assert made is not None
+        assert new_service is not None
+        # Seconds granularity on both: at least REEXPORT_AFTER apart, give or take one.
+        assert (made - new_service).total_seconds() >= REEXPORT_AFTER.total_seconds() - 1
         await operator.settle()
         assert await _refused(operator, since, namespace) == [], "no apply of the other shape"
-        deletes = [
-            w
+        writes = [
+            (w.verb, w.resource, w.name)
             for w in await operator.writes_since(since)
-            if w.namespace == namespace and w.resource == "services" and w.verb == "delete"
+            if w.namespace == namespace
+            and w.resource in ("services", "serviceexports")
+            and w.verb in ("create", "delete")
         ]
-        assert len(deletes) == 1, deletes
-        exported = await client.get(SE, OBJ, namespace)
-        assert exported["metadata"]["uid"] == export_uid, "the export stays"
+        assert writes == [
+            ("delete", "serviceexports", OBJ),
+            ("delete", "services", OBJ),
+            ("create", "services", OBJ),
+            ("create", "serviceexports", OBJ),
+        ], writes
+        assert (await client.get(SE, FRONTEND, namespace))["metadata"]["uid"] == frontend_uid
         published = await decision_of(client, namespace, POOL)
         assert published is not None
         assert published["status"] == "True", published
         writes = await operator.reconcile_again((namespace, POOL))
         assert writes == [], [(w.verb, w.resource) for w in writes]
 
+    deleted = await events_for(client, namespace, "ExportDeleted")
+    assert sum((e.get("series") or {}).get("count", 1) for e in deleted) == 2, deleted
     replaced = await events_for(client, namespace, "RelayServiceReplaced")
     assert sum((e.get("series") or {}).get("count", 1) for e in replaced) == 2, replaced
     assert {e["regarding"]["name"] for e in replaced} == {POOL}, replaced
@@ -152,3 +180,30 @@ async def test_a_service_of_the_name_that_is_not_the_relays_is_never_replaced(
     still = await client.get(SERVICES, OBJ, namespace)
     assert still["metadata"]["uid"] == foreign["metadata"]["uid"]
     assert still["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"]
+
+
+async def test_while_the_service_is_replaced_the_relay_says_its_export_is_pending(
+    client: Client, namespace: str, operator: OperatorUnderTest
+) -> None:
+    """Between the old export's withdrawal and the new one's creation the status says
+    why the pool is not exported: Exported=Unknown Pending, the line `ServiceReplaced`."""
+    await client.create(DGDS, dgd_body(POOL, namespace))
+    await client.create(RELAYS, relay_body(POOL, namespace))
+    await exports_become(client, namespace, {OBJ, FRONTEND})
+    await operator.settle()
+    await client.merge_patch(RELAYS, POOL, {"spec": {"service": {"headless": False}}}, namespace)
+
+    async def held() -> dict[str, Any] | None:
+        status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
+        line = next((x for x in status.get("exports", []) if x["name"] == OBJ), {})
+        return status if line.get("reason") == SERVICE_REPLACED else None
+
+    status = await eventually(held, timeout=10, interval=0.02)
+    exported = next(c for c in status["conditions"] if c["type"] == "Exported")
+    assert (exported["status"], exported["reason"]) == ("Unknown", "Pending"), exported
+    assert "spec.service.headless" in exported["message"], exported
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] != "True", ready
+    await exports_become(client, namespace, {OBJ, FRONTEND}, timeout=30)
+    await operator.settle()
+    assert await operator.reconcile_again((namespace, POOL)) == []

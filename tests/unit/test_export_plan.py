@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -31,16 +32,22 @@ from dynamo_pool_operator.api.mcs import (
 )
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.exports.plan import (
+    REEXPORT_AFTER,
+    REPLACED_MESSAGE,
+    SERVICE_REPLACED,
+    Hold,
     Warn,
     export_body,
     lines_after,
     plan,
+    relay_export_hold,
     relevant_exports,
     repair_fields,
 )
 from dynamo_pool_operator.pipeline.model import Action, ActionResult, Decision, Result, Verb
 from dynamo_pool_operator.pipeline.model import Contribution as Plan
 from dynamo_pool_operator.poolrelay.checks import Reason, decision
+from dynamo_pool_operator.runtime.conditions import rfc3339
 from dynamo_pool_operator.runtime.ownership import is_controlled_by as controlled_by
 
 SE = serviceexports("v1alpha1")
@@ -1211,3 +1218,162 @@ def test_a_skipped_name_whose_withdrawal_fails_is_one_failed_line() -> None:
 def test_a_lost_race_gives_no_line() -> None:
     p = run(pool=make_pool(WORKER))
     assert lines_after(p, _results(p, {RELAY_EXPORT: Result.LOST})) == []
+
+
+# ------------------------------------------------------------------ a relay Service replaced
+
+T0 = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def relay_service(*, headless: bool = True, created: datetime = T0, **meta: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {"clusterIP": "None" if headless else "10.96.0.7"}
+    metadata = {"name": RELAY_EXPORT, "namespace": NS, "creationTimestamp": rfc3339(created)}
+    return {"metadata": {**metadata, **meta}, "spec": spec}
+
+
+def replaced_line() -> dict[str, dict[str, Any]]:
+    return {RELAY_EXPORT: {"name": RELAY_EXPORT, "state": "Pending", "reason": SERVICE_REPLACED}}
+
+
+@pytest.mark.parametrize(
+    ("service", "shown", "now", "want"),
+    [
+        # The cached Service has the other shape: withdraw, whatever the status says.
+        (relay_service(headless=False), {}, T0, Hold(withdraw=True)),
+        (relay_service(headless=False), replaced_line(), None, Hold(withdraw=True)),
+        # Nothing said and the Service right or absent: a first publish, no hold.
+        (relay_service(), {}, T0, None),
+        (None, {}, T0, None),
+        (None, {RELAY_EXPORT: {"name": RELAY_EXPORT, "reason": "Terminating"}}, T0, None),
+        # The status remembers the replacement: held while the new Service is absent,
+        # being deleted, or younger than REEXPORT_AFTER (looked at again then).
+        (None, replaced_line(), T0, Hold(withdraw=False)),
+        (
+            relay_service(deletionTimestamp=rfc3339(T0)),
+            replaced_line(),
+            T0 + timedelta(minutes=5),
+            Hold(withdraw=False),
+        ),
+        (relay_service(), replaced_line(), T0, Hold(False, T0 + REEXPORT_AFTER)),
+        (
+            relay_service(),
+            replaced_line(),
+            T0 + REEXPORT_AFTER - timedelta(microseconds=1),
+            Hold(False, T0 + REEXPORT_AFTER),
+        ),
+        (relay_service(), replaced_line(), T0 + REEXPORT_AFTER, None),
+        # Never stuck: a pass without the time, a Service without a creation time.
+        (relay_service(), replaced_line(), None, None),
+        (relay_service(creationTimestamp=None), replaced_line(), T0, None),
+    ],
+    ids=[
+        "other-shape",
+        "other-shape-no-time",
+        "right-shape",
+        "absent",
+        "other-line",
+        "replaced-absent",
+        "replaced-terminating",
+        "replaced-new",
+        "replaced-just-before",
+        "replaced-after",
+        "replaced-no-time",
+        "replaced-no-creation-time",
+    ],
+)
+def test_the_relay_export_is_held_while_its_service_is_replaced(
+    service: dict[str, Any] | None,
+    shown: dict[str, dict[str, Any]],
+    now: datetime | None,
+    want: Hold | None,
+) -> None:
+    assert relay_export_hold(make_relay(), service, shown, now) == want
+
+
+def test_a_clusterip_relay_holds_for_a_headless_service() -> None:
+    flat = relay_from_object(
+        {
+            "metadata": {"name": NAME, "namespace": NS, "uid": RELAY_UID, "generation": 1},
+            "spec": {"service": {"headless": False}},
+        },
+        DEFAULTS,
+    )
+    assert relay_export_hold(flat, relay_service(), {}, T0) == Hold(withdraw=True)
+    assert relay_export_hold(flat, relay_service(headless=False), {}, T0) is None
+
+
+def held_plan(exports: Iterable[Mapping[str, Any]], hold: Hold | None) -> Plan:
+    return plan(
+        make_relay(),
+        PUBLISHED,
+        make_pool(fe("frontend")),
+        {e["metadata"]["name"]: e for e in exports},
+        implementation=Implementation.MCS,
+        cluster_id=ClusterID(),
+        resource=SE,
+        hold=hold,
+    )
+
+
+def test_a_replaced_relay_service_withdraws_its_export_and_keeps_the_frontends() -> None:
+    p = held_plan([ours(RELAY_EXPORT), ours(FE)], Hold(withdraw=True))
+    assert [(a.verb, a.name, a.wanted) for a in p.actions] == [
+        (W, RELAY_EXPORT, False),
+        (N, FE, True),
+    ]
+    withdraw = p.actions[0]
+    assert withdraw.live is not None
+    assert withdraw.live["metadata"]["uid"] == f"uid-{RELAY_EXPORT}-{NS}", "deleted as read"
+    assert [(line.name, line.state, line.reason) for line in p.lines] == [
+        (RELAY_EXPORT, "Pending", SERVICE_REPLACED)
+    ]
+    assert p.lines[0].message == REPLACED_MESSAGE
+    assert "spec.service.headless" in REPLACED_MESSAGE
+    assert p.recheck_at is None
+
+
+def test_a_withdrawn_relay_export_being_deleted_is_waited_for_and_still_pending() -> None:
+    p = held_plan([ours(RELAY_EXPORT, terminating=True)], Hold(withdraw=True))
+    assert [(a.verb, a.name, a.wanted) for a in p.actions] == [
+        (WAIT, RELAY_EXPORT, False),
+        (C, FE, True),
+    ]
+    done = [ActionResult(a, Result.DONE) for a in p.actions]
+    assert [(x.name, x.state, x.reason) for x in lines_after(p, done)] == [
+        (RELAY_EXPORT, "Pending", SERVICE_REPLACED),
+        (FE, "Exported", ""),
+    ]
+
+
+def test_a_held_relay_export_is_not_created_until_the_hold_ends() -> None:
+    ends = T0 + REEXPORT_AFTER
+    p = held_plan([ours(FE)], Hold(withdraw=False, recheck_at=ends))
+    assert [(a.verb, a.name) for a in p.actions] == [(N, FE)]
+    assert p.recheck_at == ends
+    assert [(line.name, line.reason) for line in p.lines] == [(RELAY_EXPORT, SERVICE_REPLACED)]
+    released = held_plan([ours(FE)], None)
+    assert [(a.verb, a.name) for a in released.actions] == [(C, RELAY_EXPORT), (N, FE)]
+
+
+def test_a_hold_never_touches_anyone_elses_export_nor_ours_once_the_service_is_right() -> None:
+    theirs = foreign(RELAY_EXPORT, "user-no-owner")
+    for hold in (Hold(withdraw=True), Hold(withdraw=False)):
+        p = held_plan([theirs], hold)
+        assert (F, RELAY_EXPORT) in [(a.verb, a.name) for a in p.actions]
+        assert all(line.reason != SERVICE_REPLACED for line in p.lines)
+    # Ours exists and only the status remembers a replacement: it is kept, not withdrawn.
+    kept = held_plan([ours(RELAY_EXPORT), ours(FE)], Hold(withdraw=False))
+    assert [(a.verb, a.name) for a in kept.actions] == [(N, RELAY_EXPORT), (N, FE)]
+    assert kept.lines == ()
+
+
+def test_a_failed_withdrawal_of_a_held_export_is_its_one_line() -> None:
+    p = held_plan([ours(RELAY_EXPORT)], Hold(withdraw=True))
+    results = [
+        ActionResult(a, Result.FAILED, "forbidden") if a.verb is W else ActionResult(a, Result.DONE)
+        for a in p.actions
+    ]
+    lines = lines_after(p, results)
+    assert [(x.name, x.state) for x in lines if x.name == RELAY_EXPORT] == [
+        (RELAY_EXPORT, "Failed")
+    ]

@@ -170,6 +170,22 @@ def test_publishing_writes_the_relay_first_withdrawing_the_exports_first(
         assert kinds == ["ServiceExport", "ServiceExport", "Deployment", "Service"]
 
 
+def test_publishing_withdraws_unwanted_exports_before_the_relay_objects_are_written() -> None:
+    """A relay Service being replaced goes after its export: an MCS implementation never
+    sees an export whose Service is gone (nor does a renamed frontend's old export wait
+    behind the relay's writes)."""
+    objects = {"Deployment": live("Deployment"), "Service": clusterip_service()}
+    relay_actions = plan_relay_objects(snapshot(objects), PUBLISHED)
+    old = Action(Verb.WITHDRAW, EXPORT, NS, OBJ, EventNames("x"), wanted=False)
+    plan = Plan(PUBLISHED, relay_actions, (Contribution((export_action("a"), old)),))
+    assert [(a.resource.kind, a.verb, a.name) for a in plan.actions] == [
+        ("ServiceExport", Verb.WITHDRAW, OBJ),
+        ("Deployment", Verb.NONE, OBJ),
+        ("Service", Verb.WITHDRAW, OBJ),
+        ("ServiceExport", Verb.CREATE, "a"),
+    ]
+
+
 class OneExport:
     def __init__(self) -> None:
         self.seen: list[Any] = []

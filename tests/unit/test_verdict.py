@@ -453,6 +453,17 @@ EXPORTED_EXACT = [
         ),
     ),
     (
+        "pending-with-its-own-message",
+        [StatusLine("a", "Pending", "ServiceReplaced", "replaced"), StatusLine("b", "Pending")],
+        {},
+        True,
+        Exported(
+            "Unknown",
+            ExportedReason.PENDING,
+            "a: replaced; b: being deleted, created again once gone",
+        ),
+    ),
+    (
         "unconfirmed",
         [StatusLine("a", "Exported"), StatusLine("b", "Exported"), StatusLine("c", "Exported")],
         {

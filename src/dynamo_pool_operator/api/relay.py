@@ -16,6 +16,13 @@ from typing import Any
 from . import crd, labels, names, podfields
 
 API_VERSION = f"{crd.GROUP}/{crd.VERSION}"
+#: `spec.clusterIP` of a headless Service.
+HEADLESS_CLUSTER_IP = "None"
+
+
+def is_headless(service: Mapping[str, Any]) -> bool:
+    """Whether a live Service is headless (its `clusterIP` is immutable once set)."""
+    return (service.get("spec") or {}).get("clusterIP") == HEADLESS_CLUSTER_IP
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +60,11 @@ class Relay:
     #: The relay Service is headless: the pool is imported as the relay pods' IPs.
     headless: bool = True
     problems: tuple[str, ...] = ()
+
+    def reshaped(self, service: Mapping[str, Any]) -> bool:
+        """The live relay Service has the other shape than this relay wants: it can only
+        be replaced (deleted and created again), never changed in place."""
+        return is_headless(service) != self.headless
 
     def owner_reference(self) -> dict[str, Any]:
         """The controller reference every object this relay owns carries."""

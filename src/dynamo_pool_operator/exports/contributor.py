@@ -148,14 +148,19 @@ class PoolExports:
     def plan(self, snapshot: Snapshot, decision: Decision) -> Contribution:
         if snapshot.exports_unavailable or self.resource is None:
             return Contribution()
+        relay = snapshot.relay
+        hold = export_plan.relay_export_hold(
+            relay, snapshot.relay_objects.get("Service"), snapshot.shown_exports, snapshot.read_at
+        )
         out = export_plan.plan(
-            snapshot.relay,
+            relay,
             decision,
             snapshot.pool,
             snapshot.exports,
             implementation=self.implementation,
             cluster_id=snapshot.cluster_id,
             resource=self.resource,
+            hold=hold,
         )
         if decision.publish and snapshot.unreadable:
             related = ClusterID(api_version=self.about_version).reference()
@@ -163,7 +168,7 @@ class PoolExports:
                 Advisory(export_plan.Warn.EXPORT_FAILED, "ReadClusterID", str(e), related)
                 for e in snapshot.unreadable
             )
-            out = Contribution(out.actions, unreadable + out.advisories, out.lines)
+            out = dataclasses.replace(out, advisories=unreadable + out.advisories)
         return out
 
     def report(
@@ -210,12 +215,13 @@ class PoolExports:
         related = (
             resource.reference(dict(about)) if about is not None and resource is not None else None
         )
+        rechecks = [t for t in (exported.recheck_at, contribution.recheck_at) if t is not None]
         condition = ConditionView(
             verdict.EXPORTED,
             exported.status,
             exported.reason,
             exported.message,
-            exported.recheck_at,
+            min(rechecks, default=None),
             related,
         )
         return Report(tuple(lines), condition)

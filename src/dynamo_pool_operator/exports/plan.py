@@ -14,12 +14,19 @@ Rules, by export name:
   FOREIGN: never adopted, repaired or deleted.
 - not wanted but controlled by this relay (withdrawn relay, renamed or removed
   frontend, a name Karmada cannot import): WITHDRAW, unless already being deleted.
+- the relay Service's export while that Service is replaced by one of the other shape
+  (`spec.service.headless`; `relay_export_hold`): withdrawn with the old Service, and
+  created again `REEXPORT_AFTER` after the new one exists (Pending `ServiceReplaced`
+  meanwhile). An implementation imports a Service as its type (a ClusterSetIP or the
+  pod IPs); one that keeps the import's first type while it is imported (Lighthouse)
+  calls an export of the other type a conflict until the old import is gone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -38,6 +45,7 @@ from ..pipeline.model import (
     StatusLine,
     Verb,
 )
+from ..runtime.conditions import parse_rfc3339
 from ..runtime.ownership import controller_of, is_controlled_by
 from ..runtime.resources import Resource
 
@@ -67,6 +75,59 @@ class State(StrEnum):
     FAILED = "Failed"
     FOREIGN = "Foreign"
     SKIPPED = "Skipped"
+
+
+#: The reason of the relay Service's export line while that Service is replaced.
+SERVICE_REPLACED = "ServiceReplaced"
+#: How long after the new relay Service exists its export is created again: time for
+#: the MCS implementation to drop the import of the old shape, which it began when the
+#: old export went (seconds in practice: a few watch events and writes to its broker).
+REEXPORT_AFTER = timedelta(seconds=5)
+REPLACED_MESSAGE = (
+    "the relay Service is replaced by one of the other shape (spec.service.headless): "
+    "its export was withdrawn with it and is created again "
+    f"{REEXPORT_AFTER.total_seconds():.0f}s after the new Service exists, once the MCS "
+    "implementation has dropped the import of the old shape"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """The relay Service's export is held back while that Service is replaced."""
+
+    #: The Service of the old shape is still there: withdraw the export now.
+    withdraw: bool
+    #: The hold ends then with no event to say so (None: an event ends it).
+    recheck_at: datetime | None = None
+
+
+def relay_export_hold(
+    relay: Relay,
+    service: Mapping[str, Any] | None,
+    shown: Mapping[str, Mapping[str, Any]],
+    now: datetime | None,
+) -> Hold | None:
+    """Whether the relay Service's export is held back (None: it is not).
+
+    `service` is the cached relay Service, `shown` the status lines the server shows
+    by name. A Service of the other shape is being replaced: hold, and withdraw the
+    export. After that only the status line remembers the replacement (the old Service
+    and export are gone): hold while the new Service is absent or being deleted, and
+    until `REEXPORT_AFTER` after its creation. A status that lost that line, a Service
+    without a creation time or a pass without the time: nothing held (the export is
+    created as on a first publish)."""
+    if service is not None and relay.reshaped(service):
+        return Hold(withdraw=True)
+    line = shown.get(names.relay_name(relay.name)) or {}
+    if line.get("reason") != SERVICE_REPLACED:
+        return None
+    if service is None or _terminating(service):
+        return Hold(withdraw=False)
+    created = parse_rfc3339((service.get("metadata") or {}).get("creationTimestamp"))
+    if created is None or now is None:
+        return None
+    ends = created + REEXPORT_AFTER
+    return Hold(withdraw=False, recheck_at=ends) if now < ends else None
 
 
 #: The Event action of each advisory.
@@ -192,9 +253,11 @@ def plan(
     implementation: Implementation,
     cluster_id: ClusterID,
     resource: Resource,
+    hold: Hold | None = None,
 ) -> Contribution:
     """`exports`: the cached exports of the relay's namespace that matter, by name —
-    every export this relay controls and every export named like a wanted one."""
+    every export this relay controls and every export named like a wanted one.
+    `hold`: the relay Service's export is held back (`relay_export_hold`)."""
     wanted = _Wanted()
     advisories: list[Advisory] = []
     if decision.publish and pool is not None:
@@ -208,8 +271,21 @@ def plan(
         )
 
     actions: list[Action] = []
+    held: list[StatusLine] = []
     for name in wanted.names:
         export = exports.get(name)
+        if (
+            hold is not None
+            and name == names.relay_name(relay.name)
+            and (export is None or (hold.withdraw and is_controlled_by(export, relay.uid)))
+        ):
+            # Not created, and ours withdrawn (waited for while being deleted); anyone
+            # else's is left alone below, and ours once the Service is right is kept.
+            held.append(StatusLine(name, State.PENDING, SERVICE_REPLACED, REPLACED_MESSAGE))
+            if export is not None:
+                verb = Verb.WAIT if _terminating(export) else Verb.WITHDRAW
+                actions.append(action(verb, name, export, wanted=False))
+            continue
         if export is None:
             actions.append(action(Verb.CREATE, name, None))
         elif _terminating(export):
@@ -225,7 +301,12 @@ def plan(
             continue
         verb = Verb.WAIT if _terminating(export) else Verb.WITHDRAW
         actions.append(action(verb, name, export, wanted=False))
-    return Contribution(tuple(actions), tuple(advisories), tuple(wanted.skipped))
+    return Contribution(
+        tuple(actions),
+        tuple(advisories),
+        tuple(wanted.skipped + held),
+        hold.recheck_at if hold is not None else None,
+    )
 
 
 def _line(result: ActionResult) -> StatusLine | None:

@@ -73,7 +73,8 @@ EXPORTED_REASONS: dict[ExportedReason, str] = {
     "no condition on some, `multiCluster.unconfirmedAfter` (60s) after they were created (AWS "
     "Cloud Map never does); said in the message.",
     ExportedReason.PENDING: "Unknown: the implementation is still working (`Ready=False` "
-    "`AwaitingExport`, no condition yet on a new export), or an export is being deleted.",
+    "`AwaitingExport`, no condition yet on a new export), an export is being deleted, or the "
+    "relay Service's export waits for its replaced Service (`ServiceReplaced`).",
     ExportedReason.EXPORT_FAILED: "False: a write of an export failed (see the `ExportFailed` "
     "Event).",
     ExportedReason.NOT_CONTROLLED: "False: someone else's export has a name the pool needs.",
@@ -98,15 +99,6 @@ class Verdict:
     view: Mapping[str, Mapping[str, str]] | None = None
     #: When a pending export without conditions becomes unconfirmed (for a requeue).
     recheck_at: datetime | None = None
-
-
-def _parse_time(text: object) -> datetime | None:
-    if not isinstance(text, str):
-        return None
-    try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def _current(export: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
@@ -169,7 +161,7 @@ def verdict(
         return Verdict(Judgement.CONFIRMED, view=view)
     if valid is not None:
         return Verdict(Judgement.PENDING, str(valid.get("reason") or "Unknown"), _said(valid), view)
-    created = _parse_time((export.get("metadata") or {}).get("creationTimestamp"))
+    created = conditions.parse_rfc3339((export.get("metadata") or {}).get("creationTimestamp"))
     if created is not None and now < created + unconfirmed_after:
         return Verdict(
             Judgement.PENDING, AWAITING, AWAITING_MESSAGE, view, created + unconfirmed_after
@@ -241,7 +233,10 @@ def exported(
     waiting = [line for line in wanted if line.state == "Pending"]
     pending = [(name, v) for name, v in judged if v is None or v.judgement is Judgement.PENDING]
     if waiting or pending:
-        said = [f"{line.name}: being deleted, created again once gone" for line in waiting]
+        said = [
+            f"{line.name}: {line.message or 'being deleted, created again once gone'}"
+            for line in waiting
+        ]
         # An export this pass created is not cached yet: said as a fresh one is, so the
         # next pass (its watch event) computes the same condition and writes nothing.
         said += [f"{name}: {v.message if v else AWAITING_MESSAGE}" for name, v in pending]

@@ -190,6 +190,11 @@ class Snapshot:
     #: they can. Read once with the rest, so one pass plans and reports the same thing
     #: however the API changes while it runs.
     exports_unavailable: str = ""
+    #: `status.exports[]` as the server shows it (after our own last write), by name:
+    #: a few rules go on from what an earlier pass said (a Service being replaced).
+    shown_exports: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: When the caches were read (None: a rule that needs the time waits for it).
+    read_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +215,8 @@ class Contribution:
     actions: tuple[Action, ...] = ()
     advisories: tuple[Advisory, ...] = ()
     lines: tuple[StatusLine, ...] = ()
+    #: When the plan changes by itself with no event to say so (a hold ends).
+    recheck_at: datetime | None = None
 
 
 class Contributor(Protocol):

@@ -38,11 +38,6 @@ def _terminating(obj: Mapping[str, Any]) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
-def _reshaped(service: Mapping[str, Any], headless: bool) -> bool:
-    """The live Service is headless and should not be, or the other way round."""
-    return render.is_headless(service) != headless
-
-
 def desired_objects(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
     """What the relay objects should look like, by kind (published relays only)."""
     relay, pool = snapshot.relay, snapshot.pool
@@ -62,7 +57,7 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
         desired = desired_objects(snapshot)
         for kind, res in RELAY_OBJECTS:
             live, body = snapshot.relay_objects.get(kind), desired[kind]
-            if kind == "Service" and live is not None and _reshaped(live, relay.headless):
+            if kind == "Service" and live is not None and relay.reshaped(live):
                 # `spec.clusterIP` is immutable: the Service of the other shape is deleted
                 # (as read: uid and resourceVersion) and created again once it is gone.
                 actions.append(

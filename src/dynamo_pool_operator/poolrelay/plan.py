@@ -2,9 +2,10 @@
 the writes must go, the advisories, and what the status shows. Pure.
 
 Order: publishing, the relay's Deployment and Service come first and the
-contributors' objects (exports) after, since an export points at its Service;
-withdrawing, the other way round, so an MCS implementation never sees an export of
-a Service already gone.
+contributors' objects (exports) after, since an export points at its Service — but
+the exports no longer wanted are withdrawn before (a Service replaced by one of the
+other shape goes after its export); withdrawing, the other way round. An MCS
+implementation never sees an export of a Service already gone.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ class Plan:
         """Every action, in the order they are carried out."""
         others = tuple(a for c in self.contributions for a in c.actions)
         if self.decision.publish:
-            return self.relay_actions + others
+            going = tuple(a for a in others if not a.wanted)
+            staying = tuple(a for a in others if a.wanted)
+            return going + self.relay_actions + staying
         return others + self.relay_actions
 
     @property

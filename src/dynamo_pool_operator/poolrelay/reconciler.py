@@ -64,6 +64,18 @@ def _reference(res: Resource, obj: Mapping[str, Any] | None) -> dict[str, Any] |
     return res.reference(dict(obj)) if obj is not None else None
 
 
+def _lines_by_name(status: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    """`status.exports[]` by name (entries that are not objects with a name skipped)."""
+    lines = (status or {}).get("exports")
+    if not isinstance(lines, list):
+        return {}
+    return {
+        str(line["name"]): line
+        for line in lines
+        if isinstance(line, Mapping) and isinstance(line.get("name"), str)
+    }
+
+
 log = logging.getLogger(__name__)
 
 
@@ -120,7 +132,8 @@ class PoolRelayReconciler:
         # write (a status line would stay wrong).
         self._written: dict[Request, tuple[str, str, Mapping[str, Any]]] = {}
 
-    def gather(self, relay_obj: Mapping[str, Any]) -> Snapshot:
+    def gather(self, relay_obj: Mapping[str, Any], shown: Mapping[str, Any] | None) -> Snapshot:
+        """The pass's snapshot; `shown`: the relay's status as the server shows it."""
         relay = relay_from_object(relay_obj, self.defaults)
         dgd_obj = self.caches.dgds.store.get(relay.namespace, relay.name)
         pool = pool_from_object(dgd_obj) if dgd_obj is not None else None
@@ -142,6 +155,8 @@ class PoolRelayReconciler:
             cluster_id,
             unreadable,
             unavailable,
+            _lines_by_name(shown),
+            self.clock.now(),
         )
 
     async def reconcile(self, request: Request) -> ReconcileResult | None:
@@ -153,7 +168,9 @@ class PoolRelayReconciler:
             for contributor in self.contributors:
                 contributor.forget(namespace, name)
             return None  # deleted: the garbage collector removes what it controlled
-        snapshot = self.gather(relay_obj)
+        current = self._shown_status(request, relay_obj)
+        shown = current if isinstance(current, Mapping) else None
+        snapshot = self.gather(relay_obj, shown)
         plan = make_plan(
             snapshot, self.contributors, default_discovery_backend=self.default_discovery_backend
         )
@@ -201,8 +218,6 @@ class PoolRelayReconciler:
             created=created,
             replicas=relay.replicas,
         )
-        current = self._shown_status(request, relay_obj)
-        shown = current if isinstance(current, Mapping) else None
         status = desired_status(
             relay,
             shown,

@@ -14,18 +14,15 @@ and the downward-API identity `POD_NAME`, `POD_NAMESPACE`, `POD_UID`.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
 from typing import Any
 
 from ..api import labels, names
 from ..api.dgd import KUBERNETES_DISCOVERY, Pool
-from ..api.relay import Relay
+from ..api.relay import HEADLESS_CLUSTER_IP, Relay
 from ..runtime.diff import with_hash
 
 CONTAINER = "relay"
 PORT_NAME = "relay"
-#: `spec.clusterIP` of a headless Service.
-HEADLESS = "None"
 
 #: Paths whose values the API server normalizes (resource quantities): compared by hash only.
 NORMALIZED_PATHS = frozenset({"spec.template.spec.containers.resources"})
@@ -121,11 +118,6 @@ def service(relay: Relay) -> dict[str, Any]:
         ],
     }
     if relay.headless:
-        spec["clusterIP"] = HEADLESS
+        spec["clusterIP"] = HEADLESS_CLUSTER_IP
     obj = {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(relay), "spec": spec}
     return with_hash(obj, labels.RENDER_HASH)
-
-
-def is_headless(service: Mapping[str, Any]) -> bool:
-    """Whether a live Service is headless (its `clusterIP` is immutable once set)."""
-    return (service.get("spec") or {}).get("clusterIP") == HEADLESS

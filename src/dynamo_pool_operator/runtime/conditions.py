@@ -19,6 +19,16 @@ def rfc3339(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_rfc3339(text: object) -> datetime | None:
+    """A timestamp as the API server writes it; None when absent or malformed."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text)  # reads the "Z" suffix since Python 3.11
+    except ValueError:
+        return None
+
+
 def find(conditions: object, type_: str) -> Mapping[str, Any] | None:
     """The condition of `type_` in a (possibly malformed) list, or None."""
     if not isinstance(conditions, Sequence) or isinstance(conditions, str):
