@@ -399,11 +399,10 @@ class _StrictLoader(yaml.SafeLoader):
                 seen.add(key)
             except TypeError:  # unhashable: the base class reports it
                 continue
-            if duplicate:
+            if duplicate:  # said at the second key (the problem mark is what is shown)
                 raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark,
-                    f"found duplicate key {quote(key)}", key_node.start_mark,
-                )  # fmt: skip
+                    None, None, f"found duplicate key {quote(key)}", key_node.start_mark
+                )
         return super().construct_mapping(node, deep=deep)
 
 
