@@ -224,3 +224,12 @@ async def test_a_worker_yields_to_the_loop_between_keys() -> None:
         assert reconciler.done < 50, f"{reconciler.done} reconciles before the loop turned"
     finally:
         await c.stop()
+
+
+async def test_a_mass_requeue_waits_behind_a_change_made_meanwhile() -> None:
+    """`enqueue_all` (every relay, when a served API or the cluster ID changes) queues
+    at LOW: a user's change queued after it is still served first."""
+    c = controller()
+    c.enqueue_all([("ns", "a"), ("ns", "b")])
+    c.queue.add(("ns", "z"), NORMAL)
+    assert await drain(c) == [(("ns", "z"), NORMAL), (("ns", "a"), LOW), (("ns", "b"), LOW)]
