@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from chart_helpers import one, rendered_configuration, template
 
 from dynamo_pool_operator import process
 from dynamo_pool_operator.api.mcs import clusterproperties, serviceexports
@@ -29,6 +28,7 @@ from dynamo_pool_operator.poolrelay.controller import dgd_resource
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import EVENTS, LEASES
+from tests.e2e.chart_helpers import one, rendered_configuration, template
 
 DGDS = dgd_resource("v1beta1")
 SERVICEEXPORTS = serviceexports("v1beta1")

@@ -19,8 +19,12 @@ from typing import Any
 import aiohttp
 import promql_parser
 import pytest
-from chart_helpers import CHART, helm, one, template
-from chart_operator import (
+from prometheus_client.parser import text_string_to_metric_families
+
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
+from dynamo_pool_operator.runtime.client import Client
+from tests.e2e.chart_helpers import CHART, helm, one, template
+from tests.e2e.chart_operator import (
     POOL,
     Release,
     cluster_id,
@@ -31,10 +35,6 @@ from chart_operator import (
     operator_running,
     publish_pool,
 )
-from prometheus_client.parser import text_string_to_metric_families
-
-from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
-from dynamo_pool_operator.runtime.client import Client
 
 RULE_VALUES = {"prometheusRule": {"enabled": True}}
 #: Labels Prometheus adds to every scraped series (target labels), not the operator.

@@ -18,7 +18,22 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import (
+
+from dynamo_pool_operator import __version__, status_cmd
+from dynamo_pool_operator.config import OperatorConfiguration, to_document
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.auth import load_kubeconfig
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import (
+    DEPLOYMENTS,
+    EVENTS,
+    LEASES,
+    SECRETS,
+    SERVICES,
+    Resource,
+)
+from tests.e2e.chart_helpers import (
     CHART,
     helm,
     one,
@@ -27,7 +42,7 @@ from chart_helpers import (
     template,
     template_error,
 )
-from chart_operator import (
+from tests.e2e.chart_operator import (
     CLUSTER_PROPERTIES,
     DGDS,
     FRONTEND_SVC,
@@ -44,21 +59,6 @@ from chart_operator import (
     new_release,
     operator_running,
     publish_pool,
-)
-
-from dynamo_pool_operator import __version__, status_cmd
-from dynamo_pool_operator.config import OperatorConfiguration, to_document
-from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.auth import load_kubeconfig
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import (
-    DEPLOYMENTS,
-    EVENTS,
-    LEASES,
-    SECRETS,
-    SERVICES,
-    Resource,
 )
 
 CLUSTER_ROLES = Resource(

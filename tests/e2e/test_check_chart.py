@@ -9,8 +9,12 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from chart_helpers import one, restricted_values
-from chart_operator import (
+
+from dynamo_pool_operator import check
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.runtime.client import Client
+from tests.e2e.chart_helpers import one, restricted_values
+from tests.e2e.chart_operator import (
     Release,
     cluster_id,
     exported_status,
@@ -20,10 +24,6 @@ from chart_operator import (
     publish_pool,
     relay_ready,
 )
-
-from dynamo_pool_operator import check
-from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.runtime.client import Client
 
 
 @pytest.fixture

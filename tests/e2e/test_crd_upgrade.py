@@ -31,8 +31,6 @@ from typing import Any
 
 import pytest
 import yaml
-from chart_helpers import CHART, helm, helm_binary
-from chart_operator import mint_token
 
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
@@ -41,6 +39,8 @@ from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import CRDS
+from tests.e2e.chart_helpers import CHART, helm, helm_binary
+from tests.e2e.chart_operator import mint_token
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -33,7 +33,6 @@ from functools import partial
 from typing import Any
 
 import pytest
-from chart_operator import DGDS, RELAYS, dgd, relay
 
 from dynamo_pool_operator.api import labels, names
 from dynamo_pool_operator.api.mcs import serviceexports
@@ -46,6 +45,7 @@ from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES, Resource
+from tests.e2e.chart_operator import DGDS, RELAYS, dgd, relay
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

@@ -30,14 +30,6 @@ from functools import partial
 from typing import Any
 
 import pytest
-from chart_operator import CLUSTER_ID_PROPERTY, DGDS, RELAYS, dgd, relay
-from mcs_simulator import (
-    SERVICE_EXPORTS,
-    SERVICE_IMPORTS,
-    USER_AGENT,
-    ClusterSetSimulator,
-    Member,
-)
 
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
@@ -48,6 +40,14 @@ from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUn
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import SERVICES
+from tests.e2e.chart_operator import CLUSTER_ID_PROPERTY, DGDS, RELAYS, dgd, relay
+from tests.e2e.mcs_simulator import (
+    SERVICE_EXPORTS,
+    SERVICE_IMPORTS,
+    USER_AGENT,
+    ClusterSetSimulator,
+    Member,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

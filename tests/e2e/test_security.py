@@ -28,16 +28,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from chart_helpers import ROOT, one, restricted_values, template
-from chart_operator import (
-    Release,
-    cluster_id,
-    exported_status,
-    install_as_service_account,
-    new_release,
-    operator_running,
-    publish_pool,
-)
 
 from dynamo_pool_operator.localcluster import kwok
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
@@ -46,6 +36,16 @@ from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SECRETS
+from tests.e2e.chart_helpers import ROOT, one, restricted_values, template
+from tests.e2e.chart_operator import (
+    Release,
+    cluster_id,
+    exported_status,
+    install_as_service_account,
+    new_release,
+    operator_running,
+    publish_pool,
+)
 
 pytestmark = pytest.mark.e2e
 

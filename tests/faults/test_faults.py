@@ -26,9 +26,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from fleet import EXPORTS, FLEET_SIZE, Fleet
-from replicas import GROUP, LEASE_NAME, USER_PREFIX, LeaseTiming, Replica, Replicas
-from webhook import Mode, Webhook
 
 from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
@@ -38,6 +35,9 @@ from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, EVENTS, LEASES
+from tests.faults.fleet import EXPORTS, FLEET_SIZE, Fleet
+from tests.faults.replicas import GROUP, LEASE_NAME, USER_PREFIX, LeaseTiming, Replica, Replicas
+from tests.faults.webhook import Mode, Webhook
 
 #: Seconds; a 2-core machine under a full test run is slow. About 0.4 s per pool
 #: beyond the default 30 (a cold start of 1,000 pools takes ~40 s here, see

@@ -5,8 +5,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from relay_fixtures import RELAYS
-
 from dynamo_pool_operator.api.mcs import clusterproperties, serviceexports
 from dynamo_pool_operator.config import (
     API_VERSION,
@@ -18,6 +16,7 @@ from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import EVENTS, Resource
+from tests.integration.relay_fixtures import RELAYS
 
 SE = serviceexports("v1beta1")
 CLUSTER_PROPERTIES = clusterproperties("v1beta1")

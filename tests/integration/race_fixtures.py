@@ -17,14 +17,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from export_fixtures import (
-    SE,
-    events_for,
-    relay_status,
-    wait_event,
-)
-from relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
-
 from dynamo_pool_operator import rbac
 from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
@@ -33,6 +25,13 @@ from dynamo_pool_operator.pipeline.model import Verb
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import Resource
+from tests.integration.export_fixtures import (
+    SE,
+    events_for,
+    relay_status,
+    wait_event,
+)
+from tests.integration.relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
 
 #: The operator under test authenticates as this client-certificate user (system:masters).
 OPERATOR_USER = "admin"

@@ -17,9 +17,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from export_fixtures import SE, config, exports_become, set_cluster_id, wait_event
-from race_fixtures import FRONTEND_SVC, RELAY_SVC, make_pool, mismatches, writes_nothing
-from relay_fixtures import RELAYS, condition
 
 from dynamo_pool_operator.api import crd as relay_crd
 from dynamo_pool_operator.api import labels
@@ -31,6 +28,15 @@ from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventua
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS
+from tests.integration.export_fixtures import SE, config, exports_become, set_cluster_id, wait_event
+from tests.integration.race_fixtures import (
+    FRONTEND_SVC,
+    RELAY_SVC,
+    make_pool,
+    mismatches,
+    writes_nothing,
+)
+from tests.integration.relay_fixtures import RELAYS, condition
 
 pytestmark = pytest.mark.timeout(120)
 

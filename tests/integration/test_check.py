@@ -22,9 +22,6 @@ from typing import Any
 
 import pytest
 import yaml
-from export_fixtures import set_cluster_id
-from race_fixtures import Grants
-from relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
 
 from dynamo_pool_operator import check, rbac
 from dynamo_pool_operator.api import crd
@@ -36,6 +33,9 @@ from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.leader import format_micro_time
 from dynamo_pool_operator.runtime.resources import LEASES
+from tests.integration.export_fixtures import set_cluster_id
+from tests.integration.race_fixtures import Grants
+from tests.integration.relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
 
 pytestmark = pytest.mark.timeout(120)
 

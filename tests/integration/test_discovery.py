@@ -28,7 +28,6 @@ from typing import Any
 
 import pytest
 import yaml
-from export_fixtures import config
 
 from dynamo_pool_operator import process
 from dynamo_pool_operator.api import crd as relay_crd
@@ -37,6 +36,7 @@ from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd
 from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime import client as client_module
+from tests.integration.export_fixtures import config
 
 pytestmark = pytest.mark.timeout(90)
 

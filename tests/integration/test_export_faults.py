@@ -21,7 +21,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from export_fixtures import (
+
+from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
+from dynamo_pool_operator.pipeline.model import Verb
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.informer import Informer
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, EVENTS
+from tests.integration.export_fixtures import (
     CLUSTER_ID,
     CLUSTER_PROPERTIES,
     SE,
@@ -33,7 +41,7 @@ from export_fixtures import (
     set_cluster_id,
     wait_event,
 )
-from race_fixtures import (
+from tests.integration.race_fixtures import (
     CLUSTER_PROPERTY_RULES,
     FRONTEND_SVC,
     OPERATOR_RULES,
@@ -51,15 +59,7 @@ from race_fixtures import (
     verbs,
     writes_nothing,
 )
-from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, decision_of
-
-from dynamo_pool_operator.api import labels
-from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
-from dynamo_pool_operator.pipeline.model import Verb
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.informer import Informer
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, EVENTS
+from tests.integration.relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, decision_of
 
 pytestmark = pytest.mark.timeout(90)
 

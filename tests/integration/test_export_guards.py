@@ -19,8 +19,28 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from export_fixtures import SE, config, events_for, export_obj, exports_become, wait_event
-from race_fixtures import (
+
+from dynamo_pool_operator.api import crd as relay_crd
+from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.exports import cleanup
+from dynamo_pool_operator.localcluster.assets import resolve
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd, mcs_crds
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
+from dynamo_pool_operator.pipeline.model import Verb
+from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.auth import load_kubeconfig
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import SERVICES, Resource
+from tests.integration.export_fixtures import (
+    SE,
+    config,
+    events_for,
+    export_obj,
+    exports_become,
+    wait_event,
+)
+from tests.integration.race_fixtures import (
     FRONTEND_SVC,
     POOL,
     RELAY_SVC,
@@ -35,20 +55,7 @@ from race_fixtures import (
     wait_event_about,
     writes_nothing,
 )
-from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, absent
-
-from dynamo_pool_operator.api import crd as relay_crd
-from dynamo_pool_operator.api import labels
-from dynamo_pool_operator.exports import cleanup
-from dynamo_pool_operator.localcluster.assets import resolve
-from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd, mcs_crds
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
-from dynamo_pool_operator.pipeline.model import Verb
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.auth import load_kubeconfig
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import SERVICES, Resource
+from tests.integration.relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, absent
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,8 +15,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from export_fixtures import SE, config, export_obj, exports_become
-from race_fixtures import (
+
+from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
+from dynamo_pool_operator.pipeline.model import Verb
+from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.client import Client
+from tests.integration.export_fixtures import SE, config, export_obj, exports_become
+from tests.integration.race_fixtures import (
     FRONTEND_SVC,
     POOL,
     RELAY_SVC,
@@ -30,14 +37,7 @@ from race_fixtures import (
     wait_event_about,
     writes_nothing,
 )
-from relay_fixtures import DGDS, RELAYS, WORKER, dgd_body
-
-from dynamo_pool_operator.api import labels
-from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
-from dynamo_pool_operator.pipeline.model import Verb
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.client import Client
+from tests.integration.relay_fixtures import DGDS, RELAYS, WORKER, dgd_body
 
 pytestmark = pytest.mark.timeout(60)
 

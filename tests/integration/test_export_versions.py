@@ -16,17 +16,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from export_fixtures import SE, config, export_obj, exports_become
-from race_fixtures import (
-    FRONTEND_SVC,
-    POOL,
-    RELAY_SVC,
-    export_states,
-    export_writes,
-    make_pool,
-    writes_nothing,
-)
-from relay_fixtures import DGDS, RELAYS, WORKER, decision_of, relay_body
 
 from dynamo_pool_operator.api import crd as relay_crd
 from dynamo_pool_operator.api import labels
@@ -36,6 +25,17 @@ from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
+from tests.integration.export_fixtures import SE, config, export_obj, exports_become
+from tests.integration.race_fixtures import (
+    FRONTEND_SVC,
+    POOL,
+    RELAY_SVC,
+    export_states,
+    export_writes,
+    make_pool,
+    writes_nothing,
+)
+from tests.integration.relay_fixtures import DGDS, RELAYS, WORKER, decision_of, relay_body
 
 pytestmark = pytest.mark.timeout(120)
 

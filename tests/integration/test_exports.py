@@ -10,7 +10,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from export_fixtures import (
+
+from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
+from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS
+from tests.integration.export_fixtures import (
     CLUSTER_ID,
     CLUSTER_PROPERTIES,
     SE,
@@ -22,13 +28,7 @@ from export_fixtures import (
     states_become,
     wait_event,
 )
-from relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, dgd_body, relay_body
-
-from dynamo_pool_operator.api import labels
-from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS
+from tests.integration.relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, dgd_body, relay_body
 
 POOL = "llama"
 RELAY_SVC = f"{POOL}-pool-relay"

@@ -35,11 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from export_fixtures import SE, config, set_cluster_id
 from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
-from relay_fixtures import DGDS, RELAYS, WORKER, dgd_body, relay_body
 
 from dynamo_pool_operator.api import crd, labels
 from dynamo_pool_operator.api.dgd import DISCOVERY_BACKEND_ANNOTATION, pool_from_object
@@ -55,6 +53,8 @@ from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.ownership import controller_of
 from dynamo_pool_operator.runtime.resources import CONFIGMAPS, DEPLOYMENTS, SERVICES
+from tests.integration.export_fixtures import SE, config, set_cluster_id
+from tests.integration.relay_fixtures import DGDS, RELAYS, WORKER, dgd_body, relay_body
 
 POOL = "llama"
 EXAMPLES = int(os.environ.get("DPO_INTERLEAVING_EXAMPLES", "3"))

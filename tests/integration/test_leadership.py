@@ -17,10 +17,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from export_fixtures import config, events_for
 from prometheus_client import CollectorRegistry
-from race_fixtures import FRONTEND_SVC, deny_export_writes, make_pool
-from relay_fixtures import RELAYS, relay_body
 
 from dynamo_pool_operator import process
 from dynamo_pool_operator.localcluster.audit import AuditEvent
@@ -33,6 +30,9 @@ from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.leader import LeaderElector, format_micro_time
 from dynamo_pool_operator.runtime.resources import LEASES
+from tests.integration.export_fixtures import config, events_for
+from tests.integration.race_fixtures import FRONTEND_SVC, deny_export_writes, make_pool
+from tests.integration.relay_fixtures import RELAYS, relay_body
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -16,7 +16,6 @@ from functools import partial
 from typing import Any
 
 import pytest
-from relay_fixtures import DGDS, RELAYS, dgd_body, ready, relay_body
 
 from dynamo_pool_operator.api import labels, names
 from dynamo_pool_operator.localcluster import kwok
@@ -26,6 +25,7 @@ from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, EVENTS, NAMESPACES
+from tests.integration.relay_fixtures import DGDS, RELAYS, dgd_body, ready, relay_body
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -14,13 +14,18 @@ import uuid
 
 import aiohttp
 import pytest
-from export_fixtures import config, set_cluster_id, wait_event
-from race_fixtures import CLUSTER_PROPERTY_RULES, OPERATOR_RULES, Grants, make_pool
 
 from dynamo_pool_operator import process
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
 from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.client import Client
+from tests.integration.export_fixtures import config, set_cluster_id, wait_event
+from tests.integration.race_fixtures import (
+    CLUSTER_PROPERTY_RULES,
+    OPERATOR_RULES,
+    Grants,
+    make_pool,
+)
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -11,13 +11,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
 
 from dynamo_pool_operator.config import parse_configuration
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES
+from tests.integration.relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
 
 CONFIGURED = {
     "apiVersion": "operator.config.dynamo.nvidia.com/v1alpha1",

@@ -16,8 +16,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from export_fixtures import config, events_for, exports_become
-from relay_fixtures import DGDS, RELAYS, condition, decision_of, dgd_body, relay_body
 
 from dynamo_pool_operator.api import mcs
 from dynamo_pool_operator.exports.plan import REEXPORT_AFTER, SERVICE_REPLACED
@@ -27,6 +25,15 @@ from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.conditions import parse_rfc3339
 from dynamo_pool_operator.runtime.resources import SERVICES
+from tests.integration.export_fixtures import config, events_for, exports_become
+from tests.integration.relay_fixtures import (
+    DGDS,
+    RELAYS,
+    condition,
+    decision_of,
+    dgd_body,
+    relay_body,
+)
 
 POOL = "llama"
 OBJ = f"{POOL}-pool-relay"

@@ -15,14 +15,22 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from export_fixtures import config, events_for, export_names, exports_become
-from race_fixtures import operator_refused
-from relay_fixtures import DGDS, RELAYS, absent, condition, dgd_body, ready, relay_body
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client import MERGE_PATCH, Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES
+from tests.integration.export_fixtures import config, events_for, export_names, exports_become
+from tests.integration.race_fixtures import operator_refused
+from tests.integration.relay_fixtures import (
+    DGDS,
+    RELAYS,
+    absent,
+    condition,
+    dgd_body,
+    ready,
+    relay_body,
+)
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -16,12 +16,12 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from relay_fixtures import DGDS, RELAYS, decision_of, dgd_body, relay_body
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES
+from tests.integration.relay_fixtures import DGDS, RELAYS, decision_of, dgd_body, relay_body
 
 POOL = "llama"
 OBJ = f"{POOL}-pool-relay"

@@ -10,13 +10,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from relay_fixtures import DGDS, RELAYS, absent, decision_of, dgd_body, relay_body
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES
+from tests.integration.relay_fixtures import DGDS, RELAYS, absent, decision_of, dgd_body, relay_body
 
 POOL = "llama"
 

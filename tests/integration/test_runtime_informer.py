@@ -30,7 +30,6 @@ from urllib.parse import urlsplit
 
 import orjson
 import pytest
-from tcp_proxy import TcpProxy
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import eventually
@@ -40,13 +39,9 @@ from dynamo_pool_operator.runtime.client import Client, ListResult
 from dynamo_pool_operator.runtime.informer import INITIAL_EVENTS_END, EventType, Informer
 from dynamo_pool_operator.runtime.ratelimit import Backoff
 from dynamo_pool_operator.runtime.resources import CONFIGMAPS, NAMESPACES, SECRETS, Resource
-from dynamo_pool_operator.runtime.store import (
-    OWNER_UID_INDEX,
-    Obj,
-    index_by_owner_uid,
-    label_index,
-    object_key,
-)
+from dynamo_pool_operator.runtime.store import Obj, object_key
+from tests.indexes import OWNER_UID_INDEX, index_by_owner_uid, label_index
+from tests.integration.tcp_proxy import TcpProxy
 
 #: Informer retries fast here: a restart should not cost the test seconds of backoff.
 FAST = (0.05, 0.5)

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry, Counter
-from race_fixtures import Grants
 
 from dynamo_pool_operator import rbac
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
@@ -25,6 +24,7 @@ from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.metrics_auth import DelegatedAuth
 from dynamo_pool_operator.runtime.server import Probes, ProbeServer
 from dynamo_pool_operator.runtime.serving_tls import ServingCertificate
+from tests.integration.race_fixtures import Grants
 
 pytestmark = pytest.mark.timeout(120)
 

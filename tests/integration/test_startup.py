@@ -23,8 +23,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from export_fixtures import config, exports_become
-from race_fixtures import FRONTEND_SVC, RELAY_SVC, make_pool
 
 from dynamo_pool_operator import process
 from dynamo_pool_operator.api import crd as relay_crd
@@ -36,6 +34,8 @@ from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import DEFAULT_USER_AGENT, Client
 from dynamo_pool_operator.runtime.resources import LEASES
+from tests.integration.export_fixtures import config, exports_become
+from tests.integration.race_fixtures import FRONTEND_SVC, RELAY_SVC, make_pool
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -19,14 +19,21 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from export_fixtures import SE, config, exports_become
-from race_fixtures import FRONTEND_SVC, POOL, RELAY_SVC, Spy, WritePause, make_pool
-from relay_fixtures import DGDS, RELAYS
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
 from dynamo_pool_operator.pipeline.model import Verb
 from dynamo_pool_operator.runtime.client import MERGE_PATCH, Client
+from tests.integration.export_fixtures import SE, config, exports_become
+from tests.integration.race_fixtures import (
+    FRONTEND_SVC,
+    POOL,
+    RELAY_SVC,
+    Spy,
+    WritePause,
+    make_pool,
+)
+from tests.integration.relay_fixtures import DGDS, RELAYS
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -35,7 +35,6 @@ from typing import Any
 
 import pytest
 import yaml
-from fuzzing import budget
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -48,6 +47,7 @@ from dynamo_pool_operator.config import (
     parse_configuration,
     to_document,
 )
+from tests.unit.fuzzing import budget
 
 # --------------------------------------------------------------------------- the field table
 # Path -> YAML type, written from docs/configuration.md (a second source, not the loader).

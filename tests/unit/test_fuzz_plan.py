@@ -32,7 +32,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from fuzzing import budget
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -44,6 +43,7 @@ from dynamo_pool_operator.pipeline.model import Contribution as Plan
 from dynamo_pool_operator.pipeline.model import Verb
 from dynamo_pool_operator.poolrelay.checks import Reason, decide
 from dynamo_pool_operator.poolrelay.checks import decision as make_decision
+from tests.unit.fuzzing import budget
 
 SE = serviceexports("v1alpha1")
 

@@ -119,3 +119,27 @@ def test_each_pattern_catches_what_it_forbids_and_spares_ordinary_words() -> Non
         assert offences("x", text), f"not caught: {text!r}"
     for text in spared:
         assert not offences("x", text), f"caught but legitimate: {text!r}"
+
+
+def test_test_helpers_are_imported_by_their_package() -> None:
+    """`tests/` is a package: a helper module (`relay_fixtures`, `chart_helpers`, ...) is
+    imported as `tests.<tier>.<module>`, never as a bare top-level name that only
+    resolves because pytest put its directory on `sys.path`."""
+    tests = ROOT / "tests"
+    helpers = {
+        p.stem
+        for p in tests.rglob("*.py")
+        if not p.name.startswith("test_") and p.name not in ("conftest.py", "__init__.py")
+    }
+    assert {"relay_fixtures", "chart_helpers", "fleet"} <= helpers
+    bare = re.compile(rf"^\s*(?:from|import) ({'|'.join(sorted(helpers))})\b", re.M)
+    found = [
+        f"{p.relative_to(ROOT)}: {m.group(0).strip()}"
+        for p in tests.rglob("*.py")
+        for m in bare.finditer(p.read_text())
+    ]
+    assert found == []
+    packages = {p.parent for p in tests.rglob("*.py")}
+    assert [
+        str(d.relative_to(ROOT)) for d in sorted(packages) if not (d / "__init__.py").exists()
+    ] == []

@@ -32,8 +32,6 @@ IndexFunc = Callable[[Obj], list[str]]
 #: (old, new): old is None for an object that appeared, new is None for one that vanished.
 Change = tuple[Obj | None, Obj | None]
 
-NAMESPACE_INDEX = "namespace"
-OWNER_UID_INDEX = "owner-uid"
 CONTROLLER_UID_INDEX = "controller-uid"
 
 
@@ -44,35 +42,12 @@ def object_key(obj: Obj) -> Key:
 
 
 # ---------------------------------------------------------------- index functions
-def index_by_namespace(obj: Obj) -> list[str]:
-    """Index by namespace ("" for cluster-scoped objects)."""
-    return [object_key(obj)[0]]
-
-
-def index_by_owner_uid(obj: Obj) -> list[str]:
-    """Index by the UID of every owner reference, controller or not."""
-    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return [str(r["uid"]) for r in refs if r.get("uid")]
-
-
 def index_by_controller_uid(obj: Obj) -> list[str]:
     """Index by the UID of the controlling owner only (`controller: true`): the
     garbage collector and adoption rules treat only the controller reference as
     ownership, other owner references merely block deletion."""
     ref = controller_of(obj)
     return [str(ref["uid"])] if ref is not None and ref.get("uid") else []
-
-
-def label_index(key: str) -> IndexFunc:
-    """An index function on the value of label `key` (objects without it are not indexed)."""
-
-    def by_label(obj: Obj) -> list[str]:
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        value = labels.get(key)
-        return [value] if isinstance(value, str) else []
-
-    by_label.__name__ = f"label_index({key!r})"
-    return by_label
 
 
 # ---------------------------------------------------------------- indexes

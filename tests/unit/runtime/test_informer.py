@@ -36,11 +36,13 @@ from dynamo_pool_operator.runtime.resources import CONFIGMAPS, DEPLOYMENTS, NAME
 from dynamo_pool_operator.runtime.shared_informers import SharedInformers
 from dynamo_pool_operator.runtime.store import (
     CONTROLLER_UID_INDEX,
-    NAMESPACE_INDEX,
-    OWNER_UID_INDEX,
     Obj,
     Store,
     index_by_controller_uid,
+)
+from tests.indexes import (
+    NAMESPACE_INDEX,
+    OWNER_UID_INDEX,
     index_by_namespace,
     index_by_owner_uid,
     label_index,

@@ -1,0 +1,1 @@
+"""The test tiers, a package: fixture modules are imported by their package path."""
