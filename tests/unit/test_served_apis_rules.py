@@ -1,8 +1,7 @@
 """APIs that come and go while the operator runs: the pure parts.
 
 `follow_served_apis` (what a later discovery means), `transitions` (the one line per
-change), `api_unavailable` (the `Exported` condition meanwhile), the `Rediscovery`
-loop (each change acted on once, failures logged once, pokes), and the runtime
+change), the `Rediscovery` loop (each change acted on once, failures logged once, pokes), and the runtime
 pieces whose behaviour is ours: a dropped watch enqueues nothing, a check switched
 off is not degraded. What the API server does is in
 tests/integration/test_apis_at_runtime.py.
@@ -19,7 +18,6 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.discovery import ServedApis, follow_served_apis, transitions
-from dynamo_pool_operator.exports import verdict
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import ServedResource
 from dynamo_pool_operator.runtime.clock import FakeClock
@@ -131,19 +129,6 @@ def test_with_export_off_the_line_says_what_the_cleanup_does() -> None:
     assert line.endswith(
         "multi-cluster export is off: the exports this operator made earlier are withdrawn"
     )
-
-
-# ---------------------------------------------------------------- Exported meanwhile
-def test_exported_says_the_api_is_unavailable_unless_the_pool_is_withdrawn() -> None:
-    said = verdict.api_unavailable("no ServiceExport API: install it", published=True)
-    assert (said.status, said.reason, said.message) == (
-        "False",
-        "ExportAPIUnavailable",
-        "no ServiceExport API: install it",
-    )
-    assert said.reason in verdict.EXPORTED_REASONS  # documented (docs/crd.md, generated)
-    withdrawn = verdict.api_unavailable("no ServiceExport API", published=False)
-    assert (withdrawn.status, withdrawn.reason) == ("False", "Withdrawn")
 
 
 # ---------------------------------------------------------------- Rediscovery

@@ -20,6 +20,7 @@ from dynamo_pool_operator.exports.verdict import (
     ExportedReason,
     Judgement,
     Verdict,
+    api_unavailable,
     exported,
     verdict,
     view_of,
@@ -500,3 +501,15 @@ def test_the_whole_exported_condition(
     lines: list[StatusLine], verdicts: dict[str, Verdict], published: bool, want: Exported
 ) -> None:
     assert exported(lines, verdicts, published=published) == want
+
+
+def test_exported_says_the_api_is_unavailable_unless_the_pool_is_withdrawn() -> None:
+    said = api_unavailable("no ServiceExport API: install it", published=True)
+    assert (said.status, said.reason, said.message) == (
+        "False",
+        "ExportAPIUnavailable",
+        "no ServiceExport API: install it",
+    )
+    assert said.reason in EXPORTED_REASONS  # documented (docs/crd.md, generated)
+    withdrawn = api_unavailable("no ServiceExport API", published=False)
+    assert (withdrawn.status, withdrawn.reason) == ("False", "Withdrawn")
