@@ -8,6 +8,7 @@ docs, the events and `kubectl describe` show these strings verbatim.
 
 from __future__ import annotations
 
+import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,8 @@ from dynamo_pool_operator.api import podfields
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
+from dynamo_pool_operator.config import API_VERSION as CONFIG_API_VERSION
+from dynamo_pool_operator.config import ConfigurationError, parse_configuration
 from dynamo_pool_operator.exports import plan as export_plan
 from dynamo_pool_operator.exports.verdict import Judgement, verdict, view_of
 from dynamo_pool_operator.pipeline.model import (
@@ -30,6 +33,7 @@ from dynamo_pool_operator.pipeline.model import (
 )
 from dynamo_pool_operator.poolrelay import checks, objects, status
 from dynamo_pool_operator.poolrelay.availability import AvailableReason, availability
+from dynamo_pool_operator.poolrelay.plan import make_plan
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES, Resource
 
 NS, NAME, UID = "team", "pool", "relay-uid"
@@ -212,19 +216,34 @@ def test_an_object_being_deleted_is_waited_for_without_a_hand_over() -> None:
     assert (dep.verb, dep.hand_over, dep.body) == (Verb.WAIT, False, None)
 
 
-def test_fields_the_server_normalizes_are_not_drift() -> None:
-    service = _live("Service")
-    service["spec"] = {**service["spec"], "sessionAffinity": "None", "type": "ClusterIP"}
-    service["spec"]["ipFamilies"] = ["IPv4"]
-    service["spec"]["ipFamilyPolicy"] = "SingleStack"
-    service["spec"]["internalTrafficPolicy"] = "Cluster"
-    (_, svc) = objects.plan_relay_objects(
-        Snapshot(
-            make_relay(), make_pool(), {"Deployment": _live("Deployment"), "Service": service}
-        ),
-        PUBLISHED,
+def test_quantities_the_server_rewrites_are_not_drift() -> None:
+    """The API server stores `1000m` as `1`: the relay's resources, compared as written,
+    would be applied on every pass."""
+    relay = make_relay(resources={"limits": {"cpu": "1000m"}})
+    body = objects.desired_objects(Snapshot(relay, make_pool(), {}))["Deployment"]
+    live = copy.deepcopy(body)
+    live["metadata"].update(uid="d-uid", resourceVersion="9")
+    live["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1"}}
+    (dep, _) = objects.plan_relay_objects(
+        Snapshot(relay, make_pool(), {"Deployment": live, "Service": None}), PUBLISHED
     )
-    assert svc.verb is Verb.NONE
+    assert dep.verb is Verb.NONE
+
+
+class _Recording:
+    def __init__(self) -> None:
+        self.seen: list[Snapshot] = []
+
+    def plan(self, snapshot: Snapshot, decision: Any) -> Contribution:
+        self.seen.append(snapshot)
+        return Contribution()
+
+
+def test_each_contributor_plans_from_the_passs_snapshot() -> None:
+    snap = Snapshot(make_relay(), make_pool(), {})
+    contributor = _Recording()
+    make_plan(snap, [contributor], default_discovery_backend="kubernetes")  # type: ignore[list-item]
+    assert contributor.seen == [snap]
 
 
 def test_the_deployment_gets_the_relays_own_cluster_id_over_the_clusters() -> None:
@@ -414,3 +433,50 @@ def test_a_toleration_field_that_is_not_a_string_is_named(toleration: dict[str, 
     assert podfields.toleration_errors(toleration, "t") == [
         "t: key, value and effect must be strings"
     ]
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+def _config_problems(**sections: Any) -> list[tuple[str, str]]:
+    data = {"apiVersion": CONFIG_API_VERSION, "kind": "OperatorConfiguration", **sections}
+    with pytest.raises(ConfigurationError) as info:
+        parse_configuration(data, "test.yaml")
+    return [(e.path, e.message) for e in info.value.errors]
+
+
+def test_configuration_errors_are_worded_exactly() -> None:
+    assert _config_problems(
+        multiCluster={"mcsImplementation": "mcs", "unconfirmedAfter": "-5s"}
+    ) == [
+        (
+            "multiCluster.unconfirmedAfter",
+            'must not be negative, got "-5s"; use e.g. "60s", or "0s" for an implementation '
+            "that writes no conditions",
+        )
+    ]
+    assert _config_problems(server={"metricsCertDir": "/tls", "metricsSecure": False}) == [
+        (
+            "server.metricsCertDir",
+            "is set but metricsSecure is false, so no certificate is served; set "
+            "server.metricsSecure: true or remove server.metricsCertDir",
+        )
+    ]
+    assert _config_problems(server={"metricsCertDir": "tls"}) == [
+        (
+            "server.metricsCertDir",
+            '"tls" is not an absolute path; use e.g. "/etc/dynamo-pool-operator/metrics-tls"',
+        )
+    ]
+
+
+def test_a_malformed_service_shape_names_the_type_it_got() -> None:
+    assert make_relay(service="yes").problems == ("spec.service: must be an object, got str",)
+
+
+def test_a_name_with_two_slashes_is_judged_by_its_first_domain() -> None:
+    """`node.kubernetes.io/x/y` is no valid name at all, and not an extended resource
+    either (its domain is a kubernetes.io one): no "whole number" rule on top."""
+    problems = podfields.resources_errors({"limits": {"node.kubernetes.io/x/y": "1.5"}})
+    assert problems
+    assert all("whole number" not in p for p in problems), problems
