@@ -5,23 +5,15 @@ from __future__ import annotations
 import pytest
 
 from dynamo_pool_operator.discovery import StartupError, resolve_served_apis
-from dynamo_pool_operator.runtime.client import ServedResource
-
-RELAYS = ServedResource("nvidia.com", "v1alpha1", "dynamopoolrelays", "DynamoPoolRelay", True)
-DGD_BETA = ServedResource(
-    "nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment", True
+from tests.unit.served import (
+    DGD_ALPHA,
+    DGD_BETA,
+    DOWN,
+    EXPORTS_ALPHA,
+    EXPORTS_BETA,
+    PROPS,
+    RELAYS,
 )
-DGD_ALPHA = ServedResource(
-    "nvidia.com", "v1alpha1", "dynamographdeployments", "DynamoGraphDeployment", True
-)
-EXPORTS_ALPHA = ServedResource(
-    "multicluster.x-k8s.io", "v1alpha1", "serviceexports", "ServiceExport", True
-)
-EXPORTS_BETA = ServedResource(
-    "multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport", True
-)
-PROPS = ServedResource("about.k8s.io", "v1beta1", "clusterproperties", "ClusterProperty", False)
-DOWN = "503: service unavailable"
 
 
 def test_an_unavailable_group_nothing_uses_changes_nothing() -> None:

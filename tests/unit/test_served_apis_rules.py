@@ -1,9 +1,9 @@
 """APIs that come and go while the operator runs: the pure parts.
 
 `follow_served_apis` (what a later discovery means), `transitions` (the one line per
-change), the `Rediscovery` loop (each change acted on once, failures logged once, pokes), and the runtime
-pieces whose behaviour is ours: a dropped watch enqueues nothing, a check switched
-off is not degraded. What the API server does is in
+change), the `Rediscovery` loop (each change acted on once, failures logged once,
+pokes), and the runtime pieces whose behaviour is ours: a dropped watch enqueues
+nothing, a check switched off is not degraded. What the API server does is in
 tests/integration/test_apis_at_runtime.py.
 """
 
@@ -19,26 +19,14 @@ from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.discovery import ServedApis, follow_served_apis, transitions
 from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.client import ServedResource
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.controller import Controller, Request
 from dynamo_pool_operator.runtime.degraded import DegradedChecks
 from dynamo_pool_operator.runtime.informer import EventType, Informer
 from dynamo_pool_operator.runtime.rediscovery import Rediscovery
 from dynamo_pool_operator.runtime.resources import Resource
-
-RELAYS = ServedResource("nvidia.com", "v1alpha1", "dynamopoolrelays", "DynamoPoolRelay", True)
-DGD = ServedResource(
-    "nvidia.com", "v1beta1", "dynamographdeployments", "DynamoGraphDeployment", True
-)
-EXPORTS_ALPHA = ServedResource(
-    "multicluster.x-k8s.io", "v1alpha1", "serviceexports", "ServiceExport", True
-)
-EXPORTS_BETA = ServedResource(
-    "multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport", True
-)
-PROPS = ServedResource("about.k8s.io", "v1beta1", "clusterproperties", "ClusterProperty", False)
-DOWN = "503: service unavailable"
+from tests.unit.served import DGD_BETA as DGD
+from tests.unit.served import DOWN, EXPORTS_ALPHA, EXPORTS_BETA, PROPS, RELAYS
 
 AT_START = ServedApis("v1beta1", "v1beta1", "v1beta1", "v1beta1")
 
