@@ -21,7 +21,7 @@ from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_obje
 from dynamo_pool_operator.config import API_VERSION as CONFIG_API_VERSION
 from dynamo_pool_operator.config import ConfigurationError, parse_configuration
 from dynamo_pool_operator.exports import plan as export_plan
-from dynamo_pool_operator.exports.verdict import Judgement, verdict, view_of
+from dynamo_pool_operator.exports.verdict import Judgement, exported, verdict, view_of
 from dynamo_pool_operator.pipeline.model import (
     Action,
     ActionResult,
@@ -480,3 +480,13 @@ def test_a_name_with_two_slashes_is_judged_by_its_first_domain() -> None:
     problems = podfields.resources_errors({"limits": {"node.kubernetes.io/x/y": "1.5"}})
     assert problems
     assert all("whole number" not in p for p in problems), problems
+
+
+def test_a_failed_export_is_the_exported_conditions_message() -> None:
+    failed = exported([StatusLine(OBJ, "Failed", "ExportFailed", "forbidden")], {}, published=True)
+    assert (failed.status, failed.reason, failed.message, failed.about) == (
+        "False",
+        "ExportFailed",
+        f"{OBJ}: forbidden",
+        OBJ,
+    )
