@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
@@ -20,6 +21,14 @@ from . import __version__, logs, rbac
 from .config import ConfigurationError, load_configuration
 from .config_fields import parse_duration
 from .process import EXIT_CONFIG, EXIT_FAILURE
+
+#: The local control plane `dev` starts; the operator image leaves it out.
+LOCAL_CLUSTER = f"{__package__}.localcluster"
+NO_LOCAL_CLUSTER = (
+    "dynamo-pool-operator: dev starts local control planes and needs a source checkout "
+    "(run `make dev` there); this install has no local cluster (the operator image "
+    "leaves it out)"
+)
 
 DESCRIPTION = """\
 Makes NVIDIA Dynamo pools discoverable across clusters: for each DynamoPoolRelay it
@@ -281,6 +290,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.debug("operator failed", exc_info=True)
             return EXIT_FAILURE
     if args.command == "dev":
+        if importlib.util.find_spec(LOCAL_CLUSTER) is None:
+            print(NO_LOCAL_CLUSTER, file=sys.stderr)
+            return EXIT_FAILURE
         from . import dev
 
         return asyncio.run(
