@@ -191,9 +191,9 @@ class Snapshot:
     #: however the API changes while it runs.
     exports_unavailable: str = ""
     #: `status.exports[]` as the server shows it (after our own last write), by name:
-    #: a few rules go on from what an earlier pass said (a Service being replaced).
+    #: one rule goes on from what an earlier pass said (the relay Service is replaced).
     shown_exports: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    #: When the caches were read (None: a rule that needs the time waits for it).
+    #: When the caches were read (None: a rule that needs the time holds nothing back).
     read_at: datetime | None = None
 
 
