@@ -170,19 +170,22 @@ def test_publishing_writes_the_relay_first_withdrawing_the_exports_first(
         assert kinds == ["ServiceExport", "ServiceExport", "Deployment", "Service"]
 
 
-def test_publishing_withdraws_unwanted_exports_before_the_relay_objects_are_written() -> None:
+def test_publishing_withdraws_the_relay_services_export_before_the_service() -> None:
     """A relay Service being replaced goes after its export: an MCS implementation never
-    sees an export whose Service is gone (nor does a renamed frontend's old export wait
-    behind the relay's writes)."""
+    sees an export whose Service is gone. A renamed frontend's old export still goes
+    last, after the new one is created (the pool is not without it meanwhile)."""
     objects = {"Deployment": live("Deployment"), "Service": clusterip_service()}
     relay_actions = plan_relay_objects(snapshot(objects), PUBLISHED)
     old = Action(Verb.WITHDRAW, EXPORT, NS, OBJ, EventNames("x"), wanted=False)
-    plan = Plan(PUBLISHED, relay_actions, (Contribution((export_action("a"), old)),))
+    renamed = Action(Verb.WITHDRAW, EXPORT, NS, "old-frontend", EventNames("x"), wanted=False)
+    contribution = Contribution((export_action("a"), renamed, old))
+    plan = Plan(PUBLISHED, relay_actions, (contribution,))
     assert [(a.resource.kind, a.verb, a.name) for a in plan.actions] == [
         ("ServiceExport", Verb.WITHDRAW, OBJ),
         ("Deployment", Verb.NONE, OBJ),
         ("Service", Verb.WITHDRAW, OBJ),
         ("ServiceExport", Verb.CREATE, "a"),
+        ("ServiceExport", Verb.WITHDRAW, "old-frontend"),
     ]
 
 

@@ -3,9 +3,10 @@ the writes must go, the advisories, and what the status shows. Pure.
 
 Order: publishing, the relay's Deployment and Service come first and the
 contributors' objects (exports) after, since an export points at its Service — but
-the exports no longer wanted are withdrawn before (a Service replaced by one of the
-other shape goes after its export); withdrawing, the other way round. An MCS
-implementation never sees an export of a Service already gone.
+an export of a relay object that is withdrawn goes first (the relay Service replaced
+by one of the other shape goes after its export); withdrawing, the other way round.
+An MCS implementation never sees an export of a Service already gone. Other exports
+no longer wanted (a renamed frontend's) go last, after the new ones are created.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ class Plan:
         """Every action, in the order they are carried out."""
         others = tuple(a for c in self.contributions for a in c.actions)
         if self.decision.publish:
-            going = tuple(a for a in others if not a.wanted)
-            staying = tuple(a for a in others if a.wanted)
-            return going + self.relay_actions + staying
+            relay_names = {a.name for a in self.relay_actions}
+            ahead = [not a.wanted and a.name in relay_names for a in others]
+            first = tuple(a for a, go in zip(others, ahead, strict=True) if go)
+            rest = tuple(a for a, go in zip(others, ahead, strict=True) if not go)
+            return first + self.relay_actions + rest
         return others + self.relay_actions
 
     @property
