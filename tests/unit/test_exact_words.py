@@ -34,7 +34,7 @@ from dynamo_pool_operator.pipeline.model import (
 from dynamo_pool_operator.poolrelay import checks, objects, status
 from dynamo_pool_operator.poolrelay.availability import AvailableReason, availability
 from dynamo_pool_operator.poolrelay.plan import make_plan
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES, Resource
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES
 
 NS, NAME, UID = "team", "pool", "relay-uid"
 OBJ = f"{NAME}-pool-relay"
@@ -62,15 +62,6 @@ def make_pool(*components: dict[str, Any]) -> Any:
 
 PUBLISHED = checks.decision(checks.Reason.PUBLISHED, "published")
 WITHDRAWN = checks.decision(checks.Reason.DGD_NOT_FOUND, "gone")
-
-
-# --------------------------------------------------------------------------- resources
-
-
-def test_the_serviceexport_resource_is_named_whole() -> None:
-    assert serviceexports("v1alpha1") == Resource(
-        "multicluster.x-k8s.io", "v1alpha1", "serviceexports", "ServiceExport"
-    )
 
 
 # --------------------------------------------------------------------------- exports

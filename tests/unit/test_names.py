@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamo_pool_operator.api import mcs, names
+from dynamo_pool_operator.runtime.resources import Resource
 
 #: The DNS-1035 label rule written independently of the code under test.
 REFERENCE_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -239,19 +240,9 @@ def test_pool_of_is_the_inverse_of_relay_name(name: str, pool: str | None) -> No
 
 
 def test_the_mcs_and_about_api_resources() -> None:
-    se = mcs.serviceexports("v1alpha1")
-    assert (se.group, se.version, se.plural, se.kind, se.namespaced) == (
-        "multicluster.x-k8s.io",
-        "v1alpha1",
-        "serviceexports",
-        "ServiceExport",
-        True,
+    assert mcs.serviceexports("v1alpha1") == Resource(
+        "multicluster.x-k8s.io", "v1alpha1", "serviceexports", "ServiceExport"
     )
-    cp = mcs.clusterproperties("v1alpha1")
-    assert (cp.group, cp.version, cp.plural, cp.kind, cp.namespaced) == (
-        "about.k8s.io",
-        "v1alpha1",
-        "clusterproperties",
-        "ClusterProperty",
-        False,
+    assert mcs.clusterproperties("v1alpha1") == Resource(
+        "about.k8s.io", "v1alpha1", "clusterproperties", "ClusterProperty", namespaced=False
     )
