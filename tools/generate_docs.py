@@ -15,9 +15,13 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from dynamo_pool_operator.api.status import (
+    EXPORTED_MEANINGS,
+    IMPLEMENTATION_REASON_MEANING,
+    RELAY_AVAILABLE_MEANINGS,
+    ConditionType,
+)
 from dynamo_pool_operator.config import configuration_reference
-from dynamo_pool_operator.exports.verdict import EXPORTED_REASONS
-from dynamo_pool_operator.poolrelay.availability import REASONS as AVAILABLE_REASONS
 from dynamo_pool_operator.poolrelay.checks import precedence_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,15 +30,15 @@ ROOT = Path(__file__).resolve().parents[1]
 def conditions_tables() -> str:
     """`RelayAvailable` and `Exported`, each with every reason the code can give."""
     out = []
-    for title, reasons, tail in (
-        ("RelayAvailable", AVAILABLE_REASONS, ""),
+    tables: tuple[tuple[str, dict[str, str], str], ...] = (
+        (ConditionType.RELAY_AVAILABLE, dict(RELAY_AVAILABLE_MEANINGS), ""),
         (
-            "Exported",
-            EXPORTED_REASONS,
-            "| any other | False: the MCS implementation's own reason (`Valid=False`, "
-            "`Ready=False`, `Conflict=True`), with its message and time, verbatim. |\n",
+            ConditionType.EXPORTED,
+            dict(EXPORTED_MEANINGS),
+            f"| any other | {IMPLEMENTATION_REASON_MEANING} |\n",
         ),
-    ):
+    )
+    for title, reasons, tail in tables:
         out.append(f"### {title}\n\n| Reason | Meaning |\n|---|---|\n")
         out += [f"| `{reason}` | {text} |\n" for reason, text in reasons.items()]
         out.append(tail + "\n")

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 from . import process
 from .api import labels, names
 from .api.mcs import Implementation, clusterproperties, serviceexports
+from .api.status import ConditionType, ExportState, Status
 from .config import OperatorConfiguration
 from .poolrelay import controller as relay_controller
-from .runtime import errors
+from .runtime import conditions, errors
 from .runtime.auth import load_kubeconfig
 from .runtime.client import Client
 from .runtime.resources import DEPLOYMENTS, SERVICES, Resource
@@ -121,10 +122,10 @@ async def _wait_published(client: Client, timeout: float = 60) -> dict[str, Any]
         """Ready, and every export the status lists is made (with an implementation set)."""
         relay = await client.get(RELAYS, POOL, NAMESPACE)
         status = relay.get("status") or {}
-        conds = {c["type"]: c for c in status.get("conditions") or []}
-        if conds.get("Ready", {}).get("status") != "True":
+        ready = conditions.find(status.get("conditions"), ConditionType.READY) or {}
+        if ready.get("status") != Status.TRUE:
             return None
-        if any(e.get("state") != "Exported" for e in status.get("exports") or []):
+        if any(e.get("state") != ExportState.EXPORTED for e in status.get("exports") or []):
             return None
         return relay
 
@@ -156,9 +157,14 @@ def _report(
     where: str = "",
 ) -> list[str]:
     status = relay["status"]
-    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    ready = conditions.find(status["conditions"], ConditionType.READY)
+    assert ready is not None  # the pool was waited for until Ready
     # A Ready pool needs no reason; one that is not says which part is not and why.
-    why = "" if ready["status"] == "True" else f" ({ready['reason']}: {ready.get('message', '')})"
+    why = (
+        ""
+        if ready["status"] == Status.TRUE
+        else f" ({ready['reason']}: {ready.get('message', '')})"
+    )
     lines = [
         "",
         f"Pool {NAMESPACE}/{POOL}{where}: Ready={ready['status']}{why} "

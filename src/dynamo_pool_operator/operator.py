@@ -12,6 +12,7 @@ runs when the ServiceExport API appears, and each change is logged once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from datetime import timedelta
 
 from prometheus_client import CollectorRegistry, Counter
 
+from . import relay_metrics
 from .api.mcs import Implementation
 from .api.relay import RelayDefaults
 from .config import OperatorConfiguration
@@ -76,10 +78,13 @@ class Operator:
     cleanup_failures: Counter
     #: The export feature's APIs (None with no MCS implementation configured).
     export_apis: ExportApis | None = None
+    #: Where the relays' own reports are served as metrics (`relay_metrics.py`).
+    registry: CollectorRegistry | None = None
     #: Reads discovery again on a schedule and hands each change to `follow_apis`.
     rediscovery: Rediscovery[ServedApis] = dataclasses.field(init=False)
     _cleanup_task: asyncio.Task[None] | None = None
     _leading: bool = False
+    _reporting: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
 
     def __post_init__(self) -> None:
         self.rediscovery = Rediscovery(
@@ -189,6 +194,11 @@ class Operator:
         self.informers.start_all()
         self.checks.start()
         self.rediscovery.start()
+        if self.registry is not None:
+            # Read from the relay cache at scrape time, on followers too.
+            self._reporting.enter_context(
+                relay_metrics.reporting(self.registry, self.caches.relays.store.list)
+            )
 
     async def stop_leading(self, *, lost: bool = False, drain_timeout: float = 10.0) -> None:
         """End what only the leader does; the one place its writing stops.
@@ -218,6 +228,7 @@ class Operator:
         await self.rediscovery.stop()
         await self.checks.stop()
         await self.stop_leading(drain_timeout=drain_timeout)
+        self._reporting.close()
         await self.informers.stop_all()
 
     def caches_synced(self) -> bool:
@@ -262,7 +273,6 @@ def build(
             resource=None,
             implementation=implementation,
             about_version=None,
-            registry=registry,
             unconfirmed_after=timedelta(seconds=config.multi_cluster.unconfirmed_after),
         )
         contributors.append(pool_exports)
@@ -318,4 +328,5 @@ def build(
         checks,
         _cleanup_failures(registry),
         export_apis,
+        registry,
     )

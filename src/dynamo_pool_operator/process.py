@@ -27,7 +27,7 @@ import os
 import signal
 from pathlib import Path
 
-from . import operator, relay_metrics
+from . import operator
 from .api import labels
 from .config import OperatorConfiguration
 from .discovery import StartupError, discover_served_apis
@@ -133,10 +133,7 @@ async def run(
             await server.stop()
             return EXIT_FAILURE
         try:
-            # The relays' own reports as metrics (relay_metrics.py), read from the
-            # cache at scrape time.
-            with relay_metrics.reporting(metrics.REGISTRY, op.caches.relays.store.list):
-                return await _run_with_server(op, lease_client, config, identity, stop)
+            return await _run_with_server(op, lease_client, config, identity, stop)
         finally:
             await server.stop()
 

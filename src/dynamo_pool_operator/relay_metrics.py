@@ -13,6 +13,9 @@ as the API server holds them, on followers too:
   condition (every type the status carries, read generically, so new condition types
   show up unchanged), status and reason; a relay without a status counts as
   `Ready=Unknown` `NotReconciled`. Bounded: reasons are a fixed vocabulary.
+- `dynamo_pool_operator_exports{state}`: the ServiceExports the pools want, by the state
+  their relay's `status.exports[]` shows (every state of `api/status.ExportState`, 0
+  included, so an alert on one state always has a series).
 """
 
 from __future__ import annotations
@@ -27,8 +30,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-READY = "Ready"
-NOT_RECONCILED = "NotReconciled"
+from .api.status import ConditionType, ExportState, ReadyReason, Status
+
+READY = ConditionType.READY
 
 RelaySource = Callable[[], Iterable[Mapping[str, Any]]]
 
@@ -38,10 +42,20 @@ def _conditions(relay: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     found = []
     for c in (relay.get("status") or {}).get("conditions") or ():
         if isinstance(c, Mapping) and isinstance(c.get("type"), str):
-            found.append((c["type"], str(c.get("status") or "Unknown"), str(c.get("reason") or "")))
+            status = str(c.get("status") or Status.UNKNOWN)
+            found.append((c["type"], status, str(c.get("reason") or "")))
     if not any(t == READY for t, _, _ in found):
-        found.append((READY, "Unknown", NOT_RECONCILED))
+        found.append((READY, Status.UNKNOWN, ReadyReason.NOT_RECONCILED))
     return found
+
+
+def _export_states(relay: Mapping[str, Any]) -> list[str]:
+    lines = (relay.get("status") or {}).get("exports")
+    return [
+        str(line.get("state"))
+        for line in (lines if isinstance(lines, list) else ())
+        if isinstance(line, Mapping) and isinstance(line.get("state"), str)
+    ]
 
 
 class RelayStatusCollector(Collector):
@@ -57,7 +71,7 @@ class RelayStatusCollector(Collector):
         # Declared up front (and empty until a scrape): the registry learns the names.
         return list(self._families())
 
-    def _families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    def _families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
         ready = GaugeMetricFamily(
             "dynamo_pool_operator_relay_ready",
             "1 while the DynamoPoolRelay's Ready condition is True, else 0",
@@ -68,24 +82,35 @@ class RelayStatusCollector(Collector):
             "DynamoPoolRelays by condition, status and reason, as their status reports them",
             labels=["condition", "status", "reason"],
         )
-        return ready, counts
+        exports = GaugeMetricFamily(
+            "dynamo_pool_operator_exports",
+            "ServiceExports the pools want, by the state their relay's status shows "
+            "(Exported, Pending, Failed, Foreign, Skipped)",
+            labels=["state"],
+        )
+        return ready, counts, exports
 
     def collect(self) -> Iterator[Any]:
-        ready, counts = self._families()
+        ready, counts, exports = self._families()
         tally: Counter[tuple[str, str, str]] = Counter()
+        states: Counter[str] = Counter({str(s): 0 for s in ExportState})
         for relay in self._current():
+            states.update(_export_states(relay))
             meta = relay.get("metadata") or {}
             conditions = _conditions(relay)
             tally.update(conditions)
-            is_ready = any(t == READY and s == "True" for t, s, _ in conditions)
+            is_ready = any(t == READY and s == Status.TRUE for t, s, _ in conditions)
             ready.add_metric(
                 [str(meta.get("namespace") or ""), str(meta.get("name") or "")],
                 1.0 if is_ready else 0.0,
             )
         for (kind, status, reason), n in sorted(tally.items()):
             counts.add_metric([kind, status, reason], float(n))
+        for state, n in sorted(states.items()):
+            exports.add_metric([state], float(n))
         yield ready
         yield counts
+        yield exports
 
 
 class _Sources(RelayStatusCollector):

@@ -13,12 +13,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from .exports.verdict import EXPORTED_REASONS
+from .api.status import (
+    MEANINGS,
+    READY_PARTS,
+    ConditionType,
+    ExportState,
+    ReadyReason,
+    Status,
+)
 from .pipeline.model import StatusLine
-from .poolrelay.availability import REASONS as AVAILABLE_REASONS
-from .poolrelay.checks import CHECKS
 from .poolrelay.controller import RELAYS
-from .poolrelay.status import READY
 from .runtime import conditions, errors
 from .runtime.auth import ConfigError, load_config
 from .runtime.client import Client
@@ -26,20 +30,8 @@ from .runtime.client import Client
 EXIT_OK = 0
 EXIT_FAILURE = 1
 
-#: Export state meaning "published to the MCS implementation".
-EXPORTED = "Exported"
 HEADER = ("NAMESPACE", "NAME", "READY", "REASON", "AVAILABLE", "EXPORTED", "EXPORTS")
-#: The conditions `Ready` summarizes, in its order.
-PARTS = ("Published", "RelayAvailable", "Exported")
-
-
-#: What each condition's reasons mean and what to do, by condition type and reason.
-FIXES: dict[str, dict[str, str]] = {
-    "Published": {str(c.reason): c.fix for c in CHECKS},
-    "RelayAvailable": {str(r): text for r, text in AVAILABLE_REASONS.items()},
-    "Exported": {str(r): text for r, text in EXPORTED_REASONS.items()},
-}
-#: An `Exported` reason of the MCS implementation's own (not one of ours).
+#: An `Exported` reason of the MCS implementation's own (not one of ours): where to look.
 IMPLEMENTATION_FIX = (
     "the MCS implementation's own reason: see its documentation, and the export's status "
     "(`kubectl get serviceexport NAME -o yaml`)"
@@ -48,10 +40,10 @@ IMPLEMENTATION_FIX = (
 
 def what_to_do(type_: str, reason: str) -> str:
     """One line on what a condition that is not True means ("" if nothing is known)."""
-    fixes = FIXES.get(type_, {})
-    if type_ == "Exported" and reason not in fixes:
+    meanings = MEANINGS.get(type_, {})
+    if type_ == ConditionType.EXPORTED and reason not in meanings:
         return IMPLEMENTATION_FIX
-    return fixes.get(reason, "")
+    return meanings.get(reason, "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +69,7 @@ class RelayRow:
     def exports_summary(self) -> str:
         if not self.exports:
             return "-"
-        done = sum(1 for e in self.exports if e.state == EXPORTED)
+        done = sum(1 for e in self.exports if e.state == ExportState.EXPORTED)
         return f"{done}/{len(self.exports)} exported"
 
 
@@ -89,7 +81,7 @@ def row_of(relay: Mapping[str, Any]) -> RelayRow:
     """A relay object (as listed) to its row; tolerant of a status not written yet."""
     meta = relay.get("metadata") or {}
     status = relay.get("status") or {}
-    ready = conditions.find(status.get("conditions"), READY)
+    ready = conditions.find(status.get("conditions"), ConditionType.READY)
     exports = tuple(
         StatusLine(
             _text(e.get("name")),
@@ -104,15 +96,15 @@ def row_of(relay: Mapping[str, Any]) -> RelayRow:
     shown = status.get("conditions")
     failing = tuple(
         (t, _text(c.get("status")), _text(c.get("reason")), _text(c.get("message")))
-        for t in PARTS
-        if (c := conditions.find(shown, t)) is not None and c.get("status") != "True"
+        for t in READY_PARTS
+        if (c := conditions.find(shown, t)) is not None and c.get("status") != Status.TRUE
     )
-    exported = conditions.find(shown, "Exported")
+    exported = conditions.find(shown, ConditionType.EXPORTED)
     return RelayRow(
         namespace=_text(meta.get("namespace")),
         name=_text(meta.get("name")),
-        ready=_text(ready.get("status")) if ready else "Unknown",
-        reason=_text(ready.get("reason")) if ready else "NotReconciled",
+        ready=_text(ready.get("status")) if ready else Status.UNKNOWN,
+        reason=_text(ready.get("reason")) if ready else ReadyReason.NOT_RECONCILED,
         message=_text(ready.get("message")) if ready else "the operator has not reported yet",
         exports=exports,
         stale=ready is not None and observed is not None and observed != generation,
@@ -146,7 +138,7 @@ def format_table(rows: Iterable[RelayRow]) -> str:
     ]
     for r in rows:
         details: list[str] = []
-        if r.ready != "True" and r.message and not r.failing:
+        if r.ready != Status.TRUE and r.message and not r.failing:
             details.append(f"  {r.reason}: {r.message}")
         for type_, value, reason, message in r.failing:
             details.append(f"  {type_} {value} {reason}: {message}")

@@ -43,7 +43,8 @@ from dynamo_pool_operator.api import crd, labels
 from dynamo_pool_operator.api.dgd import DISCOVERY_BACKEND_ANNOTATION, pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation
 from dynamo_pool_operator.api.relay import RelayDefaults, relay_from_object
-from dynamo_pool_operator.exports.plan import plan, relevant_exports
+from dynamo_pool_operator.exports.contributor import relevant_exports
+from dynamo_pool_operator.exports.plan import plan
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from dynamo_pool_operator.pipeline.model import Verb

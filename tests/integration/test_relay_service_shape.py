@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.api import mcs
-from dynamo_pool_operator.exports.plan import REEXPORT_AFTER, SERVICE_REPLACED
+from dynamo_pool_operator.api.status import ExportLineReason
+from dynamo_pool_operator.exports.plan import REEXPORT_AFTER
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime import errors
@@ -203,7 +204,7 @@ async def test_while_the_service_is_replaced_the_relay_says_its_export_is_pendin
     async def held() -> dict[str, Any] | None:
         status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
         line = next((x for x in status.get("exports", []) if x["name"] == OBJ), {})
-        return status if line.get("reason") == SERVICE_REPLACED else None
+        return status if line.get("reason") == ExportLineReason.SERVICE_REPLACED else None
 
     status = await eventually(held, timeout=10, interval=0.02)
     exported = next(c for c in status["conditions"] if c["type"] == "Exported")

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from dynamo_pool_operator.api.status import RELAY_AVAILABLE_MEANINGS as REASONS
+from dynamo_pool_operator.api.status import RelayAvailableReason as AvailableReason
 from dynamo_pool_operator.poolrelay.availability import (
-    REASONS,
     Availability,
-    AvailableReason,
     availability,
     shown_inputs,
 )

@@ -18,10 +18,12 @@ from dynamo_pool_operator.api import podfields
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
+from dynamo_pool_operator.api.status import Condition, ReadyReason
 from dynamo_pool_operator.config import API_VERSION as CONFIG_API_VERSION
 from dynamo_pool_operator.config import ConfigurationError, parse_configuration
 from dynamo_pool_operator.exports import plan as export_plan
 from dynamo_pool_operator.exports.verdict import Judgement, exported, verdict, view_of
+from dynamo_pool_operator.exports.verdict import lines_after as verdict_lines_after
 from dynamo_pool_operator.pipeline.model import (
     Action,
     ActionResult,
@@ -156,7 +158,7 @@ def _action(verb: Verb, *, wanted: bool = True) -> Action:
 def test_each_executed_export_action_gives_its_exact_line(
     verb: Verb, wanted: bool, line: StatusLine | None
 ) -> None:
-    lines = export_plan.lines_after(
+    lines = verdict_lines_after(
         Contribution(), [ActionResult(_action(verb, wanted=wanted), Result.DONE)]
     )
     assert lines == ([] if line is None else [line])
@@ -272,21 +274,19 @@ def test_a_relay_held_terminating_says_what_holds_it() -> None:
     )
 
 
-def _part(type_: str, message: str, state: str = "True") -> status.Part:
-    return status.Part(type_, state, "Fine", message)
+def _part(type_: str, message: str, state: str = "True") -> Condition:
+    return Condition(type_, state, "Fine", message)
 
 
 def test_a_ready_summary_quotes_every_part_after_the_decision() -> None:
     one = status.summary([_part("Published", "published")])
-    assert one == status.Part(
-        "Ready", "True", status.READY_REASON, "the pool is published: published"
-    )
+    assert one == Condition("Ready", "True", ReadyReason.READY, "the pool is published: published")
     three = status.summary(
         [_part("Published", "p"), _part("RelayAvailable", "2/2"), _part("Exported", "ok")]
     )
     assert three.message == "the pool is published: 2/2; ok"
     failing = status.summary([_part("Published", "p"), _part("RelayAvailable", "0/2", "False")])
-    assert failing == status.Part("Ready", "False", "Fine", "RelayAvailable: 0/2")
+    assert failing == Condition("Ready", "False", "Fine", "RelayAvailable: 0/2")
 
 
 def _deployment(*conds: dict[str, Any]) -> dict[str, Any]:

@@ -31,19 +31,19 @@ from dynamo_pool_operator.api.mcs import (
     serviceexports,
 )
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
+from dynamo_pool_operator.api.status import ExportLineReason
+from dynamo_pool_operator.exports.contributor import relevant_exports
 from dynamo_pool_operator.exports.plan import (
     REEXPORT_AFTER,
     REPLACED_MESSAGE,
-    SERVICE_REPLACED,
     Hold,
     Warn,
     export_body,
-    lines_after,
     plan,
     relay_export_hold,
-    relevant_exports,
     repair_fields,
 )
+from dynamo_pool_operator.exports.verdict import lines_after
 from dynamo_pool_operator.pipeline.model import Action, ActionResult, Decision, Result, Verb
 from dynamo_pool_operator.pipeline.model import Contribution as Plan
 from dynamo_pool_operator.poolrelay.checks import Reason, decision
@@ -1232,7 +1232,13 @@ def relay_service(*, headless: bool = True, created: datetime = T0, **meta: Any)
 
 
 def replaced_line() -> dict[str, dict[str, Any]]:
-    return {RELAY_EXPORT: {"name": RELAY_EXPORT, "state": "Pending", "reason": SERVICE_REPLACED}}
+    return {
+        RELAY_EXPORT: {
+            "name": RELAY_EXPORT,
+            "state": "Pending",
+            "reason": ExportLineReason.SERVICE_REPLACED,
+        }
+    }
 
 
 @pytest.mark.parametrize(
@@ -1325,7 +1331,7 @@ def test_a_replaced_relay_service_withdraws_its_export_and_keeps_the_frontends()
     assert withdraw.live is not None
     assert withdraw.live["metadata"]["uid"] == f"uid-{RELAY_EXPORT}-{NS}", "deleted as read"
     assert [(line.name, line.state, line.reason) for line in p.lines] == [
-        (RELAY_EXPORT, "Pending", SERVICE_REPLACED)
+        (RELAY_EXPORT, "Pending", ExportLineReason.SERVICE_REPLACED)
     ]
     assert p.lines[0].message == REPLACED_MESSAGE
     assert "spec.service.headless" in REPLACED_MESSAGE
@@ -1340,7 +1346,7 @@ def test_a_withdrawn_relay_export_being_deleted_is_waited_for_and_still_pending(
     ]
     done = [ActionResult(a, Result.DONE) for a in p.actions]
     assert [(x.name, x.state, x.reason) for x in lines_after(p, done)] == [
-        (RELAY_EXPORT, "Pending", SERVICE_REPLACED),
+        (RELAY_EXPORT, "Pending", ExportLineReason.SERVICE_REPLACED),
         (FE, "Exported", ""),
     ]
 
@@ -1350,7 +1356,9 @@ def test_a_held_relay_export_is_not_created_until_the_hold_ends() -> None:
     p = held_plan([ours(FE)], Hold(withdraw=False, recheck_at=ends))
     assert [(a.verb, a.name) for a in p.actions] == [(N, FE)]
     assert p.recheck_at == ends
-    assert [(line.name, line.reason) for line in p.lines] == [(RELAY_EXPORT, SERVICE_REPLACED)]
+    assert [(line.name, line.reason) for line in p.lines] == [
+        (RELAY_EXPORT, ExportLineReason.SERVICE_REPLACED)
+    ]
     released = held_plan([ours(FE)], None)
     assert [(a.verb, a.name) for a in released.actions] == [(C, RELAY_EXPORT), (N, FE)]
 
@@ -1360,7 +1368,7 @@ def test_a_hold_never_touches_anyone_elses_export_nor_ours_once_the_service_is_r
     for hold in (Hold(withdraw=True), Hold(withdraw=False)):
         p = held_plan([theirs], hold)
         assert (F, RELAY_EXPORT) in [(a.verb, a.name) for a in p.actions]
-        assert all(line.reason != SERVICE_REPLACED for line in p.lines)
+        assert all(line.reason != ExportLineReason.SERVICE_REPLACED for line in p.lines)
     # Ours exists and only the status remembers a replacement: it is kept, not withdrawn.
     kept = held_plan([ours(RELAY_EXPORT), ours(FE)], Hold(withdraw=False))
     assert [(a.verb, a.name) for a in kept.actions] == [(N, RELAY_EXPORT), (N, FE)]

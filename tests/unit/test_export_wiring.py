@@ -146,7 +146,6 @@ def test_a_cluster_property_change_requeues_every_relay_at_low_priority() -> Non
             resource=None,
             implementation=Implementation.MCS,
             about_version=None,
-            registry=registry,
         ),
         DegradedChecks({}, registry),
         relays=relays,

@@ -38,7 +38,8 @@ from hypothesis import strategies as st
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.exports.plan import Warn, plan, relevant_exports
+from dynamo_pool_operator.exports.contributor import relevant_exports
+from dynamo_pool_operator.exports.plan import Warn, plan
 from dynamo_pool_operator.pipeline.model import Contribution as Plan
 from dynamo_pool_operator.pipeline.model import Verb
 from dynamo_pool_operator.poolrelay.checks import Reason, decide

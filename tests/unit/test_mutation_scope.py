@@ -19,6 +19,7 @@ PURE_CORE = {
     "api/names.py": "tests/unit/test_names.py",
     "api/podfields.py": "tests/unit/test_podfields.py",
     "api/relay.py": "tests/unit/test_relay.py",
+    "api/status.py": "tests/unit/api/test_status.py",
     "config.py": "tests/unit/test_config.py",
     "config_fields.py": "tests/unit/test_config_rules.py",
     "exports/plan.py": "tests/unit/test_export_plan.py",
@@ -28,7 +29,7 @@ PURE_CORE = {
     "poolrelay/objects.py": "tests/unit/test_objects.py",
     "poolrelay/plan.py": "tests/unit/test_objects.py",
     "poolrelay/render.py": "tests/unit/test_render.py",
-    "poolrelay/status.py": "tests/unit/test_status.py",
+    "poolrelay/status.py": "tests/unit/poolrelay/test_report.py",
 }
 
 

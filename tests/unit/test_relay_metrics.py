@@ -59,3 +59,30 @@ def test_one_collector_per_registry_reporting_the_newest_source() -> None:
             assert 'relay="a"' not in text
         assert 'relay="a"' in generate_latest(registry).decode()
     assert "relay_ready{" not in generate_latest(registry).decode()
+
+
+def test_exports_by_state_sum_every_relays_status_lines_with_every_state_present() -> None:
+    def with_exports(name: str, *states: str) -> dict[str, Any]:
+        lines = [{"name": f"{name}-{i}", "state": s} for i, s in enumerate(states)]
+        return {"metadata": {"namespace": "ns", "name": name}, "status": {"exports": lines}}
+
+    text = scrape(
+        [
+            with_exports("a", "Exported", "Exported", "Skipped"),
+            with_exports("b", "Exported", "Foreign"),
+            {"metadata": {"namespace": "ns", "name": "c"}, "status": {"exports": "not a list"}},
+            with_exports("d"),
+        ]
+    )
+    series = {
+        line.split(" ")[0]: line.split(" ")[1]
+        for line in text.splitlines()
+        if line.startswith("dynamo_pool_operator_exports{")
+    }
+    assert series == {
+        'dynamo_pool_operator_exports{state="Exported"}': "3.0",
+        'dynamo_pool_operator_exports{state="Failed"}': "0.0",
+        'dynamo_pool_operator_exports{state="Foreign"}': "1.0",
+        'dynamo_pool_operator_exports{state="Pending"}': "0.0",
+        'dynamo_pool_operator_exports{state="Skipped"}': "1.0",
+    }

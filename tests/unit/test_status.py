@@ -19,6 +19,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
+from dynamo_pool_operator.api.status import Condition as Part
+from dynamo_pool_operator.api.status import ConditionType
 from dynamo_pool_operator.pipeline.model import ConditionView, Decision, StatusLine
 from dynamo_pool_operator.poolrelay.availability import (
     Availability,
@@ -27,8 +29,6 @@ from dynamo_pool_operator.poolrelay.availability import (
 )
 from dynamo_pool_operator.poolrelay.checks import Reason, decision
 from dynamo_pool_operator.poolrelay.status import (
-    READY,
-    Part,
     changed_conditions,
     desired_status,
     status_apply,
@@ -340,7 +340,7 @@ def test_a_refused_relay_write_keeps_a_published_relay_not_ready() -> None:
     assert (ready(st)["status"], ready(st)["reason"]) == ("True", "Published")
     relay = condition_of(st, "RelayAvailable")
     assert (relay["status"], relay["reason"]) == ("False", "WriteRefused")
-    summary_ = condition_of(st, READY)
+    summary_ = condition_of(st, ConditionType.READY)
     assert (summary_["status"], summary_["reason"]) == ("False", "WriteRefused")
     assert summary_["message"] == "RelayAvailable: create Service pool-pool-relay: 403 Forbidden"
     assert st["serviceName"] == "pool-pool-relay", "still published: the name it is exported as"
@@ -348,7 +348,7 @@ def test_a_refused_relay_write_keeps_a_published_relay_not_ready() -> None:
 
 def test_a_withdrawn_relay_is_not_ready_for_its_withdrawal_reason() -> None:
     st = status(WITHDRAWN, available=availability(None, None, published=False))
-    summary_ = condition_of(st, READY)
+    summary_ = condition_of(st, ConditionType.READY)
     assert (summary_["status"], summary_["reason"]) == ("False", "NoWorkers")
     assert condition_of(st, "RelayAvailable")["reason"] == "Withdrawn"
 
@@ -358,9 +358,9 @@ EXPORTED_PENDING = ConditionView("Exported", "Unknown", "Pending", "a: AwaitingE
 
 
 def test_with_an_implementation_ready_needs_exported_true() -> None:
-    assert condition_of(status(exported=EXPORTED_TRUE), READY)["status"] == "True"
+    assert condition_of(status(exported=EXPORTED_TRUE), ConditionType.READY)["status"] == "True"
     st = status(exported=EXPORTED_PENDING)
-    summary_ = condition_of(st, READY)
+    summary_ = condition_of(st, ConditionType.READY)
     assert (summary_["status"], summary_["reason"]) == ("False", "Pending")
     assert [c["type"] for c in st["conditions"]] == [
         "Published",

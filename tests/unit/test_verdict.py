@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from dynamo_pool_operator.api.status import EXPORTED_MEANINGS as EXPORTED_REASONS
+from dynamo_pool_operator.api.status import ExportedReason
 from dynamo_pool_operator.exports.verdict import (
     AWAITING,
     AWAITING_MESSAGE,
-    EXPORTED_REASONS,
     UNCONFIRMED_AFTER,
     Exported,
-    ExportedReason,
     Judgement,
     Verdict,
     api_unavailable,

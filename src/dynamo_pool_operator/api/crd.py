@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .mcs import ExportCondition
 from .podfields import QUANTITY_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
+from .status import ConditionType, Status
+
+READY, EXPORTED, PUBLISHED = ConditionType.READY, ConditionType.EXPORTED, ConditionType.PUBLISHED
 
 GROUP = "nvidia.com"
 VERSION = "v1alpha1"
@@ -125,7 +129,7 @@ def _condition() -> dict[str, Any]:
         "required": ["type", "status", "lastTransitionTime", "reason", "message"],
         "properties": {
             "type": {"type": "string", "maxLength": 316},
-            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "status": {"type": "string", "enum": [str(s) for s in Status]},
             "observedGeneration": {"type": "integer", "format": "int64", "minimum": 0},
             "lastTransitionTime": {"type": "string", "format": "date-time"},
             "reason": {"type": "string", "maxLength": 1024, "minLength": 1},
@@ -248,11 +252,7 @@ def status_schema() -> dict[str, Any]:
                         "message": {"type": "string"},
                         **{
                             key: _implementation_view(type_)
-                            for key, type_ in (
-                                ("valid", "Valid"),
-                                ("ready", "Ready"),
-                                ("conflict", "Conflict"),
-                            )
+                            for key, type_ in ((str(c).lower(), str(c)) for c in ExportCondition)
                         },
                     },
                 },
@@ -266,17 +266,17 @@ def printer_columns() -> list[dict[str, Any]]:
         return f'.status.conditions[?(@.type=="{type_}")]'
 
     return [
-        {"name": "Ready", "type": "string", "jsonPath": f"{condition('Ready')}.status"},
-        {"name": "Reason", "type": "string", "jsonPath": f"{condition('Ready')}.reason"},
+        {"name": "Ready", "type": "string", "jsonPath": f"{condition(READY)}.status"},
+        {"name": "Reason", "type": "string", "jsonPath": f"{condition(READY)}.reason"},
         {"name": "Available", "type": "string", "jsonPath": ".status.relayPods"},
-        {"name": "Exported", "type": "string", "jsonPath": f"{condition('Exported')}.status"},
+        {"name": "Exported", "type": "string", "jsonPath": f"{condition(EXPORTED)}.status"},
         {"name": "Cluster", "type": "string", "jsonPath": ".status.clusterId"},
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         {"name": "Service", "type": "string", "jsonPath": ".status.serviceName", "priority": 1},
         {
             "name": "Published",
             "type": "string",
-            "jsonPath": f"{condition('Published')}.reason",
+            "jsonPath": f"{condition(PUBLISHED)}.reason",
             "priority": 1,
         },
     ]

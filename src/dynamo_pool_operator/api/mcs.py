@@ -21,6 +21,19 @@ SERVICEEXPORT_KIND = "ServiceExport"
 #: Preference order: the newest first.
 SERVICEEXPORT_VERSIONS = ("v1beta1", "v1alpha1")
 
+
+class ExportCondition(StrEnum):
+    """The conditions KEP-1645 lets an MCS implementation write on a ServiceExport."""
+
+    VALID = "Valid"
+    READY = "Ready"
+    CONFLICT = "Conflict"
+
+
+#: `Ready=False` reasons implementations write that mean "not yet", not "no"
+#: (Lighthouse's `AwaitingExport`, ...).
+WAITING_REASONS = frozenset({"AwaitingExport", "AwaitingSync", "Pending", "Exporting"})
+
 ABOUT_GROUP = "about.k8s.io"
 CLUSTERPROPERTIES = "clusterproperties"
 CLUSTERPROPERTY_KIND = "ClusterProperty"

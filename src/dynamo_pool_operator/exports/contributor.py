@@ -6,20 +6,21 @@ APIs (`exports/apis.py` hands them over by `use`): while the ServiceExport API i
 served there are none, nothing is planned, and `Exported` says why. A ClusterProperty cache that has
 not synced (e.g. Forbidden) is a failed read — reported as `ExportFailed` about the
 property and retried — never taken for "no property". Plan is `plan.plan`; the
-status lines after execution are `plan.lines_after`; the state gauge counts them.
+status lines after execution are `verdict.lines_after`. The exports' state gauge is
+counted from the relays' status at scrape time (`relay_metrics.py`), so the
+contributor keeps nothing between passes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections import Counter as Tally
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Gauge
-
+from ..api import names
 from ..api.dgd import Pool
 from ..api.mcs import (
     ABOUT_GROUP,
@@ -30,6 +31,7 @@ from ..api.mcs import (
     Implementation,
 )
 from ..api.relay import Relay
+from ..api.status import ConditionType, ExportState
 from ..pipeline.model import (
     ActionResult,
     Advisory,
@@ -45,7 +47,6 @@ from ..pipeline.model import (
 from ..runtime import errors
 from ..runtime.conditions import rfc3339
 from ..runtime.informer import Informer
-from ..runtime.metricsets import per_registry
 from ..runtime.ownership import is_controlled_by
 from ..runtime.resources import Resource
 from ..runtime.store import CONTROLLER_UID_INDEX
@@ -66,14 +67,28 @@ class ExportCaches:
     cluster_properties: Informer | None = None
 
 
-@per_registry
-def _state_gauge(registry: CollectorRegistry) -> Gauge:
-    return Gauge(
-        "dynamo_pool_operator_exports",
-        "ServiceExports the pools want, by state (Exported, Pending, Failed, Foreign, Skipped)",
-        ["state"],
-        registry=registry,
-    )
+def relevant_exports(
+    relay: Relay,
+    pool: Pool | None,
+    lookup: Callable[[str], Mapping[str, Any] | None],
+    controlled: Iterable[Mapping[str, Any]],
+) -> dict[str, Mapping[str, Any]]:
+    """The `exports` argument of `plan`: the exports this relay controls (an index
+    lookup, filtered to its namespace) and those named like a wanted one (`lookup`
+    reads the relay's namespace by name). Nothing else can matter."""
+    out = {
+        str(e["metadata"]["name"]): e
+        for e in controlled
+        if e.get("metadata", {}).get("namespace") == relay.namespace
+    }
+    candidates = [names.relay_name(relay.name)]
+    if pool is not None:
+        candidates += pool.frontend_service_names()
+    for name in candidates:
+        found = lookup(name)
+        if found is not None:
+            out[name] = found
+    return out
 
 
 class PoolExports:
@@ -86,7 +101,6 @@ class PoolExports:
         resource: Resource | None,
         implementation: Implementation,
         about_version: str | None,
-        registry: CollectorRegistry,
         unconfirmed_after: timedelta = verdict.UNCONFIRMED_AFTER,
     ) -> None:
         self.unconfirmed_after = unconfirmed_after
@@ -95,8 +109,6 @@ class PoolExports:
         self.resource: Resource | None = None
         self.about_version = ""
         self.use(caches, resource=resource, about_version=about_version)
-        self._gauge = _state_gauge(registry)
-        self._by_relay: dict[tuple[str, str], Tally[str]] = {}
 
     def use(
         self, caches: ExportCaches | None, *, resource: Resource | None, about_version: str | None
@@ -134,7 +146,7 @@ class PoolExports:
         if caches is None:
             return Gathered(exports_unavailable=self.unavailable_message())
         store = caches.exports.store
-        exports = export_plan.relevant_exports(
+        exports = relevant_exports(
             relay,
             pool,
             lambda name: store.get(relay.namespace, name),
@@ -184,10 +196,9 @@ class PoolExports:
         view of it, and the `Exported` condition from the implementation's verdicts."""
         relay = snapshot.relay
         if snapshot.exports_unavailable:
-            self._count((relay.namespace, relay.name), [])
             said = verdict.api_unavailable(snapshot.exports_unavailable, published=decision.publish)
             return Report(
-                (), ConditionView(verdict.EXPORTED, said.status, said.reason, said.message)
+                (), ConditionView(ConditionType.EXPORTED, said.status, said.reason, said.message)
             )
         held = {
             name: obj for name, obj in snapshot.exports.items() if is_controlled_by(obj, relay.uid)
@@ -203,11 +214,10 @@ class PoolExports:
         }
         lines = [
             dataclasses.replace(line, implementation=verdicts[line.name].view)
-            if line.state == export_plan.State.EXPORTED and line.name in verdicts
+            if line.state == ExportState.EXPORTED and line.name in verdicts
             else line
-            for line in export_plan.lines_after(contribution, results)
+            for line in verdict.lines_after(contribution, results)
         ]
-        self._count((relay.namespace, relay.name), [line.state for line in lines])
         exported = verdict.exported(lines, verdicts, published=decision.publish)
         about = snapshot.exports.get(exported.about)
         # The resource of the plan's actions: the one in effect may have changed since.
@@ -217,7 +227,7 @@ class PoolExports:
         )
         rechecks = [t for t in (exported.recheck_at, contribution.recheck_at) if t is not None]
         condition = ConditionView(
-            verdict.EXPORTED,
+            ConditionType.EXPORTED,
             exported.status,
             exported.reason,
             exported.message,
@@ -225,17 +235,3 @@ class PoolExports:
             related,
         )
         return Report(tuple(lines), condition)
-
-    def forget(self, namespace: str, name: str) -> None:
-        """The relay is gone: its exports leave the state gauge (GC deletes them)."""
-        self._count((namespace, name), [])
-
-    def _count(self, relay: tuple[str, str], states: list[str]) -> None:
-        before = self._by_relay.get(relay, Tally())
-        after = Tally(states)
-        if after:
-            self._by_relay[relay] = after
-        else:
-            self._by_relay.pop(relay, None)
-        for state in set(before) | set(after):
-            self._gauge.labels(state).inc(after[state] - before[state])

@@ -3,8 +3,8 @@
 Input: the relay and its decision, the pool (DGD), the exports cached in the
 relay's namespace, the MCS implementation and the cluster's ID property.
 Output: the export feature's part of the plan — one `Action` per export name, the
-advisories (Warning Events) to record, and the status lines — and, after the
-actions ran, the status lines as they came out (`lines_after`).
+advisories (Warning Events) to record, and the status lines as they are if every
+action succeeds (what the actions came to is `verdict.lines_after`).
 
 Rules, by export name:
 - wanted (published, valid, not too long for Karmada):
@@ -24,7 +24,7 @@ Rules, by export name:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -34,14 +34,13 @@ from ..api import labels, names
 from ..api.dgd import Pool
 from ..api.mcs import CLUSTER_ID_PROPERTY, ClusterID, Implementation
 from ..api.relay import Relay
+from ..api.status import ExportLineReason, ExportState
 from ..pipeline.model import (
     Action,
-    ActionResult,
     Advisory,
     Contribution,
     Decision,
     EventNames,
-    Result,
     StatusLine,
     Verb,
 )
@@ -67,18 +66,6 @@ class Warn(StrEnum):
     EXPORT_FAILED = "ExportFailed"
 
 
-class State(StrEnum):
-    """An export's state in `status.exports[]`."""
-
-    EXPORTED = "Exported"
-    PENDING = "Pending"
-    FAILED = "Failed"
-    FOREIGN = "Foreign"
-    SKIPPED = "Skipped"
-
-
-#: The reason of the relay Service's export line while that Service is replaced.
-SERVICE_REPLACED = "ServiceReplaced"
 #: How long after the new relay Service exists its export is created again: time for
 #: the MCS implementation to drop the import of the old shape, which it began when the
 #: old export went (seconds in practice: a few watch events and writes to its broker).
@@ -119,7 +106,7 @@ def relay_export_hold(
     if service is not None and relay.reshaped(service):
         return Hold(withdraw=True)
     line = shown.get(names.relay_name(relay.name)) or {}
-    if line.get("reason") != SERVICE_REPLACED:
+    if line.get("reason") != ExportLineReason.SERVICE_REPLACED:
         return None
     if service is None or _terminating(service):
         return Hold(withdraw=False)
@@ -164,15 +151,20 @@ def _wanted(relay: Relay, pool: Pool, implementation: Implementation) -> _Wanted
         if problems:
             out.invalid.append(name)
             out.skipped.append(
-                StatusLine(name, State.SKIPPED, Warn.INVALID_SERVICE_NAME, "; ".join(problems))
+                StatusLine(
+                    name,
+                    ExportState.SKIPPED,
+                    ExportLineReason.INVALID_SERVICE_NAME,
+                    "; ".join(problems),
+                )
             )
         elif implementation is Implementation.KARMADA and not names.fits_karmada(name):
             out.too_long.append(name)
             out.skipped.append(
                 StatusLine(
                     name,
-                    State.SKIPPED,
-                    Warn.SERVICE_NAME_TOO_LONG,
+                    ExportState.SKIPPED,
+                    ExportLineReason.SERVICE_NAME_TOO_LONG,
                     f"{len(name)} characters; Karmada imports at most "
                     f"{names.KARMADA_MAX_SERVICE_NAME}",
                 )
@@ -281,7 +273,11 @@ def plan(
         ):
             # Not created, and ours withdrawn (waited for while being deleted); anyone
             # else's is left alone below, and ours once the Service is right is kept.
-            held.append(StatusLine(name, State.PENDING, SERVICE_REPLACED, REPLACED_MESSAGE))
+            held.append(
+                StatusLine(
+                    name, ExportState.PENDING, ExportLineReason.SERVICE_REPLACED, REPLACED_MESSAGE
+                )
+            )
             if export is not None:
                 verb = Verb.WAIT if _terminating(export) else Verb.WITHDRAW
                 actions.append(action(verb, name, export, wanted=False))
@@ -307,60 +303,3 @@ def plan(
         tuple(wanted.skipped + held),
         hold.recheck_at if hold is not None else None,
     )
-
-
-def _line(result: ActionResult) -> StatusLine | None:
-    """The status line one executed export action gives (None: no line)."""
-    a = result.action
-    if result.result is Result.FAILED:
-        return StatusLine(a.name, State.FAILED, Warn.EXPORT_FAILED, result.message)
-    if result.result is not Result.DONE:
-        return None  # gone, or lost (the pass is retried and writes no status)
-    if a.verb is Verb.WAIT:
-        return StatusLine(a.name, State.PENDING, "Terminating") if a.wanted else None
-    if a.verb is Verb.FOREIGN:
-        return StatusLine(
-            a.name,
-            State.FOREIGN,
-            "NotControlled",
-            "another owner (or none) controls this export; it is left alone",
-        )
-    if a.verb is Verb.WITHDRAW:
-        return None
-    return StatusLine(a.name, State.EXPORTED)
-
-
-def lines_after(contribution: Contribution, results: Sequence[ActionResult]) -> list[StatusLine]:
-    """`status.exports[]` after the actions ran: one line per name. A skipped name whose
-    withdrawal then failed shows the failure (status.exports is a list keyed by name;
-    two lines of one name would make the API server refuse the whole status)."""
-    lines = {line.name: line for line in contribution.lines}
-    for result in results:
-        line = _line(result)
-        if line is not None:
-            lines[line.name] = line
-    return list(lines.values())
-
-
-def relevant_exports(
-    relay: Relay,
-    pool: Pool | None,
-    lookup: Callable[[str], Mapping[str, Any] | None],
-    controlled: Iterable[Mapping[str, Any]],
-) -> dict[str, Mapping[str, Any]]:
-    """The `exports` argument of `plan`: the exports this relay controls (an index
-    lookup, filtered to its namespace) and those named like a wanted one (`lookup`
-    reads the relay's namespace by name). Nothing else can matter."""
-    out = {
-        str(e["metadata"]["name"]): e
-        for e in controlled
-        if e.get("metadata", {}).get("namespace") == relay.namespace
-    }
-    candidates = [names.relay_name(relay.name)]
-    if pool is not None:
-        candidates += pool.frontend_service_names()
-    for name in candidates:
-        found = lookup(name)
-        if found is not None:
-            out[name] = found
-    return out

@@ -29,14 +29,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from ..pipeline.model import StatusLine
+from ..api.mcs import WAITING_REASONS, ExportCondition
+from ..api.status import ExportedReason, ExportLineReason, ExportState, Status
+from ..pipeline.model import ActionResult, Contribution, Result, StatusLine, Verb
 from ..runtime import conditions
 
-VALID, READY, CONFLICT = "Valid", "Ready", "Conflict"
-#: The condition the export feature adds to the relay's status.
-EXPORTED = "Exported"
-#: Ready=False reasons that mean "not yet", not "no".
-WAITING_REASONS = frozenset({"AwaitingExport", "AwaitingSync", "Pending", "Exporting"})
+VALID, READY, CONFLICT = ExportCondition.VALID, ExportCondition.READY, ExportCondition.CONFLICT
 #: How long an export with no condition at all is taken to be waiting for the
 #: implementation, before it counts as unconfirmed (`multiCluster.unconfirmedAfter`).
 UNCONFIRMED_AFTER = timedelta(seconds=60)
@@ -50,44 +48,6 @@ class Judgement(StrEnum):
     UNCONFIRMED = "Unconfirmed"
     PENDING = "Pending"
     REFUSED = "Refused"
-
-
-class ExportedReason(StrEnum):
-    """The `Exported` condition's own reasons (a refusal shows the implementation's)."""
-
-    IMPLEMENTATION_READY = "ImplementationReady"
-    UNCONFIRMED = "Unconfirmed"
-    PENDING = "Pending"
-    EXPORT_FAILED = "ExportFailed"
-    NOT_CONTROLLED = "NotControlled"
-    WITHDRAWN = "Withdrawn"
-    NOTHING_TO_EXPORT = "NothingToExport"
-    EXPORT_API_UNAVAILABLE = "ExportAPIUnavailable"
-
-
-#: What each reason means, for docs/crd.md (generated, drift-tested).
-EXPORTED_REASONS: dict[ExportedReason, str] = {
-    ExportedReason.IMPLEMENTATION_READY: "True: the implementation confirmed every export "
-    "(`Ready=True`, or `Valid=True` where it writes no `Ready`).",
-    ExportedReason.UNCONFIRMED: "True: every export is ours and the implementation has written "
-    "no condition on some, `multiCluster.unconfirmedAfter` (60s) after they were created (AWS "
-    "Cloud Map never does); said in the message.",
-    ExportedReason.PENDING: "Unknown: the implementation is still working (`Ready=False` "
-    "`AwaitingExport`, no condition yet on a new export), an export is being deleted, or the "
-    "relay Service's export waits for its replaced Service (`ServiceReplaced`).",
-    ExportedReason.EXPORT_FAILED: "False: a write of an export failed (see the `ExportFailed` "
-    "Event).",
-    ExportedReason.NOT_CONTROLLED: "False: someone else's export has a name the pool needs.",
-    ExportedReason.WITHDRAWN: "False: the pool is not published.",
-    ExportedReason.NOTHING_TO_EXPORT: "False: no Service of the pool can be exported (every "
-    "name is skipped).",
-    ExportedReason.EXPORT_API_UNAVAILABLE: "False: `multiCluster.mcsImplementation` is set but "
-    "the cluster no longer serves the ServiceExport API (its CRD was deleted): install the MCS "
-    "CRDs again and the exports are created again within `multiCluster.apiDiscoveryInterval`, "
-    "no restart needed.",
-}
-#: Any other False reason is the implementation's own, shown verbatim with its message
-#: and time (`Valid=False ServiceUnavailable`, `Conflict=True ConflictingPorts`, ...).
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,20 +104,20 @@ def verdict(
 ) -> Verdict:
     view = view_of(export) or None
     valid, ready, conflict = (_current(export, t) for t in (VALID, READY, CONFLICT))
-    if conflict is not None and conflict.get("status") == "True":
+    if conflict is not None and conflict.get("status") == Status.TRUE:
         return Verdict(
             Judgement.REFUSED, str(conflict.get("reason") or CONFLICT), _said(conflict), view
         )
-    if valid is not None and valid.get("status") == "False":
+    if valid is not None and valid.get("status") == Status.FALSE:
         return Verdict(Judgement.REFUSED, str(valid.get("reason") or "Invalid"), _said(valid), view)
     if ready is not None:
         status, reason = ready.get("status"), str(ready.get("reason") or "")
-        if status == "True":
+        if status == Status.TRUE:
             return Verdict(Judgement.CONFIRMED, view=view)
-        if status == "False" and reason not in WAITING_REASONS:
+        if status == Status.FALSE and reason not in WAITING_REASONS:
             return Verdict(Judgement.REFUSED, reason or "NotReady", _said(ready), view)
         return Verdict(Judgement.PENDING, reason or "Unknown", _said(ready), view)
-    if valid is not None and valid.get("status") == "True":
+    if valid is not None and valid.get("status") == Status.TRUE:
         return Verdict(Judgement.CONFIRMED, view=view)
     if valid is not None:
         return Verdict(Judgement.PENDING, str(valid.get("reason") or "Unknown"), _said(valid), view)
@@ -173,7 +133,7 @@ def verdict(
 class Exported:
     """The `Exported` condition as the export feature contributes it."""
 
-    status: str
+    status: Status
     reason: str
     message: str
     recheck_at: datetime | None = None
@@ -182,7 +142,7 @@ class Exported:
 
 
 NOT_PUBLISHED = Exported(
-    "False", ExportedReason.WITHDRAWN, "the pool is withdrawn: nothing is exported"
+    Status.FALSE, ExportedReason.WITHDRAWN, "the pool is withdrawn: nothing is exported"
 )
 
 
@@ -191,7 +151,7 @@ def api_unavailable(why: str, *, published: bool) -> Exported:
     A withdrawn pool says so first: it would export nothing even with the API."""
     if not published:
         return NOT_PUBLISHED
-    return Exported("False", ExportedReason.EXPORT_API_UNAVAILABLE, why)
+    return Exported(Status.FALSE, ExportedReason.EXPORT_API_UNAVAILABLE, why)
 
 
 def exported(
@@ -204,33 +164,37 @@ def exported(
     the implementation's verdict on each export we hold."""
     if not published:
         return NOT_PUBLISHED
-    wanted = [line for line in lines if line.state != "Skipped"]
+    wanted = [line for line in lines if line.state != ExportState.SKIPPED]
     if not wanted:
         return Exported(
-            "False", ExportedReason.NOTHING_TO_EXPORT, "no Service of the pool can be exported"
+            Status.FALSE, ExportedReason.NOTHING_TO_EXPORT, "no Service of the pool can be exported"
         )
     for line in wanted:
-        if line.state == "Failed":
+        if line.state == ExportState.FAILED:
             return Exported(
-                "False",
+                Status.FALSE,
                 ExportedReason.EXPORT_FAILED,
                 f"{line.name}: {line.message}",
                 about=line.name,
             )
     for line in wanted:
-        if line.state == "Foreign":
+        if line.state == ExportState.FOREIGN:
             return Exported(
-                "False",
+                Status.FALSE,
                 ExportedReason.NOT_CONTROLLED,
                 f"{line.name}: another owner (or none) controls this export; the "
                 "implementation exports theirs, not the pool's",
                 about=line.name,
             )
-    judged = [(line.name, verdicts.get(line.name)) for line in wanted if line.state == "Exported"]
+    judged = [
+        (line.name, verdicts.get(line.name))
+        for line in wanted
+        if line.state == ExportState.EXPORTED
+    ]
     for name, v in judged:
         if v is not None and v.judgement is Judgement.REFUSED:
-            return Exported("False", v.reason, f"{name}: {v.message}", about=name)
-    waiting = [line for line in wanted if line.state == "Pending"]
+            return Exported(Status.FALSE, v.reason, f"{name}: {v.message}", about=name)
+    waiting = [line for line in wanted if line.state == ExportState.PENDING]
     pending = [(name, v) for name, v in judged if v is None or v.judgement is Judgement.PENDING]
     if waiting or pending:
         said = [
@@ -242,21 +206,60 @@ def exported(
         said += [f"{name}: {v.message if v else AWAITING_MESSAGE}" for name, v in pending]
         rechecks = [v.recheck_at for _, v in pending if v is not None and v.recheck_at]
         return Exported(
-            "Unknown", ExportedReason.PENDING, "; ".join(said), min(rechecks, default=None)
+            Status.UNKNOWN, ExportedReason.PENDING, "; ".join(said), min(rechecks, default=None)
         )
     unconfirmed = [
         name for name, v in judged if v is not None and v.judgement is Judgement.UNCONFIRMED
     ]
     if unconfirmed:
         return Exported(
-            "True",
+            Status.TRUE,
             ExportedReason.UNCONFIRMED,
             "exported; the MCS implementation has written no condition on "
             f"{', '.join(unconfirmed)} (some, like AWS Cloud Map, never do): whether it "
             "imported them is not known here",
         )
     return Exported(
-        "True",
+        Status.TRUE,
         ExportedReason.IMPLEMENTATION_READY,
         f"the MCS implementation confirmed {', '.join(name for name, _ in judged)}",
     )
+
+
+def _line(result: ActionResult) -> StatusLine | None:
+    """The status line one executed export action gives (None: no line)."""
+    a = result.action
+    if result.result is Result.FAILED:
+        return StatusLine(
+            a.name, ExportState.FAILED, ExportLineReason.EXPORT_FAILED, result.message
+        )
+    if result.result is not Result.DONE:
+        return None  # gone, or lost (the pass is retried and writes no status)
+    if a.verb is Verb.WAIT:
+        return (
+            StatusLine(a.name, ExportState.PENDING, ExportLineReason.TERMINATING)
+            if a.wanted
+            else None
+        )
+    if a.verb is Verb.FOREIGN:
+        return StatusLine(
+            a.name,
+            ExportState.FOREIGN,
+            ExportLineReason.NOT_CONTROLLED,
+            "another owner (or none) controls this export; it is left alone",
+        )
+    if a.verb is Verb.WITHDRAW:
+        return None
+    return StatusLine(a.name, ExportState.EXPORTED)
+
+
+def lines_after(contribution: Contribution, results: Sequence[ActionResult]) -> list[StatusLine]:
+    """`status.exports[]` after the actions ran: one line per name. A skipped name whose
+    withdrawal then failed shows the failure (status.exports is a list keyed by name;
+    two lines of one name would make the API server refuse the whole status)."""
+    lines = {line.name: line for line in contribution.lines}
+    for result in results:
+        line = _line(result)
+        if line is not None:
+            lines[line.name] = line
+    return list(lines.values())

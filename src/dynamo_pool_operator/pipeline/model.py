@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from ..api.dgd import Pool
 from ..api.mcs import ClusterID
 from ..api.relay import Relay
+from ..api.status import ConditionType, Status
 from ..runtime.resources import Resource
 
 
@@ -31,10 +32,6 @@ class Verb(StrEnum):
     WAIT = "Wait"  # being deleted: left alone until gone (then created again if wanted)
     FOREIGN = "Foreign"  # someone else's: never touched
     NONE = "None"  # ours and right
-
-
-#: Verbs that send a write.
-WRITES = frozenset({Verb.CREATE, Verb.APPLY, Verb.WITHDRAW})
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,14 +70,16 @@ class Action:
 
 @dataclass(frozen=True, slots=True)
 class Advisory:
-    """A Warning Event to record about the relay: a problem the user can fix that does
-    not stop the reconcile (a skipped name, a missing frontend, a mismatched ID)."""
+    """An Event to record about the relay: a problem the user can fix that does not stop
+    the reconcile (a skipped name, a missing frontend, a mismatched ID: the plan's, before
+    the writes), or a condition that moved (the report's, once its status is written)."""
 
     reason: str
     action: str
     message: str
-    #: The object the problem is about (DGD or ClusterProperty), at the version read.
-    related: Mapping[str, Any]
+    #: The object it is about (DGD, ClusterProperty, export), at the version read.
+    related: Mapping[str, Any] | None
+    type: Literal["Normal", "Warning"] = "Warning"
 
 
 class Result(StrEnum):
@@ -156,8 +155,8 @@ class ConditionView:
     """A condition a contributor adds to the relay's status (`Exported`), and when the
     pass should look again without an event (a grace period ending)."""
 
-    type: str
-    status: str
+    type: ConditionType
+    status: Status
     reason: str
     message: str
     recheck_at: datetime | None = None
@@ -190,11 +189,24 @@ class Snapshot:
     #: they can. Read once with the rest, so one pass plans and reports the same thing
     #: however the API changes while it runs.
     exports_unavailable: str = ""
-    #: `status.exports[]` as the server shows it (after our own last write), by name:
-    #: one rule goes on from what an earlier pass said (the relay Service is replaced).
-    shown_exports: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The relay's status as the server shows it (after our own last write; None before
+    #: the first): what the report compares with, and one rule goes on from what an
+    #: earlier pass said (the relay Service is replaced).
+    shown_status: Mapping[str, Any] | None = None
     #: When the caches were read (None: a rule that needs the time holds nothing back).
     read_at: datetime | None = None
+
+    @property
+    def shown_exports(self) -> dict[str, Mapping[str, Any]]:
+        """`status.exports[]` as shown, by name (entries without a name skipped)."""
+        lines = (self.shown_status or {}).get("exports")
+        if not isinstance(lines, list):
+            return {}
+        return {
+            str(line["name"]): line
+            for line in lines
+            if isinstance(line, Mapping) and isinstance(line.get("name"), str)
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +249,4 @@ class Contributor(Protocol):
         now: datetime,
     ) -> Report:
         """The status lines after execution (a failure shows on its line) and the
-        feature's condition."""
-
-    def forget(self, namespace: str, name: str) -> None:
-        """The relay is gone: drop what is kept about it."""
+        feature's condition. Pure: the report phase calls it."""

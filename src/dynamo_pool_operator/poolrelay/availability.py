@@ -4,8 +4,8 @@ The rule: **True when the relay Deployment exists, is the relay's, its controlle
 observed its current generation, and at least one replica is available.** One
 available pod serves the pool (the relay is active-active); the reason says whether
 all `spec.replicas` are (`Available`) or only some (`PartiallyAvailable`). False,
-with what the Deployment itself reports where it says why (`REASONS`, also the
-table in docs/crd.md).
+with what the Deployment itself reports where it says why (the reasons'
+meanings are `api/status.RELAY_AVAILABLE_MEANINGS`, docs/crd.md's table).
 
 An image that cannot be pulled shows as `Unavailable` with the Deployment's
 `ProgressDeadlineExceeded` message once its progress deadline passes (the Deployment
@@ -16,50 +16,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
+from ..api.status import RelayAvailableReason as AvailableReason
+from ..api.status import Status
 from ..runtime import conditions
-
-
-class AvailableReason(StrEnum):
-    AVAILABLE = "Available"
-    PARTIALLY_AVAILABLE = "PartiallyAvailable"
-    WITHDRAWN = "Withdrawn"
-    WRITE_REFUSED = "WriteRefused"
-    DEPLOYMENT_MISSING = "DeploymentMissing"
-    SERVICE_MISSING = "ServiceMissing"
-    SCALED_TO_ZERO = "ScaledToZero"
-    PROGRESSING = "Progressing"
-    UNAVAILABLE = "Unavailable"
-
-
-#: What each reason means, for docs/crd.md (generated, drift-tested).
-REASONS: dict[AvailableReason, str] = {
-    AvailableReason.AVAILABLE: "True: every replica of `spec.replicas` is available.",
-    AvailableReason.PARTIALLY_AVAILABLE: "True: at least one replica is available, not all "
-    "(one relay pod serves the pool).",
-    AvailableReason.WITHDRAWN: "The pool is not published (see `Published`).",
-    AvailableReason.WRITE_REFUSED: "The API server refused a write of the relay's Deployment "
-    "or Service; the message names the verb, the object and the answer.",
-    AvailableReason.DEPLOYMENT_MISSING: "The Deployment does not exist yet, or ours is being "
-    "deleted (it is created again once gone).",
-    AvailableReason.SERVICE_MISSING: "The relay Service does not exist yet, or ours is being "
-    "deleted (it is created again once gone).",
-    AvailableReason.SCALED_TO_ZERO: "`spec.replicas` is 0: no relay pod runs.",
-    AvailableReason.PROGRESSING: "The Deployment is new or rolling out: its controller has not "
-    "observed its current generation yet, or reports a rollout in progress "
-    "(`Progressing=True`) with no pod available yet. Records no Warning: a rollout that "
-    "fails turns `Unavailable` at its progress deadline.",
-    AvailableReason.UNAVAILABLE: "No replica is available; the Deployment's own "
-    "`ReplicaFailure`, `Progressing` (e.g. `ProgressDeadlineExceeded`: an image that cannot be "
-    "pulled ends here) and `Available` conditions are quoted.",
-}
 
 
 @dataclass(frozen=True, slots=True)
 class Availability:
-    status: str
+    status: Status
     reason: AvailableReason
     message: str
     #: "available/desired" relay pods, for the printer column ("" when unknown).
@@ -77,8 +43,8 @@ def _quote(status: Mapping[str, Any]) -> str:
         c = conditions.find(status.get("conditions"), type_)
         if c is None:
             continue
-        if (type_ == "ReplicaFailure" and c.get("status") == "True") or (
-            type_ != "ReplicaFailure" and c.get("status") == "False"
+        if (type_ == "ReplicaFailure" and c.get("status") == Status.TRUE) or (
+            type_ != "ReplicaFailure" and c.get("status") == Status.FALSE
         ):
             said.append(f"{type_} {c.get('reason', '')}: {c.get('message', '')}".strip())
     return "; ".join(said)
@@ -90,11 +56,13 @@ def _rolling_out(status: Mapping[str, Any]) -> bool:
     that completed (`NewReplicaSetAvailable`) or ran past its progress deadline
     (`Progressing=False ProgressDeadlineExceeded`) is not."""
     failure = conditions.find(status.get("conditions"), "ReplicaFailure")
-    if failure is not None and failure.get("status") == "True":
+    if failure is not None and failure.get("status") == Status.TRUE:
         return False
     c = conditions.find(status.get("conditions"), "Progressing")
     return (
-        c is not None and c.get("status") == "True" and c.get("reason") != "NewReplicaSetAvailable"
+        c is not None
+        and c.get("status") == Status.TRUE
+        and c.get("reason") != "NewReplicaSetAvailable"
     )
 
 
@@ -121,19 +89,21 @@ def availability(
     `created`: the kinds this pass created (not cached yet), `replicas` what the
     Deployment was created with; `refused`: the relay objects' refused writes."""
     if not published:
-        return Availability("False", AvailableReason.WITHDRAWN, "the pool is withdrawn")
+        return Availability(Status.FALSE, AvailableReason.WITHDRAWN, "the pool is withdrawn")
     if refused:
-        return Availability("False", AvailableReason.WRITE_REFUSED, refused)
+        return Availability(Status.FALSE, AvailableReason.WRITE_REFUSED, refused)
     if service is None and "Service" in created:
         pass  # just made: the Deployment decides
     elif why := _missing(service):
-        return Availability("False", AvailableReason.SERVICE_MISSING, f"Service {name} {why}")
+        return Availability(Status.FALSE, AvailableReason.SERVICE_MISSING, f"Service {name} {why}")
     if deployment is None and "Deployment" in created:
         # Said as the next pass will see it from the cache (generation 1, no status),
         # so that pass computes the same condition and writes nothing.
         deployment = {"metadata": {"generation": 1}, "spec": {"replicas": replicas}}
     if why := _missing(deployment):
-        return Availability("False", AvailableReason.DEPLOYMENT_MISSING, f"Deployment {name} {why}")
+        return Availability(
+            Status.FALSE, AvailableReason.DEPLOYMENT_MISSING, f"Deployment {name} {why}"
+        )
     assert deployment is not None
     meta = deployment.get("metadata") or {}
     spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
@@ -142,12 +112,15 @@ def availability(
     pods = f"{available}/{desired}"
     if desired == 0:
         return Availability(
-            "False", AvailableReason.SCALED_TO_ZERO, "spec.replicas is 0: no relay pod runs", pods
+            Status.FALSE,
+            AvailableReason.SCALED_TO_ZERO,
+            "spec.replicas is 0: no relay pod runs",
+            pods,
         )
     generation, observed = _int(meta.get("generation")), _int(status.get("observedGeneration"))
     if observed < generation:
         return Availability(
-            "False",
+            Status.FALSE,
             AvailableReason.PROGRESSING,
             f"the Deployment controller has not observed generation {generation} of "
             f"{name} yet (observed {observed})",
@@ -155,7 +128,7 @@ def availability(
         )
     if available == 0 and _rolling_out(status):
         return Availability(
-            "False",
+            Status.FALSE,
             AvailableReason.PROGRESSING,
             f"{name} is rolling out: no relay pod available yet (0/{desired})",
             pods,
@@ -163,20 +136,20 @@ def availability(
     if available == 0:
         why = _quote(status)
         return Availability(
-            "False",
+            Status.FALSE,
             AvailableReason.UNAVAILABLE,
             f"no relay pod of {name} is available (0/{desired})" + (f": {why}" if why else ""),
             pods,
         )
     if available < desired:
         return Availability(
-            "True",
+            Status.TRUE,
             AvailableReason.PARTIALLY_AVAILABLE,
             f"{available}/{desired} relay pods available",
             pods,
         )
     return Availability(
-        "True", AvailableReason.AVAILABLE, f"{available}/{desired} relay pods available", pods
+        Status.TRUE, AvailableReason.AVAILABLE, f"{available}/{desired} relay pods available", pods
     )
 
 

@@ -11,28 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from ..api import names
 from ..api.dgd import DISCOVERY_BACKEND_ANNOTATION, KUBERNETES_DISCOVERY, Pool
 from ..api.relay import Relay
+from ..api.status import PUBLISHED_MEANINGS
+from ..api.status import PublishedReason as Reason
 from ..pipeline.model import Decision
 from ..runtime.ownership import describe_controller, is_controlled_by
-
-
-class Reason(StrEnum):
-    """The `Published` (and `Ready`) condition's reason: why a relay is (not) published."""
-
-    PUBLISHED = "Published"
-    RELAY_TERMINATING = "RelayTerminating"
-    INVALID_CONFIGURATION = "InvalidConfiguration"
-    DGD_NOT_FOUND = "DGDNotFound"
-    DGD_TERMINATING = "DGDTerminating"
-    KUBERNETES_DISCOVERY_DISABLED = "KubernetesDiscoveryDisabled"
-    NO_WORKERS = "NoWorkers"
-    GLOBAL_DYNAMO_NAMESPACE = "GlobalDynamoNamespace"
-    OWNERSHIP_CONFLICT = "OwnershipConflict"
 
 
 def decision(reason: Reason, message: str) -> Decision:
@@ -54,10 +41,10 @@ class Facts:
 @dataclass(frozen=True, slots=True)
 class Check:
     """One rule: `withdraws(facts)` is the message (what to change) when it stops the
-    pool, None when it does not. `fix` is the rule in a line, for the docs."""
+    pool, None when it does not. The rule in a line is the reason's meaning
+    (`api/status.PUBLISHED_MEANINGS`)."""
 
     reason: Reason
-    fix: str
     withdraws: Callable[[Facts], str | None]
 
 
@@ -143,52 +130,14 @@ def ownership_conflict(f: Facts) -> str | None:
 
 #: The precedence, first match wins.
 CHECKS: tuple[Check, ...] = (
-    Check(
-        Reason.RELAY_TERMINATING,
-        "The relay is being deleted but a finalizer (someone else's) holds it: its pool is "
-        "withdrawn meanwhile. Nothing to change; the deletion completes when that finalizer "
-        "is removed.",
-        relay_terminating,
-    ),
-    Check(
-        Reason.INVALID_CONFIGURATION,
-        "The relay's name makes `<name>-pool-relay` an invalid Service name (dots, upper "
-        "case, > 52 characters), or a spec field is invalid: the message names it.",
-        invalid_configuration,
-    ),
-    Check(
-        Reason.DGD_NOT_FOUND,
-        "Create the DGD of the same name in the same namespace.",
-        dgd_not_found,
-    ),
-    Check(
-        Reason.DGD_TERMINATING,
-        "The DGD is being deleted; a new one of the same name is published again.",
-        dgd_terminating,
-    ),
-    Check(
-        Reason.KUBERNETES_DISCOVERY_DISABLED,
-        "Set the DGD annotation `nvidia.com/dynamo-discovery-backend: kubernetes` (or remove "
-        "an `etcd` one when `discovery.backend` is `kubernetes`).",
-        kubernetes_discovery_disabled,
-    ),
-    Check(
-        Reason.NO_WORKERS,
-        "Add a component of type `worker`, `prefill` or `decode`.",
-        no_workers,
-    ),
-    Check(
-        Reason.GLOBAL_DYNAMO_NAMESPACE,
-        "A pool needs its own Dynamo namespace: unset `globalDynamoNamespace` on its components.",
-        global_dynamo_namespace,
-    ),
-    Check(
-        Reason.OWNERSHIP_CONFLICT,
-        "A Deployment or Service named `<dgd>-pool-relay` exists and this relay does not "
-        "control it. The operator never adopts: delete it (or rename the pool). It publishes "
-        "again by itself once the name is free.",
-        ownership_conflict,
-    ),
+    Check(Reason.RELAY_TERMINATING, relay_terminating),
+    Check(Reason.INVALID_CONFIGURATION, invalid_configuration),
+    Check(Reason.DGD_NOT_FOUND, dgd_not_found),
+    Check(Reason.DGD_TERMINATING, dgd_terminating),
+    Check(Reason.KUBERNETES_DISCOVERY_DISABLED, kubernetes_discovery_disabled),
+    Check(Reason.NO_WORKERS, no_workers),
+    Check(Reason.GLOBAL_DYNAMO_NAMESPACE, global_dynamo_namespace),
+    Check(Reason.OWNERSHIP_CONFLICT, ownership_conflict),
 )
 
 
@@ -213,5 +162,5 @@ def decide(
 def precedence_table() -> str:
     """docs/crd.md's table of withdrawal reasons, in precedence order (drift-tested)."""
     rows = ["| Reason | What to change |", "|---|---|"]
-    rows += [f"| `{c.reason.value}` | {c.fix} |" for c in CHECKS]
+    rows += [f"| `{c.reason.value}` | {PUBLISHED_MEANINGS[c.reason]} |" for c in CHECKS]
     return "\n".join(rows) + "\n"

@@ -1,15 +1,21 @@
-"""The relay's status, computed purely, and written only when it changes.
+"""The relay's status, computed purely: the report phase of a reconcile.
 
-A status write is itself an event on the relay; writing the same status on
-every reconcile would be a feedback loop (and a write per pool per resync).
-So the desired status is compared with the cached one, and each condition keeps
-its `lastTransitionTime` while its status stays the same.
+`report` turns what a pass saw (the snapshot), decided (the plan) and came to (the
+outcome) into everything the reconciler does after the writes: the status to write,
+whether it differs from what the relay shows, the Events that announce its
+transitions, the failures to raise and when to look again. Nothing here reads a
+cache or the API server, so every rule is a unit test.
 
-Conditions (KEP-1623 conventions; Cluster API's summary over detail conditions):
-`Published` (the check chain's decision), `RelayAvailable` (`availability.py`),
-`Exported` (with an MCS implementation: `exports/verdict.py`), and `Ready`, True
-only when all the others are, with the first failing one's reason — so
-`kubectl wait --for=condition=Ready` waits for a pool that is importable.
+A status write is itself an event on the relay; writing the same status on every
+reconcile would be a feedback loop (and a write per pool per resync). So the desired
+status is compared with the shown one, and each condition keeps its
+`lastTransitionTime` while its status stays the same.
+
+Conditions (their words: `api/status.py`): `Published` (the check chain's decision),
+`RelayAvailable` (`availability.py`), `Exported` (with an MCS implementation, the
+export contributor's), and `Ready`, True only when all the others are, with the
+first failing one's reason — so `kubectl wait --for=condition=Ready` waits for a
+pool that is importable.
 """
 
 from __future__ import annotations
@@ -21,26 +27,33 @@ from typing import Any
 
 from ..api import crd, names
 from ..api.relay import API_VERSION, Relay
-from ..pipeline.model import ConditionView, Decision, StatusLine
+from ..api.status import (
+    READY_PARTS,
+    Condition,
+    ConditionType,
+    ExportedReason,
+    ReadyReason,
+    RelayAvailableReason,
+    Status,
+)
+from ..pipeline.model import (
+    Advisory,
+    ConditionView,
+    Contributor,
+    Decision,
+    Outcome,
+    Result,
+    Snapshot,
+    StatusLine,
+    Verb,
+)
 from ..runtime import conditions
-from .availability import Availability, AvailableReason
+from ..runtime.resources import DEPLOYMENTS
+from .availability import Availability, availability
+from .plan import Plan
 
-READY = "Ready"
-PUBLISHED = "Published"
-RELAY_AVAILABLE = "RelayAvailable"
-#: Ready's reason when every part is True.
-READY_REASON = "Ready"
-
-
-@dataclass(frozen=True, slots=True)
-class Part:
-    """A condition the `Ready` summary is made of, as the pass computed it."""
-
-    type: str
-    status: str
-    reason: str
-    message: str
-
+#: The Normal Event of a pool that became Ready.
+POOL_READY = "PoolReady"
 
 #: False reasons that record no Warning: the cause has its own Event already (a refused
 #: write), follows from another condition (a withdrawn pool is withdrawn everywhere), or
@@ -48,11 +61,11 @@ class Part:
 #: observed yet; one that stays unavailable turns `Unavailable`, which warns).
 QUIET_REASONS = frozenset(
     {
-        AvailableReason.WRITE_REFUSED,
-        AvailableReason.WITHDRAWN,
-        AvailableReason.PROGRESSING,
-        "ExportFailed",
-        "Withdrawn",
+        RelayAvailableReason.WRITE_REFUSED,
+        RelayAvailableReason.WITHDRAWN,
+        RelayAvailableReason.PROGRESSING,
+        ExportedReason.EXPORT_FAILED,
+        ExportedReason.WITHDRAWN,
     }
 )
 
@@ -61,17 +74,21 @@ def warned(c: Mapping[str, Any]) -> bool:
     """Whether a condition that just changed records a Warning: it turned False (not
     Unknown: `Pending` is the implementation still at work, not a fault) with a reason
     that is not quiet."""
-    return c.get("status") == "False" and c.get("reason") not in QUIET_REASONS
+    return c.get("status") == Status.FALSE and c.get("reason") not in QUIET_REASONS
 
 
-def summary(parts: Sequence[Part]) -> Part:
+def summary(parts: Sequence[Condition]) -> Condition:
     """`Ready`: True only when every part is True; otherwise the first part that is not
-    (in the order given: Published, RelayAvailable, Exported), with its reason."""
+    (in `api.status.READY_PARTS` order), with its reason."""
     for part in parts:
-        if part.status != "True":
-            return Part(READY, "False", part.reason, f"{part.type}: {part.message}")
+        if not part.true:
+            return Condition(
+                ConditionType.READY, Status.FALSE, part.reason, f"{part.type}: {part.message}"
+            )
     said = "; ".join(p.message for p in parts[1:]) if len(parts) > 1 else parts[0].message
-    return Part(READY, "True", READY_REASON, f"the pool is published: {said}")
+    return Condition(
+        ConditionType.READY, Status.TRUE, ReadyReason.READY, f"the pool is published: {said}"
+    )
 
 
 def desired_status(
@@ -88,17 +105,26 @@ def desired_status(
     """The status the relay should show; `current` is the cached `status` (or None).
     `exported` is absent without an MCS implementation (and so is its condition)."""
     current = current or {}
-    parts = [
-        Part(
-            PUBLISHED,
-            "True" if decision.publish else "False",
+    computed = [
+        Condition(
+            ConditionType.PUBLISHED,
+            Status.TRUE if decision.publish else Status.FALSE,
             str(decision.reason),
             decision.message,
         ),
-        Part(RELAY_AVAILABLE, available.status, str(available.reason), available.message),
+        Condition(
+            ConditionType.RELAY_AVAILABLE,
+            available.status,
+            str(available.reason),
+            available.message,
+        ),
     ]
     if exported is not None:
-        parts.append(Part(exported.type, exported.status, exported.reason, exported.message))
+        computed.append(
+            Condition(exported.type, exported.status, exported.reason, exported.message)
+        )
+    by_type = {c.type: c for c in computed}
+    parts = [by_type[t] for t in READY_PARTS if t in by_type]
     parts.append(summary(parts))
     shown = current.get("conditions")
     status: dict[str, Any] = {
@@ -165,3 +191,110 @@ def status_apply(relay: Relay, status: Mapping[str, Any]) -> dict[str, Any]:
         "metadata": {"name": relay.name, "namespace": relay.namespace, "uid": relay.uid},
         "status": dict(status),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReport:
+    """What a pass comes to after its writes: the report phase's whole answer."""
+
+    #: The status the relay should show.
+    status: dict[str, Any]
+    #: It differs from what the relay shows: write it.
+    changed: bool
+    #: Events announcing the conditions that moved, recorded once the status is written.
+    transitions: tuple[Advisory, ...]
+    #: Failed writes and reads, raised after the pass so the key is retried with backoff.
+    failures: tuple[Exception, ...]
+    #: When to look again with no event to say so (a grace period or hold ends).
+    recheck_at: datetime | None
+
+
+def refused_writes(plan: Plan, outcome: Outcome) -> str:
+    """The relay objects' refused writes, for `RelayAvailable` ("" when none)."""
+    return "; ".join(r.message for r in outcome.of(plan.relay_actions) if r.result is Result.FAILED)
+
+
+def relay_availability(snapshot: Snapshot, plan: Plan, outcome: Outcome) -> Availability:
+    """`RelayAvailable` from the cached relay objects and what this pass wrote of them."""
+    relay = snapshot.relay
+    created = frozenset(
+        r.action.resource.kind
+        for r in outcome.of(plan.relay_actions)
+        if r.action.verb is Verb.CREATE and r.result is Result.DONE
+    )
+    return availability(
+        snapshot.relay_objects.get("Deployment"),
+        snapshot.relay_objects.get("Service"),
+        published=plan.decision.publish,
+        refused=refused_writes(plan, outcome),
+        name=names.relay_name(relay.name),
+        created=created,
+        replicas=relay.replicas,
+    )
+
+
+def transitions(
+    snapshot: Snapshot,
+    status: Mapping[str, Any],
+    exported: ConditionView | None,
+) -> tuple[Advisory, ...]:
+    """A Warning for each condition turning False with a new reason (a refused write
+    has its own Warning already; a withdrawn pool's parts say so once, on Published), a
+    Normal one when the pool becomes Ready. One series per cause: the related object is
+    the one the condition is about (the DGD, the relay Deployment, an export)."""
+    pool, deployment = snapshot.pool, snapshot.relay_objects.get("Deployment")
+    about: dict[str, Mapping[str, Any] | None] = {
+        ConditionType.PUBLISHED: pool.reference() if pool is not None else None,
+        ConditionType.RELAY_AVAILABLE: (
+            DEPLOYMENTS.reference(dict(deployment)) if deployment is not None else None
+        ),
+    }
+    if exported is not None:
+        about[exported.type] = exported.related
+    out: list[Advisory] = []
+    for c in changed_conditions(snapshot.shown_status, status):
+        if c["type"] == ConditionType.READY:
+            if c["status"] == Status.TRUE:
+                out.append(Advisory(POOL_READY, "Ready", c["message"], None, "Normal"))
+        elif warned(c):
+            out.append(Advisory(c["reason"], c["type"], c["message"], about.get(c["type"])))
+    return tuple(out)
+
+
+def report(
+    snapshot: Snapshot,
+    plan: Plan,
+    outcome: Outcome,
+    contributors: Sequence[Contributor],
+    *,
+    now: datetime,
+) -> StatusReport:
+    """The report phase: each contributor's status lines and condition after execution,
+    the relay's availability, the desired status and everything that follows from it."""
+    decision, relay = plan.decision, snapshot.relay
+    lines: list[StatusLine] = []
+    exported: ConditionView | None = None
+    for contributor, contribution in zip(contributors, plan.contributions, strict=True):
+        part = contributor.report(
+            snapshot, decision, contribution, outcome.of(contribution.actions), now=now
+        )
+        lines += part.lines
+        exported = part.condition if part.condition is not None else exported
+    status = desired_status(
+        relay,
+        snapshot.shown_status,
+        decision,
+        cluster_id=snapshot.cluster_id.effective(relay.cluster_id),
+        exports=lines,
+        available=relay_availability(snapshot, plan, outcome),
+        exported=exported,
+        now=now,
+    )
+    failures = (snapshot.unreadable if decision.publish else ()) + tuple(outcome.failures)
+    return StatusReport(
+        status,
+        status_changed(snapshot.shown_status, status),
+        transitions(snapshot, status, exported),
+        failures,
+        exported.recheck_at if exported is not None else None,
+    )

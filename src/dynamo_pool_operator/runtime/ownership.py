@@ -14,8 +14,8 @@ from typing import Any
 
 
 def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The controller owner reference of `obj`, if any."""
-    meta = obj.get("metadata")
+    """The controller owner reference of `obj`, if any (None for a malformed object)."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
     refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
     for ref in refs if isinstance(refs, list) else ():
         if isinstance(ref, Mapping) and ref.get("controller") is True:

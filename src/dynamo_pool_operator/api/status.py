@@ -1,0 +1,216 @@
+"""Every word a DynamoPoolRelay's status says, in one place.
+
+The status is an API: `kubectl wait --for=condition=Ready`, alerts on
+`dynamo_pool_operator_relays{condition,reason}`, the `status` and `check` commands
+and the printer columns all read these words. So they are declared once, here, and
+everything else derives its lists from them: the rules that pick a reason
+(`poolrelay/status.py`, `poolrelay/checks.py`, `poolrelay/availability.py`,
+`exports/verdict.py`), docs/crd.md's tables (generated), the `status` command's
+"what to do", the metrics and the printer columns.
+
+One grammar for all of them (Cluster API's): a condition type is a CamelCase
+adjective or past participle that reads as a positive state (`Published`,
+`RelayAvailable`, `Exported`, `Ready`); each type's reasons are a `StrEnum`
+named `<Type>Reason`, CamelCase, naming the cause rather than the symptom;
+`Ready` summarizes the others in `READY_PARTS` order and, when it is not True,
+carries the first failing part's reason. Adding a condition is: its type here
+(in `READY_PARTS` at the place it ranks), its reasons and their meanings here,
+and the rule that computes it in `poolrelay/status.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """A condition's status (metav1.ConditionStatus)."""
+
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class ConditionType(StrEnum):
+    PUBLISHED = "Published"
+    RELAY_AVAILABLE = "RelayAvailable"
+    EXPORTED = "Exported"
+    READY = "Ready"
+
+
+#: The conditions `Ready` summarizes, in its order: the first one that is not True is
+#: the reason shown (the one to fix first). `Exported` is present only with an MCS
+#: implementation.
+READY_PARTS: tuple[ConditionType, ...] = (
+    ConditionType.PUBLISHED,
+    ConditionType.RELAY_AVAILABLE,
+    ConditionType.EXPORTED,
+)
+
+
+class PublishedReason(StrEnum):
+    """Why a relay is (not) published: the check chain's decision."""
+
+    PUBLISHED = "Published"
+    RELAY_TERMINATING = "RelayTerminating"
+    INVALID_CONFIGURATION = "InvalidConfiguration"
+    DGD_NOT_FOUND = "DGDNotFound"
+    DGD_TERMINATING = "DGDTerminating"
+    KUBERNETES_DISCOVERY_DISABLED = "KubernetesDiscoveryDisabled"
+    NO_WORKERS = "NoWorkers"
+    GLOBAL_DYNAMO_NAMESPACE = "GlobalDynamoNamespace"
+    OWNERSHIP_CONFLICT = "OwnershipConflict"
+
+
+class RelayAvailableReason(StrEnum):
+    """Whether the relay's Deployment runs, from the Deployment's own status."""
+
+    AVAILABLE = "Available"
+    PARTIALLY_AVAILABLE = "PartiallyAvailable"
+    WITHDRAWN = "Withdrawn"
+    WRITE_REFUSED = "WriteRefused"
+    DEPLOYMENT_MISSING = "DeploymentMissing"
+    SERVICE_MISSING = "ServiceMissing"
+    SCALED_TO_ZERO = "ScaledToZero"
+    PROGRESSING = "Progressing"
+    UNAVAILABLE = "Unavailable"
+
+
+class ExportedReason(StrEnum):
+    """The `Exported` condition's own reasons; a refusal shows the implementation's."""
+
+    IMPLEMENTATION_READY = "ImplementationReady"
+    UNCONFIRMED = "Unconfirmed"
+    PENDING = "Pending"
+    EXPORT_FAILED = "ExportFailed"
+    NOT_CONTROLLED = "NotControlled"
+    WITHDRAWN = "Withdrawn"
+    NOTHING_TO_EXPORT = "NothingToExport"
+    EXPORT_API_UNAVAILABLE = "ExportAPIUnavailable"
+
+
+class ReadyReason(StrEnum):
+    """`Ready`'s own reasons; when it is not True it carries its first failing part's."""
+
+    READY = "Ready"
+    #: Not a reason the operator writes: what readers show for a relay with no status yet.
+    NOT_RECONCILED = "NotReconciled"
+
+
+class ExportState(StrEnum):
+    """An entry's `state` in `status.exports[]`."""
+
+    EXPORTED = "Exported"
+    PENDING = "Pending"
+    FAILED = "Failed"
+    FOREIGN = "Foreign"
+    SKIPPED = "Skipped"
+
+
+class ExportLineReason(StrEnum):
+    """An entry's `reason` in `status.exports[]` (none for a plain `Exported`)."""
+
+    INVALID_SERVICE_NAME = "InvalidServiceName"
+    SERVICE_NAME_TOO_LONG = "ServiceNameTooLong"
+    EXPORT_FAILED = "ExportFailed"
+    NOT_CONTROLLED = "NotControlled"
+    TERMINATING = "Terminating"
+    #: The relay Service is being replaced by one of the other shape: its export is
+    #: withdrawn with it and created again after the new one (a rule reads this back).
+    SERVICE_REPLACED = "ServiceReplaced"
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One condition as a rule computes it (before its times and generation)."""
+
+    type: ConditionType
+    status: Status
+    reason: str
+    message: str
+
+    @property
+    def true(self) -> bool:
+        return self.status == Status.TRUE
+
+
+#: What each reason means and what to do: docs/crd.md's tables (generated) and the
+#: `status` command's "what to do". `Published`'s are the check chain's one-line rules.
+PUBLISHED_MEANINGS: dict[PublishedReason, str] = {
+    PublishedReason.PUBLISHED: "True: every check passed; the relay runs and its Services "
+    "are exported.",
+    PublishedReason.RELAY_TERMINATING: "The relay is being deleted but a finalizer (someone "
+    "else's) holds it: its pool is withdrawn meanwhile. Nothing to change; the deletion "
+    "completes when that finalizer is removed.",
+    PublishedReason.INVALID_CONFIGURATION: "The relay's name makes `<name>-pool-relay` an "
+    "invalid Service name (dots, upper case, > 52 characters), or a spec field is invalid: "
+    "the message names it.",
+    PublishedReason.DGD_NOT_FOUND: "Create the DGD of the same name in the same namespace.",
+    PublishedReason.DGD_TERMINATING: "The DGD is being deleted; a new one of the same name is "
+    "published again.",
+    PublishedReason.KUBERNETES_DISCOVERY_DISABLED: "Set the DGD annotation "
+    "`nvidia.com/dynamo-discovery-backend: kubernetes` (or remove an `etcd` one when "
+    "`discovery.backend` is `kubernetes`).",
+    PublishedReason.NO_WORKERS: "Add a component of type `worker`, `prefill` or `decode`.",
+    PublishedReason.GLOBAL_DYNAMO_NAMESPACE: "A pool needs its own Dynamo namespace: unset "
+    "`globalDynamoNamespace` on its components.",
+    PublishedReason.OWNERSHIP_CONFLICT: "A Deployment or Service named `<dgd>-pool-relay` "
+    "exists and this relay does not control it. The operator never adopts: delete it (or "
+    "rename the pool). It publishes again by itself once the name is free.",
+}
+
+RELAY_AVAILABLE_MEANINGS: dict[RelayAvailableReason, str] = {
+    RelayAvailableReason.AVAILABLE: "True: every replica of `spec.replicas` is available.",
+    RelayAvailableReason.PARTIALLY_AVAILABLE: "True: at least one replica is available, not "
+    "all (one relay pod serves the pool).",
+    RelayAvailableReason.WITHDRAWN: "The pool is not published (see `Published`).",
+    RelayAvailableReason.WRITE_REFUSED: "The API server refused a write of the relay's "
+    "Deployment or Service; the message names the verb, the object and the answer.",
+    RelayAvailableReason.DEPLOYMENT_MISSING: "The Deployment does not exist yet, or ours is "
+    "being deleted (it is created again once gone).",
+    RelayAvailableReason.SERVICE_MISSING: "The relay Service does not exist yet, or ours is "
+    "being deleted (it is created again once gone).",
+    RelayAvailableReason.SCALED_TO_ZERO: "`spec.replicas` is 0: no relay pod runs.",
+    RelayAvailableReason.PROGRESSING: "The Deployment is new or rolling out: its controller "
+    "has not observed its current generation yet, or reports a rollout in progress "
+    "(`Progressing=True`) with no pod available yet. Records no Warning: a rollout that "
+    "fails turns `Unavailable` at its progress deadline.",
+    RelayAvailableReason.UNAVAILABLE: "No replica is available; the Deployment's own "
+    "`ReplicaFailure`, `Progressing` (e.g. `ProgressDeadlineExceeded`: an image that cannot "
+    "be pulled ends here) and `Available` conditions are quoted.",
+}
+
+EXPORTED_MEANINGS: dict[ExportedReason, str] = {
+    ExportedReason.IMPLEMENTATION_READY: "True: the implementation confirmed every export "
+    "(`Ready=True`, or `Valid=True` where it writes no `Ready`).",
+    ExportedReason.UNCONFIRMED: "True: every export is ours and the implementation has "
+    "written no condition on some, `multiCluster.unconfirmedAfter` (60s) after they were "
+    "created (AWS Cloud Map never does); said in the message.",
+    ExportedReason.PENDING: "Unknown: the implementation is still working (`Ready=False` "
+    "`AwaitingExport`, no condition yet on a new export), an export is being deleted, or the "
+    "relay Service's export waits for its replaced Service (`ServiceReplaced`).",
+    ExportedReason.EXPORT_FAILED: "False: a write of an export failed (see the "
+    "`ExportFailed` Event).",
+    ExportedReason.NOT_CONTROLLED: "False: someone else's export has a name the pool needs.",
+    ExportedReason.WITHDRAWN: "False: the pool is not published.",
+    ExportedReason.NOTHING_TO_EXPORT: "False: no Service of the pool can be exported (every "
+    "name is skipped).",
+    ExportedReason.EXPORT_API_UNAVAILABLE: "False: `multiCluster.mcsImplementation` is set but "
+    "the cluster no longer serves the ServiceExport API (its CRD was deleted): install the "
+    "MCS CRDs again and the exports are created again within "
+    "`multiCluster.apiDiscoveryInterval`, no restart needed.",
+}
+
+#: Every condition's reasons and meanings, by type (Ready's parts; Ready itself takes
+#: its first failing part's reason).
+MEANINGS: dict[str, dict[str, str]] = {
+    ConditionType.PUBLISHED: {str(r): text for r, text in PUBLISHED_MEANINGS.items()},
+    ConditionType.RELAY_AVAILABLE: {str(r): text for r, text in RELAY_AVAILABLE_MEANINGS.items()},
+    ConditionType.EXPORTED: {str(r): text for r, text in EXPORTED_MEANINGS.items()},
+}
+#: What an `Exported` reason that is none of ours means: the MCS implementation's own.
+IMPLEMENTATION_REASON_MEANING = (
+    "False: the MCS implementation's own reason (`Valid=False`, `Ready=False`, "
+    "`Conflict=True`), with its message and time, verbatim."
+)

@@ -1,0 +1,76 @@
+"""The status vocabulary (api/status.py): one grammar, every reason explained."""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+import pytest
+
+from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.api.status import (
+    EXPORTED_MEANINGS,
+    MEANINGS,
+    PUBLISHED_MEANINGS,
+    READY_PARTS,
+    RELAY_AVAILABLE_MEANINGS,
+    ConditionType,
+    ExportedReason,
+    ExportLineReason,
+    ExportState,
+    PublishedReason,
+    ReadyReason,
+    RelayAvailableReason,
+    Status,
+)
+
+CAMEL = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+ENUMS: list[type[StrEnum]] = [
+    ConditionType,
+    PublishedReason,
+    RelayAvailableReason,
+    ExportedReason,
+    ReadyReason,
+    ExportState,
+    ExportLineReason,
+]
+
+
+@pytest.mark.parametrize("enum", ENUMS, ids=lambda e: e.__name__)
+def test_every_word_is_camel_case_and_named_for_its_value(enum: type[StrEnum]) -> None:
+    for member in enum:
+        assert CAMEL.match(member.value), member
+        snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", member.value)
+        assert member.name == snake.upper(), (member.name, member.value)
+
+
+def test_ready_summarizes_every_other_condition_type_in_order() -> None:
+    assert set(READY_PARTS) == set(ConditionType) - {ConditionType.READY}
+    assert READY_PARTS[0] is ConditionType.PUBLISHED  # the decision ranks first
+
+
+@pytest.mark.parametrize(
+    ("meanings", "reasons"),
+    [
+        (PUBLISHED_MEANINGS, PublishedReason),
+        (RELAY_AVAILABLE_MEANINGS, RelayAvailableReason),
+        (EXPORTED_MEANINGS, ExportedReason),
+    ],
+    ids=["Published", "RelayAvailable", "Exported"],
+)
+def test_every_reason_has_a_meaning(meanings: dict[str, str], reasons: type[StrEnum]) -> None:
+    assert set(meanings) == set(reasons)
+    assert all(text.strip() for text in meanings.values())
+
+
+def test_every_summarized_condition_has_its_meanings() -> None:
+    assert set(MEANINGS) == set(READY_PARTS)
+
+
+def test_the_crd_allows_exactly_the_condition_statuses_and_shows_the_printer_columns() -> None:
+    schema = crd.status_schema()["properties"]["conditions"]["items"]["properties"]
+    assert schema["status"]["enum"] == [str(s) for s in Status] == ["True", "False", "Unknown"]
+    paths = {c["name"]: c["jsonPath"] for c in crd.printer_columns()}
+    assert paths["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
+    assert paths["Exported"] == '.status.conditions[?(@.type=="Exported")].status'
+    assert paths["Published"] == '.status.conditions[?(@.type=="Published")].reason'
