@@ -31,6 +31,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from .api.status import ConditionType, ExportState, ReadyReason, Status
+from .runtime.meta import Meta
 
 READY = ConditionType.READY
 
@@ -96,12 +97,12 @@ class RelayStatusCollector(Collector):
         states: Counter[str] = Counter({str(s): 0 for s in ExportState})
         for relay in self._current():
             states.update(_export_states(relay))
-            meta = relay.get("metadata") or {}
+            meta = Meta(relay)
             conditions = _conditions(relay)
             tally.update(conditions)
             is_ready = any(t == READY and s == Status.TRUE for t, s, _ in conditions)
             ready.add_metric(
-                [str(meta.get("namespace") or ""), str(meta.get("name") or "")],
+                [meta.namespace, meta.name],
                 1.0 if is_ready else 0.0,
             )
         for (kind, status, reason), n in sorted(tally.items()):

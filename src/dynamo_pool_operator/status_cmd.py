@@ -23,9 +23,10 @@ from .api.status import (
 )
 from .pipeline.model import StatusLine
 from .poolrelay.controller import RELAYS
-from .runtime import conditions, errors
+from .runtime import errors
 from .runtime.auth import ConfigError, load_config
 from .runtime.client import Client
+from .runtime.meta import Meta
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -79,9 +80,9 @@ def _text(value: object) -> str:
 
 def row_of(relay: Mapping[str, Any]) -> RelayRow:
     """A relay object (as listed) to its row; tolerant of a status not written yet."""
-    meta = relay.get("metadata") or {}
+    meta = Meta(relay)
     status = relay.get("status") or {}
-    ready = conditions.find(status.get("conditions"), ConditionType.READY)
+    ready = meta.condition(ConditionType.READY)
     exports = tuple(
         StatusLine(
             _text(e.get("name")),
@@ -92,17 +93,16 @@ def row_of(relay: Mapping[str, Any]) -> RelayRow:
         for e in status.get("exports") or ()
         if isinstance(e, Mapping)
     )
-    observed, generation = status.get("observedGeneration"), meta.get("generation")
-    shown = status.get("conditions")
+    observed, generation = status.get("observedGeneration"), meta.generation
     failing = tuple(
         (t, _text(c.get("status")), _text(c.get("reason")), _text(c.get("message")))
         for t in READY_PARTS
-        if (c := conditions.find(shown, t)) is not None and c.get("status") != Status.TRUE
+        if (c := meta.condition(t)) is not None and c.get("status") != Status.TRUE
     )
-    exported = conditions.find(shown, ConditionType.EXPORTED)
+    exported = meta.condition(ConditionType.EXPORTED)
     return RelayRow(
-        namespace=_text(meta.get("namespace")),
-        name=_text(meta.get("name")),
+        namespace=meta.namespace,
+        name=meta.name,
         ready=_text(ready.get("status")) if ready else Status.UNKNOWN,
         reason=_text(ready.get("reason")) if ready else ReadyReason.NOT_RECONCILED,
         message=_text(ready.get("message")) if ready else "the operator has not reported yet",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from ..runtime.meta import Meta
 from ..runtime.resources import Resource
 
 MCS_GROUP = "multicluster.x-k8s.io"
@@ -85,13 +86,13 @@ class ClusterID:
 
     def reference(self) -> dict[str, Any]:
         """The property as an Event's related object, at the resourceVersion read."""
-        meta = (self.obj or {}).get("metadata") or {}
+        meta = Meta(self.obj)
         ref = {
             "apiVersion": self.api_version,
             "kind": CLUSTERPROPERTY_KIND,
             "name": CLUSTER_ID_PROPERTY,
         }
-        for key in ("uid", "resourceVersion"):
-            if meta.get(key):
-                ref[key] = meta[key]
+        for key, value in (("uid", meta.uid), ("resourceVersion", meta.resource_version)):
+            if value:
+                ref[key] = value
         return ref

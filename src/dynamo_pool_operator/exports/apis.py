@@ -37,6 +37,7 @@ from ..runtime import errors
 from ..runtime.controller import Controller
 from ..runtime.degraded import DegradedChecks
 from ..runtime.informer import Informer
+from ..runtime.meta import Meta
 from ..runtime.queue import LOW
 from ..runtime.shared_informers import SharedInformers
 from ..runtime.store import CONTROLLER_UID_INDEX, index_by_controller_uid
@@ -177,7 +178,7 @@ class ExportApis:
     def _property_informer(self, version: str) -> Informer:
         informer = self.informers.get(
             clusterproperties(version),
-            keep=lambda o: (o.get("metadata") or {}).get("name") == CLUSTER_ID_PROPERTY,
+            keep=lambda o: Meta(o).name == CLUSTER_ID_PROPERTY,
         )
         informer.on_failure = self._failed
         return informer

@@ -17,7 +17,7 @@ from ..api.mcs import serviceexports
 from ..runtime import errors
 from ..runtime.client import Client
 from ..runtime.guarded import GuardedWrites, LostRace
-from ..runtime.ownership import controller_of
+from ..runtime.meta import Meta
 from ..runtime.resources import Resource
 from ..runtime.store import Obj
 from .wiring import is_relay_controller
@@ -36,11 +36,11 @@ class Cleanup:
 
 def ours(export: Obj) -> bool:
     """Made by this operator and not already going: a relay controls it, our label."""
-    meta = export.get("metadata") or {}
+    meta = Meta(export)
     return (
-        not meta.get("deletionTimestamp")
-        and is_relay_controller(controller_of(export))
-        and (meta.get("labels") or {}).get(labels.DGD_NAME) is not None
+        not meta.terminating
+        and is_relay_controller(meta.controller)
+        and meta.labels.get(labels.DGD_NAME) is not None
     )
 
 
@@ -57,10 +57,8 @@ async def withdraw_leftover_exports(client: Client, version: str, namespace: str
         try:
             out.withdrawn += await _withdraw_if_ours(client, writes, res, export)
         except errors.ApiError as e:
-            meta = export.get("metadata") or {}
-            out.failures.append(
-                f"delete ServiceExport {meta.get('namespace')}/{meta.get('name')}: {e}"
-            )
+            meta = Meta(export)
+            out.failures.append(f"delete ServiceExport {meta.namespace}/{meta.name}: {e}")
     return out
 
 

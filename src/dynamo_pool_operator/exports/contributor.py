@@ -47,6 +47,7 @@ from ..pipeline.model import (
 from ..runtime import errors
 from ..runtime.conditions import rfc3339
 from ..runtime.informer import Informer
+from ..runtime.meta import Meta
 from ..runtime.ownership import is_controlled_by
 from ..runtime.resources import Resource
 from ..runtime.store import CONTROLLER_UID_INDEX
@@ -76,11 +77,7 @@ def relevant_exports(
     """The `exports` argument of `plan`: the exports this relay controls (an index
     lookup, filtered to its namespace) and those named like a wanted one (`lookup`
     reads the relay's namespace by name). Nothing else can matter."""
-    out = {
-        str(e["metadata"]["name"]): e
-        for e in controlled
-        if e.get("metadata", {}).get("namespace") == relay.namespace
-    }
+    out = {Meta(e).name: e for e in controlled if Meta(e).namespace == relay.namespace}
     candidates = [names.relay_name(relay.name)]
     if pool is not None:
         candidates += pool.frontend_service_names()

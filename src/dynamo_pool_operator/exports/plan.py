@@ -44,8 +44,8 @@ from ..pipeline.model import (
     StatusLine,
     Verb,
 )
-from ..runtime.conditions import parse_rfc3339
-from ..runtime.ownership import controller_of, is_controlled_by
+from ..runtime.meta import Meta
+from ..runtime.ownership import is_controlled_by
 from ..runtime.resources import Resource
 
 EXPORT_EVENTS = EventNames(
@@ -108,9 +108,9 @@ def relay_export_hold(
     line = shown.get(names.relay_name(relay.name)) or {}
     if line.get("reason") != ExportLineReason.SERVICE_REPLACED:
         return None
-    if service is None or _terminating(service):
+    if service is None or Meta(service).terminating:
         return Hold(withdraw=False)
-    created = parse_rfc3339((service.get("metadata") or {}).get("creationTimestamp"))
+    created = Meta(service).created
     if created is None or now is None:
         return None
     ends = created + REEXPORT_AFTER
@@ -176,18 +176,14 @@ def _wanted(relay: Relay, pool: Pool, implementation: Implementation) -> _Wanted
 
 def repair_fields(export: Mapping[str, Any], relay: Relay) -> tuple[str, ...]:
     """Which of the fields we own differ on an export this relay controls."""
-    meta = export.get("metadata") or {}
+    meta = Meta(export)
     out = []
-    if (meta.get("labels") or {}).get(labels.DGD_NAME) != relay.name:
+    if meta.labels.get(labels.DGD_NAME) != relay.name:
         out.append("label")
-    ref = controller_of(export)
+    ref = meta.controller
     if ref is None or any(ref.get(k) != v for k, v in relay.owner_reference().items()):
         out.append("controllerReference")
     return tuple(out)
-
-
-def _terminating(export: Mapping[str, Any]) -> bool:
-    return bool((export.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _advisories(
@@ -279,12 +275,12 @@ def plan(
                 )
             )
             if export is not None:
-                verb = Verb.WAIT if _terminating(export) else Verb.WITHDRAW
+                verb = Verb.WAIT if Meta(export).terminating else Verb.WITHDRAW
                 actions.append(action(verb, name, export, wanted=False))
             continue
         if export is None:
             actions.append(action(Verb.CREATE, name, None))
-        elif _terminating(export):
+        elif Meta(export).terminating:
             actions.append(action(Verb.WAIT, name, export))
         elif is_controlled_by(export, relay.uid):
             fields = repair_fields(export, relay)
@@ -295,7 +291,7 @@ def plan(
     for name, export in sorted(exports.items()):
         if name in keep or not is_controlled_by(export, relay.uid):
             continue
-        verb = Verb.WAIT if _terminating(export) else Verb.WITHDRAW
+        verb = Verb.WAIT if Meta(export).terminating else Verb.WITHDRAW
         actions.append(action(verb, name, export, wanted=False))
     return Contribution(
         tuple(actions),

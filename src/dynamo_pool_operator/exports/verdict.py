@@ -32,7 +32,7 @@ from typing import Any
 from ..api.mcs import WAITING_REASONS, ExportCondition
 from ..api.status import ExportedReason, ExportLineReason, ExportState, Status
 from ..pipeline.model import ActionResult, Contribution, Result, StatusLine, Verb
-from ..runtime import conditions
+from ..runtime.meta import Meta
 
 VALID, READY, CONFLICT = ExportCondition.VALID, ExportCondition.READY, ExportCondition.CONFLICT
 #: How long an export with no condition at all is taken to be waiting for the
@@ -63,14 +63,12 @@ class Verdict:
 
 def _current(export: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
     """The condition `type_`, unless it describes an older generation of the export."""
-    c = conditions.find((export.get("status") or {}).get("conditions"), type_)
+    meta = Meta(export)
+    c = meta.condition(type_)
     if c is None:
         return None
-    observed, generation = (
-        c.get("observedGeneration"),
-        (export.get("metadata") or {}).get("generation"),
-    )
-    if isinstance(observed, int) and isinstance(generation, int) and observed < generation:
+    observed = c.get("observedGeneration")
+    if isinstance(observed, int) and meta.generation and observed < meta.generation:
         return None
     return c
 
@@ -121,7 +119,7 @@ def verdict(
         return Verdict(Judgement.CONFIRMED, view=view)
     if valid is not None:
         return Verdict(Judgement.PENDING, str(valid.get("reason") or "Unknown"), _said(valid), view)
-    created = conditions.parse_rfc3339((export.get("metadata") or {}).get("creationTimestamp"))
+    created = Meta(export).created
     if created is not None and now < created + unconfirmed_after:
         return Verdict(
             Judgement.PENDING, AWAITING, AWAITING_MESSAGE, view, created + unconfirmed_after

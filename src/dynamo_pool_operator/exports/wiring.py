@@ -24,7 +24,8 @@ from ..api import crd, names
 from ..api.dgd import pool_from_object
 from ..runtime.controller import Request
 from ..runtime.informer import EventType, Informer
-from ..runtime.ownership import controller_is, controller_of
+from ..runtime.meta import Meta
+from ..runtime.ownership import controller_is
 from ..runtime.store import Obj
 from .verdict import view_of
 
@@ -44,17 +45,17 @@ def is_relay_controller(ref: Any) -> bool:
 
 def export_mapper(dgds: Informer) -> Any:
     def relays_for(export: Obj) -> Iterable[Request]:
-        meta = export.get("metadata") or {}
-        ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        meta = Meta(export)
+        ns, name = meta.namespace, meta.name
         keys: set[Request] = set()
-        ref = controller_of(export)
+        ref = meta.controller
         if ref is not None and is_relay_controller(ref):
             keys.add((ns, str(ref.get("name", ""))))
         pool = names.pool_of(name)
         if pool is not None:
             keys.add((ns, pool))
         for dgd in dgds.store.by_index(FRONTEND_SERVICE_INDEX, f"{ns}/{name}"):
-            keys.add((ns, str(dgd["metadata"]["name"])))
+            keys.add((ns, Meta(dgd).name))
         return keys
 
     return relays_for
@@ -67,10 +68,14 @@ def export_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
     an export without a controller, are not ours to react to."""
     if etype is not EventType.MODIFIED:
         return True
-    if controller_of(old or {}) is None and controller_of(new or {}) is None:
+    a, b = Meta(old), Meta(new)
+    if a.controller is None and b.controller is None:
         return False
-    a, b = (old or {}).get("metadata") or {}, (new or {}).get("metadata") or {}
-    if any(a.get(k) != b.get(k) for k in ("labels", "ownerReferences", "deletionTimestamp")):
+    if (a.labels, a.owner_references, a.terminating) != (
+        b.labels,
+        b.owner_references,
+        b.terminating,
+    ):
         return True
     return view_of(old or {}) != view_of(new or {})
 

@@ -394,9 +394,6 @@ class ControlPlane:
         self._procs[name] = _Proc(name, args, self.dir / f"{name}.log", env=env)
         self._procs[name].start()
 
-    def log_of(self, name: str) -> Path:
-        return self._procs[name].log
-
     def alive(self, name: str) -> bool:
         return name in self._procs and self._procs[name].alive()
 

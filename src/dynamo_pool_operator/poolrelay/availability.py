@@ -21,6 +21,7 @@ from typing import Any
 from ..api.status import RelayAvailableReason as AvailableReason
 from ..api.status import Status
 from ..runtime import conditions
+from ..runtime.meta import Meta
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +71,7 @@ def _missing(obj: Mapping[str, Any] | None) -> str:
     """Why an object is not there ("" when it is)."""
     if obj is None:
         return "does not exist yet"
-    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+    if Meta(obj).terminating:
         return "is being deleted; it is created again once gone"
     return ""
 
@@ -105,7 +106,6 @@ def availability(
             Status.FALSE, AvailableReason.DEPLOYMENT_MISSING, f"Deployment {name} {why}"
         )
     assert deployment is not None
-    meta = deployment.get("metadata") or {}
     spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
     desired = _int(spec.get("replicas")) if "replicas" in spec else 1
     available = _int(status.get("availableReplicas"))
@@ -117,7 +117,7 @@ def availability(
             "spec.replicas is 0: no relay pod runs",
             pods,
         )
-    generation, observed = _int(meta.get("generation")), _int(status.get("observedGeneration"))
+    generation, observed = Meta(deployment).generation, _int(status.get("observedGeneration"))
     if observed < generation:
         return Availability(
             Status.FALSE,

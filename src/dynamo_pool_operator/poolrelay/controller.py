@@ -24,6 +24,7 @@ from ..api.dgd import PLURAL as DGD_PLURAL
 from ..runtime import handover
 from ..runtime.controller import Controller, Request, spec_or_metadata_changed
 from ..runtime.informer import EventType
+from ..runtime.meta import Meta
 from ..runtime.resources import DEPLOYMENTS, SERVICES, Resource
 from ..runtime.shared_informers import SharedInformers
 from ..runtime.store import Obj
@@ -40,16 +41,15 @@ def dgd_resource(version: str) -> Resource:
 
 
 def same_name(obj: Obj) -> Iterable[Request]:
-    meta = obj.get("metadata") or {}
-    return [(str(meta.get("namespace") or ""), str(meta.get("name") or ""))]
+    meta = Meta(obj)
+    return [(meta.namespace, meta.name)]
 
 
 def relay_of_object(obj: Obj) -> Iterable[Request]:
     """`<D>-pool-relay` -> relay D in the same namespace; other names map to nothing."""
-    meta = obj.get("metadata") or {}
-    name = str(meta.get("name") or "")
-    pool = names.pool_of(name)
-    return [] if pool is None else [(str(meta.get("namespace") or ""), pool)]
+    meta = Meta(obj)
+    pool = names.pool_of(meta.name)
+    return [] if pool is None else [(meta.namespace, pool)]
 
 
 def is_relay_object(obj: Obj) -> bool:

@@ -10,13 +10,13 @@ being deleted is waited for; anyone else's is never touched.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ..api import labels, names
 from ..pipeline.model import Action, Decision, EventNames, Snapshot, Verb
 from ..runtime.diff import needs_apply
 from ..runtime.handover import needs_handover
+from ..runtime.meta import Meta
 from ..runtime.ownership import is_controlled_by
 from ..runtime.resources import DEPLOYMENTS, SERVICES, Resource
 from . import render
@@ -32,10 +32,6 @@ RELAY_EVENTS = EventNames(failed="RelayWriteFailed")
 #: A Service of the wrong shape is deleted to be created again: that interrupts the
 #: pool's import, so it is said (Normal), unlike the relay's other writes.
 SERVICE_REPLACED = EventNames(failed="RelayWriteFailed", withdrawn="RelayServiceReplaced")
-
-
-def _terminating(obj: Mapping[str, Any]) -> bool:
-    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def desired_objects(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
@@ -62,7 +58,7 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
                 # (as read: uid and resourceVersion) and created again once it is gone.
                 actions.append(
                     Action(
-                        Verb.WAIT if _terminating(live) else Verb.WITHDRAW,
+                        Verb.WAIT if Meta(live).terminating else Verb.WITHDRAW,
                         res,
                         relay.namespace,
                         name,
@@ -73,7 +69,7 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
                 continue
             if live is None:
                 verb, hand_over = Verb.CREATE, True
-            elif _terminating(live):
+            elif Meta(live).terminating:
                 verb, hand_over = Verb.WAIT, False
             else:
                 drifted = needs_apply(live, body, skip=render.NORMALIZED_PATHS)
@@ -98,7 +94,7 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
         live = snapshot.relay_objects.get(kind)
         if live is None or not is_controlled_by(live, relay.uid):
             continue  # absent, or someone else's: never touched
-        verb = Verb.WAIT if _terminating(live) else Verb.WITHDRAW
+        verb = Verb.WAIT if Meta(live).terminating else Verb.WITHDRAW
         actions.append(
             Action(verb, res, relay.namespace, name, RELAY_EVENTS, live=live, wanted=False)
         )
