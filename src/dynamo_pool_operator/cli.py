@@ -20,7 +20,7 @@ import yaml
 from . import __version__, logs, rbac
 from .config import ConfigurationError, load_configuration
 from .config_fields import parse_duration
-from .process import EXIT_CONFIG, EXIT_FAILURE
+from .exitcodes import EXIT_FAILURE, EXIT_USAGE
 
 #: The local control plane `dev` starts; the operator image leaves it out.
 LOCAL_CLUSTER = f"{__package__}.localcluster"
@@ -222,10 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             wait = parse_duration(args.wait)
         except ValueError as e:
             print(f"error: --wait: {e}; use a Go duration such as 5m or 90s", file=sys.stderr)
-            return EXIT_CONFIG
+            return EXIT_USAGE
         if args.configmap is not None and args.configmap.count("/") != 1:
             print("error: --configmap takes NAMESPACE/NAME", file=sys.stderr)
-            return EXIT_CONFIG
+            return EXIT_USAGE
         opts = check_cmd.Options(
             kubeconfig=args.kubeconfig,
             context=args.context,
@@ -244,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "the chart's or `manifests rbac | kubectl apply -f -`)",
                 file=sys.stderr,
             )
-            return EXIT_CONFIG
+            return EXIT_USAGE
         from . import crd_install
 
         return asyncio.run(
@@ -271,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_configuration(args.config)
     except ConfigurationError as e:
         print(str(e), file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_USAGE
     logs.setup(config.logging.level, config.logging.format)
     if args.command == "run":
         from . import process

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from .exitcodes import EXIT_FAILURE, EXIT_OK
 from .exports.verdict import EXPORTED_REASONS
 from .pipeline.model import StatusLine
 from .poolrelay.availability import REASONS as AVAILABLE_REASONS
@@ -22,9 +23,6 @@ from .poolrelay.status import READY
 from .runtime import conditions, errors
 from .runtime.auth import ConfigError, load_config
 from .runtime.client import Client
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
 
 #: Export state meaning "published to the MCS implementation".
 EXPORTED = "Exported"
