@@ -1,6 +1,10 @@
 """The checks of `dynamo-pool-operator check` about pools: the relays, their DGDs and
 their exports (the cluster ID, Karmada's name limit, stuck and foreign exports, Ready),
 and the reads they share, made once per round.
+
+Ownership and conditions are read as the operator reads them (runtime/ownership.py,
+runtime/conditions.py), so the check and the operator cannot disagree about whose an
+export is or whether a relay is Ready.
 """
 
 from __future__ import annotations
@@ -9,9 +13,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .api import crd, labels, names
-from .api import dgd as dgd_api
-from .api.mcs import (
+from ..api import crd, labels, names
+from ..api import dgd as dgd_api
+from ..api.mcs import (
     ABOUT_GROUP,
     ABOUT_VERSIONS,
     CLUSTER_ID_PROPERTY,
@@ -20,37 +24,13 @@ from .api.mcs import (
     SERVICEEXPORT_VERSIONS,
     SERVICEEXPORTS,
 )
-from .check import Context, Result, Status
-from .discovery import pick
-from .runtime import errors
-from .runtime.resources import Resource
+from ..discovery import pick
+from ..runtime import conditions, errors
+from ..runtime.ownership import controller_of, is_controlled_by
+from ..runtime.resources import Resource
+from .framework import Context, Result, Status, age, human
 
 RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
-
-
-def age_of(stamp: str | None, now: datetime) -> float | None:
-    if not stamp:
-        return None
-    try:
-        return (now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds()
-    except ValueError:
-        return None
-
-
-def human(seconds: float) -> str:
-    seconds = max(int(seconds), 0)
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h{(seconds % 3600) // 60}m"
-
-
-def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for c in (obj.get("status") or {}).get("conditions") or ():
-        if isinstance(c, Mapping) and c.get("type") == kind:
-            return c
-    return None
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
@@ -169,14 +149,14 @@ async def exports_terminating(ctx: Context) -> Result:
     stuck = []
     for e in found:
         meta = e.get("metadata") or {}
-        age = age_of(meta.get("deletionTimestamp"), now)
+        deleting = age(meta.get("deletionTimestamp"), now)
         if (
-            age is not None
+            deleting is not None
             and labels.DGD_NAME in (meta.get("labels") or {})
-            and age > ctx.terminating_grace
+            and deleting > ctx.terminating_grace
         ):
             finalizers = ", ".join(meta.get("finalizers") or ()) or "none"
-            stuck.append(f"{_ref(e)}: deleting for {human(age)}, finalizers {finalizers}")
+            stuck.append(f"{_ref(e)}: deleting for {human(deleting)}, finalizers {finalizers}")
     if stuck:
         line = f"{len(stuck)} pool export(s) stuck deleting; their pools cannot be exported again"
         fix = (
@@ -185,13 +165,6 @@ async def exports_terminating(ctx: Context) -> Result:
         )
         return Result(name, Status.FAIL, line, fix, tuple(stuck))
     return Result(name, Status.OK, "no pool export is stuck deleting")
-
-
-def _controller_uid(obj: Mapping[str, Any]) -> str | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
-            return str(ref.get("uid"))
-    return None
 
 
 async def foreign_exports(ctx: Context) -> Result:
@@ -206,13 +179,18 @@ async def foreign_exports(ctx: Context) -> Result:
     foreign = []
     for r in await relays(ctx):
         ns, relay_name = _key(r)
-        uid = (r.get("metadata") or {}).get("uid")
+        uid = str((r.get("metadata") or {}).get("uid") or "")
         for svc in wanted_exports(r, by_pool.get((ns, relay_name))):
             export = by_name.get(f"{ns}/{svc}")
-            if export is not None and _controller_uid(export) != uid:
-                owner = _controller_uid(export)
-                whose = f"controlled by {owner}" if owner else "without a controller (a user's)"
-                foreign.append(f"{ns}/{svc}: wanted by relay {relay_name}, {whose}")
+            if export is None or is_controlled_by(export, uid):
+                continue
+            controller = controller_of(export)
+            whose = (
+                f"controlled by {controller.get('uid')}"
+                if controller is not None
+                else "without a controller (a user's)"
+            )
+            foreign.append(f"{ns}/{svc}: wanted by relay {relay_name}, {whose}")
     if foreign:
         line = f"{len(foreign)} export(s) of pools are someone else's and left alone"
         fix = (
@@ -230,7 +208,7 @@ async def relays_ready(ctx: Context) -> Result:
         return Result(name, Status.OK, "no DynamoPoolRelays yet")
     bad, stale = [], []
     for r in found:
-        ready = _condition(r, "Ready")
+        ready = conditions.find((r.get("status") or {}).get("conditions"), "Ready")
         if ready is None:
             bad.append(f"{_ref(r)}: NotReconciled: the operator has not reported yet")
         elif ready.get("status") != "True":
