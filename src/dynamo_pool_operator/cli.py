@@ -112,7 +112,10 @@ serviceexport-api (multicluster.x-k8s.io, or which other group is there), cluste
 and age), exports-terminating, foreign-exports, relays-ready.
 
 Reads only. The operator's configuration (which implementation, namespace restriction,
-Lease) comes from --configmap or --config; without them, the defaults.
+Lease) comes from --configmap or --config; without them, from the chart's ConfigMap
+when exactly one is found by its labels (in the namespace of --as's ServiceAccount or
+--operator-namespace, else in every namespace), else the defaults. The first line says
+which, and why the defaults.
 exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 bad usage""",
     )
     check.add_argument(
@@ -138,7 +141,8 @@ exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 bad usage"
     check.add_argument(
         "--operator-namespace",
         metavar="NS",
-        help="the operator's namespace, where its Lease is when the configuration names none "
+        help="the operator's namespace, where its Lease is when the configuration names none, "
+        "and where the chart's ConfigMap is looked for "
         "(default: the ConfigMap's, else the pod's, else dynamo-pool-operator)",
     )
     check.add_argument("-o", "--output", choices=["text", "json"], default="text")

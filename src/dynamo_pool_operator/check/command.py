@@ -2,7 +2,9 @@
 
 Runs the checks of cluster.py and pools.py in the order of `CHECKS`, prints them (text
 or `-o json`), and with `--wait` runs them again until none fails or the time is up,
-for CI pipelines that install and then wait for a working operator.
+for CI pipelines that install and then wait for a working operator. The first line
+(in JSON, the first key) says which configuration the checks used and why
+(configuration.py): the checks are only as right as it is.
 
 Whose eyes: inspection reads use the caller's credentials. The RBAC check asks the API
 server what the operator's ServiceAccount may do (SelfSubjectAccessReview) while
@@ -20,18 +22,15 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-import yaml
-
-from .. import __version__
-from ..config import OperatorConfiguration, load_configuration, parse_configuration
+from .. import __version__, rbac
 from ..config_fields import ConfigurationError
 from ..exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from ..runtime import errors
 from ..runtime.auth import IN_CLUSTER, ClusterConfig, ConfigError, load_config
 from ..runtime.client import Client
 from ..runtime.impersonation import impersonating
-from ..runtime.resources import CONFIGMAPS
 from . import cluster, pools
+from .configuration import Source, choose
 from .framework import (
     TERMINATING_GRACE,
     Check,
@@ -62,17 +61,6 @@ CHECKS: list[tuple[str, Check]] = [
 ]
 
 
-async def read_configmap_config(client: Client, ref: str) -> OperatorConfiguration:
-    """The operator's configuration from its ConfigMap `NAMESPACE/NAME` (key config.yaml),
-    decoded as strictly as the operator decodes it."""
-    ns, _, name = ref.partition("/")
-    cm = await client.get(CONFIGMAPS, name, ns)
-    text = (cm.get("data") or {}).get("config.yaml")
-    if text is None:
-        raise ConfigError(f"ConfigMap {ref} has no config.yaml")
-    return parse_configuration(yaml.safe_load(text), f"ConfigMap {ref}")
-
-
 @dataclass(frozen=True)
 class Options:
     """What the command line asked for."""
@@ -88,32 +76,46 @@ class Options:
     terminating_grace: float = TERMINATING_GRACE
 
 
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+
+
+def _service_account_namespace(user: str | None) -> str:
+    """NS of `system:serviceaccount:NS:NAME`, else ""."""
+    if not user or not user.startswith(SERVICE_ACCOUNT_PREFIX):
+        return ""
+    return user.removeprefix(SERVICE_ACCOUNT_PREFIX).partition(":")[0]
+
+
 async def _context(
-    opts: Options, cluster: ClusterConfig, client: Client
-) -> tuple[Context, Client | None]:
-    if opts.configmap:
-        config = await read_configmap_config(client, opts.configmap)
-    else:
-        config = load_configuration(opts.config_path)
+    opts: Options, cluster_config: ClusterConfig, client: Client
+) -> tuple[Context, Client | None, Source]:
+    in_cluster = cluster_config.source == IN_CLUSTER
+    pod_namespace = cluster_config.namespace if in_cluster else ""
+    # The chart puts its ConfigMap beside the operator's ServiceAccount, in the release
+    # namespace: look there when the command line tells it, else everywhere.
+    search = opts.operator_namespace or _service_account_namespace(opts.as_user) or pod_namespace
+    source = await choose(
+        client,
+        config_path=opts.config_path,
+        configmap=opts.configmap,
+        search_namespace=search or None,
+    )
     operator_ns = (
-        opts.operator_namespace
-        or (opts.configmap.partition("/")[0] if opts.configmap else "")
-        or (cluster.namespace if cluster.source == IN_CLUSTER else "")
-        or "dynamo-pool-operator"
+        opts.operator_namespace or source.namespace or pod_namespace or rbac.DEFAULT_NAMESPACE
     )
     reviewer: Client | None = None
     if opts.as_user:
-        reviewer = Client(impersonating(cluster, opts.as_user), user_agent=USER_AGENT)
+        reviewer = Client(impersonating(cluster_config, opts.as_user), user_agent=USER_AGENT)
     ctx = Context(
         client=client,
         reviewer=reviewer or client,
-        config=config,
+        config=source.config,
         operator_namespace=operator_ns,
         as_user=opts.as_user or "",
-        in_cluster=cluster.source == IN_CLUSTER,
+        in_cluster=in_cluster,
         terminating_grace=opts.terminating_grace,
     )
-    return ctx, reviewer
+    return ctx, reviewer, source
 
 
 async def run(opts: Options, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -128,7 +130,7 @@ async def run(opts: Options, *, out: TextIO | None = None, err: TextIO | None = 
     deadline = time.monotonic() + opts.wait
     async with Client(cluster_config, user_agent=USER_AGENT) as client:
         try:
-            ctx, reviewer = await _context(opts, cluster_config, client)
+            ctx, reviewer, source = await _context(opts, cluster_config, client)
         except (ConfigurationError, ConfigError) as e:
             print(f"error: {e}", file=err)
             return EXIT_USAGE
@@ -149,8 +151,12 @@ async def run(opts: Options, *, out: TextIO | None = None, err: TextIO | None = 
                 await reviewer.close()
     who = f" as {ctx.as_user}" if ctx.as_user else ""
     if opts.output == "json":
-        out.write(format_json(results))
+        out.write(format_json(results, source.to_dict()))
     else:
-        header = f"dynamo-pool-operator {__version__} check of {cluster_config.server}{who}"
+        # The first line says what is checked against, whatever the source.
+        header = (
+            f"dynamo-pool-operator {__version__} check of {cluster_config.server}{who}: "
+            f"{source.describe()}"
+        )
         out.write(format_text(results, header))
     return EXIT_FAILURE if failed else EXIT_OK

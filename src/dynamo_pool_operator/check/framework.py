@@ -11,7 +11,7 @@ command (command.py) depend on it and never on each other.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -161,9 +161,11 @@ def _summary(failed: int, warned: int) -> str:
     return f"all checks passed{f', {warned} warning(s)' if warned else ''}"
 
 
-def format_json(results: Sequence[Result]) -> str:
+def format_json(results: Sequence[Result], configuration: Mapping[str, Any]) -> str:
+    """The results as one JSON document, led by what they were checked against."""
     failed = [r.name for r in results if r.status is Status.FAIL]
     doc = {
+        "configuration": dict(configuration),
         "ok": not failed,
         "failed": failed,
         "warnings": [r.name for r in results if r.status is Status.WARN],
