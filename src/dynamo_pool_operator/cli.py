@@ -20,7 +20,7 @@ import yaml
 from . import __version__, logs, rbac
 from .config import ConfigurationError, load_configuration
 from .config_fields import parse_duration
-from .process import EXIT_CONFIG, EXIT_FAILURE
+from .exitcodes import EXIT_FAILURE, EXIT_USAGE
 
 #: The local control plane `dev` starts; the operator image leaves it out.
 LOCAL_CLUSTER = f"{__package__}.localcluster"
@@ -112,7 +112,10 @@ serviceexport-api (multicluster.x-k8s.io, or which other group is there), cluste
 and age), exports-terminating, foreign-exports, relays-ready.
 
 Reads only. The operator's configuration (which implementation, namespace restriction,
-Lease) comes from --configmap or --config; without them, the defaults.
+Lease) comes from --configmap or --config; without them, from the chart's ConfigMap
+when exactly one is found by its labels (in the namespace of --as's ServiceAccount or
+--operator-namespace, else in every namespace), else the defaults. The first line says
+which, and why the defaults.
 exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 bad usage""",
     )
     check.add_argument(
@@ -138,7 +141,8 @@ exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 bad usage"
     check.add_argument(
         "--operator-namespace",
         metavar="NS",
-        help="the operator's namespace, where its Lease is when the configuration names none "
+        help="the operator's namespace, where its Lease is when the configuration names none, "
+        "and where the chart's ConfigMap is looked for "
         "(default: the ConfigMap's, else the pod's, else dynamo-pool-operator)",
     )
     check.add_argument("-o", "--output", choices=["text", "json"], default="text")
@@ -222,10 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             wait = parse_duration(args.wait)
         except ValueError as e:
             print(f"error: --wait: {e}; use a Go duration such as 5m or 90s", file=sys.stderr)
-            return EXIT_CONFIG
+            return EXIT_USAGE
         if args.configmap is not None and args.configmap.count("/") != 1:
             print("error: --configmap takes NAMESPACE/NAME", file=sys.stderr)
-            return EXIT_CONFIG
+            return EXIT_USAGE
         opts = check_cmd.Options(
             kubeconfig=args.kubeconfig,
             context=args.context,
@@ -244,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "the chart's or `manifests rbac | kubectl apply -f -`)",
                 file=sys.stderr,
             )
-            return EXIT_CONFIG
+            return EXIT_USAGE
         from . import crd_install
 
         return asyncio.run(
@@ -271,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = load_configuration(args.config)
     except ConfigurationError as e:
         print(str(e), file=sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_USAGE
     logs.setup(config.logging.level, config.logging.format)
     if args.command == "run":
         from . import process

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from .api import crd
+from .exitcodes import EXIT_FAILURE, EXIT_OK
 from .runtime import errors
 from .runtime.auth import ConfigError, load_config
 from .runtime.client import Client
@@ -30,9 +31,6 @@ FIELD_MANAGER = "dynamo-pool-operator"
 USER_AGENT = "dynamo-pool-operator-crd-install"
 #: Seconds to wait for the API server to establish the CRD after the write.
 ESTABLISH_TIMEOUT = 60.0
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
 
 
 async def install(client: Client, desired: Mapping[str, Any]) -> str:

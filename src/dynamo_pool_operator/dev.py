@@ -30,6 +30,7 @@ from .api import labels, names
 from .api.mcs import Implementation, clusterproperties, serviceexports
 from .api.status import ConditionType, ExportState, Status
 from .config import OperatorConfiguration
+from .exitcodes import EXIT_FAILURE
 from .poolrelay import controller as relay_controller
 from .runtime import conditions, errors
 from .runtime.auth import load_kubeconfig
@@ -256,7 +257,7 @@ async def _run_two(config: OperatorConfiguration, *, exit_when_ready: bool) -> i
     why = assets.missing_peers() or lighthouse.namespaces_refused()
     if why or assets.lighthouse_mcs_crd_dir is None:
         print(f"dev --clusters 2 needs kwok and Lighthouse: {why}", file=sys.stderr)
-        return process.EXIT_FAILURE
+        return EXIT_FAILURE
     # The mcs-api release Lighthouse targets, so its conditions land (under the newer
     # release the tests pin they are refused: docs/testing.md).
     started = lighthouse.world(assets, TWO_CLUSTERS, mcs_crd_dir=assets.lighthouse_mcs_crd_dir)

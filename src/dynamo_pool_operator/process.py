@@ -31,6 +31,7 @@ from . import operator
 from .api import labels
 from .config import OperatorConfiguration
 from .discovery import StartupError, discover_served_apis
+from .exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .runtime import errors, metrics
 from .runtime.auth import ConfigError, load_config
 from .runtime.client import DEFAULT_USER_AGENT, Client
@@ -40,10 +41,6 @@ from .runtime.server import Probes, ProbeServer
 from .runtime.serving_tls import CertificateError, ServingCertificate
 
 log = logging.getLogger(__name__)
-
-EXIT_OK = 0
-EXIT_FAILURE = 1  # startup failed, or leadership was lost
-EXIT_CONFIG = 2  # the configuration (file or flags) is invalid
 
 #: Seconds a stopping leader lets its reconciles in flight run before cancelling them.
 DRAIN_TIMEOUT = 10.0
@@ -78,7 +75,7 @@ async def run(
         cluster = load_config(kubeconfig, context)
     except ConfigError as e:
         log.error("cannot reach a cluster: %s", e)
-        return EXIT_CONFIG
+        return EXIT_USAGE
     identity = default_identity()
     pace = config.client_connection
     # The elector has a client of its own: the operator's is gated on leadership (the
@@ -172,7 +169,7 @@ async def _run_with_server(
                 "leaderElection.namespace (or POD_NAMESPACE), or disable leaderElection"
             )
             await op.stop()
-            return EXIT_CONFIG
+            return EXIT_USAGE
         elector = LeaderElector(
             lease_client,
             namespace=ns,

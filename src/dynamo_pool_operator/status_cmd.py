@@ -21,15 +21,13 @@ from .api.status import (
     ReadyReason,
     Status,
 )
+from .exitcodes import EXIT_FAILURE, EXIT_OK
 from .pipeline.model import StatusLine
 from .poolrelay.controller import RELAYS
 from .runtime import errors
 from .runtime.auth import ConfigError, load_config
 from .runtime.client import Client
 from .runtime.meta import Meta
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
 
 HEADER = ("NAMESPACE", "NAME", "READY", "REASON", "AVAILABLE", "EXPORTED", "EXPORTS")
 #: An `Exported` reason of the MCS implementation's own (not one of ours): where to look.

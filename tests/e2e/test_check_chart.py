@@ -75,3 +75,33 @@ async def test_check_of_a_chart_install_passes_with_the_readme_command(
             await op.until(lambda: relay_ready(client, namespace), "the relay Ready", 120)
             found = await run()
     assert {n: s for n, s in found.items() if s != "ok"} == {"karmada-names": "skip"}, found
+
+
+async def test_check_without_configmap_finds_the_charts_and_says_so(
+    control_plane: ControlPlane, namespace: str, release: Release
+) -> None:
+    """The chart's own labels are what the search finds: the rendered chart, installed."""
+    installed = install_as_service_account(
+        control_plane,
+        release,
+        {"multiCluster": {"mcsImplementation": "mcs"}} | restricted_values(namespace),
+    )
+    ref = f"{release.namespace}/{one(installed.docs, 'ConfigMap')['metadata']['name']}"
+
+    async def run(**more: str) -> tuple[str, dict[str, str]]:
+        """The first line of the text, and each check's status."""
+        text, doc = io.StringIO(), io.StringIO()
+        opts = {"kubeconfig": str(control_plane.kubeconfig), "as_user": installed.user, **more}
+        await check.run(check.Options(**opts), out=text, err=io.StringIO())
+        await check.run(check.Options(output="json", **opts), out=doc, err=io.StringIO())
+        checks = json.loads(doc.getvalue())["checks"]
+        return text.getvalue().splitlines()[0], {c["name"]: c["status"] for c in checks}
+
+    first, found = await run()
+    assert first.endswith(
+        f"the configuration in ConfigMap {ref} (the chart's, found by its labels)"
+    )
+    named_first, named = await run(configmap=ref)
+    assert named_first.endswith(f"the configuration in ConfigMap {ref}"), named_first
+    assert found == named, "found or named, the same configuration is checked"
+    assert found["rbac"] == "ok", "the chart's RBAC, asked for in the chart's namespaces"

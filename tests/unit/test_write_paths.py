@@ -25,7 +25,7 @@ ALLOWED = {
     "runtime/leader.py": "the Lease",
     "runtime/events.py": "Events and their series",
     "runtime/metrics_auth.py": "TokenReviews and SubjectAccessReviews (create-only reviews)",
-    "check_items.py": "SelfSubjectAccessReviews (create-only reviews)",
+    "check/cluster.py": "SelfSubjectAccessReviews (create-only reviews)",
     "crd_install.py": "our CRD, applied by `manifests crds --apply` (the chart's upgrade hook)",
     "dev.py": "the demo's DGD and relay",
 }

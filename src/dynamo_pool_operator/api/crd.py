@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..runtime.resources import Resource
 from .mcs import ExportCondition
 from .podfields import QUANTITY_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
 from .status import ConditionType, Status
@@ -20,6 +21,8 @@ KIND = "DynamoPoolRelay"
 PLURAL = "dynamopoolrelays"
 SINGULAR = "dynamopoolrelay"
 SHORT_NAMES = ["dpr", "poolrelay"]
+#: The DynamoPoolRelay resource, as every reader and writer addresses it.
+RELAYS = Resource(GROUP, VERSION, PLURAL, KIND)
 
 _DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 

@@ -33,7 +33,7 @@ from .reconciler import RelayCaches
 
 CONTROLLER_NAME = "dynamopoolrelay"
 
-RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
+RELAYS = crd.RELAYS
 
 
 def dgd_resource(version: str) -> Resource:

@@ -1,6 +1,10 @@
 """The checks of `dynamo-pool-operator check` about pools: the relays, their DGDs and
 their exports (the cluster ID, Karmada's name limit, stuck and foreign exports, Ready),
 and the reads they share, made once per round.
+
+Ownership and conditions are read as the operator reads them (runtime/ownership.py,
+runtime/conditions.py), so the check and the operator cannot disagree about whose an
+export is or whether a relay is Ready.
 """
 
 from __future__ import annotations
@@ -9,9 +13,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .api import crd, labels, names
-from .api import dgd as dgd_api
-from .api.mcs import (
+from ..api import crd, labels, names
+from ..api import dgd as dgd_api
+from ..api.mcs import (
     ABOUT_GROUP,
     ABOUT_VERSIONS,
     CLUSTER_ID_PROPERTY,
@@ -20,42 +24,19 @@ from .api.mcs import (
     SERVICEEXPORT_VERSIONS,
     SERVICEEXPORTS,
 )
-from .check import Context, Result, Status
-from .discovery import pick
-from .runtime import errors
-from .runtime.resources import Resource
-
-RELAYS = Resource(crd.GROUP, crd.VERSION, crd.PLURAL, crd.KIND)
-
-
-def age_of(stamp: str | None, now: datetime) -> float | None:
-    if not stamp:
-        return None
-    try:
-        return (now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds()
-    except ValueError:
-        return None
-
-
-def human(seconds: float) -> str:
-    seconds = max(int(seconds), 0)
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h{(seconds % 3600) // 60}m"
-
-
-def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for c in (obj.get("status") or {}).get("conditions") or ():
-        if isinstance(c, Mapping) and c.get("type") == kind:
-            return c
-    return None
+from ..api.status import ConditionType, ReadyReason, Status
+from ..discovery import pick
+from ..runtime import errors
+from ..runtime.meta import Meta
+from ..runtime.ownership import controller_of, is_controlled_by
+from ..runtime.resources import Resource
+from .framework import Context, Result, age, human
+from .framework import Status as CheckStatus
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") or {}
-    return str(meta.get("namespace")), str(meta.get("name"))
+    meta = Meta(obj)
+    return meta.namespace, meta.name
 
 
 def _ref(obj: Mapping[str, Any]) -> str:
@@ -65,7 +46,7 @@ def _ref(obj: Mapping[str, Any]) -> str:
 # ---------------------------------------------------------------- shared reads
 async def relays(ctx: Context) -> list[dict[str, Any]]:
     async def read() -> list[dict[str, Any]]:
-        return (await ctx.client.list(RELAYS, ctx.scope)).items
+        return (await ctx.client.list(crd.RELAYS, ctx.scope)).items
 
     return await ctx.once("relays", read)  # type: ignore[no-any-return]
 
@@ -99,7 +80,7 @@ async def exports(ctx: Context) -> list[dict[str, Any]] | None:
 
 def wanted_exports(relay: Mapping[str, Any], pool: dgd_api.Pool | None) -> list[str]:
     """The Service names a published relay exports: its relay Service and frontends."""
-    name = str((relay.get("metadata") or {}).get("name"))
+    name = Meta(relay).name
     frontends = pool.frontend_service_names() if pool else ()
     return [names.relay_name(name), *frontends]
 
@@ -107,7 +88,7 @@ def wanted_exports(relay: Mapping[str, Any], pool: dgd_api.Pool | None) -> list[
 async def cluster_id(ctx: Context) -> Result:
     name = "cluster-id"
     if ctx.implementation != "mcs":
-        return Result(name, Status.SKIP, "the cluster ID check is for mcsImplementation mcs")
+        return Result(name, CheckStatus.SKIP, "the cluster ID check is for mcsImplementation mcs")
     version = pick(ctx.served(ABOUT_GROUP, CLUSTERPROPERTIES), ABOUT_VERSIONS)
     if version is None:
         line = f"{CLUSTERPROPERTIES}.{ABOUT_GROUP} is not served: relays' clusterId is not checked"
@@ -115,17 +96,19 @@ async def cluster_id(ctx: Context) -> Result:
             "install the About API CRD (sigs.k8s.io/about-api): a running operator takes it "
             "up within multiCluster.apiDiscoveryInterval, no restart"
         )
-        return Result(name, Status.WARN, line, fix)
+        return Result(name, CheckStatus.WARN, line, fix)
     res = Resource(ABOUT_GROUP, version, CLUSTERPROPERTIES, "ClusterProperty", False)
     try:
         prop = await ctx.client.get(res, CLUSTER_ID_PROPERTY)
     except errors.NotFound:
         line = f"no ClusterProperty {CLUSTER_ID_PROPERTY}: relays' clusterId is not checked"
         fix = "your MCS implementation's ClusterSet setup creates it (the cluster's ID)"
-        return Result(name, Status.WARN, line, fix)
+        return Result(name, CheckStatus.WARN, line, fix)
     value = str((prop.get("spec") or {}).get("value") or "")
     if not value:
-        return Result(name, Status.WARN, f"{CLUSTER_ID_PROPERTY} has no value", "set spec.value")
+        return Result(
+            name, CheckStatus.WARN, f"{CLUSTER_ID_PROPERTY} has no value", "set spec.value"
+        )
     wrong = [
         f"{_ref(r)}: clusterId {r['spec']['clusterId']!r}"
         for r in await relays(ctx)
@@ -134,16 +117,16 @@ async def cluster_id(ctx: Context) -> Result:
     if wrong:
         line = f"{CLUSTER_ID_PROPERTY} is {value!r}; {len(wrong)} relay(s) disagree"
         return Result(
-            name, Status.FAIL, line, f"set their spec.clusterId to {value!r}", tuple(wrong)
+            name, CheckStatus.FAIL, line, f"set their spec.clusterId to {value!r}", tuple(wrong)
         )
-    return Result(name, Status.OK, f"{CLUSTER_ID_PROPERTY} is {value!r}; every relay agrees")
+    return Result(name, CheckStatus.OK, f"{CLUSTER_ID_PROPERTY} is {value!r}; every relay agrees")
 
 
 async def karmada_names(ctx: Context) -> Result:
     name = "karmada-names"
     if ctx.implementation != "karmada":
         return Result(
-            name, Status.SKIP, "Karmada's name limit applies to mcsImplementation karmada"
+            name, CheckStatus.SKIP, "Karmada's name limit applies to mcsImplementation karmada"
         )
     by_pool = await pools(ctx)
     long = [
@@ -156,93 +139,95 @@ async def karmada_names(ctx: Context) -> Result:
     if long:
         line = f"{len(long)} exported name(s) over {limit} characters are not exported"
         fix = "shorten the DGD or component names (Karmada labels slices derived-<name>, 63 max)"
-        return Result(name, Status.FAIL, line, fix, tuple(long))
-    return Result(name, Status.OK, f"every exported name fits Karmada's {limit} characters")
+        return Result(name, CheckStatus.FAIL, line, fix, tuple(long))
+    return Result(name, CheckStatus.OK, f"every exported name fits Karmada's {limit} characters")
 
 
 async def exports_terminating(ctx: Context) -> Result:
     name = "exports-terminating"
     found = await exports(ctx)
     if found is None:
-        return Result(name, Status.SKIP, "no ServiceExport API")
+        return Result(name, CheckStatus.SKIP, "no ServiceExport API")
     now = datetime.now(UTC)
     stuck = []
     for e in found:
         meta = e.get("metadata") or {}
-        age = age_of(meta.get("deletionTimestamp"), now)
+        deleting = age(meta.get("deletionTimestamp"), now)
         if (
-            age is not None
-            and labels.DGD_NAME in (meta.get("labels") or {})
-            and age > ctx.terminating_grace
+            deleting is not None
+            and labels.DGD_NAME in Meta(e).labels
+            and deleting > ctx.terminating_grace
         ):
             finalizers = ", ".join(meta.get("finalizers") or ()) or "none"
-            stuck.append(f"{_ref(e)}: deleting for {human(age)}, finalizers {finalizers}")
+            stuck.append(f"{_ref(e)}: deleting for {human(deleting)}, finalizers {finalizers}")
     if stuck:
         line = f"{len(stuck)} pool export(s) stuck deleting; their pools cannot be exported again"
         fix = (
             "the finalizer's owner (your MCS implementation) is not finishing: check it; "
             "remove the finalizer only if it is uninstalled"
         )
-        return Result(name, Status.FAIL, line, fix, tuple(stuck))
-    return Result(name, Status.OK, "no pool export is stuck deleting")
-
-
-def _controller_uid(obj: Mapping[str, Any]) -> str | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
-            return str(ref.get("uid"))
-    return None
+        return Result(name, CheckStatus.FAIL, line, fix, tuple(stuck))
+    return Result(name, CheckStatus.OK, "no pool export is stuck deleting")
 
 
 async def foreign_exports(ctx: Context) -> Result:
     name = "foreign-exports"
     if not ctx.implementation:
-        return Result(name, Status.SKIP, "exports are off")
+        return Result(name, CheckStatus.SKIP, "exports are off")
     found = await exports(ctx)
     if found is None:
-        return Result(name, Status.SKIP, "no ServiceExport API")
+        return Result(name, CheckStatus.SKIP, "no ServiceExport API")
     by_name = {_ref(e): e for e in found}
     by_pool = await pools(ctx)
     foreign = []
     for r in await relays(ctx):
         ns, relay_name = _key(r)
-        uid = (r.get("metadata") or {}).get("uid")
+        uid = Meta(r).uid
         for svc in wanted_exports(r, by_pool.get((ns, relay_name))):
             export = by_name.get(f"{ns}/{svc}")
-            if export is not None and _controller_uid(export) != uid:
-                owner = _controller_uid(export)
-                whose = f"controlled by {owner}" if owner else "without a controller (a user's)"
-                foreign.append(f"{ns}/{svc}: wanted by relay {relay_name}, {whose}")
+            if export is None or is_controlled_by(export, uid):
+                continue
+            controller = controller_of(export)
+            whose = (
+                f"controlled by {controller.get('uid')}"
+                if controller is not None
+                else "without a controller (a user's)"
+            )
+            foreign.append(f"{ns}/{svc}: wanted by relay {relay_name}, {whose}")
     if foreign:
         line = f"{len(foreign)} export(s) of pools are someone else's and left alone"
         fix = (
             "delete each (`kubectl delete serviceexport -n NS NAME`) to let its relay "
             "export its own"
         )
-        return Result(name, Status.WARN, line, fix, tuple(foreign))
-    return Result(name, Status.OK, "no export a pool wants is someone else's")
+        return Result(name, CheckStatus.WARN, line, fix, tuple(foreign))
+    return Result(name, CheckStatus.OK, "no export a pool wants is someone else's")
 
 
 async def relays_ready(ctx: Context) -> Result:
     name = "relays-ready"
     found = await relays(ctx)
     if not found:
-        return Result(name, Status.OK, "no DynamoPoolRelays yet")
+        return Result(name, CheckStatus.OK, "no DynamoPoolRelays yet")
     bad, stale = [], []
     for r in found:
-        ready = _condition(r, "Ready")
+        ready = Meta(r).condition(ConditionType.READY)
         if ready is None:
-            bad.append(f"{_ref(r)}: NotReconciled: the operator has not reported yet")
-        elif ready.get("status") != "True":
+            bad.append(
+                f"{_ref(r)}: {ReadyReason.NOT_RECONCILED}: the operator has not reported yet"
+            )
+        elif ready.get("status") != Status.TRUE:
             bad.append(f"{_ref(r)}: {ready.get('reason')}: {ready.get('message')}")
         observed = (r.get("status") or {}).get("observedGeneration")
-        if ready is not None and observed != (r.get("metadata") or {}).get("generation"):
+        if ready is not None and observed != Meta(r).generation:
             stale.append(f"{_ref(r)}: status is of generation {observed}, not the current one")
     if bad:
         line = f"{len(bad)} of {len(found)} relay(s) not Ready"
         fix = "the reason says why: docs/troubleshooting.md; `dynamo-pool-operator status -A`"
-        return Result(name, Status.FAIL, line, fix, tuple(bad + stale))
+        return Result(name, CheckStatus.FAIL, line, fix, tuple(bad + stale))
     if stale:
         line = f"all {len(found)} relay(s) Ready, {len(stale)} not reconciled since they changed"
-        return Result(name, Status.WARN, line, "is the operator running and leading?", tuple(stale))
-    return Result(name, Status.OK, f"all {len(found)} relay(s) Ready")
+        return Result(
+            name, CheckStatus.WARN, line, "is the operator running and leading?", tuple(stale)
+        )
+    return Result(name, CheckStatus.OK, f"all {len(found)} relay(s) Ready")

@@ -1,6 +1,6 @@
-"""The checks of `dynamo-pool-operator check`, in the order they run (check.py runs them):
-the API server, the APIs the operator uses, its RBAC and its leader here; the pool
-checks are in check_pools.py.
+"""The checks of `dynamo-pool-operator check` about the cluster: the API server, the APIs
+the operator uses, its RBAC and its leader here (the pool checks are in pools.py; the
+command runs both, in the order of `command.CHECKS`).
 
 Each is one function: read what it needs, return one `Result` with a line and, when
 it is not ok, what to do. Names of APIs, rules and objects come from the code that
@@ -12,23 +12,14 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from . import __version__, rbac
-from .api import crd
-from .api import dgd as dgd_api
-from .api.mcs import MCS_GROUP, SERVICEEXPORT_VERSIONS, SERVICEEXPORTS
-from .check import Check, Context, Result, Status
-from .check_pools import (
-    age_of,
-    cluster_id,
-    exports_terminating,
-    foreign_exports,
-    human,
-    karmada_names,
-    relays_ready,
-)
-from .discovery import pick
-from .runtime import errors
-from .runtime.resources import CRDS, LEASES, Resource
+from .. import __version__, rbac
+from ..api import crd
+from ..api import dgd as dgd_api
+from ..api.mcs import MCS_GROUP, SERVICEEXPORT_VERSIONS, SERVICEEXPORTS
+from ..discovery import pick
+from ..runtime import errors
+from ..runtime.resources import CRDS, LEASES, Resource
+from .framework import Context, Result, Status, age, human
 
 INSTALL_CRD = "dynamo-pool-operator manifests crds --apply (or install the Helm chart)"
 #: ServiceExport APIs of other groups, which this operator never writes.
@@ -247,7 +238,7 @@ async def leader(ctx: Context) -> Result:
     spec = lease.get("spec") or {}
     holder = spec.get("holderIdentity") or ""
     now = datetime.now(UTC)
-    renewed = age_of(spec.get("renewTime"), now)
+    renewed = age(spec.get("renewTime"), now)
     duration = float(spec.get("leaseDurationSeconds") or le.lease_duration)
     if not holder:
         return Result(
@@ -260,23 +251,8 @@ async def leader(ctx: Context) -> Result:
         ago = "never renewed" if renewed is None else f"last renewed {human(renewed)} ago"
         line = f"{holder} holds {ns}/{le.name} but {ago} (lease {duration:.0f}s): no leader"
         return Result(name, Status.FAIL, line, f"check the pod {holder} and its logs")
-    held = age_of(spec.get("acquireTime"), now)
+    held = age(spec.get("acquireTime"), now)
     tenure = f", leading for {human(held)}" if held is not None else ""
     return Result(
         name, Status.OK, f"{holder} holds {ns}/{le.name}, renewed {human(renewed)} ago{tenure}"
     )
-
-
-CHECKS: list[tuple[str, Check]] = [
-    ("api-server", api_server),
-    ("relay-crd", relay_crd),
-    ("dgd-crd", dgd_crd),
-    ("serviceexport-api", serviceexport_api),
-    ("cluster-id", cluster_id),
-    ("karmada-names", karmada_names),
-    ("rbac", rbac_check),
-    ("leader", leader),
-    ("exports-terminating", exports_terminating),
-    ("foreign-exports", foreign_exports),
-    ("relays-ready", relays_ready),
-]
