@@ -27,7 +27,7 @@ RUN uv export --frozen --no-dev --no-emit-project --format requirements-txt -o /
  && VIRTUAL_ENV=/opt/venv uv pip install --no-deps --compile-bytecode /tmp/dist/*.whl \
  && rm -r /opt/venv/lib/python3.*/site-packages/dynamo_pool_operator/localcluster
 # The local control plane (`dev`, the tests, the benchmark) is left out: the operator never
-# imports it (tests/unit/test_image_contents.py), and `dev` says it needs a source checkout.
+# imports it (tests/unit/repository/test_image_contents.py), and `dev` says it needs a source checkout.
 
 FROM ${PYTHON_IMAGE} AS runtime
 LABEL org.opencontainers.image.title="dynamo-pool-operator" \

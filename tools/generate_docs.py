@@ -2,11 +2,12 @@
 
 - docs/configuration.md, whole, from the configuration loader;
 - docs/crd.md, the sections between `<!-- BEGIN GENERATED: name -->` and
-  `<!-- END GENERATED: name -->`: `conditions`, every reason of `RelayAvailable` and
-  `Exported`; `precedence`, the withdrawal reasons in the order of the relay's check
-  chain.
+  `<!-- END GENERATED: name -->`: `conditions`, every reason of each condition `Ready`
+  summarizes (`api/status.py`); `precedence`, the withdrawal reasons (`Published`) in
+  the order of the relay's check chain.
 
-Run: tools/uv run python tools/generate_docs.py   (tests/unit/test_docs_drift.py checks it)
+Run: tools/uv run python tools/generate_docs.py
+(tests/unit/repository/test_docs_drift.py checks it)
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dynamo_pool_operator.api.status import (
-    EXPORTED_MEANINGS,
     IMPLEMENTATION_REASON_MEANING,
-    RELAY_AVAILABLE_MEANINGS,
+    MEANINGS,
+    READY_PARTS,
     ConditionType,
 )
 from dynamo_pool_operator.config import configuration_reference
@@ -28,20 +29,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def conditions_tables() -> str:
-    """`RelayAvailable` and `Exported`, each with every reason the code can give."""
+    """Every condition `Ready` summarizes but `Published` (whose reasons are the check
+    chain's precedence table), each with every reason the code can give."""
     out = []
-    tables: tuple[tuple[str, dict[str, str], str], ...] = (
-        (ConditionType.RELAY_AVAILABLE, dict(RELAY_AVAILABLE_MEANINGS), ""),
-        (
-            ConditionType.EXPORTED,
-            dict(EXPORTED_MEANINGS),
-            f"| any other | {IMPLEMENTATION_REASON_MEANING} |\n",
-        ),
-    )
-    for title, reasons, tail in tables:
-        out.append(f"### {title}\n\n| Reason | Meaning |\n|---|---|\n")
-        out += [f"| `{reason}` | {text} |\n" for reason, text in reasons.items()]
-        out.append(tail + "\n")
+    for type_ in READY_PARTS:
+        if type_ is ConditionType.PUBLISHED:
+            continue
+        out.append(f"### {type_}\n\n| Reason | Meaning |\n|---|---|\n")
+        out += [f"| `{reason}` | {text} |\n" for reason, text in MEANINGS[type_].items()]
+        if type_ is ConditionType.EXPORTED:
+            out.append(f"| any other | {IMPLEMENTATION_REASON_MEANING} |\n")
+        out.append("\n")
     return "".join(out).rstrip("\n") + "\n"
 
 

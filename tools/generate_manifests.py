@@ -7,7 +7,7 @@ Why generated and committed rather than rendered at install time: people install
 `kubectl apply -f deploy/...` or Helm without running our code, and reviewers should see
 a permission change as a diff of YAML. The code stays the one source: the CRD comes from
 `dynamo_pool_operator.api.crd`, the RBAC from `dynamo_pool_operator.rbac`, through the
-same `manifests` function the CLI prints, and tests/unit/test_manifests_drift.py fails
+same `manifests` function the CLI prints, and tests/unit/repository/test_manifests_drift.py fails
 when a committed file differs from what this script would write.
 """
 

@@ -32,7 +32,6 @@ from dynamo_pool_operator.api.mcs import (
 )
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.api.status import ExportLineReason
-from dynamo_pool_operator.exports.contributor import relevant_exports
 from dynamo_pool_operator.exports.plan import (
     REEXPORT_AFTER,
     REPLACED_MESSAGE,
@@ -887,108 +886,6 @@ def test_karmada_never_warns_cluster_id_mismatch_even_if_asked_to_check() -> Non
     assert mismatches(p) == []
 
 
-# --------------------------------------------------------------------------- relevant_exports
-
-
-def cache(*objs: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
-    """A namespace's-worth of cached exports, keyed like the informer store."""
-    return {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in objs}
-
-
-def lookup_in(store: Mapping[tuple[str, str], Mapping[str, Any]], namespace: str = NS) -> Any:
-    return lambda name: store.get((namespace, name))
-
-
-def test_relevant_exports_are_ours_by_name_plus_those_named_like_wanted_ones() -> None:
-    relay, pool = make_relay(), make_pool(fe("Frontend"), fe("my_fe"), WORKER)
-    mine_old = ours("pool-old")
-    users_fe = foreign(FE, "user-no-owner")
-    users_relay = foreign(RELAY_EXPORT, "another-relay")
-    invalid = ours("pool-my_fe")
-    store = cache(mine_old, users_fe, users_relay, invalid, foreign("x", "user-no-owner"))
-    got = relevant_exports(relay, pool, lookup_in(store), [mine_old, invalid])
-    assert got == {
-        "pool-old": mine_old,
-        FE: users_fe,
-        RELAY_EXPORT: users_relay,
-        "pool-my_fe": invalid,
-    }
-
-
-def test_relevant_exports_look_up_only_the_names_that_can_matter() -> None:
-    asked: list[str] = []
-
-    def lookup(name: str) -> None:
-        asked.append(name)
-
-    relevant_exports(make_relay(), make_pool(fe("Frontend"), fe("chat"), WORKER), lookup, [])
-    assert sorted(asked) == sorted([RELAY_EXPORT, FE, "pool-chat"])
-
-
-def test_relevant_exports_without_a_pool_are_ours_and_the_relay_export() -> None:
-    mine = ours(FE)
-    users = foreign(RELAY_EXPORT, "user-no-owner")
-    store = cache(mine, users, foreign("x", "user-no-owner"))
-    got = relevant_exports(make_relay(), None, lookup_in(store), [mine])
-    assert got == {FE: mine, RELAY_EXPORT: users}
-
-
-def test_relevant_exports_prefer_the_namespace_view_of_a_name() -> None:
-    stale = ours(RELAY_EXPORT)
-    fresh = foreign(RELAY_EXPORT, "user-no-owner")
-    got = relevant_exports(make_relay(), make_pool(WORKER), lookup_in(cache(fresh)), [stale])
-    assert got[RELAY_EXPORT] is fresh
-
-
-def test_an_export_we_control_in_another_namespace_does_not_count() -> None:
-    relay = make_relay()
-    elsewhere = ours(FE, namespace=OTHER_NS)
-    got = relevant_exports(relay, make_pool(WORKER), lookup_in(cache(elsewhere)), [elsewhere])
-    assert got == {}
-    p = plan(
-        relay,
-        PUBLISHED,
-        make_pool(WORKER),
-        got,
-        implementation=Implementation.MCS,
-        cluster_id=ClusterID(),
-        resource=SE,
-    )
-    assert verbs(p) == [(C, RELAY_EXPORT)]
-
-
-def test_a_same_named_export_in_another_namespace_does_not_block_ours() -> None:
-    relay, pool = make_relay(), make_pool(fe("Frontend"), WORKER)
-    users_elsewhere = foreign(FE, "user-no-owner", namespace=OTHER_NS)
-    others_relay = foreign(RELAY_EXPORT, "another-relay", namespace=OTHER_NS)
-    store = cache(users_elsewhere, others_relay)
-    got = relevant_exports(relay, pool, lookup_in(store), [])
-    assert got == {}
-    p = plan(
-        relay,
-        PUBLISHED,
-        pool,
-        got,
-        implementation=Implementation.MCS,
-        cluster_id=ClusterID(),
-        resource=SE,
-    )
-    assert verbs(p) == [(C, RELAY_EXPORT), (C, FE)]
-    # ...while the same export in the relay's namespace blocks it.
-    here = foreign(FE, "user-no-owner")
-    got = relevant_exports(relay, pool, lookup_in(cache(users_elsewhere, here)), [])
-    p = plan(
-        relay,
-        PUBLISHED,
-        pool,
-        got,
-        implementation=Implementation.MCS,
-        cluster_id=ClusterID(),
-        resource=SE,
-    )
-    assert verbs(p) == [(C, RELAY_EXPORT), (F, FE)]
-
-
 # --------------------------------------------------------------------------- properties
 
 NAME_CHARS = "aAbF.-_"
@@ -1158,66 +1055,6 @@ def test_after_carrying_out_the_plan_a_second_pass_writes_nothing(s: dict[str, A
     second = run_scenario(s, exports)
     assert not [a for a in second.actions if a.verb in WRITES], second.actions
     assert second.advisories == run_scenario(s).advisories
-
-
-# --------------------------------------------------------------------------- lines after execution
-def _results(p: Plan, outcome: dict[str, Any]) -> list[ActionResult]:
-    """Results of `p`'s actions: Done unless `outcome` names another for that export."""
-    out = []
-    for a in p.actions:
-        result = outcome.get(a.name, Result.DONE)
-        message = "delete ServiceExport x: 422 denied" if result is Result.FAILED else ""
-        out.append(ActionResult(a, result, message))
-    return out
-
-
-def test_lines_after_show_each_export_as_its_action_ended() -> None:
-    p = run(
-        pool=make_pool(fe("Frontend"), fe("chat"), fe("Going"), WORKER),
-        exports=[
-            ours(RELAY_EXPORT),
-            foreign("pool-chat", "user-no-owner"),
-            ours("pool-going", terminating=True),
-            ours("pool-old"),
-        ],
-    )
-    lines = lines_after(p, _results(p, {}))
-    assert [(x.name, x.state, x.reason) for x in lines] == [
-        (RELAY_EXPORT, "Exported", ""),
-        (FE, "Exported", ""),
-        ("pool-chat", "Foreign", "NotControlled"),
-        ("pool-going", "Pending", "Terminating"),
-    ], "a withdrawn export has no line"
-
-
-def test_a_failed_write_shows_on_its_line_and_a_gone_one_has_none() -> None:
-    p = run(pool=make_pool(fe("Frontend"), WORKER), exports=[ours("pool-old")])
-    lines = lines_after(p, _results(p, {FE: Result.FAILED, "pool-old": Result.GONE}))
-    assert [(x.name, x.state) for x in lines] == [(RELAY_EXPORT, "Exported"), (FE, "Failed")]
-    assert lines[1].reason == "ExportFailed"
-    assert lines[1].message == "delete ServiceExport x: 422 denied"
-
-
-def test_a_skipped_name_whose_withdrawal_fails_is_one_failed_line() -> None:
-    long_fe = fe(K56)
-    long_name = names.component_service_name(NAME, K56)
-    p = run(pool=make_pool(long_fe, WORKER), exports=[ours(long_name)], implementation="karmada")
-    assert [x.name for x in p.lines] == [long_name]
-    failed = lines_after(p, _results(p, {long_name: Result.FAILED}))
-    assert [(x.name, x.state) for x in failed] == [
-        (long_name, "Failed"),
-        (RELAY_EXPORT, "Exported"),
-    ], "one line per name, where the skipped line was"
-    withdrawn = lines_after(p, _results(p, {}))
-    assert [(x.name, x.state) for x in withdrawn] == [
-        (long_name, "Skipped"),
-        (RELAY_EXPORT, "Exported"),
-    ]
-
-
-def test_a_lost_race_gives_no_line() -> None:
-    p = run(pool=make_pool(WORKER))
-    assert lines_after(p, _results(p, {RELAY_EXPORT: Result.LOST})) == []
 
 
 # ------------------------------------------------------------------ a relay Service replaced

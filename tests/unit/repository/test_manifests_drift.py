@@ -20,7 +20,7 @@ import yaml
 
 from dynamo_pool_operator import __version__, rbac
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "dynamo-pool-operator"
 REGENERATE = "run `tools/uv run python tools/generate_manifests.py` and commit the result"
 RBAC_KINDS = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}

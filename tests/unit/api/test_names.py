@@ -15,8 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamo_pool_operator.api import mcs, names
-from dynamo_pool_operator.runtime.resources import Resource
+from dynamo_pool_operator.api import names
 
 #: The DNS-1035 label rule written independently of the code under test.
 REFERENCE_DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -237,12 +236,3 @@ def test_pool_of_is_the_inverse_of_relay_name(name: str, pool: str | None) -> No
     assert names.pool_of(name) == pool
     if pool is not None:
         assert names.relay_name(pool) == name
-
-
-def test_the_mcs_and_about_api_resources() -> None:
-    assert mcs.serviceexports("v1alpha1") == Resource(
-        "multicluster.x-k8s.io", "v1alpha1", "serviceexports", "ServiceExport"
-    )
-    assert mcs.clusterproperties("v1alpha1") == Resource(
-        "about.k8s.io", "v1alpha1", "clusterproperties", "ClusterProperty", namespaced=False
-    )

@@ -1,6 +1,6 @@
 """Fuzzing the DGD read-model (api/dgd.py) and the export plan (exports/plan.py).
 
-`tests/unit/test_export_plan.py` already drives `plan` with hypothesis, over pools
+`tests/unit/exports/test_plan.py` already drives `plan` with hypothesis, over pools
 built from a 7-letter alphabet, a handful of DGD names, v1beta1 only, and checks that
 the plan never touches a foreign or terminating export, creates only valid names once,
 covers every wanted name and that a second pass writes nothing. This file does not

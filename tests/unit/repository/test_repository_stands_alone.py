@@ -17,7 +17,7 @@ import re
 import subprocess
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 THIS = Path(__file__).resolve().relative_to(ROOT).as_posix()
 
 SCANNED = ["src", "tests", "docs", "tools", "deploy", "bench", ".ci"]

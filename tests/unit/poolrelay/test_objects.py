@@ -20,16 +20,13 @@ from dynamo_pool_operator.api.mcs import ClusterID
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.pipeline.model import (
     Action,
-    Contribution,
-    EventNames,
     Snapshot,
     Verb,
 )
 from dynamo_pool_operator.poolrelay import render
 from dynamo_pool_operator.poolrelay.checks import Reason, decision
 from dynamo_pool_operator.poolrelay.objects import RELAY_EVENTS, desired_objects, plan_relay_objects
-from dynamo_pool_operator.poolrelay.plan import Plan, make_plan
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES, Resource
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES
 
 NS, NAME, UID = "team", "pool", "relay-uid"
 OBJ = f"{NAME}-pool-relay"
@@ -142,68 +139,6 @@ def test_an_invalid_relay_name_plans_nothing() -> None:
     )
     invalid = decision(Reason.INVALID_CONFIGURATION, "bad name")
     assert plan_relay_objects(Snapshot(relay, None, {}), invalid) == ()
-
-
-# --------------------------------------------------------------------------- write order
-EXPORT = Resource("multicluster.x-k8s.io", "v1alpha1", "serviceexports", "ServiceExport")
-
-
-def export_action(name: str) -> Action:
-    return Action(Verb.CREATE, EXPORT, NS, name, EventNames(failed="ExportFailed"))
-
-
-@pytest.mark.parametrize(
-    ("d", "first"), [(PUBLISHED, "Deployment"), (WITHDRAWN, "ServiceExport")], ids=str
-)
-def test_publishing_writes_the_relay_first_withdrawing_the_exports_first(
-    d: Any, first: str
-) -> None:
-    relay_actions = plan_relay_objects(
-        snapshot({"Deployment": live("Deployment"), "Service": live("Service")}), d
-    )
-    plan = Plan(d, relay_actions, (Contribution((export_action("a"), export_action("b"))),))
-    kinds = [a.resource.kind for a in plan.actions]
-    assert kinds[0] == first
-    if d.publish:
-        assert kinds == ["Deployment", "Service", "ServiceExport", "ServiceExport"]
-    else:
-        assert kinds == ["ServiceExport", "ServiceExport", "Deployment", "Service"]
-
-
-def test_publishing_withdraws_the_relay_services_export_before_the_service() -> None:
-    """A relay Service being replaced goes after its export: an MCS implementation never
-    sees an export whose Service is gone. A renamed frontend's old export still goes
-    last, after the new one is created (the pool is not without it meanwhile)."""
-    objects = {"Deployment": live("Deployment"), "Service": clusterip_service()}
-    relay_actions = plan_relay_objects(snapshot(objects), PUBLISHED)
-    old = Action(Verb.WITHDRAW, EXPORT, NS, OBJ, EventNames("x"), wanted=False)
-    renamed = Action(Verb.WITHDRAW, EXPORT, NS, "old-frontend", EventNames("x"), wanted=False)
-    contribution = Contribution((export_action("a"), renamed, old))
-    plan = Plan(PUBLISHED, relay_actions, (contribution,))
-    assert [(a.resource.kind, a.verb, a.name) for a in plan.actions] == [
-        ("ServiceExport", Verb.WITHDRAW, OBJ),
-        ("Deployment", Verb.NONE, OBJ),
-        ("Service", Verb.WITHDRAW, OBJ),
-        ("ServiceExport", Verb.CREATE, "a"),
-        ("ServiceExport", Verb.WITHDRAW, "old-frontend"),
-    ]
-
-
-class OneExport:
-    def __init__(self) -> None:
-        self.seen: list[Any] = []
-
-    def plan(self, snap: Snapshot, d: Any) -> Contribution:
-        self.seen.append(d)
-        return Contribution((export_action("x"),))
-
-
-def test_make_plan_asks_each_contributor_with_the_decision() -> None:
-    contributor = OneExport()
-    plan = make_plan(snapshot(), [contributor], default_discovery_backend="kubernetes")  # type: ignore[list-item]
-    assert plan.decision.publish
-    assert contributor.seen == [plan.decision]
-    assert [a.name for a in plan.actions] == [OBJ, OBJ, "x"]
 
 
 # --------------------------------------------------------------------------- Service shape

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-BUILD_SH = Path(__file__).resolve().parents[2] / "tools" / "controlplane" / "build.sh"
+BUILD_SH = Path(__file__).resolve().parents[3] / "tools" / "controlplane" / "build.sh"
 
 
 def _function(name: str = "reports") -> str:
