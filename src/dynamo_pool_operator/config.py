@@ -21,12 +21,15 @@ import json
 import os
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .api.dgd import DiscoveryBackend
 from .api.mcs import Implementation
+from .api.podfields import PullPolicy
 from .config_fields import (
     ConfigurationError,
     FieldError,
@@ -35,6 +38,7 @@ from .config_fields import (
     camel,
     cert_dir,
     check_unknown,
+    choice,
     decode_section,
     describe,
     duration,
@@ -70,6 +74,19 @@ JITTER_FACTOR = 1.2  # client-go's leaderelection.JitterFactor
 DEFAULT_RELAY_IMAGE = "nvcr.io/nvidia/ai-dynamo/pool-relay:0.1.0"  # placeholder until published
 
 
+class LogLevel(StrEnum):
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class LogFormat(StrEnum):
+    AUTO = "auto"
+    JSON = "json"
+    TEXT = "text"
+
+
 def _whole_seconds(seconds: float) -> str | None:
     # A Lease stores leaseDurationSeconds as an integer; the elector refuses anything else.
     if seconds >= 1 and seconds == int(seconds):
@@ -90,11 +107,10 @@ def _not_negative(seconds: float) -> str | None:
 class MultiClusterConfig:
     """Which Multi-Cluster Services implementation exported pools are published to."""
 
-    mcs_implementation: str = string(
-        "",
+    mcs_implementation: Implementation = choice(
+        Implementation.NONE,
         "Where pools are exported: empty exports nothing (and withdraws exports this operator "
         "made earlier); `mcs` or `karmada` write ServiceExports for that implementation.",
-        choices=tuple(i.value for i in Implementation),
     )
     unconfirmed_after: float = duration(
         "60s",
@@ -117,10 +133,9 @@ class MultiClusterConfig:
 class DiscoveryConfig:
     """How the relay finds a pool's workers when its DGD does not say."""
 
-    backend: str = string(
-        "kubernetes",
+    backend: DiscoveryBackend = choice(
+        DiscoveryBackend.KUBERNETES,
         "Discovery backend of DGDs without the `nvidia.com/dynamo-discovery-backend` annotation.",
-        choices=("kubernetes", "etcd"),
     )
 
 
@@ -211,10 +226,8 @@ class PoolRelayConfig:
         check=image_reference,
         allowed="non-empty, no whitespace",
     )
-    image_pull_policy: str = string(
-        "IfNotPresent",
-        "Pull policy of the relay container.",
-        choices=("Always", "IfNotPresent", "Never"),
+    image_pull_policy: PullPolicy = choice(
+        PullPolicy.IF_NOT_PRESENT, "Pull policy of the relay container."
     )
     port: int = integer(8090, "Port the relay serves on.", minimum=1, maximum=65535)
     replicas: int = integer(2, "Relay replicas per pool.", minimum=0, maximum=2**31 - 1)
@@ -262,13 +275,10 @@ class ClientConnectionConfig:
 class LoggingConfig:
     """Log verbosity and encoding."""
 
-    level: str = string(
-        "info", "Lowest level written.", choices=("debug", "info", "warning", "error")
-    )
-    format: str = string(
-        "auto",
+    level: LogLevel = choice(LogLevel.INFO, "Lowest level written.")
+    format: LogFormat = choice(
+        LogFormat.AUTO,
         "`auto`: JSON when stderr is not a terminal (in a pod), readable text in a terminal.",
-        choices=("auto", "json", "text"),
     )
 
 
@@ -455,7 +465,9 @@ def load_configuration(path: str | os.PathLike[str] | None) -> OperatorConfigura
 
 # --------------------------------------------------------------------------- output
 def _encode(value: Any, spec: FieldSpec) -> Any:
-    return format_duration(value) if spec.kind == "duration" else value
+    if spec.kind == "duration":
+        return format_duration(value)
+    return str(value) if spec.enum is not None else value  # the file holds the plain value
 
 
 def to_document(cfg: OperatorConfiguration) -> dict[str, Any]:

@@ -20,8 +20,11 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+E = TypeVar("E", bound=StrEnum)
 
 Kind = Literal["string", "boolean", "integer", "duration"]
 # A rule returns None when the value is fine, else "<what is wrong>; <what to change>".
@@ -48,6 +51,8 @@ class FieldSpec:
     choices: tuple[str, ...] = ()
     check: Check | None = None
     allowed: str = ""  # human wording of `check` for the reference table
+    #: A choice field's enum: the decoded value is its member, not the bare string.
+    enum: type[StrEnum] | None = None
 
 
 #: Longest string value shown in full in a message.
@@ -94,6 +99,14 @@ def string(
     allowed: str = "",
 ) -> str:
     spec = FieldSpec("string", doc, choices, check, allowed)
+    return dataclasses.field(default=default, metadata={"spec": spec})
+
+
+def choice(default: E, doc: str) -> E:
+    """One of an enum's values in the file, the enum's member in Python: the code
+    compares members, never spelled-out strings."""
+    enum = type(default)
+    spec = FieldSpec("string", doc, tuple(m.value for m in enum), enum=enum)
     return dataclasses.field(default=default, metadata={"spec": spec})
 
 
@@ -372,7 +385,9 @@ def decode_value(raw: object, spec: FieldSpec, default: Any) -> tuple[Any, str |
             quote(c) for c in spec.choices
         )
     problem = spec.check(value) if spec.check else None
-    return (None, problem) if problem else (value, None)
+    if problem:
+        return None, problem
+    return (spec.enum(value) if spec.enum is not None else value), None
 
 
 def decode_section(

@@ -374,9 +374,7 @@ def dev_configuration(
     written."""
     if config != OperatorConfiguration():
         return config
-    multi_cluster = dataclasses.replace(
-        config.multi_cluster, mcs_implementation=Implementation.MCS.value
-    )
+    multi_cluster = dataclasses.replace(config.multi_cluster, mcs_implementation=Implementation.MCS)
     if not implementation_runs:
         multi_cluster = dataclasses.replace(multi_cluster, unconfirmed_after=0.0)
     return dataclasses.replace(config, multi_cluster=multi_cluster)

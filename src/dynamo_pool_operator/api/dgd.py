@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from . import names
@@ -24,7 +25,16 @@ KIND = "DynamoGraphDeployment"
 SUPPORTED_VERSIONS = ("v1beta1", "v1alpha1")  # preference order
 
 DISCOVERY_BACKEND_ANNOTATION = "nvidia.com/dynamo-discovery-backend"
-KUBERNETES_DISCOVERY = "kubernetes"
+
+
+class DiscoveryBackend(StrEnum):
+    """How Dynamo's components find each other (the DGD annotation's values)."""
+
+    KUBERNETES = "kubernetes"  # Kubernetes pod discovery: the one a pool needs
+    ETCD = "etcd"
+
+
+KUBERNETES_DISCOVERY = DiscoveryBackend.KUBERNETES
 
 FRONTEND = "frontend"
 WORKER_TYPES = frozenset({"worker", "prefill", "decode"})

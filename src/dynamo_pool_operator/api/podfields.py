@@ -20,11 +20,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
+from enum import StrEnum
 
 from . import names
 
+
 #: Kubernetes' quantity grammar: a signed decimal number and an optional suffix
 #: (binary SI, decimal SI, or a decimal exponent).
+class PullPolicy(StrEnum):
+    """A container's `imagePullPolicy`."""
+
+    ALWAYS = "Always"
+    IF_NOT_PRESENT = "IfNotPresent"
+    NEVER = "Never"
+
+
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
