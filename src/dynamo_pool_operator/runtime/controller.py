@@ -6,7 +6,8 @@ else through a map function (`watches`). Each event becomes a `Request`
 and call `reconcile`. The reconcile contract is controller-runtime's:
 
 - an exception -> log it with the key, requeue with per-key exponential backoff;
-- `Result(requeue_after=d)` -> forget the backoff, come back after `d`;
+- `Result(requeue_after=d)` -> forget the backoff, come back after `d` (0.0: now;
+  None, the default, is no requeue);
 - `Result(requeue=True)` -> come back through the key's rate limiter (a lost race:
   not an error, so not logged or counted as one);
 - otherwise -> forget the backoff; wait for the next event.
@@ -57,7 +58,13 @@ class Result:
     """What a successful reconcile asks for: nothing, another look after a delay, or
     (`requeue`) another look soon through the key's rate limiter, as for a lost race
     (the first retry comes within milliseconds; a race lost again and again backs off
-    instead of hot-looping). Neither is an error."""
+    instead of hot-looping). Neither is an error.
+
+    `requeue_after` is None for no requeue, and a number of seconds otherwise: 0.0 (or
+    less) means now. controller-runtime reads a zero `RequeueAfter` as no requeue, so a
+    delay computed down to zero ("the grace period ends now") would silently become
+    "never"; here it comes back at once. A reconcile that asks for 0.0 every time loops
+    (workers still yield between keys): `requeue=True` is the retry that backs off."""
 
     requeue_after: float | None = None
     requeue: bool = False
@@ -477,7 +484,8 @@ class Controller:
             self.queue.add_rate_limited(key, priority)
             return
         self.queue.forget(key)
-        if result is not None and result.requeue_after:
+        # `is not None`, not truth: 0.0 asks for another look now (see `Result`).
+        if result is not None and result.requeue_after is not None:
             m.total.labels(name, "requeue_after").inc()
             self.queue.add_after(key, result.requeue_after, priority)
         else:
