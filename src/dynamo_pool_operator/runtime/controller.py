@@ -18,6 +18,14 @@ initial list of a start or failover, a relist) at `LOW`, one from a watch at
 input whose every change requeues every object). A failed or requeued key goes back
 at the priority it was handed out with.
 
+Keys are queued only while the controller runs, that is while this process leads.
+A follower's informers run (its caches are warm when it takes over), but its watches
+are not attached to them: a key queued there would never be taken, and its
+`workqueue_depth` would read as a backlog that never drains. `start` attaches them,
+so each informer replays its cache (at `LOW`, as a cold start's initial list) and
+every object is reconciled once, as after a failover in controller-runtime, whose
+sources start with the controller.
+
 There are no terminal errors: anything that failed is retried. A key is never
 reconciled by two workers at once (the queue guarantees it), and a reconcile
 reads only caches, so it is level-based: it never depends on having seen a
@@ -35,12 +43,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from . import errors, metrics
 from .clock import Clock, SystemClock
+from .controller_metrics import ReconcileMetrics
 from .informer import EventHandler, EventType, Informer
-from .metricsets import per_registry
 from .queue import LOW, NORMAL, ShutDown, WorkQueue
 from .ratelimit import RateLimiter
 from .store import Obj
@@ -102,93 +110,6 @@ def spec_or_metadata_changed(etype: EventType, old: Obj | None, new: Obj | None)
     return False
 
 
-# --------------------------------------------------------------------- metrics
-class _Metrics:
-    """controller-runtime's metric names, so existing dashboards work."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.total = Counter(
-            "controller_runtime_reconcile_total",
-            "Total number of reconciliations per controller",
-            ["controller", "result"],
-            registry=registry,
-        )
-        self.errors = Counter(
-            "controller_runtime_reconcile_errors_total",
-            "Total number of reconciliation errors per controller",
-            ["controller"],
-            registry=registry,
-        )
-        self.time = Histogram(
-            "controller_runtime_reconcile_time_seconds",
-            "Length of time per reconciliation per controller",
-            ["controller"],
-            buckets=(
-                0.005,
-                0.01,
-                0.025,
-                0.05,
-                0.1,
-                0.15,
-                0.2,
-                0.25,
-                0.3,
-                0.35,
-                0.4,
-                0.45,
-                0.5,
-                0.6,
-                0.7,
-                0.8,
-                0.9,
-                1.0,
-                1.25,
-                1.5,
-                1.75,
-                2.0,
-                2.5,
-                3.0,
-                3.5,
-                4.0,
-                4.5,
-                5,
-                6,
-                7,
-                8,
-                9,
-                10,
-                15,
-                20,
-                25,
-                30,
-                40,
-                50,
-                60,
-            ),
-            registry=registry,
-        )
-        self.max_workers = Gauge(
-            "controller_runtime_max_concurrent_reconciles",
-            "Maximum number of concurrent reconciles per controller",
-            ["controller"],
-            registry=registry,
-        )
-        self.active = Gauge(
-            "controller_runtime_active_workers",
-            "Number of currently used workers per controller",
-            ["controller"],
-            registry=registry,
-        )
-        self.worker_restarts = Counter(
-            "controller_worker_restarts",
-            "Workers that died (a bug escaped the reconcile guard) and were replaced.",
-            ["controller"],
-            registry=registry,
-        )
-
-    for_registry = staticmethod(per_registry(lambda registry: _Metrics(registry)))
-
-
 # --------------------------------------------------------------------- controller
 class Controller:
     """One named controller: its watches, its queue and its workers.
@@ -226,7 +147,7 @@ class Controller:
         self.queue: WorkQueue[Request] = WorkQueue(
             name, clock=self._clock, rate_limiter=rate_limiter, registry=registry
         )
-        self._m = _Metrics.for_registry(registry)
+        self._m = ReconcileMetrics.for_registry(registry)
         for result in ("success", "error", "requeue", "requeue_after"):
             self._m.total.labels(name, result)  # series exist from the start, at 0
         self._m.errors.labels(name)
@@ -236,7 +157,10 @@ class Controller:
         #: Caches worth a short wait at start, but whose failure must not stop us.
         self._optional: list[Informer] = []
         self.optional_sync_grace = 10.0
+        #: Every watch declared; attached to its informer only while `_queueing`.
         self._handlers: list[tuple[Informer, EventHandler]] = []
+        #: True from `start` to `stop`: events and `enqueue_all` queue keys.
+        self._queueing = False
         #: The running worker of each slot (0..workers-1).
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._stopping = False
@@ -261,6 +185,9 @@ class Controller:
         for events from the informer's list and `NORMAL` for events from its watch.
         A watch whose every event maps to every object (a mass requeue) passes `LOW`,
         so that a real change to one object is not served after all of them.
+
+        Nothing is queued before `start` (a follower keeps no queue); a watch added
+        while the controller runs replays its informer's cache at once.
         """
 
         def handle(etype: EventType, old: Obj | None, new: Obj | None) -> None:
@@ -280,8 +207,9 @@ class Controller:
             self._informers.append(informer)
         elif not wait_for_sync and informer not in self._optional:
             self._optional.append(informer)
-        informer.add_handler(handle)
         self._handlers.append((informer, handle))
+        if self._queueing:
+            informer.add_handler(handle)
         return self
 
     def unwatch(self, informer: Informer) -> None:
@@ -295,7 +223,10 @@ class Controller:
 
     def enqueue_all(self, keys: Iterable[Request]) -> None:
         """Reconcile each of `keys` (what they depend on changed without an event): a mass
-        requeue, so at low priority, behind any change a user makes meanwhile."""
+        requeue, so at low priority, behind any change a user makes meanwhile. Before
+        `start` it does nothing: the start reconciles every key anyway."""
+        if not self._queueing:
+            return
         for key in keys:
             self.queue.add(key, LOW)
 
@@ -345,7 +276,17 @@ class Controller:
                 )
 
     async def start(self) -> None:
-        """Wait for caches, then start the workers (returns once they run)."""
+        """Queue events from now on, wait for caches, then start the workers (returns
+        once they run).
+
+        Each watch is attached to its informer here, so the informer replays its cache
+        to it (`LOW`, `from_list`) and what its list has not delivered yet follows:
+        every key is queued once, as at a cold start, and a change made from now on
+        is queued at `NORMAL`, ahead of them."""
+        if not self._queueing:
+            self._queueing = True
+            for informer, handler in self._handlers:
+                informer.add_handler(handler)
         await self.wait_for_caches()
         self._stopping = False
         for slot in range(self.workers):
@@ -357,6 +298,7 @@ class Controller:
         `drain_timeout` seconds; 0 cancels them at once), then stop the workers.
         Keys still queued are dropped: the next leader reconciles everything."""
         self._stopping = True
+        self._queueing = False
         for informer, handler in self._handlers:
             informer.remove_handler(handler)
         drained = await self.queue.shut_down_with_drain(drain_timeout)
