@@ -190,7 +190,8 @@ class Operator:
 
     async def start_caches(self) -> None:
         """Warm caches only (a follower does this before it leads), and follow the
-        served APIs from now on (every replica: a follower's caches must follow too)."""
+        served APIs from now on (every replica: a follower's caches must follow too).
+        Nothing is queued yet: the controller queues from `start_leading` on."""
         self.informers.start_all()
         self.checks.start()
         self.rediscovery.start()

@@ -6,7 +6,9 @@ Order of events (as controller-runtime's manager):
    this replica is still a follower, so a failover takes seconds);
 3. acquire the Lease (if leader election is on); only then start the
    event writer and the controllers: only the leader writes, and the client
-   refuses every write while this replica does not lead (`Client.write_gate`);
+   refuses every write while this replica does not lead (`Client.write_gate`).
+   Nor does a follower queue anything: its controller queues keys from its start,
+   which replays the warm caches (`runtime/controller.py`);
 4. on SIGTERM/SIGINT: hand out no more keys, finish the reconciles in flight,
    write the pending Events, then release the Lease and exit 0. On lost
    leadership: cancel the reconciles, drop the pending Events and exit 1, so

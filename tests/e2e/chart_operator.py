@@ -1,9 +1,11 @@
-"""Running the operator in process as the chart's ServiceAccount.
+"""Running the operator as the chart's ServiceAccount, in process or as its replicas.
 
 The chart e2e and security tests both render the chart, apply everything but its
 Deployment, mint a token for the chart's ServiceAccount (as the kubelet would) and run
 the real `process.run` with the rendered configuration under that identity. This module
 is that procedure once, so the two suites cannot drift apart in how they set it up.
+`replicas_running` runs the Deployment's replicas instead: one `dynamo-pool-operator
+run` process per pod, each with its own metrics registry and listeners.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from functools import partial
@@ -18,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from dynamo_pool_operator import process
 from dynamo_pool_operator.api.mcs import clusterproperties, serviceexports
 from dynamo_pool_operator.config import OperatorConfiguration
-from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
 from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
 from dynamo_pool_operator.poolrelay.controller import dgd_resource
 from dynamo_pool_operator.runtime import errors
@@ -113,6 +119,73 @@ def mint_token(cp: ControlPlane, namespace: str, service_account: str) -> str:
     assert status == 201, f"TokenRequest for {namespace}/{service_account}: {status} {body}"
     token: str = body["status"]["token"]
     return token
+
+
+@dataclasses.dataclass
+class ReplicaProcess:
+    """One pod of the chart's Deployment: a `dynamo-pool-operator run` process."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    metrics_port: int
+    health_port: int
+    log: Path
+
+    def stop(self) -> int:
+        """SIGTERM, as the kubelet stops a pod (the grace period is 30 s), by its PID."""
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(30)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(10)
+        return self.popen.returncode
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log.read_text(errors="replace")[-chars:]
+
+
+@contextlib.contextmanager
+def replicas_running(
+    installed: Installed, release: Release, directory: Path, count: int = 2
+) -> Iterator[list[ReplicaProcess]]:
+    """`count` replicas of the chart's Deployment, each as its pod runs it: the rendered
+    config.yaml (its listeners moved to free loopback ports), the ServiceAccount's
+    token, POD_NAMESPACE set to the release namespace. Stopped afterwards by PID."""
+    config = yaml.safe_load(one(installed.docs, "ConfigMap")["data"]["config.yaml"])
+    started: list[ReplicaProcess] = []
+    try:
+        for i in range(count):
+            name = f"{release.name}-{i}"
+            metrics_port, health_port = free_port(), free_port()
+            config["server"]["metricsAddress"] = f"127.0.0.1:{metrics_port}"
+            config["server"]["healthProbeAddress"] = f"127.0.0.1:{health_port}"
+            path = directory / f"{name}.yaml"
+            path.write_text(yaml.safe_dump(config))
+            log = directory / f"{name}.log"
+            with log.open("wb") as out:
+                popen = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "dynamo_pool_operator.cli",
+                        "run",
+                        "--config",
+                        str(path),
+                        "--kubeconfig",
+                        str(installed.kubeconfig),
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**os.environ, "POD_NAMESPACE": release.namespace},
+                )
+            started.append(ReplicaProcess(name, popen, metrics_port, health_port, log))
+        yield started
+    finally:
+        for replica in started:
+            replica.stop()
 
 
 @contextlib.contextmanager

@@ -252,10 +252,12 @@ class Nothing:
         return None
 
 
-def test_a_dropped_watch_enqueues_nothing_and_is_not_waited_for() -> None:
-    informer = Informer(Silent(), RES)  # never run: its events are emitted by hand
-    controller = Controller("c", Nothing(), registry=CollectorRegistry())
+async def test_a_dropped_watch_enqueues_nothing_and_is_not_waited_for() -> None:
+    informer = Informer(Silent(), RES)  # never run: synced and its events emitted by hand
+    informer._synced.set()
+    controller = Controller("c", Nothing(), registry=CollectorRegistry(), workers=0)
     controller.watches(informer, lambda o: [("ns", o["metadata"]["name"])])
+    await controller.start()  # leading: events queue keys (no worker takes them)
     obj = {"metadata": {"name": "a", "namespace": "ns"}}
     informer._emit(EventType.ADDED, None, obj)
     assert len(controller.queue) == 1
@@ -263,6 +265,7 @@ def test_a_dropped_watch_enqueues_nothing_and_is_not_waited_for() -> None:
     informer._emit(EventType.ADDED, None, {"metadata": {"name": "b", "namespace": "ns"}})
     assert len(controller.queue) == 1
     assert informer not in controller._informers
+    await controller.stop()
 
 
 async def test_a_check_switched_off_is_not_degraded() -> None:

@@ -6,7 +6,8 @@ else through a map function (`watches`). Each event becomes a `Request`
 and call `reconcile`. The reconcile contract is controller-runtime's:
 
 - an exception -> log it with the key, requeue with per-key exponential backoff;
-- `Result(requeue_after=d)` -> forget the backoff, come back after `d`;
+- `Result(requeue_after=d)` -> forget the backoff, come back after `d` (0.0: now;
+  None, the default, is no requeue);
 - `Result(requeue=True)` -> come back through the key's rate limiter (a lost race:
   not an error, so not logged or counted as one);
 - otherwise -> forget the backoff; wait for the next event.
@@ -16,6 +17,14 @@ initial list of a start or failover, a relist) at `LOW`, one from a watch at
 `NORMAL`, unless the watch names a fixed priority (`watches(priority=LOW)` for an
 input whose every change requeues every object). A failed or requeued key goes back
 at the priority it was handed out with.
+
+Keys are queued only while the controller runs, that is while this process leads.
+A follower's informers run (its caches are warm when it takes over), but its watches
+are not attached to them: a key queued there would never be taken, and its
+`workqueue_depth` would read as a backlog that never drains. `start` attaches them,
+so each informer replays its cache (at `LOW`, as a cold start's initial list) and
+every object is reconciled once, as after a failover in controller-runtime, whose
+sources start with the controller.
 
 There are no terminal errors: anything that failed is retried. A key is never
 reconciled by two workers at once (the queue guarantees it), and a reconcile
@@ -34,12 +43,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from . import errors, metrics
 from .clock import Clock, SystemClock
+from .controller_metrics import ReconcileMetrics
 from .informer import EventHandler, EventType, Informer
-from .metricsets import per_registry
 from .queue import LOW, NORMAL, ShutDown, WorkQueue
 from .ratelimit import RateLimiter
 from .store import Obj
@@ -57,7 +66,13 @@ class Result:
     """What a successful reconcile asks for: nothing, another look after a delay, or
     (`requeue`) another look soon through the key's rate limiter, as for a lost race
     (the first retry comes within milliseconds; a race lost again and again backs off
-    instead of hot-looping). Neither is an error."""
+    instead of hot-looping). Neither is an error.
+
+    `requeue_after` is None for no requeue, and a number of seconds otherwise: 0.0 (or
+    less) means now. controller-runtime reads a zero `RequeueAfter` as no requeue, so a
+    delay computed down to zero ("the grace period ends now") would silently become
+    "never"; here it comes back at once. A reconcile that asks for 0.0 every time loops
+    (workers still yield between keys): `requeue=True` is the retry that backs off."""
 
     requeue_after: float | None = None
     requeue: bool = False
@@ -93,93 +108,6 @@ def spec_or_metadata_changed(etype: EventType, old: Obj | None, new: Obj | None)
     if "generation" not in b:  # a kind without generation (core objects): compare spec
         return (old or {}).get("spec") != (new or {}).get("spec")
     return False
-
-
-# --------------------------------------------------------------------- metrics
-class _Metrics:
-    """controller-runtime's metric names, so existing dashboards work."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.total = Counter(
-            "controller_runtime_reconcile_total",
-            "Total number of reconciliations per controller",
-            ["controller", "result"],
-            registry=registry,
-        )
-        self.errors = Counter(
-            "controller_runtime_reconcile_errors_total",
-            "Total number of reconciliation errors per controller",
-            ["controller"],
-            registry=registry,
-        )
-        self.time = Histogram(
-            "controller_runtime_reconcile_time_seconds",
-            "Length of time per reconciliation per controller",
-            ["controller"],
-            buckets=(
-                0.005,
-                0.01,
-                0.025,
-                0.05,
-                0.1,
-                0.15,
-                0.2,
-                0.25,
-                0.3,
-                0.35,
-                0.4,
-                0.45,
-                0.5,
-                0.6,
-                0.7,
-                0.8,
-                0.9,
-                1.0,
-                1.25,
-                1.5,
-                1.75,
-                2.0,
-                2.5,
-                3.0,
-                3.5,
-                4.0,
-                4.5,
-                5,
-                6,
-                7,
-                8,
-                9,
-                10,
-                15,
-                20,
-                25,
-                30,
-                40,
-                50,
-                60,
-            ),
-            registry=registry,
-        )
-        self.max_workers = Gauge(
-            "controller_runtime_max_concurrent_reconciles",
-            "Maximum number of concurrent reconciles per controller",
-            ["controller"],
-            registry=registry,
-        )
-        self.active = Gauge(
-            "controller_runtime_active_workers",
-            "Number of currently used workers per controller",
-            ["controller"],
-            registry=registry,
-        )
-        self.worker_restarts = Counter(
-            "controller_worker_restarts",
-            "Workers that died (a bug escaped the reconcile guard) and were replaced.",
-            ["controller"],
-            registry=registry,
-        )
-
-    for_registry = staticmethod(per_registry(lambda registry: _Metrics(registry)))
 
 
 # --------------------------------------------------------------------- controller
@@ -219,7 +147,7 @@ class Controller:
         self.queue: WorkQueue[Request] = WorkQueue(
             name, clock=self._clock, rate_limiter=rate_limiter, registry=registry
         )
-        self._m = _Metrics.for_registry(registry)
+        self._m = ReconcileMetrics.for_registry(registry)
         for result in ("success", "error", "requeue", "requeue_after"):
             self._m.total.labels(name, result)  # series exist from the start, at 0
         self._m.errors.labels(name)
@@ -229,7 +157,10 @@ class Controller:
         #: Caches worth a short wait at start, but whose failure must not stop us.
         self._optional: list[Informer] = []
         self.optional_sync_grace = 10.0
+        #: Every watch declared; attached to its informer only while `_queueing`.
         self._handlers: list[tuple[Informer, EventHandler]] = []
+        #: True from `start` to `stop`: events and `enqueue_all` queue keys.
+        self._queueing = False
         #: The running worker of each slot (0..workers-1).
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._stopping = False
@@ -254,6 +185,9 @@ class Controller:
         for events from the informer's list and `NORMAL` for events from its watch.
         A watch whose every event maps to every object (a mass requeue) passes `LOW`,
         so that a real change to one object is not served after all of them.
+
+        Nothing is queued before `start` (a follower keeps no queue); a watch added
+        while the controller runs replays its informer's cache at once.
         """
 
         def handle(etype: EventType, old: Obj | None, new: Obj | None) -> None:
@@ -273,8 +207,9 @@ class Controller:
             self._informers.append(informer)
         elif not wait_for_sync and informer not in self._optional:
             self._optional.append(informer)
-        informer.add_handler(handle)
         self._handlers.append((informer, handle))
+        if self._queueing:
+            informer.add_handler(handle)
         return self
 
     def unwatch(self, informer: Informer) -> None:
@@ -288,7 +223,10 @@ class Controller:
 
     def enqueue_all(self, keys: Iterable[Request]) -> None:
         """Reconcile each of `keys` (what they depend on changed without an event): a mass
-        requeue, so at low priority, behind any change a user makes meanwhile."""
+        requeue, so at low priority, behind any change a user makes meanwhile. Before
+        `start` it does nothing: the start reconciles every key anyway."""
+        if not self._queueing:
+            return
         for key in keys:
             self.queue.add(key, LOW)
 
@@ -338,7 +276,17 @@ class Controller:
                 )
 
     async def start(self) -> None:
-        """Wait for caches, then start the workers (returns once they run)."""
+        """Queue events from now on, wait for caches, then start the workers (returns
+        once they run).
+
+        Each watch is attached to its informer here, so the informer replays its cache
+        to it (`LOW`, `from_list`) and what its list has not delivered yet follows:
+        every key is queued once, as at a cold start, and a change made from now on
+        is queued at `NORMAL`, ahead of them."""
+        if not self._queueing:
+            self._queueing = True
+            for informer, handler in self._handlers:
+                informer.add_handler(handler)
         await self.wait_for_caches()
         self._stopping = False
         for slot in range(self.workers):
@@ -350,6 +298,7 @@ class Controller:
         `drain_timeout` seconds; 0 cancels them at once), then stop the workers.
         Keys still queued are dropped: the next leader reconciles everything."""
         self._stopping = True
+        self._queueing = False
         for informer, handler in self._handlers:
             informer.remove_handler(handler)
         drained = await self.queue.shut_down_with_drain(drain_timeout)
@@ -477,7 +426,8 @@ class Controller:
             self.queue.add_rate_limited(key, priority)
             return
         self.queue.forget(key)
-        if result is not None and result.requeue_after:
+        # `is not None`, not truth: 0.0 asks for another look now (see `Result`).
+        if result is not None and result.requeue_after is not None:
             m.total.labels(name, "requeue_after").inc()
             self.queue.add_after(key, result.requeue_after, priority)
         else:

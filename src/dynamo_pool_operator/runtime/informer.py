@@ -13,10 +13,12 @@ The state machine follows client-go's reflector and kube-rs's `watcher`:
   the same watch goes on. The server answers it from its watch cache (etcd is asked
   only for its current revision, not for the objects), and objects arrive one by
   one, so no page of untrimmed objects is ever held. A server that refuses it
-  (400/422: the feature is off) or ends the watch before that bookmark (a server
-  too old to know the parameter) gets a paginated list from then on, as before:
+  (400/422: the feature is off, or a server that predates it and refuses
+  `resourceVersionMatch` on a watch) gets a paginated list from then on, as before:
   `resourceVersion` unset, 500 objects a page, which Kubernetes >= 1.31 serves from
-  its watch cache too (consistent reads from cache). `resourceVersion=0` lists are
+  its watch cache too (consistent reads from cache). A watch-list that ends cleanly
+  before that bookmark (its timeout came first, a graceful shutdown, a proxy) falls
+  back for that list only: the next list is streamed again. `resourceVersion=0` lists are
   not used: they ignore `limit` (the whole list in one response, the memory peak
   this avoids) and may be older than what this process saw before (another API
   server's lagging cache after a failover).
@@ -203,8 +205,10 @@ class Informer:
         self.from_list = False
         self._rv: str | None = None
         self._need_list = True
-        #: Lists are streamed (watch-list) until the server shows it cannot.
+        #: Lists are streamed (watch-list) until the server refuses one.
         self.watch_list = watch_list
+        #: The next list only is made by pages: the last watch-list ended before its end.
+        self._pages_once = False
         # The initial events of a watch-list until its end bookmark; None when watching.
         self._initial: dict[tuple[str, str], Obj] | None = None
         self._lists = 0
@@ -326,7 +330,8 @@ class Informer:
     # ------------------------------------------------------------ the loop
     async def _loop(self) -> None:
         while not self._stop_requested:
-            if self._need_list and not self.watch_list:
+            if self._need_list and (not self.watch_list or self._pages_once):
+                self._pages_once = False  # one attempt: the list after it streams again
                 try:
                     await self._list()
                 except asyncio.CancelledError:
@@ -336,8 +341,8 @@ class Informer:
                     continue
             streaming = self._need_list
             error, healthy = await self._watch()
-            if streaming and not self.watch_list:
-                continue  # the server does not stream lists: list at once, no backoff
+            if streaming and (not self.watch_list or self._pages_once):
+                continue  # no streamed list (this time): list by pages at once, no backoff
             self._m_restarts.inc()
             gone = isinstance(error, errors.Gone)
             if gone:
@@ -441,7 +446,7 @@ class Informer:
                 self._handle_line(line)
                 events += 1
             if self._initial is not None:
-                self._no_watch_list("the watch ended before its initial-events-end bookmark")
+                self._page_this_list()
         except errors.Invalid as e:
             if self._initial is not None:
                 self._no_watch_list(f"the server refused it: {e}")
@@ -461,8 +466,23 @@ class Informer:
         healthy = events > 0 or self._clock.monotonic() - started >= HEALTHY_WATCH_SECONDS
         return error, healthy
 
+    def _page_this_list(self) -> None:
+        """Make this one list by pages: the watch-list ended before its end bookmark.
+
+        A clean end says nothing about the server (its timeout came first, it began a
+        graceful shutdown, a proxy ended the response), whereas a server without
+        WatchList refuses the request (400/422: `_no_watch_list`). So only this list
+        falls back, as client-go's reflector does, and the next one streams again."""
+        self._pages_once = True
+        self._need_list = True
+        log.info(
+            "informer %s: the streaming list ended before its initial-events-end "
+            "bookmark; listing page by page this time",
+            self.description,
+        )
+
     def _no_watch_list(self, why: str) -> None:
-        """Fall back to paginated lists for good: this server does not stream them."""
+        """Fall back to paginated lists for good: this server refuses to stream them."""
         self.watch_list = False
         self._need_list = True
         log.info(

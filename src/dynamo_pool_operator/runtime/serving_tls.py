@@ -7,6 +7,15 @@ every `WATCH_INTERVAL` seconds, as controller-runtime's certwatcher polls) and n
 connections get the new certificate; open ones keep theirs. A file that cannot be
 loaded keeps the previous certificate and says so in the log.
 
+A changed pair is loaded into a new `SSLContext`, never into the one in use, and swapped
+in only once it loaded whole. `load_cert_chain` is not atomic: given a certificate and a
+key that do not match, OpenSSL takes the certificate, drops the old key (it no longer
+matches) and then refuses the new one, so the context it was called on is left with a
+certificate and no key and every handshake fails. The server is handed one context for
+good, so that context does no more than pick, at each handshake, the context loaded
+last (its SNI callback, which OpenSSL runs for every ClientHello, with or without a
+server name: Go's `GetCertificate`, which controller-runtime's certwatcher uses).
+
 Self-signed (no directory): made in memory at start, as controller-runtime does when no
 certificate is configured. Scrapers then skip verification (or pin it), and what keeps
 `/metrics` private is the token check, not the certificate.
@@ -97,20 +106,29 @@ def _load_pem(ctx: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
 
 
 class ServingCertificate:
-    """An `ssl.SSLContext` for a server, kept current with a mounted certificate."""
+    """An `ssl.SSLContext` for a server, kept current with a mounted certificate.
+
+    `context` is what the server is given, once; each handshake it runs switches to
+    `current`, the context of the last pair that loaded whole."""
 
     def __init__(self, cert_dir: str | os.PathLike[str] | None = None) -> None:
         self.cert_dir = Path(cert_dir) if cert_dir else None
-        self.context = _server_context()
         self._fingerprint: bytes | None = None
         #: Times a changed certificate was loaded after the first (for tests and logs).
         self.reloads = 0
         if self.cert_dir is None:
             cert, key = self_signed()
-            _load_pem(self.context, cert, key)
+            self.current = _server_context()
+            _load_pem(self.current, cert, key)
             log.info("serving metrics over HTTPS with a self-signed certificate")
         else:
             self._load(initial=True)
+        self.context = _server_context()
+        self.context.sni_callback = self._select
+
+    def _select(self, conn: ssl.SSLObject, _server_name: str | None, _: ssl.SSLContext) -> None:
+        """Each handshake uses the context loaded last (never a half-loaded one)."""
+        conn.context = self.current
 
     @property
     def files(self) -> tuple[Path, Path]:
@@ -132,14 +150,16 @@ class ServingCertificate:
         fingerprint = hashlib.sha256(cert_pem + b"\0" + key_pem).digest()
         if fingerprint == self._fingerprint:
             return False
+        candidate = _server_context()
         try:
-            _load_pem(self.context, cert_pem, key_pem)
+            _load_pem(candidate, cert_pem, key_pem)
         except (ssl.SSLError, ValueError) as e:
             raise CertificateError(
                 f"{self.files[0]} and {self.files[1]} are not a usable certificate and key "
                 f"({getattr(e, 'reason', None) or e}); both must be PEM, the key unencrypted "
                 "and matching the certificate"
             ) from e
+        self.current = candidate  # whole, or not at all
         self._fingerprint = fingerprint
         if not initial:
             self.reloads += 1

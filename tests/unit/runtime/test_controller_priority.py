@@ -4,7 +4,9 @@ An informer's list (initial or relist) and the replay of its cache to a new hand
 queue keys at LOW; its watch at NORMAL; a watch that names a priority (a mass
 requeue, as the ClusterProperty watch) always at that one; a failed or requeued key
 goes back at the priority it was handed out with. The informer runs against a
-scripted client (the API server's behaviour is not what is tested here).
+scripted client (the API server's behaviour is not what is tested here). The
+controllers have no workers, so what is queued stays there to be looked at; they are
+started, since a controller queues nothing before it starts (a follower).
 """
 
 from __future__ import annotations
@@ -81,7 +83,17 @@ async def running(informer: Informer) -> AsyncIterator[None]:
 
 
 def controller(**kw: Any) -> Controller:
-    return Controller("prio", NoReconcile(), registry=CollectorRegistry(), **kw)
+    return Controller("prio", NoReconcile(), registry=CollectorRegistry(), workers=0, **kw)
+
+
+@contextlib.asynccontextmanager
+async def leading(c: Controller) -> AsyncIterator[Controller]:
+    """The controller started (its process leads): it queues from now on."""
+    await c.start()
+    try:
+        yield c
+    finally:
+        await c.stop()
 
 
 async def drain(c: Controller) -> list[tuple[Request, int]]:
@@ -97,7 +109,7 @@ async def test_initial_list_keys_are_low_and_watch_keys_normal_and_served_first(
     client = Scripted([cm("a", "1"), cm("b", "2")], [("ADDED", cm("c", "11"))])
     informer = Informer(client, CONFIGMAPS)
     c = controller().for_(informer)
-    async with running(informer):
+    async with running(informer), leading(c):
         assert c.queue.depth_by_priority() == {LOW: 2}
         client.release.set()
         await settle()
@@ -108,7 +120,7 @@ async def test_a_change_to_a_key_still_waiting_from_the_list_moves_it_up() -> No
     client = Scripted([cm("a", "1"), cm("b", "2")], [("MODIFIED", cm("b", "12"))])
     informer = Informer(client, CONFIGMAPS)
     c = controller().for_(informer)
-    async with running(informer):
+    async with running(informer), leading(c):
         client.release.set()
         await settle()
         assert await drain(c) == [(("ns", "b"), NORMAL), (("ns", "a"), LOW)]
@@ -142,7 +154,7 @@ async def test_a_relist_queues_its_changes_at_low() -> None:
     clock = FakeClock()
     informer = Informer(client, CONFIGMAPS, clock=clock)
     c = controller().for_(informer)
-    async with running(informer):
+    async with running(informer), leading(c):
         await drain(c)  # the initial list
         for _ in range(200):
             await clock.advance(1.0)  # the backoff before the relist
@@ -156,8 +168,10 @@ async def test_a_handler_added_to_a_synced_informer_gets_its_replay_at_low() -> 
     client = Scripted([cm("a", "1")])
     informer = Informer(client, CONFIGMAPS)
     async with running(informer):
-        c = controller().for_(informer)
-        assert await drain(c) == [(("ns", "a"), LOW)]
+        c = controller()
+        async with leading(c):
+            c.for_(informer)
+            assert await drain(c) == [(("ns", "a"), LOW)]
 
 
 async def test_a_watch_with_a_fixed_priority_queues_every_event_at_it() -> None:
@@ -165,7 +179,7 @@ async def test_a_watch_with_a_fixed_priority_queues_every_event_at_it() -> None:
     client = Scripted([cm("a", "1")], [("MODIFIED", cm("a", "11"))])
     informer = Informer(client, CONFIGMAPS)
     c = controller().watches(informer, lambda _: [("ns", "x"), ("ns", "y")], priority=LOW)
-    async with running(informer):
+    async with running(informer), leading(c):
         await drain(c)
         client.release.set()
         await settle()
@@ -229,7 +243,7 @@ async def test_a_worker_yields_to_the_loop_between_keys() -> None:
 async def test_a_mass_requeue_waits_behind_a_change_made_meanwhile() -> None:
     """`enqueue_all` (every relay, when a served API or the cluster ID changes) queues
     at LOW: a user's change queued after it is still served first."""
-    c = controller()
-    c.enqueue_all([("ns", "a"), ("ns", "b")])
-    c.queue.add(("ns", "z"), NORMAL)
-    assert await drain(c) == [(("ns", "z"), NORMAL), (("ns", "a"), LOW), (("ns", "b"), LOW)]
+    async with leading(controller()) as c:
+        c.enqueue_all([("ns", "a"), ("ns", "b")])
+        c.queue.add(("ns", "z"), NORMAL)
+        assert await drain(c) == [(("ns", "z"), NORMAL), (("ns", "a"), LOW), (("ns", "b"), LOW)]

@@ -1254,15 +1254,35 @@ async def test_a_server_refusing_watch_list_gets_paginated_lists_for_good(
     assert not informer.watch_list
 
 
-async def test_a_watch_that_ends_before_the_end_bookmark_falls_back_to_lists(
-    clock: FakeClock,
+async def test_a_watch_list_that_ends_before_its_bookmark_lists_by_pages_that_time_only(
+    clock: FakeClock, registry: CollectorRegistry
 ) -> None:
-    """A server too old to know sendInitialEvents starts a plain watch: no initial events,
-    no end bookmark. When it ends, the informer lists instead (and keeps listing)."""
-    client = streaming([[bookmark("3")]], lists=[ListResult([obj("a", "5")], "5")])
-    informer = Informer(client, RES, clock=clock)
+    """A watch-list that ends cleanly before its initial-events-end bookmark (its timeout
+    came first, the server began a graceful shutdown, a proxy ended the response) says
+    nothing about the server: a server without WatchList refuses the request (422).
+    That one list is made by pages, at once; the next one (after a 410 here) is
+    streamed again."""
+    client = streaming(
+        [
+            [ev("ADDED", obj("a", "5"))],  # the stream ends: no end bookmark
+            [error_event(410, "Expired")],  # the watch from the paged list's RV
+            [ev("ADDED", obj("b", "19")), initial_end("20")],
+        ],
+        lists=[ListResult([obj("a", "5")], "5")],
+    )
+    informer = Informer(client, RES, clock=clock, registry=registry)
     async with running(informer):
-        await until(lambda: informer.has_synced, "synced (the list's end)")
+        await until(lambda: informer.has_synced, "synced (the paged list)")
+        assert [o["metadata"]["name"] for o in informer.store.list()] == ["a"]
+        for _ in range(20):  # the relist comes after the backoff of an empty watch
+            await clock.advance(1.0)
+            await settle()
+        assert informer.last_resource_version == "20", "the relist was not streamed"
     assert len(client.list_calls) == 1
-    assert not informer.watch_list
-    assert [o["metadata"]["name"] for o in informer.store.list()] == ["a"]
+    assert [c["send_initial_events"] for c in client.watch_calls[:3]] == [True, False, True]
+    assert [o["metadata"]["name"] for o in informer.store.list()] == ["b"]
+    assert informer.watch_list
+    label = {"resource": "configmaps"}
+    assert (
+        registry.get_sample_value("informer_relists_total", {**label, "mode": "watch-list"}) == 1.0
+    )

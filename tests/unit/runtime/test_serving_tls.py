@@ -10,10 +10,15 @@ import logging
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import pytest
 from cryptography import x509
+from prometheus_client import CollectorRegistry
 
+from dynamo_pool_operator.runtime.metrics_auth import DelegatedAuth
+from dynamo_pool_operator.runtime.server import Probes, ProbeServer
 from dynamo_pool_operator.runtime.serving_tls import (
     CertificateError,
     ServingCertificate,
@@ -96,3 +101,74 @@ def test_a_key_that_does_not_match_fails_at_start(tmp_path: Path) -> None:
     (tmp_path / "tls.crt").write_bytes(other_cert)
     with pytest.raises(CertificateError, match="matching the certificate"):
         ServingCertificate(tmp_path)
+
+
+class AcceptsAll:
+    """A reviewer that lets every token through: who may scrape is not the point here
+    (tests/integration/test_secure_metrics.py asks a real API server)."""
+
+    async def create(self, res: Any, body: dict[str, Any], *_: Any, **__: Any) -> dict[str, Any]:
+        if body["kind"] == "TokenReview":
+            return {"status": {"authenticated": True, "user": {"username": "prom"}}}
+        return {"status": {"allowed": True}}
+
+
+async def scrape_status(port: int) -> int:
+    """A whole HTTPS scrape of the metrics server: handshake, request, answer."""
+    headers = {"Authorization": "Bearer any"}
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"https://127.0.0.1:{port}/metrics", headers=headers, ssl=False) as r,
+    ):
+        return r.status
+
+
+async def test_a_mismatched_certificate_and_key_leave_the_served_one_working(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The operator's metrics server over a mounted certificate: a reload of a pair
+    that does not match must change nothing a scraper sees. Loading it into the live
+    context took the new certificate and then refused the key, leaving a certificate
+    without its key: every later handshake failed while the log said the old one was
+    kept."""
+    write(tmp_path, "first.test")
+    tls = ServingCertificate(tmp_path)
+    server = ProbeServer(
+        Probes(),
+        CollectorRegistry(),
+        health_address="0",
+        metrics_address="127.0.0.1:0",
+        metrics_tls=tls,
+        metrics_auth=DelegatedAuth(AcceptsAll()),  # type: ignore[arg-type]
+    )
+    await server.start()
+    caplog.set_level(logging.WARNING)
+    try:
+        port = server.bound["metrics"][1]
+        assert await scrape_status(port) == 200
+        first_cert = (tmp_path / "tls.crt").read_bytes()
+
+        # A new certificate next to the old key (a Secret updated by hand, half done).
+        second_cert, second_key = self_signed(["second.test"])
+        (tmp_path / "tls.crt").write_bytes(second_cert)
+        assert tls.reload_if_changed() is False
+        assert "keeping the current metrics certificate" in caplog.text
+        assert await shown_hosts(port) == ["first.test"]
+        assert await scrape_status(port) == 200
+
+        # The old certificate with a new key.
+        (tmp_path / "tls.crt").write_bytes(first_cert)
+        (tmp_path / "tls.key").write_bytes(second_key)
+        assert tls.reload_if_changed() is False
+        assert await shown_hosts(port) == ["first.test"]
+        assert await scrape_status(port) == 200
+        assert tls.reloads == 0
+
+        # A matching pair is taken at the next reload, for new connections.
+        (tmp_path / "tls.crt").write_bytes(second_cert)
+        assert tls.reload_if_changed() is True
+        assert await shown_hosts(port) == ["second.test"]
+        assert await scrape_status(port) == 200
+        assert tls.reloads == 1
+    finally:
+        await server.stop()
