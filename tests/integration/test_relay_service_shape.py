@@ -215,3 +215,56 @@ async def test_while_the_service_is_replaced_the_relay_says_its_export_is_pendin
     await exports_become(client, namespace, {OBJ, FRONTEND}, timeout=30)
     await operator.settle()
     assert await operator.reconcile_again((namespace, POOL)) == []
+
+
+async def test_a_refused_export_withdrawal_keeps_the_service_until_its_export_is_gone(
+    client: Client, control_plane: ControlPlane, namespace: str, operator: OperatorUnderTest
+) -> None:
+    """No Service is replaced under a live export: while the DELETE of the relay
+    Service's export is refused, the Service of the old shape stays (the same object),
+    the status says what waits and why, and once the refusal lifts the export goes, the
+    Service is replaced and exported again."""
+    from tests.integration.race_fixtures import deny_export_writes
+
+    await client.create(DGDS, dgd_body(POOL, namespace))
+    await client.create(RELAYS, relay_body(POOL, namespace))
+    headless = await _shape_becomes(client, namespace, headless=True)
+    await exports_become(client, namespace, {OBJ, FRONTEND})
+    export_uid = (await client.get(SE, OBJ, namespace))["metadata"]["uid"]
+    await operator.settle()
+    async with deny_export_writes(control_plane, client, namespace, OBJ, "DELETE"):
+        await client.merge_patch(
+            RELAYS, POOL, {"spec": {"service": {"headless": False}}}, namespace
+        )
+
+        async def refused() -> bool:
+            return any(
+                e["related"]["name"] == OBJ
+                for e in await events_for(client, namespace, "ExportFailed")
+            )
+
+        await eventually(refused)
+        await operator.settle(timeout=10, quiet=1.0)
+        still = await _service(client, namespace)
+        assert still is not None, "the Service was deleted under its live export"
+        assert still["metadata"]["uid"] == headless["metadata"]["uid"]
+        assert (await client.get(SE, OBJ, namespace))["metadata"]["uid"] == export_uid
+        ready = await condition(client, namespace, POOL, "Ready")
+        assert ready is not None
+        assert ready["status"] != "True", ready
+        status = (await client.get(RELAYS, POOL, namespace))["status"]
+        line = next(e for e in status["exports"] if e["name"] == OBJ)
+        assert line["state"] == "Failed", line
+    replaced = await _shape_becomes(client, namespace, headless=False)
+    assert replaced["metadata"]["uid"] != headless["metadata"]["uid"]
+
+    async def reexported() -> bool:
+        try:
+            found = await client.get(SE, OBJ, namespace)
+        except errors.NotFound:
+            return False
+        return bool(found["metadata"]["uid"] != export_uid)
+
+    await eventually(reexported, timeout=30)
+    await operator.settle()
+    assert await operator.reconcile_again((namespace, POOL)) == []

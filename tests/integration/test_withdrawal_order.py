@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pipeline.model import Verb
 from dynamo_pool_operator.runtime.client import MERGE_PATCH, Client
 from tests.integration.export_fixtures import SE, config, exports_become
@@ -134,3 +134,53 @@ async def test_a_lost_race_with_a_status_write_is_retried_quietly(
     assert spy.emitted(namespace, "ExportFailed") == []
     pending = [lines for lines in seen if lines and any(x["state"] == "Pending" for x in lines)]
     assert pending == [], f"the status showed the lost race: {pending}"
+
+
+async def test_a_refused_export_withdrawal_keeps_the_relay_objects_until_it_is_withdrawn(
+    client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
+) -> None:
+    """The relay's Deployment and Service are deleted only after the exports that point at
+    them: while an export's DELETE is refused, both stay, the status says why, and once
+    the refusal lifts everything goes."""
+    from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES
+    from tests.integration.export_fixtures import events_for, relay_status
+    from tests.integration.race_fixtures import deny_export_writes
+
+    await make_pool(client, namespace)
+    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await mcs.settle()
+    service = await client.get(SERVICES, RELAY_SVC, namespace)
+    async with deny_export_writes(control_plane, client, namespace, RELAY_SVC, "DELETE"):
+        await client.delete(DGDS, POOL, namespace)
+
+        async def refused() -> bool:
+            return any(
+                e["related"]["name"] == RELAY_SVC
+                for e in await events_for(client, namespace, "ExportFailed")
+            )
+
+        await eventually(refused)
+        await mcs.settle(timeout=10, quiet=1.0)
+        assert (await client.get(SERVICES, RELAY_SVC, namespace))["metadata"]["uid"] == (
+            service["metadata"]["uid"]
+        ), "the Service went while its export was still there"
+        await client.get(DEPLOYMENTS, RELAY_SVC, namespace)
+        status = await relay_status(client, namespace, POOL)
+        said = str(status)
+        assert RELAY_SVC in said, status
+        assert "Failed" in said, status
+    await exports_become(client, namespace, set())
+
+    async def relay_objects_gone() -> bool:
+        from dynamo_pool_operator.runtime import errors
+
+        for res in (DEPLOYMENTS, SERVICES):
+            try:
+                await client.get(res, RELAY_SVC, namespace)
+            except errors.NotFound:
+                continue
+            return False
+        return True
+
+    await eventually(relay_objects_gone)
+    assert await mcs.reconcile_again((namespace, POOL)) == []

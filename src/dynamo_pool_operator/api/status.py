@@ -116,6 +116,8 @@ class ExportLineReason(StrEnum):
     EXPORT_FAILED = "ExportFailed"
     NOT_CONTROLLED = "NotControlled"
     TERMINATING = "Terminating"
+    #: Not written in this pass: what it needs (its Service) did not succeed.
+    WAITING = "Waiting"
     #: The relay Service is being replaced by one of the other shape: its export is
     #: withdrawn with it and created again after the new one (a rule reads this back).
     SERVICE_REPLACED = "ServiceReplaced"

@@ -46,7 +46,7 @@ from ..pipeline.model import (
 )
 from ..runtime.meta import Meta
 from ..runtime.ownership import is_controlled_by
-from ..runtime.resources import Resource
+from ..runtime.resources import SERVICES, Resource
 
 EXPORT_EVENTS = EventNames(
     failed="ExportFailed",
@@ -252,10 +252,23 @@ def plan(
         wanted = _wanted(relay, pool, implementation)
         advisories = _advisories(relay, pool, wanted, implementation, cluster_id)
 
+    relay_service = names.relay_name(relay.name)
+
     def action(verb: Verb, name: str, live: Mapping[str, Any] | None, **kw: Any) -> Action:
         body = export_body(resource, relay, name) if verb in (Verb.CREATE, Verb.APPLY) else None
+        # The relay Service's export points at the relay's own Service (a frontend's at
+        # a Service of Dynamo's): the plan orders and guards the two writes together.
+        points_at = (SERVICES.kind, name) if name == relay_service else None
         return Action(
-            verb, resource, relay.namespace, name, EXPORT_EVENTS, live=live, body=body, **kw
+            verb,
+            resource,
+            relay.namespace,
+            name,
+            EXPORT_EVENTS,
+            live=live,
+            body=body,
+            points_at=points_at,
+            **kw,
         )
 
     actions: list[Action] = []

@@ -231,6 +231,10 @@ def _line(result: ActionResult) -> StatusLine | None:
         return StatusLine(
             a.name, ExportState.FAILED, ExportLineReason.EXPORT_FAILED, result.message
         )
+    if result.result is Result.SKIPPED:
+        if not a.wanted:
+            return None
+        return StatusLine(a.name, ExportState.PENDING, ExportLineReason.WAITING, result.message)
     if result.result is not Result.DONE:
         return None  # gone, or lost (the pass is retried and writes no status)
     if a.verb is Verb.WAIT:

@@ -1,11 +1,15 @@
 """Carry out a plan: each action through the guarded writes, each result classified once.
 
 The executor decides nothing: the plan said which object gets which verb, built
-every body and named every Event. It runs the actions in the plan's order, each
-whatever the others did (a refused write must not hold back the rest), and turns
-each into one result: done, gone (a delete that found nothing), lost (a guard
-refused it: decide again), or failed (the API server refused it). It owns the
-Events of writes and the write metrics, for every kind alike.
+every body, named every Event and said which action needs which. It runs the actions
+in the plan's order; an action whose needs did not all succeed in this pass is
+skipped (a Service is never deleted while the export of it was not withdrawn, an
+export is never created for a Service that could not be written), every other one
+runs whatever the rest did (a refused write must not hold back what does not depend
+on it). Each comes to one result: done, gone (a delete that found nothing), lost (a
+guard refused it: decide again), failed (the API server refused it) or skipped (with
+what it waits for). It owns the Events of writes and the write metrics, for every
+kind alike.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from ..runtime.events import EventRecorder
 from ..runtime.guarded import GuardedWrites, LostRace
 from ..runtime.metricsets import per_registry
 from ..runtime.ownership import is_controlled_by
-from .model import Action, ActionResult, Outcome, Result, Verb
+from .model import Action, ActionResult, Key, Outcome, Result, Verb
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +54,33 @@ def word(action: Action) -> str:
     return WORDS.get(action.verb, action.verb.value)
 
 
+def waiting_for(action: Action, done: Mapping[Key, ActionResult]) -> ActionResult | None:
+    """The SKIPPED result of an action that must not run yet (None: it may run): held,
+    or one of its needs did not succeed in this pass (a need on an action the plan does
+    not have, or that ran later, is a plan error)."""
+    if action.verb is Verb.HOLD:
+        return ActionResult(action, Result.SKIPPED, action.cause)
+    for key in action.needs:
+        need = done.get(key)
+        if need is None:
+            raise ValueError(f"{action.key} needs {key}, which did not run before it")
+        if not (need.action.verb.settles and need.result.succeeded):
+            why = need.message or _state(need)
+            what = f"{word(need.action).lower()} {need.action.resource.kind} {need.action.name}"
+            return ActionResult(action, Result.SKIPPED, f"waits for {what}: {why}")
+    return None
+
+
+def _state(result: ActionResult) -> str:
+    """Why a need that neither failed nor lost a race did not settle its object."""
+    verb = result.action.verb
+    if verb is Verb.WAIT:
+        return "it is being deleted"
+    if verb is Verb.FOREIGN:
+        return "it is someone else's"
+    return result.result.value.lower()
+
+
 def related(action: Action, obj: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The action's object as an Event's related object, at the version read."""
     source = obj if obj is not None else action.live
@@ -74,8 +105,12 @@ class Executor:
     async def run(self, relay: Relay, actions: Sequence[Action]) -> Outcome:
         out = Outcome()
         regarding = relay.reference()  # at the version read, as the related objects
+        done: dict[Key, ActionResult] = {}
         for action in actions:
-            out.results.append(await self._run(relay, regarding, action))
+            blocked = waiting_for(action, done)
+            result = blocked or await self._run(relay, regarding, action)
+            done[action.key] = result
+            out.results.append(result)
         return out
 
     async def _run(self, relay: Relay, regarding: dict[str, Any], action: Action) -> ActionResult:

@@ -32,6 +32,17 @@ class Verb(StrEnum):
     WAIT = "Wait"  # being deleted: left alone until gone (then created again if wanted)
     FOREIGN = "Foreign"  # someone else's: never touched
     NONE = "None"  # ours and right
+    HOLD = "Hold"  # wanted, but an input it needs cannot be read: left as it is (`cause`)
+
+    @property
+    def settles(self) -> bool:
+        """Whether the action, once done, leaves its object as the plan wants it (what a
+        dependent action may rely on): not a wait, a hold or someone else's object."""
+        return self not in (Verb.WAIT, Verb.FOREIGN, Verb.HOLD)
+
+
+#: An action's object by kind and name: what other actions name as what they need.
+Key = tuple[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +77,17 @@ class Action:
     fields: tuple[str, ...] = ()
     #: False for an object the relay controls but no longer wants.
     wanted: bool = True
+    #: The object this one refers to (an export: its Service), by kind and name.
+    points_at: Key | None = None
+    #: The actions that must succeed in this pass before this one runs (a need on an
+    #: object already as wanted is not recorded: it is observed done).
+    needs: tuple[Key, ...] = ()
+    #: HOLD: why (the input that cannot be read), as the status says it.
+    cause: str = ""
+
+    @property
+    def key(self) -> Key:
+        return (self.resource.kind, self.name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +109,19 @@ class Result(StrEnum):
     GONE = "Gone"  # a delete found it already deleted
     LOST = "Lost"  # a guard refused it, or the name was taken: decide again
     FAILED = "Failed"  # the API server refused it
+    SKIPPED = "Skipped"  # not run: what it needs did not succeed, or it is held
+
+    @property
+    def succeeded(self) -> bool:
+        return self in (Result.DONE, Result.GONE)
 
 
 @dataclass(frozen=True, slots=True)
 class ActionResult:
     action: Action
     result: Result
-    #: FAILED: "verb Kind name: answer"; LOST: the race, naming the version read.
+    #: FAILED: "verb Kind name: answer"; LOST: the race, naming the version read;
+    #: SKIPPED: what it waits for, and why.
     message: str = ""
     error: Exception | None = None
 

@@ -85,10 +85,36 @@ def availability(
     name: str = "",
     created: frozenset[str] = frozenset(),
     replicas: int = 1,
+    pending: str = "",
 ) -> Availability:
     """`deployment` and `service`: the cached relay objects (None when absent);
     `created`: the kinds this pass created (not cached yet), `replicas` what the
-    Deployment was created with; `refused`: the relay objects' refused writes."""
+    Deployment was created with; `refused`: the relay objects' refused writes;
+    `pending`: their writes this pass skipped, and why."""
+    said = available(
+        deployment,
+        service,
+        published=published,
+        refused=refused,
+        name=name,
+        created=created,
+        replicas=replicas,
+    )
+    if pending and said.status is not Status.TRUE:
+        return Availability(said.status, said.reason, f"{said.message}; {pending}", said.pods)
+    return said
+
+
+def available(
+    deployment: Mapping[str, Any] | None,
+    service: Mapping[str, Any] | None,
+    *,
+    published: bool,
+    refused: str,
+    name: str,
+    created: frozenset[str],
+    replicas: int,
+) -> Availability:
     if not published:
         return Availability(Status.FALSE, AvailableReason.WITHDRAWN, "the pool is withdrawn")
     if refused:

@@ -222,6 +222,11 @@ def relay_availability(snapshot: Snapshot, plan: Plan, outcome: Outcome) -> Avai
         for r in outcome.of(plan.relay_actions)
         if r.action.verb is Verb.CREATE and r.result is Result.DONE
     )
+    pending = "; ".join(
+        f"{r.action.resource.kind} {r.action.name} {r.message}"
+        for r in outcome.of(plan.relay_actions)
+        if r.result is Result.SKIPPED
+    )
     return availability(
         snapshot.relay_objects.get("Deployment"),
         snapshot.relay_objects.get("Service"),
@@ -230,6 +235,7 @@ def relay_availability(snapshot: Snapshot, plan: Plan, outcome: Outcome) -> Avai
         name=names.relay_name(relay.name),
         created=created,
         replicas=relay.replicas,
+        pending=pending,
     )
 
 

@@ -86,3 +86,72 @@ def test_make_plan_asks_each_contributor_with_the_decision() -> None:
     assert plan.decision.publish
     assert contributor.seen == [plan.decision]
     assert [a.name for a in plan.actions] == [OBJ, OBJ, "x"]
+
+
+# --------------------------------------------------------------------------- needs
+def _needs(snap: Snapshot) -> dict[tuple[str, str, str], tuple[tuple[str, str], ...]]:
+    """Each action (verb, kind, name) of the real plan with what it needs."""
+    from tests.unit.poolrelay.test_status_report import exports_contributor
+
+    plan = make_plan(snap, [exports_contributor()], default_discovery_backend="kubernetes")
+    return {(a.verb.value, a.resource.kind, a.name): a.needs for a in plan.actions}
+
+
+def test_a_first_publish_creates_each_object_after_what_it_points_at() -> None:
+    from tests.unit.poolrelay.test_status_report import FRONTEND, RELAY_SVC, make_pool
+    from tests.unit.poolrelay.test_status_report import make_relay as relay
+
+    needs = _needs(Snapshot(relay(), make_pool(), {}))
+    assert needs == {
+        ("Create", "Deployment", RELAY_SVC): (),
+        ("Create", "Service", RELAY_SVC): (("Deployment", RELAY_SVC),),
+        ("Create", "ServiceExport", RELAY_SVC): (("Service", RELAY_SVC),),
+        # A frontend's export points at Dynamo's Service, not at anything planned here.
+        ("Create", "ServiceExport", FRONTEND): (),
+    }
+
+
+def test_a_steady_pool_records_no_need() -> None:
+    from tests.unit.poolrelay.test_status_report import make_relay as relay
+    from tests.unit.poolrelay.test_status_report import steady
+
+    assert set(_needs(steady(relay())).values()) == {()}
+
+
+def test_a_port_change_moves_the_pods_before_the_service() -> None:
+    import dataclasses
+
+    from tests.unit.poolrelay.test_status_report import RELAY_SVC, steady
+    from tests.unit.poolrelay.test_status_report import make_relay as relay
+
+    snap = dataclasses.replace(steady(relay()), relay=relay(port=9100))
+    needs = _needs(snap)
+    assert needs[("Apply", "Deployment", RELAY_SVC)] == ()
+    assert needs[("Apply", "Service", RELAY_SVC)] == (("Deployment", RELAY_SVC),)
+
+
+def test_a_replaced_service_goes_only_after_its_export() -> None:
+    import dataclasses
+
+    from tests.unit.poolrelay.test_status_report import FRONTEND, RELAY_SVC, steady
+    from tests.unit.poolrelay.test_status_report import make_relay as relay
+
+    snap = steady(relay())
+    snap = dataclasses.replace(snap, relay=relay(service={"headless": False}))
+    needs = _needs(snap)
+    assert needs[("Withdraw", "Service", RELAY_SVC)] == (("ServiceExport", RELAY_SVC),)
+    assert needs[("Withdraw", "ServiceExport", RELAY_SVC)] == ()
+    assert needs[("None", "ServiceExport", FRONTEND)] == ()
+
+
+def test_a_withdrawn_pool_deletes_its_relay_objects_after_every_export() -> None:
+    import dataclasses
+
+    from tests.unit.poolrelay.test_status_report import FRONTEND, RELAY_SVC, make_pool, steady
+    from tests.unit.poolrelay.test_status_report import make_relay as relay
+
+    snap = dataclasses.replace(steady(relay()), pool=make_pool(workers=False))
+    exports = {("ServiceExport", RELAY_SVC), ("ServiceExport", FRONTEND)}
+    needs = _needs(snap)
+    assert set(needs[("Withdraw", "Deployment", RELAY_SVC)]) == exports
+    assert set(needs[("Withdraw", "Service", RELAY_SVC)]) == exports

@@ -107,6 +107,7 @@ def test_an_export_action_is_whole_and_only_writes_carry_a_body() -> None:
             OBJ,
             export_plan.EXPORT_EVENTS,
             body=export_plan.export_body(SE, relay, OBJ),
+            points_at=("Service", OBJ),
         ),
     )
     live = {**export_plan.export_body(SE, relay, OBJ)}
