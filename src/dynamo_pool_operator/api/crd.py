@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import __version__
 from .podfields import QUANTITY_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
 
 GROUP = "nvidia.com"
 VERSION = "v1alpha1"
+#: The operator version that made the CRD: `manifests crds --apply` refuses to replace a
+#: newer operator's CRD with an older one (crd_install.py).
+VERSION_ANNOTATION = "nvidia.com/dynamo-pool-operator-version"
 KIND = "DynamoPoolRelay"
 PLURAL = "dynamopoolrelays"
 SINGULAR = "dynamopoolrelay"
@@ -290,6 +294,7 @@ def crd() -> dict[str, Any]:
         "metadata": {
             "name": f"{PLURAL}.{GROUP}",
             "labels": {"app.kubernetes.io/part-of": "dynamo-pool-operator"},
+            "annotations": {VERSION_ANNOTATION: __version__},
         },
         "spec": {
             "group": GROUP,
