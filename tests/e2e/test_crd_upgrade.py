@@ -2,7 +2,7 @@
 without the hook to this chart upgrades the CRD; to an older chart it is refused unless
 asked; a CRD that would strand objects at a stored version is never applied; the hook's
 identity is gone after it ran, succeeded or failed; `--skip-crds` with the documented
-value installs no CRD.
+value installs no CRD; the upgrade's NOTES warn that ClusterIP relay Services go.
 
 The test plays the kubelet and the Job controller for the hook (crd_hook.py says how).
 The image's entrypoint running the hook's container is tests/e2e/test_image.py's.
@@ -325,3 +325,34 @@ def test_helm_install_with_the_documented_skip_crds_flags_installs_no_crd(
 
 def cp_request_absent(cp: ControlPlane) -> bool:
     return cp.request("GET", CRD_PATH)[0] == 404
+
+
+def test_upgrade_notes_say_clusterip_relay_services_will_be_replaced(
+    plane: ControlPlane, release_ns: str
+) -> None:
+    """The headless default is an upgrade event for a release whose relay Services are
+    ClusterIP: `helm upgrade`'s NOTES say so and how to avoid it, unless the upgrade
+    keeps ClusterIP; the section they point to exists."""
+    cp = plane
+    name = "dpo"
+    with tempfile.TemporaryDirectory(prefix="dpo-prev-chart-") as tmp:
+        proc = helm("install", name, str(previous_chart(Path(tmp))), "-n", release_ns,
+                    "--no-hooks", *helm_env_args(cp))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "replaces every relay Service" not in proc.stdout, "an install replaces nothing"
+
+    upgrade = ["upgrade", name, str(CHART), "-n", release_ns, "--no-hooks", *helm_env_args(cp)]
+    proc = helm(*upgrade)
+    assert proc.returncode == 0, proc.stderr
+    notes = " ".join(proc.stdout.split())
+    assert "the operator replaces every relay Service" in notes, proc.stdout
+    assert "cannot be imported for that pause plus the MCS implementation's delay" in notes
+    assert "upgrade with --set poolRelay.headless=false" in notes
+    assert 'see docs/operations.md ("Upgrading from 0.1")' in notes
+    doc = (CHART.parents[2] / "docs" / "operations.md").read_text()
+    assert "\n### Upgrading from 0.1: relay Services become headless\n" in doc
+
+    proc = helm(*upgrade, "--set", "poolRelay.headless=false")
+    assert proc.returncode == 0, proc.stderr
+    assert "replaces every relay Service" not in proc.stdout
+    helm("uninstall", name, "-n", release_ns, "--no-hooks", *helm_env_args(cp))
