@@ -14,9 +14,12 @@ the real bases:
 - `UV_IMAGE`: `/uv`, the uv binary this checkout runs (the Dockerfile copies only that).
 
 Both live in a private buildah storage under ~/.cache/dynamo-pool-operator/image/,
-tagged with a hash of everything that goes into them, so a second run reuses them. The
-operator image is built anew every time and removed afterwards: the storage holds the
-two bases and nothing that grows.
+tagged with a hash of everything that goes into them (the recipe, the CA bundle, the uv
+binary), so a second run reuses them and a changed input makes a new one, which replaces
+the old. Debian's package updates are not part of the key: like a pinned base image,
+the root stays as first built until the recipe changes (or the cache directory is
+removed). The operator image is built anew every time and removed afterwards: the
+storage holds the two bases and nothing that grows.
 """
 
 from __future__ import annotations
@@ -168,6 +171,14 @@ class Buildah:
                 stdout=out, stderr=subprocess.STDOUT, text=True, timeout=900, check=False,
             )  # fmt: skip
 
+    def keep_only(self, name: str) -> None:
+        """Remove the other tags of `name`'s repository: stand-ins of an older recipe."""
+        repo = name.rpartition(":")[0]
+        listed = self.run("images", "--format", "{{.Name}}:{{.Tag}}").split()
+        for other in listed:
+            if other.rpartition(":")[0] == repo and other != name:
+                self.remove_image(other)
+
     def remove_image(self, name: str) -> None:
         subprocess.run(self.cmd("rmi", "--force", name), capture_output=True, check=False)
         # The builder stage's image and anything a failed build left behind.
@@ -210,6 +221,7 @@ def python_standin(b: Buildah) -> str:
         if proc.returncode != 0:
             raise RuntimeError(f"mmdebstrap failed:\n{proc.stderr[-3000:]}")
         b.commit_rootfs(name, tar, BASE_ENV)
+    b.keep_only(name)
     return name
 
 
@@ -227,6 +239,7 @@ def uv_standin(b: Buildah) -> str:
         b.run("commit", ctr, name)
     finally:
         b.run("rm", ctr)
+    b.keep_only(name)
     return name
 
 
