@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# The operator image: `docker build -t dynamo-pool-operator:0.1.0 .`
+# The operator image: `make image` (docker, or buildah where no daemon runs), or
+# `docker build -t dynamo-pool-operator:0.1.0 .`
 #
 # Two stages: the builder turns the source into a wheel and a virtualenv with exactly
 # the versions in uv.lock (hash-checked); the runtime image gets only that virtualenv,
@@ -19,12 +20,14 @@ ENV UV_LINK_MODE=copy \
 WORKDIR /src
 COPY pyproject.toml uv.lock README.md ./
 COPY src ./src
-# The runtime dependencies only (no dev group, no `controlplane` extra), pinned and hashed.
+# The runtime dependencies only (no dev group), pinned and hashed.
+# `--python` names the virtualenv's interpreter: with UV_PYTHON set, uv pip ignores
+# VIRTUAL_ENV and would install into the base image's Python (tests/e2e/test_image.py).
 RUN uv export --frozen --no-dev --no-emit-project --format requirements-txt -o /tmp/requirements.txt \
  && uv build --wheel --out-dir /tmp/dist \
  && uv venv /opt/venv \
- && VIRTUAL_ENV=/opt/venv uv pip install --require-hashes --compile-bytecode -r /tmp/requirements.txt \
- && VIRTUAL_ENV=/opt/venv uv pip install --no-deps --compile-bytecode /tmp/dist/*.whl \
+ && uv pip install --python /opt/venv/bin/python --require-hashes --compile-bytecode -r /tmp/requirements.txt \
+ && uv pip install --python /opt/venv/bin/python --no-deps --compile-bytecode /tmp/dist/*.whl \
  && rm -r /opt/venv/lib/python3.*/site-packages/dynamo_pool_operator/localcluster
 # The local control plane (`dev`, the tests, the benchmark) is left out: the operator never
 # imports it (tests/unit/repository/test_image_contents.py), and `dev` says it needs a source checkout.

@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 UV := $(CURDIR)/tools/uv
 
-.PHONY: dev test unit lint controlplane uv
+.PHONY: dev test unit lint controlplane uv image
 
 uv:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet --user uv \
@@ -36,3 +36,18 @@ lint: uv
 ## kwok and the Lighthouse agent
 controlplane:
 	bash tools/controlplane/build.sh
+
+## image: build the operator image from the Dockerfile with docker (when its daemon answers)
+## or buildah (no daemon). IMAGE=name:tag names it; PYTHON_IMAGE=... UV_IMAGE=... replace
+## the Dockerfile's base images (e.g. a mirror of python:3.11-slim)
+IMAGE ?= dynamo-pool-operator:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+image:
+	@args="$(if $(PYTHON_IMAGE),--build-arg PYTHON_IMAGE=$(PYTHON_IMAGE)) $(if $(UV_IMAGE),--build-arg UV_IMAGE=$(UV_IMAGE))"; \
+	if command -v docker >/dev/null 2>&1 && docker info >/dev/null 2>&1; then \
+		echo "docker build $$args -t $(IMAGE) ."; docker build $$args -t $(IMAGE) .; \
+	elif command -v buildah >/dev/null 2>&1; then \
+		echo "buildah bud --isolation chroot $$args -t $(IMAGE) ."; \
+		buildah bud --isolation chroot $$args -t $(IMAGE) .; \
+	else \
+		echo "make image: needs docker (its daemon running) or buildah" >&2; exit 1; \
+	fi

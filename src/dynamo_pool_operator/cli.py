@@ -161,13 +161,21 @@ exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 bad usage"
         "`all`. Pipe to `kubectl apply -f -`. `crds --apply` installs or upgrades the CRD "
         "itself (what the Helm chart's upgrade hook runs): it replaces the stored spec with "
         "this version's, keeps others' labels and annotations, and waits until the CRD is "
-        "Established; exit 1 when it cannot.",
+        "Established; exit 1 when it cannot. It refuses, writing nothing, to replace a CRD "
+        "of a newer operator version (unless --allow-downgrade) or one whose "
+        "status.storedVersions this version does not serve.",
     )
     man.add_argument("what", nargs="?", default="all", choices=["all", "crds", "rbac"])
     man.add_argument(
         "--apply",
         action="store_true",
         help="with `crds`: install or upgrade the CRD in the cluster instead of printing it",
+    )
+    man.add_argument(
+        "--allow-downgrade",
+        action="store_true",
+        help="with --apply: apply the CRD even when the installed one is from a newer "
+        "operator version (or its version cannot be compared); refused without it",
     )
     man.add_argument(
         "--kubeconfig",
@@ -253,9 +261,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return asyncio.run(
             crd_install.run(
-                kubeconfig=args.kubeconfig, context=args.context, out=sys.stdout, err=sys.stderr
+                kubeconfig=args.kubeconfig,
+                context=args.context,
+                out=sys.stdout,
+                err=sys.stderr,
+                allow_downgrade=args.allow_downgrade,
             )
         )
+    if args.command == "manifests" and args.allow_downgrade:
+        print("error: --allow-downgrade goes with `manifests crds --apply`", file=sys.stderr)
+        return EXIT_USAGE
     if args.command == "manifests":
         docs = manifests(args.what, namespace=args.namespace, restricted=args.restricted)
         sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False))

@@ -1,37 +1,26 @@
-"""CRD upgrades through the chart: `helm upgrade` from a chart without the hook, with an
-older CRD, to this chart, against a real API server.
+"""Upgrades through the chart, against a real API server: `helm upgrade` from a chart
+without the hook to this chart upgrades the CRD; to an older chart it is refused unless
+asked; a CRD that would strand objects at a stored version is never applied; the hook's
+identity is gone after it ran, succeeded or failed; `--skip-crds` with the documented
+value installs no CRD; the upgrade's NOTES warn that ClusterIP relay Services go.
 
-Helm installs a chart's crds/ once and never upgrades them; this chart's pre-install /
-pre-upgrade hook Job runs `dynamo-pool-operator manifests crds --apply` as a
-ServiceAccount of its own. The control plane has no nodes (no kubelet, no Job
-controller), so the test plays both for the hook: when Helm has created the Job, it
-runs the Job's own command, with the Job's own arguments, as the Job's ServiceAccount
-(a TokenRequest token, what the kubelet mounts), then marks the Job complete, which is
-what Helm waits for. Everything else is real: Helm's hook ordering and deletion
-policies, the hook's RBAC as rendered, the API server's validation of the new CRD.
-
-Not covered here: the image's entrypoint and the pod spec actually running on a node
-(that needs the kwok-based world).
+The test plays the kubelet and the Job controller for the hook (crd_hook.py says how).
+The image's entrypoint running the hook's container is tests/e2e/test_image.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import datetime as dt
-import shutil
-import subprocess
-import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from dynamo_pool_operator import __version__
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import dgd_crd
@@ -39,45 +28,29 @@ from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import CRDS
-from tests.e2e.chart_helpers import CHART, helm, helm_binary
+from tests.e2e.chart_helpers import CHART, helm
 from tests.e2e.chart_operator import mint_token
+from tests.e2e.crd_hook import (
+    CRD_NAME,
+    CRD_PATH,
+    HOOK,
+    VERSION_ANNOTATION,
+    Operators,
+    chart_copy,
+    helm_with_hook,
+    hook_docs,
+    hook_objects_left,
+    is_current,
+    job_command,
+    made_by,
+    older_crd,
+    older_operator,
+    releases,
+    run_job_command,
+    stored_crd,
+)
 
 pytestmark = pytest.mark.timeout(240)
-
-CRD_NAME = f"{crd.PLURAL}.{crd.GROUP}"
-CRD_PATH = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
-HOOK = "templates/crd-upgrade.yaml"
-
-
-def older_crd() -> dict[str, Any]:
-    """Our CRD as an earlier release might have shipped it: a spec property and a
-    printer column this version dropped, and no `Cluster` column."""
-    old = copy.deepcopy(crd.crd())
-    version = old["spec"]["versions"][0]
-    version["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["legacyMode"] = {
-        "type": "string",
-        "description": "Dropped since.",
-    }
-    version["additionalPrinterColumns"] = [
-        c for c in version["additionalPrinterColumns"] if c["name"] != "Cluster"
-    ] + [{"name": "Legacy", "type": "string", "jsonPath": ".spec.legacyMode"}]
-    return old
-
-
-def stored_version(cp: ControlPlane) -> dict[str, Any]:
-    status, body = cp.request("GET", CRD_PATH)
-    assert status == 200, body
-    (version,) = body["spec"]["versions"]
-    return dict(version)
-
-
-def is_current(cp: ControlPlane) -> bool:
-    want = crd.crd()["spec"]["versions"][0]
-    got = stored_version(cp)
-    return bool(
-        got["schema"] == want["schema"]
-        and got["additionalPrinterColumns"] == want["additionalPrinterColumns"]
-    )
 
 
 @pytest.fixture(scope="module")
@@ -102,63 +75,13 @@ def release_ns(plane: ControlPlane) -> Iterator[str]:
         plane.delete_namespace(ns)
 
 
-def hook_docs(release: str, namespace: str) -> list[dict[str, Any]]:
-    proc = helm("template", release, str(CHART), "-n", namespace, "--show-only", HOOK)
-    assert proc.returncode == 0, proc.stderr
-    return [d for d in yaml.safe_load_all(proc.stdout) if d]
-
-
-def run_job_command(cp: ControlPlane, job: dict[str, Any], namespace: str) -> str:
-    """What the kubelet would run for `job`: its container's args, as its ServiceAccount
-    (the image's entrypoint is `dynamo-pool-operator`). Returns stdout; fails on exit 1."""
-    pod = job["spec"]["template"]["spec"]
-    (container,) = pod["containers"]
-    token = mint_token(cp, namespace, pod["serviceAccountName"])
-    kubeconfig = cp.token_kubeconfig(token, user=f"{namespace}-crd-upgrade")
-    proc = subprocess.run(
-        [sys.executable, "-m", "dynamo_pool_operator.cli", *container["args"]],
-        # In the pod it finds its in-cluster credentials; here the same identity's token.
-        env={"KUBECONFIG": str(kubeconfig), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-    assert proc.returncode == 0, f"the hook's command failed:\n{proc.stdout}\n{proc.stderr}"
-    return proc.stdout
-
-
-def mark_complete(cp: ControlPlane, job: dict[str, Any]) -> None:
-    """The Job controller's part: a succeeded Job, as Helm waits for it."""
-    meta = job["metadata"]
-    path = f"/apis/batch/v1/namespaces/{meta['namespace']}/jobs/{meta['name']}/status"
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    status = {
-        "startTime": now,
-        "completionTime": now,
-        "succeeded": 1,
-        "active": 0,
-        "ready": 0,
-        "conditions": [
-            {"type": t, "status": "True", "lastProbeTime": now, "lastTransitionTime": now}
-            for t in ("SuccessCriteriaMet", "Complete")
-        ],
-    }
-    code, body = cp.request("PATCH", path, {"status": status}, "application/merge-patch+json")
-    assert code == 200, body
-
-
 def previous_chart(into: Path) -> Path:
     """This chart as released before the hook: no crd-upgrade template, version 0.1.0,
-    and the older CRD in crds/."""
-    chart = into / "dynamo-pool-operator"
-    shutil.copytree(CHART, chart)
+    and the older CRD (with no version annotation: made before it existed) in crds/."""
+    old = older_crd()
+    del old["metadata"]["annotations"][VERSION_ANNOTATION]
+    chart = chart_copy(into, "0.1.0", __version__, old)
     (chart / HOOK).unlink()
-    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
-    meta["version"] = "0.1.0"
-    (chart / "Chart.yaml").write_text(yaml.safe_dump(meta))
-    (crd_file,) = (chart / "crds").iterdir()
-    crd_file.write_text(yaml.safe_dump(older_crd()))
     return chart
 
 
@@ -179,7 +102,9 @@ def test_the_hook_command_upgrades_the_crd_as_the_hooks_service_account(
     assert f"{CRD_NAME} configured" in out, out
     assert f"{CRD_NAME} established" in out, out
     assert is_current(cp), "the stored CRD is not this version's"
-    props = stored_version(cp)["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    props = stored_crd(cp)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"][
+        "spec"
+    ]["properties"]
     assert "legacyMode" not in props, "a dropped field survived the upgrade"
 
     # Again: nothing to change, nothing written.
@@ -227,12 +152,22 @@ def test_the_hook_command_creates_a_missing_crd(plane: ControlPlane, release_ns:
 
 
 # ====================================================================== helm upgrade
+OLDER = "0.0.9"
+
+
+@pytest.fixture(scope="module")
+def operators() -> Iterator[Operators]:
+    """This checkout at its own version, and built as the older OLDER."""
+    with tempfile.TemporaryDirectory(prefix="dpo-older-operator-") as tmp:
+        yield Operators({__version__: "", OLDER: older_operator(OLDER, Path(tmp))})
+
+
 def helm_env_args(cp: ControlPlane) -> list[str]:
     return ["--kubeconfig", str(cp.kubeconfig)]
 
 
 def test_helm_upgrade_from_the_previous_chart_upgrades_the_changed_crd(
-    plane: ControlPlane, release_ns: str
+    plane: ControlPlane, release_ns: str, operators: Operators
 ) -> None:
     cp = plane
     name = "dpo"
@@ -249,43 +184,111 @@ def test_helm_upgrade_from_the_previous_chart_upgrades_the_changed_crd(
 
     # With hooks: Helm creates the hook's ServiceAccount and RBAC, then the Job, and
     # waits for it; the test runs the Job and completes it.
-    with tempfile.TemporaryDirectory(prefix="dpo-helm-") as home:
-        upgrade = subprocess.Popen(
-            [str(helm_binary()), "upgrade", name, str(CHART), "-n", release_ns,
-             "--timeout", "3m", *helm_env_args(cp)],
-            env={"HOME": home, "HELM_CACHE_HOME": f"{home}/cache",
-                 "HELM_CONFIG_HOME": f"{home}/config", "HELM_DATA_HOME": f"{home}/data",
-                 "PATH": "/usr/bin:/bin"},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        try:
-            job = wait_for_job(cp, release_ns, upgrade)
-            # Hook ordering: the Job comes after the objects it runs as (weight -10).
-            sa = job["spec"]["template"]["spec"]["serviceAccountName"]
-            sa_path = f"/api/v1/namespaces/{release_ns}/serviceaccounts/{sa}"
-            assert cp.request("GET", sa_path)[0] == 200
-            # Pre-upgrade: revision 3 is pending while the hook runs.
-            pending = {1: "superseded", 2: "deployed", 3: "pending-upgrade"}
-            assert releases(cp, release_ns, name) == pending
-            run_job_command(cp, job, release_ns)
-            mark_complete(cp, job)
-            out, err = upgrade.communicate(timeout=120)
-        finally:
-            if upgrade.poll() is None:
-                upgrade.kill()
-                upgrade.communicate()
-    assert upgrade.returncode == 0, f"helm upgrade failed:\n{out}\n{err}"
+    run = helm_with_hook(cp, release_ns, name, ["upgrade", name, str(CHART)], operators)
+    assert run.returncode == 0, f"helm upgrade failed:\n{run.stdout}\n{run.stderr}"
+    assert run.hook.returncode == 0, run.hook.stderr
+    # Hook ordering: the Job comes after the objects it runs as (weight -10).
+    assert run.objects_during == dict.fromkeys(
+        ("Job", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"), True
+    )
+    # Pre-upgrade: revision 3 is pending while the hook runs.
+    assert run.during == {1: "superseded", 2: "deployed", 3: "pending-upgrade"}
     assert is_current(cp), "the CRD was not upgraded by the hook"
+    assert made_by(cp) == __version__
     assert releases(cp, release_ns, name)[3] == "deployed"
     # hook-succeeded: the hook's objects are gone, cluster-scoped ones too.
-    for path in (
-        f"/apis/batch/v1/namespaces/{release_ns}/jobs/{job['metadata']['name']}",
-        f"/api/v1/namespaces/{release_ns}/serviceaccounts/{sa}",
-        f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{sa}.{release_ns}",
-        f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{sa}.{release_ns}",
-    ):
-        assert cp.request("GET", path)[0] == 404, f"{path} survived the hook"
+    assert not any(hook_objects_left(cp, release_ns, run.job).values())
     helm("uninstall", name, "-n", release_ns, "--no-hooks", *helm_env_args(cp))
+
+
+def test_helm_upgrade_to_an_older_chart_keeps_the_newer_crd_unless_asked(
+    plane: ControlPlane, release_ns: str, operators: Operators
+) -> None:
+    """The hook of an older chart refuses to replace this version's CRD: the upgrade
+    fails before anything else of the release changes, the hook's identity is gone, the
+    failed Job stays for its logs. `crds.allowDowngrade=true` applies it."""
+    cp = plane
+    name = "dpo"
+    run = helm_with_hook(cp, release_ns, name, ["install", name, str(CHART)], operators)
+    assert run.returncode == 0, f"helm install failed:\n{run.stdout}\n{run.stderr}"
+    assert made_by(cp) == __version__
+    before = stored_crd(cp)["metadata"]["resourceVersion"]
+
+    with tempfile.TemporaryDirectory(prefix="dpo-older-chart-") as tmp:
+        older = chart_copy(Path(tmp), "0.1.9", OLDER, older_crd(OLDER))
+        run = helm_with_hook(cp, release_ns, name, ["upgrade", name, str(older)], operators)
+        assert run.returncode != 0, "helm upgrade to an older chart downgraded the CRD"
+        assert "BackoffLimitExceeded" in run.stderr, run.stderr
+        assert run.hook.returncode == 1
+        # What `kubectl logs job/dpo-...-crd-upgrade` shows.
+        assert (
+            f"error: the installed {CRD_NAME} is from dynamo-pool-operator {__version__}, "
+            f"newer than this binary ({OLDER})"
+        ) in run.hook.stderr, run.hook.stderr
+        assert "crds.allowDowngrade=true" in run.hook.stderr
+        assert stored_crd(cp)["metadata"]["resourceVersion"] == before, "the CRD was written"
+        assert releases(cp, release_ns, name) == {1: "deployed", 2: "failed"}
+        left = hook_objects_left(cp, release_ns, run.job)
+        assert left == {
+            "Job": True, "ServiceAccount": False, "ClusterRole": False, "ClusterRoleBinding": False
+        }, left  # fmt: skip
+
+        # Asked for: the older CRD is applied (the next attempt replaces the failed Job).
+        args = ["upgrade", name, str(older), "--set", "crds.allowDowngrade=true"]
+        run = helm_with_hook(cp, release_ns, name, args, operators)
+    assert run.returncode == 0, f"helm upgrade failed:\n{run.stdout}\n{run.stderr}"
+    assert "--allow-downgrade" in run.job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert made_by(cp) == OLDER
+    assert not any(hook_objects_left(cp, release_ns, run.job).values())
+    helm("uninstall", name, "-n", release_ns, "--no-hooks", *helm_env_args(cp))
+
+
+def with_stored_version(base: dict[str, Any], extra: str, made: str) -> dict[str, Any]:
+    """`base` serving `extra` as well, stored at `extra`, made by operator `made`."""
+    newer = copy.deepcopy(base)
+    newer["metadata"].setdefault("annotations", {})[VERSION_ANNOTATION] = made
+    (version,) = newer["spec"]["versions"]
+    version["storage"] = False
+    newer["spec"]["versions"].append({**copy.deepcopy(version), "name": extra, "storage": True})
+    return newer
+
+
+@pytest.mark.parametrize("allow_downgrade", [False, True], ids=["plain", "allow-downgrade"])
+def test_a_crd_that_would_strand_stored_objects_is_never_applied(
+    plane: ControlPlane, release_ns: str, allow_downgrade: bool
+) -> None:
+    """A newer operator's CRD stores relays at v1beta1: this binary's CRD, which serves
+    v1alpha1 only, would leave them unreadable. The hook says so and what to do, before
+    any write; --allow-downgrade does not lift it."""
+    cp = plane
+    cp.install_crd(crd.crd())
+    cp.install_crd(with_stored_version(crd.crd(), "v1beta1", "9.0.0"))
+    relay = {
+        "apiVersion": f"{crd.GROUP}/v1beta1",
+        "kind": crd.KIND,
+        "metadata": {"name": "llama", "namespace": release_ns},
+        "spec": {"clusterId": "east"},
+    }
+    cp.apply(relay)
+    stored = stored_crd(cp)
+    assert stored["status"]["storedVersions"] == [crd.VERSION, "v1beta1"]
+
+    args = ["--set", "crds.allowDowngrade=true"] if allow_downgrade else []
+    docs = hook_docs("dpo", release_ns, *args)
+    for doc in docs:
+        if doc["kind"] != "Job":
+            cp.apply(doc)
+    (job,) = [d for d in docs if d["kind"] == "Job"]
+    proc = job_command(cp, job, release_ns)
+    assert proc.returncode == 1, proc.stdout
+    assert (
+        f"error: objects of {CRD_NAME} are stored at v1beta1 (status.storedVersions), which "
+        f"the CRD of dynamo-pool-operator {__version__} does not serve"
+    ) in proc.stderr, proc.stderr
+    assert "remove v1beta1 from the CRD's status.storedVersions first" in proc.stderr
+    assert stored_crd(cp)["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]
+    path = f"/apis/{crd.GROUP}/v1beta1/namespaces/{release_ns}/{crd.PLURAL}/llama"
+    assert cp.request("GET", path)[0] == 200
 
 
 def test_crds_upgrade_false_renders_no_hook() -> None:
@@ -294,30 +297,62 @@ def test_crds_upgrade_false_renders_no_hook() -> None:
     assert "crd-upgrade" not in proc.stdout
 
 
-def wait_for_job(
-    cp: ControlPlane, namespace: str, upgrade: subprocess.Popen[str], timeout: float = 90
-) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if upgrade.poll() is not None:
-            out, err = upgrade.communicate()
-            pytest.fail(f"helm upgrade ended before its hook Job appeared:\n{out}\n{err}")
-        status, body = cp.request("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs")
-        assert status == 200, body
-        for job in body["items"]:
-            if job["metadata"]["name"].endswith("crd-upgrade"):
-                return dict(job)
-        time.sleep(0.2)
-    pytest.fail("helm created no crd-upgrade Job")
+def test_helm_install_with_the_documented_skip_crds_flags_installs_no_crd(
+    plane: ControlPlane, release_ns: str
+) -> None:
+    """docs/operations.md names the value that goes with `helm install --skip-crds`: the
+    hook would create the CRD otherwise. That command, for real, leaves the CRD absent."""
+    doc = (CHART.parents[2] / "docs" / "operations.md").read_text()
+    (line,) = [
+        ln.strip()
+        for ln in doc.splitlines()
+        if ln.strip().startswith("helm install") and "--skip-crds" in ln
+    ]
+    args = line.split()[2:]  # after `helm install`
+    assert "--set" in args, line
+    flags = [a for a in args if a.startswith("crds.")]
+    assert flags, f"the documented --skip-crds command sets no crds.* value: {line}"
+    assert cp_request_absent(plane)
+    set_args = [x for f in flags for x in ("--set", f)]
+    proc = helm(
+        "install", "dpo", str(CHART), "-n", release_ns, "--skip-crds", *set_args,
+        "--timeout", "60s", *helm_env_args(plane),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert cp_request_absent(plane), "the CRD was installed despite --skip-crds"
+    helm("uninstall", "dpo", "-n", release_ns, "--no-hooks", *helm_env_args(plane))
 
 
-def releases(cp: ControlPlane, namespace: str, name: str) -> dict[int, str]:
-    """Revision -> status, as Helm records them (its release Secrets)."""
-    status, body = cp.request(
-        "GET", f"/api/v1/namespaces/{namespace}/secrets?labelSelector=owner%3Dhelm,name%3D{name}"
-    )
-    assert status == 200, body
-    return {
-        int(s["metadata"]["labels"]["version"]): s["metadata"]["labels"]["status"]
-        for s in body["items"]
-    }
+def cp_request_absent(cp: ControlPlane) -> bool:
+    return cp.request("GET", CRD_PATH)[0] == 404
+
+
+def test_upgrade_notes_say_clusterip_relay_services_will_be_replaced(
+    plane: ControlPlane, release_ns: str
+) -> None:
+    """The headless default is an upgrade event for a release whose relay Services are
+    ClusterIP: `helm upgrade`'s NOTES say so and how to avoid it, unless the upgrade
+    keeps ClusterIP; the section they point to exists."""
+    cp = plane
+    name = "dpo"
+    with tempfile.TemporaryDirectory(prefix="dpo-prev-chart-") as tmp:
+        proc = helm("install", name, str(previous_chart(Path(tmp))), "-n", release_ns,
+                    "--no-hooks", *helm_env_args(cp))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "replaces every relay Service" not in proc.stdout, "an install replaces nothing"
+
+    upgrade = ["upgrade", name, str(CHART), "-n", release_ns, "--no-hooks", *helm_env_args(cp)]
+    proc = helm(*upgrade)
+    assert proc.returncode == 0, proc.stderr
+    notes = " ".join(proc.stdout.split())
+    assert "the operator replaces every relay Service" in notes, proc.stdout
+    assert "cannot be imported for that pause plus the MCS implementation's delay" in notes
+    assert "upgrade with --set poolRelay.headless=false" in notes
+    assert 'see docs/operations.md ("Upgrading from 0.1")' in notes
+    doc = (CHART.parents[2] / "docs" / "operations.md").read_text()
+    assert "\n### Upgrading from 0.1: relay Services become headless\n" in doc
+
+    proc = helm(*upgrade, "--set", "poolRelay.headless=false")
+    assert proc.returncode == 0, proc.stderr
+    assert "replaces every relay Service" not in proc.stdout
+    helm("uninstall", name, "-n", release_ns, "--no-hooks", *helm_env_args(cp))

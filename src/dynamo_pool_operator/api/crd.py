@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import __version__
 from ..runtime.resources import Resource
 from .mcs import ExportCondition
 from .podfields import QUANTITY_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
@@ -17,6 +18,9 @@ READY, EXPORTED, PUBLISHED = ConditionType.READY, ConditionType.EXPORTED, Condit
 
 GROUP = "nvidia.com"
 VERSION = "v1alpha1"
+#: The operator version that made the CRD: `manifests crds --apply` refuses to replace a
+#: newer operator's CRD with an older one (crd_install.py).
+VERSION_ANNOTATION = "nvidia.com/dynamo-pool-operator-version"
 KIND = "DynamoPoolRelay"
 PLURAL = "dynamopoolrelays"
 SINGULAR = "dynamopoolrelay"
@@ -293,6 +297,7 @@ def crd() -> dict[str, Any]:
         "metadata": {
             "name": f"{PLURAL}.{GROUP}",
             "labels": {"app.kubernetes.io/part-of": "dynamo-pool-operator"},
+            "annotations": {VERSION_ANNOTATION: __version__},
         },
         "spec": {
             "group": GROUP,
