@@ -399,3 +399,69 @@ async def test_namespace_restricted_operator_gets_cluster_property_events(
         await grants.revoke_all()
         await set_cluster_id(client, None)
         await asyncio.to_thread(control_plane.delete_namespace, other)
+
+
+async def test_an_unreadable_cluster_property_never_changes_the_relay_pods(
+    client: Client, namespace: str, control_plane: ControlPlane
+) -> None:
+    """A relay without spec.clusterId runs with the cluster's own ID. An operator that
+    cannot read the property (restarted without the reader role) keeps the last known
+    ID: the relay Deployment is not written (no pod rolls), status.clusterId stays, and
+    Ready says why; once the read is granted nothing is written but the status."""
+    await set_cluster_id(client, "east")
+    user = f"dpo-lostprops-{namespace}"
+    grants = Grants(control_plane, user)
+    await grants.grant(user, OPERATOR_RULES)
+    try:
+        async with OperatorUnderTest(control_plane, config("mcs")) as op:
+            await make_pool(client, namespace)
+            await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+
+            async def east() -> bool:
+                return (await relay_status(client, namespace, POOL)).get("clusterId") == "east"
+
+            await eventually(east)
+            await op.settle()
+        deployment = await client.get(DEPLOYMENTS, RELAY_SVC, namespace)
+        env = {
+            e["name"]: e.get("value")
+            for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
+        assert env["DYN_CLUSTER_ID"] == "east"
+        since = control_plane.audit.offset()
+        kubeconfig = control_plane.user_kubeconfig(user)
+        async with OperatorUnderTest(control_plane, config("mcs"), kubeconfig=kubeconfig) as op:
+            await wait_event(client, namespace, "ExportFailed", kind="ClusterProperty")
+
+            async def says_why() -> dict[str, Any] | None:
+                status = await relay_status(client, namespace, POOL)
+                ready = next(
+                    (c for c in status.get("conditions", []) if c["type"] == "Ready"), None
+                )
+                return status if ready and ready["status"] != "True" else None
+
+            status = await eventually(says_why)
+            assert status["clusterId"] == "east", status
+            assert "ClusterProperty" in str(status["conditions"]), status["conditions"]
+            writes = [
+                (w.verb, w.resource)
+                for w in await op.writes_since(since)
+                if w.namespace == namespace and w.resource == "deployments"
+            ]
+            assert writes == [], "the relay Deployment was written without the cluster's ID"
+            after = await client.get(DEPLOYMENTS, RELAY_SVC, namespace)
+            assert after["metadata"]["generation"] == deployment["metadata"]["generation"]
+            await grants.grant(f"{user}-clusterproperties", CLUSTER_PROPERTY_RULES)
+
+            async def matched_again() -> bool:
+                status = await relay_status(client, namespace, POOL)
+                said = next(c for c in status["conditions"] if c["type"] == "ClusterIDMatched")
+                return said["status"] == "True" and status["clusterId"] == "east"
+
+            await eventually(matched_again, timeout=40)
+            await op.settle()
+            final = await client.get(DEPLOYMENTS, RELAY_SVC, namespace)
+            assert final["metadata"]["generation"] == deployment["metadata"]["generation"]
+    finally:
+        await grants.revoke_all()
+        await set_cluster_id(client, None)

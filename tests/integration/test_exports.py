@@ -565,3 +565,39 @@ async def test_the_status_and_the_pods_show_the_effective_cluster_id(
         await second_pass_writes_nothing(mcs, namespace)
     finally:
         await set_cluster_id(client, None)
+
+
+async def test_a_cluster_id_mismatch_is_not_ready_and_names_both_ids(
+    client: Client, namespace: str, mcs: OperatorUnderTest
+) -> None:
+    """The Global Discovery Service joins a pool only when the relay's clusterId equals
+    the cluster's: a mismatch is `ClusterIDMatched=False ClusterIDMismatch` naming both
+    IDs, and Ready is not True (its reason in this tier is the relay pods', which no
+    kubelet runs here; docs/crd.md's order); fixing spec.clusterId clears it."""
+    await set_cluster_id(client, "east")
+    try:
+        await pool(client, namespace, clusterId="west")
+
+        async def mismatched() -> dict[str, Any] | None:
+            status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
+            said = {c["type"]: c for c in status.get("conditions", [])}
+            found = said.get("ClusterIDMatched")
+            return said if found and found["reason"] == "ClusterIDMismatch" else None
+
+        said = await eventually(mismatched)
+        assert said["ClusterIDMatched"]["status"] == "False"
+        assert "'west'" in said["ClusterIDMatched"]["message"]
+        assert "'east'" in said["ClusterIDMatched"]["message"]
+        assert said["Ready"]["status"] == "False"
+        await client.merge_patch(RELAYS, POOL, {"spec": {"clusterId": "east"}}, namespace)
+
+        async def matched() -> bool:
+            status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
+            found = [c for c in status.get("conditions", []) if c["type"] == "ClusterIDMatched"]
+            return bool(found) and found[0]["status"] == "True"
+
+        await eventually(matched)
+        await mcs.settle()
+        assert await mcs.reconcile_again((namespace, POOL)) == []
+    finally:
+        await set_cluster_id(client, None)

@@ -67,11 +67,14 @@ def clusterproperties(version: str) -> Resource:
 @dataclass(frozen=True, slots=True)
 class ClusterID:
     """The cluster's ID property as the operator read it: `checked` when the check runs
-    (mcs with the About API served), with the property object (None when absent)."""
+    (mcs with the About API served), with the property object (None when absent), or
+    why it could not be read (`unreadable`: its cache has not synced; what the cluster's
+    ID is, is then unknown, not empty)."""
 
     checked: bool = False
     obj: Mapping[str, Any] | None = None
     api_version: str = ""
+    unreadable: str = ""
 
     @property
     def value(self) -> str:
@@ -79,10 +82,18 @@ class ClusterID:
         value = spec.get("value") if isinstance(spec, Mapping) else None
         return value if isinstance(value, str) else ""
 
-    def effective(self, spec_cluster_id: str) -> str:
+    def effective(self, spec_cluster_id: str, last_known: object = None) -> str | None:
         """The relay's effective cluster ID: its spec.clusterId, else the cluster's own
-        (the About API property, where the check runs), else empty."""
-        return spec_cluster_id or (self.value if self.checked else "")
+        (the About API property, where the check runs), else empty. While the property
+        cannot be read, the `last_known` effective ID (what the relay's status shows),
+        or None: unknown."""
+        if spec_cluster_id:
+            return spec_cluster_id
+        if not self.checked:
+            return ""
+        if self.unreadable:
+            return last_known if isinstance(last_known, str) else None
+        return self.value
 
     def reference(self) -> dict[str, Any]:
         """The property as an Event's related object, at the resourceVersion read."""

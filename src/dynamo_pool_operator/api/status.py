@@ -35,16 +35,19 @@ class Status(StrEnum):
 class ConditionType(StrEnum):
     PUBLISHED = "Published"
     RELAY_AVAILABLE = "RelayAvailable"
+    CLUSTER_ID_MATCHED = "ClusterIDMatched"
     EXPORTED = "Exported"
     READY = "Ready"
 
 
 #: The conditions `Ready` summarizes, in its order: the first one that is not True is
-#: the reason shown (the one to fix first). `Exported` is present only with an MCS
-#: implementation.
+#: the reason shown (the one to fix first). `ClusterIDMatched` is present only where
+#: the cluster ID is checked (`mcs` with the About API served), `Exported` only with an
+#: MCS implementation.
 READY_PARTS: tuple[ConditionType, ...] = (
     ConditionType.PUBLISHED,
     ConditionType.RELAY_AVAILABLE,
+    ConditionType.CLUSTER_ID_MATCHED,
     ConditionType.EXPORTED,
 )
 
@@ -75,6 +78,17 @@ class RelayAvailableReason(StrEnum):
     SCALED_TO_ZERO = "ScaledToZero"
     PROGRESSING = "Progressing"
     UNAVAILABLE = "Unavailable"
+
+
+class ClusterIDMatchedReason(StrEnum):
+    """Whether the Global Discovery Service can join the pool: the relay's cluster ID
+    against the cluster's own (the About API property `cluster.clusterset.k8s.io`)."""
+
+    MATCHED = "Matched"
+    FROM_CLUSTER_PROPERTY = "FromClusterProperty"
+    NO_CLUSTER_PROPERTY = "NoClusterProperty"
+    CLUSTER_ID_MISMATCH = "ClusterIDMismatch"
+    CLUSTER_PROPERTY_UNREADABLE = "ClusterPropertyUnreadable"
 
 
 class ExportedReason(StrEnum):
@@ -183,6 +197,21 @@ RELAY_AVAILABLE_MEANINGS: dict[RelayAvailableReason, str] = {
     "be pulled ends here) and `Available` conditions are quoted.",
 }
 
+CLUSTER_ID_MATCHED_MEANINGS: dict[ClusterIDMatchedReason, str] = {
+    ClusterIDMatchedReason.MATCHED: "True: `spec.clusterId` is the cluster's ID.",
+    ClusterIDMatchedReason.FROM_CLUSTER_PROPERTY: "True: the relay has no `spec.clusterId` "
+    "and takes the cluster's ID.",
+    ClusterIDMatchedReason.NO_CLUSTER_PROPERTY: "True: the cluster has no ID property (or an "
+    "empty value): nothing to compare.",
+    ClusterIDMatchedReason.CLUSTER_ID_MISMATCH: "False: `spec.clusterId` differs from the "
+    "cluster's ID, and the Global Discovery Service joins a pool only when they are equal: "
+    "set `spec.clusterId` to the cluster's ID (the message names both) or remove it.",
+    ClusterIDMatchedReason.CLUSTER_PROPERTY_UNREADABLE: "Unknown: the cluster's ID property "
+    "cannot be read (its cache has not synced: is the ClusterProperty reader role bound?). "
+    "The relay keeps its last known cluster ID (`status.clusterId`); a relay that never had "
+    "one waits for it.",
+}
+
 EXPORTED_MEANINGS: dict[ExportedReason, str] = {
     ExportedReason.IMPLEMENTATION_READY: "True: the implementation confirmed every export "
     "(`Ready=True`, or `Valid=True` where it writes no `Ready`).",
@@ -209,6 +238,9 @@ EXPORTED_MEANINGS: dict[ExportedReason, str] = {
 MEANINGS: dict[str, dict[str, str]] = {
     ConditionType.PUBLISHED: {str(r): text for r, text in PUBLISHED_MEANINGS.items()},
     ConditionType.RELAY_AVAILABLE: {str(r): text for r, text in RELAY_AVAILABLE_MEANINGS.items()},
+    ConditionType.CLUSTER_ID_MATCHED: {
+        str(r): text for r, text in CLUSTER_ID_MATCHED_MEANINGS.items()
+    },
     ConditionType.EXPORTED: {str(r): text for r, text in EXPORTED_MEANINGS.items()},
 }
 #: What an `Exported` reason that is none of ours means: the MCS implementation's own.

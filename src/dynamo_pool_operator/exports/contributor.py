@@ -152,7 +152,7 @@ class PoolExports:
         try:
             return Gathered(exports, self._cluster_id(caches))
         except ClusterIDUnreadable as e:
-            return Gathered(exports, ClusterID(), (e,))
+            return Gathered(exports, ClusterID(True, None, self.about_version, str(e)), (e,))
 
     def plan(self, snapshot: Snapshot, decision: Decision) -> Contribution:
         if snapshot.exports_unavailable or self.resource is None:

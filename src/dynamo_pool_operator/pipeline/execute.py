@@ -31,7 +31,7 @@ from .model import Action, ActionResult, Key, Outcome, Result, Verb
 log = logging.getLogger(__name__)
 
 #: The words Events and messages use for each writing verb.
-WORDS = {Verb.CREATE: "Create", Verb.APPLY: "Apply", Verb.WITHDRAW: "Delete"}
+WORDS = {Verb.CREATE: "Create", Verb.APPLY: "Apply", Verb.WITHDRAW: "Delete", Verb.HOLD: "Write"}
 
 
 @per_registry

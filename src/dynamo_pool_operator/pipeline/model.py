@@ -225,6 +225,13 @@ class Snapshot:
     read_at: datetime | None = None
 
     @property
+    def effective_cluster_id(self) -> str | None:
+        """What the relay's pods get as DYN_CLUSTER_ID and its status shows: None while
+        the cluster's ID cannot be read and no earlier one is known."""
+        shown = (self.shown_status or {}).get("clusterId")
+        return self.cluster_id.effective(self.relay.cluster_id, shown)
+
+    @property
     def shown_exports(self) -> dict[str, Mapping[str, Any]]:
         """`status.exports[]` as shown, by name (entries without a name skipped)."""
         lines = (self.shown_status or {}).get("exports")

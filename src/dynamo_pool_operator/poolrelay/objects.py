@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..api import labels, names
+from ..api.mcs import CLUSTER_ID_PROPERTY
 from ..pipeline.model import Action, Decision, EventNames, Snapshot, Verb
 from ..runtime.diff import needs_apply
 from ..runtime.handover import needs_handover
@@ -34,15 +35,25 @@ RELAY_EVENTS = EventNames(failed="RelayWriteFailed")
 SERVICE_REPLACED = EventNames(failed="RelayWriteFailed", withdrawn="RelayServiceReplaced")
 
 
+#: Why the Deployment is held while the cluster's ID is unknown.
+CLUSTER_ID_UNKNOWN = (
+    f"held: the cluster's ID ({CLUSTER_ID_PROPERTY}) cannot be read and no earlier one "
+    "is known, and the relay pods get it as DYN_CLUSTER_ID; it is written once the "
+    "property can be read (or set spec.clusterId)"
+)
+
+
 def desired_objects(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
-    """What the relay objects should look like, by kind (published relays only)."""
+    """What the relay objects should look like, by kind (published relays only); no
+    Deployment while the cluster's ID is unknown (it would roll every relay pod twice:
+    without the ID, then with it)."""
     relay, pool = snapshot.relay, snapshot.pool
     assert pool is not None
-    cluster_id = snapshot.cluster_id.effective(relay.cluster_id)
-    return {
-        "Deployment": render.deployment(relay, pool, cluster_id),
-        "Service": render.service(relay),
-    }
+    cluster_id = snapshot.effective_cluster_id
+    out = {"Service": render.service(relay)}
+    if cluster_id is not None:
+        out["Deployment"] = render.deployment(relay, pool, cluster_id)
+    return out
 
 
 def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, ...]:
@@ -52,7 +63,20 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
     if decision.publish:
         desired = desired_objects(snapshot)
         for kind, res in RELAY_OBJECTS:
-            live, body = snapshot.relay_objects.get(kind), desired[kind]
+            live, body = snapshot.relay_objects.get(kind), desired.get(kind)
+            if body is None:  # its input cannot be read: left as it is
+                actions.append(
+                    Action(
+                        Verb.HOLD,
+                        res,
+                        relay.namespace,
+                        name,
+                        RELAY_EVENTS,
+                        live=live,
+                        cause=CLUSTER_ID_UNKNOWN,
+                    )
+                )
+                continue
             if kind == "Service" and live is not None and relay.reshaped(live):
                 # `spec.clusterIP` is immutable: the Service of the other shape is deleted
                 # (as read: uid and resourceVersion) and created again once it is gone.

@@ -26,9 +26,11 @@ from datetime import datetime
 from typing import Any
 
 from ..api import crd, names
+from ..api.mcs import CLUSTER_ID_PROPERTY
 from ..api.relay import API_VERSION, Relay
 from ..api.status import (
     READY_PARTS,
+    ClusterIDMatchedReason,
     Condition,
     ConditionType,
     ExportedReason,
@@ -66,6 +68,8 @@ QUIET_REASONS = frozenset(
         RelayAvailableReason.PROGRESSING,
         ExportedReason.EXPORT_FAILED,
         ExportedReason.WITHDRAWN,
+        # Warned about by the plan's advisory, a series about the ClusterProperty.
+        ClusterIDMatchedReason.CLUSTER_ID_MISMATCH,
     }
 )
 
@@ -96,14 +100,17 @@ def desired_status(
     current: Mapping[str, Any] | None,
     decision: Decision,
     *,
-    cluster_id: str,
+    cluster_id: str | None,
     exports: Sequence[StatusLine],
     available: Availability,
     exported: ConditionView | None,
     now: datetime,
+    more: Sequence[Condition] = (),
 ) -> dict[str, Any]:
     """The status the relay should show; `current` is the cached `status` (or None).
-    `exported` is absent without an MCS implementation (and so is its condition)."""
+    `exported` is absent without an MCS implementation (and so is its condition);
+    `more`: the other parts of Ready that apply (`cluster_id_matched`). `cluster_id`
+    None (unknown) leaves `status.clusterId` out: it stays unknown, never ""."""
     current = current or {}
     computed = [
         Condition(
@@ -123,6 +130,7 @@ def desired_status(
         computed.append(
             Condition(exported.type, exported.status, exported.reason, exported.message)
         )
+    computed += more
     by_type = {c.type: c for c in computed}
     parts = [by_type[t] for t in READY_PARTS if t in by_type]
     parts.append(summary(parts))
@@ -146,7 +154,60 @@ def desired_status(
         "relayPods": available.pods,
         "exports": [e.to_dict() for e in exports],
     }
+    if cluster_id is None:
+        del status["clusterId"]
     return status
+
+
+def cluster_id_matched(snapshot: Snapshot) -> Condition | None:
+    """`ClusterIDMatched`: the Global Discovery Service joins a pool only when the
+    relay's cluster ID equals the cluster's own (the About API property). None where
+    the ID is not checked (no MCS implementation, Karmada, the About API not served)."""
+    cid, spec = snapshot.cluster_id, snapshot.relay.cluster_id
+    if not cid.checked:
+        return None
+
+    def said(status: Status, reason: ClusterIDMatchedReason, message: str) -> Condition:
+        return Condition(ConditionType.CLUSTER_ID_MATCHED, status, reason, message)
+
+    if cid.unreadable:
+        known = snapshot.effective_cluster_id
+        keeps = (
+            f"the relay keeps its last known cluster ID {known!r}"
+            if known is not None
+            else "no cluster ID is known yet: the relay Deployment waits for it"
+        )
+        return said(
+            Status.UNKNOWN,
+            ClusterIDMatchedReason.CLUSTER_PROPERTY_UNREADABLE,
+            f"{cid.unreadable}; {keeps}",
+        )
+    if not cid.value:
+        return said(
+            Status.TRUE,
+            ClusterIDMatchedReason.NO_CLUSTER_PROPERTY,
+            f"the cluster has no ID property {CLUSTER_ID_PROPERTY} (or it is empty): nothing to "
+            "compare",
+        )
+    if not spec:
+        return said(
+            Status.TRUE,
+            ClusterIDMatchedReason.FROM_CLUSTER_PROPERTY,
+            f"the relay takes the cluster's ID {cid.value!r}",
+        )
+    if spec == cid.value:
+        return said(
+            Status.TRUE,
+            ClusterIDMatchedReason.MATCHED,
+            f"spec.clusterId is the cluster's ID {spec!r}",
+        )
+    return said(
+        Status.FALSE,
+        ClusterIDMatchedReason.CLUSTER_ID_MISMATCH,
+        f"spec.clusterId is {spec!r} but this cluster's ID ({CLUSTER_ID_PROPERTY}) is "
+        f"{cid.value!r}; the Global Discovery Service joins a pool only when they are equal: "
+        f"set spec.clusterId to {cid.value!r} or remove it",
+    )
 
 
 def changed_conditions(
@@ -290,11 +351,12 @@ def report(
         relay,
         snapshot.shown_status,
         decision,
-        cluster_id=snapshot.cluster_id.effective(relay.cluster_id),
+        cluster_id=snapshot.effective_cluster_id,
         exports=lines,
         available=relay_availability(snapshot, plan, outcome),
         exported=exported,
         now=now,
+        more=[c for c in (cluster_id_matched(snapshot),) if c is not None],
     )
     failures = (snapshot.unreadable if decision.publish else ()) + tuple(outcome.failures)
     return StatusReport(

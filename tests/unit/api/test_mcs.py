@@ -13,3 +13,23 @@ def test_the_mcs_and_about_api_resources() -> None:
     assert mcs.clusterproperties("v1alpha1") == Resource(
         "about.k8s.io", "v1alpha1", "clusterproperties", "ClusterProperty", namespaced=False
     )
+
+
+PROPERTY = {"metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": "east"}}
+
+
+def test_the_effective_cluster_id_is_the_spec_then_the_clusters_then_the_last_known() -> None:
+    readable = mcs.ClusterID(True, PROPERTY, "about.k8s.io/v1alpha1")
+    unreadable = mcs.ClusterID(True, None, "about.k8s.io/v1alpha1", "cannot read it")
+    unchecked = mcs.ClusterID()
+    assert readable.effective("west") == "west"
+    assert readable.effective("") == "east"
+    assert readable.effective("", last_known="old") == "east"
+    assert unchecked.effective("") == ""
+    assert unchecked.effective("", last_known="old") == ""
+    assert unreadable.effective("west") == "west"
+    # Unreadable: the last known ID, "" included; nothing known is None, never "".
+    assert unreadable.effective("", last_known="east") == "east"
+    assert unreadable.effective("", last_known="") == ""
+    assert unreadable.effective("", last_known=None) is None
+    assert unreadable.effective("", last_known=3) is None

@@ -220,3 +220,24 @@ def test_the_configured_default_shape_applies_when_the_relay_says_nothing() -> N
     assert relay_from_object({"metadata": meta, "spec": {"service": {}}}, flat).headless is False
     on = {"metadata": meta, "spec": {"service": {"headless": True}}}
     assert relay_from_object(on, flat).headless is True
+
+
+def test_the_deployment_is_held_while_the_cluster_id_is_unknown() -> None:
+    from dynamo_pool_operator.poolrelay.objects import CLUSTER_ID_UNKNOWN
+
+    unreadable = ClusterID(True, None, "about.k8s.io/v1alpha1", "cannot read it")
+    objects = {"Deployment": live("Deployment"), "Service": live("Service")}
+    snap = Snapshot(make_relay(), make_pool(), objects, cluster_id=unreadable)
+    (dep, svc) = plan_relay_objects(snap, PUBLISHED)
+    assert (dep.verb, dep.live, dep.body, dep.cause) == (
+        Verb.HOLD,
+        objects["Deployment"],
+        None,
+        CLUSTER_ID_UNKNOWN,
+    )
+    assert svc.verb is Verb.NONE, "the Service does not need the ID"
+    # The last known ID (the relay's status) is kept: nothing held, nothing to apply.
+    known = Snapshot(
+        make_relay(), make_pool(), objects, cluster_id=unreadable, shown_status={"clusterId": ""}
+    )
+    assert [a.verb for a in plan_relay_objects(known, PUBLISHED)] == [Verb.NONE, Verb.NONE]

@@ -231,3 +231,72 @@ def test_the_effective_cluster_id_is_shown() -> None:
     snap = dataclasses.replace(steady(make_relay()), cluster_id=ClusterID(True, prop, "x/v1"))
     _, said = run(snap, (exports_contributor(),))
     assert said.status["clusterId"] == "east"
+
+
+PROPERTY = {
+    "metadata": {"name": "cluster.clusterset.k8s.io", "uid": "p", "resourceVersion": "2"},
+    "spec": {"value": "east"},
+}
+
+
+def with_cluster_id(snap: Snapshot, cid: ClusterID, **spec: Any) -> Snapshot:
+    return dataclasses.replace(snap, cluster_id=cid, relay=make_relay(**spec))
+
+
+def test_cluster_id_matched_says_whether_discovery_can_join_the_pool() -> None:
+    from dynamo_pool_operator.api.status import ClusterIDMatchedReason as R
+
+    readable = ClusterID(True, PROPERTY, "about.k8s.io/v1alpha1")
+    cases = [
+        (readable, {}, Status.TRUE, R.FROM_CLUSTER_PROPERTY),
+        (readable, {"clusterId": "east"}, Status.TRUE, R.MATCHED),
+        (readable, {"clusterId": "west"}, Status.FALSE, R.CLUSTER_ID_MISMATCH),
+        (ClusterID(True, None, "x/v1"), {"clusterId": "west"}, Status.TRUE, R.NO_CLUSTER_PROPERTY),
+        (
+            ClusterID(True, None, "x/v1", "cannot read"),
+            {},
+            Status.UNKNOWN,
+            R.CLUSTER_PROPERTY_UNREADABLE,
+        ),
+    ]
+    for cid, spec, status, reason in cases:
+        snap = with_cluster_id(steady(make_relay()), cid, **spec)
+        _, said = run(snap, (exports_contributor(),))
+        got = condition(said, ConditionType.CLUSTER_ID_MATCHED)
+        assert (got["status"], got["reason"]) == (status, reason), (spec, got)
+        ready = condition(said, ConditionType.READY)
+        assert (ready["status"] == Status.TRUE) == (status == Status.TRUE), ready
+    _, unchecked = run(steady(make_relay()), (exports_contributor(),))
+    assert "ClusterIDMatched" not in [c["type"] for c in unchecked.status["conditions"]]
+
+
+def test_a_mismatch_names_both_ids_and_is_ready_s_reason() -> None:
+    snap = with_cluster_id(
+        steady(make_relay()), ClusterID(True, PROPERTY, "about.k8s.io/v1alpha1"), clusterId="west"
+    )
+    _, said = run(snap, (exports_contributor(),))
+    ready = condition(said, ConditionType.READY)
+    assert ready["reason"] == "ClusterIDMismatch"
+    assert "'west'" in ready["message"]
+    assert "'east'" in ready["message"]
+    # The plan's advisory warns (a series about the ClusterProperty): no second Warning.
+    assert [t.reason for t in said.transitions if t.type == "Warning"] == []
+
+
+def test_an_unreadable_cluster_id_keeps_the_last_known_one_and_says_so() -> None:
+    unreadable = ClusterID(True, None, "about.k8s.io/v1alpha1", "cannot read ClusterProperty")
+    snap = dataclasses.replace(
+        steady(make_relay()), cluster_id=unreadable, shown_status={"clusterId": "east"}
+    )
+    _, said = run(snap, (exports_contributor(),))
+    assert said.status["clusterId"] == "east"
+    matched = condition(said, ConditionType.CLUSTER_ID_MATCHED)
+    assert matched["message"] == (
+        "cannot read ClusterProperty; the relay keeps its last known cluster ID 'east'"
+    )
+    never = dataclasses.replace(snap, shown_status=None)
+    _, said = run(never, (exports_contributor(),))
+    assert "clusterId" not in said.status, "unknown is left out, never written as empty"
+    assert condition(said, ConditionType.CLUSTER_ID_MATCHED)["message"].endswith(
+        "no cluster ID is known yet: the relay Deployment waits for it"
+    )
