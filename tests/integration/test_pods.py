@@ -277,3 +277,80 @@ async def test_ready_follows_the_relay_pods_and_says_why_not(
         await admin.merge_patch(RELAYS, POOL, {"spec": {"replicas": 1}}, ns)
         await eventually(partial(_is, admin, ns, "Ready", "True", "Ready"), timeout=60)
         assert (await admin.get(RELAYS, POOL, ns))["status"]["relayPods"] == "1/1"
+
+
+async def test_ready_waits_for_the_rollout_of_a_change(
+    node_plane: ControlPlane, admin: Client, pod_namespace: str
+) -> None:
+    """A spec change that rolls the relay pods (here: the cluster ID they get) is not
+    Ready until its rollout completed (`kubectl rollout status`'s rule: the Deployment
+    observed its generation, and every replica is updated and available). Every version
+    of the relay and of its Deployment is watched, so a Ready written for a moment is
+    seen too; resourceVersions of one etcd order them."""
+    import asyncio
+
+    ns = pod_namespace
+    relay_name = names.relay_name(POOL)
+    async with OperatorUnderTest(node_plane) as op:
+        await admin.create(DGDS, dgd_body(POOL, ns))
+        await admin.create(RELAYS, relay_body(POOL, ns, replicas=2, clusterId="east"))
+        await eventually(partial(_is, admin, ns, "Ready", "True", "Ready"), timeout=60)
+        await op.settle()
+        relay = await admin.get(RELAYS, POOL, ns)
+        deployment = await admin.get(DEPLOYMENTS, relay_name, ns)
+        relays: list[dict[str, Any]] = []
+        deployments: list[dict[str, Any]] = []
+
+        async def record(res: Any, since: str, into: list[dict[str, Any]], name: str) -> None:
+            async for event in admin.watch(res, ns, resource_version=since):
+                if event["object"].get("metadata", {}).get("name") == name:
+                    into.append(event["object"])
+
+        watching = [
+            asyncio.create_task(record(RELAYS, relay["metadata"]["resourceVersion"], relays, POOL)),
+            asyncio.create_task(
+                record(
+                    DEPLOYMENTS, deployment["metadata"]["resourceVersion"], deployments, relay_name
+                )
+            ),
+        ]
+        try:
+            await admin.merge_patch(RELAYS, POOL, {"spec": {"clusterId": "west"}}, ns)
+            generation = relay["metadata"]["generation"] + 1
+
+            def rolled_out(dep: dict[str, Any]) -> bool:
+                st, spec = dep.get("status") or {}, dep["spec"]
+                env = {
+                    e["name"]: e.get("value")
+                    for e in spec["template"]["spec"]["containers"][0]["env"]
+                }
+                return (
+                    env.get("DYN_CLUSTER_ID") == "west"
+                    and st.get("observedGeneration") == dep["metadata"]["generation"]
+                    and st.get("updatedReplicas") == spec["replicas"]
+                    and st.get("replicas") == spec["replicas"]
+                    and st.get("availableReplicas") == spec["replicas"]
+                )
+
+            async def done() -> bool:
+                return rolled_out(await admin.get(DEPLOYMENTS, relay_name, ns))
+
+            await eventually(done, timeout=60)
+            await eventually(partial(_is, admin, ns, "Ready", "True", "Ready"), timeout=60)
+            await op.settle()
+            await asyncio.sleep(0.5)  # the watches deliver what is written up to now
+        finally:
+            for task in watching:
+                task.cancel()
+        completed = min(int(d["metadata"]["resourceVersion"]) for d in deployments if rolled_out(d))
+        new = [r for r in relays if (r.get("status") or {}).get("observedGeneration") == generation]
+        assert new, "no status of the new generation was written"
+        said = [
+            (int(r["metadata"]["resourceVersion"]), c["status"], c["reason"])
+            for r in new
+            for c in r["status"]["conditions"]
+            if c["type"] == "Ready"
+        ]
+        early = [s for s in said if s[1] == "True" and s[0] < completed]
+        assert early == [], f"Ready before the rollout completed at {completed}: {said}"
+        assert said[-1][1:] == ("True", "Ready"), said

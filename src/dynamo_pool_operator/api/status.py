@@ -177,9 +177,10 @@ PUBLISHED_MEANINGS: dict[PublishedReason, str] = {
 }
 
 RELAY_AVAILABLE_MEANINGS: dict[RelayAvailableReason, str] = {
-    RelayAvailableReason.AVAILABLE: "True: every replica of `spec.replicas` is available.",
-    RelayAvailableReason.PARTIALLY_AVAILABLE: "True: at least one replica is available, not "
-    "all (one relay pod serves the pool).",
+    RelayAvailableReason.AVAILABLE: "True: the rollout is complete and every replica of "
+    "`spec.replicas` is available.",
+    RelayAvailableReason.PARTIALLY_AVAILABLE: "True: the rollout is complete and at least one "
+    "replica is available, not all (one relay pod serves the pool).",
     RelayAvailableReason.WITHDRAWN: "The pool is not published (see `Published`).",
     RelayAvailableReason.WRITE_REFUSED: "The API server refused a write of the relay's "
     "Deployment or Service; the message names the verb, the object and the answer.",
@@ -188,13 +189,15 @@ RELAY_AVAILABLE_MEANINGS: dict[RelayAvailableReason, str] = {
     RelayAvailableReason.SERVICE_MISSING: "The relay Service does not exist yet, or ours is "
     "being deleted (it is created again once gone).",
     RelayAvailableReason.SCALED_TO_ZERO: "`spec.replicas` is 0: no relay pod runs.",
-    RelayAvailableReason.PROGRESSING: "The Deployment is new or rolling out: its controller "
-    "has not observed its current generation yet, or reports a rollout in progress "
-    "(`Progressing=True`) with no pod available yet. Records no Warning: a rollout that "
-    "fails turns `Unavailable` at its progress deadline.",
-    RelayAvailableReason.UNAVAILABLE: "No replica is available; the Deployment's own "
-    "`ReplicaFailure`, `Progressing` (e.g. `ProgressDeadlineExceeded`: an image that cannot "
-    "be pulled ends here) and `Available` conditions are quoted.",
+    RelayAvailableReason.PROGRESSING: "The Deployment is new, was just changed or is rolling "
+    "out: its controller has not observed its current generation, or not every replica runs "
+    "the current pod template yet (`kubectl rollout status`'s rule; old pods run what the "
+    "relay no longer says, so they do not count). Records no Warning: a rollout that fails "
+    "turns `Unavailable` at its progress deadline.",
+    RelayAvailableReason.UNAVAILABLE: "No replica is available, or a rollout ran past its "
+    "progress deadline; the Deployment's own `ReplicaFailure`, `Progressing` (e.g. "
+    "`ProgressDeadlineExceeded`: an image that cannot be pulled ends here) and `Available` "
+    "conditions are quoted.",
 }
 
 CLUSTER_ID_MATCHED_MEANINGS: dict[ClusterIDMatchedReason, str] = {

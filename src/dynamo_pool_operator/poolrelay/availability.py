@@ -1,11 +1,16 @@
 """`RelayAvailable`: does the pool's relay run? Pure, from the Deployment's own status.
 
-The rule: **True when the relay Deployment exists, is the relay's, its controller has
-observed its current generation, and at least one replica is available.** One
-available pod serves the pool (the relay is active-active); the reason says whether
-all `spec.replicas` are (`Available`) or only some (`PartiallyAvailable`). False,
-with what the Deployment itself reports where it says why (the reasons'
-meanings are `api/status.RELAY_AVAILABLE_MEANINGS`, docs/crd.md's table).
+The rule: **True when the relay Deployment exists, is the relay's, its rollout is
+complete — its controller has observed its current generation, every replica runs
+the current pod template (`kubectl rollout status`'s rule: `updatedReplicas` is
+`spec.replicas` and no old replica is left) — and at least one replica is
+available.** One available pod serves the pool (the relay is active-active); the
+reason says whether all `spec.replicas` are (`Available`) or only some
+(`PartiallyAvailable`). While a change rolls out, the old pods do not count: they
+run what the relay no longer says (another cluster ID, port, image), so a pass that
+changed the Deployment, and every pass until the rollout completes, says
+`Progressing`. False, with what the Deployment itself reports where it says why (the
+reasons' meanings are `api/status.RELAY_AVAILABLE_MEANINGS`, docs/crd.md's table).
 
 An image that cannot be pulled shows as `Unavailable` with the Deployment's
 `ProgressDeadlineExceeded` message once its progress deadline passes (the Deployment
@@ -67,6 +72,15 @@ def _rolling_out(status: Mapping[str, Any]) -> bool:
     )
 
 
+def _failed(status: Mapping[str, Any]) -> bool:
+    """The rollout ran past its progress deadline (or a replica cannot be made)."""
+    failure = conditions.find(status.get("conditions"), "ReplicaFailure")
+    progressing = conditions.find(status.get("conditions"), "Progressing")
+    return (failure is not None and failure.get("status") == Status.TRUE) or (
+        progressing is not None and progressing.get("status") == Status.FALSE
+    )
+
+
 def _missing(obj: Mapping[str, Any] | None) -> str:
     """Why an object is not there ("" when it is)."""
     if obj is None:
@@ -86,11 +100,13 @@ def availability(
     created: frozenset[str] = frozenset(),
     replicas: int = 1,
     pending: str = "",
+    applied: frozenset[str] = frozenset(),
 ) -> Availability:
     """`deployment` and `service`: the cached relay objects (None when absent);
     `created`: the kinds this pass created (not cached yet), `replicas` what the
     Deployment was created with; `refused`: the relay objects' refused writes;
-    `pending`: their writes this pass skipped, and why."""
+    `pending`: their writes this pass skipped, and why; `applied`: the kinds this pass
+    changed (the cache shows them as they were)."""
     said = available(
         deployment,
         service,
@@ -99,6 +115,7 @@ def availability(
         name=name,
         created=created,
         replicas=replicas,
+        applied=applied,
     )
     if pending and said.status is not Status.TRUE:
         return Availability(said.status, said.reason, f"{said.message}; {pending}", said.pods)
@@ -114,6 +131,7 @@ def available(
     name: str,
     created: frozenset[str],
     replicas: int,
+    applied: frozenset[str] = frozenset(),
 ) -> Availability:
     if not published:
         return Availability(Status.FALSE, AvailableReason.WITHDRAWN, "the pool is withdrawn")
@@ -150,6 +168,31 @@ def available(
             AvailableReason.PROGRESSING,
             f"the Deployment controller has not observed generation {generation} of "
             f"{name} yet (observed {observed})",
+            pods,
+        )
+    if "Deployment" in applied:
+        return Availability(
+            Status.FALSE,
+            AvailableReason.PROGRESSING,
+            f"{name} was changed: its rollout begins",
+            pods,
+        )
+    updated, running = _int(status.get("updatedReplicas")), _int(status.get("replicas"))
+    if updated < desired or running > updated:
+        if _failed(status):
+            return Availability(
+                Status.FALSE,
+                AvailableReason.UNAVAILABLE,
+                f"the rollout of {name} failed ({updated}/{desired} relay pods updated): "
+                f"{_quote(status)}",
+                pods,
+            )
+        old = running - updated
+        return Availability(
+            Status.FALSE,
+            AvailableReason.PROGRESSING,
+            f"{name} is rolling out: {updated}/{desired} relay pods updated"
+            + (f", {old} old one{'s' if old != 1 else ''} still running" if old > 0 else ""),
             pods,
         )
     if available == 0 and _rolling_out(status):
@@ -189,4 +232,10 @@ def shown_inputs(deployment: Mapping[str, Any] | None) -> tuple[Any, ...]:
         for type_ in ("ReplicaFailure", "Progressing", "Available")
         if (c := conditions.find(status.get("conditions"), type_)) is not None
     )
-    return (status.get("observedGeneration"), status.get("availableReplicas"), said)
+    return (
+        status.get("observedGeneration"),
+        status.get("availableReplicas"),
+        status.get("updatedReplicas"),
+        status.get("replicas"),
+        said,
+    )

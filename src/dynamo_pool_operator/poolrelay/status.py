@@ -283,6 +283,11 @@ def relay_availability(snapshot: Snapshot, plan: Plan, outcome: Outcome) -> Avai
         for r in outcome.of(plan.relay_actions)
         if r.action.verb is Verb.CREATE and r.result is Result.DONE
     )
+    applied = frozenset(
+        r.action.resource.kind
+        for r in outcome.of(plan.relay_actions)
+        if r.action.verb is Verb.APPLY and r.result is Result.DONE
+    )
     pending = "; ".join(
         f"{r.action.resource.kind} {r.action.name} {r.message}"
         for r in outcome.of(plan.relay_actions)
@@ -297,6 +302,7 @@ def relay_availability(snapshot: Snapshot, plan: Plan, outcome: Outcome) -> Avai
         created=created,
         replicas=relay.replicas,
         pending=pending,
+        applied=applied,
     )
 
 

@@ -1,9 +1,10 @@
 """`RelayAvailable` from the relay Deployment's own status (poolrelay/availability.py).
 
-The rule: True when the Deployment exists, is current (its controller observed its
-generation) and has at least one available replica; the reason says whether all
-`spec.replicas` are. The Deployment-condition mapping is tested here because kwok, the
-test world's kubelet, never fails to pull an image.
+The rule: True when the Deployment exists, its rollout is complete (its controller
+observed its generation, every replica is updated, no old one is left) and it has at
+least one available replica; the reason says whether all `spec.replicas` are. The
+Deployment-condition mapping is tested here because kwok, the test world's kubelet,
+never fails to pull an image.
 """
 
 from __future__ import annotations
@@ -31,14 +32,19 @@ def deployment(
     generation: int = 3,
     observed: int = 3,
     conditions: list[dict[str, Any]] | None = None,
+    updated: int | None = None,
+    running: int | None = None,
     **meta: Any,
 ) -> dict[str, Any]:
+    """A Deployment whose rollout is complete unless `updated` / `running` say not."""
     return {
         "metadata": {"name": NAME, "generation": generation, **meta},
         "spec": {"replicas": replicas},
         "status": {
             "observedGeneration": observed,
             "availableReplicas": available,
+            "updatedReplicas": replicas if updated is None else updated,
+            "replicas": replicas if running is None else running,
             "conditions": conditions or [],
         },
     }
@@ -140,11 +146,13 @@ def test_every_reason_is_documented() -> None:
 def test_status_noise_is_not_an_input() -> None:
     dep = deployment()
     noisy = deployment()
-    noisy["status"]["updatedReplicas"] = 7
+    noisy["status"]["readyReplicas"] = 7
     noisy["status"]["conditions"] = [{"type": "Other", "status": "True"}]
     assert shown_inputs(dep) == shown_inputs(noisy)
     moved = deployment(available=1)
     assert shown_inputs(dep) != shown_inputs(moved)
+    assert shown_inputs(dep) != shown_inputs(deployment(updated=1))
+    assert shown_inputs(dep) != shown_inputs(deployment(running=3))
     failing = deployment(conditions=[{"type": "ReplicaFailure", "status": "True"}])
     assert shown_inputs(dep) != shown_inputs(failing)
     assert shown_inputs(None) == shown_inputs({})
@@ -265,9 +273,59 @@ def test_what_is_read_of_the_status_is_exactly_the_inputs() -> None:
     assert shown_inputs(dep) == (
         3,
         1,
+        2,
+        2,
         (
             ("ReplicaFailure", "False", "R", "r"),
             ("Progressing", "True", "P", "p"),
             ("Available", "True", "A", "a"),
         ),
     )
+
+
+@pytest.mark.parametrize(
+    ("updated", "running", "message"),
+    [
+        (1, 3, "llama-pool-relay is rolling out: 1/2 relay pods updated, 2 old ones still running"),
+        (2, 3, "llama-pool-relay is rolling out: 2/2 relay pods updated, 1 old one still running"),
+        (0, 2, "llama-pool-relay is rolling out: 0/2 relay pods updated, 2 old ones still running"),
+        (1, 1, "llama-pool-relay is rolling out: 1/2 relay pods updated"),
+    ],
+)
+def test_the_old_pods_of_a_rollout_do_not_make_the_relay_available(
+    updated: int, running: int, message: str
+) -> None:
+    a = run(deployment(2, 2, updated=updated, running=running))
+    assert (a.status, a.reason, a.message, a.pods) == (
+        "False",
+        AvailableReason.PROGRESSING,
+        message,
+        "2/2",
+    )
+
+
+def test_a_rollout_past_its_deadline_is_unavailable_though_old_pods_serve() -> None:
+    stuck = [
+        {
+            "type": "Progressing",
+            "status": "False",
+            "reason": "ProgressDeadlineExceeded",
+            "message": "ReplicaSet has timed out progressing.",
+        }
+    ]
+    a = run(deployment(2, 2, updated=1, running=3, conditions=stuck))
+    assert (a.status, a.reason) == ("False", AvailableReason.UNAVAILABLE)
+    assert a.message == (
+        "the rollout of llama-pool-relay failed (1/2 relay pods updated): Progressing "
+        "ProgressDeadlineExceeded: ReplicaSet has timed out progressing."
+    )
+
+
+def test_a_pass_that_changed_the_deployment_says_its_rollout_begins() -> None:
+    a = run(deployment(2, 2), applied=frozenset({"Deployment"}))
+    assert (a.status, a.reason, a.message) == (
+        "False",
+        AvailableReason.PROGRESSING,
+        "llama-pool-relay was changed: its rollout begins",
+    )
+    assert run(deployment(2, 2), applied=frozenset({"Service"})).status == "True"

@@ -76,14 +76,19 @@ def exports_contributor() -> PoolExports:
     )
 
 
-def running(kind: str, relay: Relay) -> dict[str, Any]:
+def running(kind: str, relay: Relay, cluster_id: ClusterID | None = None) -> dict[str, Any]:
     """The cached relay object as rendered, ours, and (a Deployment) fully available."""
-    snap = Snapshot(relay, make_pool(), {})
+    snap = Snapshot(relay, make_pool(), {}, cluster_id=cluster_id or ClusterID())
     obj = copy.deepcopy(desired_objects(snap)[kind])
     obj["metadata"].update(uid=f"{kind}-uid", resourceVersion="9", generation=2)
     obj["metadata"]["ownerReferences"] = [relay.owner_reference()]
     if kind == "Deployment":
-        obj["status"] = {"observedGeneration": 2, "availableReplicas": 2, "replicas": 2}
+        obj["status"] = {
+            "observedGeneration": 2,
+            "availableReplicas": 2,
+            "updatedReplicas": 2,
+            "replicas": 2,
+        }
     return obj
 
 
@@ -240,7 +245,12 @@ PROPERTY = {
 
 
 def with_cluster_id(snap: Snapshot, cid: ClusterID, **spec: Any) -> Snapshot:
-    return dataclasses.replace(snap, cluster_id=cid, relay=make_relay(**spec))
+    """`snap` for a relay with `spec` on a cluster whose ID reads `cid`, its relay objects
+    written for that (nothing to roll out)."""
+    relay = make_relay(**spec)
+    written = ClusterID() if cid.unreadable else cid  # as an earlier pass wrote them
+    objects = {kind: running(kind, relay, written) for kind in ("Deployment", "Service")}
+    return dataclasses.replace(snap, cluster_id=cid, relay=relay, relay_objects=objects)
 
 
 def test_cluster_id_matched_says_whether_discovery_can_join_the_pool() -> None:

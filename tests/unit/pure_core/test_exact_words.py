@@ -294,7 +294,13 @@ def _deployment(*conds: dict[str, Any]) -> dict[str, Any]:
     return {
         "metadata": {"generation": 1},
         "spec": {"replicas": 2},
-        "status": {"observedGeneration": 1, "availableReplicas": 0, "conditions": list(conds)},
+        "status": {
+            "observedGeneration": 1,
+            "availableReplicas": 0,
+            "updatedReplicas": 2,
+            "replicas": 2,
+            "conditions": list(conds),
+        },
     }
 
 
