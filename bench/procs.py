@@ -25,13 +25,13 @@ def operator_config(workers: int, metrics_port: int | None = None) -> dict[str, 
     /metrics on loopback when `metrics_port` is given (the queue and client metrics).
 
     No MCS implementation runs on the bench's control plane, so none ever writes an
-    export's conditions: `unconfirmedAfter: 0s` says so (as an AWS Cloud Map user
-    would), and `Exported` is decided on the first pass instead of a minute later."""
+    export's conditions: `confirmation: none` says so (as an AWS Cloud Map user
+    would), and `Exported` is decided on the first pass."""
     metrics = f"127.0.0.1:{metrics_port}" if metrics_port else "0"
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "multiCluster": {"mcsImplementation": "mcs", "unconfirmedAfter": "0s"},
+        "multiCluster": {"mcsImplementation": "mcs", "confirmation": "none"},
         "leaderElection": {"enabled": False},
         "server": {"metricsAddress": metrics, "healthProbeAddress": "0"},
         "controller": {"workers": workers},

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from .api.dgd import DiscoveryBackend
-from .api.mcs import Implementation
+from .api.mcs import Confirmation, Implementation
 from .api.podfields import PullPolicy
 from .config_fields import (
     ConfigurationError,
@@ -112,12 +112,21 @@ class MultiClusterConfig:
         "Where pools are exported: empty exports nothing (and withdraws exports this operator "
         "made earlier); `mcs` or `karmada` write ServiceExports for that implementation.",
     )
+    confirmation: Confirmation = choice(
+        Confirmation.DEFAULT,
+        "Whether the MCS implementation must confirm an export (write a condition on it) "
+        "before the pool is `Exported`: `required` for implementations that write "
+        "`Valid`/`Ready`/`Conflict` (Submariner Lighthouse, Cilium): an export with nothing "
+        "written stays `Exported=Unknown`; `none` for those that write no condition (Karmada, "
+        "AWS Cloud Map): an export that exists is `Exported=True ExportExists`. Empty: "
+        "`required` with `mcs`, `none` with `karmada`.",
+    )
     unconfirmed_after: float = duration(
         "60s",
-        "How long an export on which the MCS implementation has written no condition yet is "
-        "`Exported=Unknown` (Pending) before it counts as exported but unconfirmed "
-        "(`Exported=True Unconfirmed`): implementations that report (Submariner Lighthouse) do "
-        "so within seconds; some (AWS Cloud Map) never do. 0s: unconfirmed at once.",
+        "With confirmation `required`: how long an export on which the MCS implementation has "
+        "written no condition is waited for (`Exported=Unknown Pending`) before a Warning says "
+        "so (`Exported=Unknown Unconfirmed`; still not exported). Lighthouse writes its "
+        "conditions within seconds. 0s: warn at once.",
         check=_not_negative,
         allowed=">= 0",
     )

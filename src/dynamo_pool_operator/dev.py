@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import process
 from .api import labels, names
-from .api.mcs import Implementation, clusterproperties, serviceexports
+from .api.mcs import Confirmation, Implementation, clusterproperties, serviceexports
 from .api.status import ConditionType, ExportState, Status
 from .config import OperatorConfiguration
 from .exitcodes import EXIT_FAILURE
@@ -369,14 +369,14 @@ def dev_configuration(
     """With the default configuration (no --config), dev exports through standard MCS,
     so the sample pool shows the whole feature (its control plane serves the MCS and
     About APIs). With one cluster no MCS implementation runs, so nothing will ever write
-    a condition on the exports: they count as unconfirmed at once instead of after the
-    grace period meant for an implementation at work. A configuration file is used as
-    written."""
+    a condition on the exports: `confirmation: none` (as for Karmada or AWS Cloud Map).
+    With two, Submariner Lighthouse writes them: `required`, the default for `mcs` (as
+    for Cilium). A configuration file is used as written."""
     if config != OperatorConfiguration():
         return config
     multi_cluster = dataclasses.replace(config.multi_cluster, mcs_implementation=Implementation.MCS)
     if not implementation_runs:
-        multi_cluster = dataclasses.replace(multi_cluster, unconfirmed_after=0.0)
+        multi_cluster = dataclasses.replace(multi_cluster, confirmation=Confirmation.NONE)
     return dataclasses.replace(config, multi_cluster=multi_cluster)
 
 

@@ -275,6 +275,7 @@ def build(
             implementation=implementation,
             about_version=None,
             unconfirmed_after=timedelta(seconds=config.multi_cluster.unconfirmed_after),
+            confirmation=implementation.confirmation(config.multi_cluster.confirmation),
         )
         contributors.append(pool_exports)
     relay = config.pool_relay

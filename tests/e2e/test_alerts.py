@@ -294,7 +294,7 @@ async def test_every_alert_reads_metrics_the_operator_exposes(
 ) -> None:
     cp = control_plane
     installed = install_as_service_account(
-        cp, release, {"multiCluster": {"mcsImplementation": "mcs", "unconfirmedAfter": "0s"}}
+        cp, release, {"multiCluster": {"mcsImplementation": "mcs", "confirmation": "none"}}
     )
     cfg = installed.configuration()
     assert cfg.server.metrics_secure, "the chart's default is secure metrics"

@@ -45,10 +45,10 @@ async def test_check_of_a_chart_install_passes_with_the_readme_command(
     cp = control_plane
     # Restricted to the test's namespace, so relays of other tests (in namespaces being
     # deleted) are not this check's business.
-    # No MCS implementation writes conditions here: with no grace period the exports
-    # count as `Unconfirmed` (Exported=True) at once, and the relay can be Ready.
+    # No MCS implementation writes conditions here: `confirmation: none`, so the exports
+    # count as existing (Exported=True ExportExists) and the relay can be Ready.
     values = {
-        "multiCluster": {"mcsImplementation": "mcs", "unconfirmedAfter": "0s"}
+        "multiCluster": {"mcsImplementation": "mcs", "confirmation": "none"}
     } | restricted_values(namespace)
     installed = install_as_service_account(cp, release, values)
     configmap = one(installed.docs, "ConfigMap")["metadata"]["name"]

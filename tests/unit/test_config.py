@@ -109,6 +109,9 @@ VALID = [
     ("multiCluster.mcsImplementation", "mcs", "mcs"),
     ("multiCluster.mcsImplementation", "karmada", "karmada"),
     ("multiCluster.mcsImplementation", "", ""),
+    ("multiCluster.confirmation", "required", "required"),
+    ("multiCluster.confirmation", "none", "none"),
+    ("multiCluster.confirmation", "", ""),
     ("multiCluster.unconfirmedAfter", "0s", 0.0),
     ("multiCluster.unconfirmedAfter", "2m", 120.0),
     ("multiCluster.apiDiscoveryInterval", "200ms", 0.2),
@@ -161,6 +164,7 @@ def test_valid_field_value_is_accepted(path: str, value: Any, expected: Any) -> 
 INVALID = [
     ("multiCluster.mcsImplementation", "istio", 'use one of "", "mcs", "karmada"'),
     ("multiCluster.mcsImplementation", "MCS", "is not supported"),
+    ("multiCluster.confirmation", "optional", 'use one of "", "required", "none"'),
     ("multiCluster.unconfirmedAfter", "-1s", "must not be negative"),
     ("multiCluster.unconfirmedAfter", "soon", "invalid duration"),
     ("multiCluster.apiDiscoveryInterval", "0s", "must be greater than 0"),

@@ -43,12 +43,31 @@ ABOUT_VERSIONS = ("v1beta1", "v1alpha1")
 CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
 
 
+class Confirmation(StrEnum):
+    """`multiCluster.confirmation`: must the implementation confirm an export (write a
+    condition on it) before the pool counts as exported?"""
+
+    #: By the implementation: `required` with `mcs`, `none` with `karmada`.
+    DEFAULT = ""
+    #: Lighthouse and Cilium write `Valid`/`Ready`/`Conflict`: wait for them.
+    REQUIRED = "required"
+    #: Karmada and AWS Cloud Map write no condition: the export existing is all there is.
+    NONE = "none"
+
+
 class Implementation(StrEnum):
     """`multiCluster.mcsImplementation`: who reads our ServiceExports."""
 
     NONE = ""  # export nothing
     MCS = "mcs"  # a standard MCS implementation (Lighthouse, Cilium, ...)
     KARMADA = "karmada"
+
+    def confirmation(self, configured: Confirmation) -> Confirmation:
+        """The confirmation rule in effect: the configured one, else this
+        implementation's default (Karmada writes no condition on a member's exports)."""
+        if configured is not Confirmation.DEFAULT:
+            return configured
+        return Confirmation.NONE if self is Implementation.KARMADA else Confirmation.REQUIRED
 
     @property
     def checks_cluster_id(self) -> bool:

@@ -95,6 +95,8 @@ class ExportedReason(StrEnum):
     """The `Exported` condition's own reasons; a refusal shows the implementation's."""
 
     IMPLEMENTATION_READY = "ImplementationReady"
+    READY_WITH_CONFLICT = "ReadyWithConflict"
+    EXPORT_EXISTS = "ExportExists"
     UNCONFIRMED = "Unconfirmed"
     PENDING = "Pending"
     EXPORT_FAILED = "ExportFailed"
@@ -218,12 +220,21 @@ CLUSTER_ID_MATCHED_MEANINGS: dict[ClusterIDMatchedReason, str] = {
 EXPORTED_MEANINGS: dict[ExportedReason, str] = {
     ExportedReason.IMPLEMENTATION_READY: "True: the implementation confirmed every export "
     "(`Ready=True`, or `Valid=True` where it writes no `Ready`).",
-    ExportedReason.UNCONFIRMED: "True: every export is ours and the implementation has "
-    "written no condition on some, `multiCluster.unconfirmedAfter` (60s) after they were "
-    "created (AWS Cloud Map never does); said in the message.",
+    ExportedReason.READY_WITH_CONFLICT: "True: the implementation imports an export "
+    "(`Ready=True`) but reports a conflict with another cluster's export of the name "
+    "(`Conflict=True`; KEP-1645: the oldest export's properties win); the conflict is "
+    "quoted and a Warning recorded.",
+    ExportedReason.EXPORT_EXISTS: "True (`multiCluster.confirmation: none`): every export "
+    "exists and the implementation writes no condition (Karmada, AWS Cloud Map): nothing "
+    "more is known.",
+    ExportedReason.UNCONFIRMED: "Unknown (`multiCluster.confirmation: required`): the "
+    "implementation has written no condition on an export for longer than "
+    "`multiCluster.unconfirmedAfter` (60s); a Warning says so. Is it running? One that "
+    "never writes conditions wants `confirmation: none`.",
     ExportedReason.PENDING: "Unknown: the implementation is still working (`Ready=False` "
-    "`AwaitingExport`, no condition yet on a new export), an export is being deleted, or the "
-    "relay Service's export waits for its replaced Service (`ServiceReplaced`).",
+    "`AwaitingExport`, no condition yet on a new export), an export is being deleted, it "
+    "waits for its Service (`Waiting`), or the relay Service's export waits for its "
+    "replaced Service (`ServiceReplaced`).",
     ExportedReason.EXPORT_FAILED: "False: a write of an export failed (see the "
     "`ExportFailed` Event).",
     ExportedReason.NOT_CONTROLLED: "False: someone else's export has a name the pool needs.",

@@ -28,6 +28,7 @@ from ..api.mcs import (
     MCS_GROUP,
     SERVICEEXPORTS,
     ClusterID,
+    Confirmation,
     Implementation,
 )
 from ..api.relay import Relay
@@ -99,8 +100,10 @@ class PoolExports:
         implementation: Implementation,
         about_version: str | None,
         unconfirmed_after: timedelta = verdict.UNCONFIRMED_AFTER,
+        confirmation: Confirmation = Confirmation.REQUIRED,
     ) -> None:
         self.unconfirmed_after = unconfirmed_after
+        self.confirmation = confirmation
         self.implementation = implementation
         self.caches: ExportCaches | None = None
         self.resource: Resource | None = None
@@ -206,7 +209,12 @@ class PoolExports:
             if r.action.verb is Verb.CREATE and r.result is Result.DONE:
                 held[r.action.name] = {"metadata": {"creationTimestamp": rfc3339(now)}}
         verdicts = {
-            name: verdict.verdict(obj, now=now, unconfirmed_after=self.unconfirmed_after)
+            name: verdict.verdict(
+                obj,
+                now=now,
+                unconfirmed_after=self.unconfirmed_after,
+                confirmation=self.confirmation,
+            )
             for name, obj in held.items()
         }
         lines = [

@@ -10,15 +10,19 @@ refuse its empty reasons). So the rules only read what the implementation wrote,
 show its reason and message verbatim with the time it wrote them, and claim no more
 than that:
 
-- `Conflict=True`, `Valid=False`, or `Ready=False` with a reason that is not a
-  waiting one: **refused**, with the implementation's reason;
+- `Valid=False`, or `Ready=False` with a reason that is not a waiting one, or
+  `Conflict=True` without `Ready=True`: **refused**, with the implementation's reason;
+- `Conflict=True` next to `Ready=True`: **conflicted** — still imported (KEP-1645: the
+  oldest export's properties win and the others join under them), the conflict quoted
+  and warned about;
 - `Ready=True`, or `Valid=True` with no `Ready`: **confirmed**;
 - `Ready=False` waiting (`AwaitingExport`, ...) or `Unknown`: **pending**;
-- nothing written: **pending** for a grace period after the export was created
-  (an implementation that writes conditions has not got to it yet), then
-  **unconfirmed** (an implementation that never writes them);
+- nothing written: with `multiCluster.confirmation: none` (an implementation that
+  writes no conditions: Karmada, AWS Cloud Map) the export **exists**, and that is all
+  that is claimed; with `required` (Lighthouse, Cilium) **pending**, and once it has
+  waited `unconfirmedAfter` **unconfirmed**: still not exported, and warned about;
 - a condition whose `observedGeneration` is older than the export's generation
-  says nothing about the export as it is: ignored.
+  says nothing about the export as it is: ignored (an old `Conflict` is no refusal).
 """
 
 from __future__ import annotations
@@ -29,14 +33,15 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from ..api.mcs import WAITING_REASONS, ExportCondition
+from ..api.mcs import WAITING_REASONS, Confirmation, ExportCondition
 from ..api.status import ExportedReason, ExportLineReason, ExportState, Status
 from ..pipeline.model import ActionResult, Contribution, Result, StatusLine, Verb
+from ..runtime.conditions import rfc3339
 from ..runtime.meta import Meta
 
 VALID, READY, CONFLICT = ExportCondition.VALID, ExportCondition.READY, ExportCondition.CONFLICT
-#: How long an export with no condition at all is taken to be waiting for the
-#: implementation, before it counts as unconfirmed (`multiCluster.unconfirmedAfter`).
+#: How long an export with no condition at all is waited for before it is warned about
+#: as unconfirmed (`multiCluster.unconfirmedAfter`; `confirmation: required`).
 UNCONFIRMED_AFTER = timedelta(seconds=60)
 #: An export not yet (or no longer) judged: just created, or with nothing written.
 AWAITING = "AwaitingImplementation"
@@ -45,6 +50,11 @@ AWAITING_MESSAGE = "waiting for the MCS implementation to write a condition"
 
 class Judgement(StrEnum):
     CONFIRMED = "Confirmed"
+    #: Imported, with a conflict reported (`Ready=True` and `Conflict=True`).
+    CONFLICTED = "Conflicted"
+    #: Nothing written, and none is required: the export exists.
+    EXISTS = "Exists"
+    #: Nothing written, waited for longer than `unconfirmedAfter`.
     UNCONFIRMED = "Unconfirmed"
     PENDING = "Pending"
     REFUSED = "Refused"
@@ -99,17 +109,24 @@ def verdict(
     *,
     now: datetime,
     unconfirmed_after: timedelta = UNCONFIRMED_AFTER,
+    confirmation: Confirmation = Confirmation.REQUIRED,
 ) -> Verdict:
     view = view_of(export) or None
     valid, ready, conflict = (_current(export, t) for t in (VALID, READY, CONFLICT))
-    if conflict is not None and conflict.get("status") == Status.TRUE:
+    conflicting = conflict is not None and conflict.get("status") == Status.TRUE
+    if valid is not None and valid.get("status") == Status.FALSE:
+        return Verdict(Judgement.REFUSED, str(valid.get("reason") or "Invalid"), _said(valid), view)
+    if conflicting and (ready is None or ready.get("status") != Status.TRUE):
+        assert conflict is not None
         return Verdict(
             Judgement.REFUSED, str(conflict.get("reason") or CONFLICT), _said(conflict), view
         )
-    if valid is not None and valid.get("status") == Status.FALSE:
-        return Verdict(Judgement.REFUSED, str(valid.get("reason") or "Invalid"), _said(valid), view)
     if ready is not None:
         status, reason = ready.get("status"), str(ready.get("reason") or "")
+        if status == Status.TRUE and conflicting:
+            assert conflict is not None
+            why = str(conflict.get("reason") or CONFLICT)
+            return Verdict(Judgement.CONFLICTED, why, _said(conflict), view)
         if status == Status.TRUE:
             return Verdict(Judgement.CONFIRMED, view=view)
         if status == Status.FALSE and reason not in WAITING_REASONS:
@@ -119,12 +136,23 @@ def verdict(
         return Verdict(Judgement.CONFIRMED, view=view)
     if valid is not None:
         return Verdict(Judgement.PENDING, str(valid.get("reason") or "Unknown"), _said(valid), view)
+    if confirmation is Confirmation.NONE:
+        return Verdict(Judgement.EXISTS, view=view)
     created = Meta(export).created
     if created is not None and now < created + unconfirmed_after:
         return Verdict(
             Judgement.PENDING, AWAITING, AWAITING_MESSAGE, view, created + unconfirmed_after
         )
-    return Verdict(Judgement.UNCONFIRMED, view=view)
+    since = f" since it was created at {rfc3339(created)}" if created is not None else ""
+    return Verdict(
+        Judgement.UNCONFIRMED,
+        ExportedReason.UNCONFIRMED,
+        f"the MCS implementation has written no condition{since}, longer than "
+        f"multiCluster.unconfirmedAfter ({unconfirmed_after.total_seconds():.0f}s): is it "
+        "running? (an implementation that never writes conditions wants "
+        "multiCluster.confirmation: none)",
+        view,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,15 +235,36 @@ def exported(
             Status.UNKNOWN, ExportedReason.PENDING, "; ".join(said), min(rechecks, default=None)
         )
     unconfirmed = [
-        name for name, v in judged if v is not None and v.judgement is Judgement.UNCONFIRMED
+        (name, v) for name, v in judged if v is not None and v.judgement is Judgement.UNCONFIRMED
     ]
     if unconfirmed:
         return Exported(
-            Status.TRUE,
+            Status.UNKNOWN,
             ExportedReason.UNCONFIRMED,
-            "exported; the MCS implementation has written no condition on "
-            f"{', '.join(unconfirmed)} (some, like AWS Cloud Map, never do): whether it "
-            "imported them is not known here",
+            "; ".join(f"{name}: {v.message}" for name, v in unconfirmed),
+            about=unconfirmed[0][0],
+        )
+    conflicted = [
+        (name, v) for name, v in judged if v is not None and v.judgement is Judgement.CONFLICTED
+    ]
+    if conflicted:
+        return Exported(
+            Status.TRUE,
+            ExportedReason.READY_WITH_CONFLICT,
+            "; ".join(
+                f"{name}: imported, with a conflict: {v.reason}: {v.message}"
+                for name, v in conflicted
+            ),
+            about=conflicted[0][0],
+        )
+    existing = [name for name, v in judged if v is not None and v.judgement is Judgement.EXISTS]
+    if existing:
+        return Exported(
+            Status.TRUE,
+            ExportedReason.EXPORT_EXISTS,
+            f"the exports exist ({', '.join(existing)}); the MCS implementation reports "
+            "nothing on them (multiCluster.confirmation: none), so whether it imported them "
+            "is not known here",
         )
     return Exported(
         Status.TRUE,

@@ -74,10 +74,23 @@ QUIET_REASONS = frozenset(
 )
 
 
+#: States other than False that record a Warning when a condition enters them: an
+#: export no implementation confirmed in time (still not exported), and one imported
+#: despite a conflict (it works, but another cluster's export disagrees with it).
+WARNING_STATES = frozenset(
+    {
+        (Status.UNKNOWN, ExportedReason.UNCONFIRMED),
+        (Status.TRUE, ExportedReason.READY_WITH_CONFLICT),
+    }
+)
+
+
 def warned(c: Mapping[str, Any]) -> bool:
     """Whether a condition that just changed records a Warning: it turned False (not
     Unknown: `Pending` is the implementation still at work, not a fault) with a reason
-    that is not quiet."""
+    that is not quiet, or it entered one of `WARNING_STATES`."""
+    if (c.get("status"), c.get("reason")) in WARNING_STATES:
+        return True
     return c.get("status") == Status.FALSE and c.get("reason") not in QUIET_REASONS
 
 

@@ -91,8 +91,15 @@ ROWS = [
             cond("Ready", "True"),
             cond("Conflict", "True", "ConflictingPorts", "ports differ"),
         ],
-        Judgement.REFUSED,
+        # KEP-1645: the oldest export's properties win and this one is still imported.
+        Judgement.CONFLICTED,
         "ConflictingPorts",
+    ),
+    (
+        "conflict-while-not-ready",
+        [cond("Valid", "True"), cond("Conflict", "True", "ConflictingType", "types differ")],
+        Judgement.REFUSED,
+        "ConflictingType",
     ),
     (
         "lighthouse-conflict-resolved",
@@ -110,7 +117,7 @@ ROWS = [
     ("valid-only", [cond("Valid", "True")], Judgement.CONFIRMED, ""),
     ("valid-unknown", [cond("Valid", "Unknown", "Checking")], Judgement.PENDING, "Checking"),
     ("conflict-without-reason", [cond("Conflict", "True")], Judgement.REFUSED, "Conflict"),
-    ("nothing-written-long-ago", [], Judgement.UNCONFIRMED, ""),
+    ("nothing-written-long-ago", [], Judgement.UNCONFIRMED, "Unconfirmed"),
 ]
 
 
@@ -140,6 +147,30 @@ def test_a_new_export_with_nothing_written_is_pending_then_unconfirmed() -> None
     )
     later = verdict(export(created=JUST_NOW), now=NOW + UNCONFIRMED_AFTER)
     assert later.judgement is Judgement.UNCONFIRMED
+    assert later.message == (
+        f"the MCS implementation has written no condition since it was created at {JUST_NOW}, "
+        "longer than multiCluster.unconfirmedAfter (60s): is it running? (an implementation "
+        "that never writes conditions wants multiCluster.confirmation: none)"
+    )
+    assert later.recheck_at is None
+
+
+def test_with_no_confirmation_required_an_export_with_nothing_written_exists() -> None:
+    from dynamo_pool_operator.api.mcs import Confirmation
+
+    for when in (NOW, NOW + UNCONFIRMED_AFTER):
+        got = verdict(export(created=JUST_NOW), now=when, confirmation=Confirmation.NONE)
+        assert got == Verdict(Judgement.EXISTS)
+    # What an implementation does write is still read.
+    refused = export(cond("Valid", "False", "ServiceUnavailable"), created=JUST_NOW)
+    got = verdict(refused, now=NOW, confirmation=Confirmation.NONE)
+    assert got.judgement is Judgement.REFUSED
+
+
+def test_a_conflict_about_an_older_generation_is_no_refusal() -> None:
+    old = cond("Conflict", "True", "ConflictingPorts", observedGeneration=1)
+    got = verdict(export(cond("Ready", "True"), old, generation=2), now=NOW)
+    assert got.judgement is Judgement.CONFIRMED
 
 
 def test_a_condition_about_an_older_generation_says_nothing() -> None:
@@ -185,14 +216,45 @@ def test_exported_when_the_implementation_confirmed_everything() -> None:
     assert (e.status, e.reason) == ("True", ExportedReason.IMPLEMENTATION_READY)
 
 
-def test_unconfirmed_is_true_and_says_so() -> None:
+def test_unconfirmed_is_not_exported_and_says_so() -> None:
     e = exported(
         lines(("a", "Exported"), ("b", "Exported")),
-        {"a": v(Judgement.CONFIRMED), "b": v(Judgement.UNCONFIRMED)},
+        {"a": v(Judgement.CONFIRMED), "b": v(Judgement.UNCONFIRMED, "Unconfirmed", "none")},
         published=True,
     )
-    assert (e.status, e.reason) == ("True", ExportedReason.UNCONFIRMED)
-    assert "on b" in e.message
+    assert (e.status, e.reason, e.message, e.about) == (
+        "Unknown",
+        ExportedReason.UNCONFIRMED,
+        "b: none",
+        "b",
+    )
+
+
+def test_a_conflict_next_to_ready_is_exported_with_the_conflict_quoted() -> None:
+    e = exported(
+        lines(("a", "Exported"), ("b", "Exported")),
+        {"a": v(Judgement.CONFIRMED), "b": v(Judgement.CONFLICTED, "ConflictingPorts", "ports")},
+        published=True,
+    )
+    assert (e.status, e.reason, e.message, e.about) == (
+        "True",
+        ExportedReason.READY_WITH_CONFLICT,
+        "b: imported, with a conflict: ConflictingPorts: ports",
+        "b",
+    )
+
+
+def test_exports_that_only_exist_are_exported_and_say_only_that() -> None:
+    e = exported(
+        lines(("a", "Exported"), ("b", "Exported")),
+        {"a": v(Judgement.EXISTS), "b": v(Judgement.CONFIRMED)},
+        published=True,
+    )
+    assert (e.status, e.reason) == ("True", ExportedReason.EXPORT_EXISTS)
+    assert e.message == (
+        "the exports exist (a); the MCS implementation reports nothing on them "
+        "(multiCluster.confirmation: none), so whether it imported them is not known here"
+    )
 
 
 @pytest.mark.parametrize(
@@ -376,7 +438,18 @@ EXACT = [
             {"valid": shown("Unknown", message="checking")},
         ),
     ),
-    ("nothing-long-ago", [], Verdict(Judgement.UNCONFIRMED)),
+    (
+        "nothing-long-ago",
+        [],
+        Verdict(
+            Judgement.UNCONFIRMED,
+            "Unconfirmed",
+            "the MCS implementation has written no condition since it was created at "
+            "2026-11-30T12:00:00Z, longer than multiCluster.unconfirmedAfter (60s): is it "
+            "running? (an implementation that never writes conditions wants "
+            "multiCluster.confirmation: none)",
+        ),
+    ),
 ]
 
 
@@ -401,7 +474,7 @@ def test_a_fresh_export_without_conditions_waits_until_exactly_the_grace_period(
     assert verdict(fresh, now=NOW - timedelta(seconds=1)) == Verdict(
         Judgement.PENDING, AWAITING, AWAITING_MESSAGE, None, recheck
     )
-    assert verdict(fresh, now=recheck) == Verdict(Judgement.UNCONFIRMED), "not after: at"
+    assert verdict(fresh, now=recheck).judgement is Judgement.UNCONFIRMED, "not after: at"
 
 
 EXPORTED_EXACT = [
@@ -468,17 +541,12 @@ EXPORTED_EXACT = [
         "unconfirmed",
         [StatusLine("a", "Exported"), StatusLine("b", "Exported"), StatusLine("c", "Exported")],
         {
-            "a": Verdict(Judgement.UNCONFIRMED),
+            "a": Verdict(Judgement.UNCONFIRMED, "Unconfirmed", "no word"),
             "b": Verdict(Judgement.CONFIRMED),
-            "c": Verdict(Judgement.UNCONFIRMED),
+            "c": Verdict(Judgement.UNCONFIRMED, "Unconfirmed", "none yet"),
         },
         True,
-        Exported(
-            "True",
-            ExportedReason.UNCONFIRMED,
-            "exported; the MCS implementation has written no condition on a, c (some, like "
-            "AWS Cloud Map, never do): whether it imported them is not known here",
-        ),
+        Exported("Unknown", ExportedReason.UNCONFIRMED, "a: no word; c: none yet", about="a"),
     ),
     (
         "confirmed",

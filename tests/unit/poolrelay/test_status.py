@@ -445,3 +445,19 @@ def test_a_changed_condition_warns_only_when_it_turned_false_for_a_cause_of_its_
     status: str, reason: str, warns: bool
 ) -> None:
     assert warned({"type": "X", "status": status, "reason": reason}) is warns
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "warns"),
+    [
+        ("Unknown", "Unconfirmed", True),  # no implementation confirmed in time
+        ("True", "ReadyWithConflict", True),  # imported, but another export disagrees
+        ("Unknown", "Pending", False),
+        ("True", "ImplementationReady", False),
+        ("True", "ExportExists", False),
+        ("False", "ClusterIDMismatch", False),  # the plan's advisory warns already
+        ("False", "DGDNotFound", True),
+    ],
+)
+def test_which_transitions_warn(status: str, reason: str, warns: bool) -> None:
+    assert warned({"status": status, "reason": reason}) is warns

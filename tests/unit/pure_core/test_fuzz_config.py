@@ -53,6 +53,7 @@ from tests.unit.fuzzing import budget
 # Path -> YAML type, written from docs/configuration.md (a second source, not the loader).
 FIELD_TYPES: dict[str, str] = {
     "multiCluster.mcsImplementation": "string",
+    "multiCluster.confirmation": "string",
     "multiCluster.unconfirmedAfter": "duration",
     "multiCluster.apiDiscoveryInterval": "duration",
     "discovery.backend": "string",
