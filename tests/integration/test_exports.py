@@ -601,3 +601,53 @@ async def test_a_cluster_id_mismatch_is_not_ready_and_names_both_ids(
         assert await mcs.reconcile_again((namespace, POOL)) == []
     finally:
         await set_cluster_id(client, None)
+
+
+async def test_an_export_nobody_confirms_is_never_exported_and_is_warned_about(
+    client: Client, namespace: str, control_plane: ControlPlane
+) -> None:
+    """With `confirmation: required` (the default with mcs) an export on which no
+    implementation writes a condition stays `Exported=Unknown`: `Pending`, then, after
+    `unconfirmedAfter`, `Unconfirmed` with one Warning naming the export — never True."""
+    cfg = config("mcs", multiCluster={"mcsImplementation": "mcs", "unconfirmedAfter": "2s"})
+    async with OperatorUnderTest(control_plane, cfg) as op:
+        await pool(client, namespace)
+        await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+
+        async def exported() -> dict[str, Any] | None:
+            status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
+            return next((c for c in status.get("conditions", []) if c["type"] == "Exported"), None)
+
+        pending = await eventually(exported)
+        assert (pending["status"], pending["reason"]) == ("Unknown", "Pending"), pending
+
+        async def unconfirmed() -> dict[str, Any] | None:
+            c = await exported()
+            return c if c and c["reason"] == "Unconfirmed" else None
+
+        said = await eventually(unconfirmed, timeout=20)
+        assert said["status"] == "Unknown"
+        assert "multiCluster.confirmation: none" in said["message"]
+        warned = await wait_event(client, namespace, "Unconfirmed")
+        assert warned["type"] == "Warning"
+        assert warned["related"]["kind"] == "ServiceExport"
+        await op.settle()
+        assert await op.reconcile_again((namespace, POOL)) == []
+
+
+async def test_with_no_confirmation_an_export_that_exists_is_exported(
+    client: Client, namespace: str, karmada: OperatorUnderTest
+) -> None:
+    """Karmada writes no condition on a member's exports: its default is `confirmation:
+    none`, so an export that exists is `Exported=True ExportExists`, at once."""
+    await pool(client, namespace)
+    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+
+    async def exists() -> bool:
+        status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
+        c = next((c for c in status.get("conditions", []) if c["type"] == "Exported"), None)
+        return bool(c) and (c["status"], c["reason"]) == ("True", "ExportExists")
+
+    await eventually(exists)
+    await karmada.settle()
+    assert await karmada.reconcile_again((namespace, POOL)) == []
