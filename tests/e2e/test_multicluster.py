@@ -44,7 +44,7 @@ from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUn
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES, Resource
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, EVENTS, SERVICES, Resource
 from tests.e2e.chart_operator import DGDS, RELAYS, dgd, relay
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -643,3 +643,55 @@ async def test_the_pool_is_imported_as_its_relay_pods_and_follows_a_change_of_sh
                 f"relay pods {await relay_pod_ips(east, ns, 'llama')}; export status "
                 f"{export.get('status')}; import {imported.get('spec')} {imported.get('status')}"
             )
+
+
+# v0.1.0 only: under v0.5.2 Lighthouse's status writes with an empty reason are refused,
+# so its Ready=True never lands next to the conflict.
+@pytest.mark.parametrize("world", [OLD_MCS_API], indirect=True, ids=lambda v: f"mcs-api-{v}")
+async def test_a_conflict_next_to_ready_is_still_imported_and_warned_about(
+    world: lighthouse.World, ns: str
+) -> None:
+    """The same pool in both clusters with relay ports that differ: Lighthouse marks an
+    export `Conflict=True ConflictingPorts` and keeps it `Ready=True` (KEP-1645: the
+    import carries the ports the clusters agree on). That pool is still importable, so
+    its relay says `Exported=True ReadyWithConflict` quoting Lighthouse and records a
+    Warning; a refusal it is not."""
+    async with operators(world), clients(world, USER) as users:
+        await run_pool(users["east"], "llama", ns, "east")
+        await run_dgd(users["west"], "llama", ns)
+        body = relay("llama", ns, "west")
+        body["spec"]["port"] = 9000
+        await users["west"].create(RELAYS, body)
+
+        async def conflicted() -> tuple[str, dict[str, Any]] | None:
+            for cluster in CLUSTERS:
+                export = await users[cluster].get(SERVICE_EXPORTS, names.relay_name("llama"), ns)
+                said = {c["type"]: c for c in (export.get("status") or {}).get("conditions", [])}
+                conflict, ready = said.get("Conflict"), said.get("Ready")
+                if (
+                    conflict
+                    and conflict["status"] == "True"
+                    and ready
+                    and ready["status"] == "True"
+                ):
+                    return cluster, conflict
+            return None
+
+        cluster, conflict = await eventually(conflicted, timeout=90, interval=0.2)
+        assert conflict["reason"] == "ConflictingPorts", conflict
+        exported = partial(
+            condition_is, users[cluster], ns, "Exported", "True", "ReadyWithConflict"
+        )
+        await eventually(exported, timeout=30, interval=0.2)
+        c = await condition_of(users[cluster], ns, "Exported")
+        assert c is not None
+        assert "ConflictingPorts" in c["message"], c
+        assert await condition_is(users[cluster], ns, "Ready", "True", "Ready")
+
+        async def warned() -> bool:
+            events = (await users[cluster].list(EVENTS, ns)).items
+            return any(
+                e["reason"] == "ReadyWithConflict" and e["type"] == "Warning" for e in events
+            )
+
+        await eventually(warned, timeout=30)

@@ -3,9 +3,12 @@
 Gather reads only caches: the exports of the relay's namespace (by name, and by
 controller UID) and the cluster's ID property. The caches come and go with their
 APIs (`exports/apis.py` hands them over by `use`): while the ServiceExport API is not
-served there are none, nothing is planned, and `Exported` says why. A ClusterProperty cache that has
-not synced (e.g. Forbidden) is a failed read — reported as `ExportFailed` about the
-property and retried — never taken for "no property". Plan is `plan.plan`; the
+served there are none, nothing is planned, and `Exported` says why. A ClusterProperty cache
+that has not synced (e.g. Forbidden, or a new cache while the About API changes
+version) is a failed read — reported as `ExportFailed` about the property and retried
+— never taken for "no property": the cluster's ID is then unknown, so the relay keeps
+its last known one (its status) and a relay that never had one waits
+(`ClusterIDMatched=Unknown`); the relay pods are never rolled for it. Plan is `plan.plan`; the
 status lines after execution are `verdict.lines_after`. The exports' state gauge is
 counted from the relays' status at scrape time (`relay_metrics.py`), so the
 contributor keeps nothing between passes.
