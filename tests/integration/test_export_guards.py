@@ -36,8 +36,10 @@ from tests.integration.export_fixtures import (
     SE,
     config,
     events_for,
+    export_names,
     export_obj,
     exports_become,
+    relay_status,
     wait_event,
 )
 from tests.integration.race_fixtures import (
@@ -412,27 +414,33 @@ async def refuse_service_create(
         yield
 
 
-# Guard: reconcile, the export step runs whatever the relay's own writes did
-# (docs/exports.md, 'Ownership, repair and withdrawal': "Each step runs whatever the
-# other's writes did").
-async def test_refused_relay_service_does_not_hold_back_the_exports(
+# Guard: the plan's needs (poolrelay/plan.py): an export waits only for the write of what
+# it points at. The relay Service's export waits for the relay Service; a frontend's
+# export (of a Service of Dynamo's) is not held back by a refused relay write.
+async def test_a_refused_relay_service_holds_back_its_export_and_nothing_else(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
     async with refuse_service_create(control_plane, client, namespace, RELAY_SVC):
         spy = Spy(mcs)
         await make_pool(client, namespace)
-        await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+        await exports_become(client, namespace, {FRONTEND_SVC})
         assert await absent(client, SERVICES, namespace, RELAY_SVC)
 
-        # The exports are created in the same pass as the refused write, before that
-        # pass returns its error: wait for the error rather than race it.
         async def refusal_returned() -> bool:
             return any("denied request" in str(e) for e in spy.errors_of(namespace))
 
         await eventually(refusal_returned)
-    # Lifted: the queue's retries alone create the Service. The per-key backoff grew
-    # while the write was refused (about as long as that lasted), hence the longer wait.
+        await mcs.settle(timeout=10, quiet=1.0)
+        assert await export_names(client, namespace) == {FRONTEND_SVC}, (
+            "no export of a Service that does not exist"
+        )
+        lines = {e["name"]: e for e in (await relay_status(client, namespace, POOL))["exports"]}
+        assert (lines[RELAY_SVC]["state"], lines[RELAY_SVC]["reason"]) == ("Pending", "Waiting")
+        assert RELAY_SVC in lines[RELAY_SVC]["message"], lines[RELAY_SVC]
+    # Lifted: the queue's retries alone create the Service, then its export. The per-key
+    # backoff grew while the write was refused (about as long as that lasted).
     await eventually(lambda: _exists(client, SERVICES, namespace, RELAY_SVC), timeout=60)
+    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
     await state_becomes(client, namespace, FRONTEND_SVC, "Exported")
     await second_pass_writes_nothing(mcs, client, namespace)
 
