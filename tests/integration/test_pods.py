@@ -182,14 +182,12 @@ async def gone(client: Client, namespace: str) -> bool:
 async def test_a_deployment_controller_writing_status_during_the_handover_logs_no_error(
     node_plane: ControlPlane, admin: Client, pod_namespace: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Right after the operator creates the relay Deployment it hands the create's
-    fields over to its apply manager, a patch guarded by the resourceVersion the create
-    returned. The Deployment controller writes the new Deployment's status several times
-    in its first second (seen with kwok: one of about twenty creates in the
-    multi-cluster test lost all three attempts). Here each of the first three attempts
-    is made to lose for certain: just before it, the Deployment's status moves on (a
-    write through the API, as the controller's). That is a lost race: retried quietly,
-    and the pool converges."""
+    """Before its first apply of a relay Deployment the operator hands the create's
+    fields over to its apply manager, a patch guarded by the resourceVersion read. The
+    Deployment controller writes a changing Deployment's status several times a second
+    (seen with kwok). Here each of the first three attempts is made to lose for
+    certain: just before it, the Deployment moves on (a write through the API, as the
+    controller's). That is a lost race: retried quietly, and the change converges."""
     caplog.set_level(logging.DEBUG, logger="dynamo_pool_operator")
     ns = pod_namespace
     async with OperatorUnderTest(node_plane) as op:
@@ -212,6 +210,9 @@ async def test_a_deployment_controller_writing_status_during_the_handover_logs_n
         await admin.create(DGDS, dgd_body(POOL, ns))
         await admin.create(RELAYS, relay_body(POOL, ns, replicas=1))
         await eventually(partial(pods_are, admin, ns, 1), timeout=60)
+        assert bumped == 0, "a create is one write: no handover before a change needs it"
+        await admin.merge_patch(RELAYS, POOL, {"spec": {"replicas": 2}}, ns)
+        await eventually(partial(pods_are, admin, ns, 2), timeout=60)
         await eventually(partial(all_published, admin, ns, [POOL]), timeout=60)
         assert bumped == 3, "the handover was not attempted three times"
     logged = [

@@ -142,26 +142,55 @@ async def test_a_spec_change_reaches_the_relay_objects_with_no_refused_write(
     assert writes == [], f"{case}: second pass wrote {[(w.verb, w.resource) for w in writes]}"
 
 
-async def test_the_create_leaves_every_field_to_the_apply_manager(
-    client: Client, namespace: str, operator: OperatorUnderTest
+async def test_a_create_is_one_write_and_the_handover_waits_for_the_first_change(
+    client: Client, namespace: str, operator: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
-    """After publishing, no field of the relay objects is owned by an "Update" entry of
-    the operator's field manager: every field it set can be changed or removed by
-    its next apply."""
+    """Publishing writes each relay object once, its POST: the create's fields stay with
+    the create's "Update" entry until a change needs them (decision 0003). The first
+    change hands them over to the apply (a guarded merge patch of managedFields) and
+    then applies, with no refused write: the port moves on a freshly created relay."""
+    since = control_plane.audit.offset()
     await client.create(DGDS, dgd_body(POOL, namespace))
-    await client.create(
-        RELAYS, relay_body(POOL, namespace, tolerations=[TOLERATION], resources=RESOURCES)
-    )
+    await client.create(RELAYS, relay_body(POOL, namespace, port=9000))
 
-    async def upgraded() -> bool:
-        for obj in await _objects(client, namespace):
-            ours = [
-                (m["manager"], m["operation"])
-                for m in obj["metadata"].get("managedFields") or []
-                if m["manager"] == "dynamo-pool-operator"
-            ]
-            if ours != [("dynamo-pool-operator", "Apply")]:
-                return False
-        return True
+    async def published() -> bool:
+        cond = await decision_of(client, namespace, POOL)
+        return bool(cond and cond["status"] == "True")
 
-    await eventually(upgraded)
+    await eventually(published)
+    await operator.settle()
+    written = [
+        (w.verb, w.resource)
+        for w in await operator.writes_since(since)
+        if w.namespace == namespace and w.resource in ("deployments", "services")
+    ]
+    assert sorted(written) == [("create", "deployments"), ("create", "services")], written
+    for obj in await _objects(client, namespace):
+        ours = [
+            m["operation"]
+            for m in obj["metadata"].get("managedFields") or []
+            if m["manager"] == "dynamo-pool-operator"
+        ]
+        assert ours == ["Update"], obj["metadata"].get("managedFields")
+    since = control_plane.audit.offset()
+    await client.merge_patch(RELAYS, POOL, {"spec": {"port": 9100}}, namespace)
+    await eventually(lambda: _converged(client, namespace, _port_is(9100)))
+    await operator.settle()
+    writes = [
+        (w.verb, w.resource, w.code)
+        for w in await operator.writes_since(since)
+        if w.namespace == namespace and w.resource in ("deployments", "services")
+    ]
+    assert all(code < 400 for *_, code in writes), writes
+    for obj in await _objects(client, namespace):
+        ours = [
+            m["operation"]
+            for m in obj["metadata"].get("managedFields") or []
+            if m["manager"] == "dynamo-pool-operator"
+        ]
+        assert ours == ["Apply"], obj["metadata"].get("managedFields")
+    assert await operator.reconcile_again((namespace, POOL)) == []
+
+
+async def _converged(client: Client, namespace: str, check: Check) -> bool:
+    return check(*await _objects(client, namespace))

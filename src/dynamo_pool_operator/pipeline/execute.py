@@ -139,17 +139,15 @@ class Executor:
 
         if action.verb is Verb.CREATE:
             assert action.body is not None
-            made = await self.writes.create(
-                res, action.body, hand_over_to=still_ours if action.hand_over else None
-            )
+            made = await self.writes.create(res, action.body)
             log.info("created %s", res.kind, extra=where)
             self._note(
                 regarding, action, action.events.created, made, f"created {res.kind} {action.name}"
             )
             return ActionResult(action, Result.DONE)
         live = action.live
-        if action.hand_over and live is not None and action.verb in (Verb.APPLY, Verb.NONE):
-            # Created by a version without the hand-over, or its hand-over lost a race.
+        if action.hand_over and live is not None and action.verb is Verb.APPLY:
+            # The create's fields stay with the create until an apply needs them.
             live = await self.writes.hand_over(res, live, still_ours=still_ours, fetch=True)
             log.info("handed the create's fields of %s to the apply", res.kind, extra=where)
         if action.verb is Verb.APPLY:

@@ -70,8 +70,8 @@ class Action:
     live: Mapping[str, Any] | None = None
     #: CREATE: the whole object; APPLY: only the fields we own.
     body: Mapping[str, Any] | None = None
-    #: CREATE: hand the create's fields over to the apply manager. APPLY or NONE: the
-    #: object still shows a create never handed over: do it (read first) before.
+    #: APPLY: the object still shows its create's fields with the create: hand them over
+    #: to the apply manager (read first) before the apply.
     hand_over: bool = False
     #: For APPLY: which of our fields differ (for the Event's note).
     fields: tuple[str, ...] = ()

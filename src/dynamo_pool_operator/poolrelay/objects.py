@@ -2,10 +2,11 @@
 
 Published: each is created when absent, applied when the cache shows it drifted
 from what `render` makes (`runtime/diff.needs_apply`), left alone otherwise; an
-object of ours that still shows a create never handed over to the apply manager
-is handed over first. The decision already made sure every existing one is ours
-(else `OwnershipConflict`). Withdrawn: each the relay controls is deleted; one
-being deleted is waited for; anyone else's is never touched.
+object of ours that still shows its create's fields with the create (not handed over
+to the apply manager) is handed over right before its first apply. The decision
+already made sure every existing one is ours (else `OwnershipConflict`). Withdrawn:
+each the relay controls is deleted; one being deleted is waited for; anyone else's is
+never touched.
 """
 
 from __future__ import annotations
@@ -91,14 +92,17 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
                     )
                 )
                 continue
+            hand_over = False
             if live is None:
-                verb, hand_over = Verb.CREATE, True
+                verb = Verb.CREATE
             elif Meta(live).terminating:
-                verb, hand_over = Verb.WAIT, False
+                verb = Verb.WAIT
             else:
                 drifted = needs_apply(live, body, skip=render.NORMALIZED_PATHS)
                 verb = Verb.APPLY if drifted else Verb.NONE
-                hand_over = needs_handover(live, labels.FIELD_MANAGER)
+                # The create's fields go to the apply manager only when an apply needs
+                # them (decision 0003): one write per created object, none meanwhile.
+                hand_over = drifted and needs_handover(live, labels.FIELD_MANAGER)
             actions.append(
                 Action(
                     verb,

@@ -83,15 +83,9 @@ class GuardedWrites:
         self.client = client
         self.field_manager = field_manager
 
-    async def create(
-        self,
-        res: Resource,
-        body: Mapping[str, Any],
-        *,
-        hand_over_to: Callable[[Mapping[str, Any]], bool] | None = None,
-    ) -> dict[str, Any]:
-        """POST `body`; with `hand_over_to` (the "still ours" test), hand the create's
-        fields over to the apply manager right after. Returns the object as stored."""
+    async def create(self, res: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST `body` (exclusive: a name taken is a lost race, never adopted). Returns the
+        object as stored; its fields stay with the create until `hand_over`."""
         name = body["metadata"]["name"]
         try:
             made = await self.client.create(res, dict(body), field_manager=self.field_manager)
@@ -103,9 +97,7 @@ class GuardedWrites:
             raise LostRace(
                 f"create of {res.kind} {name}: the name is taken (not cached yet)"
             ) from e
-        if hand_over_to is None:
-            return made
-        return await self.hand_over(res, made, still_ours=hand_over_to)
+        return made
 
     async def hand_over(
         self,

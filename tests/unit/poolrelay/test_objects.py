@@ -71,12 +71,13 @@ def verbs(actions: tuple[Action, ...]) -> list[tuple[str, Verb]]:
     return [(a.resource.kind, a.verb) for a in actions]
 
 
-def test_absent_objects_are_created_whole_and_handed_over() -> None:
+def test_absent_objects_are_created_whole_and_nothing_more() -> None:
     actions = plan_relay_objects(snapshot(), PUBLISHED)
     assert verbs(actions) == [("Deployment", Verb.CREATE), ("Service", Verb.CREATE)]
     for a, res in zip(actions, (DEPLOYMENTS, SERVICES), strict=True):
         assert a.resource == res
-        assert (a.namespace, a.name, a.live, a.hand_over) == (NS, OBJ, None, True)
+        # One write: the create's fields are handed over only before a first apply.
+        assert (a.namespace, a.name, a.live, a.hand_over) == (NS, OBJ, None, False)
         assert a.body == desired_objects(snapshot())[res.kind]
         assert a.events == RELAY_EVENTS
 
@@ -106,11 +107,19 @@ def test_the_effective_cluster_id_reaches_the_deployment() -> None:
     assert env["DYN_CLUSTER_ID"] == "east-1"
 
 
-def test_a_create_never_handed_over_is_handed_over() -> None:
+def test_a_create_not_handed_over_is_handed_over_before_its_first_apply_only() -> None:
     update = [{"manager": labels.FIELD_MANAGER, "operation": "Update"}]
-    objects = {"Deployment": live("Deployment", managedFields=update), "Service": live("Service")}
-    actions = plan_relay_objects(snapshot(objects), PUBLISHED)
-    assert [(a.verb, a.hand_over) for a in actions] == [(Verb.NONE, True), (Verb.NONE, False)]
+    objects = {
+        "Deployment": live("Deployment", managedFields=update),
+        "Service": live("Service", managedFields=update),
+    }
+    right = plan_relay_objects(snapshot(objects), PUBLISHED)
+    assert [(a.verb, a.hand_over) for a in right] == [(Verb.NONE, False), (Verb.NONE, False)]
+    changed = plan_relay_objects(snapshot(objects, port=9100), PUBLISHED)
+    assert [(a.verb, a.hand_over) for a in changed] == [(Verb.APPLY, True), (Verb.APPLY, True)]
+    done = {"Deployment": live("Deployment"), "Service": live("Service")}
+    applied = plan_relay_objects(snapshot(done, port=9100), PUBLISHED)
+    assert [(a.verb, a.hand_over) for a in applied] == [(Verb.APPLY, False), (Verb.APPLY, False)]
 
 
 def test_our_object_being_deleted_is_waited_for_when_published() -> None:
