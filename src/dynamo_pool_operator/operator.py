@@ -37,6 +37,7 @@ from .runtime.clock import Clock, SystemClock
 from .runtime.controller import Controller
 from .runtime.degraded import DegradedChecks
 from .runtime.events import EventRecorder
+from .runtime.informer import Informer
 from .runtime.metricsets import per_registry
 from .runtime.ratelimit import ExponentialBackoff
 from .runtime.rediscovery import Rediscovery
@@ -109,14 +110,19 @@ class Operator:
 
     async def follow_apis(self, current: ServedApis, new: ServedApis) -> ServedApis:
         """Act on a change of the served APIs; return what is in effect afterwards (a
-        part that could not be taken up yet is offered again after the next read)."""
+        part whose new cache has not synced yet is offered again at each later read,
+        and the read is made at once when it syncs)."""
         applied = new
         if self.export_apis is not None:
-            now = await self.export_apis.follow(new.serviceexport_version, new.about_version)
+            now = await self.export_apis.follow(
+                new.serviceexport_version,
+                new.about_version,
+                export_served=new.serviceexport_versions,
+                about_served=new.about_versions,
+            )
             applied = dataclasses.replace(
                 new,
                 serviceexport_version=now.serviceexport_version,
-                serviceexport_served=now.serviceexport_version,
                 about_version=now.about_version,
             )
         for line in transitions(current, applied, self.config.multi_cluster.mcs_implementation):
@@ -233,12 +239,19 @@ class Operator:
         await self.informers.stop_all()
 
     def caches_synced(self) -> bool:
-        """Readiness: every cache synced but the optional ones. A replica whose RBAC
-        lacks an optional read (the ClusterProperty) would otherwise never be ready;
-        `checks` reports it as degraded instead."""
+        """Readiness: every cache synced but the optional ones and those being made to
+        replace one in effect (which serves meanwhile). A replica whose RBAC lacks an
+        optional read (the ClusterProperty) would otherwise never be ready; `checks`
+        reports it as degraded instead."""
+        pending = self._pending()
         return all(
-            i.has_synced for i in self.informers.informers() if not self.checks.is_optional(i)
+            i.has_synced
+            for i in self.informers.informers()
+            if not self.checks.is_optional(i) and i not in pending
         )
+
+    def _pending(self) -> set[Informer]:
+        return set(self.export_apis.pending) if self.export_apis is not None else set()
 
 
 def build(
