@@ -4,9 +4,11 @@
 the operator here, so what the tests exercise is the wiring that ships.
 
 The served APIs are read again every `multiCluster.apiDiscoveryInterval` while the
-operator runs (`Rediscovery`); `Operator.follow_apis` acts on a change: the export
-feature's caches and watches follow it (`exports/apis.py`), the feature-off cleanup
-runs when the ServiceExport API appears, and each change is logged once.
+operator runs (`Rediscovery`); `Operator.follow_apis` acts on a change: the DGD cache
+follows its API (`runtime/switchover.py`: a new version's cache is made before the old
+one is dropped, and readiness fails while no served version's cache is read), the
+export feature's caches and watches follow theirs (`exports/apis.py`), the feature-off
+cleanup runs when the ServiceExport API appears, and each change is logged once.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from datetime import timedelta
 from prometheus_client import CollectorRegistry, Counter
 
 from . import relay_metrics
+from .api import dgd as dgd_api
 from .api.mcs import Implementation
 from .api.relay import RelayDefaults
 from .config import OperatorConfiguration
@@ -42,6 +45,7 @@ from .runtime.metricsets import per_registry
 from .runtime.ratelimit import ExponentialBackoff
 from .runtime.rediscovery import Rediscovery
 from .runtime.shared_informers import SharedInformers
+from .runtime.switchover import FollowedCache
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,8 @@ class Operator:
     checks: DegradedChecks
     #: `dynamo_pool_operator_export_cleanup_failures_total`: refused cleanup writes/lists.
     cleanup_failures: Counter
+    #: The DGD cache, following the version its API is served at.
+    dgd_api: FollowedCache
     #: The export feature's APIs (None with no MCS implementation configured).
     export_apis: ExportApis | None = None
     #: Where the relays' own reports are served as metrics (`relay_metrics.py`).
@@ -95,6 +101,7 @@ class Operator:
             interval=self.config.multi_cluster.api_discovery_interval,
             what="the served APIs",
         )
+        self.dgd_api.poke = self.rediscovery.poke
         if self.export_apis is not None:
             self.export_apis.poke = self.rediscovery.poke
 
@@ -112,7 +119,9 @@ class Operator:
         """Act on a change of the served APIs; return what is in effect afterwards (a
         part whose new cache has not synced yet is offered again at each later read,
         and the read is made at once when it syncs)."""
-        applied = new
+        want = new.dgd_versions[0] if new.dgd_versions else None
+        dgd_version = await self.dgd_api.follow(want, new.dgd_versions)
+        applied = dataclasses.replace(new, dgd_version=dgd_version, dgd_stale=not self.dgd_api.live)
         if self.export_apis is not None:
             now = await self.export_apis.follow(
                 new.serviceexport_version,
@@ -121,7 +130,7 @@ class Operator:
                 about_served=new.about_versions,
             )
             applied = dataclasses.replace(
-                new,
+                applied,
                 serviceexport_version=now.serviceexport_version,
                 about_version=now.about_version,
             )
@@ -250,8 +259,16 @@ class Operator:
             if not self.checks.is_optional(i) and i not in pending
         )
 
+    def dgd_api_served(self) -> bool:
+        """Readiness: the DGDs are read from a cache of a version the cluster serves. A
+        stale cache (its version no longer served) fails it, loudly in the log too."""
+        return self.dgd_api.ready
+
     def _pending(self) -> set[Informer]:
-        return set(self.export_apis.pending) if self.export_apis is not None else set()
+        pending = set(self.export_apis.pending) if self.export_apis is not None else set()
+        if self.dgd_api.pending is not None:
+            pending.add(self.dgd_api.pending)
+        return pending
 
 
 def build(
@@ -319,6 +336,25 @@ def build(
     )
     checks = DegradedChecks({}, registry)
     export_apis: ExportApis | None = None
+
+    def switch_dgds(new: Informer, old: Informer) -> None:
+        caches.dgds = new  # read by every pass from here on
+        if export_apis is not None:
+            export_apis.use_dgds(new)
+        relay_controller.watch_dgds(controller, new)
+        controller.unwatch(old)
+        controller.enqueue_all(caches.relays.store.keys())
+
+    dgds = FollowedCache(
+        informers,
+        caches.dgds,
+        served.dgd_version,
+        make=lambda version: relay_controller.dgd_cache(
+            informers, namespace=namespace, version=version
+        ),
+        switch=switch_dgds,
+        what=f"the DGD API ({dgd_api.PLURAL}.{dgd_api.GROUP})",
+    )
     if pool_exports is not None:
         export_apis = ExportApis(
             informers,
@@ -341,6 +377,7 @@ def build(
         controller,
         checks,
         _cleanup_failures(registry),
+        dgds,
         export_apis,
         registry,
     )

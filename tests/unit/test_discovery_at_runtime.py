@@ -25,14 +25,15 @@ from dynamo_pool_operator.runtime.degraded import DegradedChecks
 from dynamo_pool_operator.runtime.informer import EventType, Informer
 from dynamo_pool_operator.runtime.rediscovery import Rediscovery
 from dynamo_pool_operator.runtime.resources import Resource
+from tests.unit.served import DGD_ALPHA, DOWN, EXPORTS_ALPHA, EXPORTS_BETA, PROPS, RELAYS
 from tests.unit.served import DGD_BETA as DGD
-from tests.unit.served import DOWN, EXPORTS_ALPHA, EXPORTS_BETA, PROPS, RELAYS
 
 AT_START = ServedApis(
     "v1beta1",
     "v1beta1",
     "v1beta1",
     "v1beta1",
+    dgd_versions=("v1beta1",),
     serviceexport_versions=("v1beta1",),
     about_versions=("v1beta1",),
 )
@@ -62,9 +63,13 @@ def test_the_serviceexport_api_back_at_another_version() -> None:
 def test_every_served_version_is_listed_preferred_first() -> None:
     """The version wanted is the preferred one; the others tell whether the cache in
     effect may stay in effect while the preferred one's is made."""
-    after = follow_served_apis(AT_START, [RELAYS, DGD, EXPORTS_ALPHA, EXPORTS_BETA], "mcs")
+    after = follow_served_apis(
+        AT_START, [RELAYS, DGD_ALPHA, DGD, EXPORTS_ALPHA, EXPORTS_BETA], "mcs"
+    )
     assert after.serviceexport_versions == ("v1beta1", "v1alpha1")
     assert after.serviceexport_version == "v1beta1"
+    assert after.dgd_versions == ("v1beta1", "v1alpha1")
+    assert after.dgd_version == "v1beta1"
 
 
 def test_the_about_api_appears_and_goes() -> None:
@@ -72,13 +77,20 @@ def test_the_about_api_appears_and_goes() -> None:
     assert follow_served_apis(AT_START, [RELAYS, DGD, EXPORTS_BETA], "mcs") == ABOUT_GONE
 
 
-def test_the_dgd_version_stays_what_it_was_at_start() -> None:
-    # Even gone: the relays' reads use it, and required APIs fail startup, not a pass.
-    assert follow_served_apis(AT_START, [EXPORTS_BETA, PROPS], "mcs").dgd_version == "v1beta1"
+def test_the_dgd_api_follows_the_cluster_to_a_version_still_served() -> None:
+    after = follow_served_apis(AT_START, [RELAYS, DGD_ALPHA, EXPORTS_BETA, PROPS], "mcs")
+    assert (after.dgd_version, after.dgd_versions) == ("v1alpha1", ("v1alpha1",))
+
+
+def test_a_dgd_api_served_at_no_version_keeps_the_cache_in_effect_listed_as_unserved() -> None:
+    # Not a startup error at runtime: the DGDs last read stay what is read, and with no
+    # version served readiness fails (runtime/switchover.py).
+    after = follow_served_apis(AT_START, [RELAYS, EXPORTS_BETA, PROPS], "mcs")
+    assert (after.dgd_version, after.dgd_versions) == ("v1beta1", ())
 
 
 def test_with_export_off_only_what_is_served_is_followed() -> None:
-    off = ServedApis("v1beta1", None, None, None)
+    off = ServedApis("v1beta1", None, None, None, dgd_versions=("v1beta1",))
     after = follow_served_apis(off, [RELAYS, DGD, EXPORTS_BETA, PROPS], "")
     assert after == replace(
         off, serviceexport_served="v1beta1", serviceexport_versions=("v1beta1",)
@@ -87,7 +99,7 @@ def test_with_export_off_only_what_is_served_is_followed() -> None:
 
 @pytest.mark.parametrize(
     "unavailable",
-    ["multicluster.x-k8s.io/v1beta1", "about.k8s.io/v1beta1"],
+    ["multicluster.x-k8s.io/v1beta1", "about.k8s.io/v1beta1", "nvidia.com/v1beta1"],
     ids=str,
 )
 def test_an_unreadable_group_version_keeps_what_is_in_effect(unavailable: str) -> None:
@@ -99,9 +111,10 @@ def test_an_unreadable_group_version_keeps_what_is_in_effect(unavailable: str) -
 
 
 def test_unreadable_and_gone_are_told_apart() -> None:
-    after = follow_served_apis(AT_START, [RELAYS, DGD], "mcs", {"about.k8s.io/v1beta1": DOWN})
-    assert after.about_version == "v1beta1"
+    after = follow_served_apis(AT_START, [RELAYS], "mcs", {"nvidia.com/v1beta1": DOWN})
+    assert (after.dgd_version, after.dgd_versions) == ("v1beta1", ("v1beta1",))
     assert after.serviceexport_version is None
+    assert after.about_version is None
 
 
 # ---------------------------------------------------------------- transitions
@@ -147,6 +160,14 @@ def test_an_export_api_served_but_not_in_effect_yet_is_not_called_gone() -> None
     moved = replace(AT_START, serviceexport_version="v1alpha1", serviceexport_served="v1alpha1")
     listing = replace(AT_START, serviceexport_version=None)
     assert transitions(moved, listing, "mcs") == []
+
+
+def test_a_dgd_version_change_is_one_line() -> None:
+    moved = replace(AT_START, dgd_version="v1alpha1", dgd_versions=("v1alpha1",))
+    assert transitions(AT_START, moved, "mcs") == [
+        "the DGD API (dynamographdeployments.nvidia.com) is served now at v1alpha1 (was "
+        "v1beta1): every DGD is read at v1alpha1 from now on"
+    ]
 
 
 def test_with_export_off_the_line_says_what_the_cleanup_does() -> None:
