@@ -132,9 +132,9 @@ class MultiClusterConfig:
     )
     api_discovery_interval: float = duration(
         "30s",
-        "How often the served APIs are read again, so that the ServiceExport and About APIs "
-        "(their CRDs) installed, deleted or re-versioned while the operator runs take effect "
-        "without a restart: one discovery read, no extra permission.",
+        "How often the served APIs are read again, so that the ServiceExport, About and DGD "
+        "APIs (their CRDs) installed, deleted or re-versioned while the operator runs take "
+        "effect without a restart: one discovery read, no extra permission.",
     )
 
 

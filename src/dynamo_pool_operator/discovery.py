@@ -12,9 +12,9 @@ chosen: then startup fails, naming it and its APIService, since the choice could
 wrong. Any other is skipped with one warning, as client-go's partial discovery does.
 
 While the operator runs, discovery is read again (`rediscover_served_apis`, every
-`multiCluster.apiDiscoveryInterval`): the optional APIs (ServiceExport, About) follow
-the cluster, so installing or deleting their CRDs needs no restart; the required ones
-(ours, the DGD's) keep the version resolved at start (docs/decisions/0004).
+`multiCluster.apiDiscoveryInterval`): the ServiceExport, About and DGD APIs follow the
+cluster, so installing, deleting or re-versioning their CRDs needs no restart; ours
+keeps the version resolved at start (docs/decisions/0004).
 """
 
 from __future__ import annotations
@@ -58,6 +58,15 @@ class ServedApis:
     #: The ServiceExport version the cluster serves, whatever the configuration (for the
     #: feature-off cleanup pass), or None.
     serviceexport_served: str | None = None
+    #: Every supported version served, preferred first: a cache of a version still in
+    #: this list can stay in effect while the cache of the preferred one is made.
+    dgd_versions: tuple[str, ...] = ()
+    serviceexport_versions: tuple[str, ...] = ()
+    #: The About API's (only when the cluster ID check applies).
+    about_versions: tuple[str, ...] = ()
+    #: Only in the value in effect: the DGDs read are the last content listed at
+    #: `dgd_version`, which is no longer served (readiness fails meanwhile).
+    dgd_stale: bool = False
 
     def describe(self) -> str:
         return (
@@ -70,6 +79,11 @@ class ServedApis:
 def pick(served: Sequence[str], preferred: Sequence[str]) -> str | None:
     """The first of `preferred` that is served."""
     return next((v for v in preferred if v in served), None)
+
+
+def _supported(served: Sequence[str], preferred: Sequence[str]) -> tuple[str, ...]:
+    """Those of `preferred` that are served, in the order of `preferred`."""
+    return tuple(v for v in preferred if v in served)
 
 
 def _versions(resources: Sequence[ServedResource], group: str, plural: str) -> list[str]:
@@ -110,9 +124,10 @@ def resolve_served_apis(
             f"the {crd.PLURAL}.{crd.GROUP} API is not served: install the DynamoPoolRelay CRD "
             "(`dynamo-pool-operator manifests crds | kubectl apply -f -`, or the Helm chart)"
         )
-    dgd_version = pick(
+    dgd_versions = _supported(
         _versions(resources, dgd_api.GROUP, dgd_api.PLURAL), dgd_api.SUPPORTED_VERSIONS
     )
+    dgd_version = dgd_versions[0] if dgd_versions else None
     if doubt := _in_doubt(unavailable, dgd_api.GROUP, dgd_api.SUPPORTED_VERSIONS, dgd_version):
         dgd = f"{dgd_api.PLURAL}.{dgd_api.GROUP}"
         raise StartupError(_unavailable(dgd, doubt, unavailable, "the operator needs it"))
@@ -121,9 +136,13 @@ def resolve_served_apis(
             f"the {dgd_api.PLURAL}.{dgd_api.GROUP} API (v1beta1 or v1alpha1) is not served: "
             "install NVIDIA Dynamo's operator (its CRDs) before this operator"
         )
-    served = pick(_versions(resources, MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS)
+    export_versions = _supported(
+        _versions(resources, MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS
+    )
+    served = export_versions[0] if export_versions else None
     export_version = None
     about_version = None
+    about_versions: tuple[str, ...] = ()
     if mcs_implementation:
         export_version = served
         if doubt := _in_doubt(unavailable, MCS_GROUP, SERVICEEXPORT_VERSIONS, served):
@@ -138,13 +157,22 @@ def resolve_served_apis(
                 'them), or set multiCluster.mcsImplementation to "" to export nothing'
             )
         if Implementation(mcs_implementation).checks_cluster_id:
-            about_version = pick(
+            about_versions = _supported(
                 _versions(resources, ABOUT_GROUP, CLUSTERPROPERTIES), ABOUT_VERSIONS
             )
+            about_version = about_versions[0] if about_versions else None
             # Optional: in doubt, the check is off (discover_served_apis says why).
             if _in_doubt(unavailable, ABOUT_GROUP, ABOUT_VERSIONS, about_version):
-                about_version = None
-    return ServedApis(dgd_version, export_version, about_version, served)
+                about_version, about_versions = None, ()
+    return ServedApis(
+        dgd_version,
+        export_version,
+        about_version,
+        served,
+        dgd_versions=dgd_versions,
+        serviceexport_versions=export_versions,
+        about_versions=about_versions,
+    )
 
 
 def follow_served_apis(
@@ -155,59 +183,93 @@ def follow_served_apis(
 ) -> ServedApis:
     """Pure: the served APIs after a later discovery, from those in effect (`current`).
 
-    Only the optional APIs follow the cluster: the ServiceExport version (None when it
-    is gone, with an implementation set too: the relays then say so, since failing a
-    running operator would take every pool's relay updates down with it) and the About
-    API version. The DGD version stays: its informer and every relay's reads use it,
-    and a DGD API that went away is not something to run on without. A part whose
-    group version discovery could not read this time, at a version that could change
-    the choice, keeps its current value: unreadable is not "gone"."""
-    served = pick(_versions(resources, MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS)
+    Each API we read but our own follows the cluster, to its preferred served version:
+    the ServiceExport version (None when it is gone, with an implementation set too: the
+    relays then say so, since failing a running operator would take every pool's relay
+    updates down with it), the About API version, and the DGD version. A DGD API no
+    longer served at all keeps `dgd_version` (the cache in effect stays what is read:
+    its DGDs still exist, they are only unreadable) with no `dgd_versions`, and
+    readiness fails (`runtime/switchover.py`). A part whose group version discovery
+    could not read this time, at a version that could change the choice, keeps its
+    current value: unreadable is not "gone"."""
+    export_versions = _supported(
+        _versions(resources, MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS
+    )
+    served = export_versions[0] if export_versions else None
     if _in_doubt(unavailable, MCS_GROUP, SERVICEEXPORT_VERSIONS, served):
-        served = current.serviceexport_served
+        served, export_versions = current.serviceexport_served, current.serviceexport_versions
     about_version = None
+    about_versions: tuple[str, ...] = ()
     if mcs_implementation and Implementation(mcs_implementation).checks_cluster_id:
-        about_version = pick(_versions(resources, ABOUT_GROUP, CLUSTERPROPERTIES), ABOUT_VERSIONS)
+        about_versions = _supported(
+            _versions(resources, ABOUT_GROUP, CLUSTERPROPERTIES), ABOUT_VERSIONS
+        )
+        about_version = about_versions[0] if about_versions else None
         if _in_doubt(unavailable, ABOUT_GROUP, ABOUT_VERSIONS, about_version):
-            about_version = current.about_version
+            about_version, about_versions = current.about_version, current.about_versions
+    dgd_versions = _supported(
+        _versions(resources, dgd_api.GROUP, dgd_api.PLURAL), dgd_api.SUPPORTED_VERSIONS
+    )
+    chosen = dgd_versions[0] if dgd_versions else None
+    dgd_version = chosen or current.dgd_version
+    if _in_doubt(unavailable, dgd_api.GROUP, dgd_api.SUPPORTED_VERSIONS, chosen):
+        dgd_version, dgd_versions = current.dgd_version, current.dgd_versions
     return ServedApis(
-        current.dgd_version,
+        dgd_version,
         served if mcs_implementation else None,
         about_version,
         served,
+        dgd_versions=dgd_versions,
+        serviceexport_versions=export_versions,
+        about_versions=about_versions,
     )
 
 
 _EXPORTS_API = f"{SERVICEEXPORTS}.{MCS_GROUP}"
 _ABOUT_API = f"{CLUSTERPROPERTIES}.{ABOUT_GROUP}"
+_DGD_API = f"{dgd_api.PLURAL}.{dgd_api.GROUP}"
 
 
 def transitions(before: ServedApis, after: ServedApis, mcs_implementation: str) -> list[str]:
-    """Pure: one log line per optional API whose served version changed, saying what the
-    operator does about it now."""
+    """Pure: one log line per API whose version in effect changed, saying what the
+    operator does about it now. Both are values in effect: a version served whose cache
+    has not synced yet is not in effect, and the switchover says so when that happens
+    (`runtime/switchover.py`), so an export API served but not listed yet is not
+    called "no longer served" here."""
     out = []
-    old, new = before.serviceexport_served, after.serviceexport_served
-    if old != new:
-        if mcs_implementation:
-            doing = (
-                "exports are created and kept again"
-                if new
-                else "no export can be written; every relay says so (Exported=False "
-                "ExportAPIUnavailable) until the API is served again"
-            )
-        else:
+    if mcs_implementation:
+        old, new = before.serviceexport_version, after.serviceexport_version
+        if old != new and (new or not after.serviceexport_served):
+            if new is None:
+                doing = (
+                    "no export can be written; every relay says so (Exported=False "
+                    "ExportAPIUnavailable) until the API is served again"
+                )
+            elif old is None:
+                doing = "exports are created and kept again"
+            else:
+                doing = f"exports are read and written at {new} from now on"
+            out.append(f"the ServiceExport API ({_EXPORTS_API}) {_change(old, new)}: {doing}")
+    else:
+        old, new = before.serviceexport_served, after.serviceexport_served
+        if old != new:
             doing = (
                 "multi-cluster export is off: the exports this operator made earlier are withdrawn"
                 if new
                 else "multi-cluster export is off: nothing to withdraw"
             )
-        out.append(f"the ServiceExport API ({_EXPORTS_API}) {_change(old, new)}: {doing}")
+            out.append(f"the ServiceExport API ({_EXPORTS_API}) {_change(old, new)}: {doing}")
     old, new = before.about_version, after.about_version
     if old != new:
         doing = "on" if new else "off, as when it was never served"
         out.append(
             f"the About API ({_ABOUT_API}) {_change(old, new)}: the cluster ID check "
             f"(ClusterIDMismatch) is {doing}"
+        )
+    if before.dgd_version != after.dgd_version:
+        out.append(
+            f"the DGD API ({_DGD_API}) {_change(before.dgd_version, after.dgd_version)}: "
+            f"every DGD is read at {after.dgd_version} from now on"
         )
     return out
 

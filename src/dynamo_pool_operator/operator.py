@@ -4,9 +4,11 @@
 the operator here, so what the tests exercise is the wiring that ships.
 
 The served APIs are read again every `multiCluster.apiDiscoveryInterval` while the
-operator runs (`Rediscovery`); `Operator.follow_apis` acts on a change: the export
-feature's caches and watches follow it (`exports/apis.py`), the feature-off cleanup
-runs when the ServiceExport API appears, and each change is logged once.
+operator runs (`Rediscovery`); `Operator.follow_apis` acts on a change: the DGD cache
+follows its API (`runtime/switchover.py`: a new version's cache is made before the old
+one is dropped, and readiness fails while no served version's cache is read), the
+export feature's caches and watches follow theirs (`exports/apis.py`), the feature-off
+cleanup runs when the ServiceExport API appears, and each change is logged once.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from datetime import timedelta
 from prometheus_client import CollectorRegistry, Counter
 
 from . import relay_metrics
+from .api import dgd as dgd_api
 from .api.mcs import Implementation
 from .api.relay import RelayDefaults
 from .config import OperatorConfiguration
@@ -37,10 +40,12 @@ from .runtime.clock import Clock, SystemClock
 from .runtime.controller import Controller
 from .runtime.degraded import DegradedChecks
 from .runtime.events import EventRecorder
+from .runtime.informer import Informer
 from .runtime.metricsets import per_registry
 from .runtime.ratelimit import ExponentialBackoff
 from .runtime.rediscovery import Rediscovery
 from .runtime.shared_informers import SharedInformers
+from .runtime.switchover import FollowedCache
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +81,8 @@ class Operator:
     checks: DegradedChecks
     #: `dynamo_pool_operator_export_cleanup_failures_total`: refused cleanup writes/lists.
     cleanup_failures: Counter
+    #: The DGD cache, following the version its API is served at.
+    dgd_api: FollowedCache
     #: The export feature's APIs (None with no MCS implementation configured).
     export_apis: ExportApis | None = None
     #: Where the relays' own reports are served as metrics (`relay_metrics.py`).
@@ -94,6 +101,7 @@ class Operator:
             interval=self.config.multi_cluster.api_discovery_interval,
             what="the served APIs",
         )
+        self.dgd_api.poke = self.rediscovery.poke
         if self.export_apis is not None:
             self.export_apis.poke = self.rediscovery.poke
 
@@ -109,14 +117,21 @@ class Operator:
 
     async def follow_apis(self, current: ServedApis, new: ServedApis) -> ServedApis:
         """Act on a change of the served APIs; return what is in effect afterwards (a
-        part that could not be taken up yet is offered again after the next read)."""
-        applied = new
+        part whose new cache has not synced yet is offered again at each later read,
+        and the read is made at once when it syncs)."""
+        want = new.dgd_versions[0] if new.dgd_versions else None
+        dgd_version = await self.dgd_api.follow(want, new.dgd_versions)
+        applied = dataclasses.replace(new, dgd_version=dgd_version, dgd_stale=not self.dgd_api.live)
         if self.export_apis is not None:
-            now = await self.export_apis.follow(new.serviceexport_version, new.about_version)
+            now = await self.export_apis.follow(
+                new.serviceexport_version,
+                new.about_version,
+                export_served=new.serviceexport_versions,
+                about_served=new.about_versions,
+            )
             applied = dataclasses.replace(
-                new,
+                applied,
                 serviceexport_version=now.serviceexport_version,
-                serviceexport_served=now.serviceexport_version,
                 about_version=now.about_version,
             )
         for line in transitions(current, applied, self.config.multi_cluster.mcs_implementation):
@@ -233,12 +248,27 @@ class Operator:
         await self.informers.stop_all()
 
     def caches_synced(self) -> bool:
-        """Readiness: every cache synced but the optional ones. A replica whose RBAC
-        lacks an optional read (the ClusterProperty) would otherwise never be ready;
-        `checks` reports it as degraded instead."""
+        """Readiness: every cache synced but the optional ones and those being made to
+        replace one in effect (which serves meanwhile). A replica whose RBAC lacks an
+        optional read (the ClusterProperty) would otherwise never be ready; `checks`
+        reports it as degraded instead."""
+        pending = self._pending()
         return all(
-            i.has_synced for i in self.informers.informers() if not self.checks.is_optional(i)
+            i.has_synced
+            for i in self.informers.informers()
+            if not self.checks.is_optional(i) and i not in pending
         )
+
+    def dgd_api_served(self) -> bool:
+        """Readiness: the DGDs are read from a cache of a version the cluster serves. A
+        stale cache (its version no longer served) fails it, loudly in the log too."""
+        return self.dgd_api.ready
+
+    def _pending(self) -> set[Informer]:
+        pending = set(self.export_apis.pending) if self.export_apis is not None else set()
+        if self.dgd_api.pending is not None:
+            pending.add(self.dgd_api.pending)
+        return pending
 
 
 def build(
@@ -307,6 +337,25 @@ def build(
     )
     checks = DegradedChecks({}, registry)
     export_apis: ExportApis | None = None
+
+    def switch_dgds(new: Informer, old: Informer) -> None:
+        caches.dgds = new  # read by every pass from here on
+        if export_apis is not None:
+            export_apis.use_dgds(new)
+        relay_controller.watch_dgds(controller, new)
+        controller.unwatch(old)
+        controller.enqueue_all(caches.relays.store.keys())
+
+    dgds = FollowedCache(
+        informers,
+        caches.dgds,
+        served.dgd_version,
+        make=lambda version: relay_controller.dgd_cache(
+            informers, namespace=namespace, version=version
+        ),
+        switch=switch_dgds,
+        what=f"the DGD API ({dgd_api.PLURAL}.{dgd_api.GROUP})",
+    )
     if pool_exports is not None:
         export_apis = ExportApis(
             informers,
@@ -329,6 +378,7 @@ def build(
         controller,
         checks,
         _cleanup_failures(registry),
+        dgds,
         export_apis,
         registry,
     )

@@ -107,7 +107,8 @@ async def run(
         probes = Probes(
             # Workers the controller could not replace: restart the process.
             liveness={"ping": lambda: True, "workers": lambda: op.controller.healthy},
-            readiness={"caches": op.caches_synced},
+            # The DGD API no longer served: a stale cache must not look ready.
+            readiness={"caches": op.caches_synced, "dgdAPI": op.dgd_api_served},
         )
         tls, auth = None, None
         if config.server.metrics_secure and config.server.metrics_address != "0":

@@ -12,23 +12,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api import crd as relay_crd
 from dynamo_pool_operator.api import labels
-from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd, mcs_crds
+from dynamo_pool_operator.localcluster.crds import cluster_property_crd, mcs_crds
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import DEPLOYMENTS
-from tests.integration.export_fixtures import SE, config, exports_become, set_cluster_id, wait_event
+from tests.integration.api_fixtures import (
+    ABOUT_CRD,
+    EXPORTS_CRD,
+    IMPORTS_CRD,
+    exported,
+    exported_becomes,
+    fast,
+    informer_warnings,
+    lines,
+    namespace,
+    passes,
+    plane,
+)
+from tests.integration.export_fixtures import SE, exports_become, set_cluster_id, wait_event
 from tests.integration.race_fixtures import (
     FRONTEND_SVC,
     RELAY_SVC,
@@ -39,34 +48,6 @@ from tests.integration.race_fixtures import (
 from tests.integration.relay_fixtures import RELAYS, condition
 
 pytestmark = pytest.mark.timeout(120)
-
-ABOUT_CRD = "clusterproperties.about.k8s.io"
-EXPORTS_CRD = "serviceexports.multicluster.x-k8s.io"
-INTERVAL = "200ms"
-
-
-def fast(implementation: str) -> OperatorConfiguration:
-    """The operator rediscovering every 0.2 s, so a test waits for passes, not minutes."""
-    return config(implementation, multiCluster={
-        "mcsImplementation": implementation, "apiDiscoveryInterval": INTERVAL
-    })  # fmt: skip
-
-
-def plane(*, about: bool, mcs: tuple[str, ...] | None) -> Iterator[ControlPlane]:
-    """A private control plane: our CRD, the DGD's, and optionally the About API and
-    the MCS CRDs at the given versions."""
-    assets = resolve()
-    crds = [relay_crd.crd(), dgd_crd("v1beta1")]
-    if about:
-        crds.append(cluster_property_crd())
-    if mcs is not None:
-        crds += mcs_crds(assets.mcs_crd_dir, served=mcs)
-    cp = ControlPlane(assets=assets, crds=crds, garbage_collector=False)
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
 
 
 @pytest.fixture
@@ -82,55 +63,6 @@ def with_everything() -> Iterator[ControlPlane]:
 @pytest.fixture
 def without_mcs() -> Iterator[ControlPlane]:
     yield from plane(about=False, mcs=None)
-
-
-def namespace(cp: ControlPlane) -> str:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    cp.create_namespace(name)
-    return name
-
-
-def lines(caplog: pytest.LogCaptureFixture, text: str, level: int = logging.INFO) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno >= level and text in r.getMessage()]
-
-
-def informer_warnings(caplog: pytest.LogCaptureFixture, plural: str) -> list[str]:
-    return [
-        r.getMessage()
-        for r in caplog.records
-        if r.name.endswith("runtime.informer")
-        and r.levelno >= logging.WARNING
-        and r.getMessage().startswith(f"informer {plural}.")
-    ]
-
-
-async def passes(op: OperatorUnderTest, count: int) -> None:
-    """Wait until the operator has rediscovered `count` more times (a count, not a time)."""
-    rediscovery = op.running.rediscovery
-    target = rediscovery.reads + count
-    await eventually(lambda: _at_least(rediscovery.reads, target), timeout=30)
-
-
-async def _at_least(value: int, target: int) -> bool:
-    return value >= target
-
-
-async def exported(client: Client, ns: str, name: str) -> dict[str, Any] | None:
-    return await condition(client, ns, name, "Exported")
-
-
-async def exported_becomes(client: Client, ns: str, name: str, reason: str) -> dict[str, Any]:
-    async def probe() -> dict[str, Any] | None:
-        c = await exported(client, ns, name)
-        return c if c is not None and c["reason"] == reason else None
-
-    try:
-        found: dict[str, Any] = await eventually(probe, timeout=30)
-    except AssertionError as e:
-        raise AssertionError(
-            f"Exported of {ns}/{name} is {await exported(client, ns, name)}, want {reason}"
-        ) from e
-    return found
 
 
 # ---------------------------------------------------------------- the About API
@@ -230,7 +162,7 @@ async def test_serviceexport_api_removed_and_reinstalled_at_another_version(
         await exports_become(
             client, ns, {f"p{i}-{s}" for i in (1, 2) for s in ("pool-relay", "frontend")}
         )
-        for crd in (EXPORTS_CRD, "serviceimports.multicluster.x-k8s.io"):
+        for crd in (EXPORTS_CRD, IMPORTS_CRD):
             await asyncio.to_thread(cp.delete_crd, crd)
         for name in ("p1", "p2"):
             c = await exported_becomes(client, ns, name, "ExportAPIUnavailable")

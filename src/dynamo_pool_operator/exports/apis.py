@@ -1,39 +1,47 @@
 """The export feature's caches and watches, following the APIs as the cluster serves them.
 
 The ServiceExport API and the About API are CRDs someone may install after the
-operator started, delete, or change the served versions of. `ExportApis.follow(served)`
-makes the feature match what discovery found (`discovery.follow_served_apis`):
+operator started, delete, or change the served versions of. `ExportApis.follow` makes
+the feature match what discovery found (`discovery.follow_served_apis`), always making
+the new cache before breaking the old one (`runtime/switchover.py`):
 
-- an API that appeared: its informer is started and (the exports) waited for, then
-  handed to the contributor, its watch declared, and every relay reconciled;
+- a version to move to (the API appeared, or is served at a version preferred to the
+  one in effect, or the one in effect is no longer served): its informer is started
+  and waited for (10 s); once it has synced it is handed to the contributor, its watch
+  declared, the old watch dropped and the old informer stopped, and every relay is
+  reconciled. A list slower than the wait is not abandoned: it goes on (retried with
+  backoff if it fails), and the switch is made when it completes;
+- meanwhile, the ServiceExport cache in effect stays in effect while its version is
+  served. When none is usable (the old version is no longer served, or there was none)
+  nothing is exported and each relay says so truthfully: the API is served, its list
+  has not completed (`PoolExports.listing`). The ClusterProperty read stays the old
+  one until the new one has synced, even when its version is no longer served (its
+  informer is then stopped, its last content read): an unreadable or half-filled
+  cache must not change what the relays are told. With no old one, the new cache is
+  used after the wait, synced or not, as at start (`DegradedChecks` reports it);
 - an API that went away: the contributor stops reading it first, then its watch is
   dropped and its informer stopped, so no watch keeps failing against a resource the
   server no longer has; every relay is reconciled (each says `ExportAPIUnavailable`,
-  or runs without the cluster ID check);
-- a version change is the one going and the other coming.
+  or runs without the cluster ID check).
 
 The export cache is waited for before it is used: read before it synced, it would
-show no exports and every pool would try to create exports that exist. One that does
-not sync in `sync_timeout` (its list is refused) is dropped and tried again on the
-next pass, and `follow` says the API is still not in effect. The ClusterProperty cache
-is optional, as at start: used after a short wait, synced or not (`DegradedChecks`
-reports it while unreadable).
+show no exports and every pool would try to create exports that exist.
 
 `follow` compares with what is in effect here, not with what it was told last time,
-so calling it again with the same value does nothing.
+so calling it again with the same value does nothing (or, while a new cache is being
+made, only looks whether it has synced).
 
-Its informers call `poke` when their resource answers NotFound (the CRD was deleted):
-the owner reads discovery again at once instead of at the end of its interval.
+Its informers call `poke` when their resource answers NotFound (the CRD was deleted),
+and a new cache that syncs late pokes too: the owner reads discovery again at once
+instead of at the end of its interval.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..api.mcs import CLUSTER_ID_PROPERTY, clusterproperties, serviceexports
-from ..runtime import errors
 from ..runtime.controller import Controller
 from ..runtime.degraded import DegradedChecks
 from ..runtime.informer import Informer
@@ -41,6 +49,7 @@ from ..runtime.meta import Meta
 from ..runtime.queue import LOW
 from ..runtime.shared_informers import SharedInformers
 from ..runtime.store import CONTROLLER_UID_INDEX, index_by_controller_uid
+from ..runtime.switchover import SYNC_TIMEOUT, Candidate, poke_on_not_found
 from .contributor import ExportCaches, PoolExports
 from .wiring import (
     FRONTEND_SERVICE_INDEX,
@@ -50,13 +59,10 @@ from .wiring import (
     frontend_services,
 )
 
-log = logging.getLogger(__name__)
-
 #: The name of the cluster ID check among the optional caches (`DegradedChecks`).
 CLUSTER_ID_CHECK = "clusterID"
-#: How long a new export cache may take to sync before it is dropped (tried again next
-#: pass), and how long a new ClusterProperty cache is waited for before it is used.
-SYNC_TIMEOUT = 10.0
+_EXPORTS_API = "the ServiceExport API (serviceexports.multicluster.x-k8s.io)"
+_ABOUT_API = "the About API (clusterproperties.about.k8s.io)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,17 +93,32 @@ class ExportApis:
         self.contributor = contributor
         self.degraded = degraded
         self.relays = relays
-        self.dgds = dgds
         self.namespace = namespace
         self.sync_timeout = sync_timeout
         #: Called when a resource of ours answers NotFound (see the module docstring).
         self.poke: Callable[[], None] = _nothing
+        self.dgds = dgds
+        self.use_dgds(dgds)
         self._exports: Informer | None = None
         self._export_version: str | None = None
         self._properties: Informer | None = None
         self._about_version: str | None = None
-        if not dgds.store.has_index(FRONTEND_SERVICE_INDEX):
-            dgds.store.add_index(FRONTEND_SERVICE_INDEX, frontend_services)
+        #: False while the ClusterProperty read is the last content of a stopped informer.
+        self._properties_live = False
+        self._export_candidate = Candidate(
+            informers,
+            self._export_informer,
+            what=_EXPORTS_API,
+            poke=lambda: self.poke(),
+            sync_timeout=sync_timeout,
+        )
+        self._property_candidate = Candidate(
+            informers,
+            self._property_informer,
+            what=_ABOUT_API,
+            poke=lambda: self.poke(),
+            sync_timeout=sync_timeout,
+        )
 
     @property
     def in_effect(self) -> InEffect:
@@ -105,8 +126,24 @@ class ExportApis:
 
     @property
     def caches(self) -> ExportCaches | None:
-        """The caches the contributor reads now (None while no export API is served)."""
+        """The caches the contributor reads now (None while no export cache is usable)."""
         return self.contributor.caches
+
+    @property
+    def pending(self) -> list[Informer]:
+        """The informers being made to replace those in effect (readiness does not wait
+        for them: the ones in effect serve meanwhile)."""
+        return [
+            i
+            for i in (self._export_candidate.informer, self._property_candidate.informer)
+            if i is not None
+        ]
+
+    def use_dgds(self, dgds: Informer) -> None:
+        """Map export events through this DGD cache from now on (the DGD API moved)."""
+        if not dgds.store.has_index(FRONTEND_SERVICE_INDEX):
+            dgds.store.add_index(FRONTEND_SERVICE_INDEX, frontend_services)
+        self.dgds = dgds
 
     def begin(self, export_version: str | None, about_version: str | None) -> None:
         """At build time, before the informers start: declare what is served at start
@@ -114,82 +151,127 @@ class ExportApis:
         if export_version is not None:
             self._exports = self._export_informer(export_version)
             self._export_version = export_version
-            self.controller.watches(self._exports, export_mapper(self.dgds), export_changed)
+            self._watch_exports(self._exports)
         if about_version is not None:
-            self._attach_properties(about_version)
+            self._attach_properties(about_version, self._property_informer(about_version))
         self._hand_over()
 
-    async def follow(self, export_version: str | None, about_version: str | None) -> InEffect:
-        """Match the served versions; return what is in effect afterwards."""
-        before = self.in_effect
-        if about_version != self._about_version:
-            await self._detach_properties()
-            if about_version is not None:
-                informer = self._property_informer(about_version)
-                await informer.wait_synced(self.sync_timeout)
-                self._attach_properties(about_version, informer)
-        if export_version != self._export_version:
-            await self._follow_exports(export_version)
+    async def follow(
+        self,
+        export_version: str | None,
+        about_version: str | None,
+        *,
+        export_served: Sequence[str],
+        about_served: Sequence[str],
+    ) -> InEffect:
+        """Match the versions wanted (`*_version`, the preferred of those served, as
+        `*_served`); return what is in effect afterwards."""
+        before = (self.in_effect, self.contributor.listing)
+        await self._follow_properties(about_version, about_served)
+        await self._follow_exports(export_version, export_served)
         self._hand_over()
-        if self.in_effect != before:
+        if (self.in_effect, self.contributor.listing) != before:
             self.controller.enqueue_all(self.relays.store.keys())
         return self.in_effect
 
-    async def _follow_exports(self, version: str | None) -> None:
+    # ------------------------------------------------------------ ServiceExports
+    async def _follow_exports(self, want: str | None, served: Sequence[str]) -> None:
+        if want is None:
+            await self._export_candidate.drop()
+            self.contributor.listing = None  # not served after all: say that instead
+            await self._drop_exports()
+            return
+        if want == self._export_version:
+            await self._export_candidate.drop()
+            return
+        keep = self._exports is not None and self._export_version in served
+        if not keep:
+            # Its version is no longer served (writes would fail, its watch too): no
+            # cache is usable until the new one has synced, and the relays say so.
+            await self._drop_exports()
+            self.contributor.listing = want
+        meanwhile = (
+            f"{self._export_version} stays in effect until it does"
+            if keep
+            else "no export is written until it does, and every relay says so "
+            "(Exported=False ExportAPIUnavailable)"
+        )
+        new = await self._export_candidate.offer(want, meanwhile)
+        if new is None:
+            return
+        old = self._exports
+        self._exports, self._export_version = new, want
+        self.contributor.listing = None
+        self._watch_exports(new)
+        self._hand_over()  # no pass reads the old cache from here on
+        if old is not None:
+            self.controller.unwatch(old)
+            await self.informers.forget(old)
+
+    async def _drop_exports(self) -> None:
         old = self._exports
         self._exports, self._export_version = None, None
         self._hand_over()  # no pass reads the old cache from here on
         if old is not None:
             self.controller.unwatch(old)
             await self.informers.forget(old)
-        if version is None:
-            return
-        informer = self._export_informer(version)
-        if not await informer.wait_synced(self.sync_timeout):
-            await self.informers.forget(informer)
-            log.warning(
-                "the ServiceExport API is served at %s, but its cache did not sync within "
-                "%.0fs (see the informer's warnings, e.g. Forbidden): exports stay off, "
-                "tried again on the next discovery",
-                version,
-                self.sync_timeout,
-            )
-            return
-        self._exports, self._export_version = informer, version
-        self.controller.watches(informer, export_mapper(self.dgds), export_changed)
 
-    def _hand_over(self) -> None:
-        if self._exports is None or self._export_version is None:
-            self.contributor.use(None, resource=None, about_version=self._about_version)
-            return
-        self.contributor.use(
-            ExportCaches(self._exports, self._properties),
-            resource=serviceexports(self._export_version),
-            about_version=self._about_version,
-        )
+    def _watch_exports(self, informer: Informer) -> None:
+        self.controller.watches(informer, export_mapper(lambda: self.dgds), export_changed)
 
     def _export_informer(self, version: str) -> Informer:
         informer = self.informers.get(serviceexports(version), self.namespace)
         if not informer.store.has_index(CONTROLLER_UID_INDEX):
             informer.store.add_index(CONTROLLER_UID_INDEX, index_by_controller_uid)
-        informer.on_failure = self._failed
+        poke_on_not_found(informer, lambda: self.poke())
         return informer
+
+    # ------------------------------------------------------------ the ClusterProperty
+    async def _follow_properties(self, want: str | None, served: Sequence[str]) -> None:
+        if want == self._about_version:
+            await self._property_candidate.drop()
+            return
+        if want is None:
+            await self._property_candidate.drop()
+            await self._detach_properties()
+            return
+        old = self._properties
+        if old is not None and self._properties_live and self._about_version not in served:
+            # Its watch would only fail: stop it, and read its last content until the
+            # new cache has synced.
+            self.controller.unwatch(old)
+            await self.informers.forget(old)
+            self._properties_live = False
+        meanwhile = (
+            f"the ClusterProperty read at {self._about_version} stays in use until it does"
+            if old is not None
+            else "each relay reports the ClusterProperty unreadable until it does"
+        )
+        new = await self._property_candidate.offer(want, meanwhile)
+        if new is None:
+            if old is not None:
+                return
+            # Nothing to keep: as at start, the check runs on the new cache, which
+            # reports the property unreadable until it has synced.
+            new = self._property_candidate.take()
+        was_live = self._properties_live
+        self._attach_properties(want, new)
+        self._hand_over()
+        if old is not None and was_live:
+            self.controller.unwatch(old)
+            await self.informers.forget(old)
 
     def _property_informer(self, version: str) -> Informer:
         informer = self.informers.get(
             clusterproperties(version),
             keep=lambda o: Meta(o).name == CLUSTER_ID_PROPERTY,
         )
-        informer.on_failure = self._failed
+        poke_on_not_found(informer, lambda: self.poke())
         return informer
 
-    def _failed(self, error: BaseException | None) -> None:
-        if isinstance(error, errors.NotFound):
-            self.poke()
-
-    def _attach_properties(self, version: str, informer: Informer | None = None) -> None:
-        informer = informer or self._property_informer(version)
+    def _attach_properties(self, version: str, informer: Informer) -> None:
         self._properties, self._about_version = informer, version
+        self._properties_live = True
         # Not waited for: an unreadable property is reported per relay and retried.
         # Low priority: a change requeues every relay, and a user's change made
         # meanwhile must not wait behind all of them.
@@ -201,11 +283,23 @@ class ExportApis:
     async def _detach_properties(self) -> None:
         old = self._properties
         self._properties, self._about_version = None, None
+        self._properties_live = False
         self._hand_over()
         if old is not None:
             self.degraded.unwatch(CLUSTER_ID_CHECK)
             self.controller.unwatch(old)
             await self.informers.forget(old)
+
+    # ------------------------------------------------------------ the contributor
+    def _hand_over(self) -> None:
+        if self._exports is None or self._export_version is None:
+            self.contributor.use(None, resource=None, about_version=self._about_version)
+            return
+        self.contributor.use(
+            ExportCaches(self._exports, self._properties),
+            resource=serviceexports(self._export_version),
+            about_version=self._about_version,
+        )
 
 
 def _nothing() -> None:

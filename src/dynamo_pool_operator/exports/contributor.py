@@ -124,8 +124,21 @@ class PoolExports:
         self.resource = resource
         self.about_version = f"{ABOUT_GROUP}/{about_version}" if about_version else ""
 
+    #: The ServiceExport version served whose cache has not synced yet, while no other
+    #: cache is usable (set by `ExportApis`); None otherwise.
+    listing: str | None = None
+
     def unavailable_message(self) -> str:
-        """What `Exported` says while the ServiceExport API is not served."""
+        """What `Exported` says while no ServiceExport cache is usable: the API is served
+        but its list has not completed, or it is not served."""
+        if self.listing:
+            return (
+                f"multiCluster.mcsImplementation is {self.implementation.value!r} and the "
+                f"cluster serves the {SERVICEEXPORTS}.{MCS_GROUP} API at {self.listing}, but "
+                "its list has not completed yet, so nothing is exported: the list goes on "
+                "(retried with backoff if it fails) and the exports are made once it "
+                "completes; the operator log says why it is slow or refused"
+            )
         return (
             f"multiCluster.mcsImplementation is {self.implementation.value!r} but the cluster "
             f"serves no {SERVICEEXPORTS}.{MCS_GROUP} API (v1alpha1 or v1beta1), so nothing is "

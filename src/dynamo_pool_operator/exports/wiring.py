@@ -17,7 +17,7 @@ Which of them exist at a given time follows the served APIs (`exports/apis.py`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..api import crd, names
@@ -43,7 +43,10 @@ def is_relay_controller(ref: Any) -> bool:
     return controller_is(ref, crd.GROUP, crd.KIND)
 
 
-def export_mapper(dgds: Informer) -> Any:
+def export_mapper(dgds: Callable[[], Informer]) -> Any:
+    """`dgds` gives the DGD cache in effect at each event: it changes when the DGD API
+    is served at another version (`runtime/switchover.py`)."""
+
     def relays_for(export: Obj) -> Iterable[Request]:
         meta = Meta(export)
         ns, name = meta.namespace, meta.name
@@ -54,7 +57,7 @@ def export_mapper(dgds: Informer) -> Any:
         pool = names.pool_of(name)
         if pool is not None:
             keys.add((ns, pool))
-        for dgd in dgds.store.by_index(FRONTEND_SERVICE_INDEX, f"{ns}/{name}"):
+        for dgd in dgds().store.by_index(FRONTEND_SERVICE_INDEX, f"{ns}/{name}"):
             keys.add((ns, Meta(dgd).name))
         return keys
 

@@ -155,6 +155,9 @@ class ControlPlane:
         self._want_gc = garbage_collector or nodes > 0
         self._crds = crds or []
         self._extra = extra_apiserver_args or []
+        self._authorization_config = any(
+            a.startswith("--authorization-config") for a in self._extra
+        )
         self.dir = Path(tempfile.mkdtemp(prefix="dpo-controlplane-", dir=_fast_tmp()))
         self.etcd_port = free_port()
         self.etcd_peer_port = free_port()
@@ -291,7 +294,9 @@ class ControlPlane:
             f"--tls-cert-file={d / 'serving.crt'}",
             f"--tls-private-key-file={d / 'serving.key'}",
             f"--client-ca-file={d / 'client-ca.crt'}",
-            "--authorization-mode=RBAC",
+            # RBAC, unless a test gives an authorizer chain of its own (the two flags
+            # exclude each other).
+            *([] if self._authorization_config else ["--authorization-mode=RBAC"]),
             # Room for many Services (a /24 has 254 addresses; the bench needs more).
             "--service-cluster-ip-range=10.96.0.0/16",
             f"--service-account-issuer={self.url}",

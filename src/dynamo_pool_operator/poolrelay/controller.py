@@ -23,7 +23,7 @@ from ..api.dgd import KIND as DGD_KIND
 from ..api.dgd import PLURAL as DGD_PLURAL
 from ..runtime import handover
 from ..runtime.controller import Controller, Request, spec_or_metadata_changed
-from ..runtime.informer import EventType
+from ..runtime.informer import EventType, Informer
 from ..runtime.meta import Meta
 from ..runtime.resources import DEPLOYMENTS, SERVICES, Resource
 from ..runtime.shared_informers import SharedInformers
@@ -82,13 +82,18 @@ def _keep_dgd_fields(obj: Obj) -> Obj:
     return {"apiVersion": obj.get("apiVersion"), "metadata": obj.get("metadata"), "spec": slim_spec}
 
 
+def dgd_cache(informers: SharedInformers, *, namespace: str | None, version: str) -> Informer:
+    """The DGD informer at `version` (at start, and when the DGD API moves to another)."""
+    return informers.get(dgd_resource(version), namespace, transform=_keep_dgd_fields)
+
+
 def relay_caches(
     informers: SharedInformers, *, namespace: str | None, dgd_version: str
 ) -> RelayCaches:
     """Ask the shared factory for the informers this controller reads."""
     return RelayCaches(
         relays=informers.get(RELAYS, namespace),
-        dgds=informers.get(dgd_resource(dgd_version), namespace, transform=_keep_dgd_fields),
+        dgds=dgd_cache(informers, namespace=namespace, version=dgd_version),
         # Who wrote the relay objects how (not the field sets): an object whose create
         # was never handed over to the apply manager shows there.
         deployments=informers.get(
@@ -114,10 +119,15 @@ def deployment_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bo
     return spec_or_metadata_changed(etype, old, new) or shown_inputs(old) != shown_inputs(new)
 
 
+def watch_dgds(controller: Controller, dgds: Informer) -> None:
+    """The DGD watch (at start, and on the new cache when the DGD API moves)."""
+    controller.watches(dgds, same_name, spec_or_metadata_changed)
+
+
 def wire(controller: Controller, caches: RelayCaches) -> Controller:
     """Declare the controller's watches."""
     controller.for_(caches.relays, spec_or_metadata_changed)
-    controller.watches(caches.dgds, same_name, spec_or_metadata_changed)
+    watch_dgds(controller, caches.dgds)
     controller.watches(caches.deployments, relay_of_object, deployment_changed)
     controller.watches(caches.services, relay_of_object, spec_or_metadata_changed)
     return controller
