@@ -651,22 +651,30 @@ async def test_the_pool_is_imported_as_its_relay_pods_and_follows_a_change_of_sh
 async def test_a_conflict_next_to_ready_is_still_imported_and_warned_about(
     world: lighthouse.World, ns: str
 ) -> None:
-    """The same pool in both clusters with relay ports that differ: Lighthouse marks an
-    export `Conflict=True ConflictingPorts` and keeps it `Ready=True` (KEP-1645: the
-    import carries the ports the clusters agree on). That pool is still importable, so
-    its relay says `Exported=True ReadyWithConflict` quoting Lighthouse and records a
-    Warning; a refusal it is not."""
+    """The same pool in both clusters, ClusterIP relay Services with ports that differ:
+    Lighthouse marks an export `Conflict=True ConflictingPorts` and keeps it `Ready=True`
+    (KEP-1645: the oldest export's ports win and the import goes on). That pool is still
+    importable, so its relay says `Exported=True ReadyWithConflict` quoting Lighthouse,
+    is Ready, and records a Warning; a refusal it is not. (Headless relay Services with
+    different ports draw no conflict from Lighthouse v0.20.)"""
     async with operators(world), clients(world, USER) as users:
-        await run_pool(users["east"], "llama", ns, "east")
+        await run_dgd(users["east"], "llama", ns)
+        body = relay("llama", ns, "east")
+        body["spec"]["service"] = {"headless": False}
+        await users["east"].create(RELAYS, body)
         await run_dgd(users["west"], "llama", ns)
         body = relay("llama", ns, "west")
+        body["spec"]["service"] = {"headless": False}
         body["spec"]["port"] = 9000
         await users["west"].create(RELAYS, body)
+
+        seen: dict[str, Any] = {}
 
         async def conflicted() -> tuple[str, dict[str, Any]] | None:
             for cluster in CLUSTERS:
                 export = await users[cluster].get(SERVICE_EXPORTS, names.relay_name("llama"), ns)
                 said = {c["type"]: c for c in (export.get("status") or {}).get("conditions", [])}
+                seen[cluster] = said
                 conflict, ready = said.get("Conflict"), said.get("Ready")
                 if (
                     conflict
@@ -677,7 +685,10 @@ async def test_a_conflict_next_to_ready_is_still_imported_and_warned_about(
                     return cluster, conflict
             return None
 
-        cluster, conflict = await eventually(conflicted, timeout=90, interval=0.2)
+        try:
+            cluster, conflict = await eventually(conflicted, timeout=90, interval=0.2)
+        except AssertionError as e:
+            raise AssertionError(f"Lighthouse wrote: {seen}") from e
         assert conflict["reason"] == "ConflictingPorts", conflict
         exported = partial(
             condition_is, users[cluster], ns, "Exported", "True", "ReadyWithConflict"
