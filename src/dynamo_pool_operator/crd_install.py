@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from .api import crd
+from .api.status import Status
 from .exitcodes import EXIT_FAILURE, EXIT_OK
 from .runtime import errors
 from .runtime.auth import ConfigError, load_config
@@ -172,9 +173,13 @@ async def established(client: Client, name: str, timeout: float = ESTABLISH_TIME
     while True:
         obj = await client.get(CRDS, name)
         est, names = _condition(obj, "Established"), _condition(obj, "NamesAccepted")
-        if est and est.get("status") == "True" and (not names or names.get("status") == "True"):
+        if (
+            est
+            and est.get("status") == Status.TRUE
+            and (not names or names.get("status") == Status.TRUE)
+        ):
             return
-        bad = names if names and names.get("status") == "False" else est
+        bad = names if names and names.get("status") == Status.FALSE else est
         last = f"{bad.get('reason')}: {bad.get('message')}" if bad else "no conditions yet"
         if time.monotonic() >= deadline:
             raise TimeoutError(f"{name} is not Established after {timeout:.0f}s ({last})")
