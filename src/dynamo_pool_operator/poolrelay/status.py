@@ -12,10 +12,11 @@ status is compared with the shown one, and each condition keeps its
 `lastTransitionTime` while its status stays the same.
 
 Conditions (their words: `api/status.py`): `Published` (the check chain's decision),
-`RelayAvailable` (`availability.py`), `Exported` (with an MCS implementation, the
-export contributor's), and `Ready`, True only when all the others are, with the
-first failing one's reason — so `kubectl wait --for=condition=Ready` waits for a
-pool that is importable.
+`RelayAvailable` (`availability.py`), `ClusterIDMatched` (`cluster_id_matched`, where
+the cluster ID is checked), `Exported` (with an MCS implementation, the export
+contributor's), and `Ready`, True only when all the others are, with the first failing
+one's reason — so `kubectl wait --for=condition=Ready` waits for a pool that is
+importable.
 """
 
 from __future__ import annotations
