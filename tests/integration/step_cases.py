@@ -255,28 +255,36 @@ def status_problem(status: dict[str, Any], faulted: Step, held_back: Sequence[St
 
 
 # ---------------------------------------------------------------- the audit log
+#: The resources of the objects a relay owns, as the audit log names them.
+EXPORTS = "serviceexports"
+OWNED = frozenset({"deployments", "services", EXPORTS})
+
+
 def replay(
     events: Sequence[AuditEvent], namespace: str, withdrawn_exports: frozenset[str]
 ) -> list[str]:
-    """Replay the successful writes in `namespace` in log order (the namespace is new,
-    so nothing existed before) and return every moment an invariant broke."""
+    """Replay the successful creates and deletes of the pool's objects in `namespace`, in
+    log order (the namespace is new: nothing existed before), and return each write that
+    broke an invariant."""
     live: set[tuple[str, str]] = set()
     broken: list[str] = []
+    orphaned = False
     for e in events:
         if e.namespace != namespace or e.subresource or e.code >= 300 or _dry_run(e):
             continue
-        if e.verb not in ("create", "delete"):
+        if e.verb not in ("create", "delete") or e.resource not in OWNED:
             continue
-        key = (e.resource, e.name)
         what = f"{e.verb} {e.resource} {e.name} ({e.code}, {e.user_agent.split(' ')[0]})"
-        exports_left = sorted(n for n in withdrawn_exports if ("serviceexports", n) in live)
-        relay_object = e.resource in ("deployments", "services") and e.name == RELAY_OBJECT
+        exports_left = sorted(n for n in withdrawn_exports if (EXPORTS, n) in live)
+        relay_object = e.name == RELAY_OBJECT and e.resource != EXPORTS
         if e.verb == "delete" and relay_object and exports_left:
             broken.append(f"{what} while the export(s) {exports_left} still existed")
+        key = (e.resource, e.name)
         live.add(key) if e.verb == "create" else live.discard(key)
-        export = ("serviceexports", RELAY_OBJECT) in live
-        if export and ("services", RELAY_OBJECT) not in live:
-            broken.append(f"after {what}: ServiceExport {RELAY_OBJECT} without its Service")
+        was = orphaned
+        orphaned = (EXPORTS, RELAY_OBJECT) in live and ("services", RELAY_OBJECT) not in live
+        if orphaned and not was:
+            broken.append(f"{what} left ServiceExport {RELAY_OBJECT} without its Service")
     return broken
 
 
@@ -290,7 +298,7 @@ def operator_writes(events: Sequence[AuditEvent], namespace: str) -> list[AuditE
         for e in events
         if e.namespace == namespace
         and e.user_agent.startswith(OPERATOR_AGENT)
-        and e.resource in ("deployments", "services", "serviceexports")
+        and e.resource in OWNED
         and not e.subresource
     ]
 
