@@ -10,8 +10,8 @@ The invariants, each about the pool `<d>`:
 - **No relay object goes before the exports that point at it.** No successful DELETE
   of the relay Deployment or Service while an export the scenario withdraws is still
   there; so a refused export DELETE leaves them in place.
-- **The status says what is pending and why** (`status_names`): not `Ready=True`, and
-  the faulted object (or one its fault holds back) is named in a condition or an
+- **The status says what is pending and why** (`status_problem`): not `Ready=True`, and
+  the faulted object (or one its fault holds back) is named in a condition or a
   `status.exports[]` line, with the API server's answer (it names the webhook).
 """
 
@@ -35,7 +35,7 @@ from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.client import MERGE_PATCH, Client
 from dynamo_pool_operator.runtime.meta import Meta
 from dynamo_pool_operator.runtime.ownership import controller_of
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES
+from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES, Resource
 from tests.integration.export_fixtures import SE, config
 from tests.integration.relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
 from tests.integration.step_faults import WEBHOOK
@@ -120,7 +120,7 @@ class Live:
             )
 
     # ------------------------------------------------------------ reading
-    async def get(self, res: Any, name: str) -> dict[str, Any] | None:
+    async def get(self, res: Resource, name: str) -> dict[str, Any] | None:
         try:
             return await self.admin.get(res, name, self.ns)
         except errors.NotFound:
