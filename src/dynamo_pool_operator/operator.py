@@ -17,20 +17,23 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
 from . import relay_metrics
 from .api import dgd as dgd_api
-from .api.mcs import Implementation
+from .api.mcs import Implementation, serviceexports
 from .api.relay import RelayDefaults
 from .config import OperatorConfiguration
 from .discovery import ServedApis, rediscover_served_apis, transitions
 from .exports.apis import ExportApis
 from .exports.cleanup import withdraw_leftover_exports
 from .exports.contributor import ExportCaches, PoolExports
+from .exports.plan import EXPORT_EVENTS
 from .pipeline.model import Contributor
 from .poolrelay import controller as relay_controller
 from .poolrelay.reconciler import PoolRelayReconciler, RelayCaches
@@ -41,6 +44,7 @@ from .runtime.controller import Controller
 from .runtime.degraded import DegradedChecks
 from .runtime.events import EventRecorder
 from .runtime.informer import Informer
+from .runtime.meta import Meta
 from .runtime.metricsets import per_registry
 from .runtime.ratelimit import ExponentialBackoff
 from .runtime.rediscovery import Rediscovery
@@ -190,7 +194,33 @@ class Operator:
         for failure in done.failures:
             self.cleanup_failures.inc()
             log.warning("multi-cluster export is off, cleanup refused (retried): %s", failure)
+        for export, said in done.refused:
+            self._warn_refused_cleanup(export, said)
         return not done.failures
+
+    def _warn_refused_cleanup(self, export: Mapping[str, Any], said: str) -> None:
+        """A Warning on the relay that controls an export the cleanup could not withdraw:
+        with no implementation configured its status has no export condition to say so."""
+        meta, ref = Meta(export), Meta(export).controller
+        if ref is None:
+            return
+        relay = {
+            "apiVersion": ref.get("apiVersion"),
+            "kind": ref.get("kind"),
+            "namespace": meta.namespace,
+            "name": ref.get("name"),
+            "uid": ref.get("uid"),
+        }
+        related = serviceexports(self.served.serviceexport_served or "").reference(dict(export))
+        self.recorder.emit(
+            relay,
+            related,
+            "Warning",
+            EXPORT_EVENTS.failed,
+            "Delete",
+            f"multi-cluster export is off, but its leftover export cannot be withdrawn "
+            f"(retried with backoff): {said}",
+        )
 
     async def _retry_cleanup(self) -> None:
         backoff = ExponentialBackoff(base=CLEANUP_RETRY_BASE, cap=CLEANUP_RETRY_CAP)

@@ -12,7 +12,9 @@ The invariants, each about the pool `<d>`:
   there; so a refused export DELETE leaves them in place.
 - **The status says what is pending and why** (`status_problem`): not `Ready=True`, and
   the faulted object (or one its fault holds back) is named in a condition or a
-  `status.exports[]` line, with the API server's answer (it names the webhook).
+  `status.exports[]` line, with the API server's answer (it names the webhook). The
+  feature-off cleanup is the operator's, not a relay pass: it says so in a Warning
+  Event on the export's relay (`warning_problem`).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ FRONTEND_EXPORT = f"{POOL}-frontend"
 def operator_config(implementation: str = "mcs", namespace: str = "") -> OperatorConfiguration:
     """The operator of the matrix: no implementation writes export conditions here, so an
     export counts as exported (unconfirmed) at once and a pool can be `Ready`."""
-    multi = {"mcsImplementation": implementation, "unconfirmedAfter": "0s"}
+    multi = {"mcsImplementation": implementation, "confirmation": "none"}
     return config(implementation, multiCluster=multi, namespace={"restricted": namespace})
 
 
@@ -75,6 +77,20 @@ class Live:
     def __init__(self, cp: ControlPlane, admin: Client, namespace: str, kubeconfig: Path) -> None:
         self.cp, self.admin, self.ns, self.kubeconfig = cp, admin, namespace, kubeconfig
         self.op: OperatorUnderTest | None = None
+
+    async def warning_problem(self, faulted: Step) -> str | None:
+        """None when a Warning Event on the relay names the faulted object; else why not."""
+        from dynamo_pool_operator.runtime.resources import EVENTS
+
+        for e in (await self.admin.list(EVENTS, self.ns)).items:
+            related = e.get("related") or {}
+            if (
+                e.get("type") == "Warning"
+                and (e.get("regarding") or {}).get("name") == POOL
+                and related.get("name") == faulted.name
+            ):
+                return None
+        return f"no Warning on relay {POOL} names {faulted.method} {faulted.plural} {faulted.name}"
 
     async def start_operator(self, implementation: str = "mcs") -> OperatorUnderTest:
         await self.stop_operator()

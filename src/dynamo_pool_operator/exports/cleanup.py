@@ -4,7 +4,10 @@ With no MCS implementation configured nothing is watched or written — except t
 the exports an earlier configuration made (our DGD label, a DynamoPoolRelay as
 controller) are withdrawn, each with uid + resourceVersion preconditions through
 the guarded writes. A pass never raises for an API error: a refused list or delete
-is a failure of the pass, reported to the caller, which retries the pass.
+is a failure of the pass, reported to the caller, which retries the pass and says so
+on the export's relay (a Warning Event), in the log and in a metric. An export that
+keeps changing under its guarded delete (three lost races in a row) is a failure
+too, not a quiet end.
 """
 
 from __future__ import annotations
@@ -32,6 +35,12 @@ class Cleanup:
 
     withdrawn: int = 0
     failures: list[str] = field(default_factory=list)
+    #: The exports whose delete failed, each with its failure (a subset of `failures`).
+    refused: list[tuple[Obj, str]] = field(default_factory=list)
+
+
+class Contended(errors.Reported):
+    """The export changed under every guarded delete attempted in one pass."""
 
 
 def ours(export: Obj) -> bool:
@@ -56,9 +65,11 @@ async def withdraw_leftover_exports(client: Client, version: str, namespace: str
     for export in listed.items:
         try:
             out.withdrawn += await _withdraw_if_ours(client, writes, res, export)
-        except errors.ApiError as e:
+        except (errors.ApiError, Contended) as e:
             meta = Meta(export)
-            out.failures.append(f"delete ServiceExport {meta.namespace}/{meta.name}: {e}")
+            said = f"delete ServiceExport {meta.namespace}/{meta.name}: {e}"
+            out.failures.append(said)
+            out.refused.append((export, said))
     return out
 
 
@@ -86,4 +97,4 @@ async def _withdraw_if_ours(
             extra={"namespace": meta["namespace"], "object": meta["name"]},
         )
         return 1
-    return 0
+    raise Contended(f"it changed under each of {attempts} guarded deletes (retried)")

@@ -113,6 +113,26 @@ class Executor:
             out.results.append(result)
         return out
 
+    def lost_again(self, relay: Relay, outcome: Outcome, times: int) -> Outcome:
+        """`outcome` with each lost race as a failure, with its Warning: the relay lost
+        `times` passes in a row (a race lost once is quiet; one that keeps being lost is
+        something to see and to retry with backoff)."""
+        regarding = relay.reference()
+        results = []
+        for r in outcome.results:
+            if r.result is Result.LOST:
+                verb = word(r.action)
+                what = (
+                    f"{verb.lower()} {r.action.resource.kind} {r.action.name}: lost to a "
+                    f"concurrent change in {times} passes in a row (retried): {r.message}"
+                )
+                self.recorder.emit(
+                    regarding, related(r.action), "Warning", r.action.events.failed, verb, what
+                )
+                r = ActionResult(r.action, Result.FAILED, what, r.error)
+            results.append(r)
+        return Outcome(results)
+
     async def _run(self, relay: Relay, regarding: dict[str, Any], action: Action) -> ActionResult:
         kind, verb = action.resource.kind, word(action)
         try:

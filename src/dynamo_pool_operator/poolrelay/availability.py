@@ -134,7 +134,9 @@ def available(
     applied: frozenset[str] = frozenset(),
 ) -> Availability:
     if not published:
-        return Availability(Status.FALSE, AvailableReason.WITHDRAWN, "the pool is withdrawn")
+        # A refused delete of the relay's objects is said here: the withdrawal is not done.
+        said = "the pool is withdrawn" + (f"; its objects stay: {refused}" if refused else "")
+        return Availability(Status.FALSE, AvailableReason.WITHDRAWN, said)
     if refused:
         return Availability(Status.FALSE, AvailableReason.WRITE_REFUSED, refused)
     if service is None and "Service" in created:

@@ -7,7 +7,10 @@
 3. **Announce** the plan's advisories (Warning Events).
 4. **Execute** (`pipeline.execute`): each action through the guarded writes. A write
    that lost a race ends the pass without a status write and requeues the relay at
-   once (no error); it is decided again from fresh state.
+   once (no error); it is decided again from fresh state. A relay that loses
+   `LOST_LIMIT` passes in a row (something keeps changing the object, or refuses
+   with 409) goes on instead: the lost writes are reported as failed, with a
+   Warning and backoff, so its status says what keeps failing.
 5. **Report** (`status.report`, pure): the status, whether it changed, the Events of
    its transitions, the failures and when to look again.
 6. **Write** the status, only when it changed.
@@ -65,6 +68,10 @@ class ReconcileErrors(errors.Failures):
     """Several writes (or reads) failed in one pass; each is named."""
 
 
+#: Passes in a row that may lose a race quietly before the losses are reported.
+LOST_LIMIT = 3
+
+
 class PoolRelayReconciler:
     def __init__(
         self,
@@ -91,6 +98,8 @@ class PoolRelayReconciler:
         # pass runs; comparing with the stale cached status would then skip a needed
         # write (a status line would stay wrong).
         self._written: dict[Request, tuple[str, str, Mapping[str, Any]]] = {}
+        #: Passes in a row that lost a race, per relay.
+        self._lost: dict[Request, int] = {}
 
     def gather(self, relay_obj: Mapping[str, Any], shown: Mapping[str, Any] | None) -> Snapshot:
         """The pass's snapshot; `shown`: the relay's status as the server shows it."""
@@ -124,16 +133,22 @@ class PoolRelayReconciler:
         relay_obj = self.caches.relays.store.get(*request)
         if relay_obj is None:
             self._written.pop(request, None)
+            self._lost.pop(request, None)
             return None  # deleted: the garbage collector removes what it controlled
         snapshot = self.gather(relay_obj, self._shown_status(request, relay_obj))
         plan = make_plan(snapshot, self.contributors, default_discovery_backend=self.backend)
         self.announce(snapshot.relay, plan.advisories)
         outcome = await self.executor.run(snapshot.relay, plan.actions)
         if outcome.lost:
-            log.debug("lost a race: %s", "; ".join(outcome.lost), extra=_where(request))
-            # No status from a pass that acted on stale state: the retry, from fresh
-            # state, writes the right one (a failure of this pass is found again).
-            return ReconcileResult(requeue=True)
+            times = self._lost[request] = self._lost.get(request, 0) + 1
+            if times < LOST_LIMIT:
+                log.debug("lost a race: %s", "; ".join(outcome.lost), extra=_where(request))
+                # No status from a pass that acted on stale state: the retry, from fresh
+                # state, writes the right one (a failure of this pass is found again).
+                return ReconcileResult(requeue=True)
+            outcome = self.executor.lost_again(snapshot.relay, outcome, times)
+        else:
+            self._lost.pop(request, None)
         now = self.clock.now()
         said = report(snapshot, plan, outcome, self.contributors, now=now)
         failures = list(said.failures)

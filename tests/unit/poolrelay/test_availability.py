@@ -329,3 +329,13 @@ def test_a_pass_that_changed_the_deployment_says_its_rollout_begins() -> None:
         "llama-pool-relay was changed: its rollout begins",
     )
     assert run(deployment(2, 2), applied=frozenset({"Service"})).status == "True"
+
+
+def test_a_withdrawn_pool_whose_relay_delete_is_refused_says_so() -> None:
+    refused = "delete Deployment llama-pool-relay: 403 denied"
+    a = run(deployment(), published=False, refused=refused)
+    assert (a.status, a.reason, a.message) == (
+        "False",
+        AvailableReason.WITHDRAWN,
+        "the pool is withdrawn; its objects stay: delete Deployment llama-pool-relay: 403 denied",
+    )
