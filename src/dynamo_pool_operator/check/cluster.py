@@ -18,8 +18,9 @@ from ..api import dgd as dgd_api
 from ..api.mcs import MCS_GROUP, SERVICEEXPORT_VERSIONS, SERVICEEXPORTS
 from ..discovery import pick
 from ..runtime import errors
+from ..runtime.conditions import seconds_since
 from ..runtime.resources import CRDS, LEASES, Resource
-from .framework import Context, Result, Status, age, human
+from .framework import Context, Result, Status, human
 
 INSTALL_CRD = "dynamo-pool-operator manifests crds --apply (or install the Helm chart)"
 #: ServiceExport APIs of other groups, which this operator never writes.
@@ -238,7 +239,7 @@ async def leader(ctx: Context) -> Result:
     spec = lease.get("spec") or {}
     holder = spec.get("holderIdentity") or ""
     now = datetime.now(UTC)
-    renewed = age(spec.get("renewTime"), now)
+    renewed = seconds_since(spec.get("renewTime"), now)
     duration = float(spec.get("leaseDurationSeconds") or le.lease_duration)
     if not holder:
         return Result(
@@ -251,7 +252,7 @@ async def leader(ctx: Context) -> Result:
         ago = "never renewed" if renewed is None else f"last renewed {human(renewed)} ago"
         line = f"{holder} holds {ns}/{le.name} but {ago} (lease {duration:.0f}s): no leader"
         return Result(name, Status.FAIL, line, f"check the pod {holder} and its logs")
-    held = age(spec.get("acquireTime"), now)
+    held = seconds_since(spec.get("acquireTime"), now)
     tenure = f", leading for {human(held)}" if held is not None else ""
     return Result(
         name, Status.OK, f"{holder} holds {ns}/{le.name}, renewed {human(renewed)} ago{tenure}"

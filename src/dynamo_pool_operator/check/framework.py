@@ -13,14 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from ..config import OperatorConfiguration
 from ..runtime import errors
 from ..runtime.client import Client, Discovery
-from ..runtime.conditions import parse_rfc3339
 
 #: An export deleting for longer than this is stuck (its finalizer's owner is not done).
 TERMINATING_GRACE = 300.0
@@ -123,12 +121,6 @@ async def run_checks(ctx: Context, checks: Sequence[tuple[str, Check]]) -> list[
                 )
             )
     return out
-
-
-def age(stamp: object, now: datetime) -> float | None:
-    """Seconds since an API server timestamp; None when it is absent or malformed."""
-    moment = parse_rfc3339(stamp)
-    return None if moment is None else (now - moment).total_seconds()
 
 
 def human(seconds: float) -> str:

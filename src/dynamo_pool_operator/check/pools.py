@@ -27,10 +27,11 @@ from ..api.mcs import (
 from ..api.status import ConditionType, ReadyReason, Status
 from ..discovery import pick
 from ..runtime import errors
+from ..runtime.conditions import seconds_since
 from ..runtime.meta import Meta
 from ..runtime.ownership import controller_of, is_controlled_by
 from ..runtime.resources import Resource
-from .framework import Context, Result, age, human
+from .framework import Context, Result, human
 from .framework import Status as CheckStatus
 
 
@@ -152,7 +153,7 @@ async def exports_terminating(ctx: Context) -> Result:
     stuck = []
     for e in found:
         meta = e.get("metadata") or {}
-        deleting = age(meta.get("deletionTimestamp"), now)
+        deleting = seconds_since(meta.get("deletionTimestamp"), now)
         if (
             deleting is not None
             and labels.DGD_NAME in Meta(e).labels

@@ -29,6 +29,12 @@ def parse_rfc3339(text: object) -> datetime | None:
         return None
 
 
+def seconds_since(stamp: object, now: datetime) -> float | None:
+    """Seconds from an API server timestamp to `now`; None when absent or malformed."""
+    moment = parse_rfc3339(stamp)
+    return None if moment is None else (now - moment).total_seconds()
+
+
 def find(conditions: object, type_: str) -> Mapping[str, Any] | None:
     """The condition of `type_` in a (possibly malformed) list, or None."""
     if not isinstance(conditions, Sequence) or isinstance(conditions, str):

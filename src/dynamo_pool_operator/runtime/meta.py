@@ -83,8 +83,7 @@ class Meta:
 
     def age(self, now: datetime) -> float | None:
         """Seconds since creation (None when the creation time is unknown)."""
-        created = self.created
-        return None if created is None else (now - created).total_seconds()
+        return conditions.seconds_since(self._meta.get("creationTimestamp"), now)
 
     @property
     def owner_references(self) -> list[Any]:
