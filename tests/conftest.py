@@ -13,10 +13,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from dynamo_pool_operator.localcluster.assets import Assets
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
+
+# Every property test runs on shared 2-core boxes (CI, a mutation run's instrumented
+# copy): how fast examples are generated or run is never what they check, so neither a
+# deadline nor the "too slow" health check may fail them.
+settings.register_profile("shared-box", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("shared-box")
 
 _TIERS = {
     "integration": pytest.mark.integration,
