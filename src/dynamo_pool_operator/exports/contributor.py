@@ -107,6 +107,9 @@ class PoolExports:
     ) -> None:
         self.unconfirmed_after = unconfirmed_after
         self.confirmation = confirmation
+        #: The ServiceExport version served whose cache has not synced yet, while no
+        #: other cache is usable (set by `ExportApis`); None otherwise.
+        self.listing: str | None = None
         self.implementation = implementation
         self.caches: ExportCaches | None = None
         self.resource: Resource | None = None
@@ -123,10 +126,6 @@ class PoolExports:
         self.caches = caches
         self.resource = resource
         self.about_version = f"{ABOUT_GROUP}/{about_version}" if about_version else ""
-
-    #: The ServiceExport version served whose cache has not synced yet, while no other
-    #: cache is usable (set by `ExportApis`); None otherwise.
-    listing: str | None = None
 
     def unavailable_message(self) -> str:
         """What `Exported` says while no ServiceExport cache is usable: the API is served
