@@ -14,6 +14,7 @@ import dataclasses
 import datetime
 import pickle
 import re
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from dynamo_pool_operator.config import (
 from dynamo_pool_operator.config_fields import (
     FieldSpec,
     boolean,
+    choice,
     decode_section,
     describe,
     duration,
@@ -141,6 +143,30 @@ def test_integer_field_is_decoded_and_range_checked_at_its_path() -> None:
     assert decode_section({"count": 11}, "s", cls, errors, bad) == cls(count=5)
     assert errors == [FieldError("s.count", "11 is out of range; use a whole number from 1 to 10")]
     assert bad == {"s.count"}
+
+
+class Colour(StrEnum):
+    RED = "red"
+    GREEN = "green"
+
+
+def test_choice_declaration_carries_its_enum_default_doc_and_values() -> None:
+    f = field_of(choice(Colour.GREEN, "Which one."))
+    assert f.default is Colour.GREEN
+    assert spec_of(f) == FieldSpec("string", "Which one.", ("red", "green"), enum=Colour)
+
+
+def test_a_choice_field_decodes_to_the_enum_member_and_refuses_other_values() -> None:
+    cls = section(colour=choice(Colour.GREEN, "d"))
+    errors: list[FieldError] = []
+    bad: set[str] = set()
+    got = decode_section({"colour": "red"}, "s", cls, errors, bad)
+    assert got == cls(colour=Colour.RED)
+    assert got.colour is Colour.RED
+    assert decode_section({}, "s", cls, errors, bad).colour is Colour.GREEN
+    assert decode_section({"colour": "blue"}, "s", cls, errors, bad) == cls(colour=Colour.GREEN)
+    assert errors == [FieldError("s.colour", '"blue" is not supported; use one of "red", "green"')]
+    assert bad == {"s.colour"}
 
 
 def test_duration_declaration_parses_its_default_and_must_be_positive() -> None:

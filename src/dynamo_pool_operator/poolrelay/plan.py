@@ -75,17 +75,18 @@ def _relay_needs(
             going = [o for o in going if o.points_at == action.key]
         return tuple(o.key for o in going)
     if action.resource.kind == "Service" and action.verb in (Verb.CREATE, Verb.APPLY):
-        deployment = relay.get(("Deployment", action.name))
-        if deployment is not None and deployment.verb in _WRITING:
+        # Publishing plans the Deployment with the Service, always.
+        deployment = relay[("Deployment", action.name)]
+        if deployment.verb in _WRITING:
             return (deployment.key,)
     return ()
 
 
 def _other_needs(action: Action, relay: dict[Key, Action]) -> tuple[Key, ...]:
-    target = relay.get(action.points_at) if action.points_at is not None else None
-    if action.verb is Verb.CREATE and target is not None and target.verb is Verb.CREATE:
-        return (target.key,)
-    return ()
+    if action.verb is not Verb.CREATE or action.points_at is None:
+        return ()
+    target = relay.get(action.points_at)
+    return (target.key,) if target is not None and target.verb is Verb.CREATE else ()
 
 
 def with_needs(

@@ -33,3 +33,12 @@ def test_the_effective_cluster_id_is_the_spec_then_the_clusters_then_the_last_kn
     assert unreadable.effective("", last_known="") == ""
     assert unreadable.effective("", last_known=None) is None
     assert unreadable.effective("", last_known=3) is None
+
+
+def test_the_confirmation_in_effect_is_the_configured_one_else_the_implementations() -> None:
+    c, i = mcs.Confirmation, mcs.Implementation
+    assert i.MCS.confirmation(c.DEFAULT) is c.REQUIRED
+    assert i.KARMADA.confirmation(c.DEFAULT) is c.NONE  # Karmada writes no condition
+    for implementation in (i.MCS, i.KARMADA):
+        assert implementation.confirmation(c.NONE) is c.NONE
+        assert implementation.confirmation(c.REQUIRED) is c.REQUIRED

@@ -581,3 +581,43 @@ def test_exported_says_the_api_is_unavailable_unless_the_pool_is_withdrawn() -> 
     assert said.reason in EXPORTED_REASONS  # documented (docs/crd.md, generated)
     withdrawn = api_unavailable("no ServiceExport API", published=False)
     assert (withdrawn.status, withdrawn.reason) == ("False", "Withdrawn")
+
+
+def test_the_whole_verdict_of_a_conflict_next_to_ready_and_of_an_export_that_only_exists() -> None:
+    from dynamo_pool_operator.api.mcs import Confirmation
+
+    conflict = cond("Conflict", "True", "ConflictingPorts", "ports differ")
+    e = export(cond("Ready", "True"), conflict)
+    assert verdict(e, now=NOW) == Verdict(
+        Judgement.CONFLICTED, "ConflictingPorts", f"ports differ (since {T})", view_of(e)
+    )
+    written = export(cond("Other", "True"), created=JUST_NOW)
+    got = verdict(written, now=NOW, confirmation=Confirmation.NONE)
+    assert got == Verdict(Judgement.EXISTS, view=view_of(written) or None)
+    never = {"metadata": {"name": "x", "generation": 1}}
+    assert verdict(never, now=NOW).message == (
+        "the MCS implementation has written no condition, longer than "
+        "multiCluster.unconfirmedAfter (60s): is it running? (an implementation that never "
+        "writes conditions wants multiCluster.confirmation: none)"
+    )
+
+
+def test_several_conflicts_and_existing_exports_are_each_named() -> None:
+    both = exported(
+        lines(("a", "Exported"), ("b", "Exported")),
+        {
+            "a": v(Judgement.CONFLICTED, "ConflictingPorts", "p"),
+            "b": v(Judgement.CONFLICTED, "ConflictingType", "t"),
+        },
+        published=True,
+    )
+    assert both.message == (
+        "a: imported, with a conflict: ConflictingPorts: p; "
+        "b: imported, with a conflict: ConflictingType: t"
+    )
+    exist = exported(
+        lines(("a", "Exported"), ("b", "Exported")),
+        {"a": v(Judgement.EXISTS), "b": v(Judgement.EXISTS)},
+        published=True,
+    )
+    assert exist.message.startswith("the exports exist (a, b); ")

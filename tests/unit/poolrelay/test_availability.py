@@ -339,3 +339,39 @@ def test_a_withdrawn_pool_whose_relay_delete_is_refused_says_so() -> None:
         AvailableReason.WITHDRAWN,
         "the pool is withdrawn; its objects stay: delete Deployment llama-pool-relay: 403 denied",
     )
+
+
+def test_a_replica_that_cannot_be_made_fails_the_rollout_and_a_progressing_one_does_not() -> None:
+    failure = {
+        "type": "ReplicaFailure",
+        "status": "True",
+        "reason": "FailedCreate",
+        "message": "quota",
+    }
+    a = run(deployment(2, 2, updated=1, running=3, conditions=[failure]))
+    assert (a.status, a.reason, a.message, a.pods) == (
+        "False",
+        AvailableReason.UNAVAILABLE,
+        "the rollout of llama-pool-relay failed (1/2 relay pods updated): "
+        "ReplicaFailure FailedCreate: quota",
+        "2/2",
+    )
+    fine = [
+        {"type": "ReplicaFailure", "status": "False", "reason": "R", "message": "r"},
+        {"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated", "message": "p"},
+    ]
+    b = run(deployment(2, 2, updated=1, running=3, conditions=fine))
+    assert (b.status, b.reason, b.pods) == ("False", AvailableReason.PROGRESSING, "2/2")
+
+
+def test_pending_relay_writes_are_said_only_while_the_relay_is_not_available() -> None:
+    pending = "Service llama-pool-relay waits for write Deployment llama-pool-relay: held"
+    down = run(None, pending=pending)
+    assert (down.status, down.reason, down.message, down.pods) == (
+        "False",
+        AvailableReason.DEPLOYMENT_MISSING,
+        f"Deployment llama-pool-relay does not exist yet; {pending}",
+        "",
+    )
+    up = run(deployment(2, 2), pending=pending)
+    assert up == run(deployment(2, 2))

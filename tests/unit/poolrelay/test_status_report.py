@@ -24,6 +24,7 @@ from dynamo_pool_operator.api.status import (
     Status,
 )
 from dynamo_pool_operator.exports.contributor import ExportCaches, PoolExports
+from dynamo_pool_operator.pipeline.execute import waiting_for
 from dynamo_pool_operator.pipeline.model import (
     ActionResult,
     Contributor,
@@ -129,10 +130,16 @@ def run(
     """Plan, "execute" (each action done unless `results` says otherwise), report."""
     plan = make_plan(snap, contributors, default_discovery_backend="kubernetes")
     outcome = Outcome()
+    done: dict[tuple[str, str], ActionResult] = {}
     for a in plan.actions:
-        result, error = (results or {}).get((a.resource.kind, a.name), (Result.DONE, None))
-        message = f"{a.verb} {a.resource.kind} {a.name}: {error}" if error else ""
-        outcome.results.append(ActionResult(a, result, message, error))
+        # What the executor skips, it skips here too (its pure rule).
+        got = waiting_for(a, done)
+        if got is None:
+            result, error = (results or {}).get((a.resource.kind, a.name), (Result.DONE, None))
+            message = f"{a.verb} {a.resource.kind} {a.name}: {error}" if error else ""
+            got = ActionResult(a, result, message, error)
+        done[a.key] = got
+        outcome.results.append(got)
     return plan, report(snap, plan, outcome, contributors, now=NOW)
 
 
@@ -309,4 +316,201 @@ def test_an_unreadable_cluster_id_keeps_the_last_known_one_and_says_so() -> None
     assert "clusterId" not in said.status, "unknown is left out, never written as empty"
     assert condition(said, ConditionType.CLUSTER_ID_MATCHED)["message"].endswith(
         "no cluster ID is known yet: the relay Deployment waits for it"
+    )
+
+
+def test_a_first_publish_is_progressing_with_what_it_made_and_without_what_failed() -> None:
+    relay = make_relay()
+    fresh = Snapshot(relay, make_pool(), {}, read_at=NOW)
+    refused = errors.Forbidden("denied", status=403, reason="Forbidden")
+    _, made = run(fresh, (exports_contributor(),))
+    available = condition(made, ConditionType.RELAY_AVAILABLE)
+    assert (available["reason"], available["message"]) == (
+        RelayAvailableReason.PROGRESSING,
+        f"the Deployment controller has not observed generation 1 of {RELAY_SVC} yet (observed 0)",
+    )
+    assert made.status["relayPods"] == f"0/{relay.replicas}"
+    _, failed = run(
+        fresh, (exports_contributor(),), {("Service", RELAY_SVC): (Result.FAILED, refused)}
+    )
+    available = condition(failed, ConditionType.RELAY_AVAILABLE)
+    assert available["reason"] == RelayAvailableReason.WRITE_REFUSED
+    assert available["message"] == f"Create Service {RELAY_SVC}: 403 Forbidden: denied"
+    lines = {line["name"]: line for line in failed.status["exports"]}
+    assert lines[RELAY_SVC] == {
+        "name": RELAY_SVC,
+        "state": "Pending",
+        "reason": "Waiting",
+        "message": f"waits for create Service {RELAY_SVC}: Create Service {RELAY_SVC}: "
+        "403 Forbidden: denied",
+    }
+
+
+def test_a_refused_deployment_apply_holds_back_the_services_and_is_named() -> None:
+    snap = dataclasses.replace(steady(make_relay()), relay=make_relay(port=9100))
+    refused = errors.Forbidden("no deployment", status=403, reason="Forbidden")
+    _, said = run(
+        snap, (exports_contributor(),), {("Deployment", RELAY_SVC): (Result.FAILED, refused)}
+    )
+    available = condition(said, ConditionType.RELAY_AVAILABLE)
+    refusal = f"Apply Deployment {RELAY_SVC}: 403 Forbidden: no deployment"
+    # The Service's apply waited for the Deployment's: said as waiting, not as refused.
+    assert available["message"] == (
+        f"{refusal}; Service {RELAY_SVC} waits for apply Deployment {RELAY_SVC}: {refusal}"
+    )
+
+
+def test_two_refused_relay_deletes_are_both_named() -> None:
+    snap = dataclasses.replace(steady(make_relay()), pool=make_pool(workers=False))
+    a = errors.Forbidden("keep deployment", status=403, reason="Forbidden")
+    b = errors.Forbidden("keep service", status=403, reason="Forbidden")
+    _, said = run(
+        snap,
+        (exports_contributor(),),
+        {("Deployment", RELAY_SVC): (Result.FAILED, a), ("Service", RELAY_SVC): (Result.FAILED, b)},
+    )
+    assert condition(said, ConditionType.RELAY_AVAILABLE)["message"] == (
+        f"the pool is withdrawn; its objects stay: Withdraw Deployment {RELAY_SVC}: 403 "
+        f"Forbidden: keep deployment; Withdraw Service {RELAY_SVC}: 403 Forbidden: keep service"
+    )
+
+
+def test_a_pass_that_applied_the_deployment_is_progressing() -> None:
+    snap = dataclasses.replace(steady(make_relay()), relay=make_relay(port=9100))
+    _, said = run(snap, (exports_contributor(),))
+    available = condition(said, ConditionType.RELAY_AVAILABLE)
+    assert (available["reason"], available["message"]) == (
+        RelayAvailableReason.PROGRESSING,
+        f"{RELAY_SVC} was changed: its rollout begins",
+    )
+    refused = errors.Forbidden("denied", status=403, reason="Forbidden")
+    _, failed = run(
+        snap, (exports_contributor(),), {("Deployment", RELAY_SVC): (Result.FAILED, refused)}
+    )
+    assert condition(failed, ConditionType.RELAY_AVAILABLE)["reason"] == (
+        RelayAvailableReason.WRITE_REFUSED
+    )
+
+
+def test_a_held_deployment_is_named_with_what_waits_for_it() -> None:
+    unreadable = ClusterID(True, None, "about.k8s.io/v1alpha1", "cannot read")
+    snap = Snapshot(make_relay(), make_pool(), {}, cluster_id=unreadable, read_at=NOW)
+    _, said = run(snap, (exports_contributor(),))
+    from dynamo_pool_operator.poolrelay.objects import CLUSTER_ID_UNKNOWN
+
+    available = condition(said, ConditionType.RELAY_AVAILABLE)
+    assert available["message"] == (
+        f"Service {RELAY_SVC} does not exist yet; Deployment {RELAY_SVC} {CLUSTER_ID_UNKNOWN}; "
+        f"Service {RELAY_SVC} waits for write Deployment {RELAY_SVC}: {CLUSTER_ID_UNKNOWN}"
+    )
+
+
+def test_the_transitions_name_what_each_is_about() -> None:
+    relay = make_relay()
+    steady_status = run(steady(relay), (exports_contributor(),))[1].status
+    # The Deployment scaled to zero: RelayAvailable turns False, about the Deployment.
+    snap = steady(relay)
+    zero = copy.deepcopy(snap.relay_objects["Deployment"])
+    zero["spec"]["replicas"] = 0
+    down = dataclasses.replace(
+        snap,
+        relay=make_relay(replicas=0),
+        relay_objects={**snap.relay_objects, "Deployment": zero},
+        shown_status=steady_status,
+    )
+    _, said = run(down, (exports_contributor(),))
+    (warning,) = [t for t in said.transitions if t.type == "Warning"]
+    assert (warning.reason, warning.action) == ("ScaledToZero", "RelayAvailable")
+    assert warning.message == "spec.replicas is 0: no relay pod runs"
+    assert warning.related == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "namespace": NS,
+        "name": RELAY_SVC,
+        "uid": "Deployment-uid",
+        "resourceVersion": "9",
+    }
+    # Back: a Normal PoolReady with Ready's message.
+    back = dataclasses.replace(steady(relay), shown_status=said.status)
+    _, ready = run(back, (exports_contributor(),))
+    (normal,) = ready.transitions
+    assert (normal.type, normal.reason, normal.action, normal.related) == (
+        "Normal",
+        POOL_READY,
+        "Ready",
+        None,
+    )
+    assert normal.message == condition(ready, ConditionType.READY)["message"]
+
+
+def test_an_export_warning_is_about_the_export() -> None:
+    relay = make_relay()
+    snap = steady(relay)
+    refused = copy.deepcopy(snap.exports[FRONTEND])
+    refused["status"] = {
+        "conditions": [{"type": "Valid", "status": "False", "reason": "ServiceUnavailable"}]
+    }
+    shown = run(snap, (exports_contributor(),))[1].status
+    bad = dataclasses.replace(snap, exports={**snap.exports, FRONTEND: refused}, shown_status=shown)
+    _, said = run(bad, (exports_contributor(),))
+    warnings = [t for t in said.transitions if t.type == "Warning"]
+    assert [(t.reason, t.action) for t in warnings] == [("ServiceUnavailable", "Exported")]
+    assert warnings[0].related == SE.reference(refused)
+    assert warnings[0].message == f"{FRONTEND}: ServiceUnavailable"
+
+
+def test_a_condition_keeps_its_transition_time_from_the_status_shown() -> None:
+    relay = make_relay()
+    first = run(steady(relay), (exports_contributor(),))[1].status
+    later = dataclasses.replace(steady(relay), shown_status=first)
+    plan = make_plan(later, (exports_contributor(),), default_discovery_backend="kubernetes")
+    outcome = Outcome([ActionResult(a, Result.DONE) for a in plan.actions])
+    again = report(later, plan, outcome, (exports_contributor(),), now=NOW + timedelta(hours=1))
+    assert again.status == first
+    assert not again.changed
+
+
+class Quiet:
+    """A contributor that owns nothing and says nothing (the protocol's smallest)."""
+
+    def gather(self, relay: Relay, pool: Any) -> Any:
+        raise AssertionError("not called by the report")
+
+    def plan(self, snapshot: Snapshot, decision: Any) -> Any:
+        from dynamo_pool_operator.pipeline.model import Contribution
+
+        return Contribution()
+
+    def report(self, *args: Any, **kwargs: Any) -> Any:
+        from dynamo_pool_operator.pipeline.model import Report
+
+        return Report()
+
+
+def test_every_contributors_lines_count_and_a_silent_one_keeps_the_others_condition() -> None:
+    relay = make_relay()
+    _, one = run(steady(relay), (exports_contributor(),))
+    _, two = run(steady(relay), (exports_contributor(), Quiet()))
+    assert two.status == one.status
+    _, twice = run(steady(relay), (exports_contributor(), exports_contributor()))
+    assert len(twice.status["exports"]) == 2 * len(one.status["exports"])
+
+
+def test_the_report_refuses_a_plan_of_other_contributors() -> None:
+    import pytest
+
+    relay = make_relay()
+    plan = make_plan(
+        steady(relay), (exports_contributor(),), default_discovery_backend="kubernetes"
+    )
+    with pytest.raises(ValueError, match="zip"):
+        report(steady(relay), plan, Outcome(), (), now=NOW)
+
+
+def test_no_cluster_property_means_nothing_to_compare() -> None:
+    snap = with_cluster_id(steady(make_relay()), ClusterID(True, None, "x/v1"), clusterId="west")
+    _, said = run(snap, (exports_contributor(),))
+    assert condition(said, ConditionType.CLUSTER_ID_MATCHED)["message"] == (
+        "the cluster has no ID property cluster.clusterset.k8s.io (or it is empty): nothing to "
+        "compare"
     )

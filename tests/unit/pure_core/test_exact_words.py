@@ -165,6 +165,39 @@ def test_each_executed_export_action_gives_its_exact_line(
     assert lines == ([] if line is None else [line])
 
 
+def test_a_skipped_export_action_gives_its_exact_line() -> None:
+    waits = "waits for create Service pool-pool-relay: 403 denied"
+    for wanted, line in (
+        (True, StatusLine(OBJ, "Pending", "Waiting", waits)),
+        (False, None),
+    ):
+        results = [ActionResult(_action(Verb.CREATE, wanted=wanted), Result.SKIPPED, waits)]
+        got = verdict_lines_after(Contribution(), results)
+        assert got == ([] if line is None else [line])
+
+
+def test_only_the_relay_services_export_points_at_a_relay_object() -> None:
+    pool = make_pool({"name": "chat", "type": "frontend"}, {"name": "w", "type": "worker"})
+    by_name = {a.name: a.points_at for a in _plan({}, pool).actions}
+    assert by_name == {OBJ: ("Service", OBJ), f"{NAME}-chat": None}
+
+
+def test_a_held_deployment_is_one_whole_action_and_the_service_is_still_planned() -> None:
+    unreadable = ClusterID(True, None, "about.k8s.io/v1alpha1", "cannot read it")
+    snap = Snapshot(make_relay(), make_pool(), {}, cluster_id=unreadable)
+    held, service = objects.plan_relay_objects(snap, PUBLISHED)
+    assert held == Action(
+        Verb.HOLD,
+        DEPLOYMENTS,
+        NS,
+        OBJ,
+        objects.RELAY_EVENTS,
+        live=None,
+        cause=objects.CLUSTER_ID_UNKNOWN,
+    )
+    assert (service.verb, service.resource, service.name) == (Verb.CREATE, SERVICES, OBJ)
+
+
 # --------------------------------------------------------------------------- relay objects
 
 
