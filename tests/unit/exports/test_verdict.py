@@ -621,3 +621,12 @@ def test_several_conflicts_and_existing_exports_are_each_named() -> None:
         published=True,
     )
     assert exist.message.startswith("the exports exist (a, b); ")
+
+
+def test_an_export_that_only_exists_keeps_what_the_implementation_did_write() -> None:
+    from dynamo_pool_operator.api.mcs import Confirmation
+
+    e = export(cond("Conflict", "False", "NoConflict"), created=JUST_NOW)
+    got = verdict(e, now=NOW, confirmation=Confirmation.NONE)
+    assert got == Verdict(Judgement.EXISTS, view=view_of(e))
+    assert got.view == {"conflict": shown("False", "NoConflict")}

@@ -375,3 +375,11 @@ def test_pending_relay_writes_are_said_only_while_the_relay_is_not_available() -
     )
     up = run(deployment(2, 2), pending=pending)
     assert up == run(deployment(2, 2))
+
+
+def test_the_pods_are_shown_while_a_change_rolls_out_and_while_a_write_waits() -> None:
+    changed = run(deployment(2, 1), applied=frozenset({"Deployment"}))
+    assert changed.pods == "1/2"
+    waiting = run(deployment(2, 0, observed=2), pending="Service x waits")
+    assert (waiting.reason, waiting.pods) == (AvailableReason.PROGRESSING, "0/2")
+    assert waiting.message.endswith("; Service x waits")

@@ -155,3 +155,28 @@ def test_a_withdrawn_pool_deletes_its_relay_objects_after_every_export() -> None
     needs = _needs(snap)
     assert set(needs[("Withdraw", "Deployment", RELAY_SVC)]) == exports
     assert set(needs[("Withdraw", "Service", RELAY_SVC)]) == exports
+
+
+def test_an_export_waits_only_for_a_service_being_created() -> None:
+    import copy
+    import dataclasses
+
+    from tests.unit.poolrelay.test_status_report import RELAY_SVC, steady
+    from tests.unit.poolrelay.test_status_report import make_relay as relay
+
+    snap = steady(relay())
+    # The relay Service's export is gone, its Service is there: created, needing nothing.
+    gone = {n: e for n, e in snap.exports.items() if n != RELAY_SVC}
+    needs = _needs(dataclasses.replace(snap, exports=gone))
+    assert needs[("Create", "ServiceExport", RELAY_SVC)] == ()
+    # The Service is gone and the export is ours but drifted: repaired, needing nothing
+    # (a repair never creates), while the Service is created.
+    drifted = copy.deepcopy(snap.exports[RELAY_SVC])
+    drifted["metadata"]["labels"] = {}
+    objects = {"Deployment": snap.relay_objects["Deployment"], "Service": None}
+    repaired = dataclasses.replace(
+        snap, exports={**snap.exports, RELAY_SVC: drifted}, relay_objects=objects
+    )
+    needs = _needs(repaired)
+    assert needs[("Apply", "ServiceExport", RELAY_SVC)] == ()
+    assert needs[("Create", "Service", RELAY_SVC)] == ()

@@ -514,3 +514,12 @@ def test_no_cluster_property_means_nothing_to_compare() -> None:
         "the cluster has no ID property cluster.clusterset.k8s.io (or it is empty): nothing to "
         "compare"
     )
+
+
+def test_a_dgd_gone_warns_about_nothing_but_the_relay() -> None:
+    relay = make_relay()
+    shown = run(steady(relay), (exports_contributor(),))[1].status
+    gone = dataclasses.replace(steady(relay), pool=None, shown_status=shown)
+    _, said = run(gone, (exports_contributor(),))
+    warnings = [t for t in said.transitions if t.type == "Warning"]
+    assert [(t.reason, t.related) for t in warnings] == [("DGDNotFound", None)]
