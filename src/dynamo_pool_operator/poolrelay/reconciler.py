@@ -32,14 +32,14 @@ from ..api.dgd import pool_from_object
 from ..api.mcs import ClusterID
 from ..api.relay import Relay, RelayDefaults, relay_from_object
 from ..pipeline.execute import Executor
-from ..pipeline.model import Advisory, Contributor, Snapshot
+from ..pipeline.model import Advisory, Contributor, Result, Snapshot
 from ..runtime import errors
 from ..runtime.client import Client
 from ..runtime.clock import Clock, SystemClock
 from ..runtime.controller import Request
 from ..runtime.controller import Result as ReconcileResult
 from ..runtime.events import EventRecorder
-from ..runtime.guarded import GuardedWrites
+from ..runtime.guarded import GuardedWrites, NamespaceGoing
 from ..runtime.informer import Informer
 from .plan import make_plan
 from .status import StatusReport, report, status_apply
@@ -140,8 +140,14 @@ class PoolRelayReconciler:
         self.announce(snapshot.relay, plan.advisories)
         outcome = await self.executor.run(snapshot.relay, plan.actions)
         if outcome.lost:
-            times = self._lost[request] = self._lost.get(request, 0) + 1
-            if times < LOST_LIMIT:
+            # A namespace being deleted is no race to report: the relay goes with it.
+            going = all(
+                isinstance(r.error, NamespaceGoing)
+                for r in outcome.results
+                if r.result is Result.LOST
+            )
+            times = self._lost[request] = self._lost.get(request, 0) + (0 if going else 1)
+            if going or times < LOST_LIMIT:
                 log.debug("lost a race: %s", "; ".join(outcome.lost), extra=_where(request))
                 # No status from a pass that acted on stale state: the retry, from fresh
                 # state, writes the right one (a failure of this pass is found again).

@@ -71,6 +71,11 @@ class LostRace(Exception):
     The message names the object and the version it was read at."""
 
 
+class NamespaceGoing(LostRace):
+    """The namespace is being deleted, and the relay with it: no retry can win this, and
+    none needs to (the relay's deletion ends it); never reported as a failure."""
+
+
 def _at(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('name')} read at resourceVersion {meta.get('resourceVersion')}"
@@ -92,7 +97,9 @@ class GuardedWrites:
         except errors.NamespaceTerminating as e:
             # The namespace is being deleted and the relay with it: nothing to do but
             # wait for that (Kubernetes' controllers drop this refusal too).
-            raise LostRace(f"create of {res.kind} {name}: its namespace is being deleted") from e
+            raise NamespaceGoing(
+                f"create of {res.kind} {name}: its namespace is being deleted"
+            ) from e
         except errors.AlreadyExists as e:
             raise LostRace(
                 f"create of {res.kind} {name}: the name is taken (not cached yet)"
