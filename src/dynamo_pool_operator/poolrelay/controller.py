@@ -14,10 +14,10 @@ Watches:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..api import crd, names
+from ..api import crd, labels, names
 from ..api.dgd import GROUP as DGD_GROUP
 from ..api.dgd import KIND as DGD_KIND
 from ..api.dgd import PLURAL as DGD_PLURAL
@@ -25,9 +25,11 @@ from ..runtime import handover
 from ..runtime.controller import Controller, Request, spec_or_metadata_changed
 from ..runtime.informer import EventType, Informer
 from ..runtime.meta import Meta
+from ..runtime.owned import VIEW
 from ..runtime.resources import DEPLOYMENTS, SERVICES, Resource
 from ..runtime.shared_informers import SharedInformers
 from ..runtime.store import Obj
+from . import render
 from .availability import shown_inputs
 from .reconciler import RelayCaches
 
@@ -82,6 +84,72 @@ def _keep_dgd_fields(obj: Obj) -> Obj:
     return {"apiVersion": obj.get("apiVersion"), "metadata": obj.get("metadata"), "spec": slim_spec}
 
 
+#: Kept of a relay object's metadata: what the checks, the guarded writes, the status
+#: and the hand-over read (labels and the rest are in the view's digest).
+_RELAY_OBJECT_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "finalizers",
+    "ownerReferences",
+    "managedFields",
+)
+#: Kept of a relay Deployment's status: what `availability` reads.
+_DEPLOYMENT_STATUS = ("observedGeneration", "replicas", "updatedReplicas", "availableReplicas")
+_DEPLOYMENT_CONDITIONS = ("ReplicaFailure", "Progressing", "Available")
+
+
+def _trimmed_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: meta[k] for k in _RELAY_OBJECT_METADATA if k in meta}
+    annotations = meta.get("annotations")
+    if isinstance(annotations, Mapping) and labels.RENDER_HASH in annotations:
+        out["annotations"] = {labels.RENDER_HASH: annotations[labels.RENDER_HASH]}
+    return out
+
+
+def trim_deployment(obj: Obj) -> Obj:
+    """An informer transform: of a Deployment named `<D>-pool-relay`, keep what the
+    reconciler reads and a view of the fields we render (`render.drifted`), not the pod
+    template with the server's defaults (~13 kB of Python objects, ~3 kB kept)."""
+    handover.summarize(obj)
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    status = obj.get("status") or {}
+    kept_status: dict[str, Any] = {k: status[k] for k in _DEPLOYMENT_STATUS if k in status}
+    conditions = status.get("conditions")
+    if isinstance(conditions, list):
+        kept_status["conditions"] = [
+            {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+            for c in conditions
+            if isinstance(c, Mapping) and c.get("type") in _DEPLOYMENT_CONDITIONS
+        ]
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": _trimmed_metadata(meta),
+        "spec": {"replicas": spec["replicas"]} if "replicas" in spec else {},
+        "status": kept_status,
+        VIEW: render.shape("Deployment").view(obj),
+    }
+
+
+def trim_service(obj: Obj) -> Obj:
+    """An informer transform: of a Service named `<D>-pool-relay`, keep what the
+    reconciler reads (its shape: `clusterIP`) and a view of the fields we render."""
+    handover.summarize(obj)
+    spec = obj.get("spec") or {}
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": _trimmed_metadata(obj.get("metadata") or {}),
+        "spec": {"clusterIP": spec["clusterIP"]} if "clusterIP" in spec else {},
+        VIEW: render.shape("Service").view(obj),
+    }
+
+
 def dgd_cache(informers: SharedInformers, *, namespace: str | None, version: str) -> Informer:
     """The DGD informer at `version` (at start, and when the DGD API moves to another)."""
     return informers.get(dgd_resource(version), namespace, transform=_keep_dgd_fields)
@@ -101,22 +169,32 @@ def relay_caches(
             namespace,
             keep=is_relay_object,
             keep_managed_fields=True,
-            transform=handover.summarize,
+            transform=trim_deployment,
         ),
         services=informers.get(
             SERVICES,
             namespace,
             keep=is_relay_object,
             keep_managed_fields=True,
-            transform=handover.summarize,
+            transform=trim_service,
         ),
     )
+
+
+def _view(obj: Obj | None) -> Any:
+    return (obj or {}).get(VIEW)
+
+
+def relay_object_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
+    """A change of a relay object's spec or metadata, as far as the cache keeps them:
+    what the reconciler reads, and the fields we render (their view)."""
+    return spec_or_metadata_changed(etype, old, new) or _view(old) != _view(new)
 
 
 def deployment_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
     """A change of the relay Deployment's spec or metadata, or of what its status says
     about the relay's availability (`RelayAvailable`); other status writes are noise."""
-    return spec_or_metadata_changed(etype, old, new) or shown_inputs(old) != shown_inputs(new)
+    return relay_object_changed(etype, old, new) or shown_inputs(old) != shown_inputs(new)
 
 
 def watch_dgds(controller: Controller, dgds: Informer) -> None:
@@ -129,5 +207,5 @@ def wire(controller: Controller, caches: RelayCaches) -> Controller:
     controller.for_(caches.relays, spec_or_metadata_changed)
     watch_dgds(controller, caches.dgds)
     controller.watches(caches.deployments, relay_of_object, deployment_changed)
-    controller.watches(caches.services, relay_of_object, spec_or_metadata_changed)
+    controller.watches(caches.services, relay_of_object, relay_object_changed)
     return controller

@@ -1,7 +1,7 @@
 """The relay's own objects in the plan: its Deployment and Service. Pure.
 
 Published: each is created when absent, applied when the cache shows it drifted
-from what `render` makes (`runtime/diff.needs_apply`), left alone otherwise; an
+from what `render` makes (`render.drifted`: a digest of the cached view), left alone otherwise; an
 object of ours that still shows its create's fields with the create (not handed over
 to the apply manager) is handed over right before its first apply. The decision
 already made sure every existing one is ours (else `OwnershipConflict`). Withdrawn:
@@ -16,7 +16,6 @@ from typing import Any
 from ..api import labels, names
 from ..api.mcs import CLUSTER_ID_PROPERTY
 from ..pipeline.model import Action, Decision, EventNames, Snapshot, Verb
-from ..runtime.diff import needs_apply
 from ..runtime.handover import needs_handover
 from ..runtime.meta import Meta
 from ..runtime.ownership import is_controlled_by
@@ -98,7 +97,7 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
             elif Meta(live).terminating:
                 verb = Verb.WAIT
             else:
-                drifted = needs_apply(live, body, skip=render.NORMALIZED_PATHS)
+                drifted = render.drifted(kind, live, body)
                 verb = Verb.APPLY if drifted else Verb.NONE
                 # The create's fields go to the apply manager only when an apply needs
                 # them (decision 0003): one write per created object, none meanwhile.

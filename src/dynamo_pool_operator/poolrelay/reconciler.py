@@ -40,7 +40,8 @@ from ..runtime.controller import Request
 from ..runtime.controller import Result as ReconcileResult
 from ..runtime.events import EventRecorder
 from ..runtime.guarded import GuardedWrites, NamespaceGoing
-from ..runtime.informer import Informer
+from ..runtime.informer import EventType, Informer
+from ..runtime.store import Obj
 from .plan import make_plan
 from .status import StatusReport, report, status_apply
 
@@ -96,10 +97,13 @@ class PoolRelayReconciler:
         # Our last status write per relay: (uid, resourceVersion it was computed from,
         # status written). The relay cache may not hold that write yet when the next
         # pass runs; comparing with the stale cached status would then skip a needed
-        # write (a status line would stay wrong).
+        # write (a status line would stay wrong). Only until the cache moves past that
+        # version (then it shows the write, and the entry is never read again): a
+        # status per relay is ~4 kB, kept for good it was a fifth of the memory.
         self._written: dict[Request, tuple[str, str, Mapping[str, Any]]] = {}
         #: Passes in a row that lost a race, per relay.
         self._lost: dict[Request, int] = {}
+        caches.relays.add_handler(self._cache_moved, replay=False)
 
     def gather(self, relay_obj: Mapping[str, Any], shown: Mapping[str, Any] | None) -> Snapshot:
         """The pass's snapshot; `shown`: the relay's status as the server shows it."""
@@ -195,7 +199,25 @@ class PoolRelayReconciler:
             subresource="status",
         )
         read_at = str(relay_obj.get("metadata", {}).get("resourceVersion", ""))
-        self._written[request] = (relay.uid, read_at, said.status)
+        if self._cached_version(request) == (relay.uid, read_at):  # else it shows the write
+            self._written[request] = (relay.uid, read_at, said.status)
+
+    def _cached_version(self, request: Request) -> tuple[Any, Any] | None:
+        cached = self.caches.relays.store.get(*request)
+        meta = cached.get("metadata", {}) if cached is not None else None
+        return None if meta is None else (meta.get("uid"), meta.get("resourceVersion"))
+
+    def _cache_moved(self, etype: EventType, old: Obj | None, new: Obj | None) -> None:
+        """Forget our last status write of a relay once its cache shows a later version
+        (or it is gone): `_shown_status` reads the entry only at the version it was
+        computed from."""
+        meta = (new if new is not None else old or {}).get("metadata", {})
+        request = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        last = self._written.get(request)
+        if last is not None and (
+            new is None or (last[0], last[1]) != (meta.get("uid"), meta.get("resourceVersion"))
+        ):
+            del self._written[request]
 
     def _shown_status(
         self, request: Request, relay_obj: Mapping[str, Any]

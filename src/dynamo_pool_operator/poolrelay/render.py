@@ -14,18 +14,36 @@ and the downward-API identity `POD_NAME`, `POD_NAMESPACE`, `POD_UID`.
 from __future__ import annotations
 
 import copy
+import functools
+from collections.abc import Mapping
 from typing import Any
 
 from ..api import labels, names
-from ..api.dgd import KUBERNETES_DISCOVERY, Pool
-from ..api.relay import HEADLESS_CLUSTER_IP, Relay
-from ..runtime.diff import with_hash
+from ..api.dgd import KUBERNETES_DISCOVERY, Pool, pool_from_object
+from ..api.relay import HEADLESS_CLUSTER_IP, Relay, RelayDefaults, relay_from_object
+from ..runtime.diff import needs_apply, with_hash
+from ..runtime.owned import VIEW, Shape
 
 CONTAINER = "relay"
 PORT_NAME = "relay"
 
 #: Paths whose values the API server normalizes (resource quantities): compared by hash only.
 NORMALIZED_PATHS = frozenset({"spec.template.spec.containers.resources"})
+#: What the caches keep verbatim of each relay object (`runtime/owned.py`): fields whose
+#: keys vary with the relay, or that a render may leave out. The rest of what `render`
+#: makes is kept as a digest.
+OPEN_PATHS = {
+    "Deployment": frozenset(
+        {
+            "metadata.ownerReferences",
+            "spec.template.metadata.labels",
+            "spec.template.metadata.annotations",
+            "spec.template.spec.nodeSelector",
+            "spec.template.spec.tolerations",
+        }
+    ),
+    "Service": frozenset({"metadata.ownerReferences", "spec.clusterIP"}),
+}
 
 
 def _metadata(relay: Relay) -> dict[str, Any]:
@@ -121,3 +139,26 @@ def service(relay: Relay) -> dict[str, Any]:
         spec["clusterIP"] = HEADLESS_CLUSTER_IP
     obj = {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(relay), "spec": spec}
     return with_hash(obj, labels.RENDER_HASH)
+
+
+@functools.cache
+def shape(kind: str) -> Shape:
+    """The closed, open and skipped fields of the relay `kind` ("Deployment", "Service"),
+    from the render of a relay that sets nothing optional."""
+    relay = relay_from_object(
+        {"metadata": {"name": "sample", "namespace": "sample", "uid": "sample"}},
+        RelayDefaults(image="sample", port=1),
+    )
+    pool = pool_from_object({"metadata": {"name": "sample", "namespace": "sample"}})
+    sample = deployment(relay, pool, "sample") if kind == "Deployment" else service(relay)
+    return Shape(sample, open_paths=OPEN_PATHS[kind], skip=NORMALIZED_PATHS)
+
+
+def drifted(kind: str, live: Mapping[str, Any], body: Mapping[str, Any]) -> bool:
+    """Would applying `body` change `live`? From the cached view of `live` where it has
+    one (the relay object caches keep views, not pod templates), else from `live`."""
+    view = live.get(VIEW)
+    if not isinstance(view, Mapping):
+        return needs_apply(live, body, skip=NORMALIZED_PATHS)
+    hashed = (body.get("metadata") or {}).get("annotations") or {}
+    return shape(kind).drifted(view, body, hashed.get(labels.RENDER_HASH))

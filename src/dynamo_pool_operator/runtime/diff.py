@@ -35,14 +35,15 @@ def render_hash(obj: Mapping[str, Any]) -> str:
 _SCALARS = frozenset({str, int, bool, float, type(None)})
 
 
-def _omitted(value: Any) -> bool:
+def omitted(value: Any) -> bool:
     """Empty strings, lists and maps are dropped by the server (Go's `omitempty`), so
     desiring one matches a missing field. False and 0 are not: they are often
     pointers the server keeps."""
     return value is None or (isinstance(value, str | list | dict) and len(value) == 0)
 
 
-def _key(item: Any) -> tuple[str, Any] | None:
+def key_of(item: Any) -> tuple[str, Any] | None:
+    """The merge key of a list element (the first of `_MERGE_KEYS` it carries)."""
     if isinstance(item, Mapping):
         for k in _MERGE_KEYS:
             if k in item:
@@ -92,7 +93,7 @@ def _contains(live: Any, desired: Any) -> bool:
             if k in live:
                 if not _contains(live[k], v):
                     return False
-            elif not _omitted(v):
+            elif not omitted(v):
                 return False
         return True
     if t is list or (isinstance(desired, Sequence) and not isinstance(desired, str | bytes)):
@@ -100,9 +101,9 @@ def _contains(live: Any, desired: Any) -> bool:
             not isinstance(live, Sequence) or isinstance(live, str | bytes)
         ):
             return False
-        keyed = [_key(d) for d in desired]
+        keyed = [key_of(d) for d in desired]
         if all(k is not None for k in keyed):
-            by_key = {_key(item): item for item in live}
+            by_key = {key_of(item): item for item in live}
             return all(
                 k in by_key and _contains(by_key[k], d) for k, d in zip(keyed, desired, strict=True)
             )
@@ -130,15 +131,15 @@ def _contains_skipping(
                 child = f"{path}.{k}" if path else k
                 if not _contains_skipping(live[k], v, skip, prefixes, child):
                     return False
-            elif not _omitted(v):
+            elif not omitted(v):
                 return False
         return True
     if isinstance(desired, Sequence) and not isinstance(desired, str | bytes):
         if not isinstance(live, Sequence) or isinstance(live, str | bytes):
             return False
-        keyed = [_key(d) for d in desired]
+        keyed = [key_of(d) for d in desired]
         if all(k is not None for k in keyed):
-            by_key = {_key(item): item for item in live}
+            by_key = {key_of(item): item for item in live}
             return all(
                 k in by_key and _contains_skipping(by_key[k], d, skip, prefixes, path)
                 for k, d in zip(keyed, desired, strict=True)

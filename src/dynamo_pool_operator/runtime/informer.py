@@ -151,12 +151,27 @@ class InformerClient(Protocol):
     ) -> AsyncIterator[bytes]: ...
 
 
+#: kubectl's client-side apply keeps the whole applied object in this annotation: as
+#: large as the object's spec, and read by kubectl only.
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
 def strip_managed_fields(obj: Obj) -> Obj:
     """Drop `metadata.managedFields`: often the largest part of an object, and a
     controller never needs it from the cache (SSA tracks ownership server-side)."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
+    return obj
+
+
+def strip_last_applied(obj: Obj) -> Obj:
+    """Drop kubectl's last-applied annotation (a copy of the object a user applied): no
+    controller reads it, and a DGD's carries its pod templates."""
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if isinstance(annotations, dict) and LAST_APPLIED in annotations:
+        del annotations[LAST_APPLIED]
     return obj
 
 
@@ -547,6 +562,7 @@ class Informer:
         obj.setdefault("kind", self.resource.kind)
         if not self.keep_managed_fields:
             strip_managed_fields(obj)
+        strip_last_applied(obj)
         if self.transform is not None:
             try:
                 obj = self.transform(obj)

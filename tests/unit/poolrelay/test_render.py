@@ -20,7 +20,7 @@ import pytest
 from dynamo_pool_operator.api import labels
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.poolrelay import render
+from dynamo_pool_operator.poolrelay import controller, render
 from dynamo_pool_operator.runtime.diff import needs_apply
 
 DEFAULTS = RelayDefaults(image="registry.example/relay:1.0", port=7000)
@@ -469,3 +469,64 @@ def test_a_live_object_with_server_fields_added_needs_no_apply(kind: str) -> Non
 
 
 # --------------------------------------------------------------------------- creation body
+
+
+# --------------------------------------------------------------------------- cached views
+#: Relays that set every optional field, none, and each shape of Service.
+VARIANTS: list[dict[str, Any]] = [
+    {},
+    {"clusterId": "east", "replicas": 0, "port": 9000, "image": "other:2"},
+    {
+        "resources": {"limits": {"cpu": "500m"}, "requests": {"memory": "1Gi"}},
+        "podLabels": {"tier": "a"},
+        "podAnnotations": {"x/y": "z"},
+        "nodeSelector": {"pool": "cpu"},
+        "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
+        "serviceAccountName": "relay-sa",
+    },
+    {"service": {"headless": False}},
+]
+
+
+@pytest.mark.parametrize("spec", VARIANTS)
+@pytest.mark.parametrize("kind", ["Deployment", "Service"])
+def test_every_render_is_covered_by_the_shape_the_caches_keep(
+    kind: str, spec: dict[str, Any]
+) -> None:
+    """A render with a field that is neither in the digest nor kept verbatim would have
+    its drift missed: every kind of relay renders inside the shape."""
+    body = both(make_relay(**spec), make_pool())[kind]
+    assert render.shape(kind).uncovered(body) == []
+
+
+@pytest.mark.parametrize("spec", VARIANTS)
+@pytest.mark.parametrize("kind", ["Deployment", "Service"])
+def test_a_cached_view_decides_drift_as_the_whole_object_does(
+    kind: str, spec: dict[str, Any]
+) -> None:
+    """The informer keeps a trimmed object (`poolrelay.controller.trim_*`); `drifted` on
+    it says what `needs_apply` says on the whole object, as served and after a user's
+    edit of a field we own, or of one we do not."""
+    body = both(make_relay(**spec), make_pool())[kind]
+    trim = controller.trim_deployment if kind == "Deployment" else controller.trim_service
+    served = copy.deepcopy(body)
+    served["metadata"] |= {"uid": "x", "resourceVersion": "3"}
+    served["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = "1"
+    if kind == "Deployment":
+        pod = served["spec"]["template"]
+        pod["metadata"].setdefault("annotations", {})["kubectl.kubernetes.io/restartedAt"] = "now"
+        pod["spec"]["containers"][0] |= {"terminationMessagePath": "/dev/x"}
+        pod["spec"]["containers"][0]["readinessProbe"]["timeoutSeconds"] = 1
+        served["spec"]["strategy"] = {"type": "RollingUpdate"}
+        owned_edit: tuple[str, ...] = ("spec", "template", "spec", "containers", 0, "image")
+    else:
+        served["spec"] |= {"clusterIPs": ["None"], "type": "ClusterIP"}
+        owned_edit = ("spec", "ports", 0, "targetPort")
+    edited = copy.deepcopy(served)
+    cur: Any = edited
+    for p in owned_edit[:-1]:
+        cur = cur[p]
+    cur[owned_edit[-1]] = "edited-by-a-user"
+    for live, drifted in ((served, False), (edited, True)):
+        assert needs_apply(live, body, skip=render.NORMALIZED_PATHS) is drifted
+        assert render.drifted(kind, trim(copy.deepcopy(live)), body) is drifted
