@@ -253,7 +253,20 @@ class ControllerConfig:
     """Reconciler tuning."""
 
     workers: int = integer(
-        4, "Relays reconciled concurrently (MaxConcurrentReconciles).", minimum=1, maximum=64
+        4,
+        "Relays reconciled concurrently (MaxConcurrentReconciles). Of two or more, one "
+        "takes only real changes, never the backlog of a start or a mass requeue, so a "
+        "user's change is taken at once during one.",
+        minimum=1,
+        maximum=64,
+    )
+    background_writes: int = integer(
+        3,
+        "Writes in flight at most for the backlog of a start, a relist or a mass requeue "
+        "(its writes wait for a slot; a user's change's writes do not): keeps the API "
+        "server's queue short for the change. 0: no cap.",
+        minimum=0,
+        maximum=64,
     )
     cache_sync_timeout: float = duration(
         "2m", "How long to wait for the watch caches to fill at startup before giving up."

@@ -38,6 +38,7 @@ from .pipeline.model import Contributor
 from .poolrelay import controller as relay_controller
 from .poolrelay.reconciler import PoolRelayReconciler, RelayCaches
 from .runtime import metrics
+from .runtime.background import BackgroundWrites
 from .runtime.client import Client
 from .runtime.clock import Clock, SystemClock
 from .runtime.controller import Controller
@@ -355,6 +356,8 @@ def build(
         contributors=contributors,
         clock=clock,
     )
+    writes = config.controller.background_writes
+    client.background_writes = BackgroundWrites(writes) if writes else None
     controller = relay_controller.wire(
         Controller(
             relay_controller.CONTROLLER_NAME,
@@ -362,6 +365,7 @@ def build(
             workers=config.controller.workers,
             cache_sync_timeout=config.controller.cache_sync_timeout,
             registry=registry,
+            kept_for_changes=1,
         ),
         caches,
     )

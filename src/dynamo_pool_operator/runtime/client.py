@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from .. import __version__
 from . import errors, metrics
 from .auth import ClusterConfig
+from .background import BackgroundWrites, in_background
 from .metricsets import per_registry
 from .ratelimit import TokenBucket
 from .resources import Resource
@@ -165,6 +166,8 @@ class Client:
         #: so no write of this client leaves once leadership has ended: the one place
         #: every writer (reconciler, Events, exports) goes through.
         self.write_gate: Callable[[], bool] | None = None
+        #: Caps the writes of background work in flight (background.py); None: no cap.
+        self.background_writes: BackgroundWrites | None = None
         self._session: aiohttp.ClientSession | None = None
 
     # ------------------------------------------------------------ lifecycle
@@ -222,6 +225,21 @@ class Client:
         `_repeatable`); and once after a 401 with refreshed credentials (rotated
         token or exec plugin). Nothing else: no connection failure, no timeout.
         """
+        gate = self.background_writes
+        if gate is not None and method not in _READS and in_background():
+            async with gate.slot():
+                return await self._request(method, path, params, body, content_type, accept)
+        return await self._request(method, path, params, body, content_type, accept)
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str] | None,
+        body: Any,
+        content_type: str,
+        accept: str,
+    ) -> Any:
         data = orjson.dumps(body) if body is not None else None
         attempt = 0
         refreshed = False

@@ -46,6 +46,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry
 
 from . import errors, metrics
+from .background import background
 from .clock import Clock, SystemClock
 from .controller_metrics import ReconcileMetrics
 from .informer import EventHandler, EventType, Informer
@@ -135,10 +136,14 @@ class Controller:
         registry: CollectorRegistry | None = None,
         max_worker_restarts: int = 5,
         worker_restart_window: float = 60.0,
+        kept_for_changes: int = 0,
     ) -> None:
         self.name = name
         self.reconciler = reconciler
         self.workers = workers
+        #: Workers that take only `NORMAL` keys (or higher): a real change is taken at
+        #: once, however long the `LOW` backlog of a mass event (at most workers - 1).
+        self.kept_for_changes = max(0, min(kept_for_changes, workers - 1))
         self.cache_sync_timeout = cache_sync_timeout
         self.max_worker_restarts = max_worker_restarts
         self.worker_restart_window = worker_restart_window
@@ -314,7 +319,8 @@ class Controller:
 
     # ------------------------------------------------------------ workers
     def _spawn(self, slot: int) -> None:
-        task = asyncio.create_task(self._worker(), name=f"{self.name}-worker-{slot}")
+        at_least = NORMAL if slot < self.kept_for_changes else None
+        task = asyncio.create_task(self._worker(at_least), name=f"{self.name}-worker-{slot}")
         self._tasks[slot] = task
         task.add_done_callback(functools.partial(self._worker_ended, slot))
 
@@ -348,10 +354,10 @@ class Controller:
         self._m.worker_restarts.labels(self.name).inc()
         self._spawn(slot)
 
-    async def _worker(self) -> None:
+    async def _worker(self, at_least: int | None = None) -> None:
         while True:
             try:
-                key, priority = await self.queue.get_with_priority()
+                key, priority = await self.queue.get_with_priority(at_least)
             except ShutDown:
                 return
             try:
@@ -396,7 +402,8 @@ class Controller:
         started = time.monotonic()
         m.active.labels(name).inc()
         try:
-            result = await self.reconciler.reconcile(key)
+            with background(priority < NORMAL):  # its writes are capped (background.py)
+                result = await self.reconciler.reconcile(key)
         except asyncio.CancelledError as e:
             if _cancel_requested():
                 raise

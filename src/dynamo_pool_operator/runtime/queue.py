@@ -230,7 +230,8 @@ class WorkQueue(Generic[K]):
         self._processing: dict[K, float] = {}
         # When each dirty key was accepted, for the queue-duration histogram.
         self._added_at: dict[K, float] = {}
-        self._getters: deque[asyncio.Future[None]] = deque()
+        # Parked getters, each with the lowest priority it takes (None: any).
+        self._getters: deque[tuple[asyncio.Future[None], int | None]] = deque()
         self._idle = asyncio.Event()
         self._idle.set()
         self._shutting_down = False
@@ -277,6 +278,7 @@ class WorkQueue(Generic[K]):
                 self._set_priority(key, current, priority)
                 if key in self._entry:
                     self._push(key, priority)
+                    self._wake_one_getter(priority)  # one that takes only this priority
             return
         self._dirty[key] = priority
         self._count(priority, +1)
@@ -286,7 +288,7 @@ class WorkQueue(Generic[K]):
         if key in self._processing:
             return
         self._push(key, priority)
-        self._wake_one_getter()
+        self._wake_one_getter(priority)
 
     def add_after(self, key: K, delay: float, priority: int = NORMAL) -> None:
         """`add` `key` at `priority` once `delay` seconds have passed on the queue's clock.
@@ -342,27 +344,34 @@ class WorkQueue(Generic[K]):
         """
         return (await self.get_with_priority())[0]
 
-    async def get_with_priority(self) -> tuple[K, int]:
-        """`get`, and the priority the key was queued at (to requeue it at the same)."""
+    async def get_with_priority(self, at_least: int | None = None) -> tuple[K, int]:
+        """`get`, and the priority the key was queued at (to requeue it at the same).
+
+        `at_least`: take only a key queued at this priority or a higher one, and wait
+        while there is none (keys of lower priority are left to other getters): a
+        worker kept for real changes, so that one is served at once however long the
+        backlog of a mass event."""
         while True:
             if self._shutting_down:
                 raise ShutDown(self.name)
-            if self._entry:
+            if self._ready_at(at_least) is not None:
                 break
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._getters.append(waiter)
+            parked = (waiter, at_least)
+            self._getters.append(parked)
             try:
                 await waiter
             except asyncio.CancelledError:
                 waiter.cancel()
                 with contextlib.suppress(ValueError):
-                    self._getters.remove(waiter)
+                    self._getters.remove(parked)
                 # Woken for a key but cancelled before taking it: pass the wake-up on,
                 # or the key would sit queued while another getter sleeps.
-                if self._entry and not waiter.cancelled():
-                    self._wake_one_getter()
+                ready = self._ready_at(None)
+                if ready is not None and not waiter.cancelled():
+                    self._wake_one_getter(ready)
                 raise
-        key = self._pop()
+        key = self._pop(at_least)
         now = self._clock.monotonic()
         priority = self._dirty.pop(key)
         self._count(priority, -1)
@@ -388,7 +397,7 @@ class WorkQueue(Generic[K]):
         self._m_work_duration.observe(max(self._clock.monotonic() - started, 0.0))
         if key in self._dirty and not self._shutting_down:
             self._push(key, self._dirty[key])
-            self._wake_one_getter()
+            self._wake_one_getter(self._dirty[key])
         if not self._processing:
             self._idle.set()
 
@@ -430,7 +439,7 @@ class WorkQueue(Generic[K]):
             return
         self._shutting_down = True
         while self._getters:
-            _wake(self._getters.popleft())
+            _wake(self._getters.popleft()[0])
         self._ready.clear()
         self._entry.clear()
         self._dirty.clear()
@@ -476,9 +485,25 @@ class WorkQueue(Generic[K]):
             fifo = self._ready[priority] = deque()
         fifo.append((seq, key))
 
-    def _pop(self) -> K:
+    def _ready_at(self, at_least: int | None) -> int | None:
+        """The highest priority with a key queued, if it is at least `at_least` (dead
+        entries at the front of the queues are dropped on the way)."""
+        for priority in sorted(self._ready, reverse=True):
+            if at_least is not None and priority < at_least:
+                return None
+            fifo = self._ready[priority]
+            while fifo and self._entry.get(fifo[0][1]) != fifo[0][0]:
+                fifo.popleft()
+            if fifo:
+                return priority
+            del self._ready[priority]
+        return None
+
+    def _pop(self, at_least: int | None = None) -> K:
         """The first live entry of the highest priority (dead ones are dropped on the way)."""
         for priority in sorted(self._ready, reverse=True):
+            if at_least is not None and priority < at_least:
+                break
             fifo = self._ready[priority]
             while fifo:
                 seq, key = fifo.popleft()
@@ -505,12 +530,19 @@ class WorkQueue(Generic[K]):
             )
         series.set(self._depth_by_priority[priority])
 
-    def _wake_one_getter(self) -> None:
-        while self._getters:
-            waiter = self._getters.popleft()
-            if not waiter.done():
+    def _wake_one_getter(self, priority: int) -> None:
+        """Wake the first parked getter that takes a key of `priority`."""
+        for parked in self._getters:
+            waiter, at_least = parked
+            if waiter.done():
+                continue
+            if at_least is None or priority >= at_least:
+                self._getters.remove(parked)
                 waiter.set_result(None)
                 return
+        # Drop getters woken already (by shut_down, or cancelled) from the front.
+        while self._getters and self._getters[0][0].done():
+            self._getters.popleft()
 
     async def _wait_idle(self) -> None:
         # Re-check after each wake-up: a worker may have taken another key already.

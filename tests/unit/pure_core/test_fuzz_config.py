@@ -74,6 +74,7 @@ FIELD_TYPES: dict[str, str] = {
     "poolRelay.replicas": "integer",
     "poolRelay.headless": "boolean",
     "controller.workers": "integer",
+    "controller.backgroundWrites": "integer",
     "controller.cacheSyncTimeout": "duration",
     "clientConnection.qps": "integer",
     "clientConnection.burst": "integer",
@@ -389,6 +390,7 @@ def valid_documents(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     put("poolRelay.port", draw(st.integers(1, 65535)))
     put("poolRelay.replicas", draw(st.integers(0, 2**31 - 1)))
     put("controller.workers", draw(st.integers(1, 64)))
+    put("controller.backgroundWrites", draw(st.integers(0, 64)))
     sync_ns = draw(st.integers(1, 10**13))
     put("controller.cacheSyncTimeout", draw(go_duration(sync_ns)), sync_ns / 10**9)
     put("clientConnection.qps", draw(st.integers(0, 100_000)))

@@ -23,6 +23,7 @@ from dynamo_pool_operator.runtime import client as client_mod
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime import informer as informer_mod
 from dynamo_pool_operator.runtime.auth import ClusterConfig
+from dynamo_pool_operator.runtime.background import BackgroundWrites, background
 from dynamo_pool_operator.runtime.client import Client
 from dynamo_pool_operator.runtime.resources import CONFIGMAPS
 
@@ -260,6 +261,31 @@ async def test_the_write_gate_is_asked_again_before_each_retry(server: FakeServe
         with pytest.raises(errors.NotLeader):
             await IDEMPOTENT["replace"](c)
     assert server.seen == ["PUT"]
+
+
+@pytest.mark.parametrize("verb", ["create", "replace", "delete", "apply", "merge_patch"])
+async def test_a_background_write_takes_a_slot_and_other_requests_do_not(
+    server: FakeServer, verb: str
+) -> None:
+    """The writes of background work wait for a free slot (background.py); reads, and
+    writes of other work, are sent at once."""
+    calls: dict[str, Call] = {**IDEMPOTENT, "create": CREATE}
+    gate = BackgroundWrites(1)
+    async with client_for(server) as c:
+        c.background_writes = gate
+        with background(True):
+            async with gate.slot():  # the one slot is taken
+                waiting = asyncio.create_task(calls[verb](c))
+                await asyncio.sleep(0.05)
+                assert server.seen == []
+                assert not waiting.done()
+                await IDEMPOTENT["get"](c)  # a read of background work: not gated
+                with background(False):
+                    await calls[verb](c)  # a change's write: not gated
+                assert len(server.seen) == 2
+                assert not waiting.done()
+            await asyncio.wait_for(waiting, 5)
+    assert len(server.seen) == 3
 
 
 # --------------------------------------------------------------------------- metrics

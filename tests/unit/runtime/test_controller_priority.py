@@ -21,6 +21,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.background import in_background
 from dynamo_pool_operator.runtime.client import ListResult
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.controller import Controller, Request, Result
@@ -247,3 +248,69 @@ async def test_a_mass_requeue_waits_behind_a_change_made_meanwhile() -> None:
         c.enqueue_all([("ns", "a"), ("ns", "b")])
         c.queue.add(("ns", "z"), NORMAL)
         assert await drain(c) == [(("ns", "z"), NORMAL), (("ns", "a"), LOW), (("ns", "b"), LOW)]
+
+
+class HoldsLowKeys:
+    """A reconcile of a LOW key waits until released (a backlog's slow writes); one of
+    a NORMAL key returns at once. Records what it ran, and in which mode."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.started: list[tuple[Request, bool]] = []
+
+    async def reconcile(self, request: Request) -> Result | None:
+        self.started.append((request, in_background()))
+        if request[1].startswith("low"):
+            await self.release.wait()
+        return None
+
+
+async def test_a_change_is_taken_at_once_while_every_other_worker_holds_a_backlog_key() -> None:
+    """With one worker kept for changes, a NORMAL key is reconciled while the LOW
+    backlog occupies every other worker; the kept worker never takes a LOW key."""
+    reconciler = HoldsLowKeys()
+    c = Controller("prio", reconciler, registry=CollectorRegistry(), workers=4, kept_for_changes=1)
+    for i in range(10):
+        c.queue.add(("ns", f"low{i}"), LOW)
+    await c.start()
+    try:
+        await settle()
+        assert [k for k, _ in reconciler.started] == [("ns", f"low{i}") for i in range(3)]
+        c.queue.add(("ns", "change"), NORMAL)
+        await settle()
+        assert reconciler.started[-1] == (("ns", "change"), False)
+        assert c.queue.processing == 3  # the backlog's three, still held
+    finally:
+        reconciler.release.set()
+        await c.stop()
+
+
+async def test_without_a_kept_worker_a_change_waits_for_a_backlog_key() -> None:
+    """The same backlog with no worker kept: the change waits (what the kept worker is for)."""
+    reconciler = HoldsLowKeys()
+    c = Controller("prio", reconciler, registry=CollectorRegistry(), workers=4)
+    for i in range(10):
+        c.queue.add(("ns", f"low{i}"), LOW)
+    await c.start()
+    try:
+        await settle()
+        c.queue.add(("ns", "change"), NORMAL)
+        await settle()
+        assert (("ns", "change"), False) not in reconciler.started
+    finally:
+        reconciler.release.set()
+        await c.stop()
+
+
+async def test_a_backlog_key_is_reconciled_in_background_mode_and_a_change_is_not() -> None:
+    reconciler = HoldsLowKeys()
+    reconciler.release.set()
+    c = Controller("prio", reconciler, registry=CollectorRegistry(), workers=1)
+    c.queue.add(("ns", "low"), LOW)
+    c.queue.add(("ns", "change"), NORMAL)
+    await c.start()
+    try:
+        await settle()
+        assert reconciler.started == [(("ns", "change"), False), (("ns", "low"), True)]
+    finally:
+        await c.stop()

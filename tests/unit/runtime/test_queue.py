@@ -932,3 +932,52 @@ async def test_priorities_never_lose_or_duplicate_a_key() -> None:
             for p in {*waiting.values(), *dirty.values()}
             if (n := sum(1 for v in (*waiting.values(), *dirty.values()) if v == p))
         }
+
+
+# --------------------------------------------------------------------------- kept getters
+
+
+async def test_a_getter_that_takes_normal_keys_leaves_low_ones(queue: WorkQueue[str]) -> None:
+    kept = asyncio.ensure_future(queue.get_with_priority(NORMAL))
+    queue.add("backlog", LOW)
+    await settle()
+    assert not kept.done()  # a LOW key does not wake it, nor is it taken
+    assert await asyncio.wait_for(queue.get_with_priority(), 1) == ("backlog", LOW)
+    queue.add("change", NORMAL)
+    assert await asyncio.wait_for(kept, 1) == ("change", NORMAL)
+
+
+async def test_a_low_key_wakes_a_general_getter_parked_behind_a_kept_one(
+    queue: WorkQueue[str],
+) -> None:
+    kept = asyncio.ensure_future(queue.get_with_priority(NORMAL))
+    await settle()
+    general = asyncio.ensure_future(queue.get_with_priority())
+    await settle()
+    queue.add("backlog", LOW)
+    assert await asyncio.wait_for(general, 1) == ("backlog", LOW)
+    assert not kept.done()
+    kept.cancel()
+
+
+async def test_a_low_key_moved_up_wakes_a_kept_getter(queue: WorkQueue[str]) -> None:
+    queue.add("x", LOW)
+    kept = asyncio.ensure_future(queue.get_with_priority(NORMAL))
+    await settle()
+    assert not kept.done()
+    queue.add("x", NORMAL)
+    assert await asyncio.wait_for(kept, 1) == ("x", NORMAL)
+    assert len(queue) == 0
+
+
+async def test_a_key_dirty_while_processing_is_requeued_for_the_getter_it_fits(
+    queue: WorkQueue[str],
+) -> None:
+    queue.add("x", LOW)
+    assert await queue.get_with_priority() == ("x", LOW)
+    kept = asyncio.ensure_future(queue.get_with_priority(NORMAL))
+    queue.add("x", NORMAL)  # a change while the backlog's reconcile of it runs
+    await settle()
+    assert not kept.done()
+    queue.done("x")
+    assert await asyncio.wait_for(kept, 1) == ("x", NORMAL)

@@ -1,0 +1,87 @@
+"""Writes of background work: at most a few in flight.
+
+A mass event (the initial list of a start or failover, a relist, a requeue of every
+relay because one shared input changed) is reconciled at `LOW` priority (queue.py),
+and a worker is kept for `NORMAL` keys, so a user's change made meanwhile is taken at
+once. Its writes still meet the API server the mass event is loading: with every
+worker writing, each write waits behind the others at the server (on a saturated
+server a write's latency is about the writes in flight over the server's rate). So
+the writes made for `LOW` keys are capped (`BackgroundWrites`): the server's queue
+stays short and a user's write gets through it quickly, while the backlog still
+keeps the server busy.
+
+Which writes are background ones is told by a context variable that the controller
+sets around the reconcile of a `LOW` key (`background`); the tasks a reconcile
+starts inherit it. Writes made elsewhere (Events, leader election) are not capped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from contextvars import ContextVar
+
+_BACKGROUND: ContextVar[bool] = ContextVar("background_work", default=False)
+
+
+@contextlib.contextmanager
+def background(on: bool) -> Iterator[None]:
+    """Within this block (and the tasks started in it), writes are background ones
+    when `on`."""
+    token = _BACKGROUND.set(on)
+    try:
+        yield
+    finally:
+        _BACKGROUND.reset(token)
+
+
+def in_background() -> bool:
+    return _BACKGROUND.get()
+
+
+class BackgroundWrites:
+    """At most `limit` background writes in flight; other writes pass at once."""
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError(f"background writes in flight must be at least 1, got {limit}")
+        self.limit = limit
+        self._free = limit
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @property
+    def in_flight(self) -> int:
+        return self.limit - self._free
+
+    @contextlib.asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """Hold a slot for one write if it is a background one (FIFO among waiters)."""
+        if not in_background():
+            yield
+            return
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+        else:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter  # the releaser handed its slot over
+            except asyncio.CancelledError:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                elif waiter.done() and not waiter.cancelled():
+                    self._release()  # handed a slot just as we were cancelled: pass it on
+                raise
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        while self._waiters:
+            waiter = self._waiters.pop(0)
+            if not waiter.done():
+                waiter.set_result(None)  # the slot goes to the waiter, still taken
+                return
+        self._free += 1
