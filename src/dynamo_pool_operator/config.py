@@ -261,10 +261,10 @@ class ControllerConfig:
         maximum=64,
     )
     background_writes: int = integer(
-        3,
-        "Writes in flight at most for the backlog of a start, a relist or a mass requeue "
-        "(its writes wait for a slot; a user's change's writes do not): keeps the API "
-        "server's queue short for the change. 0: no cap.",
+        4,
+        "Writes in flight at most for the backlog of a start, a relist or a mass requeue, "
+        "and for Events (they wait for a slot; a user's change's writes do not): keeps "
+        "the API server's queue short for the change. 0: no cap.",
         minimum=0,
         maximum=64,
     )

@@ -12,7 +12,9 @@ keeps the server busy.
 
 Which writes are background ones is told by a context variable that the controller
 sets around the reconcile of a `LOW` key (`background`); the tasks a reconcile
-starts inherit it. Writes made elsewhere (Events, leader election) are not capped.
+starts inherit it. Events are background writes too (the recorder's writers run in
+that mode): never urgent, and a third of a cold start's writes. Leader election's
+writes are never capped.
 """
 
 from __future__ import annotations

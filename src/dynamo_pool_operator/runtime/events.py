@@ -50,6 +50,7 @@ from typing import Any, Final, Literal, Protocol
 from prometheus_client import CollectorRegistry, Counter
 
 from . import errors
+from .background import background
 from .clock import Clock, SystemClock
 from .metricsets import per_registry
 from .resources import EVENTS, Resource
@@ -438,10 +439,14 @@ class EventRecorder:
 
     # ------------------------------------------------------------ lifecycle
     def _start_writers(self) -> None:
-        self._writers = [
-            asyncio.create_task(self._run_writer(), name=f"event-writer-{i}")
-            for i in range(self._writer_count)
-        ]
+        # An Event is never urgent: its writes are background ones (background.py), so
+        # during a mass event they share the backlog's slots and leave the API server's
+        # queue to a user's change (a cold start writes 3 Events a pool).
+        with background(True):
+            self._writers = [
+                asyncio.create_task(self._run_writer(), name=f"event-writer-{i}")
+                for i in range(self._writer_count)
+            ]
 
     async def start(self) -> None:
         """Start the writers, the series sweep and the heartbeat (idempotent)."""

@@ -17,6 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.background import in_background
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.events import EventRecorder, micro_time, truncate_note
 from dynamo_pool_operator.runtime.resources import EVENTS, Resource
@@ -42,6 +43,8 @@ class FakeEventsApi:
         self.calls: list[tuple[str, str, dict[str, Any]]] = []  # (verb, name, body or patch)
         self.stored: dict[tuple[str, str], dict[str, Any]] = {}
         self._errors: dict[str, list[errors.ApiError]] = {"create": [], "patch": []}
+        #: Whether each create was sent as a background write (background.py).
+        self.background: list[bool] = []
 
     def fail(self, verb: str, *errs: errors.ApiError) -> None:
         self._errors[verb].extend(errs)
@@ -55,6 +58,7 @@ class FakeEventsApi:
         assert res == EVENTS
         assert namespace == body["metadata"]["namespace"]
         self.calls.append(("create", body["metadata"]["name"], copy.deepcopy(body)))
+        self.background.append(in_background())
         await asyncio.sleep(0)
         if self._errors["create"]:
             raise self._errors["create"].pop(0)
@@ -188,6 +192,17 @@ async def test_first_occurrence_creates_one_event_v1_body(
     assert body["note"] == "could not export"
     labels = {"type": "Warning", "reason": "ExportFailed"}
     assert registry.get_sample_value("events_emitted_total", labels) == 1.0
+
+
+async def test_events_are_written_as_background_writes(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    """Never urgent: during a mass event they wait for the backlog's write slots."""
+    rec = await make()
+    warn(rec)
+    warn(rec, reason="Other")
+    await rec.wait_idle()
+    assert api.background == [True, True]
 
 
 async def test_singleton_has_no_series_and_no_related_when_none(
