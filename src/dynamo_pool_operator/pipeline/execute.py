@@ -1,19 +1,27 @@
 """Carry out a plan: each action through the guarded writes, each result classified once.
 
 The executor decides nothing: the plan said which object gets which verb, built
-every body, named every Event and said which action needs which. It runs the actions
-in the plan's order; an action whose needs did not all succeed in this pass is
-skipped (a Service is never deleted while the export of it was not withdrawn, an
-export is never created for a Service that could not be written), every other one
-runs whatever the rest did (a refused write must not hold back what does not depend
-on it). Each comes to one result: done, gone (a delete that found nothing), lost (a
-guard refused it: decide again), failed (the API server refused it) or skipped (with
-what it waits for). It owns the Events of writes and the write metrics, for every
-kind alike.
+every body, named every Event and said which action needs which. An action whose
+needs did not all succeed in this pass is skipped (a Service is never deleted while
+the export of it was not withdrawn, an export is never created for a Service that
+could not be written), every other one runs whatever the rest did (a refused write
+must not hold back what does not depend on it). Each comes to one result: done, gone
+(a delete that found nothing), lost (a guard refused it: decide again), failed (the
+API server refused it) or skipped (with what it waits for). It owns the Events of
+writes and the write metrics, for every kind alike.
+
+Writes go at once where nothing orders them: each action starts when the actions it
+needs have finished, and a withdrawal also after every earlier write of the plan (what
+is no longer wanted goes after what is made in its place), so a pool's writes take as
+many round trips as its longest chain of needs (a new pool: Deployment, Service, the
+relay Service's export; its frontends' exports with the Deployment), not one each. A
+user's change is a write or two at the API server's latency, whatever the pool still
+had to make. The results keep the plan's order.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -32,6 +40,9 @@ log = logging.getLogger(__name__)
 
 #: The words Events and messages use for each writing verb.
 WORDS = {Verb.CREATE: "Create", Verb.APPLY: "Apply", Verb.WITHDRAW: "Delete", Verb.HOLD: "Write"}
+#: Verbs that send a write; of them, those that make or change an object.
+_SENDS = frozenset({Verb.CREATE, Verb.APPLY, Verb.WITHDRAW})
+_MAKES = frozenset({Verb.CREATE, Verb.APPLY})
 
 
 @per_registry
@@ -106,11 +117,36 @@ class Executor:
         out = Outcome()
         regarding = relay.reference()  # at the version read, as the related objects
         done: dict[Key, ActionResult] = {}
-        for action in actions:
-            blocked = waiting_for(action, done)
-            result = blocked or await self._run(relay, regarding, action)
-            done[action.key] = result
-            out.results.append(result)
+        if sum(1 for a in actions if a.verb in _SENDS) <= 1:
+            for action in actions:  # one write at most: nothing to run at once
+                blocked = waiting_for(action, done)
+                result = blocked or await self._run(relay, regarding, action)
+                done[action.key] = result
+                out.results.append(result)
+            return out
+        started: dict[Key, asyncio.Task[ActionResult]] = {}
+        for i, action in enumerate(actions):
+            missing = [k for k in action.needs if k not in done and k not in started]
+            if missing:
+                raise ValueError(f"{action.key} needs {missing[0]}, which did not run before it")
+            after = [started[k] for k in action.needs if k in started]
+            if action.verb is Verb.WITHDRAW:
+                after += [started[a.key] for a in actions[:i] if a.verb in _MAKES]
+            if action.verb in _SENDS or after:
+                started[action.key] = asyncio.create_task(
+                    self._after(after, relay, regarding, action, done)
+                )
+            else:  # writes nothing and waits for nothing: settled here, in order
+                blocked = waiting_for(action, done)
+                done[action.key] = blocked or await self._run(relay, regarding, action)
+        try:
+            await asyncio.gather(*started.values())
+        except BaseException:
+            for task in started.values():
+                task.cancel()  # a bug in one: the rest stop too, as in a loop
+            await asyncio.gather(*started.values(), return_exceptions=True)
+            raise
+        out.results.extend(done[a.key] for a in actions)
         return out
 
     def lost_again(self, relay: Relay, outcome: Outcome, times: int) -> Outcome:
@@ -132,6 +168,20 @@ class Executor:
                 r = ActionResult(r.action, Result.FAILED, what, r.error)
             results.append(r)
         return Outcome(results)
+
+    async def _after(
+        self,
+        after: Sequence[asyncio.Task[ActionResult]],
+        relay: Relay,
+        regarding: dict[str, Any],
+        action: Action,
+        done: dict[Key, ActionResult],
+    ) -> ActionResult:
+        if after:
+            await asyncio.wait(after)
+        result = waiting_for(action, done) or await self._run(relay, regarding, action)
+        done[action.key] = result
+        return result
 
     async def _run(self, relay: Relay, regarding: dict[str, Any], action: Action) -> ActionResult:
         kind, verb = action.resource.kind, word(action)
