@@ -32,7 +32,7 @@ from ..api.dgd import pool_from_object
 from ..api.mcs import ClusterID
 from ..api.relay import Relay, RelayDefaults, relay_from_object
 from ..pipeline.execute import Executor
-from ..pipeline.model import Advisory, Contributor, Result, Snapshot
+from ..pipeline.model import Advisory, Contributor, Result, Snapshot, Verb
 from ..runtime import errors
 from ..runtime.client import Client
 from ..runtime.clock import Clock, SystemClock
@@ -104,6 +104,10 @@ class PoolRelayReconciler:
         #: Passes in a row that lost a race, per relay.
         self._lost: dict[Request, int] = {}
         caches.relays.add_handler(self._cache_moved, replay=False)
+        # The inputs of each relay's last pass that wrote, announced and raised nothing
+        # and asked for no later look (`_quiet_inputs`). A pass on the same inputs would
+        # decide the same and do nothing again: it is skipped (see `reconcile`).
+        self._quiet: dict[Request, tuple[Any, ...]] = {}
 
     def gather(self, relay_obj: Mapping[str, Any], shown: Mapping[str, Any] | None) -> Snapshot:
         """The pass's snapshot; `shown`: the relay's status as the server shows it."""
@@ -133,13 +137,27 @@ class PoolRelayReconciler:
             self.clock.now(),
         )
 
+    def inputs_changed(self) -> None:
+        """Something every pass reads but no snapshot shows changed (a contributor moved
+        to another API version, the DGD cache was replaced): forget every quiet pass,
+        so the requeue that follows decides afresh. `Controller.enqueue_all` calls it."""
+        self._quiet.clear()
+
     async def reconcile(self, request: Request) -> ReconcileResult | None:
         relay_obj = self.caches.relays.store.get(*request)
         if relay_obj is None:
             self._written.pop(request, None)
             self._lost.pop(request, None)
+            self._quiet.pop(request, None)
             return None  # deleted: the garbage collector removes what it controlled
         snapshot = self.gather(relay_obj, self._shown_status(request, relay_obj))
+        inputs = self._quiet_inputs(request, snapshot)
+        if inputs is not None and self._quiet.get(request) == inputs:
+            # A no-op pass: the same inputs as a pass that did nothing, so this one would
+            # plan the same no-op actions and report the same unchanged status. Its
+            # plan and report cost two thirds of a pass; the answer is known.
+            return None
+        self._quiet.pop(request, None)
         plan = make_plan(snapshot, self.contributors, default_discovery_backend=self.backend)
         self.announce(snapshot.relay, plan.advisories)
         outcome = await self.executor.run(snapshot.relay, plan.actions)
@@ -176,6 +194,14 @@ class PoolRelayReconciler:
                 self.announce(snapshot.relay, said.transitions)
         if failures:
             raise failures[0] if len(failures) == 1 else ReconcileErrors(failures)
+        if (
+            inputs is not None
+            and not said.changed
+            and said.recheck_at is None
+            and not plan.advisories
+            and all(a.verb in _QUIET_VERBS and not a.hand_over for a in plan.actions)
+        ):
+            self._quiet[request] = inputs
         if said.recheck_at is not None:
             # A grace period or hold ends with no event to say so: look again then.
             return ReconcileResult(requeue_after=max(0.0, (said.recheck_at - now).total_seconds()))
@@ -219,6 +245,28 @@ class PoolRelayReconciler:
         ):
             del self._written[request]
 
+    def _quiet_inputs(self, request: Request, snapshot: Snapshot) -> tuple[Any, ...] | None:
+        """What the pass decides on, as object versions (uid, resourceVersion): the
+        relay (its spec and the status it shows), the DGD, the relay objects, the
+        exports that matter, the cluster's ID property, and why exports cannot be
+        written. Everything else a pass reads is configuration, or changes only with
+        `inputs_changed`; the time matters only through `recheck_at` (a pass that
+        asked for a later look is never quiet). None when a pass must run whatever
+        happened before: a read failed, or the status shown is our own last write
+        (the cache does not show it yet)."""
+        if snapshot.unreadable or request in self._written:
+            return None
+        relay, cluster = snapshot.relay, snapshot.cluster_id
+        out: list[Any] = [relay.uid, relay.resource_version, snapshot.exports_unavailable]
+        dgd = self.caches.dgds.store.get(relay.namespace, relay.name)
+        for obj in (dgd, *snapshot.relay_objects.values(), cluster.obj):
+            out.extend(_version(obj))
+        out.extend((cluster.checked, cluster.api_version, cluster.unreadable))
+        for name, export in snapshot.exports.items():
+            out.append(name)
+            out.extend(_version(export))
+        return tuple(out)
+
     def _shown_status(
         self, request: Request, relay_obj: Mapping[str, Any]
     ) -> Mapping[str, Any] | None:
@@ -233,6 +281,17 @@ class PoolRelayReconciler:
             return last[2]
         cached = relay_obj.get("status")
         return cached if isinstance(cached, Mapping) else None
+
+
+#: Actions that write nothing and wait for nothing.
+_QUIET_VERBS = frozenset({Verb.NONE, Verb.FOREIGN})
+
+
+def _version(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    if obj is None:
+        return (None, None)
+    meta = obj.get("metadata") or {}
+    return (meta.get("uid"), meta.get("resourceVersion"))
 
 
 def _where(request: Request) -> dict[str, str]:

@@ -41,7 +41,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry
 
@@ -81,6 +81,14 @@ class Result:
 
 class Reconciler(Protocol):
     async def reconcile(self, request: Request) -> Result | None: ...
+
+
+@runtime_checkable
+class RemembersInputs(Protocol):
+    """A reconciler that skips a pass whose inputs are those of an earlier no-op pass;
+    told when an input no object shows changed (`Controller.enqueue_all`)."""
+
+    def inputs_changed(self) -> None: ...
 
 
 # --------------------------------------------------------------------- predicates
@@ -230,6 +238,8 @@ class Controller:
         """Reconcile each of `keys` (what they depend on changed without an event): a mass
         requeue, so at low priority, behind any change a user makes meanwhile. Before
         `start` it does nothing: the start reconciles every key anyway."""
+        if isinstance(self.reconciler, RemembersInputs):
+            self.reconciler.inputs_changed()
         if not self._queueing:
             return
         for key in keys:
@@ -290,6 +300,8 @@ class Controller:
         is queued at `NORMAL`, ahead of them."""
         if not self._queueing:
             self._queueing = True
+            if isinstance(self.reconciler, RemembersInputs):
+                self.reconciler.inputs_changed()  # a new term decides everything afresh
             for informer, handler in self._handlers:
                 informer.add_handler(handler)
         await self.wait_for_caches()
