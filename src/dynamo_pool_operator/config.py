@@ -261,7 +261,7 @@ class ControllerConfig:
         maximum=64,
     )
     background_writes: int = integer(
-        4,
+        8,
         "Writes in flight at most for the backlog of a start, a relist or a mass requeue, "
         "and for Events (they wait for a slot; a user's change's writes do not): keeps "
         "the API server's queue short for the change. 0: no cap.",
