@@ -3,9 +3,12 @@ caches' size (deep `sys.getsizeof`) and RSS growth per cached object."""
 
 from __future__ import annotations
 
+import asyncio
 import cProfile
+import json
 import pstats
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,8 @@ from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest
 
 from .procs import operator_config
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def deep_size(root: object) -> int:
@@ -41,26 +46,74 @@ def deep_size(root: object) -> int:
     return total
 
 
-async def measure(cp: ControlPlane, workers: int, profile: Path | None = None) -> dict[str, Any]:
+async def measure(
+    cp: ControlPlane, workers: int, profile: Path | None = None, python: str | None = None
+) -> dict[str, Any]:
     """Start the operator in process on the converged cluster, then reconcile every
-    relay once more by hand, timing CPU with `time.process_time()`."""
-    cfg = parse_configuration(operator_config(workers))
+    relay once more by hand, timing CPU with `time.process_time()`. With `python`,
+    the same in a child process of that interpreter (another checkout's operator: its
+    venv imports its own `dynamo_pool_operator`; `bench` is this checkout's)."""
+    if python is not None:
+        return await _measure_in(python, cp, workers)
     since = cp.audit.offset()
+    out = await _measure(cp.kubeconfig, workers, profile)
+    writes = await asyncio.to_thread(cp.audit.writes, since, user_agent_prefix=OPERATOR_AGENT)
+    out["writes_by_restart_and_noop_reconciles"] = len(writes)
+    return out
+
+
+async def _measure_in(python: str, cp: ControlPlane, workers: int) -> dict[str, Any]:
+    since = cp.audit.offset()
+    with tempfile.TemporaryDirectory() as tmp:
+        result = Path(tmp) / "inproc.json"
+        proc = await asyncio.create_subprocess_exec(
+            python, "-m", "bench.inproc", str(cp.kubeconfig), str(workers), str(result), cwd=ROOT
+        )
+        if await proc.wait() != 0:
+            raise RuntimeError(f"in-process measurement with {python} failed")
+        out: dict[str, Any] = json.loads(result.read_text())
+    writes = await asyncio.to_thread(cp.audit.writes, since, user_agent_prefix=OPERATOR_AGENT)
+    out["writes_by_restart_and_noop_reconciles"] = len(writes)
+    out["python"] = python
+    return out
+
+
+class _Kubeconfig:
+    """What `OperatorUnderTest` needs of a control plane when given a kubeconfig."""
+
+    def __init__(self, path: Path) -> None:
+        self.kubeconfig = path
+
+
+async def _measure(kubeconfig: Path, workers: int, profile: Path | None) -> dict[str, Any]:
+    cfg = parse_configuration(operator_config(workers))
+    cp: Any = _Kubeconfig(kubeconfig)
     async with OperatorUnderTest(cp, cfg, identity="bench-inproc") as out:
-        await out.settle(timeout=300, quiet=1.0)
+        await out.settle(timeout=900, quiet=1.0)
         op = out.running
         stores = {i.description: i.store for i in op.informers.informers()}
         objects = sum(len(s) for s in stores.values())
-        store_bytes = sum(deep_size(s._objects) for s in stores.values())
+        sizes = {k: deep_size(s._objects) for k, s in stores.items()}
+        store_bytes = sum(sizes.values())
         keys = [
             (r["metadata"]["namespace"], r["metadata"]["name"])
             for r in op.caches.relays.store.list()
         ]
+        # The first pass after the start reconciled every relay with fresh inputs;
+        # these are passes on the same inputs (a resync, an event that changed nothing).
         cpu0, wall0 = time.process_time(), time.perf_counter()
         for key in keys:
             await op.reconciler.reconcile(key)
         cpu = time.process_time() - cpu0
         wall = time.perf_counter() - wall0
+        # And passes that decide everything afresh (as after a start or a mass requeue).
+        forget = getattr(op.reconciler, "inputs_changed", None)
+        cpu0 = time.process_time()
+        for key in keys:
+            if forget is not None:
+                forget()
+            await op.reconciler.reconcile(key)
+        fresh = time.process_time() - cpu0
         if profile is not None:  # a second, untimed pass under cProfile
             prof = cProfile.Profile()
             prof.enable()
@@ -69,15 +122,30 @@ async def measure(cp: ControlPlane, workers: int, profile: Path | None = None) -
             prof.disable()
             with profile.open("w") as f:
                 pstats.Stats(prof, stream=f).sort_stats("cumulative").print_stats(40)
-        writes = await out.writes_since(since)
+        written = getattr(op.reconciler, "_written", {})
+    n = max(len(keys), 1)
     return {
         "relays_reconciled": len(keys),
-        "cpu_seconds_per_noop_reconcile": cpu / max(len(keys), 1),
-        "wall_seconds_per_noop_reconcile": wall / max(len(keys), 1),
-        "writes_by_restart_and_noop_reconciles": len(writes),
+        "cpu_seconds_per_noop_reconcile": cpu / n,
+        "wall_seconds_per_noop_reconcile": wall / n,
+        "cpu_seconds_per_fresh_noop_reconcile": fresh / n,
         "cached_objects": objects,
         "cached_objects_by_store": {k: len(v) for k, v in stores.items()},
         "store_deep_bytes": store_bytes,
         "store_deep_bytes_per_object": store_bytes / max(objects, 1),
+        "store_deep_bytes_per_object_by_store": {
+            k: round(sizes[k] / max(len(v), 1)) for k, v in stores.items()
+        },
+        "status_writes_remembered": len(written),
         "operator_agent": OPERATOR_AGENT,
     }
+
+
+def _child() -> None:
+    kubeconfig, workers, out = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+    result = asyncio.run(_measure(Path(kubeconfig), workers, None))
+    out.write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    _child()

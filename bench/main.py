@@ -67,6 +67,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="only the floor with Events (9N), at the first --floor-concurrency level",
     )
     p.add_argument(
+        "--background-writes",
+        type=int,
+        help="controller.backgroundWrites of this checkout's operator (default: its own)",
+    )
+    p.add_argument(
+        "--stop-after-floor",
+        action="store_true",
+        help="end after the floor, its objects left (the N = 10,000 point: removing them "
+        "takes longer than the cold start)",
+    )
+    p.add_argument(
         "--compare-python",
         help="also restart the fleet with this interpreter (another checkout's operator)",
     )
@@ -211,9 +222,10 @@ async def measure_floor(
     best = min(levels, key=lambda x: float(x["seconds"] or 0))
     with_events = await floor.floor_at(client, tpl, n, best["concurrency"], events=True)
     log(f"floor with events: {with_events}")
-    t = time.perf_counter()
-    await floor.remove_all(client)
-    log(f"floor objects removed in {time.perf_counter() - t:.1f}s")
+    if not args.stop_after_floor:
+        t = time.perf_counter()
+        await floor.remove_all(client)
+        log(f"floor objects removed in {time.perf_counter() - t:.1f}s")
     return {
         "levels": levels,
         "best_seconds": best["seconds"],
@@ -289,6 +301,8 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
     assert main_task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     n = args.pools
+    if args.background_writes is not None:
+        procs.THIS_CHECKOUT_CONTROLLER["backgroundWrites"] = args.background_writes
     result |= {
         "command": "bench/run " + " ".join(sys.argv[1:]),
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -339,6 +353,8 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
                 if not args.floor_events_only:
                     result["ratio_operator_to_floor"] = round(cold / best, 2)
                 result["ratio_operator_to_floor_with_events"] = round(cold / with_events, 2)
+                if args.stop_after_floor:
+                    return result
                 # Restarted on the converged fleet: the steady window includes its
                 # start, the caches' relist and a reconcile of every relay.
                 window = asyncio.create_task(steady(cp, args.steady, restarted=True))
@@ -366,8 +382,15 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
                 await tracker.stop()
             op.stop()
             result["in_process"] = await inproc.measure(cp, args.workers, args.profile_noop)
-        cpu = result["in_process"]["cpu_seconds_per_noop_reconcile"]
-        log(f"in process: cpu per no-op reconcile {cpu * 1e6:.0f} us")
+            if args.compare_python:
+                result["in_process_compared"] = await inproc.measure(
+                    cp, args.workers, python=args.compare_python
+                )
+        for key in ("in_process", "in_process_compared"):
+            if key in result:
+                cpu = result[key]["cpu_seconds_per_noop_reconcile"]
+                fresh = result[key]["cpu_seconds_per_fresh_noop_reconcile"]
+                log(f"{key}: cpu per no-op reconcile {cpu * 1e6:.0f} us ({fresh * 1e6:.0f} fresh)")
     finally:
         op.stop()
         await asyncio.to_thread(cp.stop)

@@ -19,8 +19,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from dynamo_pool_operator.config import API_VERSION, KIND
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
 
+#: More `controller` settings for this checkout's operator (`--background-writes`); an
+#: operator run with `--compare-python` (another checkout) gets none of them: it may
+#: not know them.
+THIS_CHECKOUT_CONTROLLER: dict[str, object] = {}
 
-def operator_config(workers: int, metrics_port: int | None = None) -> dict[str, object]:
+
+def operator_config(
+    workers: int, metrics_port: int | None = None, *, this_checkout: bool = True
+) -> dict[str, object]:
     """mcsImplementation mcs, one replica (no leader election), no probe listener;
     /metrics on loopback when `metrics_port` is given (the queue and client metrics).
 
@@ -34,7 +41,7 @@ def operator_config(workers: int, metrics_port: int | None = None) -> dict[str, 
         "multiCluster": {"mcsImplementation": "mcs", "confirmation": "none"},
         "leaderElection": {"enabled": False},
         "server": {"metricsAddress": metrics, "healthProbeAddress": "0"},
-        "controller": {"workers": workers},
+        "controller": {"workers": workers, **(THIS_CHECKOUT_CONTROLLER if this_checkout else {})},
         "logging": {"level": "warning"},
     }
 
@@ -47,7 +54,8 @@ class OperatorProcess:
     ) -> None:
         self.metrics_port = free_port()
         self.config_path = cp.dir / "bench-operator.yaml"
-        self.config_path.write_text(yaml.safe_dump(operator_config(workers, self.metrics_port)))
+        config = operator_config(workers, self.metrics_port, this_checkout=python is None)
+        self.config_path.write_text(yaml.safe_dump(config))
         self.args = [
             python or sys.executable,
             "-m",
