@@ -261,10 +261,12 @@ class ControllerConfig:
         maximum=64,
     )
     background_writes: int = integer(
-        8,
+        0,
         "Writes in flight at most for the backlog of a start, a relist or a mass requeue, "
-        "and for Events (they wait for a slot; a user's change's writes do not): keeps "
-        "the API server's queue short for the change. 0: no cap.",
+        "and for Events (they wait for a slot; a user's change's writes do not), to leave "
+        "a shared API server room for other clients. 0: no cap (the default: a cap makes "
+        "the backlog's passes hold their keys longer, and a change to one of them waits; "
+        "docs/performance.md).",
         minimum=0,
         maximum=64,
     )
