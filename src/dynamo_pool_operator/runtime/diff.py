@@ -44,7 +44,7 @@ def omitted(value: Any) -> bool:
 
 def key_of(item: Any) -> tuple[str, Any] | None:
     """The merge key of a list element (the first of `_MERGE_KEYS` it carries)."""
-    if isinstance(item, Mapping):
+    if type(item) is dict or isinstance(item, Mapping):
         for k in _MERGE_KEYS:
             if k in item:
                 return (k, item[k])

@@ -77,16 +77,25 @@ def _shape(value: Any, path: str, open_paths: frozenset[str], skip: frozenset[st
     return None
 
 
+def _empty(value: Any) -> bool:
+    """`diff.omitted`, by exact type first (this runs for every field of every event)."""
+    t = type(value)
+    if t is str or t is list or t is dict:
+        return not value
+    return value is None or omitted(value)
+
+
 def _project(value: Any, node: Node) -> Any:
-    """`value` at the shape's paths only, empty values left out (`_ABSENT` if nothing)."""
-    if omitted(value):
+    """`value` at the shape's paths only, empty values left out (`_ABSENT` if nothing).
+    Runs in the informer for every event of a relay object: exact types first."""
+    if _empty(value):
         return _ABSENT
     if node is None:
         return value
-    if isinstance(node, _Keyed):
-        if not isinstance(value, list):
+    if type(node) is _Keyed:
+        if type(value) is not list:
             return value  # another type than rendered: kept, so it differs
-        out: dict[str, Any] = {}
+        items: dict[str, Any] = {}
         for item in value:
             key = key_of(item)
             if key is None:
@@ -96,16 +105,22 @@ def _project(value: Any, node: Node) -> Any:
                 continue  # another manager's element (an injected sidecar, say)
             projected = _project(item, sub)
             if projected is not _ABSENT:
-                out[_tag(key)] = projected
-        return out or _ABSENT
-    if not isinstance(value, Mapping):
+                items[_tag(key)] = projected
+        return items or _ABSENT
+    if type(value) is not dict and not isinstance(value, Mapping):
         return value
     out = {}
     for k, sub in node.items():
-        if k in value:
-            projected = _project(value[k], sub)
-            if projected is not _ABSENT:
-                out[k] = projected
+        v = value.get(k, _ABSENT)
+        if v is _ABSENT:
+            continue
+        if sub is None:  # a leaf, without the call
+            if not _empty(v):
+                out[k] = v
+            continue
+        projected = _project(v, sub)
+        if projected is not _ABSENT:
+            out[k] = projected
     return out or _ABSENT
 
 
