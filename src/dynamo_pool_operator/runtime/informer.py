@@ -45,6 +45,8 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import sys
+import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
@@ -162,6 +164,47 @@ def strip_managed_fields(obj: Obj) -> Obj:
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
+    return obj
+
+
+class _SharedList(list[Any]):
+    """A list several cached objects hold (weakly tabled, so it goes with the last)."""
+
+    __slots__ = ("__weakref__",)
+
+
+#: Owner references by their JSON: a pool's relay owns five objects, each with the same
+#: one-reference list (~760 bytes of Python objects); one list serves them all.
+_SHARED_OWNERS: weakref.WeakValueDictionary[bytes, _SharedList] = weakref.WeakValueDictionary()
+
+
+def share_common_parts(obj: Obj) -> Obj:
+    """Make equal parts of cached objects one object: the owner references list, and the
+    strings a pool's objects repeat (namespace, name, label values). Cached objects are
+    read-only (store.py), so sharing is safe; it is a third of a ServiceExport."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    for key in ("namespace", "name"):
+        value = meta.get(key)
+        if type(value) is str:
+            meta[key] = sys.intern(value)
+    labels = meta.get("labels")
+    if isinstance(labels, dict):
+        for key, value in labels.items():
+            if type(value) is str and len(value) <= 63:
+                labels[key] = sys.intern(value)
+    refs = meta.get("ownerReferences")
+    if type(refs) is list and refs:
+        try:
+            as_json = orjson.dumps(refs)
+        except TypeError:
+            return obj
+        shared = _SHARED_OWNERS.get(as_json)
+        if shared is None:
+            shared = _SharedList(refs)
+            _SHARED_OWNERS[as_json] = shared
+        meta["ownerReferences"] = shared
     return obj
 
 
@@ -563,6 +606,7 @@ class Informer:
         if not self.keep_managed_fields:
             strip_managed_fields(obj)
         strip_last_applied(obj)
+        share_common_parts(obj)
         if self.transform is not None:
             try:
                 obj = self.transform(obj)

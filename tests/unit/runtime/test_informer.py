@@ -29,6 +29,8 @@ from dynamo_pool_operator.runtime.informer import (
     HEALTHY_WATCH_SECONDS,
     EventType,
     Informer,
+    share_common_parts,
+    strip_last_applied,
     strip_managed_fields,
 )
 from dynamo_pool_operator.runtime.ratelimit import Backoff
@@ -403,6 +405,39 @@ def test_strip_managed_fields_removes_only_managed_fields() -> None:
         "uid",
         "namespace",
     }
+
+
+def test_kubectls_last_applied_annotation_is_dropped_and_nothing_else() -> None:
+    o = obj("a")
+    o["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": '{"spec": "large"}',
+        "team": "infra",
+    }
+    assert strip_last_applied(o)["metadata"]["annotations"] == {"team": "infra"}
+
+
+def test_equal_owner_references_are_one_list_and_go_with_the_last_holder() -> None:
+    """A relay's five objects carry the same owner reference: cached, they share it."""
+    import gc
+
+    from dynamo_pool_operator.runtime import informer as informer_mod
+
+    def owned(name: str, owner: str) -> dict[str, Any]:
+        o = obj(name)
+        o["metadata"]["ownerReferences"] = [{"uid": owner, "controller": True, "name": "r"}]
+        o["metadata"]["labels"] = {"pool": "p" + owner}
+        return o
+
+    a, b, c = (share_common_parts(owned(n, u)) for n, u in (("a", "u1"), ("b", "u1"), ("c", "u2")))
+    refs = [x["metadata"]["ownerReferences"] for x in (a, b, c)]
+    assert refs[0] is refs[1]
+    assert refs[0] is not refs[2]
+    assert refs[0] == [{"uid": "u1", "controller": True, "name": "r"}]
+    assert a["metadata"]["labels"]["pool"] is b["metadata"]["labels"]["pool"]
+    before = len(informer_mod._SHARED_OWNERS)
+    del a, b, refs
+    gc.collect()
+    assert len(informer_mod._SHARED_OWNERS) == before - 1  # c's is still held
 
 
 # --------------------------------------------------------------------------- list
