@@ -180,9 +180,9 @@ class Shape:
         self.open_paths = open_paths
         self.skip = skip
         self.closed: Node = _shape(sample, "", open_paths, skip)
-        # Digest and open values of each rendered body, by its render hash: a body is
-        # rendered again on every pass, its digest need not be.
-        self._bodies: dict[str, tuple[str, dict[str, Any]]] = {}
+        # The digest of each rendered body, by its render hash: a body is rendered again
+        # on every pass, its digest need not be (~200 bytes an entry, bounded).
+        self._bodies: dict[str, str] = {}
 
     def digest(self, obj: Mapping[str, Any]) -> str:
         projected = _project(obj, self.closed)
@@ -214,14 +214,14 @@ class Shape:
         self, view: Mapping[str, Any], body: Mapping[str, Any], render_hash: str | None
     ) -> bool:
         """`not contains(live, body, skip=skip)`, from the live object's view."""
-        known = self._bodies.get(render_hash) if render_hash else None
-        if known is None:
-            known = (self.digest(body), self.open_values(body))
+        digest = self._bodies.get(render_hash) if render_hash else None
+        if digest is None:
+            digest = self.digest(body)
             if render_hash:
                 if len(self._bodies) >= 16384:
                     self._bodies.clear()  # bounded: a fleet's worth, then start over
-                self._bodies[render_hash] = known
-        digest, wanted = known
+                self._bodies[render_hash] = digest
+        wanted = self.open_values(body)
         if view.get("digest") != digest:
             return True
         live_open = view.get("open") or {}
