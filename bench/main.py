@@ -62,6 +62,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="cold start, RSS and the steady window only (the RSS-vs-N points at large N)",
     )
     p.add_argument(
+        "--and-restart",
+        action="store_true",
+        help="with --convergence-only: then restart the operator on the converged fleet "
+        "(its memory without the cold start's transient)",
+    )
+    p.add_argument(
         "--floor-events-only",
         action="store_true",
         help="only the floor with Events (9N), at the first --floor-concurrency level",
@@ -341,6 +347,16 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
                 result["rss_after_convergence"] = op.status()
                 if args.convergence_only:
                     result["steady_state"] = await steady(cp, args.steady)
+                    if args.and_restart:
+                        op.stop()
+                        result["restart"], op = await restart(
+                            cp,
+                            n,
+                            args.workers,
+                            args.out.with_suffix(".operator.log"),
+                            timeout=args.timeout,
+                        )
+                        log(f"restart: {result['restart']}")
                     return result
                 # The floor right after the cold start, on the same server in the same
                 # state, so the ratio compares like with like (the operator is stopped:
