@@ -110,9 +110,14 @@ class OperatorUnderTest:
         self, request: Request, *, include_events: bool = False
     ) -> list[AuditEvent]:
         """Settle, reconcile `request` once more by hand, and return the writes it made
-        (Events excluded unless asked: a repeated warning is a series update by design)."""
+        (Events excluded unless asked: a repeated warning is a series update by design).
+
+        The pass decides afresh: the reconciler skips a pass on the inputs of a quiet
+        one, and after `settle` the last pass usually was; skipped, "the second pass
+        writes nothing" would hold whatever the plan said."""
         await self.settle()
         since = self.cp.audit.offset()
+        self.running.reconciler.inputs_changed()
         await self.running.reconciler.reconcile(request)
         # Only this key's namespace: a cluster-wide operator may meanwhile (rightly)
         # reconcile other tests' relays in namespaces being deleted.

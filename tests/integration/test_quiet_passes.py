@@ -1,0 +1,105 @@
+"""A pass on the inputs of the relay's last pass that did nothing is skipped, and only
+that one: any input that moves (an object's version, a shared input told by
+`inputs_changed`) brings a pass that decides afresh.
+
+The skip is what makes a converged fleet's passes cheap (a restart's pass over every
+relay, a resync); a skip that outlives a change of its inputs would leave a pool
+unrepaired, so each input class is moved here and the pass that follows must plan.
+The harness's `reconcile_again` decides afresh too, or every "the second pass writes
+nothing" check in the integration tier would pass by skipping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
+from dynamo_pool_operator.poolrelay import reconciler as reconciler_module
+from dynamo_pool_operator.runtime.client import Client
+from tests.integration.export_fixtures import SE, config, exports_become
+from tests.integration.race_fixtures import FRONTEND_SVC, POOL, RELAY_SVC, make_pool
+from tests.integration.relay_fixtures import DGDS
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class PlanCount:
+    """Counts the plans the reconciler makes (each pass that is not skipped makes one)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.n = 0
+        real = reconciler_module.make_plan
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.n += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(reconciler_module, "make_plan", counted)
+
+
+@pytest.fixture
+async def mcs(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
+    # No implementation runs here: with confirmation required, every pass would ask
+    # for a later look (the unconfirmed export's Warning) and none would be quiet.
+    multi_cluster = {"mcsImplementation": "mcs", "confirmation": "none"}
+    async with OperatorUnderTest(control_plane, config(multiCluster=multi_cluster)) as op:
+        yield op
+
+
+async def _plans_of_one_pass(op: OperatorUnderTest, plans: PlanCount, ns: str) -> int:
+    before = plans.n
+    await op.running.reconciler.reconcile((ns, POOL))
+    return plans.n - before
+
+
+async def test_a_pass_on_unchanged_inputs_is_skipped_and_a_moved_input_is_not(
+    client: Client, namespace: str, mcs: OperatorUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = PlanCount(monkeypatch)
+    await make_pool(client, namespace)
+    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await mcs.settle()
+    await _plans_of_one_pass(mcs, plans, namespace)  # quiet now, if the last was not
+    assert await _plans_of_one_pass(mcs, plans, namespace) == 0, "a quiet pass was repeated"
+
+    # A shared input no object shows (an API switch, a replaced cache).
+    mcs.running.reconciler.inputs_changed()
+    assert await _plans_of_one_pass(mcs, plans, namespace) == 1
+    assert await _plans_of_one_pass(mcs, plans, namespace) == 0
+
+    # Each object the pass reads, moved without a change the plan acts on.
+    moves = {
+        "the DGD": lambda: client.merge_patch(
+            DGDS, POOL, {"metadata": {"labels": {"moved": "dgd"}}}, namespace
+        ),
+        "an export": lambda: client.merge_patch(
+            SE, FRONTEND_SVC, {"metadata": {"labels": {"moved": "export"}}}, namespace
+        ),
+    }
+    for what, move in moves.items():
+        before = plans.n
+        await move()
+
+        async def decided_afresh(before: int = before) -> bool:
+            return plans.n > before
+
+        await eventually(decided_afresh)
+        await mcs.settle()
+        assert await _plans_of_one_pass(mcs, plans, namespace) == 0, f"after {what} moved"
+
+
+async def test_reconcile_again_decides_afresh(
+    client: Client, namespace: str, mcs: OperatorUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = PlanCount(monkeypatch)
+    await make_pool(client, namespace)
+    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await mcs.settle()
+    await _plans_of_one_pass(mcs, plans, namespace)
+    before = plans.n
+    assert await mcs.reconcile_again((namespace, POOL)) == []
+    assert plans.n == before + 1, "reconcile_again skipped its pass: the check is hollow"
