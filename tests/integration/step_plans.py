@@ -112,6 +112,11 @@ class World:
     status: dict[str, Any] | None = None
     now: datetime = datetime(2026, 1, 1, tzinfo=UTC)
     serial: int = 0
+    #: Each step written since `converge` began, with the steps it must follow: those of
+    #: earlier passes, the writes its action needs and, a withdrawal, every earlier
+    #: write of its pass that makes or changes an object (the executor's order; steps
+    #: nothing orders are sent at once, in any order).
+    follows: dict[Step, set[Step]] = field(default_factory=dict)
 
     def _meta(self, prefix: str) -> dict[str, Any]:
         self.serial += 1
@@ -178,7 +183,10 @@ class World:
     def one_pass(self) -> tuple[list[Step], datetime | None]:
         """Plan the relay once, carry out every write, report; returns the writes and
         when the plan changes by itself (None: only an event changes it)."""
+        earlier = set(self.follows)
         steps = self.cleanup()
+        for step in steps:
+            self.follows.setdefault(step, set()).update(earlier)
         if self.relay is None:
             return steps, None
         pc = self.config.pool_relay
@@ -204,11 +212,16 @@ class World:
             snapshot, contributors, default_discovery_backend=self.config.discovery.backend
         )
         outcome = Outcome()
+        written: dict[tuple[str, str], tuple[Verb, Step]] = {}
         for action in plan.actions:
             if action.verb in METHODS:
-                steps.append(
-                    self._carry_out(action.verb, action.resource, action.name, action.body)
-                )
+                step = self._carry_out(action.verb, action.resource, action.name, action.body)
+                follows = earlier | {written[k][1] for k in action.needs if k in written}
+                if action.verb is Verb.WITHDRAW:
+                    follows |= {s for v, s in written.values() if v is not Verb.WITHDRAW}
+                self.follows.setdefault(step, set()).update(follows)
+                written[action.key] = (action.verb, step)
+                steps.append(step)
             outcome.results.append(ActionResult(action, Result.DONE))
         said = report(snapshot, plan, outcome, contributors, now=self.now)
         self.status = said.status
@@ -237,7 +250,9 @@ class World:
 
     def converge(self) -> list[Step]:
         """Pass after pass (one second apart, or to the end of a hold) until nothing is
-        written or waited for; the writes, in order."""
+        written or waited for; the writes, in plan order (`follows`: the order the
+        operator must keep)."""
+        self.follows = {}
         steps: list[Step] = []
         for _ in range(MAX_PASSES):
             wrote, recheck = self.one_pass()

@@ -246,7 +246,11 @@ async def test_already_exists_from_a_stale_cache_is_no_error(
         await pause.release()
     # A name taken since the cache read is a lost race: retried, never a failure.
     assert isinstance(pause.error, errors.AlreadyExists), f"the create ended with {pause.error!r}"
-    assert spy.requeued(namespace) >= 1
+
+    async def requeued() -> bool:  # the pass ends once its other writes have too
+        return spy.requeued(namespace) >= 1
+
+    await eventually(requeued)
     await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
     await state_becomes(client, namespace, FRONTEND_SVC, "Foreign")
     await mcs.settle()

@@ -118,8 +118,9 @@ def _plan(scenario: Scenario) -> tuple[list[Step], World]:
     return scenario_steps(operator_config(), scenario.setup, scenario.trigger, pool=POOL)
 
 
-#: Each scenario's steps, from the planner, once.
-STEPS = {s.name: _plan(s)[0] for s in SCENARIOS}
+#: Each scenario's steps, from the planner, once; and what each must follow.
+PLANNED = {s.name: _plan(s) for s in SCENARIOS}
+STEPS = {name: steps for name, (steps, _) in PLANNED.items()}
 
 
 def steps_of(scenario: Scenario) -> list[Step]:
@@ -286,10 +287,12 @@ def test_the_planner_takes_each_scenario_to_its_end_state(scenario: Scenario) ->
 
 @pytest.mark.parametrize("scenario", [pytest.param(s, id=s.name) for s in SCENARIOS])
 async def test_each_scenario_writes_exactly_its_steps(scenario: Scenario, live: Live) -> None:
-    """Without a fault the operator makes exactly the generated writes, each once, in
-    that order. Not steps: a create's hand-over of its fields to the apply manager (a
-    merge patch, right after the create or, when it lost a race, in a later pass), and a
-    DELETE answered 404 (its object already gone, the cache not yet told)."""
+    """Without a fault the operator makes exactly the generated writes, each once, each
+    after the writes it must follow (its pass's needs, earlier passes; writes nothing
+    orders go at once, in any order). Not steps: a create's hand-over of its fields to
+    the apply manager (a merge patch, right after the create or, when it lost a race, in
+    a later pass), and a DELETE answered 404 (its object already gone, the cache not yet
+    told)."""
     start = live.cp.audit.offset()
     await set_up(live, scenario)
     since = live.cp.audit.offset()
@@ -302,7 +305,12 @@ async def test_each_scenario_writes_exactly_its_steps(scenario: Scenario, live: 
         for e in operator_writes(events, live.ns)
         if e.code < 300 and not (e.verb == "patch" and "force=true" not in _uri(e))
     ]
-    assert made == [str(s) for s in steps_of(scenario)]
+    planned = steps_of(scenario)
+    assert sorted(made) == sorted(str(s) for s in planned)
+    follows = PLANNED[scenario.name][1].follows
+    for i, step in enumerate(planned):
+        late = [str(f) for f in follows[step] if made.index(str(f)) > made.index(str(step))]
+        assert not late, f"{step} was written before {late} (at {i} of {made})"
 
 
 def _uri(e: AuditEvent) -> str:
