@@ -458,6 +458,23 @@ async def test_initial_list_fills_store_and_sync_follows_the_initial_events() ->
         assert synced_during_events == [False, False]
 
 
+async def test_no_cached_object_keeps_kubectls_last_applied_copy_of_itself() -> None:
+    """A DGD applied with `kubectl apply` carries its whole spec again in an annotation
+    (pod templates: kilobytes per pool); the cache keeps the object without it."""
+    applied = obj("a")
+    applied["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": '{"spec": "large"}',
+        "team": "infra",
+    }
+    client = StubClient(lists=[ListResult([applied], "10")])
+    informer, _ = make(client)
+    async with running(informer):
+        assert await informer.wait_synced(timeout=5)
+        cached = informer.store.get("default", "a")
+        assert cached is not None
+        assert cached["metadata"]["annotations"] == {"team": "infra"}
+
+
 async def test_list_asks_for_pages_of_500_in_the_namespace_with_both_selectors() -> None:
     client = StubClient(lists=[ListResult([], "1")])
     informer = Informer(
