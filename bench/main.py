@@ -54,7 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--floor-concurrency", default="8,32,64", help="write-floor levels (default 8,32,64)"
     )
     p.add_argument("--profile", type=Path, help="py-spy raw profile of the cold start")
-    p.add_argument("--profile-noop", type=Path, help="cProfile stats of no-op reconciles that decide afresh")
+    p.add_argument(
+        "--profile-noop", type=Path, help="cProfile stats of no-op reconciles that decide afresh"
+    )
     p.add_argument("--timeout", type=float, default=600, help="convergence timeout (s)")
     p.add_argument(
         "--convergence-only",
