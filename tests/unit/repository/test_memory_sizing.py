@@ -1,0 +1,57 @@
+"""The operator's memory sizing is one formula, in every place a user reads it, and it
+covers what the committed benchmark runs measured.
+
+values.yaml, the chart's README and docs/operations.md give the request and the limit
+as `64Mi + <k>Ki x N` relays; each committed run's memory (held after a restart on the
+converged fleet, and the high-water of a cold start) must fit under them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+MI, KI = 2**20, 2**10
+#: Committed runs: (file, relays, held bytes path, high-water bytes path).
+RUNS = (
+    ("20261202T0626Z-n1000.json", ("restart", "VmRSS"), ("cold_start", "peak_rss_bytes")),
+    ("20261202T0630Z-fair-n5000.json", ("restart", "VmRSS"), ("rss_after", "VmHWM")),
+    ("20261202T0622Z-held-n10000.json", ("restart", "VmRSS"), ("cold_start", "peak_rss_bytes")),
+)
+
+
+def _formulas(text: str) -> list[tuple[int, int]]:
+    """Every `64Mi + 32Ki x N` (or with MiB, KiB and a multiplication sign) in `text`,
+    as (base, per relay)."""
+    found = re.findall(r"(\d+) ?Mi(?:B)? \+ (\d+) ?Ki(?:B)? [x\u00d7] N", text)
+    return [(int(base), int(per)) for base, per in found]
+
+
+def _sizing() -> dict[str, list[tuple[int, int]]]:
+    files = {
+        "values.yaml": ROOT / "deploy/helm/dynamo-pool-operator/values.yaml",
+        "chart README": ROOT / "deploy/helm/dynamo-pool-operator/README.md",
+        "docs/operations.md": ROOT / "docs/operations.md",
+    }
+    return {name: _formulas(path.read_text()) for name, path in files.items()}
+
+
+def test_every_place_gives_the_same_request_and_limit() -> None:
+    sizing = _sizing()
+    assert all(len(f) == 2 for f in sizing.values()), sizing
+    assert len({tuple(f) for f in sizing.values()}) == 1, sizing
+
+
+def test_the_formula_covers_every_committed_measurement() -> None:
+    (request_base, request_per), (limit_base, limit_per) = _sizing()["values.yaml"]
+    for name, held_at, peak_at in RUNS:
+        run = json.loads((ROOT / "bench/results" / name).read_text())
+        n = run["pools"]
+        held = run[held_at[0]][held_at[1]]
+        peak = run[peak_at[0]][peak_at[1]]
+        request = request_base * MI + request_per * KI * n
+        limit = limit_base * MI + limit_per * KI * n
+        assert held <= request, f"{name}: held {held / MI:.0f} MiB > request {request / MI:.0f}"
+        assert peak <= limit, f"{name}: high-water {peak / MI:.0f} MiB > limit {limit / MI:.0f}"
