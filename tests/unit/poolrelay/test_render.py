@@ -23,6 +23,14 @@ from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_obje
 from dynamo_pool_operator.poolrelay import controller, render
 from dynamo_pool_operator.runtime.diff import needs_apply
 
+
+@pytest.fixture(autouse=True)
+def _fresh_shapes() -> None:
+    """`render.shape` is cached for the process: built afresh for each test, so a
+    mutation run (which forks its mutants from a process that built it) tests it."""
+    render.shape.cache_clear()
+
+
 DEFAULTS = RelayDefaults(image="registry.example/relay:1.0", port=7000)
 NS = "team"
 NAME = "pool"
@@ -518,6 +526,9 @@ def test_a_cached_view_decides_drift_as_the_whole_object_does(
         pod["spec"]["containers"][0] |= {"terminationMessagePath": "/dev/x"}
         pod["spec"]["containers"][0]["readinessProbe"]["timeoutSeconds"] = 1
         served["spec"]["strategy"] = {"type": "RollingUpdate"}
+        limits = pod["spec"]["containers"][0].get("resources", {}).get("limits", {})
+        if limits.get("cpu") == "500m":
+            limits["cpu"] = "0.5"  # as the server normalizes a quantity: no drift
         owned_edit: tuple[str, ...] = ("spec", "template", "spec", "containers", 0, "image")
     else:
         served["spec"] |= {"clusterIPs": ["None"], "type": "ClusterIP"}
@@ -530,3 +541,11 @@ def test_a_cached_view_decides_drift_as_the_whole_object_does(
     for live, drifted in ((served, False), (edited, True)):
         assert needs_apply(live, body, skip=render.NORMALIZED_PATHS) is drifted
         assert render.drifted(kind, trim(copy.deepcopy(live)), body) is drifted
+        assert render.drifted(kind, copy.deepcopy(live), body) is drifted  # uncached: whole
+
+
+def test_the_relay_service_is_headless_unless_asked_otherwise() -> None:
+    """Headless (`clusterIP: None`): an MCS implementation imports the relay pods' IPs."""
+    assert render.service(make_relay())["spec"]["clusterIP"] == "None"
+    clusterip = render.service(make_relay(service={"headless": False}))["spec"]
+    assert "clusterIP" not in clusterip

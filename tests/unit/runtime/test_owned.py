@@ -46,7 +46,10 @@ def render(image: str = "img:1", port: int = 80, **extra: Any) -> dict[str, Any]
     return with_hash(obj, HASH)
 
 
-SHAPE = Shape(render(), open_paths=OPEN, skip=SKIP)
+def shape() -> Shape:
+    """A fresh shape per use: one built at import would be built before a mutation run
+    forks its mutants, and no mutant of the shape's construction would ever be tested."""
+    return Shape(render(), open_paths=OPEN, skip=SKIP)
 
 
 def as_served(body: dict[str, Any]) -> dict[str, Any]:
@@ -110,7 +113,7 @@ def test_an_object_as_served_has_not_drifted() -> None:
     body = render()
     live = as_served(body)
     assert not needs_apply(live, body, skip=SKIP)
-    assert not SHAPE.drifted(SHAPE.view(live), body, body["metadata"]["annotations"][HASH])
+    assert not shape().drifted(shape().view(live), body, body["metadata"]["annotations"][HASH])
 
 
 @pytest.mark.parametrize("body", [render(), render(image="img:2"), render(port=81)])
@@ -121,7 +124,7 @@ def test_the_view_decides_as_contains_does_for_every_edit(body: dict[str, Any]) 
     wrong = []
     for what, live in _edits(base):
         expected = needs_apply(live, body, skip=SKIP)
-        got = SHAPE.drifted(SHAPE.view(live), body, body["metadata"]["annotations"][HASH])
+        got = shape().drifted(shape().view(live), body, body["metadata"]["annotations"][HASH])
         if got != expected:
             wrong.append(f"{what}: view says {got}, contains says {expected}")
     assert not wrong, "\n".join(wrong)
@@ -130,9 +133,9 @@ def test_the_view_decides_as_contains_does_for_every_edit(body: dict[str, Any]) 
 def test_a_changed_render_has_drifted_until_applied() -> None:
     before, after = render(), render(image="img:2")
     live = as_served(before)
-    assert SHAPE.drifted(SHAPE.view(live), after, after["metadata"]["annotations"][HASH])
-    assert not SHAPE.drifted(
-        SHAPE.view(as_served(after)), after, after["metadata"]["annotations"][HASH]
+    assert shape().drifted(shape().view(live), after, after["metadata"]["annotations"][HASH])
+    assert not shape().drifted(
+        shape().view(as_served(after)), after, after["metadata"]["annotations"][HASH]
     )
 
 
@@ -141,23 +144,23 @@ def test_an_open_field_is_compared_as_contains_does() -> None:
     body["spec"]["nodeSelector"] = {"zone": "a"}
     live = as_served(body)
     live["spec"]["nodeSelector"]["other"] = "b"  # another key next to ours: no drift
-    assert not SHAPE.drifted(SHAPE.view(live), body, None)
+    assert not shape().drifted(shape().view(live), body, None)
     live["spec"]["nodeSelector"]["zone"] = "c"
-    assert SHAPE.drifted(SHAPE.view(live), body, None)
+    assert shape().drifted(shape().view(live), body, None)
     del live["spec"]["nodeSelector"]
-    assert SHAPE.drifted(SHAPE.view(live), body, None)
+    assert shape().drifted(shape().view(live), body, None)
 
 
 def test_a_render_the_shape_does_not_cover_is_named() -> None:
-    assert SHAPE.uncovered(render()) == []
+    assert shape().uncovered(render()) == []
     # A field the sample did not have, and a closed field the render lacks.
     odd = render(workingDir="/x")
     del odd["spec"]["containers"][0]["image"]
-    said = SHAPE.uncovered(odd)
+    said = shape().uncovered(odd)
     assert any("workingDir" in s for s in said)
     assert any("image" in s for s in said)
     # Open and skipped fields are covered.
-    assert SHAPE.uncovered(render(resources={"limits": {"cpu": "1"}})) == []
+    assert shape().uncovered(render(resources={"limits": {"cpu": "1"}})) == []
 
 
 def test_a_list_of_objects_without_keys_must_be_open() -> None:
@@ -168,3 +171,92 @@ def test_a_list_of_objects_without_keys_must_be_open() -> None:
         open_paths=frozenset({"spec.tolerations"}),
         skip=frozenset(),
     )
+
+
+def _uncovered_after(edit: Any) -> list[str]:
+    body = render()
+    edit(body)
+    return shape().uncovered(body)
+
+
+def _main(body: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = body["spec"]["containers"][0]
+    return container
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda b: _main(b).update(args=[]), ["spec.containers[name=main].args (closed, empty)"]),
+        (
+            lambda b: b["spec"]["containers"].append({"image": "x"}),
+            ["spec.containers (an element without a key)"],
+        ),
+        (
+            lambda b: b["spec"]["containers"].append({"name": "other"}),
+            ["spec.containers[name=other] (not in the shape)"],
+        ),
+        (
+            lambda b: _main(b)["env"].pop(0),
+            ["spec.containers[name=main].env[name=A] (closed, missing)"],
+        ),
+        (
+            lambda b: _main(b).update(securityContext="x"),
+            ["spec.containers[name=main].securityContext (closed, missing)"],
+        ),
+        (
+            lambda b: _main(b).update(workingDir="/x"),
+            ["spec.containers[name=main].workingDir (not in the shape)"],
+        ),
+        (
+            lambda b: b["spec"].update(containers="x"),
+            ["spec.containers[name=main] (closed, missing)"],
+        ),
+        (lambda b: b.pop("kind"), ["kind (closed, missing)"]),
+        (lambda b: _main(b).pop("image"), ["spec.containers[name=main].image (closed, missing)"]),
+    ],
+    ids=[
+        "empty",
+        "no-key",
+        "other-element",
+        "missing-element",
+        "not-a-map",
+        "extra",
+        "not-a-list",
+        "top",
+        "deep",
+    ],
+)
+def test_each_way_a_render_leaves_the_shape_is_named_exactly(edit: Any, said: list[str]) -> None:
+    assert _uncovered_after(edit) == said
+
+
+def test_elements_of_other_managers_before_ours_are_left_out_of_the_digest() -> None:
+    """An injected sidecar (or an element without a key) listed before our container
+    changes nothing: every element of ours is still compared."""
+    body = render()
+    live = as_served(body)
+    live["spec"]["containers"].insert(0, {"name": "injected", "image": "proxy"})
+    live["spec"]["containers"].insert(0, {"image": "no-name"})
+    assert not shape().drifted(shape().view(live), body, None)
+    live["spec"]["containers"][-2]["image"] = "img:other"  # ours, after them
+    assert shape().drifted(shape().view(live), body, None)
+
+
+def test_an_empty_field_of_the_sample_is_not_in_the_shape() -> None:
+    """The server drops empty values: a sample's empty field is no closed field."""
+    sample = {"spec": {"a": "", "b": 1}}
+    s = Shape(sample, open_paths=frozenset(), skip=frozenset())
+    assert s.uncovered({"spec": {"b": 1}}) == []
+    assert s.uncovered({"spec": {"a": "x", "b": 1}}) == ["spec.a (not in the shape)"]
+
+
+def test_a_skipped_field_under_a_keyed_list_stays_out_of_the_digest() -> None:
+    """Built from a sample that has resources: the server's normalized quantity is no
+    drift (the render hash decides those)."""
+    body = render(resources={"limits": {"cpu": "500m"}})
+    s = Shape(body, open_paths=OPEN, skip=SKIP)
+    live = as_served(body)
+    _main(live)["resources"] = {"limits": {"cpu": "0.5"}}
+    assert not needs_apply(live, body, skip=SKIP)
+    assert not s.drifted(s.view(live), body, None)
