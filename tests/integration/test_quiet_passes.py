@@ -56,13 +56,21 @@ async def _plans_of_one_pass(op: OperatorUnderTest, plans: PlanCount, ns: str) -
     return plans.n - before
 
 
-async def test_a_pass_on_unchanged_inputs_is_skipped_and_a_moved_input_is_not(
-    client: Client, namespace: str, mcs: OperatorUnderTest, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def _published_and_counted(
+    client: Client, namespace: str, op: OperatorUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> PlanCount:
+    """A published pool, the operator settled, and its plans counted from now on."""
     plans = PlanCount(monkeypatch)
     await make_pool(client, namespace)
     await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
-    await mcs.settle()
+    await op.settle()
+    return plans
+
+
+async def test_a_pass_on_unchanged_inputs_is_skipped_and_a_moved_input_is_not(
+    client: Client, namespace: str, mcs: OperatorUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = await _published_and_counted(client, namespace, mcs, monkeypatch)
     await _plans_of_one_pass(mcs, plans, namespace)  # quiet now, if the last was not
     assert await _plans_of_one_pass(mcs, plans, namespace) == 0, "a quiet pass was repeated"
 
@@ -95,10 +103,7 @@ async def test_a_pass_on_unchanged_inputs_is_skipped_and_a_moved_input_is_not(
 async def test_reconcile_again_decides_afresh(
     client: Client, namespace: str, mcs: OperatorUnderTest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plans = PlanCount(monkeypatch)
-    await make_pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
-    await mcs.settle()
+    plans = await _published_and_counted(client, namespace, mcs, monkeypatch)
     await _plans_of_one_pass(mcs, plans, namespace)
     before = plans.n
     assert await mcs.reconcile_again((namespace, POOL)) == []
