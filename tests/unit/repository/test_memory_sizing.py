@@ -19,6 +19,7 @@ RUNS = (
     ("20261202T0626Z-n1000.json", ("restart", "VmRSS"), ("cold_start", "peak_rss_bytes")),
     ("20261202T0630Z-fair-n5000.json", ("restart", "VmRSS"), ("rss_after", "VmHWM")),
     ("20261202T0622Z-held-n10000.json", ("restart", "VmRSS"), ("cold_start", "peak_rss_bytes")),
+    ("20261202T1046Z-held-n10000.json", ("restart", "VmRSS"), ("cold_start", "peak_rss_bytes")),
 )
 
 
