@@ -78,6 +78,8 @@ class Relay:
         }
 
     def reference(self) -> dict[str, Any]:
+        """The relay as the Events about it name it: at the version read, with its
+        generation, so the recorder folds the passes between our own status writes."""
         return {
             "apiVersion": API_VERSION,
             "kind": crd.KIND,
@@ -85,6 +87,7 @@ class Relay:
             "name": self.name,
             "uid": self.uid,
             "resourceVersion": self.resource_version,
+            "generation": self.generation,
         }
 
 

@@ -10,12 +10,16 @@ one Event per attempt. As `k8s.io/client-go/tools/events` (`event_broadcaster.go
 "isomorphic" emits are folded into one Event whose `series.count` grows:
 
 - The key is (type, action, reason, reportingController, reportingInstance, regarding,
-  related). `regarding`/`related` compare on *every* ObjectReference field, resourceVersion
-  included, because client-go keys on the whole reference `GetReference` builds (which
-  carries the resourceVersion). Emits about one object at two resourceVersions are therefore
-  two Events; a caller that wants repeats about a changing object folded passes a
-  reference without `resourceVersion`. The note is not in the key: a repeat with another
-  note joins the series and the stored note stays the first one.
+  related). `related` compares on every ObjectReference field, resourceVersion included:
+  it is what the problem is about, at the version read, so an edit of it is a new
+  problem and a new Event. `regarding` compares on its identity and its *generation*
+  (an optional `generation` entry of the mapping, never written to the Event), not its
+  resourceVersion: a controller writes the status of the object its Events regard, and
+  that write moves the resourceVersion of every later pass's reference (client-go keys on
+  the whole reference, so each pass after a status write starts a new Event there). A
+  spec change (a new generation) still starts a new Event; the Event keeps the version of
+  its first occurrence. The note is not in the key: a repeat with another note joins the
+  series and the stored note stays the first one.
 - First occurrence: POST a new Event named `<regarding.name>.<hex unix-nanos>` (a UUID when
   that is no DNS subdomain) in regarding's namespace, or `default` when cluster-scoped.
 - First repeat: merge-PATCH `series: {count: 2, lastObservedTime}`. Later repeats only bump
@@ -228,7 +232,9 @@ class EventRecorder:
         action: str,
         note: str,
     ) -> None:
-        """Record one occurrence. Returns at once; never raises (a failure is counted)."""
+        """Record one occurrence. Returns at once; never raises (a failure is counted).
+        `regarding` may carry the object's `generation`: it separates series (see the
+        module's docstring) and is not written."""
         if self._closed:
             self._drop("shutdown")
             return
@@ -240,7 +246,7 @@ class EventRecorder:
             reason, action = reason[:FIELD_LIMIT], action[:FIELD_LIMIT]
             reg = _reference(regarding)
             rel = _reference(related) if related else None
-            refs = (_identity(reg), _identity(rel) if rel is not None else None)
+            refs = (_regarding_key(regarding), _identity(rel) if rel is not None else None)
             key = (type, action, reason, self.reporting_controller, self.reporting_instance, *refs)
             now, mono = self._clock.now(), self._clock.monotonic()
             self._metrics.emitted.labels(type, reason).inc()
@@ -523,5 +529,11 @@ def _reference(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _identity(ref: Mapping[str, Any]) -> tuple[str, ...]:
-    """The hashable form of a reference used in the isomorphic key (all fields, see above)."""
+    """The hashable form of a related reference in the isomorphic key (every field)."""
     return tuple(str(ref.get(f, "")) for f in _REF_FIELDS)
+
+
+def _regarding_key(regarding: Mapping[str, Any]) -> tuple[str, ...]:
+    """The regarding object in the key: its identity and generation (see above)."""
+    ident = tuple(str(regarding.get(f) or "") for f in _REF_FIELDS if f != "resourceVersion")
+    return (*ident, str(regarding.get("generation") or ""))

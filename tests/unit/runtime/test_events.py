@@ -398,22 +398,38 @@ async def test_distinct_related_objects_stay_distinct_series(
     assert api.calls[3][1] == api.calls[1][1]
 
 
-async def test_resource_version_is_part_of_the_isomorphic_key_like_client_go(
+async def test_the_regarding_object_is_keyed_by_uid_and_generation_not_resource_version(
     make: RecorderFactory, api: FakeEventsApi
 ) -> None:
+    """A controller writes the status of the object its Events regard: that moves the
+    resourceVersion, not the problem. The body keeps the first occurrence's version."""
     rec = await make()
-    warn(rec)
+    warn(rec, regarding={**POOL, "generation": 1})
     await rec.wait_idle()
-    warn(rec, regarding={**POOL, "resourceVersion": "43"})
+    warn(rec, regarding={**POOL, "resourceVersion": "43", "generation": 1})
     await rec.wait_idle()
-    assert api.verbs() == ["create", "create"]
+    assert api.verbs() == ["create", "patch"]
+    assert api.calls[0][2]["regarding"]["resourceVersion"] == "42"
+    assert "generation" not in api.calls[0][2]["regarding"]
 
-    unversioned = {k: v for k, v in POOL.items() if k != "resourceVersion"}
-    warn(rec, regarding=unversioned)
+    warn(rec, regarding={**POOL, "resourceVersion": "44", "generation": 2})
     await rec.wait_idle()
-    warn(rec, regarding=unversioned)
+    assert api.verbs() == ["create", "patch", "create"], "a spec change starts a new Event"
+
+
+async def test_the_related_object_is_keyed_at_its_resource_version(
+    make: RecorderFactory, api: FakeEventsApi
+) -> None:
+    """The related object is what the problem is about, at the version read: an edit of
+    it is a new problem, so a new Event."""
+    rec = await make()
+    warn(rec, related={**SVC_1, "resourceVersion": "7"})
     await rec.wait_idle()
-    assert api.verbs()[2:] == ["create", "patch"]
+    warn(rec, related={**SVC_1, "resourceVersion": "7"})
+    await rec.wait_idle()
+    warn(rec, related={**SVC_1, "resourceVersion": "8"})
+    await rec.wait_idle()
+    assert api.verbs() == ["create", "patch", "create"]
 
 
 async def test_note_is_not_part_of_the_key_and_first_note_is_kept(
