@@ -355,3 +355,62 @@ async def test_ready_waits_for_the_rollout_of_a_change(
         early = [s for s in said if s[1] == "True" and s[0] < completed]
         assert early == [], f"Ready before the rollout completed at {completed}: {said}"
         assert said[-1][1:] == ("True", "Ready"), said
+
+
+async def test_a_metadata_only_repair_of_the_deployment_is_no_rollout(
+    node_plane: ControlPlane, admin: Client, pod_namespace: str
+) -> None:
+    """Restoring only the relay Deployment's metadata (here: the DGD label a user removed)
+    changes no pod template and no generation: every pod keeps serving, so Ready must
+    not flap (no `Ready=False Progressing`, no second `PoolReady`)."""
+    import asyncio
+
+    ns = pod_namespace
+    relay_name = names.relay_name(POOL)
+    async with OperatorUnderTest(node_plane) as op:
+        await admin.create(DGDS, dgd_body(POOL, ns))
+        await admin.create(RELAYS, relay_body(POOL, ns, replicas=2))
+        await eventually(partial(_is, admin, ns, "Ready", "True", "Ready"), timeout=60)
+        await op.settle()
+        await op.running.recorder.wait_idle()
+        ready_events = _occurrences(await _events(admin, ns, "PoolReady"))
+        relay = await admin.get(RELAYS, POOL, ns)
+        generation = (await admin.get(DEPLOYMENTS, relay_name, ns))["metadata"]["generation"]
+        relays: list[dict[str, Any]] = []
+
+        async def record() -> None:
+            since = relay["metadata"]["resourceVersion"]
+            async for event in admin.watch(RELAYS, ns, resource_version=since):
+                relays.append(event["object"])
+
+        watching = asyncio.create_task(record())
+        try:
+            await admin.merge_patch(
+                DEPLOYMENTS, relay_name, {"metadata": {"labels": {labels.DGD_NAME: None}}}, ns
+            )
+
+            async def repaired() -> bool:
+                dep = await admin.get(DEPLOYMENTS, relay_name, ns)
+                return dep["metadata"].get("labels", {}).get(labels.DGD_NAME) == POOL
+
+            await eventually(repaired, timeout=30)
+            await op.settle()
+            await op.running.recorder.wait_idle()
+            await asyncio.sleep(0.5)  # the watch delivers what is written up to now
+        finally:
+            watching.cancel()
+        dep = await admin.get(DEPLOYMENTS, relay_name, ns)
+        assert dep["metadata"]["generation"] == generation, "the repair changed the template"
+        said = [
+            (c["type"], c["status"], c["reason"])
+            for r in relays
+            for c in (r.get("status") or {}).get("conditions") or []
+            if c["type"] in ("Ready", "RelayAvailable") and c["status"] != "True"
+        ]
+        assert said == [], f"a metadata-only repair flapped the relay: {said}"
+        assert _occurrences(await _events(admin, ns, "PoolReady")) == ready_events
+
+
+def _occurrences(events: list[dict[str, Any]]) -> int:
+    """How often the Events were emitted: repeats fold into a series' count."""
+    return sum(int((e.get("series") or {}).get("count") or 1) for e in events)

@@ -223,7 +223,7 @@ class Executor:
         if action.verb is Verb.APPLY:
             assert action.body is not None
             assert live is not None
-            await self.writes.apply(res, action.body, live)
+            written = await self.writes.apply(res, action.body, live)
             note = (
                 f"restored {', '.join(action.fields)} of {res.kind} {action.name}"
                 if action.fields
@@ -231,7 +231,7 @@ class Executor:
             )
             log.info("%s", note, extra=where)
             self._note(regarding, action, action.events.applied, live, note)
-            return ActionResult(action, Result.DONE)
+            return ActionResult(action, Result.DONE, written=written)
         if action.verb is Verb.WITHDRAW:
             assert live is not None
             if not await self.writes.delete(res, live):

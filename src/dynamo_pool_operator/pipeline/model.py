@@ -124,6 +124,9 @@ class ActionResult:
     #: SKIPPED: what it waits for, and why.
     message: str = ""
     error: Exception | None = None
+    #: DONE apply: the object as the server answered (what the cache will show next),
+    #: so the report judges what was written, not the version read before it.
+    written: Mapping[str, Any] | None = None
 
 
 @dataclass

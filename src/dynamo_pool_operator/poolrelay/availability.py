@@ -100,13 +100,14 @@ def availability(
     created: frozenset[str] = frozenset(),
     replicas: int = 1,
     pending: str = "",
-    applied: frozenset[str] = frozenset(),
 ) -> Availability:
-    """`deployment` and `service`: the cached relay objects (None when absent);
-    `created`: the kinds this pass created (not cached yet), `replicas` what the
-    Deployment was created with; `refused`: the relay objects' refused writes;
-    `pending`: their writes this pass skipped, and why; `applied`: the kinds this pass
-    changed (the cache shows them as they were)."""
+    """`deployment` and `service`: the relay objects as this pass leaves them (the
+    server's answer to an apply, else the cached ones; None when absent); `created`:
+    the kinds this pass created (not cached yet), `replicas` what the Deployment was
+    created with; `refused`: the relay objects' refused writes; `pending`: their writes
+    this pass skipped, and why. A change the Deployment controller rolls out moves the
+    generation past the observed one (`Progressing`); a change of metadata only moves
+    neither, and the pods it had still serve."""
     said = available(
         deployment,
         service,
@@ -115,7 +116,6 @@ def availability(
         name=name,
         created=created,
         replicas=replicas,
-        applied=applied,
     )
     if pending and said.status is not Status.TRUE:
         return Availability(said.status, said.reason, f"{said.message}; {pending}", said.pods)
@@ -131,7 +131,6 @@ def available(
     name: str,
     created: frozenset[str],
     replicas: int,
-    applied: frozenset[str] = frozenset(),
 ) -> Availability:
     if not published:
         # A refused delete of the relay's objects is said here: the withdrawal is not done.
@@ -170,13 +169,6 @@ def available(
             AvailableReason.PROGRESSING,
             f"the Deployment controller has not observed generation {generation} of "
             f"{name} yet (observed {observed})",
-            pods,
-        )
-    if "Deployment" in applied:
-        return Availability(
-            Status.FALSE,
-            AvailableReason.PROGRESSING,
-            f"{name} was changed: its rollout begins",
             pods,
         )
     updated, running = _int(status.get("updatedReplicas")), _int(status.get("replicas"))

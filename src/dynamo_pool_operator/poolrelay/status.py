@@ -297,26 +297,24 @@ def relay_availability(snapshot: Snapshot, plan: Plan, outcome: Outcome) -> Avai
         for r in outcome.of(plan.relay_actions)
         if r.action.verb is Verb.CREATE and r.result is Result.DONE
     )
-    applied = frozenset(
-        r.action.resource.kind
-        for r in outcome.of(plan.relay_actions)
-        if r.action.verb is Verb.APPLY and r.result is Result.DONE
-    )
+    objects = dict(snapshot.relay_objects)
+    for r in outcome.of(plan.relay_actions):
+        if r.action.verb is Verb.APPLY and r.result is Result.DONE and r.written is not None:
+            objects[r.action.resource.kind] = r.written
     pending = "; ".join(
         f"{r.action.resource.kind} {r.action.name} {r.message}"
         for r in outcome.of(plan.relay_actions)
         if r.result is Result.SKIPPED
     )
     return availability(
-        snapshot.relay_objects.get("Deployment"),
-        snapshot.relay_objects.get("Service"),
+        objects.get("Deployment"),
+        objects.get("Service"),
         published=plan.decision.publish,
         refused=refused_writes(plan, outcome),
         name=names.relay_name(relay.name),
         created=created,
         replicas=relay.replicas,
         pending=pending,
-        applied=applied,
     )
 
 

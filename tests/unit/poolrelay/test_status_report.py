@@ -126,8 +126,10 @@ def run(
     snap: Snapshot,
     contributors: tuple[Contributor, ...],
     results: dict[tuple[str, str], tuple[Result, Exception | None]] | None = None,
+    answers: dict[tuple[str, str], dict[str, Any]] | None = None,
 ) -> tuple[Plan, StatusReport]:
-    """Plan, "execute" (each action done unless `results` says otherwise), report."""
+    """Plan, "execute" (each action done unless `results` says otherwise; an apply
+    answered with `answers`' object for it), report."""
     plan = make_plan(snap, contributors, default_discovery_backend="kubernetes")
     outcome = Outcome()
     done: dict[tuple[str, str], ActionResult] = {}
@@ -137,7 +139,8 @@ def run(
         if got is None:
             result, error = (results or {}).get((a.resource.kind, a.name), (Result.DONE, None))
             message = f"{a.verb} {a.resource.kind} {a.name}: {error}" if error else ""
-            got = ActionResult(a, result, message, error)
+            written = (answers or {}).get((a.resource.kind, a.name))
+            got = ActionResult(a, result, message, error, written=written)
         done[a.key] = got
         outcome.results.append(got)
     return plan, report(snap, plan, outcome, contributors, now=NOW)
@@ -375,13 +378,20 @@ def test_two_refused_relay_deletes_are_both_named() -> None:
     )
 
 
-def test_a_pass_that_applied_the_deployment_is_progressing() -> None:
-    snap = dataclasses.replace(steady(make_relay()), relay=make_relay(port=9100))
-    _, said = run(snap, (exports_contributor(),))
+def test_a_pass_that_changed_the_pod_template_is_progressing() -> None:
+    """The server's answer to the apply is judged, not the version read before it: a
+    template change moved the generation past what the Deployment controller observed."""
+    relay = make_relay(port=9100)
+    snap = dataclasses.replace(steady(make_relay()), relay=relay)
+    answer = running("Deployment", relay)
+    answer["metadata"]["generation"] = 3
+    answers = {("Deployment", RELAY_SVC): answer}
+    _, said = run(snap, (exports_contributor(),), answers=answers)
     available = condition(said, ConditionType.RELAY_AVAILABLE)
-    assert (available["reason"], available["message"]) == (
+    assert (available["status"], available["reason"], available["message"]) == (
+        "False",
         RelayAvailableReason.PROGRESSING,
-        f"{RELAY_SVC} was changed: its rollout begins",
+        f"the Deployment controller has not observed generation 3 of {RELAY_SVC} yet (observed 2)",
     )
     refused = errors.Forbidden("denied", status=403, reason="Forbidden")
     _, failed = run(
@@ -390,6 +400,21 @@ def test_a_pass_that_applied_the_deployment_is_progressing() -> None:
     assert condition(failed, ConditionType.RELAY_AVAILABLE)["reason"] == (
         RelayAvailableReason.WRITE_REFUSED
     )
+
+
+def test_a_metadata_only_repair_of_the_deployment_keeps_the_pool_ready() -> None:
+    """Restoring a label changes no template and no generation: every pod still serves."""
+    relay = make_relay()
+    snap = steady(relay)
+    unlabelled = copy.deepcopy(snap.relay_objects["Deployment"])
+    del unlabelled["metadata"]["labels"]["nvidia.com/dynamo-graph-deployment-name"]
+    snap = dataclasses.replace(snap, relay_objects={**snap.relay_objects, "Deployment": unlabelled})
+    answers = {("Deployment", RELAY_SVC): running("Deployment", relay)}
+    plan, said = run(snap, (exports_contributor(),), answers=answers)
+    assert [a.verb for a in plan.relay_actions if a.resource.kind == "Deployment"] == [Verb.APPLY]
+    available = condition(said, ConditionType.RELAY_AVAILABLE)
+    assert (available["status"], available["reason"]) == ("True", RelayAvailableReason.AVAILABLE)
+    assert condition(said, ConditionType.READY)["status"] == "True"
 
 
 def test_a_held_deployment_is_named_with_what_waits_for_it() -> None:
