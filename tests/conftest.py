@@ -133,3 +133,13 @@ async def client(control_plane: object) -> AsyncIterator[Client]:
         user_agent="dpo-tests",
     ) as c:
         yield c
+
+
+@pytest.fixture
+async def alice(control_plane: object, namespace: str) -> AsyncIterator[Client]:
+    """A pool author with less RBAC than the operator (tests/integration/tenants.py): her
+    pools in the test's namespace, their Events, and nothing else."""
+    from tests.integration.tenants import tenant_client
+
+    async with tenant_client(control_plane, namespace) as c:  # type: ignore[arg-type]
+        yield c
