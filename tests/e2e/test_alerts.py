@@ -149,6 +149,8 @@ def test_every_alert_parses_and_is_complete() -> None:
         "DynamoPoolRelayNotReady",
         "DynamoPoolOperatorQueueBacklog",
         "DynamoPoolOperatorQueueStalled",
+        "DynamoPoolOperatorInformerFailing",
+        "DynamoPoolOperatorUndecodableObjects",
     ):
         assert want in names
     for r in found:

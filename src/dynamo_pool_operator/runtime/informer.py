@@ -47,11 +47,11 @@ import enum
 import logging
 import sys
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Protocol
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from . import errors, metrics
 from .client import ListResult, jittered
@@ -60,6 +60,7 @@ from .metricsets import per_registry
 from .ratelimit import Backoff
 from .resources import Resource
 from .store import Obj, Store, object_key
+from .undecodable import Undecodable, named, skim
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +120,32 @@ def _metrics(registry: CollectorRegistry) -> tuple[Counter, Counter, Counter]:
             "informer_gone_total",
             "410 Gone answers (HTTP or in-stream): the resourceVersion watched from was "
             "compacted, so the informer relists.",
+            ["resource"],
+            registry=registry,
+        ),
+    )
+
+
+@per_registry
+def _health(registry: CollectorRegistry) -> tuple[Gauge, Counter, Gauge]:
+    """What shows an informer that keeps failing, or keeps an object out."""
+    return (
+        Gauge(
+            "informer_undecodable_objects",
+            "Objects the informer keeps out of its cache because they cannot be decoded "
+            "(nested too deep, say): their last decodable version, if any, stays cached.",
+            ["resource"],
+            registry=registry,
+        ),
+        Counter(
+            "informer_undecodable_total",
+            "Listed items and watch events that could not be decoded and were skipped.",
+            ["resource"],
+            registry=registry,
+        ),
+        Gauge(
+            "informer_failing",
+            "1 while the informer's list or watch fails and it backs off, else 0.",
             ["resource"],
             registry=registry,
         ),
@@ -327,6 +354,16 @@ class Informer:
         self._m_relists = relists
         self._m_gone = gone.labels(label)
         self._m_label = label
+        held, skipped, failing = _health(registry if registry is not None else metrics.REGISTRY)
+        self._m_held = held.labels(label)
+        self._m_skipped = skipped.labels(label)
+        self._m_failing = failing.labels(label)
+        self._m_held.set(0)
+        self._m_failing.set(0)
+        #: Objects kept out of the cache because they cannot be decoded, by key.
+        self._undecodable: dict[tuple[str, str], Undecodable] = {}
+        #: Those met in the initial events of the watch-list under way.
+        self._streamed_bad: list[Undecodable] = []
 
     # ------------------------------------------------------------ state
     @property
@@ -428,6 +465,8 @@ class Informer:
                     continue
             streaming = self._need_list
             error, healthy = await self._watch()
+            if healthy:
+                self._m_failing.set(0)
             if streaming and (not self.watch_list or self._pages_once):
                 continue  # no streamed list (this time): list by pages at once, no backoff
             self._m_restarts.inc()
@@ -456,6 +495,7 @@ class Informer:
         if isinstance(error, errors.TooManyRequests) and error.retry_after:
             delay = max(delay, error.retry_after)
         reason = f"{type(error).__name__}: {error}" if error is not None else "no events"
+        self._m_failing.set(1)
         log.warning(
             "informer %s: %s (%s); retrying in %.1fs", self.description, what, reason, delay
         )
@@ -478,10 +518,23 @@ class Informer:
             each=self._admit,
         )
         self._count_list("list")
-        self._replace(result.items, result.resource_version, "listed")
+        self._replace(result.items, result.resource_version, "listed", result.undecodable)
 
-    def _replace(self, items: list[Obj], rv: str, how: str) -> None:
-        """Replace the store with a list's items (at `rv`) and dispatch the difference."""
+    def _replace(
+        self, items: list[Obj], rv: str, how: str, undecodable: Sequence[Undecodable] = ()
+    ) -> None:
+        """Replace the store with a list's items (at `rv`) and dispatch the difference.
+        An item that could not be decoded keeps its last cached version, if any: an
+        input that cannot be read changes nothing it feeds."""
+        held: dict[tuple[str, str], Undecodable] = {}
+        for bad in undecodable:
+            self._skip(bad, "listed")
+            held[bad.key] = bad
+            if (last := self.store.get(*bad.key)) is not None:
+                items.append(last)
+        self._undecodable = held
+        self._m_held.set(len(held))
+        self._m_failing.set(0)
         changes = self.store.replace(items)
         self._rv = rv
         self._need_list = False
@@ -511,6 +564,7 @@ class Informer:
         streaming = self._need_list
         assert streaming or self._rv is not None
         self._initial = {} if streaming else None
+        self._streamed_bad = []
         started = self._clock.monotonic()
         events = 0
         error: Exception | None = None
@@ -578,8 +632,60 @@ class Informer:
             why,
         )
 
+    def _skip(self, bad: Undecodable, how: str) -> None:
+        """Count and name an object kept out of the cache; once per version."""
+        self._m_skipped.inc()
+        if self._undecodable.get(bad.key) != bad:
+            log.warning(
+                "informer %s: skipped %s object %s, which cannot be decoded (%s); its "
+                "last decodable version stays cached",
+                self.description,
+                how,
+                bad,
+                bad.error,
+                extra={"namespace": bad.namespace, "object": bad.name},
+            )
+
+    def _undecodable_line(self, line: bytes, error: orjson.JSONDecodeError) -> None:
+        """A watch event whose object cannot be decoded, though the event is well formed
+        (its skim names the object): the watch goes on from its resourceVersion. A
+        deletion still deletes; an addition or change keeps the last decodable version
+        (during a streamed list, too)."""
+        bad = named(line, error, wrapped=True)
+        try:
+            etype = (orjson.loads(skim(line)) or {}).get("type")
+        except (orjson.JSONDecodeError, AttributeError):
+            etype = None
+        if not bad.name or etype not in ("ADDED", "MODIFIED", "DELETED"):
+            # Not an object too deep to decode but a broken stream: an event may be
+            # lost, so the watch ends and the informer lists again.
+            raise error
+        if self._initial is not None:
+            # `_replace` keeps its last decodable version when the list ends.
+            self._initial.pop(bad.key, None)
+            self._streamed_bad = [b for b in self._streamed_bad if b.key != bad.key]
+            if etype != "DELETED":
+                self._streamed_bad.append(bad)
+            return
+        if bad.resource_version:
+            self._rv = bad.resource_version
+        if etype == "DELETED":
+            self._undecodable.pop(bad.key, None)
+            gone = self.store.get(*bad.key)
+            if gone is not None:
+                self.store.delete(*bad.key)
+                self._emit(EventType.DELETED, gone, None)
+        else:
+            self._skip(bad, "watched")
+            self._undecodable[bad.key] = bad
+        self._m_held.set(len(self._undecodable))
+
     def _handle_line(self, line: bytes) -> None:
-        event = orjson.loads(line)
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            self._undecodable_line(line, e)
+            return
         etype = event.get("type")
         obj = event.get("object")
         if not isinstance(obj, dict):
@@ -592,7 +698,8 @@ class Informer:
             if self._initial is not None:
                 if (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
                     initial, self._initial = self._initial, None
-                    self._replace(list(initial.values()), str(rv or ""), "streamed")
+                    bad, self._streamed_bad = self._streamed_bad, []
+                    self._replace(list(initial.values()), str(rv or ""), "streamed", bad)
                 return  # a bookmark within the initial events: not a version to resume at
             if rv:
                 self._rv = str(rv)
@@ -600,6 +707,11 @@ class Informer:
         if etype not in ("ADDED", "MODIFIED", "DELETED"):
             log.warning("informer %s: ignoring watch event of type %r", self.description, etype)
             return
+        if self._undecodable and self._undecodable.pop(object_key(obj), None) is not None:
+            self._m_held.set(len(self._undecodable))
+        if self._streamed_bad:
+            key = object_key(obj)
+            self._streamed_bad = [b for b in self._streamed_bad if b.key != key]
         if self._initial is not None:
             # The list, streamed: kept (trimmed) until the end bookmark replaces the store.
             admitted = self._admit(obj)

@@ -42,6 +42,7 @@ from dynamo_pool_operator.runtime.store import (
     Store,
     index_by_controller_uid,
 )
+from dynamo_pool_operator.runtime.undecodable import Undecodable
 from tests.indexes import (
     NAMESPACE_INDEX,
     OWNER_UID_INDEX,
@@ -154,7 +155,7 @@ class StubClient:
         items = copy.deepcopy(step.items)
         if each is not None:
             items = [kept for kept in map(each, items) if kept is not None]
-        return ListResult(items, step.resource_version)
+        return ListResult(items, step.resource_version, list(step.undecodable))
 
     async def watch_lines(
         self,
@@ -1391,7 +1392,7 @@ async def test_a_server_refusing_watch_list_gets_paginated_lists_for_good(
 
     client = Refusing(
         lists=[ListResult([obj("a", "5")], "5"), ListResult([obj("a", "5")], "30")],
-        watches=[[error_event(410, "Expired")]],
+        watches=[[bookmark("10"), error_event(410, "Expired")]],
     )
     client.refused = 0  # type: ignore[attr-defined]
     informer = Informer(client, RES, clock=clock)
@@ -1438,3 +1439,131 @@ async def test_a_watch_list_that_ends_before_its_bookmark_lists_by_pages_that_ti
     assert (
         registry.get_sample_value("informer_relists_total", {**label, "mode": "watch-list"}) == 1.0
     )
+
+
+# --------------------------------------------------------------------------- undecodable
+def too_deep(etype: str, name: str, rv: str) -> bytes:
+    """A watch event whose object nests 1,100 levels in a field (orjson stops at 1,024)."""
+    meta = orjson.dumps({"name": name, "namespace": "default", "resourceVersion": rv})
+    nested = b'{"a":' * 1100 + b"{}" + b"}" * 1100
+    return (
+        b'{"type":"'
+        + etype.encode()
+        + b'","object":{"metadata":'
+        + meta
+        + b',"spec":'
+        + nested
+        + b"}}"
+    )
+
+
+def undecodable_listed(name: str, rv: str) -> Undecodable:
+    return Undecodable("default", name, f"uid-{name}", rv, "depth limit exceeded")
+
+
+def gauge(registry: CollectorRegistry, metric: str) -> float | None:
+    return registry.get_sample_value(metric, {"resource": "configmaps default"})
+
+
+async def test_an_undecodable_watch_event_keeps_the_last_version_and_the_watch_goes_on(
+    registry: CollectorRegistry,
+) -> None:
+    client = StubClient(
+        lists=[ListResult([obj("a", "1"), obj("b", "1")], "10")],
+        watches=[
+            [
+                too_deep("MODIFIED", "a", "11"),
+                too_deep("ADDED", "c", "12"),
+                ev("MODIFIED", obj("b", "13")),
+                too_deep("DELETED", "b", "14"),
+            ]
+        ],
+    )
+    informer, rec = make(client, registry=registry)
+    async with running(informer):
+        await until(lambda: informer.last_resource_version == "14", "the last event")
+        assert _tag(informer.store.get("default", "a")) == "a@1", "the last decodable version"
+        assert informer.store.get("default", "c") is None
+        assert informer.store.get("default", "b") is None, "a deletion still deletes"
+        assert gauge(registry, "informer_undecodable_objects") == 2
+        assert gauge(registry, "informer_undecodable_total") == 2
+        assert len(client.list_calls) == 1, "no relist"
+        await until(lambda: len(client.watch_calls) == 2, "the next watch")
+        assert client.watch_calls[1]["resource_version"] == "14", "resumed, not relisted"
+    assert rec.events[-2:] == [("MODIFIED", "b@1", "b@13"), ("DELETED", "b@13", None)]
+
+
+async def test_an_object_that_decodes_again_is_no_longer_counted(
+    registry: CollectorRegistry,
+) -> None:
+    client = StubClient(
+        lists=[ListResult([obj("a", "1")], "10")],
+        watches=[[too_deep("MODIFIED", "a", "11"), ev("MODIFIED", obj("a", "12"))]],
+    )
+    informer, _ = make(client, registry=registry)
+    async with running(informer):
+        await until(lambda: informer.last_resource_version == "12", "the fixed version")
+        assert _tag(informer.store.get("default", "a")) == "a@12"
+        assert gauge(registry, "informer_undecodable_objects") == 0
+
+
+async def test_a_relist_keeps_the_cached_version_of_an_item_it_could_not_decode(
+    registry: CollectorRegistry, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = StubClient(
+        lists=[
+            ListResult([obj("a", "1"), obj("b", "1")], "10"),
+            ListResult(
+                [obj("b", "2")],
+                "20",
+                [undecodable_listed("a", "15"), undecodable_listed("n", "16")],
+            ),
+        ],
+        watches=[[bookmark("10"), error_event(410, "Expired")]],
+    )
+    informer, rec = make(client, registry=registry)
+    with caplog.at_level(logging.WARNING):
+        async with running(informer):
+            await until(
+                lambda: len(client.list_calls) == 2 and informer.last_resource_version == "20",
+                "relist",
+            )
+            assert _tag(informer.store.get("default", "a")) == "a@1"
+            assert informer.store.get("default", "n") is None
+            assert gauge(registry, "informer_undecodable_objects") == 2
+    assert ("DELETED", "a@1", None) not in rec.events, "never dispatched as deleted"
+    named = [r.getMessage() for r in caplog.records if "cannot be decoded" in r.getMessage()]
+    assert any("default/a at resourceVersion 15" in m for m in named), named
+
+
+async def test_a_streamed_list_skips_an_undecodable_object_and_syncs(
+    clock: FakeClock, registry: CollectorRegistry
+) -> None:
+    client = streaming(
+        [[ev("ADDED", obj("a", "5")), too_deep("ADDED", "deep", "6"), initial_end("9")]]
+    )
+    informer = Informer(client, RES, clock=clock, registry=registry)
+    async with running(informer):
+        await until(lambda: informer.has_synced, "synced past the undecodable object")
+        assert informer.store.keys() == [("default", "a")]
+        assert gauge(registry, "informer_undecodable_objects") is None  # other label
+        assert (
+            registry.get_sample_value("informer_undecodable_objects", {"resource": "configmaps"})
+            == 1
+        )
+
+
+async def test_an_informer_that_keeps_failing_says_so_until_it_lists_again(
+    registry: CollectorRegistry,
+) -> None:
+    clock = RecordingClock()
+    client = StubClient(
+        lists=[errors.ServerError("boom", status=500), ListResult([], "10")],
+    )
+    informer, _ = make(client, clock, registry=registry, backoff=no_jitter())
+    async with running(informer):
+        await until(lambda: clock.sleepers == 1, "backing off")
+        assert gauge(registry, "informer_failing") == 1
+        await clock.advance(0.8)
+        await until(lambda: informer.has_synced, "listed")
+        assert gauge(registry, "informer_failing") == 0
