@@ -38,7 +38,11 @@ EXEC_API_VERSIONS = (
 #: request does not leave with a token that expires on the way.
 EXEC_REFRESH_SKEW = timedelta(seconds=30)
 EXEC_TIMEOUT_SECONDS = 60.0
+#: What a plugin's stderr contributes to an error or a log line: its last characters.
 _STDERR_TAIL = 2000
+#: An ExecCredential is a few kilobytes; a plugin printing more is broken, and its output
+#: is not held in memory past this.
+EXEC_STDOUT_LIMIT = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -178,8 +182,17 @@ class ExecCredentials:
             ) from e
         except PermissionError as e:
             raise ConfigError(f"{name}: not executable ({e.strerror}); fix its permissions") from e
+        assert proc.stdout is not None
+        assert proc.stderr is not None
         try:
-            stdout, stderr = await asyncio.wait_for(proc.communicate(), self._timeout)
+            (stdout, printed), stderr, _ = await asyncio.wait_for(
+                asyncio.gather(
+                    _head(proc.stdout, EXEC_STDOUT_LIMIT),
+                    _tail(proc.stderr, _STDERR_TAIL * 4),
+                    proc.wait(),
+                ),
+                self._timeout,
+            )
         except TimeoutError:
             await _kill(proc)
             raise ConfigError(
@@ -195,16 +208,22 @@ class ExecCredentials:
             raise ConfigError(f"{name}: exited with code {proc.returncode}: {tail}")
         if err_text:
             log.debug("%s wrote to stderr: %s", name, err_text[-_STDERR_TAIL:])
+        if printed > EXEC_STDOUT_LIMIT:
+            raise ConfigError(
+                f"{name}: printed more than {EXEC_STDOUT_LIMIT} bytes; an ExecCredential is "
+                "a few kilobytes: check what the plugin writes to stdout"
+            )
         return self._parse(stdout, name)
 
     def _parse(self, stdout: bytes, name: str) -> ExecResult:
+        # Never quote stdout: what a plugin prints may be a credential in the wrong shape.
         try:
             doc = json.loads(stdout)
         except ValueError as e:
             raise ConfigError(
-                f"{name}: printed something that is not an ExecCredential JSON document ({e}); "
-                f"it began with {stdout[:120]!r}"
-            ) from e
+                f"{name}: printed {len(stdout)} bytes that are not an ExecCredential JSON "
+                f"document ({e}); run it by hand to see what it prints"
+            ) from None
         if not isinstance(doc, dict):
             raise ConfigError(f"{name}: printed JSON that is not an object")
         if doc.get("kind") != "ExecCredential":
@@ -258,6 +277,26 @@ class ExecCredentials:
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
         return when
+
+
+async def _head(stream: asyncio.StreamReader, limit: int) -> tuple[bytes, int]:
+    """The first `limit` bytes of `stream`, and how many it held (read to its end, so a
+    plugin is never blocked writing)."""
+    kept = bytearray()
+    total = 0
+    while chunk := await stream.read(1 << 16):
+        total += len(chunk)
+        if len(kept) < limit:
+            kept += chunk[: limit - len(kept)]
+    return bytes(kept), total
+
+
+async def _tail(stream: asyncio.StreamReader, limit: int) -> bytes:
+    """The last `limit` bytes of `stream` (read to its end)."""
+    kept = b""
+    while chunk := await stream.read(1 << 16):
+        kept = (kept + chunk)[-limit:]
+    return kept
 
 
 async def _kill(proc: asyncio.subprocess.Process) -> None:

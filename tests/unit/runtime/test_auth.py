@@ -41,6 +41,7 @@ from dynamo_pool_operator.runtime.auth import (
     load_incluster_config,
     load_kubeconfig,
 )
+from dynamo_pool_operator.runtime.auth_exec import EXEC_STDOUT_LIMIT
 from dynamo_pool_operator.runtime.clock import FakeClock
 
 SERVER_NAME = "api.test.internal"
@@ -789,6 +790,32 @@ async def test_exec_bad_output(
     write(plugin)
     with pytest.raises(ConfigError, match=message):
         await ExecCredentials(plugin.config()).headers()
+
+
+async def test_exec_output_that_is_no_credential_is_never_quoted(plugin: Plugin) -> None:
+    """Whatever a plugin prints on stdout may be a secret (a token in the wrong shape): an
+    error says how much it printed, never what."""
+    (plugin.dir / "response.json").write_text("token=s3cr3t-abcdef\n")
+    with pytest.raises(ConfigError) as info:
+        await ExecCredentials(plugin.config()).headers()
+    assert "s3cr3t" not in str(info.value)
+    assert "printed 20 bytes that are not an ExecCredential" in str(info.value)
+
+
+async def test_exec_output_is_read_up_to_a_cap(plugin: Plugin) -> None:
+    (plugin.dir / "response.json").write_text("x" * (EXEC_STDOUT_LIMIT + 1))
+    with pytest.raises(ConfigError, match=r"printed more than 1048576 bytes"):
+        await ExecCredentials(plugin.config()).headers()
+
+
+async def test_exec_stderr_is_capped_to_its_tail(plugin: Plugin) -> None:
+    noise = "n" * 100_000 + "the last words"
+    creds = ExecCredentials(plugin.config(PLUGIN_FAIL=noise))
+    with pytest.raises(ConfigError) as info:
+        await creds.headers()
+    message = str(info.value)
+    assert message.endswith("the last words")
+    assert len(message) < 2_300
 
 
 async def test_exec_timeout_kills_plugin(plugin: Plugin) -> None:
