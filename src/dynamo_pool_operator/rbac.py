@@ -10,7 +10,8 @@ Why these roles:
 - the manager rules are everything the reconcilers read and write. They are namespaced
   resources only, so the same rules serve as a ClusterRole (cluster-wide) or as a Role
   in the one namespace the operator is restricted to;
-- leader election needs a Lease in one namespace, and nothing else there;
+- leader election needs one Lease in one namespace, by name, and nothing else there
+  (only its first `create` cannot be limited to the name);
 - the About API's ClusterProperty `cluster.clusterset.k8s.io` is cluster-scoped, so a
   Role cannot grant reading it. It always gets its own read-only ClusterRole, which keeps
   a namespace-restricted install restricted in everything else;
@@ -127,14 +128,31 @@ MANAGER_RULES: tuple[Rule, ...] = (
     Rule("events.k8s.io", ("events",), ("create", "patch"), "events, folded into series"),
 )
 
-LEADER_ELECTION_RULES: tuple[Rule, ...] = (
-    Rule(
-        "coordination.k8s.io",
-        ("leases",),
-        ("get", "create", "update"),
-        "the leader's Lease: read, created once, renewed by update",
-    ),
-)
+#: The Lease's name unless configured (`leaderElection.name`'s default).
+DEFAULT_LEASE_NAME = "dynamo-pool-operator-leader"
+#: Where the chart's copy of the rules names the Lease: its templates put the release's
+#: Lease name there.
+CHART_LEASE_NAME = "<lease name>"
+
+
+def leader_election_rule_set(lease_name: str = DEFAULT_LEASE_NAME) -> tuple[Rule, ...]:
+    """The Lease Role's rules: its one Lease by name; only `create` cannot be named."""
+    return (
+        Rule(
+            "coordination.k8s.io",
+            ("leases",),
+            ("create",),
+            "the leader's Lease, created once (Kubernetes cannot limit create by name)",
+        ),
+        Rule(
+            "coordination.k8s.io",
+            ("leases",),
+            ("get", "update"),
+            "the leader's Lease: read, and renewed by update; no other Lease",
+            resource_names=(lease_name,),
+        ),
+    )
+
 
 CLUSTER_PROPERTY_RULES: tuple[Rule, ...] = (
     Rule(
@@ -185,9 +203,9 @@ def manager_rules() -> list[dict[str, Any]]:
     return [r.to_dict() for r in MANAGER_RULES]
 
 
-def leader_election_rules() -> list[dict[str, Any]]:
+def leader_election_rules(lease_name: str = DEFAULT_LEASE_NAME) -> list[dict[str, Any]]:
     """Rules of the Role in the Lease's namespace."""
-    return [r.to_dict() for r in LEADER_ELECTION_RULES]
+    return [r.to_dict() for r in leader_election_rule_set(lease_name)]
 
 
 def cluster_property_rules() -> list[dict[str, Any]]:
@@ -254,13 +272,15 @@ def render(
     restricted_namespace: str | None,
     lease_namespace: str,
     *,
+    lease_name: str = DEFAULT_LEASE_NAME,
     metrics_auth: bool = True,
 ) -> list[dict[str, Any]]:
     """Roles and bindings for the ServiceAccount `namespace/service_account`.
 
     `restricted_namespace` None: the manager rules are a ClusterRole bound cluster-wide.
     Otherwise they are a Role (and RoleBinding) in that namespace only. The Lease Role
-    lives in `lease_namespace`; the ClusterProperty reader is always cluster-wide.
+    lives in `lease_namespace` and names the Lease `lease_name`; the ClusterProperty
+    reader is always cluster-wide.
     `metrics_auth`: the secure-metrics ClusterRole (bound) and the metrics reader
     ClusterRole (for Prometheus; left unbound).
     """
@@ -284,7 +304,9 @@ def render(
                 service_account,
             )
         )
-    out.append(_role("Role", LEADER_ELECTION_NAME, lease_namespace, leader_election_rules()))
+    out.append(
+        _role("Role", LEADER_ELECTION_NAME, lease_namespace, leader_election_rules(lease_name))
+    )
     out.append(
         _binding(
             "RoleBinding", "Role", LEADER_ELECTION_NAME, lease_namespace, namespace, service_account
@@ -316,7 +338,7 @@ def chart_rules() -> dict[str, list[dict[str, Any]]]:
     either mode."""
     return {
         "manager": manager_rules(),
-        "leaderElection": leader_election_rules(),
+        "leaderElection": leader_election_rules(CHART_LEASE_NAME),
         "clusterPropertyReader": cluster_property_rules(),
         "metricsAuth": metrics_auth_rules(),
         "metricsReader": metrics_reader_rules(),

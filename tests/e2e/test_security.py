@@ -265,6 +265,39 @@ async def test_the_charts_service_account_is_granted_no_more_than_the_spec_needs
             check_review(await rules_review(sa, ns), where, ns)
 
 
+async def may(sa: Client, verb: str, namespace: str, name: str) -> bool:
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {
+            "resourceAttributes": {
+                "group": "coordination.k8s.io",
+                "resource": "leases",
+                "verb": verb,
+                "namespace": namespace,
+                "name": name,
+            }
+        },
+    }
+    path = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+    review: dict[str, Any] = await sa.request("POST", path, body=body)
+    return bool(review["status"].get("allowed"))
+
+
+async def test_the_service_account_reads_and_renews_its_own_lease_only(
+    control_plane: ControlPlane, release: Release
+) -> None:
+    """A Lease is how replicas of another operator in the same namespace elect their
+    leader: renewing (or reading) one of theirs is not ours to do."""
+    installed = install_as_service_account(control_plane, release, {})
+    lease = installed.configuration().leader_election.name
+    async with Client(load_kubeconfig(installed.kubeconfig), user_agent="security-probe/1") as sa:
+        for verb in ("get", "update"):
+            assert await may(sa, verb, release.namespace, lease), f"{verb} its own Lease"
+            assert not await may(sa, verb, release.namespace, "someone-elses-leader"), verb
+        assert await may(sa, "create", release.namespace, lease)
+
+
 # ====================================================================== no Secrets
 async def test_the_operator_makes_no_request_on_secrets_while_publishing_and_exporting(
     control_plane: ControlPlane, client: Client, namespace: str, release: Release

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator import rbac
+from dynamo_pool_operator.config import LeaderElectionConfig
 
 SA_NS, SA = "ops", "dpo"
 SUBJECT = [{"kind": "ServiceAccount", "name": SA, "namespace": SA_NS}]
@@ -56,9 +57,19 @@ def test_no_rule_grants_what_the_operator_must_never_do() -> None:
 
 
 def test_leader_election_and_cluster_property_rules() -> None:
-    assert grants(rbac.leader_election_rules()) == {
-        ("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")
-    }
+    """The Lease Role reads and renews one Lease by name; only its create cannot be
+    named (Kubernetes authorizes a create before the object has a name)."""
+    assert rbac.leader_election_rules("team-lease") == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["team-lease"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    assert LeaderElectionConfig().name == rbac.DEFAULT_LEASE_NAME
+    assert rbac.leader_election_rules() == rbac.leader_election_rules(rbac.DEFAULT_LEASE_NAME)
     assert grants(rbac.cluster_property_rules()) == {
         ("about.k8s.io", "clusterproperties", v) for v in ("get", "list", "watch")
     }
@@ -95,7 +106,7 @@ def test_crd_upgrade_rules_touch_our_crd_only() -> None:
 def test_each_rule_names_one_group_and_says_why() -> None:
     for rule in (
         rbac.MANAGER_RULES
-        + rbac.LEADER_ELECTION_RULES
+        + rbac.leader_election_rule_set()
         + rbac.CLUSTER_PROPERTY_RULES
         + rbac.METRICS_AUTH_RULES
         + rbac.CRD_UPGRADE_RULES
@@ -163,7 +174,7 @@ def test_render_is_deterministic_and_fresh() -> None:
 def test_chart_rules_are_the_roles() -> None:
     assert rbac.chart_rules() == {
         "manager": rbac.manager_rules(),
-        "leaderElection": rbac.leader_election_rules(),
+        "leaderElection": rbac.leader_election_rules(rbac.CHART_LEASE_NAME),
         "clusterPropertyReader": rbac.cluster_property_rules(),
         "metricsAuth": rbac.metrics_auth_rules(),
         "metricsReader": rbac.metrics_reader_rules(),

@@ -142,7 +142,8 @@ def _required(ctx: Context) -> list[tuple[str, rbac.Rule, str]]:
     out += [("manager", r, ctx.scope or "") for r in rbac.MANAGER_RULES]
     if cfg.leader_election.enabled:
         lease_ns = lease_namespace(ctx)
-        out += [("leader election", r, lease_ns) for r in rbac.LEADER_ELECTION_RULES]
+        rules = rbac.leader_election_rule_set(cfg.leader_election.name)
+        out += [("leader election", r, lease_ns) for r in rules]
     if ctx.implementation == "mcs":
         out += [("cluster ID", r, "") for r in rbac.CLUSTER_PROPERTY_RULES]
     if cfg.server.metrics_secure:
@@ -155,6 +156,8 @@ async def _allowed(ctx: Context, rule: rbac.Rule, verb: str, resource: str, ns: 
     attrs = {"verb": verb, "group": rule.api_group, "resource": plural, "namespace": ns}
     if sub:
         attrs["subresource"] = sub
+    if rule.resource_names:  # a rule for named objects answers only for those names
+        attrs["name"] = rule.resource_names[0]
     body = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SelfSubjectAccessReview",

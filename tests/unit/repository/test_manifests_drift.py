@@ -150,7 +150,7 @@ def test_chart_rules_equal_rbac_py_rules(restricted: str | None) -> None:
     manager = ("Role", "ops") if restricted else ("ClusterRole", "ops.elsewhere")
     assert roles == {
         manager: rbac.manager_rules(),
-        ("Role", "ops-leader-election"): rbac.leader_election_rules(),
+        ("Role", "ops-leader-election"): rbac.leader_election_rules("ops-leader"),
         ("ClusterRole", "ops-clusterproperty-reader.elsewhere"): rbac.cluster_property_rules(),
         ("ClusterRole", "ops-metrics-auth.elsewhere"): rbac.metrics_auth_rules(),
         ("ClusterRole", "ops-metrics-reader.elsewhere"): rbac.metrics_reader_rules(),
