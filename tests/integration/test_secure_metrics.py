@@ -10,6 +10,9 @@ with a self-signed certificate; what the API server answers decides every respon
 from __future__ import annotations
 
 import asyncio
+import math
+import secrets
+import time
 import uuid
 from collections.abc import AsyncIterator
 
@@ -29,6 +32,9 @@ from tests.integration.race_fixtures import Grants
 pytestmark = pytest.mark.timeout(120)
 
 SERIES = "dpo_secure_metrics_test_total"
+USER_AGENT = "dpo-secure-metrics-test"
+#: The review budget for tokens the operator has not seen accepted (metrics_auth.py).
+REVIEW_BURST, REVIEW_QPS = 20, 5.0
 
 
 def mint_token(cp: ControlPlane, namespace: str, name: str) -> str:
@@ -70,7 +76,7 @@ class Scene:
 
     def client(self, sa: str) -> Client:
         path = self.cp.token_kubeconfig(self.tokens[sa], user=f"{self.ns}-{sa}")
-        return Client(load_kubeconfig(path), user_agent="dpo-secure-metrics-test")
+        return Client(load_kubeconfig(path), user_agent=USER_AGENT)
 
     async def close(self) -> None:
         for g in self.grants:
@@ -190,5 +196,93 @@ async def test_a_grant_made_later_is_honoured_once_the_denial_expires(
                 await asyncio.sleep(0.1)
             else:
                 pytest.fail("the stranger's new grant was never honoured")
+        finally:
+            await server.stop()
+
+
+async def token_reviews_since(cp: ControlPlane, since: int) -> int:
+    """The TokenReviews the API server received from the test's reviewer (audit log)."""
+    writes = await asyncio.to_thread(cp.audit.writes, since, user_agent_prefix=USER_AGENT)
+    return sum(1 for w in writes if w.resource == "tokenreviews" and w.verb == "create")
+
+
+async def scrape_many(
+    http: aiohttp.ClientSession, url: str, tokens: list[str]
+) -> list[tuple[int, str | None]]:
+    """Every token's scrape at once: (status, Retry-After) of each."""
+
+    async def one(token: str) -> tuple[int, str | None]:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with http.get(url, headers=headers, ssl=False) as r:
+            await r.read()
+            return r.status, r.headers.get("Retry-After")
+
+    return await asyncio.gather(*(one(t) for t in tokens))
+
+
+async def timed_scrape(url: str, token: str, *, after: float) -> tuple[int, str, float]:
+    """`scrape`, `after` seconds from now: (status, body, how long it took)."""
+    await asyncio.sleep(after)
+    start = time.monotonic()
+    status, body = await scrape(url, token)
+    return status, body, time.monotonic() - start
+
+
+async def test_one_unknown_token_costs_one_token_review_however_often_it_asks(
+    scene: Scene, registry: CollectorRegistry
+) -> None:
+    """Fifty requests at once with one token the API server rejects make one review
+    (single flight), and the rejection is remembered: asking again makes none."""
+    cp = scene.cp
+    async with scene.client("operator") as reviewer:
+        server, url, _ = await serve(registry, DelegatedAuth(reviewer))
+        try:
+            unknown = secrets.token_urlsafe(24)
+            connector = aiohttp.TCPConnector(limit=0)
+            async with aiohttp.ClientSession(connector=connector) as http:
+                since = cp.audit.offset()
+                same = await scrape_many(http, url, [unknown] * 50)
+                assert {s for s, _ in same} == {401}, same
+                assert await token_reviews_since(cp, since) == 1
+            since = cp.audit.offset()
+            again = [await scrape(url, unknown) for _ in range(5)]
+            assert {s for s, _ in again} == {401}
+            assert await token_reviews_since(cp, since) == 0
+        finally:
+            await server.stop()
+
+
+async def test_a_flood_of_unknown_tokens_makes_a_bounded_number_of_token_reviews(
+    scene: Scene, registry: CollectorRegistry
+) -> None:
+    """300 random tokens at once share a small budget of reviews; the rest are refused
+    with 429 and Retry-After. A scraper whose token the API server accepted before is
+    served during the flood even though its review has expired."""
+    cp = scene.cp
+    async with scene.client("operator") as reviewer:
+        # The scraper's review expires at once, so its scrape during the flood needs a
+        # new TokenReview: the budget must not shut out a token seen accepted.
+        server, url, _ = await serve(registry, DelegatedAuth(reviewer, authn_ttl=0.001))
+        try:
+            assert (await scrape(url, scene.tokens["scraper"]))[0] == 200
+            since = cp.audit.offset()
+            start = time.monotonic()
+            connector = aiohttp.TCPConnector(limit=0)
+            async with aiohttp.ClientSession(connector=connector) as http:
+                answers, (status, body, scraper_took) = await asyncio.gather(
+                    scrape_many(http, url, [secrets.token_urlsafe(24) for _ in range(300)]),
+                    timed_scrape(url, scene.tokens["scraper"], after=0.05),
+                )
+            took = time.monotonic() - start
+            reviews = await token_reviews_since(cp, since)
+            budget = REVIEW_BURST + math.ceil(REVIEW_QPS * took) + 1  # + the scraper's
+            assert reviews <= budget, f"{reviews} TokenReviews in {took:.2f}s, budget {budget}"
+            assert (status, SERIES in body) == (200, True), body
+            assert scraper_took < 5, f"the permitted scrape took {scraper_took:.2f}s"
+            statuses = {s for s, _ in answers}
+            assert statuses <= {401, 429}, statuses
+            refused = [retry for s, retry in answers if s == 429]
+            assert refused, "the flood was never refused"
+            assert all(r is not None and int(r) >= 1 for r in refused), refused
         finally:
             await server.stop()
