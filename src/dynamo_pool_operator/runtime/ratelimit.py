@@ -1,8 +1,10 @@
 """Rate limiters: how long a key (or a request) waits before it goes.
 
 Used by the work queue for retries (`ExponentialBackoff` per key, the default;
-`TokenBucket` and `MaxOf` rebuild client-go's older default) and by the REST
-client for its optional `qps` (a `TokenBucket` that every request reserves from).
+`TokenBucket` and `MaxOf` rebuild client-go's older default), by the REST
+client for its optional `qps` (a `TokenBucket` that every request reserves from)
+and by the secure metrics server for its TokenReviews (a `TokenBucket` that a
+review takes from, or is refused: `take`).
 `Backoff` spaces an informer's watch reconnects (jittered, so informers that failed
 together do not retry together).
 
@@ -93,14 +95,26 @@ class TokenBucket:
         self._tokens = float(burst)
         self._last = self._clock.monotonic()
 
-    def when(self, key: Hashable) -> float:
+    def _refill(self) -> None:
         now = self._clock.monotonic()
         self._tokens = min(self._burst, self._tokens + (now - self._last) * self._qps)
         self._last = now
+
+    def when(self, key: Hashable) -> float:
+        self._refill()
         self._tokens -= 1.0
         if self._tokens >= 0:
             return 0.0
         return -self._tokens / self._qps
+
+    def take(self) -> float:
+        """Take a token if one is there and return 0; else take nothing (no debt, as
+        golang.org/x/time/rate's ``Allow``) and return the seconds until one will be."""
+        self._refill()
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return 0.0
+        return (1.0 - self._tokens) / self._qps
 
     def forget(self, key: Hashable) -> None:
         return None

@@ -430,6 +430,19 @@ async def test_token_bucket_never_saves_more_than_its_burst(clock: FakeClock) ->
     assert bucket.when("x") == pytest.approx(1.0)
 
 
+async def test_token_bucket_take_refuses_without_going_into_debt(clock: FakeClock) -> None:
+    bucket = TokenBucket(qps=2.0, burst=3, clock=clock)
+
+    assert [bucket.take() for _ in range(3)] == [0.0] * 3
+    # Refused, and the refusals take nothing: the wait does not grow with them.
+    assert [bucket.take() for _ in range(5)] == [pytest.approx(0.5)] * 5
+    await clock.advance(0.25)
+    assert bucket.take() == pytest.approx(0.25)
+    await clock.advance(0.25)
+    assert bucket.take() == 0.0
+    assert bucket.take() == pytest.approx(0.5)
+
+
 def test_max_of_returns_the_longest_delay_and_records_the_retry_in_every_limiter() -> None:
     slow = ExponentialBackoff(base=1.0)
     fast = ExponentialBackoff(base=0.5)
