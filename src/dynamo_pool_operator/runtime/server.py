@@ -9,7 +9,8 @@
 - `/metrics` is the Prometheus text format of one registry. Secure (`metrics_tls` and
   `metrics_auth` given), it is served over HTTPS and only to a bearer token the API
   server authenticates and authorizes for `get /metrics` (see metrics_auth.py), as
-  kubebuilder v4's metrics server is.
+  kubebuilder v4's metrics server is; past the review budget for unknown tokens it
+  answers 429 with `Retry-After`.
 
 The health and metrics endpoints may share one address or use two, like
 controller-runtime's `HealthProbeBindAddress` and `Metrics.BindAddress`; secure metrics
@@ -110,7 +111,12 @@ class ProbeServer:
                 request.headers.get("Authorization"), request.method.lower(), request.path
             )
             if not verdict.allowed:
-                return web.Response(status=verdict.status, text=verdict.message + "\n")
+                headers = {}
+                if verdict.retry_after is not None:
+                    headers["Retry-After"] = str(verdict.retry_after)
+                return web.Response(
+                    status=verdict.status, text=verdict.message + "\n", headers=headers
+                )
         body = generate_latest(self.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
