@@ -198,7 +198,10 @@ class ServerConfig:
 
     metrics_address: str = string(
         ":8080",
-        "Bind address of Prometheus `/metrics`; `0` disables it.",
+        "Bind address of Prometheus `/metrics`; `0` disables it. Without `metricsSecure`, "
+        "an address with no host (`:8080`) listens on 127.0.0.1 only, since plain "
+        "`/metrics` names every tenant's relays to whoever reaches it: name the host "
+        "(`0.0.0.0:8080`) to serve it on every interface anyway.",
         check=listen_address,
         allowed="`[host]:port` (port 0-65535) or `0`",
     )
@@ -214,6 +217,12 @@ class ServerConfig:
         "(TokenReview of their bearer token) and authorizes for `get` on the non-resource "
         "URL `/metrics` (SubjectAccessReview), as kubebuilder's secure metrics do. Needs the "
         "metrics-auth ClusterRole (tokenreviews and subjectaccessreviews `create`).",
+    )
+    per_relay_metrics: bool = boolean(
+        True,
+        "Export `dynamo_pool_operator_relay_ready{relay_namespace, relay}`, one series per "
+        "relay (what the DynamoPoolRelayNotReady alert reads). false: no series names a "
+        "relay; the counts by condition and reason remain.",
     )
     metrics_cert_dir: str = string(
         "",

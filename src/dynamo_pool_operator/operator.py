@@ -244,7 +244,11 @@ class Operator:
         if self.registry is not None:
             # Read from the relay cache at scrape time, on followers too.
             self._reporting.enter_context(
-                relay_metrics.reporting(self.registry, self.caches.relays.store.list)
+                relay_metrics.reporting(
+                    self.registry,
+                    self.caches.relays.store.list,
+                    per_relay=self.config.server.per_relay_metrics,
+                )
             )
 
     async def stop_leading(self, *, lost: bool = False, drain_timeout: float = 10.0) -> None:

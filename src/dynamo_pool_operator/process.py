@@ -31,7 +31,8 @@ from pathlib import Path
 
 from . import operator
 from .api import labels
-from .config import OperatorConfiguration
+from .config import OperatorConfiguration, ServerConfig
+from .config_fields import split_address
 from .discovery import StartupError, discover_served_apis
 from .exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .runtime import errors, metrics
@@ -48,6 +49,16 @@ log = logging.getLogger(__name__)
 DRAIN_TIMEOUT = 10.0
 
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def metrics_listen(server: ServerConfig) -> str:
+    """Where `/metrics` listens. Plain `/metrics` names every tenant's relays to whoever
+    reaches it, so an address without a host means loopback unless it is secure."""
+    address = server.metrics_address
+    if server.metrics_secure or address == "0":
+        return address
+    host, port = split_address(address)
+    return address if host else f"127.0.0.1:{port}"
 
 
 def lease_namespace(config: OperatorConfiguration) -> str | None:
@@ -122,7 +133,7 @@ async def run(
             probes,
             metrics.REGISTRY,
             health_address=config.server.health_probe_address,
-            metrics_address=config.server.metrics_address,
+            metrics_address=metrics_listen(config.server),
             metrics_tls=tls,
             metrics_auth=auth,
         )

@@ -8,7 +8,8 @@ as the API server holds them, on followers too:
   `Ready` condition is True, else 0 (False, Unknown, or not reported yet). One series
   per relay, without the reason, so a reason that changes does not restart an alert's
   `for:` timer. `relay_namespace`, not `namespace`: Prometheus sets `namespace` to the
-  scraped pod's and would rename ours to `exported_namespace`.
+  scraped pod's and would rename ours to `exported_namespace`. Left out with
+  `server.perRelayMetrics: false`: every tenant's relay names are in it.
 - `dynamo_pool_operator_relays{condition, status, reason}`: how many relays report each
   condition (every type the status carries, read generically, so new condition types
   show up unchanged), status and reason; a relay without a status counts as
@@ -62,11 +63,15 @@ def _export_states(relay: Mapping[str, Any]) -> list[str]:
 class RelayStatusCollector(Collector):
     """A Prometheus collector over `relays()`, the cached relay objects."""
 
-    def __init__(self, relays: RelaySource) -> None:
+    def __init__(self, relays: RelaySource, *, per_relay: bool = True) -> None:
         self._relays = relays
+        self._per_relay = per_relay
 
     def _current(self) -> Iterable[Mapping[str, Any]]:
         return self._relays()
+
+    def _naming_relays(self) -> bool:
+        return self._per_relay
 
     def describe(self) -> Iterable[Any]:
         # Declared up front (and empty until a scrape): the registry learns the names.
@@ -109,7 +114,8 @@ class RelayStatusCollector(Collector):
             counts.add_metric([kind, status, reason], float(n))
         for state, n in sorted(states.items()):
             exports.add_metric([state], float(n))
-        yield ready
+        if self._naming_relays():
+            yield ready
         yield counts
         yield exports
 
@@ -120,24 +126,31 @@ class _Sources(RelayStatusCollector):
 
     def __init__(self) -> None:
         super().__init__(lambda: ())
-        self.sources: list[RelaySource] = []
+        self.sources: list[tuple[RelaySource, bool]] = []
 
     def _current(self) -> Iterable[Mapping[str, Any]]:
-        return self.sources[-1]() if self.sources else ()
+        return self.sources[-1][0]() if self.sources else ()
+
+    def _naming_relays(self) -> bool:
+        return self.sources[-1][1] if self.sources else True
 
 
 _REGISTERED: weakref.WeakKeyDictionary[CollectorRegistry, _Sources] = weakref.WeakKeyDictionary()
 
 
 @contextlib.contextmanager
-def reporting(registry: CollectorRegistry, relays: RelaySource) -> Iterator[None]:
-    """Report `relays()` in `registry` for the block (registered once per registry)."""
+def reporting(
+    registry: CollectorRegistry, relays: RelaySource, *, per_relay: bool = True
+) -> Iterator[None]:
+    """Report `relays()` in `registry` for the block (registered once per registry);
+    `per_relay` False leaves out the series that name a relay."""
     collector = _REGISTERED.get(registry)
     if collector is None:
         collector = _REGISTERED[registry] = _Sources()
         registry.register(collector)
-    collector.sources.append(relays)
+    source = (relays, per_relay)
+    collector.sources.append(source)
     try:
         yield
     finally:
-        collector.sources.remove(relays)
+        collector.sources.remove(source)

@@ -86,3 +86,20 @@ def test_exports_by_state_sum_every_relays_status_lines_with_every_state_present
         'dynamo_pool_operator_exports{state="Pending"}': "0.0",
         'dynamo_pool_operator_exports{state="Skipped"}': "1.0",
     }
+
+
+def test_without_per_relay_series_no_relay_is_named() -> None:
+    """`server.perRelayMetrics: false`: relay names (every tenant's) stay out of the
+    scrape; the counts by condition and the exports by state remain."""
+    from dynamo_pool_operator.relay_metrics import reporting
+
+    registry = CollectorRegistry()
+    relays = [relay("payments-pool", ("Ready", "True", "Published"))]
+    with reporting(registry, lambda: relays, per_relay=False):
+        text = generate_latest(registry).decode()
+    assert "payments-pool" not in text
+    assert "dynamo_pool_operator_relay_ready" not in text
+    assert 'dynamo_pool_operator_relays{condition="Ready",reason="Published",status="True"} 1.0' in (
+        text
+    )
+    assert 'dynamo_pool_operator_exports{state="Exported"} 0.0' in text
