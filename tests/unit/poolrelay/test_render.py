@@ -544,6 +544,91 @@ def test_a_cached_view_decides_drift_as_the_whole_object_does(
         assert render.drifted(kind, copy.deepcopy(live), body) is drifted  # uncached: whole
 
 
+RESOURCES = {
+    "limits": {"cpu": "500m", "memory": "128Mi"},
+    "requests": {"cpu": "100m", "memory": "64Mi"},
+}
+
+
+def _edited_resources(spec_resources: Any, edit: Callable[[dict[str, Any]], None]) -> bool:
+    """Render a relay with `spec_resources`, serve its Deployment, let a user `edit` the
+    container (`kubectl edit`): has it drifted? Asked of the cached view and of the whole
+    object, which must agree."""
+    body = both(make_relay(resources=spec_resources), make_pool())["Deployment"]
+    live = copy.deepcopy(body)
+    live["metadata"] |= {"uid": "x", "resourceVersion": "3"}
+    container = live["spec"]["template"]["spec"]["containers"][0]
+    container["terminationMessagePath"] = "/dev/termination-log"
+    edit(container)
+    cached = render.drifted("Deployment", controller.trim_deployment(copy.deepcopy(live)), body)
+    whole = render.drifted("Deployment", copy.deepcopy(live), body)
+    assert cached == whole, f"the cached view says {cached}, the whole object {whole}"
+    return whole
+
+
+def _set(section: str, name: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda c: c["resources"][section].__setitem__(name, value)
+
+
+def _drop(*path: str) -> Callable[[dict[str, Any]], None]:
+    def edit(c: dict[str, Any]) -> None:
+        cur = c
+        for p in path[:-1]:
+            cur = cur[p]
+        del cur[path[-1]]
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        pytest.param(_set("limits", "cpu", "64"), id="limits.cpu-to-64"),
+        pytest.param(_set("limits", "memory", "128M"), id="limits.memory-Mi-to-M"),
+        pytest.param(_set("requests", "cpu", "101m"), id="requests.cpu-changed"),
+        pytest.param(_drop("resources", "limits"), id="limits-removed"),
+        pytest.param(_drop("resources", "limits", "cpu"), id="limits.cpu-removed"),
+        pytest.param(_drop("resources", "requests"), id="requests-removed"),
+        pytest.param(_drop("resources"), id="resources-removed"),
+    ],
+)
+def test_a_users_edit_of_the_relay_resources_is_drift(
+    edit: Callable[[dict[str, Any]], None],
+) -> None:
+    """`resources` is a field we apply and own: a changed or removed quantity comes back."""
+    assert _edited_resources(RESOURCES, edit)
+
+
+@pytest.mark.parametrize(
+    ("spec_resources", "edit"),
+    [
+        pytest.param(RESOURCES, lambda c: None, id="as-rendered"),
+        pytest.param(RESOURCES, _set("limits", "cpu", "0.5"), id="0.5-for-500m"),
+        pytest.param(RESOURCES, _set("limits", "memory", "134217728"), id="bytes-for-128Mi"),
+        pytest.param(RESOURCES, _set("requests", "cpu", "1e-1"), id="exponent-for-100m"),
+        pytest.param(
+            RESOURCES, _set("limits", "ephemeral-storage", "1Gi"), id="another-resource-added"
+        ),
+        pytest.param(
+            {"limits": {"cpu": "1000m", "memory": "1024Mi"}},
+            lambda c: c.__setitem__("resources", {"limits": {"cpu": "1", "memory": "1Gi"}}),
+            id="the-servers-canonical-form",
+        ),
+        pytest.param(
+            {"limits": {"cpu": 2}, "requests": {"cpu": "0.5"}},
+            lambda c: c.__setitem__(
+                "resources", {"limits": {"cpu": "2"}, "requests": {"cpu": "500m"}}
+            ),
+            id="an-integer-kept-as-a-string",
+        ),
+    ],
+)
+def test_an_equal_quantity_in_another_form_is_no_drift(
+    spec_resources: dict[str, Any], edit: Callable[[dict[str, Any]], None]
+) -> None:
+    assert not _edited_resources(spec_resources, edit)
+
+
 def test_the_relay_service_is_headless_unless_asked_otherwise() -> None:
     """Headless (`clusterIP: None`): an MCS implementation imports the relay pods' IPs."""
     assert render.service(make_relay())["spec"]["clusterIP"] == "None"

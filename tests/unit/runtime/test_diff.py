@@ -215,6 +215,92 @@ def test_skip_paths_are_dotted_from_the_root() -> None:
     assert not contains(live, desired, skip=frozenset({"b"}))
 
 
+# --------------------------------------------------------------------------- contains: quantities
+QUANTITIES = frozenset({"spec.containers.resources.limits", "spec.containers.resources.requests"})
+
+
+def _resources(**resources: Any) -> dict[str, Any]:
+    return {"spec": {"containers": [{"name": "c", "image": "i", "resources": resources}]}}
+
+
+OURS = _resources(limits={"cpu": "500m", "memory": "1Gi"}, requests={"cpu": 1})
+
+
+@pytest.mark.parametrize(
+    "live",
+    [
+        pytest.param(OURS, id="as-rendered"),
+        pytest.param(
+            _resources(limits={"cpu": "0.5", "memory": "1024Mi"}, requests={"cpu": "1000m"}),
+            id="another-form",
+        ),
+        pytest.param(
+            _resources(limits={"cpu": "500m", "memory": "1073741824"}, requests={"cpu": "1"}),
+            id="as-the-server-keeps-it",
+        ),
+        pytest.param(
+            _resources(
+                limits={"cpu": "500m", "memory": "1Gi", "ephemeral-storage": "1Gi"},
+                requests={"cpu": "1", "memory": "1Gi"},
+            ),
+            id="another-managers-resource-beside-ours",
+        ),
+    ],
+)
+def test_an_equal_quantity_in_another_form_is_no_drift(live: dict[str, Any]) -> None:
+    assert contains(live, OURS, quantities=QUANTITIES)
+    assert not needs_apply(live, OURS, quantities=QUANTITIES)
+
+
+@pytest.mark.parametrize(
+    "live",
+    [
+        pytest.param(
+            _resources(limits={"cpu": "64", "memory": "1Gi"}, requests={"cpu": "1"}),
+            id="limit-changed",
+        ),
+        pytest.param(
+            _resources(limits={"cpu": "500m", "memory": "1G"}, requests={"cpu": "1"}),
+            id="Gi-to-G",
+        ),
+        pytest.param(
+            _resources(limits={"cpu": "500m", "memory": "1Gi"}, requests={"cpu": "999m"}),
+            id="request-changed",
+        ),
+        pytest.param(_resources(limits={"cpu": "500m"}, requests={"cpu": "1"}), id="one-removed"),
+        pytest.param(_resources(requests={"cpu": "1"}), id="limits-removed"),
+        pytest.param(_resources(), id="resources-emptied"),
+        pytest.param({"spec": {"containers": [{"name": "c", "image": "i"}]}}, id="removed"),
+        pytest.param(
+            _resources(limits={"cpu": "lots", "memory": "1Gi"}, requests={"cpu": "1"}),
+            id="not-a-quantity",
+        ),
+    ],
+)
+def test_a_changed_or_removed_quantity_is_drift(live: dict[str, Any]) -> None:
+    assert not contains(live, OURS, quantities=QUANTITIES)
+    assert needs_apply(live, OURS, quantities=QUANTITIES)
+
+
+def test_quantities_are_compared_by_value_only_at_their_paths() -> None:
+    """Elsewhere "1000m" is not "1": the value of an env var or a label is a string."""
+    live = {"spec": {"containers": [{"name": "c", "image": "1000m", "resources": {}}]}}
+    desired = {"spec": {"containers": [{"name": "c", "image": "1"}]}}
+    assert not contains(live, desired, quantities=QUANTITIES)
+    assert not contains(_resources(limits={"cpu": "1000m"}), _resources(limits={"cpu": "1"})), (
+        "without the paths, quantities are compared as they are"
+    )
+    other = frozenset({"spec.containers.resources.requests"})
+    assert not contains(
+        _resources(limits={"cpu": "1000m"}), _resources(limits={"cpu": "1"}), quantities=other
+    )
+
+
+def test_an_empty_desired_quantity_matches_a_missing_one() -> None:
+    """As everywhere: the server drops an empty value, so desiring one is no drift."""
+    assert contains(_resources(limits={}), _resources(limits={"cpu": ""}), quantities=QUANTITIES)
+
+
 # --------------------------------------------------------------------------- needs_apply
 
 
