@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from enum import StrEnum
 
+from ..runtime import quantity
 from . import names
 
 
-#: Kubernetes' quantity grammar: a signed decimal number and an optional suffix
-#: (binary SI, decimal SI, or a decimal exponent).
 class PullPolicy(StrEnum):
     """A container's `imagePullPolicy`."""
 
@@ -35,49 +34,18 @@ class PullPolicy(StrEnum):
     NEVER = "Never"
 
 
+#: Kubernetes' published quantity pattern, for the CRD's schema: a signed decimal number
+#: and an optional suffix (binary SI, decimal SI, or a decimal exponent). It lets a
+#: decimal exponent have a fraction (`1e1.5`), which the API server's parser refuses;
+#: the read model's `runtime.quantity.parse` refuses it too.
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
-_QUANTITY = re.compile(QUANTITY_PATTERN)
-_SUFFIXES = {
-    "": Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-    **{s: Decimal(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
-}
-_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)")
 STANDARD_RESOURCES = frozenset({"cpu", "memory", "ephemeral-storage"})
 TOLERATION_OPERATORS = ("Exists", "Equal")
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 RESOURCE_KEYS = ("limits", "requests", "claims")
-
-
-def parse_quantity(raw: object) -> Decimal | None:
-    """The value of a Kubernetes quantity (`"100m"` is 0.1, `"1Gi"` is 2**30), or None
-    when `raw` is not one. Integers are quantities too (int-or-string fields)."""
-    if isinstance(raw, bool):
-        return None
-    if isinstance(raw, int):
-        return Decimal(raw)
-    if not isinstance(raw, str) or not _QUANTITY.fullmatch(raw):
-        return None
-    number = _NUMBER.match(raw)
-    assert number is not None  # the grammar starts with a number
-    digits, suffix = number.group(0), raw[number.end() :]
-    try:
-        if suffix[:1] in ("e", "E"):
-            return Decimal(digits) * Decimal(10) ** Decimal(suffix[1:])
-        return Decimal(digits) * _SUFFIXES[suffix]
-    except (InvalidOperation, KeyError, OverflowError):
-        return None
 
 
 def _extended(name: str) -> bool:
@@ -108,7 +76,7 @@ def _quantities(section: object, where: str, problems: list[str]) -> dict[str, D
         field = f"{where}[{name}]"
         for why in resource_name_errors(str(name)):
             problems.append(f"{field}: invalid resource name: {why}")
-        value = parse_quantity(raw)
+        value = quantity.parse(raw)
         if value is None:
             problems.append(f"{field}: {raw!r} is not a quantity (e.g. 500m, 2, 128Mi, 1Gi)")
         elif value < 0:
