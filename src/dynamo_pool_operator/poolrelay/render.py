@@ -27,8 +27,15 @@ from ..runtime.owned import VIEW, Shape
 CONTAINER = "relay"
 PORT_NAME = "relay"
 
-#: Paths whose values the API server normalizes (resource quantities): compared by hash only.
-NORMALIZED_PATHS = frozenset({"spec.template.spec.containers.resources"})
+#: Maps of Kubernetes quantities, compared by value (`runtime/quantity.py`): the API
+#: server keeps each quantity in its canonical form (`1000m` as `1`, `1024Mi` as `1Gi`),
+#: which is no drift; any other value, or a missing one, is, and is repaired.
+QUANTITY_PATHS = frozenset(
+    {
+        "spec.template.spec.containers.resources.limits",
+        "spec.template.spec.containers.resources.requests",
+    }
+)
 #: What the caches keep verbatim of each relay object (`runtime/owned.py`): fields whose
 #: keys vary with the relay, or that a render may leave out. The rest of what `render`
 #: makes is kept as a digest.
@@ -40,6 +47,7 @@ OPEN_PATHS = {
             "spec.template.metadata.annotations",
             "spec.template.spec.nodeSelector",
             "spec.template.spec.tolerations",
+            "spec.template.spec.containers.resources",
         }
     ),
     "Service": frozenset({"metadata.ownerReferences", "spec.clusterIP"}),
@@ -143,15 +151,15 @@ def service(relay: Relay) -> dict[str, Any]:
 
 @functools.cache
 def shape(kind: str) -> Shape:
-    """The closed, open and skipped fields of the relay `kind` ("Deployment", "Service"),
-    from the render of a relay that sets nothing optional."""
+    """The closed and open fields of the relay `kind` ("Deployment", "Service"), from
+    the render of a relay that sets nothing optional."""
     relay = relay_from_object(
         {"metadata": {"name": "sample", "namespace": "sample", "uid": "sample"}},
         RelayDefaults(image="sample", port=1),
     )
     pool = pool_from_object({"metadata": {"name": "sample", "namespace": "sample"}})
     sample = deployment(relay, pool, "sample") if kind == "Deployment" else service(relay)
-    return Shape(sample, open_paths=OPEN_PATHS[kind], skip=NORMALIZED_PATHS)
+    return Shape(sample, open_paths=OPEN_PATHS[kind], quantities=QUANTITY_PATHS)
 
 
 def drifted(kind: str, live: Mapping[str, Any], body: Mapping[str, Any]) -> bool:
@@ -159,6 +167,6 @@ def drifted(kind: str, live: Mapping[str, Any], body: Mapping[str, Any]) -> bool
     one (the relay object caches keep views, not pod templates), else from `live`."""
     view = live.get(VIEW)
     if not isinstance(view, Mapping):
-        return needs_apply(live, body, skip=NORMALIZED_PATHS)
+        return needs_apply(live, body, quantities=QUANTITY_PATHS)
     hashed = (body.get("metadata") or {}).get("annotations") or {}
     return shape(kind).drifted(view, body, hashed.get(labels.RENDER_HASH))

@@ -10,7 +10,9 @@ only when `needs_apply` says so:
   when we *stopped* setting a field: a hash of the rendered intent, stored in an
   annotation by the apply itself, catches that.
 
-Fields others set are ignored: an apply does not remove them either.
+Fields others set are ignored: an apply does not remove them either. Quantities
+(`resources.limits`, `requests`) are compared by value: the server keeps `1000m` as
+`1`, and that is no drift, while `64` for our `500m` is.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
+
+from . import quantity
 
 #: List elements are matched by the first of these keys they carry (as SSA's
 #: list-map keys do for the lists we render: containers, env, ports, ownerReferences).
@@ -52,29 +56,31 @@ def key_of(item: Any) -> tuple[str, Any] | None:
 
 
 def contains(
-    live: Any, desired: Any, *, skip: frozenset[str] = frozenset(), path: str = ""
+    live: Any, desired: Any, *, quantities: frozenset[str] = frozenset(), path: str = ""
 ) -> bool:
     """True when every field of `desired` is present in `live` with the same value.
 
-    `skip` names dotted paths (e.g. "spec.template.spec.containers.resources") whose
-    values the server normalizes (quantities), so they are left to the hash.
+    `quantities` names dotted paths (e.g. "spec.template.spec.containers.resources.limits")
+    of maps whose values are Kubernetes quantities, compared by value
+    (`runtime/quantity.py`): the server keeps each in its canonical form. `path` is
+    where `live` and `desired` are (dotted from the root, list elements left out).
 
     This runs for every owned object on every reconcile, so it is written for speed
     (it was most of a no-op reconcile's CPU; docs/performance.md): an equal subtree is
     settled by one C-level `==` (most of a converged object is), `dict` and `list`
     are told by exact type before the ABC checks, and dotted paths are built only on
-    the way to a `skip` path, not for every field.
+    the way to a quantity path, not for every field.
     """
-    if not skip:
+    if not quantities:
         return _contains(live, desired)
-    return _contains_skipping(live, desired, skip, _prefixes(skip), path)
+    return _contains_at(live, desired, quantities, _prefixes(quantities), path)
 
 
 @functools.lru_cache(maxsize=64)
-def _prefixes(skip: frozenset[str]) -> frozenset[str]:
-    """Every dotted path that leads to a `skip` path ("a", "a.b" for "a.b.c")."""
+def _prefixes(paths: frozenset[str]) -> frozenset[str]:
+    """Every dotted path that leads to one of `paths` ("a", "a.b" for "a.b.c")."""
     out: set[str] = set()
-    for p in skip:
+    for p in paths:
         parts = p.split(".")
         out.update(".".join(parts[:i]) for i in range(1, len(parts)))
     return frozenset(out)
@@ -113,12 +119,27 @@ def _contains(live: Any, desired: Any) -> bool:
     return False  # another type, and not equal
 
 
-def _contains_skipping(
-    live: Any, desired: Any, skip: frozenset[str], prefixes: frozenset[str], path: str
+def _same_quantities(live: Any, desired: Any) -> bool:
+    """`_contains` of a map of quantities: each desired one in `live`, equal in value."""
+    if not isinstance(desired, Mapping):
+        return _contains(live, desired)
+    if not isinstance(live, Mapping):
+        return False
+    for k, v in desired.items():
+        if k in live:
+            if not quantity.equal(live[k], v):
+                return False
+        elif not omitted(v):
+            return False
+    return True
+
+
+def _contains_at(
+    live: Any, desired: Any, quantities: frozenset[str], prefixes: frozenset[str], path: str
 ) -> bool:
-    """`_contains` on the way to a skipped path: the only place paths are built."""
-    if path in skip:
-        return True
+    """`_contains` on the way to a quantity path: the only place paths are built."""
+    if path in quantities:
+        return _same_quantities(live, desired)
     if path not in prefixes and path:
         return _contains(live, desired)
     if live == desired:
@@ -129,7 +150,7 @@ def _contains_skipping(
         for k, v in desired.items():
             if k in live:
                 child = f"{path}.{k}" if path else k
-                if not _contains_skipping(live[k], v, skip, prefixes, child):
+                if not _contains_at(live[k], v, quantities, prefixes, child):
                     return False
             elif not omitted(v):
                 return False
@@ -141,13 +162,13 @@ def _contains_skipping(
         if all(k is not None for k in keyed):
             by_key = {key_of(item): item for item in live}
             return all(
-                k in by_key and _contains_skipping(by_key[k], d, skip, prefixes, path)
+                k in by_key and _contains_at(by_key[k], d, quantities, prefixes, path)
                 for k, d in zip(keyed, desired, strict=True)
             )
         if len(live) != len(desired):
             return False
         return all(
-            _contains_skipping(li, d, skip, prefixes, path)
+            _contains_at(li, d, quantities, prefixes, path)
             for li, d in zip(live, desired, strict=True)
         )
     return False
@@ -157,12 +178,12 @@ def needs_apply(
     live: Mapping[str, Any] | None,
     desired: Mapping[str, Any],
     *,
-    skip: frozenset[str] = frozenset(),
+    quantities: frozenset[str] = frozenset(),
 ) -> bool:
     """True when applying `desired` (made by `with_hash`) would change `live`."""
     if live is None:
         return True
-    return not contains(live, desired, skip=skip)
+    return not contains(live, desired, quantities=quantities)
 
 
 def with_hash(obj: dict[str, Any], hash_annotation: str) -> dict[str, Any]:

@@ -17,17 +17,18 @@ A `Shape` is made from a rendered sample. It splits what a render holds into:
   field in the live object;
 - **open** fields: paths whose keys vary with the input or that a render may leave
   out (owner references keyed by uid, pod labels and annotations, node selector,
-  tolerations, a Service's `clusterIP`). The view keeps them verbatim and they are
-  compared with `contains`, as before: another manager's key next to ours there (the
-  `restartedAt` of `kubectl rollout restart`) is no drift;
-- **skipped** fields, whose values the server normalizes (quantities): left to the
-  render hash annotation, as `contains(skip=...)` does.
+  tolerations, a container's `resources`, a Service's `clusterIP`). The view keeps
+  them verbatim (under a keyed list, those of the shape's elements, one entry each:
+  `spec.containers[name=relay].resources`) and they are compared with `contains`, as
+  before: another manager's key next to ours there (the `restartedAt` of `kubectl
+  rollout restart`) is no drift. Quantities among them are compared by value
+  (`contains(quantities=...)`): the server keeps their canonical form.
 
 Equal digests mean `contains` holds for the closed fields; the open fields are
 checked by `contains` itself, so `Shape.drifted(view, body)` is
-`not contains(live, body, skip=skip)` for every render whose closed fields are the
-sample's (`uncovered` names any that are not; the tests render every kind of relay
-against it).
+`not contains(live, body, quantities=quantities)` for every render whose closed
+fields are the sample's (`uncovered` names any that are not; the tests render every
+kind of relay against it).
 """
 
 from __future__ import annotations
@@ -56,19 +57,19 @@ def _tag(key: tuple[str, Any]) -> str:
     return f"{key[0]}={key[1]}"
 
 
-def _shape(value: Any, path: str, open_paths: frozenset[str], skip: frozenset[str]) -> Node:
+def _shape(value: Any, path: str, open_paths: frozenset[str]) -> Node:
     if isinstance(value, Mapping):
         node: dict[str, Node] = {}
         for k, v in value.items():
             child = f"{path}.{k}" if path else k
-            if child in open_paths or child in skip or omitted(v):
+            if child in open_paths or omitted(v):
                 continue
-            node[k] = _shape(v, child, open_paths, skip)
+            node[k] = _shape(v, child, open_paths)
         return node
     if isinstance(value, list) and value and all(key_of(v) is not None for v in value):
         keyed = _Keyed()
         for v in value:
-            keyed[_tag(key_of(v))] = _shape(v, path, open_paths, skip)  # type: ignore[arg-type]
+            keyed[_tag(key_of(v))] = _shape(v, path, open_paths)  # type: ignore[arg-type]
         return keyed
     if isinstance(value, list) and any(isinstance(v, Mapping) for v in value):
         raise ValueError(
@@ -124,19 +125,38 @@ def _project(value: Any, node: Node) -> Any:
     return out or _ABSENT
 
 
-def _get(obj: Mapping[str, Any], path: str) -> Any:
-    cur: Any = obj
-    for part in path.split("."):
-        if not isinstance(cur, Mapping) or part not in cur:
-            return _ABSENT
-        cur = cur[part]
-    return cur
+def _open(
+    value: Any, parts: tuple[str, ...], node: Node, path: str, at: str, out: dict[str, Any]
+) -> None:
+    """`out[at]` = the value at the open path `path` (`parts` of it still to walk) in
+    `value`, for each place it is: through maps, and through keyed lists element by
+    element (only the elements of the shape, where it has the list), `at` naming them."""
+    if not parts:
+        out[at] = value
+        return
+    if type(value) is list:
+        for item in value:
+            key = key_of(item)
+            if key is None:
+                continue
+            tag = _tag(key)
+            if type(node) is _Keyed:
+                if tag not in node:
+                    continue  # another manager's element (an injected sidecar, say)
+                _open(item, parts, node[tag], path, f"{at}[{tag}]", out)
+            else:
+                _open(item, parts, None, path, f"{at}[{tag}]", out)
+        return
+    if not isinstance(value, Mapping) or parts[0] not in value:
+        return
+    sub = node.get(parts[0]) if type(node) is dict else None
+    _open(value[parts[0]], parts[1:], sub, path, f"{at}.{parts[0]}" if at else parts[0], out)
 
 
 def _check(value: Any, node: Node, path: str, at: str, shape: Shape, out: list[str]) -> None:
-    """`out` += the fields of `value` outside the shape (and not open or skipped), and
+    """`out` += the fields of `value` outside the shape (and not open), and
     the shape's closed fields `value` lacks. `path` is dotted without list elements (as
-    open and skipped paths are), `at` names list elements too (for the message)."""
+    open paths are), `at` names list elements too (for the message)."""
     if node is None:
         # An empty string (or null) is compared as `contains` does: it matches a missing
         # field and no other value. An empty list or map would match any live one.
@@ -172,14 +192,19 @@ def _check(value: Any, node: Node, path: str, at: str, shape: Shape, out: list[s
 
 
 class Shape:
-    """The closed, open and skipped fields of one kind of rendered object."""
+    """The closed and open fields of one kind of rendered object."""
 
     def __init__(
-        self, sample: Mapping[str, Any], *, open_paths: frozenset[str], skip: frozenset[str]
+        self,
+        sample: Mapping[str, Any],
+        *,
+        open_paths: frozenset[str],
+        quantities: frozenset[str] = frozenset(),
     ) -> None:
         self.open_paths = open_paths
-        self.skip = skip
-        self.closed: Node = _shape(sample, "", open_paths, skip)
+        self.quantities = quantities
+        self.closed: Node = _shape(sample, "", open_paths)
+        self._split = {p: tuple(p.split(".")) for p in open_paths}
         # The digest of each rendered body, by its render hash: a body is rendered again
         # on every pass, its digest need not be (~200 bytes an entry, bounded).
         self._bodies: dict[str, str] = {}
@@ -191,21 +216,30 @@ class Shape:
         )
         return hashlib.blake2b(data, digest_size=8).hexdigest()
 
+    def _open_values(self, obj: Mapping[str, Any]) -> dict[str, tuple[str, Any]]:
+        """Each open value of `obj` by where it is, with its open path."""
+        out: dict[str, tuple[str, Any]] = {}
+        for path, parts in self._split.items():
+            found: dict[str, Any] = {}
+            _open(obj, parts, self.closed, path, "", found)
+            out.update((at, (path, v)) for at, v in found.items())
+        return out
+
     def open_values(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        return {p: v for p in self.open_paths if (v := _get(obj, p)) is not _ABSENT}
+        return {at: v for at, (_, v) in self._open_values(obj).items()}
 
     def view(self, live: Mapping[str, Any]) -> dict[str, Any]:
         """What a cache keeps of a live object for `drifted`."""
         return {"digest": self.digest(live), "open": self.open_values(live)}
 
     def exempt(self, path: str) -> bool:
-        """`path` is open or skipped, or lies under one that is."""
-        return any(path == q or path.startswith(q + ".") for q in self.open_paths | self.skip)
+        """`path` is open, or lies under one that is."""
+        return any(path == q or path.startswith(q + ".") for q in self.open_paths)
 
     def uncovered(self, body: Mapping[str, Any]) -> list[str]:
-        """Fields of `body` that are neither closed nor open nor skipped, and closed
-        fields of the sample that `body` lacks: for either, a digest says nothing
-        (empty: the view decides `drifted` for `body` exactly)."""
+        """Fields of `body` that are neither closed nor open, and closed fields of the
+        sample that `body` lacks: for either, a digest says nothing (empty: the view
+        decides `drifted` for `body` exactly)."""
         out: list[str] = []
         _check(body, self.closed, "", "", self, out)
         return out
@@ -213,7 +247,7 @@ class Shape:
     def drifted(
         self, view: Mapping[str, Any], body: Mapping[str, Any], render_hash: str | None
     ) -> bool:
-        """`not contains(live, body, skip=skip)`, from the live object's view."""
+        """`not contains(live, body, quantities=quantities)`, from the live object's view."""
         digest = self._bodies.get(render_hash) if render_hash else None
         if digest is None:
             digest = self.digest(body)
@@ -221,13 +255,12 @@ class Shape:
                 if len(self._bodies) >= 16384:
                     self._bodies.clear()  # bounded: a fleet's worth, then start over
                 self._bodies[render_hash] = digest
-        wanted = self.open_values(body)
         if view.get("digest") != digest:
             return True
         live_open = view.get("open") or {}
-        for path, value in wanted.items():
-            if path in live_open:
-                if not contains(live_open[path], value, skip=self.skip, path=path):
+        for at, (path, value) in self._open_values(body).items():
+            if at in live_open:
+                if not contains(live_open[at], value, quantities=self.quantities, path=path):
                     return True
             elif not omitted(value):
                 return True

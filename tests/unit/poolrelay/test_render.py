@@ -473,7 +473,7 @@ def test_a_live_object_with_server_fields_added_needs_no_apply(kind: str) -> Non
         }
     else:
         live["spec"]["clusterIP"] = "10.0.0.1"
-    assert not needs_apply(live, desired, skip=render.NORMALIZED_PATHS)
+    assert not needs_apply(live, desired, quantities=render.QUANTITY_PATHS)
 
 
 # --------------------------------------------------------------------------- creation body
@@ -539,7 +539,7 @@ def test_a_cached_view_decides_drift_as_the_whole_object_does(
         cur = cur[p]
     cur[owned_edit[-1]] = "edited-by-a-user"
     for live, drifted in ((served, False), (edited, True)):
-        assert needs_apply(live, body, skip=render.NORMALIZED_PATHS) is drifted
+        assert needs_apply(live, body, quantities=render.QUANTITY_PATHS) is drifted
         assert render.drifted(kind, trim(copy.deepcopy(live)), body) is drifted
         assert render.drifted(kind, copy.deepcopy(live), body) is drifted  # uncached: whole
 

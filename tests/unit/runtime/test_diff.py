@@ -3,7 +3,7 @@
 `contains(live, desired)`: every field we set is present in the live object with the same
 value; fields others set are ignored; list elements are matched by their merge key
 (uid, name, containerPort, port) when every desired element has one, else by position;
-`skip` paths are left to the hash. `with_hash` stores a hash of the rendered intent that
+quantities, at the paths named, by value. `with_hash` stores a hash of the rendered intent that
 excludes itself, so re-hashing is idempotent.
 """
 
@@ -184,37 +184,6 @@ def test_owner_references_with_the_same_name_are_told_apart_by_uid() -> None:
     assert contains(live, [{"uid": "old", "name": "r", "controller": False}])
 
 
-# --------------------------------------------------------------------------- contains: skip
-
-
-def test_skip_paths_are_not_compared() -> None:
-    live = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1000m"}}}]}}
-    desired = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}}}]}}
-    assert not contains(live, desired)
-    assert contains(live, desired, skip=frozenset({"spec.containers.resources"}))
-
-
-def test_skip_does_not_excuse_a_removed_field() -> None:
-    # Normalized values are left to the hash, but a field someone removed must come back.
-    live = {"spec": {"containers": [{"name": "c"}]}}
-    desired = {"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}}}]}}
-    assert not contains(live, desired, skip=frozenset({"spec.containers.resources"}))
-
-
-def test_skip_is_exact_and_leaves_siblings_compared() -> None:
-    live = {"spec": {"containers": [{"name": "c", "image": "a", "resources": {}}]}}
-    desired = {"spec": {"containers": [{"name": "c", "image": "b", "resources": {"x": 1}}]}}
-    assert not contains(live, desired, skip=frozenset({"spec.containers.resources"}))
-    assert not contains(live, desired, skip=frozenset({"spec.containers.res"}))
-
-
-def test_skip_paths_are_dotted_from_the_root() -> None:
-    live = {"a": {"b": 1}, "b": 2}
-    desired = {"a": {"b": 9}, "b": 2}
-    assert contains(live, desired, skip=frozenset({"a.b"}))
-    assert not contains(live, desired, skip=frozenset({"b"}))
-
-
 # --------------------------------------------------------------------------- contains: quantities
 QUANTITIES = frozenset({"spec.containers.resources.limits", "spec.containers.resources.requests"})
 
@@ -324,11 +293,11 @@ def test_needs_apply_is_not_contains(live: dict[str, Any], expected: bool) -> No
     assert needs_apply(live, desired) is expected
 
 
-def test_needs_apply_passes_skip_through() -> None:
+def test_needs_apply_passes_quantities_through() -> None:
     live = {"spec": {"r": {"cpu": "1000m"}}}
     desired = {"spec": {"r": {"cpu": "1"}}}
     assert needs_apply(live, desired)
-    assert not needs_apply(live, desired, skip=frozenset({"spec.r"}))
+    assert not needs_apply(live, desired, quantities=frozenset({"spec.r"}))
 
 
 def test_a_removed_intent_is_seen_through_the_hash() -> None:

@@ -13,8 +13,9 @@ from dynamo_pool_operator.runtime.diff import needs_apply, with_hash
 from dynamo_pool_operator.runtime.owned import Shape
 
 HASH = "example.com/render-hash"
-SKIP = frozenset({"spec.containers.resources"})
-OPEN = frozenset({"metadata.ownerReferences", "spec.nodeSelector"})
+QUANTITIES = frozenset({"spec.containers.resources.limits", "spec.containers.resources.requests"})
+OPEN = frozenset({"metadata.ownerReferences", "spec.nodeSelector", "spec.containers.resources"})
+RESOURCES = {"limits": {"cpu": "500m", "memory": "1Gi"}, "requests": {"cpu": 1}}
 
 
 def render(image: str = "img:1", port: int = 80, **extra: Any) -> dict[str, Any]:
@@ -49,7 +50,7 @@ def render(image: str = "img:1", port: int = 80, **extra: Any) -> dict[str, Any]
 def shape() -> Shape:
     """A fresh shape per use: one built at import would be built before a mutation run
     forks its mutants, and no mutant of the shape's construction would ever be tested."""
-    return Shape(render(), open_paths=OPEN, skip=SKIP)
+    return Shape(render(), open_paths=OPEN, quantities=QUANTITIES)
 
 
 def as_served(body: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +64,8 @@ def as_served(body: dict[str, Any]) -> dict[str, Any]:
     live["metadata"]["labels"]["team"] = "infra"
     live["spec"]["restartPolicy"] = "Always"
     main = live["spec"]["containers"][0]
-    main |= {"terminationMessagePath": "/dev/termination-log", "resources": {}}
+    main["terminationMessagePath"] = "/dev/termination-log"
+    main.setdefault("resources", {})
     main["ports"][0]["protocol"] = "TCP"
     main["env"].append({"name": "INJECTED", "value": "by a webhook"})
     live["spec"]["containers"].append({"name": "sidecar", "image": "proxy"})
@@ -112,18 +114,31 @@ def _edits(live: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
 def test_an_object_as_served_has_not_drifted() -> None:
     body = render()
     live = as_served(body)
-    assert not needs_apply(live, body, skip=SKIP)
+    assert not needs_apply(live, body, quantities=QUANTITIES)
     assert not shape().drifted(shape().view(live), body, body["metadata"]["annotations"][HASH])
 
 
-@pytest.mark.parametrize("body", [render(), render(image="img:2"), render(port=81)])
-def test_the_view_decides_as_contains_does_for_every_edit(body: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("served", "body"),
+    [
+        (render(), render()),
+        (render(), render(image="img:2")),
+        (render(), render(port=81)),
+        (render(resources=RESOURCES), render(resources=RESOURCES)),
+        (render(resources=RESOURCES), render()),
+        (render(), render(resources=RESOURCES)),
+    ],
+    ids=["same", "image", "port", "resources", "resources-dropped", "resources-added"],
+)
+def test_the_view_decides_as_contains_does_for_every_edit(
+    served: dict[str, Any], body: dict[str, Any]
+) -> None:
     """Rendered once, the served object edited in every single way: the view's verdict
     is `contains`'s on the whole object, each time."""
-    base = as_served(render())
+    base = as_served(served)
     wrong = []
     for what, live in _edits(base):
-        expected = needs_apply(live, body, skip=SKIP)
+        expected = needs_apply(live, body, quantities=QUANTITIES)
         got = shape().drifted(shape().view(live), body, body["metadata"]["annotations"][HASH])
         if got != expected:
             wrong.append(f"{what}: view says {got}, contains says {expected}")
@@ -159,17 +174,16 @@ def test_a_render_the_shape_does_not_cover_is_named() -> None:
     said = shape().uncovered(odd)
     assert any("workingDir" in s for s in said)
     assert any("image" in s for s in said)
-    # Open and skipped fields are covered.
+    # Open fields are covered, under a keyed list too.
     assert shape().uncovered(render(resources={"limits": {"cpu": "1"}})) == []
 
 
 def test_a_list_of_objects_without_keys_must_be_open() -> None:
     with pytest.raises(ValueError, match="declare it open"):
-        Shape({"spec": {"tolerations": [{"key": "a"}]}}, open_paths=frozenset(), skip=frozenset())
+        Shape({"spec": {"tolerations": [{"key": "a"}]}}, open_paths=frozenset())
     assert Shape(
         {"spec": {"tolerations": [{"key": "a"}]}},
         open_paths=frozenset({"spec.tolerations"}),
-        skip=frozenset(),
     )
 
 
@@ -246,17 +260,35 @@ def test_elements_of_other_managers_before_ours_are_left_out_of_the_digest() -> 
 def test_an_empty_field_of_the_sample_is_not_in_the_shape() -> None:
     """The server drops empty values: a sample's empty field is no closed field."""
     sample = {"spec": {"a": "", "b": 1}}
-    s = Shape(sample, open_paths=frozenset(), skip=frozenset())
+    s = Shape(sample, open_paths=frozenset())
     assert s.uncovered({"spec": {"b": 1}}) == []
     assert s.uncovered({"spec": {"a": "x", "b": 1}}) == ["spec.a (not in the shape)"]
 
 
-def test_a_skipped_field_under_a_keyed_list_stays_out_of_the_digest() -> None:
-    """Built from a sample that has resources: the server's normalized quantity is no
-    drift (the render hash decides those)."""
-    body = render(resources={"limits": {"cpu": "500m"}})
-    s = Shape(body, open_paths=OPEN, skip=SKIP)
+def test_quantities_under_a_keyed_list_are_kept_and_compared_by_value() -> None:
+    """A container's resources are open: kept verbatim for each of our containers (not
+    for another manager's), and their quantities compared by value, so the server's
+    canonical form is no drift and a user's edit is."""
+    body = render(resources=RESOURCES)
     live = as_served(body)
-    _main(live)["resources"] = {"limits": {"cpu": "0.5"}}
-    assert not needs_apply(live, body, skip=SKIP)
-    assert not s.drifted(s.view(live), body, None)
+    live["spec"]["containers"][1]["resources"] = {"limits": {"cpu": "9"}}  # the sidecar's
+    assert shape().view(live)["open"] == {
+        "metadata.ownerReferences": body["metadata"]["ownerReferences"],
+        "spec.containers[name=main].resources": RESOURCES,
+    }
+    _main(live)["resources"] = {
+        "limits": {"cpu": "0.5", "memory": "1024Mi"},
+        "requests": {"cpu": "1000m"},
+    }
+    assert not needs_apply(live, body, quantities=QUANTITIES)
+    assert not shape().drifted(shape().view(live), body, None)
+    for edit in (
+        lambda r: r["limits"].__setitem__("cpu", "64"),
+        lambda r: r.pop("limits"),
+        lambda r: r["requests"].pop("cpu"),
+        lambda r: r.clear(),
+    ):
+        edited = copy.deepcopy(live)
+        edit(_main(edited)["resources"])
+        assert needs_apply(edited, body, quantities=QUANTITIES)
+        assert shape().drifted(shape().view(edited), body, None)
