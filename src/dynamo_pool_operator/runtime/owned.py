@@ -34,6 +34,7 @@ kind of relay against it).
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -132,7 +133,7 @@ def _open(
     `value`, for each place it is: through maps, and through keyed lists element by
     element (only the elements of the shape, where it has the list), `at` naming them."""
     if not parts:
-        out[at] = value
+        out[sys.intern(at)] = value  # one copy per place, not one per cached object
         return
     if type(value) is list:
         for item in value:
