@@ -126,12 +126,10 @@ def _project(value: Any, node: Node) -> Any:
     return out or _ABSENT
 
 
-def _open(
-    value: Any, parts: tuple[str, ...], node: Node, path: str, at: str, out: dict[str, Any]
-) -> None:
-    """`out[at]` = the value at the open path `path` (`parts` of it still to walk) in
-    `value`, for each place it is: through maps, and through keyed lists element by
-    element (only the elements of the shape, where it has the list), `at` naming them."""
+def _open(value: Any, parts: tuple[str, ...], node: Node, at: str, out: dict[str, Any]) -> None:
+    """`out[at]` = the value at an open path (`parts` of it still to walk) in `value`,
+    for each place it is: through maps, and through keyed lists element by element
+    (only the elements of the shape, where it has the list), `at` naming them."""
     if not parts:
         out[sys.intern(at)] = value  # one copy per place, not one per cached object
         return
@@ -144,14 +142,14 @@ def _open(
             if type(node) is _Keyed:
                 if tag not in node:
                     continue  # another manager's element (an injected sidecar, say)
-                _open(item, parts, node[tag], path, f"{at}[{tag}]", out)
+                _open(item, parts, node[tag], f"{at}[{tag}]", out)
             else:
-                _open(item, parts, None, path, f"{at}[{tag}]", out)
+                _open(item, parts, None, f"{at}[{tag}]", out)
         return
     if not isinstance(value, Mapping) or parts[0] not in value:
         return
     sub = node.get(parts[0]) if type(node) is dict else None
-    _open(value[parts[0]], parts[1:], sub, path, f"{at}.{parts[0]}" if at else parts[0], out)
+    _open(value[parts[0]], parts[1:], sub, f"{at}.{parts[0]}" if at else parts[0], out)
 
 
 def _check(value: Any, node: Node, path: str, at: str, shape: Shape, out: list[str]) -> None:
@@ -222,7 +220,7 @@ class Shape:
         out: dict[str, tuple[str, Any]] = {}
         for path, parts in self._split.items():
             found: dict[str, Any] = {}
-            _open(obj, parts, self.closed, path, "", found)
+            _open(obj, parts, self.closed, "", found)
             out.update((at, (path, v)) for at, v in found.items())
         return out
 
