@@ -66,7 +66,7 @@ EDITS: list[tuple[str, Edit]] = [
     ("limits.cpu set to 64", lambda c: c["resources"]["limits"].__setitem__("cpu", "64")),
     ("limits removed", lambda c: c["resources"].pop("limits")),
     ("limits.memory removed", lambda c: c["resources"]["limits"].pop("memory")),
-    ("requests.cpu changed", lambda c: c["resources"]["requests"].__setitem__("cpu", "2")),
+    ("requests.cpu changed", lambda c: c["resources"]["requests"].__setitem__("cpu", "200m")),
     ("resources removed", lambda c: c.pop("resources")),
 ]
 
