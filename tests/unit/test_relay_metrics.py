@@ -99,7 +99,6 @@ def test_without_per_relay_series_no_relay_is_named() -> None:
         text = generate_latest(registry).decode()
     assert "payments-pool" not in text
     assert "dynamo_pool_operator_relay_ready" not in text
-    assert 'dynamo_pool_operator_relays{condition="Ready",reason="Published",status="True"} 1.0' in (
-        text
-    )
+    counts = 'dynamo_pool_operator_relays{condition="Ready",reason="Published",status="True"}'
+    assert f"{counts} 1.0" in text
     assert 'dynamo_pool_operator_exports{state="Exported"} 0.0' in text
