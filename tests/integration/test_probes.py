@@ -109,3 +109,47 @@ async def test_unreadable_cluster_property_degrades_the_check_but_not_readiness(
         code = await asyncio.wait_for(task, 30)
         await grants.revoke_all()
     assert code == process.EXIT_OK
+
+
+def _listeners(port: int) -> set[str]:
+    """The IPv4 addresses a socket listens on at `port`, as the kernel shows them."""
+    found = set()
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:  # noqa: SIM115
+        local, state = line.split()[1], line.split()[3]
+        host, hex_port = local.split(":")
+        if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+            found.add(".".join(str(int(host[i : i + 2], 16)) for i in (6, 4, 2, 0)))
+    return found
+
+
+async def test_plain_metrics_listen_on_loopback_unless_a_host_is_named(
+    control_plane: ControlPlane,
+) -> None:
+    """Plain `/metrics` names every tenant's relays: `:port` without `metricsSecure`
+    listens on 127.0.0.1 only, so nobody beyond the pod reads them."""
+    health, metrics = free_port(), free_port()
+    cfg = config(
+        "",
+        leaderElection={"enabled": False},
+        server={"healthProbeAddress": f"127.0.0.1:{health}", "metricsAddress": f":{metrics}"},
+    )
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        process.run(cfg, kubeconfig=str(control_plane.kubeconfig), stop=stop)
+    )
+
+    async def serving() -> bool:
+        if task.done():
+            raise AssertionError(f"the operator exited with {task.result()}")
+        try:
+            return (await _get(f"http://127.0.0.1:{metrics}/metrics"))[0] == 200
+        except aiohttp.ClientConnectionError:
+            return False
+
+    try:
+        await eventually(serving, timeout=45)
+        assert _listeners(metrics) == {"127.0.0.1"}
+    finally:
+        stop.set()
+        code = await asyncio.wait_for(task, 30)
+    assert code == process.EXIT_OK
