@@ -228,7 +228,6 @@ def test_secure_metrics_values() -> None:
     assert cfg.server.metrics_secure
     (endpoint,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
     assert endpoint["scheme"] == "https"
-    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
@@ -241,6 +240,91 @@ def test_secure_metrics_values() -> None:
     assert (cfg.server.metrics_secure, cfg.server.metrics_cert_dir) == (False, "")
     assert "scheme" not in one(plain, "ServiceMonitor")["spec"]["endpoints"][0]
     assert not [d for d in plain if "metrics-" in d["metadata"]["name"] and "Role" in d["kind"]]
+
+
+NS = "dpo-system"  # chart_helpers.template's release namespace
+
+
+def test_the_service_monitor_verifies_the_certificate_and_sends_a_scraper_token() -> None:
+    """Secure metrics scraped by the chart's ServiceMonitor: the serving certificate is
+    verified against its CA by the Service's DNS name (no `insecureSkipVerify`), and the
+    scrape authenticates with `authorization` (not the deprecated `bearerTokenFile`): the
+    token of a ServiceAccount the chart binds to the metrics-reader ClusterRole."""
+    docs = template({"metrics": {"serviceMonitor": {"enabled": True}}})
+    (endpoint,) = one(docs, "ServiceMonitor")["spec"]["endpoints"]
+    assert "bearerTokenFile" not in endpoint
+    tls = endpoint["tlsConfig"]
+    assert not tls.get("insecureSkipVerify")
+    (svc,) = [
+        d for d in docs if d["kind"] == "Service" and d["metadata"]["name"].endswith("-metrics")
+    ]
+    assert tls["serverName"] == f"{svc['metadata']['name']}.{NS}.svc"
+    secrets = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Secret"}
+    served = secrets[tls["ca"]["secret"]["name"]]
+    assert served["type"] == "kubernetes.io/tls"
+    assert {"ca.crt", "tls.crt", "tls.key"} <= set(served["data"])
+    cfg = rendered_configuration(docs)
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["metrics-tls"]["secret"]["secretName"] == served["metadata"]["name"]
+    assert cfg.server.metrics_cert_dir
+    _verifies(served, tls["serverName"])
+
+    auth = endpoint["authorization"]
+    assert auth["type"] == "Bearer"
+    token = secrets[auth["credentials"]["name"]]
+    assert token["type"] == "kubernetes.io/service-account-token"
+    scraper = token["metadata"]["annotations"]["kubernetes.io/service-account.name"]
+    assert ("ServiceAccount", scraper) in {(d["kind"], d["metadata"]["name"]) for d in docs}
+    (binding,) = [
+        d
+        for d in docs
+        if d["kind"] == "ClusterRoleBinding"
+        and d["subjects"] == [{"kind": "ServiceAccount", "name": scraper, "namespace": NS}]
+    ]
+    readers = [
+        d["metadata"]["name"]
+        for d in docs
+        if d["kind"] == "ClusterRole" and "metrics-reader" in d["metadata"]["name"]
+    ]
+    assert binding["roleRef"]["name"] in readers
+
+    given = template(
+        {
+            "metrics": {
+                "certSecret": "mine",
+                "serviceMonitor": {
+                    "enabled": True,
+                    "tlsConfig": {"ca": {"secret": {"name": "mine", "key": "ca.crt"}}},
+                },
+            }
+        }
+    )
+    assert not [d for d in given if d["kind"] == "Secret" and d["type"] == "kubernetes.io/tls"]
+    (endpoint,) = one(given, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["tlsConfig"] == {"ca": {"secret": {"name": "mine", "key": "ca.crt"}}}
+
+
+def _verifies(secret: dict[str, Any], server_name: str) -> None:
+    """The chart's certificate is signed by its CA and names `server_name`."""
+    import base64
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    key = ca.public_key()
+    assert isinstance(key, rsa.RSAPublicKey)
+    assert cert.signature_hash_algorithm is not None
+    key.verify(
+        cert.signature,
+        cert.tbs_certificate_bytes,
+        padding.PKCS1v15(),
+        cert.signature_hash_algorithm,
+    )
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert server_name in names.get_values_for_type(x509.DNSName)
 
 
 def test_restricted_render() -> None:

@@ -45,6 +45,26 @@ releases can share a name. RBAC names are DNS subdomains (253 characters): no cu
 {{- include "dynamo-pool-operator.clusterScoped" (dict "root" . "name" (include "dynamo-pool-operator.suffixed" (dict "root" . "suffix" "metrics-reader"))) -}}
 {{- end -}}
 
+{{/*
+The Secret served on secure /metrics: `metrics.certSecret`, else (a ServiceMonitor
+scrapes, and must verify what it reaches) the one the chart makes; empty otherwise
+(the operator makes a self-signed certificate at start).
+*/}}
+{{- define "dynamo-pool-operator.metricsTLSSecret" -}}
+{{- if .Values.metrics.secure -}}
+{{- if .Values.metrics.certSecret -}}
+{{- .Values.metrics.certSecret -}}
+{{- else if .Values.metrics.serviceMonitor.enabled -}}
+{{- include "dynamo-pool-operator.suffixed" (dict "root" . "suffix" "metrics-tls") -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The metrics Service's name, and the DNS name its certificate is verified by. */}}
+{{- define "dynamo-pool-operator.metricsService" -}}
+{{- include "dynamo-pool-operator.suffixed" (dict "root" . "suffix" "metrics") -}}
+{{- end -}}
+
 {{- define "dynamo-pool-operator.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
