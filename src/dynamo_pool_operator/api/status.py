@@ -213,8 +213,8 @@ CLUSTER_ID_MATCHED_MEANINGS: dict[ClusterIDMatchedReason, str] = {
     "set `spec.clusterId` to the cluster's ID (the message names both) or remove it.",
     ClusterIDMatchedReason.CLUSTER_PROPERTY_UNREADABLE: "Unknown: the cluster's ID property "
     "cannot be read (its cache has not synced: is the ClusterProperty reader role bound?). "
-    "The relay keeps its last known cluster ID (`status.clusterId`); a relay that never had "
-    "one waits for it.",
+    "The relay keeps its last known cluster ID (`status.clusterId`); a published relay that "
+    "never had one holds its Deployment until the ID can be read.",
 }
 
 EXPORTED_MEANINGS: dict[ExportedReason, str] = {

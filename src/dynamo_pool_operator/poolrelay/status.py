@@ -173,10 +173,11 @@ def desired_status(
     return status
 
 
-def cluster_id_matched(snapshot: Snapshot) -> Condition | None:
+def cluster_id_matched(snapshot: Snapshot, *, published: bool) -> Condition | None:
     """`ClusterIDMatched`: the Global Discovery Service joins a pool only when the
     relay's cluster ID equals the cluster's own (the About API property). None where
-    the ID is not checked (no MCS implementation, Karmada, the About API not served)."""
+    the ID is not checked (no MCS implementation, Karmada, the About API not served).
+    `published`: the decision; only a published relay has a Deployment to hold."""
     cid, spec = snapshot.cluster_id, snapshot.relay.cluster_id
     if not cid.checked:
         return None
@@ -186,11 +187,12 @@ def cluster_id_matched(snapshot: Snapshot) -> Condition | None:
 
     if cid.unreadable:
         known = snapshot.effective_cluster_id
-        keeps = (
-            f"the relay keeps its last known cluster ID {known!r}"
-            if known is not None
-            else "no cluster ID is known yet: the relay Deployment waits for it"
-        )
+        if known is not None:
+            keeps = f"the relay keeps its last known cluster ID {known!r}"
+        elif published:
+            keeps = "no cluster ID is known yet: the relay Deployment waits for it"
+        else:
+            keeps = "no cluster ID is known yet"
         return said(
             Status.UNKNOWN,
             ClusterIDMatchedReason.CLUSTER_PROPERTY_UNREADABLE,
@@ -374,7 +376,9 @@ def report(
         available=relay_availability(snapshot, plan, outcome),
         exported=exported,
         now=now,
-        more=[c for c in (cluster_id_matched(snapshot),) if c is not None],
+        more=[
+            c for c in (cluster_id_matched(snapshot, published=decision.publish),) if c is not None
+        ],
     )
     failures = (snapshot.unreadable if decision.publish else ()) + tuple(outcome.failures)
     return StatusReport(

@@ -322,6 +322,23 @@ def test_an_unreadable_cluster_id_keeps_the_last_known_one_and_says_so() -> None
     )
 
 
+def test_a_withdrawn_relay_with_no_known_cluster_id_speaks_of_no_deployment() -> None:
+    """A withdrawn pool has no relay Deployment: nothing waits for the ID."""
+    unreadable = ClusterID(True, None, "about.k8s.io/v1alpha1", "cannot read ClusterProperty")
+    withdrawn = Snapshot(make_relay(), None, {}, cluster_id=unreadable, read_at=NOW)
+    plan, said = run(withdrawn, (exports_contributor(),))
+    assert not plan.decision.publish
+    matched = condition(said, ConditionType.CLUSTER_ID_MATCHED)
+    assert (matched["status"], matched["reason"]) == (Status.UNKNOWN, "ClusterPropertyUnreadable")
+    assert matched["message"] == "cannot read ClusterProperty; no cluster ID is known yet"
+    assert said.failures == (), "a withdrawn relay's pass raises nothing for the read"
+    known = dataclasses.replace(withdrawn, shown_status={"clusterId": "east"})
+    _, said = run(known, (exports_contributor(),))
+    assert condition(said, ConditionType.CLUSTER_ID_MATCHED)["message"] == (
+        "cannot read ClusterProperty; the relay keeps its last known cluster ID 'east'"
+    )
+
+
 def test_a_first_publish_is_progressing_with_what_it_made_and_without_what_failed() -> None:
     relay = make_relay()
     fresh = Snapshot(relay, make_pool(), {}, read_at=NOW)
