@@ -172,6 +172,8 @@ class Controller:
         self.optional_sync_grace = 10.0
         #: Every watch declared; attached to its informer only while `_queueing`.
         self._handlers: list[tuple[Informer, EventHandler]] = []
+        #: The `on_sync` of each watch whose informer had not synced when declared.
+        self._sync_handlers: list[tuple[Informer, Callable[[], None]]] = []
         #: True from `start` to `stop`: events and `enqueue_all` queue keys.
         self._queueing = False
         #: The running worker of each slot (0..workers-1).
@@ -189,11 +191,17 @@ class Controller:
         *,
         wait_for_sync: bool = True,
         priority: int | None = None,
+        on_sync: Callable[[], Iterable[Request]] | None = None,
     ) -> Controller:
         """Enqueue the keys `mapper` returns for each (old and new) object of an event.
 
         `wait_for_sync=False` for an optional dependency whose cache may never sync
-        (e.g. no permission): the reconciler must then check `has_synced` itself.
+        (e.g. no permission): the reconciler must then check `has_synced` itself, and
+        `on_sync` returns the keys whose reconcile may have found it unsynced. When it
+        syncs late they are reconciled again (`enqueue_all`) at once: the sync is the
+        only news of a read that recovered when its list brought no object (no event),
+        and a key that reported the read as failed without an error is otherwise never
+        looked at again, one that raised only at its next backoff retry.
         `priority`: the queue priority of every key this watch adds; by default `LOW`
         for events from the informer's list and `NORMAL` for events from its watch.
         A watch whose every event maps to every object (a mass requeue) passes `LOW`,
@@ -221,6 +229,13 @@ class Controller:
         elif not wait_for_sync and informer not in self._optional:
             self._optional.append(informer)
         self._handlers.append((informer, handle))
+        if on_sync is not None and not informer.has_synced:
+
+            def synced() -> None:
+                self.enqueue_all(on_sync())
+
+            informer.add_sync_handler(synced)
+            self._sync_handlers.append((informer, synced))
         if self._queueing:
             informer.add_handler(handle)
         return self
@@ -231,6 +246,9 @@ class Controller:
         for watched, handler in [h for h in self._handlers if h[0] is informer]:
             watched.remove_handler(handler)
         self._handlers = [h for h in self._handlers if h[0] is not informer]
+        for watched, synced in [h for h in self._sync_handlers if h[0] is informer]:
+            watched.remove_sync_handler(synced)
+        self._sync_handlers = [h for h in self._sync_handlers if h[0] is not informer]
         self._informers = [i for i in self._informers if i is not informer]
         self._optional = [i for i in self._optional if i is not informer]
 

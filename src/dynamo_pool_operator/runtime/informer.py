@@ -334,6 +334,8 @@ class Informer:
         #: Called with each error a list or watch backs off from: lets the owner notice
         #: that the resource itself went away (NotFound) without waiting for its schedule.
         self.on_failure: Callable[[BaseException | None], None] | None = None
+        #: Called once the first list has been applied (see `add_sync_handler`).
+        self._sync_handlers: list[Callable[[], None]] = []
 
         where = (
             f"namespace {self.namespace}"
@@ -417,6 +419,16 @@ class Informer:
     def remove_handler(self, handler: EventHandler) -> None:
         if handler in self._handlers:
             self._handlers.remove(handler)
+
+    def add_sync_handler(self, handler: Callable[[], None]) -> None:
+        """Call `handler` when the informer syncs (after the first list's events), if it
+        has not yet. A list with no object dispatches no event: a reader that found the
+        cache unsynced (and said "cannot read") learns from this that it can now."""
+        self._sync_handlers.append(handler)
+
+    def remove_sync_handler(self, handler: Callable[[], None]) -> None:
+        if handler in self._sync_handlers:
+            self._sync_handlers.remove(handler)
 
     # ------------------------------------------------------------ lifecycle
     async def run(self) -> None:
@@ -556,7 +568,14 @@ class Informer:
             self.from_list = False
         # Only after the initial events: a handler can tell initial objects (has_synced
         # still false) from later changes, as controller-runtime's priority queue does.
+        if self._synced.is_set():
+            return
         self._synced.set()
+        for handler in tuple(self._sync_handlers):
+            try:
+                handler()
+            except Exception:
+                log.exception("informer %s: sync handler %r failed", self.description, handler)
 
     async def _watch(self) -> tuple[Exception | None, bool]:
         """One watch request (a watch-list while a list is needed and the server streams

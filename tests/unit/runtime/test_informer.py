@@ -658,6 +658,50 @@ async def test_list_error_backs_off_then_relists() -> None:
         assert len(client.list_calls) == 2
 
 
+async def test_sync_handlers_run_once_when_a_list_first_completes_even_an_empty_one() -> None:
+    """A list with no object dispatches no event: the sync is the only news that a
+    failing read now works. Told once, after the initial events; a relist is not news."""
+    clock = RecordingClock()
+    client = StubClient(
+        lists=[errors.Forbidden("no rbac", status=403), ListResult([], "5"), ListResult([], "9")],
+        watches=[[error_event(410, "Expired")]],
+    )
+    informer, rec = make(client, clock, backoff=no_jitter())
+    told: list[bool] = []
+
+    def failing() -> None:
+        raise RuntimeError("a broken handler")
+
+    informer.add_sync_handler(failing)  # logged; the others are still told
+    informer.add_sync_handler(lambda: told.append(informer.has_synced))
+    async with running(informer):
+        await until(lambda: clock.sleepers == 1, "backoff after the failed list")
+        assert told == []
+        await clock.advance(0.8)
+        await until(lambda: informer.has_synced, "synced after the retry")
+        assert told == [True]
+        assert rec.events == []
+        await until(lambda: clock.sleepers == 1, "backoff after the 410")
+        await clock.advance(0.8)
+        await until(lambda: informer.last_resource_version == "9", "relisted after the 410")
+    assert told == [True]
+
+
+async def test_a_removed_sync_handler_is_not_told() -> None:
+    client = StubClient(lists=[ListResult([], "5")])
+    informer, _ = make(client)
+    told: list[int] = []
+
+    def handler() -> None:
+        told.append(1)
+
+    informer.add_sync_handler(handler)
+    informer.remove_sync_handler(handler)
+    async with running(informer):
+        assert await informer.wait_synced(timeout=5)
+    assert told == []
+
+
 async def test_wait_synced_gives_up_after_timeout_on_the_informers_clock() -> None:
     clock = FakeClock()
     client = StubClient()  # list never answers
