@@ -274,7 +274,7 @@ async def test_a_cluster_property_version_switch_reads_the_old_cache_until_the_n
             assert failed == [], failed
             late = lines(caplog, "did not complete within 10s", logging.WARNING)
             assert len(late) == 1, late
-            assert "v1alpha1 stays in use" in late[0], late
+            assert "v1alpha1 stays in effect" in late[0], late
 
 
 async def mismatch_read_at(client: Client, ns: str, api_version: str) -> bool:

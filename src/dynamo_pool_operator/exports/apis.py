@@ -14,11 +14,16 @@ the new cache before breaking the old one (`runtime/switchover.py`):
 - meanwhile, the ServiceExport cache in effect stays in effect while its version is
   served. When none is usable (the old version is no longer served, or there was none)
   nothing is exported and each relay says so truthfully: the API is served, its list
-  has not completed (`PoolExports.listing`). The ClusterProperty read stays the old
-  one until the new one has synced, even when its version is no longer served (its
-  informer is then stopped, its last content read): an unreadable or half-filled
-  cache must not change what the relays are told. With no old one, the new cache is
-  used after the wait, synced or not, as at start (`DegradedChecks` reports it);
+  has not completed (`PoolExports.listing`). The ClusterProperty read is a
+  `FollowedCache`, as the DGDs: it stays the old one until the new one has synced,
+  even when its version is no longer served (its informer is then stopped, its last
+  content read): an unreadable or half-filled cache must not change what the relays
+  are told. A stopped informer is never kept once a served version is wanted, the
+  one it was on included (served again): a new informer of it is made and switched
+  to, so a later change of the property is seen. With no old one, the new cache is
+  used after the wait, synced or not, as at start (`DegradedChecks` reports it, each
+  relay says the property is unreadable); its sync requeues every relay
+  (`Controller.watches(on_sync=...)`), since a sync with no property is no event;
 - an API that went away: the contributor stops reading it first, then its watch is
   dropped and its informer stopped, so no watch keeps failing against a resource the
   server no longer has; every relay is reconciled (each says `ExportAPIUnavailable`,
@@ -49,7 +54,7 @@ from ..runtime.meta import Meta
 from ..runtime.queue import LOW
 from ..runtime.shared_informers import SharedInformers
 from ..runtime.store import CONTROLLER_UID_INDEX, index_by_controller_uid
-from ..runtime.switchover import SYNC_TIMEOUT, Candidate, poke_on_not_found
+from ..runtime.switchover import SYNC_TIMEOUT, Candidate, FollowedCache, poke_on_not_found
 from .contributor import ExportCaches, PoolExports
 from .wiring import (
     FRONTEND_SERVICE_INDEX,
@@ -101,10 +106,8 @@ class ExportApis:
         self.use_dgds(dgds)
         self._exports: Informer | None = None
         self._export_version: str | None = None
-        self._properties: Informer | None = None
-        self._about_version: str | None = None
-        #: False while the ClusterProperty read is the last content of a stopped informer.
-        self._properties_live = False
+        #: The ClusterProperty read, following the About API (None: not served).
+        self._properties: FollowedCache | None = None
         self._export_candidate = Candidate(
             informers,
             self._export_informer,
@@ -112,17 +115,11 @@ class ExportApis:
             poke=lambda: self.poke(),
             sync_timeout=sync_timeout,
         )
-        self._property_candidate = Candidate(
-            informers,
-            self._property_informer,
-            what=_ABOUT_API,
-            poke=lambda: self.poke(),
-            sync_timeout=sync_timeout,
-        )
 
     @property
     def in_effect(self) -> InEffect:
-        return InEffect(self._export_version, self._about_version)
+        about = self._properties.version if self._properties is not None else None
+        return InEffect(self._export_version, about)
 
     @property
     def caches(self) -> ExportCaches | None:
@@ -133,11 +130,8 @@ class ExportApis:
     def pending(self) -> list[Informer]:
         """The informers being made to replace those in effect (readiness does not wait
         for them: the ones in effect serve meanwhile)."""
-        return [
-            i
-            for i in (self._export_candidate.informer, self._property_candidate.informer)
-            if i is not None
-        ]
+        properties = self._properties.pending if self._properties is not None else None
+        return [i for i in (self._export_candidate.informer, properties) if i is not None]
 
     def use_dgds(self, dgds: Informer) -> None:
         """Map export events through this DGD cache from now on (the DGD API moved)."""
@@ -228,38 +222,30 @@ class ExportApis:
 
     # ------------------------------------------------------------ the ClusterProperty
     async def _follow_properties(self, want: str | None, served: Sequence[str]) -> None:
-        if want == self._about_version:
-            await self._property_candidate.drop()
-            return
         if want is None:
-            await self._property_candidate.drop()
             await self._detach_properties()
             return
-        old = self._properties
-        if old is not None and self._properties_live and self._about_version not in served:
-            # Its watch would only fail: stop it, and read its last content until the
-            # new cache has synced.
-            self.controller.unwatch(old)
-            await self.informers.forget(old)
-            self._properties_live = False
-        meanwhile = (
-            f"the ClusterProperty read at {self._about_version} stays in use until it does"
-            if old is not None
-            else "each relay reports the ClusterProperty unreadable until it does"
-        )
-        new = await self._property_candidate.offer(want, meanwhile)
-        if new is None:
-            if old is not None:
-                return
-            # Nothing to keep: as at start, the check runs on the new cache, which
-            # reports the property unreadable until it has synced.
-            new = self._property_candidate.take()
-        was_live = self._properties_live
-        self._attach_properties(want, new)
-        self._hand_over()
-        if old is not None and was_live:
-            self.controller.unwatch(old)
-            await self.informers.forget(old)
+        if self._properties is None:
+            # Nothing to keep reading: as at start, the check runs on the new cache, which
+            # reports the property unreadable until it has synced (its sync requeues
+            # every relay).
+            candidate = Candidate(
+                self.informers,
+                self._property_informer,
+                what=_ABOUT_API,
+                poke=lambda: self.poke(),
+                sync_timeout=self.sync_timeout,
+            )
+            new = await candidate.offer(
+                want, "each relay reports the ClusterProperty unreadable until it does"
+            )
+            self._attach_properties(want, new if new is not None else candidate.take())
+            self._hand_over()
+            return
+        # The read in effect stays until a new cache has synced, even when its version is
+        # no longer served (then its informer is stopped and its last content read): an
+        # unreadable or half-filled cache must not change what the relays are told.
+        await self._properties.follow(want, served)
 
     def _property_informer(self, version: str) -> Informer:
         informer = self.informers.get(
@@ -270,35 +256,58 @@ class ExportApis:
         return informer
 
     def _attach_properties(self, version: str, informer: Informer) -> None:
-        self._properties, self._about_version = informer, version
-        self._properties_live = True
-        # Not waited for: an unreadable property is reported per relay and retried.
-        # Low priority: a change requeues every relay, and a user's change made
-        # meanwhile must not wait behind all of them.
+        self._properties = FollowedCache(
+            self.informers,
+            informer,
+            version,
+            make=self._property_informer,
+            switch=self._switch_properties,
+            what=_ABOUT_API,
+            sync_timeout=self.sync_timeout,
+            required=False,
+        )
+        self._properties.poke = lambda: self.poke()
+        self._watch_properties(informer)
+
+    def _watch_properties(self, informer: Informer) -> None:
+        # Not waited for: an unreadable property is reported per relay; its late sync
+        # requeues every relay (all read it), at once. Low priority: a change requeues
+        # every relay, and a user's change made meanwhile must not wait behind all of them.
         self.controller.watches(
-            informer, all_relays(self.relays), wait_for_sync=False, priority=LOW
+            informer,
+            all_relays(self.relays),
+            wait_for_sync=False,
+            priority=LOW,
+            on_sync=self.relays.store.keys,
         )
         self.degraded.watch(CLUSTER_ID_CHECK, informer)
 
+    def _switch_properties(self, new: Informer, old: Informer) -> None:
+        self._hand_over()  # no pass reads the old cache from here on
+        self._watch_properties(new)
+        self.controller.unwatch(old)
+        self.controller.enqueue_all(self.relays.store.keys())
+
     async def _detach_properties(self) -> None:
         old = self._properties
-        self._properties, self._about_version = None, None
-        self._properties_live = False
+        self._properties = None
         self._hand_over()
         if old is not None:
             self.degraded.unwatch(CLUSTER_ID_CHECK)
-            self.controller.unwatch(old)
-            await self.informers.forget(old)
+            self.controller.unwatch(old.informer)
+            await old.close()
 
     # ------------------------------------------------------------ the contributor
     def _hand_over(self) -> None:
+        about = self.in_effect.about_version
         if self._exports is None or self._export_version is None:
-            self.contributor.use(None, resource=None, about_version=self._about_version)
+            self.contributor.use(None, resource=None, about_version=about)
             return
+        properties = self._properties.informer if self._properties is not None else None
         self.contributor.use(
-            ExportCaches(self._exports, self._properties),
+            ExportCaches(self._exports, properties),
             resource=serviceexports(self._export_version),
-            about_version=self._about_version,
+            about_version=about,
         )
 
 

@@ -14,16 +14,20 @@ first, and kept being made:
   list that fails is retried with the informer's backoff, a slow one is waited for —
   and `poke` is called once it syncs, so its owner switches then, not at its next
   scheduled pass. It is dropped when another version, or none, is wanted.
-- `FollowedCache`: a required cache (read by every reconcile). It switches to its
-  candidate once that has synced, and reads the old one until then. When the version it
-  reads stops being served, its informer is stopped (a watch of it would only fail) and
-  its last content stays what is read until a new one has synced; meanwhile `ready` is
-  False, which readiness reports: the controller never runs on a stale cache with green
-  probes.
+- `FollowedCache`: a cache read by every reconcile (the DGDs; the ClusterProperty
+  of the cluster ID check). It switches to its candidate once that has synced, and
+  reads the old one until then. When the version it reads stops being served, its
+  informer is stopped (a watch of it would only fail) and its last content stays what
+  is read until a cache of a served version has synced — the same version included,
+  served again: a stopped informer is never read as if it were live. For a required
+  cache `ready` is False meanwhile, which readiness reports: the controller never runs
+  on a stale cache with green probes. An optional one (`required=False`) does not gate
+  readiness; its owner reports what it cannot check.
 
 Each owner decides what to read meanwhile: the old cache while it is served, the last
-content of one that is not, or nothing (`exports/apis.py` for the optional caches).
-Owners act from one task (a rediscovery pass), so nothing here is guarded by a lock.
+content of one that is not, or nothing (`exports/apis.py`: the ServiceExports, whose
+writes would fail at a version no longer served). Owners act from one task (a
+rediscovery pass), so nothing here is guarded by a lock.
 """
 
 from __future__ import annotations
@@ -142,7 +146,7 @@ class Candidate:
 
 
 class FollowedCache:
-    """A required cache that follows its API's served version (see the module docstring)."""
+    """A cache that follows its API's served version (see the module docstring)."""
 
     def __init__(
         self,
@@ -154,13 +158,17 @@ class FollowedCache:
         switch: Callable[[Informer, Informer], None],
         what: str,
         sync_timeout: float = SYNC_TIMEOUT,
+        required: bool = True,
     ) -> None:
         self.informers = informers
         self.informer = informer
         self.version = version
-        #: Hands the readers over from the old informer to the new one (`switch(new, old)`).
+        #: Hands the readers over from the old informer to the new one (`switch(new, old)`),
+        #: called once `informer` and `version` are the new ones.
         self.switch = switch
         self.what = what
+        #: Whether a stale cache fails readiness (and is said at error level).
+        self.required = required
         #: False while the content read is the last of a version no longer served.
         self.live = True
         #: Called when a resource of ours answers NotFound, or a late candidate synced.
@@ -189,13 +197,16 @@ class FollowedCache:
 
     async def follow(self, want: str | None, served: Sequence[str]) -> str:
         """Follow the cluster serving `served` (preferred first), `want` the version to
-        read (None: none is served). Returns the version whose content is read now."""
+        read (None: none is served). Returns the version whose content is read now.
+
+        Only a live cache of the version wanted is kept as it is: the last content of a
+        stopped one is read until a new informer has synced, whatever its version."""
         if self.live and self.version not in served:
             self.live = False
             await self.informers.forget(self.informer)  # its store keeps the last content
         if want is None:
             await self._candidate.drop()
-            self._stale("no version of it is served: /readyz fails until one is")
+            self._stale("no version of it is served", "until one is")
             return self.version
         if self.live and want == self.version:
             await self._candidate.drop()
@@ -203,34 +214,53 @@ class FollowedCache:
         meanwhile = (
             f"{self.version} stays in effect until it does"
             if self.live
-            else f"/readyz fails until it does, and the content last read at {self.version} "
-            "is used meanwhile"
+            else (
+                f"/readyz fails until it does, and the content last read at {self.version} "
+                "is used meanwhile"
+                if self.required
+                else f"the content last read at {self.version} is used until it does"
+            )
         )
         new = await self._candidate.offer(want, meanwhile)
         if new is None:
             if not self.live:
-                self._stale(f"its cache at {want} has not synced: /readyz fails until it has")
+                self._stale(f"its cache at {want} has not synced", "until it has")
             return self.version
         old, was_live = self.informer, self.live
-        self.switch(new, old)
         self.informer, self.version, self.live = new, want, True
+        self.switch(new, old)
         if was_live and old is not new:
             await self.informers.forget(old)
         if self._stale_said:
             self._stale_said = False
-            log.info("%s: read at %s again; /readyz passes", self.what, want)
+            log.info(
+                "%s: read at %s again%s",
+                self.what,
+                want,
+                "; /readyz passes" if self.required else "",
+            )
         return self.version
 
-    def _stale(self, why: str) -> None:
+    async def close(self) -> None:
+        """No longer wanted (its API went away and the owner can do without it): stop the
+        candidate and the informer (its store keeps the last content)."""
+        await self._candidate.drop()
+        if self.live:
+            self.live = False
+            await self.informers.forget(self.informer)
+
+    def _stale(self, why: str, until: str) -> None:
         if self._stale_said:
             return
         self._stale_said = True
-        log.error(
-            "%s is no longer served at %s and %s; the content last read is used meanwhile, "
+        log.log(
+            logging.ERROR if self.required else logging.WARNING,
+            "%s is no longer served at %s and %s%s; the content last read is used meanwhile, "
             "and nothing it shows changes until then",
             self.what,
             self.version,
             why,
+            f": /readyz fails {until}" if self.required else "",
         )
 
 

@@ -175,6 +175,68 @@ async def test_the_cluster_property_read_stays_the_old_one_until_the_new_one_syn
     assert feature.apis.caches.cluster_properties is not old
 
 
+async def test_a_cluster_property_version_served_again_is_read_live_again(
+    feature: Feature,
+) -> None:
+    """Stale (v1alpha1 no longer served, v1beta1's list not done), then v1alpha1 is
+    served again before v1beta1's list completes: the stopped informer's content must
+    not stay what is read just because its version is the one wanted."""
+    await started(feature, "v1beta1", "v1alpha1")
+    caches = feature.apis.caches
+    assert caches is not None
+    old = caches.cluster_properties
+    assert old is not None
+    assert await old.wait_synced(1)
+    await feature.follow("v1beta1", "v1beta1", abouts=("v1beta1",), times_out=True)
+    assert not old.running
+    (beta,) = feature.apis.pending
+    # Rolled back: v1alpha1 alone is served again.
+    now = await feature.follow("v1beta1", "v1alpha1", abouts=("v1alpha1",))
+    assert now.about_version == "v1alpha1"
+    assert feature.apis.caches is not None
+    live = feature.apis.caches.cluster_properties
+    assert live is not None
+    assert live is not old, "still reading the stopped informer"
+    assert live.running
+    assert live.has_synced
+    assert not beta.running, "the v1beta1 candidate is no longer wanted"
+    assert feature.apis.pending == []
+    # Live from here on: following the same versions again changes nothing.
+    await feature.follow("v1beta1", "v1alpha1", abouts=("v1alpha1",))
+    assert feature.apis.caches.cluster_properties is live
+
+
+async def test_a_property_cache_that_syncs_late_requeues_every_relay(feature: Feature) -> None:
+    """With no cache to keep, the new one is read unsynced (each relay says unreadable);
+    its sync, even with no property (no event), requeues every relay at once."""
+    feature.server.name = "another-property"  # the cluster has no ID property: no event
+    relays = feature.apis.relays
+    relays.store.replace([{"metadata": {"name": n, "namespace": "ns"}} for n in ("a", "b")])
+    controller = feature.apis.controller
+    controller.optional_sync_grace = 0.0
+    await started(feature, "v1beta1", None)
+    await controller.start()
+    try:
+        await feature.follow("v1beta1", "v1beta1", times_out=True)
+        while len(controller.queue):  # what the switch itself queued
+            controller.queue.done(await controller.queue.get())
+        feature.server.complete("v1beta1", PROPERTIES)
+        caches = feature.apis.caches
+        assert caches is not None
+        properties = caches.cluster_properties
+        assert properties is not None
+        assert await properties.wait_synced(1)
+        assert len(properties.store) == 0
+        queued = set()
+        while len(controller.queue):
+            key = await controller.queue.get()
+            controller.queue.done(key)
+            queued.add(key)
+        assert queued == {("ns", "a"), ("ns", "b")}
+    finally:
+        await controller.stop(0)
+
+
 async def test_with_no_property_cache_before_the_new_one_is_used_unsynced(
     feature: Feature,
 ) -> None:
