@@ -7,7 +7,9 @@ the API server's authorization webhook, `slow_authorizer.py`, longer than the 10
 operator waits); meanwhile the old cache stays in effect, the relays are served from it,
 and the new list is not abandoned and restarted but completes, and then the switch is
 made. Only when no cache is usable at all is the feature without exports, and then
-each relay says what is true: the API is served, its list has not completed.
+each relay says what is true: the API is served, its list has not completed. A version
+served again before the new list completes is read live again, not from the informer
+stopped when it stopped being served.
 
 Each test runs on a private control plane whose CRDs it changes; the operator runs as
 a user with the shipped RBAC (a superuser's requests skip authorization, slow or not).
@@ -32,6 +34,7 @@ from dynamo_pool_operator.localcluster.crds import cluster_property_crd, mcs_crd
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import Resource
 from tests.integration.api_fixtures import (
     EXPORTS_CRD,
     IMPORTS_CRD,
@@ -40,16 +43,19 @@ from tests.integration.api_fixtures import (
     fast,
     lines,
     namespace,
+    passes,
     plane,
 )
-from tests.integration.export_fixtures import CLUSTER_ID, events_for, exports_become
+from tests.integration.export_fixtures import CLUSTER_ID, events_for, exports_become, relay_status
 from tests.integration.race_fixtures import (
     CLUSTER_PROPERTY_RULES,
     OPERATOR_RULES,
+    POOL,
     Grants,
     make_pool,
     writes_nothing,
 )
+from tests.integration.relay_fixtures import condition
 from tests.integration.slow_authorizer import SlowAuthorizer
 
 pytestmark = pytest.mark.timeout(150)
@@ -283,3 +289,76 @@ async def mismatch_read_at(client: Client, ns: str, api_version: str) -> bool:
         (e.get("related") or {}).get("apiVersion") == api_version
         for e in await events_for(client, ns, "ClusterIDMismatch")
     )
+
+
+def about_served(*, alpha: bool, beta: bool) -> dict[str, Any]:
+    """The About CRD with both versions, each served or not (the storage version is a
+    served one, v1beta1 if it is)."""
+    doc = cluster_property_crd(("v1alpha1", "v1beta1"))
+    storage = "v1beta1" if beta else "v1alpha1"
+    for version in doc["spec"]["versions"]:
+        version["served"] = alpha if version["name"] == "v1alpha1" else beta
+        version["storage"] = version["name"] == storage
+    return doc
+
+
+async def set_property(client: Client, res: Resource, value: str) -> None:
+    await client.apply(
+        res,
+        {
+            "apiVersion": res.api_version,
+            "kind": "ClusterProperty",
+            "metadata": {"name": CLUSTER_ID},
+            "spec": {"value": value},
+        },
+        field_manager="dpo-tests",
+        force=True,
+    )
+
+
+async def takes_cluster_id(client: Client, ns: str, value: str) -> bool:
+    """The relay (no spec.clusterId) shows the cluster's ID `value`, and says so."""
+    said = await condition(client, ns, POOL, "ClusterIDMatched")
+    shown = (await relay_status(client, ns, POOL)).get("clusterId")
+    return shown == value and said is not None and repr(value) in said["message"]
+
+
+async def test_a_cluster_property_version_served_again_is_read_live_again(
+    about_alpha: Slow, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In effect at v1alpha1; the CRD moves to v1beta1 alone, whose list is held past the
+    operator's wait, so the last content read at v1alpha1 stays in use (its informer is
+    stopped: v1alpha1 is no longer served); the CRD is rolled back to v1alpha1 before
+    that list completes. The property must then be read live again: a later change of
+    its value reaches the relays."""
+    cp, slow = about_alpha
+    ns = namespace(cp)
+    caplog.set_level(logging.INFO)
+    alpha = clusterproperties("v1alpha1")
+    async with Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client:
+        await set_property(client, alpha, "west")
+        async with operator(cp, fast("mcs")) as op:
+            await make_pool(client, ns)
+            await eventually(lambda: takes_cluster_id(client, ns, "west"))
+            slow.hold("clusterproperties", "v1beta1", 25.0)
+            await asyncio.to_thread(cp.install_crd, about_served(alpha=False, beta=True))
+
+            async def waited() -> bool:
+                return bool(lines(caplog, "did not complete within 10s", logging.WARNING))
+
+            await eventually(waited, timeout=30)
+            assert op.running.served.about_version == "v1alpha1"
+            # Rolled back while the v1beta1 list is still held.
+            await asyncio.to_thread(cp.install_crd, about_served(alpha=True, beta=False))
+            await passes(op, 3)
+            await set_property(client, alpha, "north")
+            try:
+                await eventually(lambda: takes_cluster_id(client, ns, "north"), timeout=15)
+            except AssertionError as e:
+                said = await condition(client, ns, POOL, "ClusterIDMatched")
+                shown = (await relay_status(client, ns, POOL)).get("clusterId")
+                raise AssertionError(
+                    f"the property changed to 'north' after the rollback, but the relay shows "
+                    f"clusterId {shown!r}, ClusterIDMatched {said}"
+                ) from e
+            assert op.running.served.about_version == "v1alpha1"

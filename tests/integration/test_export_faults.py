@@ -9,6 +9,8 @@ retried with backoff, never given up) and 'RBAC' (the ClusterProperty reader rol
   changes) make it converge.
 - An operator running as a user without the ClusterProperty read cannot check the
   cluster ID: `ExportFailed` about the property, retried until the role is granted.
+  Once granted, the property cache's sync (with no property: no event) requeues every
+  relay at once, a withdrawn one (whose pass raised nothing) included.
 - A namespace-restricted operator (a Role in its namespace, a ClusterRole only for
   ClusterProperties) still gets the property's events, and touches no other namespace.
 """
@@ -16,6 +18,7 @@ retried with backoff, never given up) and 'RBAC' (the ClusterProperty reader rol
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -59,7 +62,15 @@ from tests.integration.race_fixtures import (
     verbs,
     writes_nothing,
 )
-from tests.integration.relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, decision_of
+from tests.integration.relay_fixtures import (
+    DGDS,
+    FRONTEND,
+    RELAYS,
+    WORKER,
+    condition,
+    decision_of,
+    relay_body,
+)
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -399,6 +410,71 @@ async def test_namespace_restricted_operator_gets_cluster_property_events(
         await grants.revoke_all()
         await set_cluster_id(client, None)
         await asyncio.to_thread(control_plane.delete_namespace, other)
+
+
+async def cluster_id_said(client: Client, ns: str, name: str) -> tuple[str, str, str]:
+    said = await condition(client, ns, name, "ClusterIDMatched")
+    return ("", "", "") if said is None else (said["status"], said["reason"], said["message"])
+
+
+async def test_a_cluster_property_read_that_recovers_requeues_every_relay(
+    client: Client, namespace: str, control_plane: ControlPlane
+) -> None:
+    """A namespace-restricted install that forgot the ClusterProperty reader role, and no
+    property in the cluster: a withdrawn relay (its pass raises nothing) and a published
+    one (retried with backoff) say the property is unreadable. Once the role is bound,
+    the cache syncs with no object (no event): its sync alone must requeue both, at
+    once rather than at the next retry, and the withdrawn relay's words must not speak
+    of a Deployment it does not want."""
+    user = f"dpo-lateprops-{namespace}"
+    grants = Grants(control_plane, user)
+    await grants.grant(user, OPERATOR_RULES, namespace)
+    await set_cluster_id(client, None)
+    cfg = config("mcs", namespace={"restricted": namespace}, leaderElection={"enabled": False})
+    withdrawn = "nodgd"
+    try:
+        await client.create(RELAYS, relay_body(withdrawn, namespace))
+        await make_pool(client, namespace)
+        kubeconfig = control_plane.user_kubeconfig(user)
+        async with OperatorUnderTest(control_plane, cfg, kubeconfig=kubeconfig) as op:
+
+            async def both_unreadable() -> bool:
+                said = [await cluster_id_said(client, namespace, n) for n in (withdrawn, POOL)]
+                return all(s[:2] == ("Unknown", "ClusterPropertyUnreadable") for s in said)
+
+            await eventually(both_unreadable)
+            published = await decision_of(client, namespace, withdrawn)
+            assert published is not None
+            assert published["reason"] == "DGDNotFound", published
+            message = (await cluster_id_said(client, namespace, withdrawn))[2]
+            assert "Deployment" not in message, message
+            await grants.grant(f"{user}-clusterproperties", CLUSTER_PROPERTY_RULES)
+            exports = op.running.exports
+            assert exports is not None
+            props = exports.cluster_properties
+            assert props is not None
+
+            async def readable() -> bool:
+                return props.has_synced
+
+            await eventually(readable, timeout=45)
+            synced = time.monotonic()
+            assert len(props.store) == 0
+
+            async def both_corrected() -> bool:
+                said = [await cluster_id_said(client, namespace, n) for n in (withdrawn, POOL)]
+                return all(s[:2] == ("True", "NoClusterProperty") for s in said)
+
+            try:
+                await eventually(both_corrected, timeout=3)
+            except AssertionError as e:
+                said = {n: await cluster_id_said(client, namespace, n) for n in (withdrawn, POOL)}
+                raise AssertionError(
+                    f"{time.monotonic() - synced:.1f}s after the ClusterProperty cache synced "
+                    f"the relays still say {said}"
+                ) from e
+    finally:
+        await grants.revoke_all()
 
 
 async def test_an_unreadable_cluster_property_never_changes_the_relay_pods(
