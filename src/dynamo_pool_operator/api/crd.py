@@ -42,6 +42,9 @@ def _string_map(description: str) -> dict[str, Any]:
 #: Bounds that keep the CEL rules' estimated cost within the API server's budget.
 MAX_RESOURCES = 16
 MAX_TOLERATIONS = 64
+#: Relay pods per pool, at most: a relay is a light process, a few serve a pool, and a
+#: relay author must not be able to ask the cluster for 2^31-1 pods.
+MAX_REPLICAS = 100
 
 
 def _quantities(description: str) -> dict[str, Any]:
@@ -163,8 +166,9 @@ def spec_schema() -> dict[str, Any]:
                 "type": "integer",
                 "format": "int32",
                 "minimum": 0,
-                "description": "Relay pods (active-active); defaults to the operator's "
-                "poolRelay.replicas.",
+                "maximum": MAX_REPLICAS,
+                "description": "Relay pods (active-active), at most "
+                f"{MAX_REPLICAS}; defaults to the operator's poolRelay.replicas.",
             },
             "image": {
                 "type": "string",

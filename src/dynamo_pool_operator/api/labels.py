@@ -21,6 +21,22 @@ RENDER_HASH = "nvidia.com/pool-relay-render-hash"
 
 #: Pod labels the operator sets to select the relay pods; a relay may not override them.
 RESERVED_POD_LABELS = frozenset({APP_NAME, APP_INSTANCE, DGD_NAME})
+#: Label domains no relay pod may carry a key in (the domain and its subdomains): our own,
+#: where Dynamo's Services select their pods, and Kubernetes' own. `app.kubernetes.io`,
+#: the recommended labels, stays open but for the selector's keys above.
+RESERVED_POD_LABEL_DOMAINS = ("nvidia.com", "kubernetes.io", "k8s.io")
+OPEN_POD_LABEL_DOMAINS = frozenset({"app.kubernetes.io"})
+
+
+def reserved_domain(key: str) -> str | None:
+    """The reserved domain the label `key` is in (`RESERVED_POD_LABEL_DOMAINS`), or None."""
+    prefix, slash, _ = key.rpartition("/")
+    if not slash or prefix in OPEN_POD_LABEL_DOMAINS:
+        return None
+    for domain in RESERVED_POD_LABEL_DOMAINS:
+        if prefix == domain or prefix.endswith("." + domain):
+            return domain
+    return None
 
 
 def selector(dgd: str) -> dict[str, str]:

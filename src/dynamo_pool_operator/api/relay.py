@@ -168,11 +168,17 @@ def relay_from_object(obj: Mapping[str, Any], defaults: RelayDefaults) -> Relay:
     problems: list[str] = []
 
     pod_labels = _string_map(spec, "podLabels", problems)
-    for key in sorted(set(pod_labels) & labels.RESERVED_POD_LABELS):
-        problems.append(
-            f"spec.podLabels[{key}]: is set by the operator to select the relay pods; "
-            "remove it from podLabels"
-        )
+    for key in sorted(pod_labels):
+        if key in labels.RESERVED_POD_LABELS:
+            problems.append(
+                f"spec.podLabels[{key}]: is set by the operator to select the relay pods; "
+                "remove it from podLabels"
+            )
+        elif domain := labels.reserved_domain(key):
+            problems.append(
+                f"spec.podLabels[{key}]: the {domain} label domain is reserved (its labels "
+                "select other workloads' pods); remove it from podLabels"
+            )
     _check_labels(pod_labels, "podLabels", problems, check_values=True)
     pod_annotations = _string_map(spec, "podAnnotations", problems)
     _check_labels(pod_annotations, "podAnnotations", problems, check_values=False)
@@ -203,13 +209,17 @@ def relay_from_object(obj: Mapping[str, Any], defaults: RelayDefaults) -> Relay:
         resource_version=str(meta.get("resourceVersion") or ""),
         terminating=bool(meta.get("deletionTimestamp")),
         cluster_id=cluster_id,
-        replicas=_int(spec, "replicas", defaults.replicas, 0, 2**31 - 1, problems),
+        replicas=_int(spec, "replicas", defaults.replicas, 0, crd.MAX_REPLICAS, problems),
         image=image,
         image_pull_policy=defaults.image_pull_policy,
         port=_int(spec, "port", defaults.port, 1, 65535, problems),
         service_account_name=sa,
         resources=copy.deepcopy(dict(resources)) if isinstance(resources, Mapping) else {},
-        pod_labels={k: v for k, v in pod_labels.items() if k not in labels.RESERVED_POD_LABELS},
+        pod_labels={
+            k: v
+            for k, v in pod_labels.items()
+            if k not in labels.RESERVED_POD_LABELS and not labels.reserved_domain(k)
+        },
         pod_annotations=pod_annotations,
         node_selector=node_selector,
         tolerations=tolerations,

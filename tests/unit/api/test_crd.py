@@ -25,3 +25,11 @@ def test_no_field_the_configuration_defaults_has_a_schema_default() -> None:
     for name in shared:
         assert "default" not in spec[name], f"spec.{name} has a schema default"
         assert re.search(r"defaults to the operator's poolRelay\.", spec[name]["description"])
+
+
+def test_replicas_have_a_maximum() -> None:
+    """docs/crd.md: `spec.replicas` is at most `MAX_REPLICAS` (the relay is a light
+    process; a relay at 2^31-1 would ask the cluster for that many pods)."""
+    replicas = crd.spec_schema()["properties"]["replicas"]
+    assert (replicas["minimum"], replicas["maximum"]) == (0, crd.MAX_REPLICAS)
+    assert crd.MAX_REPLICAS == 100

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import crd, labels
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 
 DEFAULTS = RelayDefaults(image="registry.example/relay:1.0", port=7000)
@@ -117,7 +117,7 @@ def test_explicit_values_are_kept() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("replicas", 0), ("replicas", 2**31 - 1), ("port", 1), ("port", 65535)],
+    [("replicas", 0), ("replicas", crd.MAX_REPLICAS), ("port", 1), ("port", 65535)],
 )
 def test_integer_bounds_are_inclusive(field: str, value: int) -> None:
     r = read({field: value})
@@ -166,6 +166,9 @@ def test_pod_field_problems_reach_the_relay(spec: dict[str, Any], field: str) ->
         pytest.param({"replicas": False}, "spec.replicas", id="replicas-false-is-not-int"),
         pytest.param({"replicas": -1}, "spec.replicas", id="replicas-negative"),
         pytest.param({"replicas": 2**31}, "spec.replicas", id="replicas-over-int32"),
+        pytest.param(
+            {"replicas": crd.MAX_REPLICAS + 1}, "spec.replicas", id="replicas-over-the-maximum"
+        ),
         pytest.param({"replicas": "2"}, "spec.replicas", id="replicas-string"),
         pytest.param({"replicas": 1.5}, "spec.replicas", id="replicas-float"),
         pytest.param({"port": 0}, "spec.port", id="port-zero"),
@@ -215,7 +218,7 @@ def test_invalid_value_falls_back_to_the_default(
 @pytest.mark.parametrize(
     ("field", "value", "phrase"),
     [
-        ("replicas", -1, "from 0 to 2147483647, got -1"),
+        ("replicas", -1, "from 0 to 100, got -1"),
         ("port", 70000, "from 1 to 65535, got 70000"),
         ("port", True, "got True"),
     ],
@@ -242,6 +245,49 @@ def test_reserved_pod_labels_are_the_selector_and_dgd_labels() -> None:
         "app.kubernetes.io/instance",
         "nvidia.com/dynamo-graph-deployment-name",
     } == labels.RESERVED_POD_LABELS
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "nvidia.com/dynamo-component-type",
+        "nvidia.com/dynamo-namespace",
+        "nvidia.com/anything",
+        "operator.nvidia.com/role",
+        "kubernetes.io/hostname",
+        "node-role.kubernetes.io/control-plane",
+        "statefulset.kubernetes.io/pod-name",
+        "k8s.io/anything",
+        "x.k8s.io/anything",
+    ],
+)
+def test_pod_labels_under_a_reserved_prefix_are_problems_and_are_not_passed_on(key: str) -> None:
+    """docs/crd.md, "Who may set what": a relay pod carries no label in our own domain
+    (`nvidia.com`, where Dynamo's Services select their pods) nor in Kubernetes' own
+    (`kubernetes.io`, `k8s.io`), whoever wrote the relay."""
+    r = read({"podLabels": {key: "mine", "team": "ml"}})
+    (problem,) = r.problems
+    assert problem.startswith(f"spec.podLabels[{key}]: ")
+    assert "reserved" in problem
+    assert dict(r.pod_labels) == {"team": "ml"}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "team",
+        "app",
+        "app.kubernetes.io/part-of",
+        "app.kubernetes.io/version",
+        "example.com/nvidia.com",
+        "notnvidia.com/x",
+        "nvidia.community/x",
+    ],
+)
+def test_pod_labels_outside_the_reserved_prefixes_pass(key: str) -> None:
+    r = read({"podLabels": {key: "v"}})
+    assert r.problems == ()
+    assert dict(r.pod_labels) == {key: "v"}
 
 
 def test_every_problem_is_reported_at_once() -> None:
@@ -351,6 +397,7 @@ def test_arbitrary_spec_never_raises_and_yields_usable_values(spec: Any) -> None
     for m in (r.pod_labels, r.pod_annotations, r.node_selector):
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in m.items())
     assert not set(r.pod_labels) & labels.RESERVED_POD_LABELS
+    assert not [k for k in r.pod_labels if labels.reserved_domain(k)]
     assert all(p.startswith("spec.") for p in r.problems)
 
 

@@ -115,7 +115,7 @@ def test_invalid_relay_name_message_joins_every_problem() -> None:
 def test_invalid_spec_message_joins_every_field_problem() -> None:
     d = _decide(relay(port=0, replicas=-1), pool())
     assert d.message == (
-        "spec.replicas: must be an integer from 0 to 2147483647, got -1; "
+        "spec.replicas: must be an integer from 0 to 100, got -1; "
         "spec.port: must be an integer from 1 to 65535, got 0"
     )
 
