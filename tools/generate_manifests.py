@@ -1,4 +1,5 @@
-"""Write the generated manifests: deploy/crds, deploy/rbac and the Helm chart's copies.
+"""Write the generated manifests: deploy/crds, deploy/rbac, deploy/admission and the Helm
+chart's copies.
 
     uv run python tools/generate_manifests.py          # (re)write the files
     uv run python tools/generate_manifests.py --check  # exit 1 and list the stale ones
@@ -6,7 +7,8 @@
 Why generated and committed rather than rendered at install time: people install with
 `kubectl apply -f deploy/...` or Helm without running our code, and reviewers should see
 a permission change as a diff of YAML. The code stays the one source: the CRD comes from
-`dynamo_pool_operator.api.crd`, the RBAC from `dynamo_pool_operator.rbac`, through the
+`dynamo_pool_operator.api.crd`, the RBAC from `dynamo_pool_operator.rbac`, the admission
+policy from `dynamo_pool_operator.admission`, through the
 same `manifests` function the CLI prints, and tests/unit/repository/test_manifests_drift.py fails
 when a committed file differs from what this script would write.
 """
@@ -20,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from dynamo_pool_operator import rbac
+from dynamo_pool_operator import admission, rbac
 from dynamo_pool_operator.cli import manifests
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +68,15 @@ def expected_files() -> dict[Path, str]:
         + yaml.safe_dump(rbac.chart_rules(), sort_keys=False),
     }
     files.update(_rbac_files())
+    admission_source = "src/dynamo_pool_operator/admission.py"
+    files[Path("deploy/admission") / "relay_pod_fields_policy.yaml"] = _yaml(
+        manifests("admission"), admission_source
+    )
+    files[CHART / "files" / "admission-policy.yaml"] = (
+        _HEADER.format(source=admission_source)
+        + "# The chart's templates/admissionpolicy.yaml renders this policy and its binding.\n"
+        + yaml.safe_dump(admission.chart_policy(), sort_keys=False)
+    )
     return files
 
 

@@ -155,17 +155,20 @@ exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 bad usage"
 
     man = sub.add_parser(
         "manifests",
-        help="print the CRD and RBAC manifests as YAML (or install the CRD: crds --apply)",
+        help="print the CRD, RBAC and admission policy manifests as YAML (or install the "
+        "CRD: crds --apply)",
         description="Render what the operator needs installed, from the code that defines "
-        "it: `crds` (the DynamoPoolRelay CRD), `rbac` (ServiceAccount, roles, bindings) or "
-        "`all`. Pipe to `kubectl apply -f -`. `crds --apply` installs or upgrades the CRD "
+        "it: `crds` (the DynamoPoolRelay CRD), `rbac` (ServiceAccount, roles, bindings), "
+        "`admission` (the ValidatingAdmissionPolicy that lets only those who may create "
+        "Deployments set a relay's pod fields, and its binding) or `all`. Pipe to "
+        "`kubectl apply -f -`. `crds --apply` installs or upgrades the CRD "
         "itself (what the Helm chart's upgrade hook runs): it replaces the stored spec with "
         "this version's, keeps others' labels and annotations, and waits until the CRD is "
         "Established; exit 1 when it cannot. It refuses, writing nothing, to replace a CRD "
         "of a newer operator version (unless --allow-downgrade) or one whose "
         "status.storedVersions this version does not serve.",
     )
-    man.add_argument("what", nargs="?", default="all", choices=["all", "crds", "rbac"])
+    man.add_argument("what", nargs="?", default="all", choices=["all", "crds", "rbac", "admission"])
     man.add_argument(
         "--apply",
         action="store_true",
@@ -194,7 +197,8 @@ exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 bad usage"
         "--restricted",
         metavar="NS",
         help="namespace-restricted install: the manager rules become a Role in NS "
-        "(and the Lease lives there), not a ClusterRole",
+        "(and the Lease lives there), not a ClusterRole; the admission policy is bound "
+        "in NS only",
     )
 
     sub.add_parser("version", help="print the version")
@@ -209,8 +213,10 @@ def manifests(
     service_account: str = rbac.DEFAULT_SERVICE_ACCOUNT,
 ) -> list[dict[str, Any]]:
     """The documents `manifests` prints: the CRD, then the RBAC (ServiceAccount first, so
-    `kubectl apply` creates it before the bindings that name it). The Lease lives in the
-    restricted namespace when there is one, as the operator itself defaults it."""
+    `kubectl apply` creates it before the bindings that name it), then the admission
+    policy and its binding. The Lease lives in the restricted namespace when there is
+    one, as the operator itself defaults it."""
+    from . import admission
     from .api import crd
 
     docs: list[dict[str, Any]] = []
@@ -219,6 +225,9 @@ def manifests(
     if what in ("all", "rbac"):
         docs.append(rbac.service_account(namespace, service_account))
         docs += rbac.render(namespace, service_account, restricted, restricted or namespace)
+        docs += rbac.user_roles()
+    if what in ("all", "admission"):
+        docs += admission.render(restricted)
     return docs
 
 

@@ -25,6 +25,13 @@ The Helm chart's CRD upgrade hook runs as its own ServiceAccount with only
 `CRD_UPGRADE_RULES` (our CRD, by name where Kubernetes allows it); the operator itself
 never writes a CRD.
 
+For the people who write relays, two ClusterRoles bound to nobody, after kubebuilder's
+editor and viewer roles: `dynamopoolrelay-editor` (everything with relays) aggregated to
+Kubernetes' `admin` and `edit` roles, `dynamopoolrelay-viewer` (reading them) to `view`.
+So whoever holds `edit` in a namespace may write relays there, as she may write
+Deployments; a relay's pod fields still need `create deployments` there (the admission
+policy, admission.py).
+
 What is deliberately absent: any write to DynamoGraphDeployments (they belong to
 Dynamo's operator; we only read them), Secrets, Pods, and RBAC objects.
 """
@@ -46,6 +53,13 @@ LEADER_ELECTION_NAME = "dynamo-pool-operator-leader-election"
 CLUSTER_PROPERTY_READER_NAME = "dynamo-pool-operator-clusterproperty-reader"
 METRICS_AUTH_NAME = "dynamo-pool-operator-metrics-auth"
 METRICS_READER_NAME = "dynamo-pool-operator-metrics-reader"
+RELAY_EDITOR_NAME = "dynamo-pool-operator-dynamopoolrelay-editor"
+RELAY_VIEWER_NAME = "dynamo-pool-operator-dynamopoolrelay-viewer"
+
+#: The labels that aggregate a ClusterRole into Kubernetes' user-facing roles.
+AGGREGATE_TO = "rbac.authorization.k8s.io/aggregate-to-{}"
+RELAY_EDITOR_AGGREGATES_TO = ("admin", "edit")
+RELAY_VIEWER_AGGREGATES_TO = ("view",)
 
 DEFAULT_NAMESPACE = "dynamo-pool-operator"
 DEFAULT_SERVICE_ACCOUNT = "dynamo-pool-operator"
@@ -198,6 +212,25 @@ CRD_UPGRADE_RULES: tuple[Rule, ...] = (
 )
 
 
+#: For relay authors (aggregated to `admin` and `edit`): everything with relays; their
+#: status is the operator's, so only read.
+RELAY_EDITOR_RULES: tuple[Rule, ...] = (
+    Rule(
+        crd.GROUP,
+        (crd.PLURAL,),
+        ("create", "delete", "get", "list", "patch", "update", "watch"),
+        "write the relays of a namespace (pod fields need create deployments too)",
+    ),
+    Rule(crd.GROUP, (f"{crd.PLURAL}/status",), ("get",), "read a relay's status"),
+)
+
+#: For readers (aggregated to `view`).
+RELAY_VIEWER_RULES: tuple[Rule, ...] = (
+    Rule(crd.GROUP, (crd.PLURAL,), _READ, "read the relays of a namespace"),
+    Rule(crd.GROUP, (f"{crd.PLURAL}/status",), ("get",), "read a relay's status"),
+)
+
+
 def manager_rules() -> list[dict[str, Any]]:
     """Rules of the manager ClusterRole (or of its Role when namespace-restricted)."""
     return [r.to_dict() for r in MANAGER_RULES]
@@ -226,6 +259,21 @@ def metrics_reader_rules() -> list[dict[str, Any]]:
 def crd_upgrade_rules() -> list[dict[str, Any]]:
     """Rules of the chart's CRD upgrade hook."""
     return [r.to_dict() for r in CRD_UPGRADE_RULES]
+
+
+def relay_editor_rules() -> list[dict[str, Any]]:
+    """Rules of the relay editor ClusterRole (aggregated to `admin` and `edit`)."""
+    return [r.to_dict() for r in RELAY_EDITOR_RULES]
+
+
+def relay_viewer_rules() -> list[dict[str, Any]]:
+    """Rules of the relay viewer ClusterRole (aggregated to `view`)."""
+    return [r.to_dict() for r in RELAY_VIEWER_RULES]
+
+
+def aggregation_labels(roles: tuple[str, ...]) -> dict[str, str]:
+    """The labels that aggregate a ClusterRole into each of Kubernetes' `roles`."""
+    return {AGGREGATE_TO.format(role): "true" for role in roles}
 
 
 def _meta(name: str, namespace: str | None) -> dict[str, Any]:
@@ -327,6 +375,21 @@ def render(
     return out
 
 
+def user_roles() -> list[dict[str, Any]]:
+    """The relay editor and viewer ClusterRoles, bound to nobody: Kubernetes aggregates
+    them into `admin`/`edit` and `view`, so whoever holds those in a namespace gets them
+    there."""
+    out = []
+    for name, rules, roles in (
+        (RELAY_EDITOR_NAME, relay_editor_rules(), RELAY_EDITOR_AGGREGATES_TO),
+        (RELAY_VIEWER_NAME, relay_viewer_rules(), RELAY_VIEWER_AGGREGATES_TO),
+    ):
+        role = _role("ClusterRole", name, None, rules)
+        role["metadata"]["labels"].update(aggregation_labels(roles))
+        out.append(role)
+    return out
+
+
 def service_account(namespace: str, name: str) -> dict[str, Any]:
     """The ServiceAccount the bindings name, for `manifests rbac` (the chart makes its own)."""
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(name, namespace)}
@@ -343,4 +406,6 @@ def chart_rules() -> dict[str, list[dict[str, Any]]]:
         "metricsAuth": metrics_auth_rules(),
         "metricsReader": metrics_reader_rules(),
         "crdUpgrade": crd_upgrade_rules(),
+        "relayEditor": relay_editor_rules(),
+        "relayViewer": relay_viewer_rules(),
     }

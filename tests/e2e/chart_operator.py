@@ -54,7 +54,8 @@ class Release:
 
 @contextlib.contextmanager
 def new_release(cp: ControlPlane, prefix: str) -> Iterator[Release]:
-    """A release namespace; afterwards it and the release's cluster-scoped RBAC go."""
+    """A release namespace; afterwards it and the release's cluster-scoped RBAC and
+    admission policy go."""
     suffix = uuid.uuid4().hex[:8]
     rel = Release(f"{prefix}-{suffix}", f"dpo-{suffix}")
     cp.create_namespace(rel.namespace)
@@ -65,6 +66,8 @@ def new_release(cp: ControlPlane, prefix: str) -> Iterator[Release]:
         selector = f"labelSelector=app.kubernetes.io/instance%3D{rel.name}"
         for plural in ("clusterroles", "clusterrolebindings"):
             cp.request("DELETE", f"/apis/rbac.authorization.k8s.io/v1/{plural}?{selector}")
+        for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+            cp.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}?{selector}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -68,6 +68,12 @@ CLUSTER_ROLE_BINDINGS = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
 )
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+CLUSTER_SCOPED = (
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+)
 
 MODES = pytest.mark.parametrize("restricted", [False, True], ids=["cluster-wide", "restricted"])
 
@@ -97,6 +103,8 @@ def test_default_render() -> None:
     assert kinds == [
         ("ClusterRole", "dynamo-pool-operator-clusterproperty-reader.dpo-system"),
         ("ClusterRole", "dynamo-pool-operator-crd-upgrade.dpo-system"),  # hook
+        ("ClusterRole", "dynamo-pool-operator-dynamopoolrelay-editor.dpo-system"),
+        ("ClusterRole", "dynamo-pool-operator-dynamopoolrelay-viewer.dpo-system"),
         ("ClusterRole", "dynamo-pool-operator-metrics-auth.dpo-system"),
         ("ClusterRole", "dynamo-pool-operator-metrics-reader.dpo-system"),
         ("ClusterRole", "dynamo-pool-operator.dpo-system"),
@@ -112,13 +120,15 @@ def test_default_render() -> None:
         ("Service", "dynamo-pool-operator-metrics"),
         ("ServiceAccount", "dynamo-pool-operator"),
         ("ServiceAccount", "dynamo-pool-operator-crd-upgrade"),  # hook
+        ("ValidatingAdmissionPolicy", "dynamo-pool-operator-relay-pod-fields.dpo-system"),
+        ("ValidatingAdmissionPolicyBinding", "dynamo-pool-operator-relay-pod-fields.dpo-system"),
     ]
     for d in docs:
         labels = d["metadata"]["labels"]
         assert labels["app.kubernetes.io/name"] == "dynamo-pool-operator"
         assert labels["app.kubernetes.io/instance"] == "dynamo-pool-operator"
         assert labels["app.kubernetes.io/managed-by"] == "Helm"
-        if d["kind"] not in ("ClusterRole", "ClusterRoleBinding"):
+        if d["kind"] not in CLUSTER_SCOPED:
             assert d["metadata"]["namespace"] == "dpo-system"
 
     dep = one(docs, "Deployment")
@@ -339,14 +349,22 @@ def test_restricted_render() -> None:
     assert ("Role", "dynamo-pool-operator-leader-election", "team-a") in roles
     assert ("ClusterRole", "dynamo-pool-operator-clusterproperty-reader.dpo-system", None) in roles
     # Cluster-wide only what no Role can grant: ClusterProperties (cluster-scoped), the
-    # token and access reviews of secure metrics, the unbound reader for Prometheus, and
-    # the CRD upgrade hook's own identity (a hook: gone after the upgrade).
+    # token and access reviews of secure metrics, the unbound reader for Prometheus, the
+    # CRD upgrade hook's own identity (a hook: gone after the upgrade), and the unbound
+    # relay editor and viewer roles Kubernetes aggregates into admin, edit and view.
     assert sorted(n for k, n, _ in roles if k == "ClusterRole") == [
         "dynamo-pool-operator-clusterproperty-reader.dpo-system",
         "dynamo-pool-operator-crd-upgrade.dpo-system",
+        "dynamo-pool-operator-dynamopoolrelay-editor.dpo-system",
+        "dynamo-pool-operator-dynamopoolrelay-viewer.dpo-system",
         "dynamo-pool-operator-metrics-auth.dpo-system",
         "dynamo-pool-operator-metrics-reader.dpo-system",
     ]
+    # The admission policy is bound where the operator acts, and nowhere else.
+    binding = one(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["matchResources"] == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "team-a"}}
+    }
     binding = one(docs, "RoleBinding", "dynamo-pool-operator")
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "dynamo-pool-operator", "namespace": "dpo-system"}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dynamo_pool_operator import __version__, cli, rbac, status_cmd
+from dynamo_pool_operator import __version__, admission, cli, rbac, status_cmd
 from dynamo_pool_operator.api import crd
 
 
@@ -26,14 +26,25 @@ def test_manifests_crds_is_the_crd_alone(capsys: pytest.CaptureFixture[str]) -> 
     assert out == yaml.safe_dump(crd.crd(), sort_keys=False)
 
 
-def test_manifests_all_is_crd_then_rbac(capsys: pytest.CaptureFixture[str]) -> None:
+def test_manifests_all_is_crd_then_rbac_then_admission(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     code, out, _ = run(capsys, "manifests")
     assert code == 0
     docs = list(yaml.safe_load_all(out))
     assert docs[0] == crd.crd()
     assert docs[1] == rbac.service_account(rbac.DEFAULT_NAMESPACE, rbac.DEFAULT_SERVICE_ACCOUNT)
     ns = rbac.DEFAULT_NAMESPACE
-    assert docs[2:] == rbac.render(ns, rbac.DEFAULT_SERVICE_ACCOUNT, None, ns)
+    operator = rbac.render(ns, rbac.DEFAULT_SERVICE_ACCOUNT, None, ns)
+    assert docs[2:] == operator + rbac.user_roles() + admission.render()
+
+
+def test_manifests_admission_restricted_binds_in_the_namespace(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run(capsys, "manifests", "admission", "--restricted", "team-a")
+    assert code == 0
+    assert list(yaml.safe_load_all(out)) == admission.render("team-a")
 
 
 def test_manifests_rbac_restricted(capsys: pytest.CaptureFixture[str]) -> None:

@@ -179,4 +179,45 @@ def test_chart_rules_are_the_roles() -> None:
         "metricsAuth": rbac.metrics_auth_rules(),
         "metricsReader": rbac.metrics_reader_rules(),
         "crdUpgrade": rbac.crd_upgrade_rules(),
+        "relayEditor": rbac.relay_editor_rules(),
+        "relayViewer": rbac.relay_viewer_rules(),
     }
+
+
+def test_relay_user_roles_are_aggregated_to_kubernetes_user_facing_roles() -> None:
+    """kubebuilder's editor and viewer roles: bound to nobody, aggregated so that
+    `admin`/`edit` write relays and `view` reads them."""
+    editor, viewer = rbac.user_roles()
+    assert editor["kind"] == viewer["kind"] == "ClusterRole"
+    assert editor["metadata"]["name"] == "dynamo-pool-operator-dynamopoolrelay-editor"
+    assert viewer["metadata"]["name"] == "dynamo-pool-operator-dynamopoolrelay-viewer"
+    aggregate = "rbac.authorization.k8s.io/aggregate-to-"
+    assert {k: v for k, v in editor["metadata"]["labels"].items() if k.startswith(aggregate)} == {
+        f"{aggregate}admin": "true",
+        f"{aggregate}edit": "true",
+    }
+    assert {k: v for k, v in viewer["metadata"]["labels"].items() if k.startswith(aggregate)} == {
+        f"{aggregate}view": "true"
+    }
+    assert editor["rules"] == [
+        {
+            "apiGroups": ["nvidia.com"],
+            "resources": ["dynamopoolrelays"],
+            "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+        },
+        {"apiGroups": ["nvidia.com"], "resources": ["dynamopoolrelays/status"], "verbs": ["get"]},
+    ]
+    assert viewer["rules"] == [
+        {
+            "apiGroups": ["nvidia.com"],
+            "resources": ["dynamopoolrelays"],
+            "verbs": ["get", "list", "watch"],
+        },
+        {"apiGroups": ["nvidia.com"], "resources": ["dynamopoolrelays/status"], "verbs": ["get"]},
+    ]
+    # Neither touches anything but relays: no Deployments, no status writes.
+    for role in (editor, viewer):
+        assert all(r["apiGroups"] == ["nvidia.com"] for r in role["rules"])
+        assert not [
+            r for r in role["rules"] if "status" in r["resources"][0] and r["verbs"] != ["get"]
+        ]

@@ -18,12 +18,14 @@ from typing import Any
 import pytest
 import yaml
 
-from dynamo_pool_operator import __version__, rbac
+from dynamo_pool_operator import __version__, admission, rbac
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "dynamo-pool-operator"
 REGENERATE = "run `tools/uv run python tools/generate_manifests.py` and commit the result"
 RBAC_KINDS = {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+POLICY_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+AGGREGATE_TO = "rbac.authorization.k8s.io/aggregate-to-"
 
 
 def _generator() -> ModuleType:
@@ -99,6 +101,9 @@ def _comparable(obj: dict[str, Any], cluster_suffix: str = "") -> dict[str, Any]
     for key in ("rules", "roleRef", "subjects"):
         if key in obj:
             out[key] = obj[key]
+    aggregates = {k: v for k, v in (meta.get("labels") or {}).items() if k.startswith(AGGREGATE_TO)}
+    if aggregates:
+        out["aggregates"] = aggregates
     ref = out.get("roleRef")
     if ref and ref["kind"] == "ClusterRole":
         out["roleRef"] = {**ref, "name": ref["name"] + cluster_suffix}
@@ -127,6 +132,7 @@ def test_chart_rbac_is_rbac_py(restricted: str | None) -> None:
         (
             _comparable(d, f".{ns}")
             for d in rbac.render(ns, "dynamo-pool-operator", restricted, restricted or ns)
+            + rbac.user_roles()
         ),
         key=_key,
     )
@@ -154,6 +160,8 @@ def test_chart_rules_equal_rbac_py_rules(restricted: str | None) -> None:
         ("ClusterRole", "ops-clusterproperty-reader.elsewhere"): rbac.cluster_property_rules(),
         ("ClusterRole", "ops-metrics-auth.elsewhere"): rbac.metrics_auth_rules(),
         ("ClusterRole", "ops-metrics-reader.elsewhere"): rbac.metrics_reader_rules(),
+        ("ClusterRole", "ops-dynamopoolrelay-editor.elsewhere"): rbac.relay_editor_rules(),
+        ("ClusterRole", "ops-dynamopoolrelay-viewer.elsewhere"): rbac.relay_viewer_rules(),
     }
 
 
@@ -179,10 +187,44 @@ def test_plain_metrics_drop_the_metrics_roles() -> None:
             for d in rbac.render(
                 "dpo-system", "dynamo-pool-operator", None, "dpo-system", metrics_auth=False
             )
+            + rbac.user_roles()
         ),
         key=_key,
     )
     assert chart == code
+
+
+def _policies(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The admission policy objects as they matter: kind, name, spec (labels aside)."""
+    return [
+        {"kind": d["kind"], "name": d["metadata"]["name"], "spec": d["spec"]}
+        for d in docs
+        if d["kind"] in POLICY_KINDS
+    ]
+
+
+@pytest.mark.parametrize("restricted", [None, "team-a"], ids=["cluster-wide", "restricted"])
+def test_chart_admission_policy_is_admission_py(restricted: str | None) -> None:
+    """On by default: the chart's policy and binding are `admission.render` for the mode
+    (restricted: bound in the target namespace only), named `<fullname>-relay-pod-fields`
+    with the release namespace appended."""
+    ns = "dpo-system"
+    sets = []
+    if restricted:
+        sets = [
+            "namespaceRestriction.enabled=true",
+            f"namespaceRestriction.targetNamespace={restricted}",
+        ]
+    chart = _policies(_template(ns, *sets))
+    code = _policies(admission.render(restricted, suffix=f".{ns}"))
+    assert chart == code, f"the chart's admission policy differs from admission.py; {REGENERATE}"
+
+
+def test_the_admission_policy_can_be_turned_off() -> None:
+    assert _policies(_template("dpo-system", "admissionPolicy.enabled=false")) == []
+    # Under another release name, the binding names the policy it renders.
+    policy, binding = _policies(_template("elsewhere", "fullnameOverride=ops"))
+    assert policy["name"] == binding["spec"]["policyName"] == "ops-relay-pod-fields.elsewhere"
 
 
 # ------------------------------------------------------------------ chart documentation
