@@ -33,7 +33,7 @@ from tests.integration.tenants import grant, tenant_client
 POOL = "llama"
 POLICIES = "/apis/admissionregistration.k8s.io/v1"
 
-#: What issue 32 saw a relay author do with each field, one field at a time.
+#: What a relay author could do with each field before the policy, one field at a time.
 POD_FIELDS: list[tuple[str, Any]] = [
     ("image", "attacker.example/toolbox:latest"),
     ("serviceAccountName", "payments-admin"),
