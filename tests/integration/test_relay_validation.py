@@ -46,6 +46,8 @@ WITHDRAWN_BY_THE_OPERATOR: list[tuple[dict[str, Any], str]] = [
     ({"tolerations": [{"key": "gpu", "value": "not a label"}]}, "spec.tolerations[0].value"),
     ({"nodeSelector": {"a b": "x"}}, "spec.nodeSelector[a b]"),
     ({"nodeSelector": {"pool": "not a label"}}, "spec.nodeSelector[pool]"),
+    ({"podLabels": {"nvidia.com/dynamo-component-type": "frontend"}},
+     "spec.podLabels[nvidia.com/dynamo-component-type]"),
 ]  # fmt: skip
 
 
