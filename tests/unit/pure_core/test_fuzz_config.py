@@ -67,6 +67,7 @@ FIELD_TYPES: dict[str, str] = {
     "server.metricsAddress": "string",
     "server.healthProbeAddress": "string",
     "server.metricsSecure": "boolean",
+    "server.perRelayMetrics": "boolean",
     "server.metricsCertDir": "string",
     "poolRelay.image": "string",
     "poolRelay.imagePullPolicy": "string",
@@ -381,6 +382,7 @@ def valid_documents(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     put("server.healthProbeAddress",
         draw(st.just("0") | st.builds(address, hosts, st.integers(8082, 65535))))  # fmt: skip
     put("server.metricsSecure", draw(st.booleans()))
+    put("server.perRelayMetrics", draw(st.booleans()))
     # A certificate directory needs secure metrics (a rule between the two).
     secure = expected["server.metricsSecure"]
     put("server.metricsCertDir", draw(st.sampled_from(["", "/tls"])) if secure else "")
