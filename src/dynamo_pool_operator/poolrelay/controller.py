@@ -21,9 +21,10 @@ from ..api import crd, labels, names
 from ..api.dgd import GROUP as DGD_GROUP
 from ..api.dgd import KIND as DGD_KIND
 from ..api.dgd import PLURAL as DGD_PLURAL
+from ..api.mcs import ExportCondition
 from ..runtime import handover
 from ..runtime.controller import Controller, Request, spec_or_metadata_changed
-from ..runtime.informer import EventType, Informer
+from ..runtime.informer import EventType, Informer, VocabularyPath
 from ..runtime.meta import Meta
 from ..runtime.owned import VIEW
 from ..runtime.resources import DEPLOYMENTS, SERVICES, Resource
@@ -36,6 +37,33 @@ from .reconciler import RelayCaches
 CONTROLLER_NAME = "dynamopoolrelay"
 
 RELAYS = crd.RELAYS
+
+#: The relays' own bounded vocabulary, interned in the cache beyond the runtime's
+#: generic one (`runtime.informer.VOCABULARY`): each export line's state and reason,
+#: the implementation's conditions shown on it, the cluster ID and the pod count.
+RELAY_VOCABULARY: frozenset[VocabularyPath] = frozenset(
+    {
+        ("status", "exports", "*", "state"),
+        ("status", "exports", "*", "reason"),
+        *(
+            ("status", "exports", "*", str(c).lower(), key)
+            for c in ExportCondition
+            for key in ("status", "reason")
+        ),
+        ("status", "clusterId"),
+        ("status", "relayPods"),
+    }
+)
+#: The DGDs' own: component names and types (`spec.components` of v1beta1, the
+#: component types of v1alpha1's `spec.services`, whose names are keys).
+DGD_VOCABULARY: frozenset[VocabularyPath] = frozenset(
+    {
+        ("spec", "components", "*", "name"),
+        ("spec", "components", "*", "type"),
+        ("spec", "services", "*", "componentType"),
+        ("spec", "services", "*", "subComponentType"),
+    }
+)
 
 
 def dgd_resource(version: str) -> Resource:
@@ -152,7 +180,9 @@ def trim_service(obj: Obj) -> Obj:
 
 def dgd_cache(informers: SharedInformers, *, namespace: str | None, version: str) -> Informer:
     """The DGD informer at `version` (at start, and when the DGD API moves to another)."""
-    return informers.get(dgd_resource(version), namespace, transform=_keep_dgd_fields)
+    return informers.get(
+        dgd_resource(version), namespace, transform=_keep_dgd_fields, vocabulary=DGD_VOCABULARY
+    )
 
 
 def relay_caches(
@@ -160,7 +190,7 @@ def relay_caches(
 ) -> RelayCaches:
     """Ask the shared factory for the informers this controller reads."""
     return RelayCaches(
-        relays=informers.get(RELAYS, namespace),
+        relays=informers.get(RELAYS, namespace, vocabulary=RELAY_VOCABULARY),
         dgds=dgd_cache(informers, namespace=namespace, version=dgd_version),
         # Who wrote the relay objects how (not the field sets): an object whose create
         # was never handed over to the apply manager shows there.

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry
 
 from .clock import Clock
-from .informer import Informer, InformerClient, Keep, Transform
+from .informer import Informer, InformerClient, Keep, Transform, VocabularyPath
 from .resources import Resource
 
 log = logging.getLogger(__name__)
@@ -52,15 +53,18 @@ class SharedInformers:
         transform: Transform | None = None,
         keep: Keep | None = None,
         keep_managed_fields: bool = False,
+        vocabulary: Iterable[VocabularyPath] = (),
     ) -> Informer:
         """The shared informer for this key, created on first use.
 
         A transform decides what every sharer sees, so asking for a different one
         than the informer already has is an error rather than a silent surprise.
         `keep_managed_fields` leaves `metadata.managedFields` for the transform to
-        trim (they are dropped by default).
+        trim (they are dropped by default). `vocabulary` adds where the kind's own
+        bounded vocabulary lives (interned: see `informer.VOCABULARY`).
         """
         ns = namespace if namespace and resource.namespaced else None
+        vocabulary = frozenset(vocabulary)
         key = (resource, ns, label_selector or None)
         informer = self._informers.get(key)
         if informer is None:
@@ -74,17 +78,21 @@ class SharedInformers:
                 transform=transform,
                 keep=keep,
                 keep_managed_fields=keep_managed_fields,
+                vocabulary=vocabulary,
                 clock=self._clock,
                 registry=self._registry,
             )
             self._informers[key] = informer
             if self._started:
                 self._start(informer)
-        elif (transform is not None and informer.transform != transform) or (
-            keep is not None and informer.keep != keep
+        elif (
+            (transform is not None and informer.transform != transform)
+            or (keep is not None and informer.keep != keep)
+            or (vocabulary and informer.vocabulary != vocabulary)
         ):
             raise ValueError(
-                f"informer {informer.description} already exists with another transform or filter"
+                f"informer {informer.description} already exists with another transform, "
+                "filter or vocabulary"
             )
         return informer
 

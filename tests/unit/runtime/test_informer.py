@@ -13,6 +13,8 @@ import contextlib
 import copy
 import logging
 import ssl
+import sys
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any
 
@@ -426,7 +428,10 @@ def test_equal_owner_references_are_one_list_and_go_with_the_last_holder() -> No
     def owned(name: str, owner: str) -> dict[str, Any]:
         o = obj(name)
         o["metadata"]["ownerReferences"] = [{"uid": owner, "controller": True, "name": "r"}]
-        o["metadata"]["labels"] = {"pool": "p" + owner}
+        o["metadata"]["labels"] = {
+            "pool": "p" + owner,
+            "app.kubernetes.io/managed-by": "".join(["op", "erator"]),
+        }
         return o
 
     a, b, c = (share_common_parts(owned(n, u)) for n, u in (("a", "u1"), ("b", "u1"), ("c", "u2")))
@@ -434,7 +439,8 @@ def test_equal_owner_references_are_one_list_and_go_with_the_last_holder() -> No
     assert refs[0] is refs[1]
     assert refs[0] is not refs[2]
     assert refs[0] == [{"uid": "u1", "controller": True, "name": "r"}]
-    assert a["metadata"]["labels"]["pool"] is b["metadata"]["labels"]["pool"]
+    managed_by = [x["metadata"]["labels"]["app.kubernetes.io/managed-by"] for x in (a, b)]
+    assert managed_by[0] is managed_by[1]  # a well-known label's value: vocabulary
     before = len(informer_mod._SHARED_OWNERS)
     del a, b, refs
     gc.collect()
@@ -492,10 +498,11 @@ def test_an_owner_list_is_shared_only_with_an_equal_one() -> None:
     assert b["metadata"]["ownerReferences"] is not held
 
 
-def test_repeated_short_values_are_one_string_each() -> None:
-    """Condition types, statuses, reasons, timestamps, kinds and versions repeat across
-    thousands of cached objects: each distinct one is kept once. Long values (messages)
-    and the ones no two objects share (uid, resourceVersion) are left as they are."""
+def test_the_bounded_vocabulary_is_one_string_each() -> None:
+    """Kinds, versions, condition types, statuses and reasons repeat across thousands of
+    cached objects: each distinct one is kept once, and so is each key (the decoder's).
+    Values that change without bound (timestamps, messages, names, uids,
+    resourceVersions) are each object's own (see the next test)."""
 
     def relay(name: str) -> Obj:
         o = orjson.loads(
@@ -517,7 +524,7 @@ def test_repeated_short_values_are_one_string_each() -> None:
                                 "status": "True",
                                 "reason": "PoolReady",
                                 "lastTransitionTime": "2026-12-02T10:00:01Z",
-                                "message": "x" * 80,
+                                "message": "the pool is ready",
                                 "observedGeneration": 1,
                             }
                         ],
@@ -526,19 +533,196 @@ def test_repeated_short_values_are_one_string_each() -> None:
                 }
             )
         )
-        return share_common_parts(o)
+        return share_common_parts(o, frozenset({("status", "exports", "*", "state")}))
 
     a, b = relay("a"), relay("b")
     ca, cb = a["status"]["conditions"][0], b["status"]["conditions"][0]
-    for key in ("type", "status", "reason", "lastTransitionTime"):
+    for key in ("type", "status", "reason"):
         assert ca[key] is cb[key], key
     assert a["apiVersion"] is b["apiVersion"]
     assert a["kind"] is b["kind"]
-    assert a["metadata"]["creationTimestamp"] is b["metadata"]["creationTimestamp"]
+    # The kind's own vocabulary, given by the informer's owner.
     assert a["status"]["exports"][0]["state"] is b["status"]["exports"][0]["state"]
-    assert ca["message"] is not cb["message"]
+    assert all(x is y for x, y in zip(ca, cb, strict=True))  # keys
+    assert all(x is y for x, y in zip(a["metadata"], b["metadata"], strict=True))
+    for key in ("lastTransitionTime", "message"):
+        assert ca[key] is not cb[key], key
+    assert a["metadata"]["creationTimestamp"] is not b["metadata"]["creationTimestamp"]
     assert a["metadata"]["resourceVersion"] is not b["metadata"]["resourceVersion"]
     assert ca["observedGeneration"] == 1
+
+
+def test_a_vocabulary_path_reaches_list_items_and_map_values_and_nothing_else() -> None:
+    """`*` is every item of a list or value of a map; a place that holds no string, or
+    a string too long to be a word, is left as it is."""
+    token = uuid.uuid4().hex[:8]
+    words = {w: _interned_copy(f"{w}-{token}") for w in ("a", "b", "c", "d")}
+    long = "w" * 65 + token
+    long_canary = _interned_copy(long)
+    o = orjson.loads(
+        orjson.dumps(
+            {
+                "spec": {
+                    "services": {
+                        "x": {"componentType": f"a-{token}", "other": f"b-{token}"},
+                        "y": {"componentType": long},
+                    },
+                    "components": [{"type": f"c-{token}"}, {"type": 3}, f"d-{token}"],
+                    "tags": [f"d-{token}"],
+                }
+            }
+        )
+    )
+    vocabulary = frozenset(
+        {
+            ("spec", "services", "*", "componentType"),
+            ("spec", "components", "*", "type"),
+            ("spec", "tags", "*"),
+        }
+    )
+    spec = share_common_parts(o, vocabulary)["spec"]
+    assert spec["services"]["x"]["componentType"] is words["a"]
+    assert spec["services"]["x"]["other"] is not words["b"]
+    assert spec["services"]["y"]["componentType"] is not long_canary
+    assert spec["components"][0]["type"] is words["c"]
+    assert spec["components"][1]["type"] == 3
+    assert spec["components"][2] is not words["d"]  # a list item, but not at a path
+    assert spec["tags"][0] is words["d"]
+
+
+def test_an_informer_interns_its_kinds_own_vocabulary() -> None:
+    token = uuid.uuid4().hex[:8]
+    canary = _interned_copy(f"Exported-{token}")
+    informer = Informer(
+        StubClient(), RES, vocabulary=[("status", "exports", "*", "state")], clock=FakeClock()
+    )
+    o = obj("a")
+    o["status"] = {"exports": [{"state": "".join(["Exported-", token])}]}
+    assert informer._prepare(o)["status"]["exports"][0]["state"] is canary
+
+
+def _interned_copy(value: str) -> str:
+    """The string the intern table holds for `value`, made from an equal copy first, so
+    that a cached value `is` it only if the cache interned it."""
+    return sys.intern("".join(list(value)))
+
+
+def test_values_that_change_without_bound_are_not_interned() -> None:
+    """On CPython 3.12.0 to 3.12.4 and on free-threaded builds an interned string is
+    immortal: a cache that interns every new timestamp, message or name keeps each one
+    for the life of the process. Only a bounded vocabulary is interned (keys, kinds,
+    apiVersions, conditions' type, status and reason, field managers and operations,
+    finalizers, well-known label values); what changes with every write is not."""
+    token = uuid.uuid4().hex[:8]  # values no other string in this process has
+    unbounded = {
+        "name": f"pool-{token}",
+        "namespace": f"ns-{token}",
+        "creationTimestamp": f"2026-12-03T10:{token[:2]}:00Z",
+        "label": f"team-{token}",
+        "annotation": f"note {token}",
+        "owner name": f"relay-{token}",
+        "managedFields time": f"2026-12-03T11:{token[:2]}:00Z",
+        "message": f"relay {token} is ready",
+        "lastTransitionTime": f"2026-12-03T12:{token[:2]}:00Z",
+        "export name": f"exp-{token}",
+    }
+    bounded = {
+        "apiVersion": f"example{token}.com/v1",
+        "kind": f"Relay{token}",
+        "owner apiVersion": f"owner{token}.com/v1",
+        "owner kind": f"Owner{token}",
+        "manager": f"manager-{token}",
+        "operation": f"Apply{token}",
+        "managedFields apiVersion": f"fields{token}/v1",
+        "fieldsType": f"FieldsV{token}",
+        "finalizer": f"example.com/{token}",
+        "managed-by": f"operator-{token}",
+        "type": f"Ready{token}",
+        "status": f"True{token}",
+        "reason": f"Reason{token}",
+    }
+    canaries = {what: _interned_copy(v) for what, v in {**unbounded, **bounded}.items()}
+    u, b = unbounded, bounded
+    o = orjson.loads(
+        orjson.dumps(
+            {
+                "apiVersion": b["apiVersion"],
+                "kind": b["kind"],
+                "metadata": {
+                    "name": u["name"],
+                    "namespace": u["namespace"],
+                    "uid": f"uid-{token}",
+                    "resourceVersion": "41",
+                    "creationTimestamp": u["creationTimestamp"],
+                    "labels": {"team": u["label"], "app.kubernetes.io/managed-by": b["managed-by"]},
+                    "annotations": {"note": u["annotation"]},
+                    "finalizers": [b["finalizer"]],
+                    "ownerReferences": [
+                        {
+                            "apiVersion": b["owner apiVersion"],
+                            "kind": b["owner kind"],
+                            "name": u["owner name"],
+                            "uid": f"owner-{token}",
+                        }
+                    ],
+                    "managedFields": [
+                        {
+                            "manager": b["manager"],
+                            "operation": b["operation"],
+                            "apiVersion": b["managedFields apiVersion"],
+                            "fieldsType": b["fieldsType"],
+                            "time": u["managedFields time"],
+                        }
+                    ],
+                },
+                "status": {
+                    "conditions": [
+                        {
+                            "type": b["type"],
+                            "status": b["status"],
+                            "reason": b["reason"],
+                            "message": u["message"],
+                            "lastTransitionTime": u["lastTransitionTime"],
+                        }
+                    ],
+                    "exports": [{"name": u["export name"]}],
+                },
+            }
+        )
+    )
+    share_common_parts(o)
+    meta, cond = o["metadata"], o["status"]["conditions"][0]
+    owner, fields = meta["ownerReferences"][0], meta["managedFields"][0]
+    cached = {
+        "name": meta["name"],
+        "namespace": meta["namespace"],
+        "creationTimestamp": meta["creationTimestamp"],
+        "label": meta["labels"]["team"],
+        "annotation": meta["annotations"]["note"],
+        "owner name": owner["name"],
+        "managedFields time": fields["time"],
+        "message": cond["message"],
+        "lastTransitionTime": cond["lastTransitionTime"],
+        "export name": o["status"]["exports"][0]["name"],
+        "apiVersion": o["apiVersion"],
+        "kind": o["kind"],
+        "owner apiVersion": owner["apiVersion"],
+        "owner kind": owner["kind"],
+        "manager": fields["manager"],
+        "operation": fields["operation"],
+        "managedFields apiVersion": fields["apiVersion"],
+        "fieldsType": fields["fieldsType"],
+        "finalizer": meta["finalizers"][0],
+        "managed-by": meta["labels"]["app.kubernetes.io/managed-by"],
+        "type": cond["type"],
+        "status": cond["status"],
+        "reason": cond["reason"],
+    }
+    assert all(cached[what] == v for what, v in {**unbounded, **bounded}.items())
+    interned = sorted(what for what in unbounded if cached[what] is canaries[what])
+    assert interned == [], f"values that change without bound were interned: {interned}"
+    left = sorted(what for what in bounded if cached[what] is not canaries[what])
+    assert left == [], f"the bounded vocabulary was not interned: {left}"
 
 
 # --------------------------------------------------------------------------- list
@@ -1130,6 +1314,17 @@ def test_shared_informers_refuse_a_second_different_transform() -> None:
     assert shared.get(RES, "ns") is inf
     with pytest.raises(ValueError, match="another transform"):
         shared.get(RES, "ns", transform=t2)
+
+
+def test_shared_informers_refuse_a_second_different_vocabulary() -> None:
+    shared = SharedInformers(StubClient(), clock=FakeClock())
+    words = [("status", "phase")]
+    inf = shared.get(RES, "ns", vocabulary=words)
+    assert inf.vocabulary == frozenset(words)
+    assert shared.get(RES, "ns", vocabulary=iter(words)) is inf
+    assert shared.get(RES, "ns") is inf
+    with pytest.raises(ValueError, match="vocabulary"):
+        shared.get(RES, "ns", vocabulary=[("status", "other")])
 
 
 async def test_shared_informers_start_sync_late_start_and_stop_all() -> None:
