@@ -30,7 +30,7 @@ from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
 from dynamo_pool_operator.runtime.auth import load_kubeconfig
 from dynamo_pool_operator.runtime.client import Client
 
-from . import fairness, floor, inproc, objects, procs
+from . import fairness, floor, inproc, objects, procs, soak
 from .latency import reaction_latency
 from .restart import restart
 from .tracker import Tracker
@@ -100,7 +100,30 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--fairness-gap", type=float, default=0.25, help="seconds between changes (default 0.25)"
     )
+    p.add_argument(
+        "--soak",
+        action="store_true",
+        help="after the cold start, rounds of relay status churn and the operator's held "
+        "RSS after each (N defaults to 300)",
+    )
+    p.add_argument("--soak-rounds", type=int, default=20, help="churn rounds (default 20)")
+    p.add_argument(
+        "--soak-conditions",
+        type=int,
+        default=10,
+        help="conditions each round writes per relay (default 10)",
+    )
+    p.add_argument(
+        "--soak-settle", type=float, default=3.0, help="seconds after a round's writes (default 3)"
+    )
+    p.add_argument(
+        "--operator-python",
+        help="with --soak: run the operator with this interpreter (another environment's, "
+        "e.g. another Python version or checkout)",
+    )
     a = p.parse_args(argv)
+    if a.soak and a.pools == 1000:
+        a.pools = 300
     if a.quick:
         a.pools = 100 if a.pools == 1000 else a.pools
         a.changes = a.changes or 50
@@ -108,7 +131,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     a.changes = a.changes or 200
     a.steady = a.steady if a.steady is not None else 60.0
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    a.out = a.out or ROOT / "bench" / "results" / f"{stamp}-n{a.pools}.json"
+    kind = "soak-" if a.soak else ""
+    a.out = a.out or ROOT / "bench" / "results" / f"{stamp}-{kind}n{a.pools}.json"
     return a
 
 
@@ -299,6 +323,39 @@ async def fairness_phases(
     return out
 
 
+async def soak_phases(
+    client: Client,
+    cp: ControlPlane,
+    tracker: Tracker,
+    op: procs.OperatorProcess,
+    pools: list[tuple[str, str]],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """The cold start, then the status churn on the converged fleet (bench/soak.py)."""
+    out: dict[str, Any] = {"cold_start": await converge(cp, tracker, op, args)}
+    out["rss_after_convergence"] = op.status()
+    out["soak"] = await soak.churn(
+        client,
+        cp,
+        op,
+        pools,
+        rounds=args.soak_rounds,
+        conditions=args.soak_conditions,
+        settle=args.soak_settle,
+        log=log,
+    )
+    s = out["soak"]
+    log(
+        f"soak: held RSS {s['held_rss_at_warmup_end'] / 2**20:.1f} -> "
+        f"{s['held_rss_at_end'] / 2**20:.1f} MiB over {s['measured_rounds']} rounds, trend "
+        f"{s['trend_bytes_per_round'] / 2**10:.0f} KiB a round against "
+        f"{s['churned_string_bytes'] / s['measured_rounds'] / 2**10:.0f} KiB of strings "
+        f"written a round: {'flat' if s['flat'] else 'GROWING'}"
+    )
+    op.stop()
+    return out
+
+
 async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any]:
     """The phases; each one's figures go into `result` as it ends, so a run that is
     stopped or fails still leaves what it measured (see `main`)."""
@@ -318,6 +375,8 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
         "quick": args.quick,
         "convergence_only": args.convergence_only,
         "fairness": args.fairness,
+        "soak": args.soak,
+        "operator_python": args.operator_python or "this checkout",
         "operator_workers": args.workers,
         "machine": machine(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
@@ -330,7 +389,12 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
         extra_apiserver_args=APISERVER_ARGS,
     )
     await asyncio.to_thread(cp.start)
-    op = procs.OperatorProcess(cp, args.workers, args.out.with_suffix(".operator.log"))
+    op = procs.OperatorProcess(
+        cp,
+        args.workers,
+        args.out.with_suffix(".operator.log"),
+        args.operator_python if args.soak else None,
+    )
     try:
         async with Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-bench/1") as client:
             await objects.set_cluster_id(client)
@@ -344,6 +408,9 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
             try:
                 if args.fairness:
                     result.update(await fairness_phases(client, cp, tracker, op, pools, args))
+                    return result
+                if args.soak:
+                    result.update(await soak_phases(client, cp, tracker, op, pools, args))
                     return result
                 result["cold_start"] = await converge(cp, tracker, op, args)
                 result["rss_after_convergence"] = op.status()
