@@ -192,3 +192,32 @@ def test_a_port_taken_after_it_was_picked_is_picked_again() -> None:
     finally:
         for s in holders:
             s.close()
+
+
+def test_etcd_answers_only_a_client_with_its_certificate(control_plane: ControlPlane) -> None:
+    """Whoever shares the machine reaches etcd's loopback port: without a client
+    certificate it must not read what the API server stores (`dev` runs for hours, and
+    its Secrets and tokens are in etcd)."""
+    import http.client
+    import json
+    import ssl
+
+    body = json.dumps({"key": "AA==", "range_end": "AA=="})
+    for conn in (
+        http.client.HTTPConnection("127.0.0.1", control_plane.etcd_port, timeout=5),
+        http.client.HTTPSConnection(
+            "127.0.0.1",
+            control_plane.etcd_port,
+            timeout=5,
+            context=ssl._create_unverified_context(),  # no certificate of ours
+        ),
+    ):
+        try:
+            conn.request("POST", "/v3/kv/range", body, {"Content-Type": "application/json"})
+            status = conn.getresponse().status
+        except (OSError, http.client.HTTPException):
+            continue  # refused at the TLS handshake (or the plain request): as it must be
+        finally:
+            conn.close()
+        raise AssertionError(f"etcd answered {status} to a client without a certificate")
+    assert control_plane.etcd_revision() > 0, "the control plane's own client still reads"

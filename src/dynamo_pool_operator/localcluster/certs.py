@@ -81,13 +81,17 @@ class TinyCA:
         dns_names: tuple[str, ...] = (),
         ips: tuple[str, ...] = (),
         server: bool = False,
+        client: bool | None = None,
     ) -> KeyPair:
-        """A leaf certificate: a client cert (CN = user, O = groups) or a serving cert."""
+        """A leaf certificate: a client cert (CN = user, O = groups), a serving cert, or
+        both (`server=True, client=True`: an etcd peer)."""
         key = ec.generate_private_key(ec.SECP256R1())
         attrs = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
         attrs += [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
         now = dt.datetime.now(dt.UTC)
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
+        if client if client is not None else not server:
+            usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
         builder = (
             x509.CertificateBuilder()
             .subject_name(x509.Name(attrs))
@@ -97,7 +101,7 @@ class TinyCA:
             .not_valid_before(now - dt.timedelta(minutes=5))
             .not_valid_after(now + _VALIDITY)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )
         sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
         sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]

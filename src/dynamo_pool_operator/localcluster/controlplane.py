@@ -166,6 +166,11 @@ class ControlPlane:
         self._procs: dict[str, _Proc] = {}
         self._ca = TinyCA("dpo-serving-ca")
         self._client_ca = TinyCA("dpo-client-ca")
+        # etcd answers only clients with a certificate of its own CA (the API server,
+        # and this object's own requests): its loopback port is open to every local user.
+        self._etcd_ca = TinyCA("dpo-etcd-ca")
+        self._etcd_client = self._etcd_ca.issue("dpo-controlplane")
+        self._etcd_ssl: ssl.SSLContext | None = None
         self.admin = self._client_ca.issue("admin", organizations=("system:masters",))
         self.kubeconfig = self.dir / "kubeconfig"
         self.audit = AuditLog(self.dir / "audit.log", self.request)
@@ -246,6 +251,10 @@ class ControlPlane:
             "kube-apiserver", dns_names=("localhost",), ips=("127.0.0.1",), server=True
         )
         sa = service_account_signer()
+        # etcd's serving and peer certificate (a peer is a server and a client).
+        etcd = self._etcd_ca.issue(
+            "etcd", dns_names=("localhost",), ips=("127.0.0.1",), server=True, client=True
+        )
         files = {
             "serving.crt": serving.cert_pem,
             "serving.key": serving.key_pem,
@@ -254,6 +263,11 @@ class ControlPlane:
             "sa.pub": sa.cert_pem,
             "sa.key": sa.key_pem,
             "audit-policy.yaml": yaml.safe_dump(AUDIT_POLICY).encode(),
+            "etcd-ca.crt": self._etcd_ca.cert_pem,
+            "etcd.crt": etcd.cert_pem,
+            "etcd.key": etcd.key_pem,
+            "etcd-client.crt": self._etcd_client.cert_pem,
+            "etcd-client.key": self._etcd_client.key_pem,
         }
         for name, data in files.items():
             path = self.dir / name
@@ -263,16 +277,24 @@ class ControlPlane:
         self.kubeconfig.chmod(0o600)
 
     def _start_etcd(self) -> None:
-        data = self.dir / "etcd-data"
-        peer = f"http://127.0.0.1:{self.etcd_peer_port}"
+        data, d = self.dir / "etcd-data", self.dir
+        peer = f"https://127.0.0.1:{self.etcd_peer_port}"
         args = [
             str(self.assets.etcd),
             f"--data-dir={data}",
-            f"--listen-client-urls=http://127.0.0.1:{self.etcd_port}",
-            f"--advertise-client-urls=http://127.0.0.1:{self.etcd_port}",
+            f"--listen-client-urls=https://127.0.0.1:{self.etcd_port}",
+            f"--advertise-client-urls=https://127.0.0.1:{self.etcd_port}",
+            f"--cert-file={d / 'etcd.crt'}",
+            f"--key-file={d / 'etcd.key'}",
+            f"--trusted-ca-file={d / 'etcd-ca.crt'}",
+            "--client-cert-auth=true",
             f"--listen-peer-urls={peer}",
             f"--initial-advertise-peer-urls={peer}",
             f"--initial-cluster=default={peer}",
+            f"--peer-cert-file={d / 'etcd.crt'}",
+            f"--peer-key-file={d / 'etcd.key'}",
+            f"--peer-trusted-ca-file={d / 'etcd-ca.crt'}",
+            "--peer-client-cert-auth=true",
             "--unsafe-no-fsync=true",
             "--log-level=warn",
         ]
@@ -283,7 +305,10 @@ class ControlPlane:
         d = self.dir
         args = [
             str(self.assets.kube_apiserver),
-            f"--etcd-servers=http://127.0.0.1:{self.etcd_port}",
+            f"--etcd-servers=https://127.0.0.1:{self.etcd_port}",
+            f"--etcd-cafile={d / 'etcd-ca.crt'}",
+            f"--etcd-certfile={d / 'etcd-client.crt'}",
+            f"--etcd-keyfile={d / 'etcd-client.key'}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
             # No endpoints for the `kubernetes` Service: a loopback address is not
@@ -452,8 +477,23 @@ class ControlPlane:
             self._procs[name].stop()
 
     # ------------------------------------------------------------ etcd
+    def _etcd_context(self) -> ssl.SSLContext:
+        if self._etcd_ssl is None:
+            ctx = ssl.create_default_context(cadata=self._etcd_ca.cert_pem.decode())
+            pem = self.dir / "etcd-admin.pem"
+            pem.write_bytes(self._etcd_client.cert_pem + self._etcd_client.key_pem)
+            pem.chmod(0o600)
+            ctx.load_cert_chain(pem)
+            self._etcd_ssl = ctx
+        return self._etcd_ssl
+
+    def _etcd_connection(self, timeout: float) -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection(
+            "127.0.0.1", self.etcd_port, timeout=timeout, context=self._etcd_context()
+        )
+
     def _etcd(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.etcd_port, timeout=10)
+        conn = self._etcd_connection(10)
         try:
             conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
             resp = conn.getresponse()
@@ -466,7 +506,7 @@ class ControlPlane:
             conn.close()
 
     def _etcd_health(self) -> bool:
-        conn = http.client.HTTPConnection("127.0.0.1", self.etcd_port, timeout=2)
+        conn = self._etcd_connection(2)
         try:
             conn.request("GET", "/health")
             return conn.getresponse().status == 200
