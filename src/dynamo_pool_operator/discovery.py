@@ -67,6 +67,9 @@ class ServedApis:
     #: Only in the value in effect: the DGDs read are the last content listed at
     #: `dgd_version`, which is no longer served (readiness fails meanwhile).
     dgd_stale: bool = False
+    #: The DynamoComponentDeployment version, resolved at start (Dynamo installs it with
+    #: the DGD); None when not served: no Service is then controlled by one of the pool.
+    dcd_version: str | None = None
 
     def describe(self) -> str:
         return (
@@ -164,6 +167,7 @@ def resolve_served_apis(
             # Optional: in doubt, the check is off (discover_served_apis says why).
             if _in_doubt(unavailable, ABOUT_GROUP, ABOUT_VERSIONS, about_version):
                 about_version, about_versions = None, ()
+    dcd_served = _versions(resources, dgd_api.GROUP, dgd_api.DCD_PLURAL)
     return ServedApis(
         dgd_version,
         export_version,
@@ -172,6 +176,7 @@ def resolve_served_apis(
         dgd_versions=dgd_versions,
         serviceexport_versions=export_versions,
         about_versions=about_versions,
+        dcd_version=dgd_api.DCD_VERSION if dgd_api.DCD_VERSION in dcd_served else None,
     )
 
 
@@ -222,6 +227,7 @@ def follow_served_apis(
         dgd_versions=dgd_versions,
         serviceexport_versions=export_versions,
         about_versions=about_versions,
+        dcd_version=current.dcd_version,
     )
 
 

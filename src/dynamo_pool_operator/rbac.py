@@ -131,8 +131,21 @@ MANAGER_RULES: tuple[Rule, ...] = (
         _READ,
         "the pool's DynamoGraphDeployment is read only: Dynamo's operator owns it",
     ),
+    Rule(
+        dgd_api.GROUP,
+        (dgd_api.DCD_PLURAL,),
+        _READ,
+        "whose a frontend's Service is: Dynamo's operator controls it by the DGD's "
+        "DynamoComponentDeployment (read only) off the Grove path",
+    ),
     Rule("apps", ("deployments",), _OWN, "the relay Deployment <dgd>-pool-relay"),
-    Rule("", ("services",), _OWN, "the relay Service <dgd>-pool-relay"),
+    Rule(
+        "",
+        ("services",),
+        _OWN,
+        "the relay Service <dgd>-pool-relay; every other Service is read (whose a "
+        "frontend's Service is), never written",
+    ),
     Rule(
         MCS_GROUP,
         (SERVICEEXPORTS,),

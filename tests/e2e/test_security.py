@@ -87,6 +87,10 @@ ALLOWED = [
     Allowed("nvidia.com", "dynamopoolrelays/finalizers", frozenset({"update"}), MANAGED),
     # DGDs are read (from caches), never written: they belong to Dynamo's operator.
     Allowed("nvidia.com", "dynamographdeployments", READ, MANAGED),
+    # docs/exports.md, 'What is exported': a frontend's Service is exported only while it
+    # is the DGD's, by the DGD or by a DynamoComponentDeployment the DGD controls: DCDs
+    # are read (from a cache of stubs), never written.
+    Allowed("nvidia.com", "dynamocomponentdeployments", READ, MANAGED),
     # Publish = server-side apply (patch) of a Deployment `<D>-pool-relay`, created first
     # with an exclusive POST so an existing one is never adopted (create; runtime/guarded.py,
     # docs/architecture.md, 'Why the writes look the way they do');
@@ -146,6 +150,7 @@ NEVER: list[tuple[str, str, frozenset[str], str]] = [
     ("", "serviceaccounts/token", WRITE, "no minting tokens for others"),
     ("", "serviceaccounts", WRITE | {"impersonate"}, "no identities"),
     ("nvidia.com", "dynamographdeployments", WRITE, "DGDs belong to Dynamo's operator"),
+    ("nvidia.com", "dynamocomponentdeployments", WRITE, "DCDs belong to Dynamo's operator"),
     ("nvidia.com", "dynamopoolrelays", WRITE, "a relay's spec is its user's"),
     ("apps", "deployments", frozenset({"update", "deletecollection"}), "SSA and single deletes"),
     ("", "services", frozenset({"update", "deletecollection"}), "SSA and single deletes"),

@@ -17,6 +17,9 @@ EXPORTS_ALPHA = ServedResource(
 EXPORTS_BETA = ServedResource(
     "multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport", True
 )
+DCDS = ServedResource(
+    "nvidia.com", "v1alpha1", "dynamocomponentdeployments", "DynamoComponentDeployment", True
+)
 PROPS = ServedResource("about.k8s.io", "v1beta1", "clusterproperties", "ClusterProperty", False)
 #: What discovery says of a group version it could not read.
 DOWN = "503: service unavailable"

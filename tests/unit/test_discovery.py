@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dynamo_pool_operator.discovery import StartupError, resolve_served_apis
+from dynamo_pool_operator.discovery import StartupError, follow_served_apis, resolve_served_apis
 from tests.unit.served import (
+    DCDS,
     DGD_ALPHA,
     DGD_BETA,
     DOWN,
@@ -67,3 +68,14 @@ def test_the_about_api_unavailable_turns_the_cluster_id_check_off() -> None:
     )
     assert gates.about_version is None
     assert gates.serviceexport_version == "v1beta1"
+
+
+def test_the_dcd_version_is_resolved_at_start_and_kept() -> None:
+    # Whose a frontend's Service is reads the DynamoComponentDeployments when served;
+    # without them no Service is controlled by one of the pool.
+    served = resolve_served_apis([RELAYS, DGD_BETA, DCDS, EXPORTS_BETA], "mcs")
+    assert served.dcd_version == "v1alpha1"
+    assert resolve_served_apis([RELAYS, DGD_BETA, EXPORTS_BETA], "mcs").dcd_version is None
+    assert follow_served_apis(served, [RELAYS, DGD_BETA, EXPORTS_BETA], "mcs").dcd_version == (
+        "v1alpha1"
+    )

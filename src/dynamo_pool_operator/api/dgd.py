@@ -24,6 +24,12 @@ PLURAL = "dynamographdeployments"
 KIND = "DynamoGraphDeployment"
 SUPPORTED_VERSIONS = ("v1beta1", "v1alpha1")  # preference order
 
+#: What Dynamo's operator makes of each component off the Grove path; it controls the
+#: component's Service there (on the Grove path the DGD controls it itself).
+DCD_KIND = "DynamoComponentDeployment"
+DCD_PLURAL = "dynamocomponentdeployments"
+DCD_VERSION = "v1alpha1"
+
 DISCOVERY_BACKEND_ANNOTATION = "nvidia.com/dynamo-discovery-backend"
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from ..api import crd as relay_crd
+from ..api import dgd as dgd_api
 
 _PRESERVE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 
@@ -160,6 +161,48 @@ def dgd_crd(version: str = "v1beta1") -> dict[str, Any]:
     }
 
 
+def dcd_crd() -> dict[str, Any]:
+    """A DynamoComponentDeployment CRD (v1alpha1): what Dynamo's operator makes of each
+    component off the Grove path, controlling the component's Service. The operator
+    only reads who controls one; the spec is free-form here."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{dgd_api.DCD_PLURAL}.{dgd_api.GROUP}"},
+        "spec": {
+            "group": dgd_api.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": dgd_api.DCD_KIND,
+                "listKind": f"{dgd_api.DCD_KIND}List",
+                "plural": dgd_api.DCD_PLURAL,
+                "singular": dgd_api.DCD_KIND.lower(),
+                "shortNames": ["dcd"],
+            },
+            "versions": [
+                {
+                    "name": dgd_api.DCD_VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": _PRESERVE,
+                                "status": _PRESERVE,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
 def cluster_property_crd(versions: tuple[str, ...] = ("v1alpha1", "v1beta1")) -> dict[str, Any]:
     """The About API ClusterProperty: cluster-scoped, `spec.value` required (min 1 char)."""
     schema = {
@@ -221,6 +264,7 @@ def default_crds(mcs_crd_dir: Path) -> list[dict[str, Any]]:
     return [
         relay_crd.crd(),
         dgd_crd("v1beta1"),
+        dcd_crd(),
         cluster_property_crd(),
         *mcs_crds(mcs_crd_dir),
     ]
