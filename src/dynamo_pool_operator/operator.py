@@ -32,7 +32,7 @@ from .config import OperatorConfiguration
 from .discovery import ServedApis, rediscover_served_apis, transitions
 from .exports.apis import ExportApis
 from .exports.cleanup import withdraw_leftover_exports
-from .exports.contributor import ExportCaches, PoolExports
+from .exports.contributor import ExportCaches, FrontendCaches, PoolExports
 from .exports.plan import EXPORT_EVENTS
 from .pipeline.model import Contributor
 from .poolrelay import controller as relay_controller
@@ -320,8 +320,13 @@ def build(
     clock = clock or SystemClock()
     namespace = config.namespace.restricted or None
     informers = SharedInformers(client, registry=registry)
+    implementation = Implementation(config.multi_cluster.mcs_implementation)
     caches = relay_controller.relay_caches(
-        informers, namespace=namespace, dgd_version=served.dgd_version
+        informers,
+        namespace=namespace,
+        dgd_version=served.dgd_version,
+        frontends=bool(implementation),
+        dcd_version=served.dcd_version,
     )
     recorder = EventRecorder(
         client,
@@ -330,7 +335,6 @@ def build(
         registry=registry,
     )
     contributors: list[Contributor] = []
-    implementation = Implementation(config.multi_cluster.mcs_implementation)
     pool_exports: PoolExports | None = None
     if implementation:
         # Made with nothing to read: `ExportApis.begin` hands it the caches served now.
@@ -341,6 +345,7 @@ def build(
             about_version=None,
             unconfirmed_after=timedelta(seconds=config.multi_cluster.unconfirmed_after),
             confirmation=implementation.confirmation(config.multi_cluster.confirmation),
+            frontends=FrontendCaches(caches.services, caches.component_deployments),
         )
         contributors.append(pool_exports)
     relay = config.pool_relay

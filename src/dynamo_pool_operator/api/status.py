@@ -137,6 +137,8 @@ class ExportLineReason(StrEnum):
     #: The relay Service is being replaced by one of the other shape: its export is
     #: withdrawn with it and created again after the new one (a rule reads this back).
     SERVICE_REPLACED = "ServiceReplaced"
+    #: A frontend's Service is someone else's (not the DGD's): not exported.
+    FOREIGN_SERVICE = "ForeignService"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,9 @@
 """The export feature as a contributor to the relay's plan.
 
 Gather reads only caches: the exports of the relay's namespace (by name, and by
-controller UID) and the cluster's ID property. The caches come and go with their
+controller UID), the Services named like a frontend with the DynamoComponentDeployments
+they name as controller (whose each Service is: `plan.foreign_service`), and the
+cluster's ID property. The caches come and go with their
 APIs (`exports/apis.py` hands them over by `use`): while the ServiceExport API is not
 served there are none, nothing is planned, and `Exported` says why. A ClusterProperty cache
 that has not synced (e.g. Forbidden, or a new cache while the About API changes
@@ -24,7 +26,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..api import names
-from ..api.dgd import Pool
+from ..api.dgd import DCD_KIND, Pool
+from ..api.dgd import GROUP as DGD_GROUP
 from ..api.mcs import (
     ABOUT_GROUP,
     CLUSTER_ID_PROPERTY,
@@ -52,7 +55,7 @@ from ..runtime import errors
 from ..runtime.conditions import rfc3339
 from ..runtime.informer import Informer
 from ..runtime.meta import Meta
-from ..runtime.ownership import is_controlled_by
+from ..runtime.ownership import controller_is, controller_of, is_controlled_by
 from ..runtime.resources import Resource
 from ..runtime.store import CONTROLLER_UID_INDEX
 from . import plan as export_plan
@@ -92,6 +95,44 @@ def relevant_exports(
     return out
 
 
+Lookup = Callable[[str], Mapping[str, Any] | None]
+
+
+def frontend_services(
+    relay: Relay, pool: Pool | None, services: Lookup, component_deployments: Lookup | None
+) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
+    """The `services` and `component_deployments` arguments of `plan`: the Services of
+    the relay's namespace named like a frontend of the pool, and the cached DCDs those
+    name as their controller (None: no DCD is readable, so none is the pool's)."""
+    found: dict[str, Mapping[str, Any]] = {}
+    dcds: dict[str, Mapping[str, Any]] = {}
+    relay_service = names.relay_name(relay.name)
+    for name in pool.frontend_service_names() if pool is not None else ():
+        service = services(name) if name != relay_service else None
+        if service is None:
+            continue
+        found[name] = service
+        ref = controller_of(service)
+        if (
+            ref is not None
+            and component_deployments is not None
+            and controller_is(ref, DGD_GROUP, DCD_KIND)
+        ):
+            dcd = component_deployments(str(ref.get("name", "")))
+            if dcd is not None:
+                dcds[Meta(dcd).name] = dcd
+    return found, dcds
+
+
+@dataclass
+class FrontendCaches:
+    """Where the frontends' Services are read, and the DCDs that control them (None
+    while the cluster serves no DynamoComponentDeployment API)."""
+
+    services: Informer
+    component_deployments: Informer | None = None
+
+
 class PoolExports:
     """The `Contributor` of an enabled MCS implementation."""
 
@@ -104,7 +145,10 @@ class PoolExports:
         about_version: str | None,
         unconfirmed_after: timedelta = verdict.UNCONFIRMED_AFTER,
         confirmation: Confirmation = Confirmation.REQUIRED,
+        frontends: FrontendCaches | None = None,
     ) -> None:
+        #: None: no Service is read, so every frontend is taken to have none yet.
+        self.frontends = frontends
         self.unconfirmed_after = unconfirmed_after
         self.confirmation = confirmation
         #: The ServiceExport version served whose cache has not synced yet, while no
@@ -167,10 +211,34 @@ class PoolExports:
             lambda name: store.get(relay.namespace, name),
             store.by_index(CONTROLLER_UID_INDEX, relay.uid) if relay.uid else [],
         )
+        services, dcds = self._frontend_services(relay, pool)
         try:
-            return Gathered(exports, self._cluster_id(caches))
+            cluster_id = self._cluster_id(caches)
         except ClusterIDUnreadable as e:
-            return Gathered(exports, ClusterID(True, None, self.about_version, str(e)), (e,))
+            return Gathered(
+                exports,
+                ClusterID(True, None, self.about_version, str(e)),
+                (e,),
+                services=services,
+                component_deployments=dcds,
+            )
+        return Gathered(exports, cluster_id, services=services, component_deployments=dcds)
+
+    def _frontend_services(
+        self, relay: Relay, pool: Pool | None
+    ) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
+        frontends = self.frontends
+        if frontends is None:
+            return {}, {}
+        services = frontends.services.store
+        dcd_cache = frontends.component_deployments
+        dcds = dcd_cache.store if dcd_cache is not None else None
+        return frontend_services(
+            relay,
+            pool,
+            lambda name: services.get(relay.namespace, name),
+            (lambda name: dcds.get(relay.namespace, name)) if dcds is not None else None,
+        )
 
     def plan(self, snapshot: Snapshot, decision: Decision) -> Contribution:
         if snapshot.exports_unavailable or self.resource is None:
@@ -188,6 +256,8 @@ class PoolExports:
             cluster_id=snapshot.cluster_id,
             resource=self.resource,
             hold=hold,
+            services=snapshot.services,
+            component_deployments=snapshot.component_deployments,
         )
         if decision.publish and snapshot.unreadable:
             related = ClusterID(api_version=self.about_version).reference()

@@ -12,6 +12,11 @@ Rules, by export name:
   APPLY the DGD label / controller reference if someone changed them, else NONE;
   anyone else's (a user's, another relay's, another kind's, or no controller) ->
   FOREIGN: never adopted, repaired or deleted.
+- a frontend name whose Service is someone else's (`foreign_service`): not wanted,
+  skipped with a Warning naming the Service's controller, so an export of ours of
+  that name is withdrawn. Exporting a Service announces it to every cluster: only the
+  DGD's own Services (Dynamo's operator controls them for the DGD) are the pool's to
+  announce, whoever may create the DGD and its relay.
 - not wanted but controlled by this relay (withdrawn relay, renamed or removed
   frontend, a name Karmada cannot import): WITHDRAW, unless already being deleted.
 - the relay Service's export while that Service is replaced by one of the other shape
@@ -31,7 +36,8 @@ from enum import StrEnum
 from typing import Any
 
 from ..api import labels, names
-from ..api.dgd import Pool
+from ..api.dgd import DCD_KIND, KIND, Pool
+from ..api.dgd import GROUP as DGD_GROUP
 from ..api.mcs import CLUSTER_ID_PROPERTY, ClusterID, Implementation
 from ..api.relay import Relay
 from ..api.status import ExportLineReason, ExportState
@@ -45,7 +51,7 @@ from ..pipeline.model import (
     Verb,
 )
 from ..runtime.meta import Meta
-from ..runtime.ownership import is_controlled_by
+from ..runtime.ownership import controller_is, controller_of, describe_controller, is_controlled_by
 from ..runtime.resources import SERVICES, Resource
 
 EXPORT_EVENTS = EventNames(
@@ -64,6 +70,7 @@ class Warn(StrEnum):
     NO_FRONTEND = "NoFrontend"
     CLUSTER_ID_MISMATCH = "ClusterIDMismatch"
     EXPORT_FAILED = "ExportFailed"
+    FOREIGN_SERVICE = "ForeignService"
 
 
 #: How long after the new relay Service exists its export is created again: time for
@@ -135,18 +142,74 @@ def export_body(resource: Resource, relay: Relay, name: str) -> dict[str, Any]:
     }
 
 
+def foreign_service(
+    pool: Pool,
+    service: Mapping[str, Any] | None,
+    component_deployments: Mapping[str, Mapping[str, Any]],
+) -> str | None:
+    """Whose a frontend's Service is: None while there is none or it is the DGD's, else
+    its controller as messages name it (`controller Kind/name`, `no controller`).
+
+    The DGD's: its controller is the DGD (by uid: a DGD of that name deleted and made
+    again is another), or a DynamoComponentDeployment whose own controller is the DGD
+    (`component_deployments`: the cached DCDs by name; the one named must be the one
+    cached, by uid). A Service of that name anyone else made is not the pool's to
+    export."""
+    if service is None:
+        return None
+    ref = controller_of(service)
+    if controller_is(ref, DGD_GROUP, KIND) and ref is not None and ref.get("uid") == pool.uid:
+        return None
+    if controller_is(ref, DGD_GROUP, DCD_KIND) and ref is not None:
+        dcd = component_deployments.get(str(ref.get("name", "")))
+        if (
+            dcd is not None
+            and bool(ref.get("uid"))
+            and Meta(dcd).uid == ref.get("uid")
+            and controller_is(controller_of(dcd), DGD_GROUP, KIND)
+            and is_controlled_by(dcd, pool.uid)
+        ):
+            return None
+    return describe_controller(service)
+
+
 @dataclass
 class _Wanted:
     names: list[str] = field(default_factory=list)
     skipped: list[StatusLine] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
     too_long: list[str] = field(default_factory=list)
+    #: Frontend Services someone else controls, with that controller.
+    foreign: list[tuple[Mapping[str, Any], str]] = field(default_factory=list)
 
 
-def _wanted(relay: Relay, pool: Pool, implementation: Implementation) -> _Wanted:
+def _wanted(
+    relay: Relay,
+    pool: Pool,
+    implementation: Implementation,
+    services: Mapping[str, Mapping[str, Any]],
+    component_deployments: Mapping[str, Mapping[str, Any]],
+) -> _Wanted:
     out = _Wanted()
-    candidates = [names.relay_name(relay.name), *pool.frontend_service_names()]
+    relay_service = names.relay_name(relay.name)
+    candidates = [relay_service, *pool.frontend_service_names()]
     for name in dict.fromkeys(candidates):  # ordered, without duplicates
+        # The relay Service is the relay's own: the check chain judges it (Published).
+        service = services.get(name) if name != relay_service else None
+        whose = foreign_service(pool, service, component_deployments)
+        if service is not None and whose is not None:
+            out.foreign.append((service, whose))
+            out.skipped.append(
+                StatusLine(
+                    name,
+                    ExportState.SKIPPED,
+                    ExportLineReason.FOREIGN_SERVICE,
+                    f"Service {name} is someone else's ({whose}): not exported. Dynamo's "
+                    f"operator makes DGD {pool.name}'s Services controlled by the DGD or "
+                    "by a DynamoComponentDeployment of it",
+                )
+            )
+            continue
         problems = names.dns1035_label_errors(name)
         if problems:
             out.invalid.append(name)
@@ -212,6 +275,15 @@ def _advisories(
             f"characters: {', '.join(wanted.too_long)}",
             dgd,
         )
+    for service, whose in wanted.foreign:
+        name = Meta(service).name
+        warn(
+            Warn.FOREIGN_SERVICE,
+            f"not exported: Service {name} is not DGD {pool.name!r}'s, it has {whose}; "
+            "rename the frontend (its Service is <dgd>-<component>), or have that "
+            "Service's owner rename it",
+            SERVICES.reference(dict(service)),
+        )
     if not pool.frontends:
         warn(
             Warn.NO_FRONTEND,
@@ -242,14 +314,19 @@ def plan(
     cluster_id: ClusterID,
     resource: Resource,
     hold: Hold | None = None,
+    services: Mapping[str, Mapping[str, Any]] | None = None,
+    component_deployments: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Contribution:
     """`exports`: the cached exports of the relay's namespace that matter, by name —
     every export this relay controls and every export named like a wanted one.
-    `hold`: the relay Service's export is held back (`relay_export_hold`)."""
+    `hold`: the relay Service's export is held back (`relay_export_hold`).
+    `services`: the cached Services named like a frontend, by name;
+    `component_deployments`: the cached DCDs those Services name as controller, by
+    name (`foreign_service`)."""
     wanted = _Wanted()
     advisories: list[Advisory] = []
     if decision.publish and pool is not None:
-        wanted = _wanted(relay, pool, implementation)
+        wanted = _wanted(relay, pool, implementation, services or {}, component_deployments or {})
         advisories = _advisories(relay, pool, wanted, implementation, cluster_id)
 
     relay_service = names.relay_name(relay.name)

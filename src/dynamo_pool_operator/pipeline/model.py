@@ -226,6 +226,10 @@ class Snapshot:
     shown_status: Mapping[str, Any] | None = None
     #: When the caches were read (None: a rule that needs the time holds nothing back).
     read_at: datetime | None = None
+    #: The Services named like a frontend of the pool, by name, and the
+    #: DynamoComponentDeployments they name as controller, by name: whose each is.
+    services: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    component_deployments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def effective_cluster_id(self) -> str | None:
@@ -255,6 +259,8 @@ class Gathered:
     cluster_id: ClusterID = field(default_factory=ClusterID)
     unreadable: tuple[Exception, ...] = ()
     exports_unavailable: str = ""
+    services: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    component_deployments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

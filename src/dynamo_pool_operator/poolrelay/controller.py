@@ -7,9 +7,18 @@ Watches:
   updates (Dynamo's operator writes DGD status constantly);
 - Deployments and Services named `<D>-pool-relay`, mapped to relay D by *name*,
   so a foreign object of that name raises the conflict and its deletion clears
-  it, and our own objects' drift is repaired. Objects of other names are not
-  even cached (the informer filter drops them), which keeps memory flat in
-  clusters with many Services.
+  it, and our own objects' drift is repaired. Deployments of other names (and
+  Services, with exports off) are not even cached (the informer filter drops them),
+  which keeps memory flat.
+- With exports on, every other Service, as a stub of its identity and controller (a
+  few hundred bytes: `stub`), mapped to each relay whose DGD names it as a frontend's
+  Service: whether a frontend is exported depends on whose Service of that name
+  exists (`exports/plan.foreign_service`), so one appearing or changing hands
+  must wake the relay. A filter by name cannot do: a Service made before the DGD
+  that names it would never be cached.
+- With exports on, DynamoComponentDeployments (when served), as stubs, mapped to the
+  relay of the DGD that controls them (before and after the change): a frontend's
+  Service that a DCD controls is the pool's while that DCD is the DGD's.
 """
 
 from __future__ import annotations
@@ -18,15 +27,17 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..api import crd, labels, names
+from ..api.dgd import DCD_KIND, DCD_PLURAL, pool_from_object
 from ..api.dgd import GROUP as DGD_GROUP
 from ..api.dgd import KIND as DGD_KIND
 from ..api.dgd import PLURAL as DGD_PLURAL
 from ..api.mcs import ExportCondition
 from ..runtime import handover
-from ..runtime.controller import Controller, Request, spec_or_metadata_changed
+from ..runtime.controller import Controller, MapFunc, Request, spec_or_metadata_changed
 from ..runtime.informer import EventType, Informer, VocabularyPath
 from ..runtime.meta import Meta
 from ..runtime.owned import VIEW
+from ..runtime.ownership import controller_is, controller_of
 from ..runtime.resources import DEPLOYMENTS, SERVICES, Resource
 from ..runtime.shared_informers import SharedInformers
 from ..runtime.store import Obj
@@ -68,6 +79,10 @@ DGD_VOCABULARY: frozenset[VocabularyPath] = frozenset(
 
 def dgd_resource(version: str) -> Resource:
     return Resource(DGD_GROUP, version, DGD_PLURAL, DGD_KIND)
+
+
+def dcd_resource(version: str) -> Resource:
+    return Resource(DGD_GROUP, version, DCD_PLURAL, DCD_KIND)
 
 
 def same_name(obj: Obj) -> Iterable[Request]:
@@ -164,9 +179,28 @@ def trim_deployment(obj: Obj) -> Obj:
     }
 
 
+#: Kept of a stub's metadata (any other Service, a DCD): who it is, whose it is.
+_STUB_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+_STUB_REFERENCE = ("apiVersion", "kind", "name", "uid", "controller")
+
+
+def stub(obj: Obj) -> Obj:
+    """An informer transform: an object's identity and its controller reference only
+    (what `exports/plan.foreign_service` reads), nothing of its spec or status."""
+    meta = obj.get("metadata") or {}
+    kept: dict[str, Any] = {k: meta[k] for k in _STUB_METADATA if k in meta}
+    ref = controller_of(obj)
+    if ref is not None:
+        kept["ownerReferences"] = [{k: ref[k] for k in _STUB_REFERENCE if k in ref}]
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+
+
 def trim_service(obj: Obj) -> Obj:
     """An informer transform: of a Service named `<D>-pool-relay`, keep what the
-    reconciler reads (its shape: `clusterIP`) and a view of the fields we render."""
+    reconciler reads (its shape: `clusterIP`) and a view of the fields we render; of
+    any other Service, a `stub`."""
+    if not is_relay_object(obj):
+        return stub(obj)
     handover.summarize(obj)
     spec = obj.get("spec") or {}
     return {
@@ -186,9 +220,17 @@ def dgd_cache(informers: SharedInformers, *, namespace: str | None, version: str
 
 
 def relay_caches(
-    informers: SharedInformers, *, namespace: str | None, dgd_version: str
+    informers: SharedInformers,
+    *,
+    namespace: str | None,
+    dgd_version: str,
+    frontends: bool = False,
+    dcd_version: str | None = None,
 ) -> RelayCaches:
-    """Ask the shared factory for the informers this controller reads."""
+    """Ask the shared factory for the informers this controller reads. `frontends`:
+    exports are on, so every Service is cached (any other than the relay's as a stub)
+    and the DCDs at `dcd_version` (when served), to tell whose a frontend's Service is;
+    else only the relay Services."""
     return RelayCaches(
         relays=informers.get(RELAYS, namespace, vocabulary=RELAY_VOCABULARY),
         dgds=dgd_cache(informers, namespace=namespace, version=dgd_version),
@@ -204,11 +246,21 @@ def relay_caches(
         services=informers.get(
             SERVICES,
             namespace,
-            keep=is_relay_object,
+            keep=None if frontends else is_relay_object,
             keep_managed_fields=True,
             transform=trim_service,
         ),
+        component_deployments=(
+            dcd_cache(informers, namespace=namespace, version=dcd_version)
+            if frontends and dcd_version
+            else None
+        ),
     )
+
+
+def dcd_cache(informers: SharedInformers, *, namespace: str | None, version: str) -> Informer:
+    """The DynamoComponentDeployments, as stubs (`stub`)."""
+    return informers.get(dcd_resource(version), namespace, transform=stub)
 
 
 def _view(obj: Obj | None) -> Any:
@@ -227,6 +279,32 @@ def deployment_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bo
     return relay_object_changed(etype, old, new) or shown_inputs(old) != shown_inputs(new)
 
 
+def relays_naming_service(caches: RelayCaches) -> MapFunc:
+    """A Service -> its relay if it is named `<D>-pool-relay`, and each relay whose DGD
+    (in the DGD cache in effect) names it as a frontend's Service: `<D>-<component>`,
+    so D is one of the name's prefixes before a dash."""
+
+    def relays(obj: Obj) -> Iterable[Request]:
+        meta = Meta(obj)
+        out = list(relay_of_object(obj))
+        name = meta.name
+        for cut in (i for i, ch in enumerate(name) if ch == "-"):
+            dgd = caches.dgds.store.get(meta.namespace, name[:cut])
+            if dgd is not None and name in pool_from_object(dgd).frontend_service_names():
+                out.append((meta.namespace, name[:cut]))
+        return out
+
+    return relays
+
+
+def relay_of_controller(obj: Obj) -> Iterable[Request]:
+    """A DCD -> the relay of the DGD that controls it (none without one)."""
+    ref = controller_of(obj)
+    if not controller_is(ref, DGD_GROUP, DGD_KIND) or ref is None:
+        return []
+    return [(Meta(obj).namespace, str(ref.get("name", "")))]
+
+
 def watch_dgds(controller: Controller, dgds: Informer) -> None:
     """The DGD watch (at start, and on the new cache when the DGD API moves)."""
     controller.watches(dgds, same_name, spec_or_metadata_changed)
@@ -237,5 +315,9 @@ def wire(controller: Controller, caches: RelayCaches) -> Controller:
     controller.for_(caches.relays, spec_or_metadata_changed)
     watch_dgds(controller, caches.dgds)
     controller.watches(caches.deployments, relay_of_object, deployment_changed)
-    controller.watches(caches.services, relay_of_object, relay_object_changed)
+    controller.watches(caches.services, relays_naming_service(caches), relay_object_changed)
+    if caches.component_deployments is not None:
+        controller.watches(
+            caches.component_deployments, relay_of_controller, spec_or_metadata_changed
+        )
     return controller

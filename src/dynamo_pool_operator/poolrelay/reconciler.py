@@ -55,7 +55,10 @@ class RelayCaches:
     relays: Informer
     dgds: Informer
     deployments: Informer
+    #: Every Service: the relay's own in full, any other as a stub (whose it is).
     services: Informer
+    #: DynamoComponentDeployments as stubs; None while the cluster serves none.
+    component_deployments: Informer | None = None
 
     def relay_objects(self, namespace: str, relay: str) -> dict[str, Mapping[str, Any] | None]:
         name = names.relay_name(relay)
@@ -117,10 +120,14 @@ class PoolRelayReconciler:
         cluster_id = ClusterID()
         unreadable: tuple[Exception, ...] = ()
         unavailable = ""
+        services: dict[str, Mapping[str, Any]] = {}
+        dcds: dict[str, Mapping[str, Any]] = {}
         pool = pool_from_object(dgd_obj) if dgd_obj is not None else None
         for contributor in self.contributors:
             part = contributor.gather(relay, pool)
             exports.update(part.exports)
+            services.update(part.services)
+            dcds.update(part.component_deployments)
             cluster_id = part.cluster_id if part.cluster_id.checked else cluster_id
             unreadable += part.unreadable
             unavailable = unavailable or part.exports_unavailable
@@ -135,6 +142,8 @@ class PoolRelayReconciler:
             unavailable,
             shown,
             self.clock.now(),
+            services,
+            dcds,
         )
 
     def inputs_changed(self) -> None:
@@ -248,10 +257,11 @@ class PoolRelayReconciler:
     def _quiet_inputs(self, request: Request, snapshot: Snapshot) -> tuple[Any, ...] | None:
         """What the pass decides on, as object versions (uid, resourceVersion): the
         relay (its spec and the status it shows), the DGD, the relay objects, the
-        exports that matter, the cluster's ID property, and why exports cannot be
-        written. Everything else a pass reads is configuration, or changes only with
-        `inputs_changed`; the time matters only through `recheck_at` (a pass that
-        asked for a later look is never quiet). None when a pass must run whatever
+        exports that matter, the frontends' Services and the DynamoComponentDeployments
+        they name, the cluster's ID property, and why exports cannot be written.
+        Everything else a pass reads is configuration, or changes only with
+        `inputs_changed`; the time matters only through `recheck_at` (a pass that asked
+        for a later look is never quiet). None when a pass must run whatever
         happened before: a read failed, or the status shown is our own last write
         (the cache does not show it yet)."""
         if snapshot.unreadable or request in self._written:
@@ -265,6 +275,11 @@ class PoolRelayReconciler:
         for name, export in snapshot.exports.items():
             out.append(name)
             out.extend(_version(export))
+        for part in (snapshot.services, snapshot.component_deployments):
+            out.append(len(part))
+            for name, obj in part.items():
+                out.append(name)
+                out.extend(_version(obj))
         return tuple(out)
 
     def _shown_status(

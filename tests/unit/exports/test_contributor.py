@@ -1,7 +1,10 @@
-"""Which cached exports a pass reads (exports/contributor.py `relevant_exports`).
+"""Which cached exports a pass reads (exports/contributor.py `relevant_exports`), and
+which Services and DCDs (`frontend_services`).
 
 The exports this relay controls (by the controller index, filtered to its namespace)
-and those named like a name it wants: nothing else can change its plan.
+and those named like a name it wants: nothing else can change its plan. The Services
+named like a frontend in the relay's namespace and the DCDs they name as controller:
+nothing else decides whose a frontend's Service is.
 """
 
 from __future__ import annotations
@@ -10,9 +13,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation
-from dynamo_pool_operator.exports.contributor import relevant_exports
+from dynamo_pool_operator.exports.contributor import frontend_services, relevant_exports
 from dynamo_pool_operator.exports.plan import plan
 from tests.unit.exports.test_plan import (
+    DCD_REF,
+    DGD_REF,
+    DGD_UID,
     FE,
     NS,
     OTHER_NS,
@@ -27,8 +33,10 @@ from tests.unit.exports.test_plan import (
     make_pool,
     make_relay,
     ours,
+    service,
     verbs,
 )
+from tests.unit.exports.test_plan import dcd as make_dcd
 
 
 def cache(*objs: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
@@ -128,3 +136,35 @@ def test_a_same_named_export_in_another_namespace_does_not_block_ours() -> None:
         resource=SE,
     )
     assert verbs(p) == [(C, RELAY_EXPORT), (F, FE)]
+
+
+def test_frontend_services_are_those_named_like_a_frontend_with_the_dcds_they_name() -> None:
+    relay, pool = make_relay(), make_pool(fe("Frontend"), fe("chat"), WORKER, uid=DGD_UID)
+    by_dcd, by_dgd = service(FE, DCD_REF), service("pool-chat", DGD_REF)
+    the_dcd = make_dcd(DGD_REF)
+    services = cache(by_dcd, by_dgd, service("pool-other"), service(RELAY_EXPORT))
+    services[(OTHER_NS, FE)] = {**by_dcd, "metadata": {**by_dcd["metadata"], "namespace": "x"}}
+    dcds = cache(the_dcd, make_dcd(name="pool-unrelated"))
+    asked: list[str] = []
+
+    def dcd_lookup(name: str) -> Mapping[str, Any] | None:
+        asked.append(name)
+        return dcds.get((NS, name))
+
+    found, named = frontend_services(relay, pool, lookup_in(services), dcd_lookup)
+    assert found == {FE: by_dcd, "pool-chat": by_dgd}
+    assert named == {FE: the_dcd}
+    assert asked == [FE], "only the DCDs a Service names as controller"
+    # No DCD readable: the Services still, no DCD.
+    assert frontend_services(relay, pool, lookup_in(services), None) == (
+        {FE: by_dcd, "pool-chat": by_dgd},
+        {},
+    )
+    # No pool: nothing.
+    assert frontend_services(relay, None, lookup_in(services), dcd_lookup) == ({}, {})
+
+
+def test_the_relay_service_is_never_read_as_a_frontends() -> None:
+    relay, pool = make_relay(), make_pool(fe("pool-relay"), WORKER)
+    services = cache(service(RELAY_EXPORT))
+    assert frontend_services(relay, pool, lookup_in(services), None) == ({}, {})

@@ -746,6 +746,7 @@ def test_warning_reasons_are_the_spec_event_reasons() -> None:
         "ServiceNameTooLong",
         "NoFrontend",
         "ClusterIDMismatch",
+        "ForeignService",
     }
 
 
@@ -1222,3 +1223,239 @@ def test_a_failed_withdrawal_of_a_held_export_is_its_one_line() -> None:
     assert [(x.name, x.state) for x in lines if x.name == RELAY_EXPORT] == [
         (RELAY_EXPORT, "Failed")
     ]
+
+
+# --------------------------------------------------------------------------- whose Service
+# docs/exports.md, 'What is exported': a frontend name is exported only while no Service
+# of that name exists or the existing one is the DGD's: controlled by the DGD (the Grove
+# path) or by a DynamoComponentDeployment the DGD controls. Anyone else's is skipped.
+
+DGD_UID = "dgd-uid"
+DGD_REF = ref(DGD_UID, kind="DynamoGraphDeployment", api_version="nvidia.com/v1beta1")
+DCD_NAME = FE
+DCD_UID = "dcd-uid"
+DCD_REF = ref(
+    DCD_UID, kind="DynamoComponentDeployment", name=DCD_NAME, api_version="nvidia.com/v1alpha1"
+)
+
+
+def service(name: str, *owners: Mapping[str, Any], rv: str = "5") -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": name,
+        "namespace": NS,
+        "uid": f"svc-uid-{name}",
+        "resourceVersion": rv,
+    }
+    if owners:
+        metadata["ownerReferences"] = [dict(o) for o in owners]
+    return {"apiVersion": "v1", "kind": "Service", "metadata": metadata}
+
+
+def dcd(*owners: Mapping[str, Any], uid: str = DCD_UID, name: str = DCD_NAME) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name, "namespace": NS, "uid": uid, "resourceVersion": "9"}
+    if owners:
+        metadata["ownerReferences"] = [dict(o) for o in owners]
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoComponentDeployment",
+        "metadata": metadata,
+    }
+
+
+def with_services(
+    services: Iterable[Mapping[str, Any]],
+    dcds: Iterable[Mapping[str, Any]] = (),
+    exports: Iterable[Mapping[str, Any]] = (),
+    decision: Decision = PUBLISHED,
+) -> Plan:
+    return plan(
+        make_relay(),
+        decision,
+        make_pool(fe("Frontend"), WORKER, uid=DGD_UID),
+        {e["metadata"]["name"]: e for e in exports},
+        implementation=Implementation.MCS,
+        cluster_id=ClusterID(),
+        resource=SE,
+        services={s["metadata"]["name"]: s for s in services},
+        component_deployments={d["metadata"]["name"]: d for d in dcds},
+    )
+
+
+THE_DGDS: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
+    "no-service-yet": ([], []),
+    "controlled-by-the-dgd": ([service(FE, DGD_REF)], []),
+    "controlled-by-the-dgd-at-another-version": (
+        [service(FE, {**DGD_REF, "apiVersion": "nvidia.com/v1alpha1"})],
+        [],
+    ),
+    "controlled-by-a-dcd-the-dgd-controls": ([service(FE, DCD_REF)], [dcd(DGD_REF)]),
+    "the-dgd-also-an-owner-not-controller-of-a-dcd-it-controls": (
+        [service(FE, ref("x", kind="Other", controller=False), DCD_REF)],
+        [dcd(DGD_REF)],
+    ),
+}
+
+
+@pytest.mark.parametrize(("services", "dcds"), list(THE_DGDS.values()), ids=list(THE_DGDS))
+def test_a_frontend_whose_service_is_absent_or_the_dgds_is_exported(
+    services: list[dict[str, Any]], dcds: list[dict[str, Any]]
+) -> None:
+    p = with_services(services, dcds)
+    assert verbs(p) == [(C, RELAY_EXPORT), (C, FE)]
+    assert p.advisories == ()
+    assert p.lines == ()
+
+
+DEPLOYMENT_REF = ref("deploy-uid", kind="Deployment", name="payments-db", api_version="apps/v1")
+SOMEONE_ELSES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]], str]] = {
+    "no-owner": ([service(FE)], [], "no controller"),
+    "the-dgd-an-owner-but-not-its-controller": (
+        [service(FE, {**DGD_REF, "controller": False})],
+        [],
+        "no controller",
+    ),
+    "another-teams-deployment": (
+        [service(FE, DEPLOYMENT_REF)],
+        [],
+        "controller Deployment/payments-db",
+    ),
+    "a-previous-dgd-of-that-name": (
+        [service(FE, {**DGD_REF, "uid": "old-dgd-uid"})],
+        [],
+        f"controller DynamoGraphDeployment/{NAME}",
+    ),
+    "a-dgd-kind-of-another-group": (
+        [service(FE, {**DGD_REF, "apiVersion": "example.com/v1"})],
+        [],
+        f"controller DynamoGraphDeployment/{NAME}",
+    ),
+    "a-dcd-not-known": (
+        [service(FE, DCD_REF)],
+        [],
+        f"controller DynamoComponentDeployment/{DCD_NAME}",
+    ),
+    "a-dcd-of-another-dgd": (
+        [service(FE, DCD_REF)],
+        [dcd({**DGD_REF, "uid": "other-dgd-uid", "name": "other"})],
+        f"controller DynamoComponentDeployment/{DCD_NAME}",
+    ),
+    "a-dcd-without-a-controller": (
+        [service(FE, DCD_REF)],
+        [dcd()],
+        f"controller DynamoComponentDeployment/{DCD_NAME}",
+    ),
+    "a-dcd-replaced-since-the-service-named-it": (
+        [service(FE, DCD_REF)],
+        [dcd(DGD_REF, uid="new-dcd-uid")],
+        f"controller DynamoComponentDeployment/{DCD_NAME}",
+    ),
+    "a-dcd-kind-of-another-group": (
+        [service(FE, {**DCD_REF, "apiVersion": "example.com/v1"})],
+        [dcd(DGD_REF)],
+        f"controller DynamoComponentDeployment/{DCD_NAME}",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("services", "dcds", "controller"), list(SOMEONE_ELSES.values()), ids=list(SOMEONE_ELSES)
+)
+def test_a_frontend_whose_service_is_someone_elses_is_skipped_naming_its_controller(
+    services: list[dict[str, Any]], dcds: list[dict[str, Any]], controller: str
+) -> None:
+    p = with_services(services, dcds)
+    assert verbs(p) == [(C, RELAY_EXPORT)], "not exported"
+    (line,) = p.lines
+    assert (line.name, line.state, line.reason) == (FE, "Skipped", "ForeignService")
+    assert controller in line.message
+    (warning,) = p.advisories
+    assert warning.reason is Warn.FOREIGN_SERVICE
+    assert warning.type == "Warning"
+    assert controller in warning.message
+    assert FE in warning.message
+    svc = services[0]["metadata"]
+    assert warning.related == {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "namespace": NS,
+        "name": FE,
+        "uid": svc["uid"],
+        "resourceVersion": svc["resourceVersion"],
+    }
+
+
+def test_our_export_of_a_name_whose_service_is_someone_elses_is_withdrawn() -> None:
+    p = with_services([service(FE, DEPLOYMENT_REF)], exports=[ours(RELAY_EXPORT), ours(FE)])
+    assert [(a.verb, a.name, a.wanted) for a in p.actions] == [
+        (N, RELAY_EXPORT, True),
+        (W, FE, False),
+    ]
+    assert [(line.name, line.reason) for line in p.lines] == [(FE, "ForeignService")]
+    # Once the Service is the DGD's again the export is created again.
+    back = with_services([service(FE, DGD_REF)], exports=[ours(RELAY_EXPORT)])
+    assert verbs(back) == [(N, RELAY_EXPORT), (C, FE)]
+
+
+def test_anyone_elses_export_of_a_foreign_services_name_is_left_alone() -> None:
+    theirs = foreign(FE, "user-no-owner")
+    p = with_services([service(FE)], exports=[ours(RELAY_EXPORT), theirs])
+    assert verbs(p) == [(N, RELAY_EXPORT)]
+    assert [(line.name, line.reason) for line in p.lines] == [(FE, "ForeignService")]
+
+
+def test_a_failed_withdrawal_for_a_foreign_service_shows_on_its_one_line() -> None:
+    p = with_services([service(FE)], exports=[ours(RELAY_EXPORT), ours(FE)])
+    results = [
+        ActionResult(a, Result.FAILED, "forbidden") if a.verb is W else ActionResult(a, Result.DONE)
+        for a in p.actions
+    ]
+    assert [(x.name, x.state) for x in lines_after(p, results)] == [
+        (FE, "Failed"),
+        (RELAY_EXPORT, "Exported"),
+    ]
+
+
+def test_the_relay_service_is_not_judged_as_a_frontends() -> None:
+    # <dgd>-pool-relay is the relay's own Service: its checks are the relay's (Published).
+    pool = make_pool(fe("pool-relay"), WORKER, uid=DGD_UID)
+    p = plan(
+        make_relay(),
+        PUBLISHED,
+        pool,
+        {},
+        implementation=Implementation.MCS,
+        cluster_id=ClusterID(),
+        resource=SE,
+        services={RELAY_EXPORT: service(RELAY_EXPORT)},
+    )
+    assert verbs(p) == [(C, RELAY_EXPORT)]
+    assert p.advisories == ()
+    assert p.lines == ()
+
+
+def test_one_warning_per_foreign_service_each_related_to_its_service() -> None:
+    pool = make_pool(fe("Frontend"), fe("chat"), WORKER, uid=DGD_UID)
+    p = plan(
+        make_relay(),
+        PUBLISHED,
+        pool,
+        {},
+        implementation=Implementation.MCS,
+        cluster_id=ClusterID(),
+        resource=SE,
+        services={FE: service(FE), "pool-chat": service("pool-chat", DEPLOYMENT_REF)},
+    )
+    assert verbs(p) == [(C, RELAY_EXPORT)]
+    assert [(w.reason, (w.related or {}).get("name")) for w in p.advisories] == [
+        (Warn.FOREIGN_SERVICE, FE),
+        (Warn.FOREIGN_SERVICE, "pool-chat"),
+    ]
+    assert [line.name for line in p.lines] == [FE, "pool-chat"]
+
+
+@pytest.mark.parametrize("reason", WITHDRAWAL_REASONS, ids=str)
+def test_a_withdrawn_relay_says_nothing_about_foreign_services(reason: Reason) -> None:
+    p = with_services([service(FE)], exports=[ours(FE)], decision=decision(reason, "why"))
+    assert [(a.verb, a.name) for a in p.actions] == [(W, FE)]
+    assert p.advisories == ()
+    assert p.lines == ()
