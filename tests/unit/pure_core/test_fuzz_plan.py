@@ -18,7 +18,10 @@ properties those tests cannot state:
 - the plan is deterministic and does not depend on the order of the cache;
 - carried out, then planned again on the new state, it writes nothing (over the wider
   inputs, including v1alpha1 pools and Karmada skips);
-- `relevant_exports` never reaches into another namespace.
+- `relevant_exports` never reaches into another namespace;
+- a frontend whose Service is someone else's (not controlled by the DGD, nor by a
+  DynamoComponentDeployment the DGD controls) is never exported nor kept: skipped with
+  `ForeignService`, and an export of ours of its name withdrawn.
 
 Budget: modest example counts keep the unit tier fast; DPO_FUZZ_EXAMPLES=N runs N
 examples per property instead.
@@ -507,3 +510,98 @@ def test_relevant_exports_never_reach_into_another_namespace(
     )
     for a in p.actions:
         assert a.live is None or a.live["metadata"]["namespace"] == NS, a
+
+
+# --------------------------------------------------------------------------- whose Service
+# docs/exports.md, 'What is exported': exported only while no Service of the name exists
+# or it is the DGD's (controller: the DGD by uid, or a DCD whose controller is the DGD).
+DGD_UID = "dgd-uid"  # dgd_objects' uid
+SERVICE_OWNERS: list[tuple[str, bool]] = [
+    ("dgd", True),
+    ("dcd-of-the-dgd", True),
+    ("none", False),
+    ("dgd-not-controller", False),
+    ("previous-dgd", False),
+    ("deployment", False),
+    ("dcd-of-another-dgd", False),
+    ("dcd-unknown", False),
+    ("dcd-replaced", False),
+]
+
+
+def owned_service(name: str, owner: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A Service `name` owned as `owner` says, and the DCD it names (if cached)."""
+    dgd = {"apiVersion": V1BETA1, "kind": "DynamoGraphDeployment", "name": "x"}
+    dcd_ref = {"apiVersion": V1ALPHA1, "kind": "DynamoComponentDeployment", "name": name}
+    refs: dict[str, Any] = {
+        "dgd": {**dgd, "uid": DGD_UID, "controller": True},
+        "dgd-not-controller": {**dgd, "uid": DGD_UID},
+        "previous-dgd": {**dgd, "uid": "old", "controller": True},
+        "deployment": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d", "uid": "d"},
+    }
+    ref = refs.get(owner, {**dcd_ref, "uid": "dcd", "controller": True})
+    if owner == "deployment":
+        ref["controller"] = True
+    meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": f"s-{name}"}
+    if owner != "none":
+        meta["ownerReferences"] = [ref]
+    dcd = None
+    if owner.startswith("dcd") and owner != "dcd-unknown":
+        controller_uid = DGD_UID if owner != "dcd-of-another-dgd" else "another"
+        dcd = {
+            "metadata": {
+                "name": name,
+                "namespace": NS,
+                "uid": "dcd" if owner != "dcd-replaced" else "dcd-2",
+                "ownerReferences": [{**dgd, "uid": controller_uid, "controller": True}],
+            }
+        }
+    return {"apiVersion": "v1", "kind": "Service", "metadata": meta}, dcd
+
+
+@budget(60)
+@given(scenarios(), st.data())
+def test_a_frontend_whose_service_is_someone_elses_is_never_exported(
+    s: dict[str, Any], data: st.DataObject
+) -> None:
+    relay, pool = s["relay"], s["pool"]
+    fronts = [service_of(relay.name, n) for n in frontend_names(s["raw"]) or []]
+    relay_service = f"{relay.name}-pool-relay"
+    services: dict[str, Any] = {}
+    dcds: dict[str, Any] = {}
+    theirs: set[str] = set()
+    for name in dict.fromkeys(n for n in fronts if n != relay_service):
+        owner, is_dgds = data.draw(st.sampled_from([*SERVICE_OWNERS, ("absent", True)]))
+        if owner == "absent":
+            continue
+        services[name], dcd = owned_service(name, owner)
+        if dcd is not None:
+            dcds[name] = dcd
+        if not is_dgds:
+            theirs.add(name)
+    p = plan(
+        relay,
+        s["decision"],
+        pool,
+        s["exports"],
+        implementation=Implementation(s["implementation"]),
+        resource=SE,
+        cluster_id=s["cluster_id"],
+        services=services,
+        component_deployments=dcds,
+    )
+    for a in p.actions:
+        if a.name in theirs:
+            assert not a.wanted, a
+            assert a.verb in {Verb.WITHDRAW, Verb.WAIT}, a
+    if not (s["decision"].publish and pool is not None):
+        assert not p.lines
+        return
+    lines = {line.name: line for line in p.lines}
+    warned = [w.related["name"] for w in p.advisories if w.reason == Warn.FOREIGN_SERVICE]
+    assert sorted(warned) == sorted(theirs)
+    for name in theirs:
+        assert lines[name].reason == "ForeignService", name
+    for name, export in s["exports"].items():
+        if name in theirs and is_ours(export) and not being_deleted(export):
+            assert (Verb.WITHDRAW, name) in [(a.verb, a.name) for a in p.actions], name
