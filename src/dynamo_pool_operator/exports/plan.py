@@ -204,9 +204,9 @@ def _wanted(
                     name,
                     ExportState.SKIPPED,
                     ExportLineReason.FOREIGN_SERVICE,
-                    f"Service {name} is someone else's ({whose}): not exported. Dynamo's "
-                    f"operator makes DGD {pool.name}'s Services controlled by the DGD or "
-                    "by a DynamoComponentDeployment of it",
+                    f"Service {name} ({whose}) is not the DGD's: not exported. Dynamo's "
+                    "operator makes a DGD's Services controlled by the DGD or by a "
+                    "DynamoComponentDeployment of it",
                 )
             )
             continue
@@ -279,9 +279,9 @@ def _advisories(
         name = Meta(service).name
         warn(
             Warn.FOREIGN_SERVICE,
-            f"not exported: Service {name} is not DGD {pool.name!r}'s, it has {whose}; "
-            "rename the frontend (its Service is <dgd>-<component>), or have that "
-            "Service's owner rename it",
+            f"not exported: Service {name} ({whose}) is controlled neither by DGD "
+            f"{pool.name!r} nor by a DynamoComponentDeployment of it; rename the frontend "
+            "(its Service is <dgd>-<component>), or have that Service's owner rename it",
             SERVICES.reference(dict(service)),
         )
     if not pool.frontends:
