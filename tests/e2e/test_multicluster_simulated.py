@@ -110,17 +110,34 @@ def clusterset(implementation: str) -> Iterator[dict[str, ControlPlane]]:
 
 
 async def run_pool(client: Client, pool: str, cluster: str) -> None:
-    """What a user and Dynamo's operator do: the DGD, its frontend Service (Dynamo's
-    operator makes it; there is none here), and the pool's relay."""
-    await client.create(DGDS, dgd(pool, NS))
+    """What a user and Dynamo's operator do: the DGD, its frontend Service, and the
+    pool's relay."""
+    await run_dgd(client, pool)
+    await client.create(RELAYS, relay(pool, NS, cluster))
+
+
+async def run_dgd(client: Client, pool: str) -> None:
+    """The DGD and its frontend Service: Dynamo's operator makes it, controlled by the
+    DGD (there is none here), so it goes with the DGD."""
+    made = await client.create(DGDS, dgd(pool, NS))
+    owner = {
+        "apiVersion": made["apiVersion"],
+        "kind": made["kind"],
+        "name": pool,
+        "uid": made["metadata"]["uid"],
+        "controller": True,
+    }
     frontend = {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": names.component_service_name(pool, "Frontend"), "namespace": NS},
+        "metadata": {
+            "name": names.component_service_name(pool, "Frontend"),
+            "namespace": NS,
+            "ownerReferences": [owner],
+        },
         "spec": {"ports": [{"name": "http", "port": 8000, "protocol": "TCP"}]},
     }
     await client.create(SERVICES, frontend)
-    await client.create(RELAYS, relay(pool, NS, cluster))
 
 
 async def imported(client: Client) -> dict[str, list[str]]:
@@ -233,13 +250,16 @@ async def test_each_pool_is_imported_from_the_clusters_it_runs_in_and_withdrawn_
 
         # 4. llama withdrawn from east: east drops out of its imports, nothing else moves.
         await users["east"].delete(DGDS, "llama", NS)
+        # Its frontend Service goes with it (the garbage collector's part: this control
+        # plane runs none); one left controlled by the deleted DGD is not the new one's.
+        await users["east"].delete(SERVICES, names.component_service_name("llama", "Frontend"), NS)
         await every_cluster_sees(imports_wanted({"east": [], "west": POOLS["west"]}))
         assert [
             e["metadata"]["name"] for e in (await users["east"].list(SERVICE_EXPORTS, NS)).items
         ] == []
 
         # 5. ... and published again: back in.
-        await users["east"].create(DGDS, dgd("llama", NS))
+        await run_dgd(users["east"], "llama")
         await every_cluster_sees(imports_wanted(POOLS))
         assert sim.passes > 0
 
