@@ -16,10 +16,14 @@ from typing import Any
 
 import pytest
 
+from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL, DCD_VERSION
+from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
+from dynamo_pool_operator.localcluster import dynamo
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.poolrelay import reconciler as reconciler_module
 from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.resources import SERVICES, Resource
 from tests.integration.export_fixtures import SE, config, exports_become
 from tests.integration.race_fixtures import FRONTEND_SVC, POOL, RELAY_SVC, make_pool
 from tests.integration.relay_fixtures import DGDS
@@ -108,3 +112,76 @@ async def test_reconcile_again_decides_afresh(
     before = plans.n
     assert await mcs.reconcile_again((namespace, POOL)) == []
     assert plans.n == before + 1, "reconcile_again skipped its pass: the check is hollow"
+
+
+DCDS = Resource(DGD_GROUP, DCD_VERSION, DCD_PLURAL, DCD_KIND)
+
+
+def _controller(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+    }
+
+
+async def _decided_afresh_then_quiet(
+    op: OperatorUnderTest, plans: PlanCount, ns: str, before: int
+) -> None:
+    async def decided_afresh() -> bool:
+        return plans.n > before
+
+    await eventually(decided_afresh)
+    await op.settle()
+    await _plans_of_one_pass(op, plans, ns)  # quiet now, if the last was not
+    assert await _plans_of_one_pass(op, plans, ns) == 0
+
+
+async def test_a_frontends_service_appearing_or_changing_hands_is_decided_afresh(
+    client: Client, namespace: str, mcs: OperatorUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whose a frontend's Service is decides its export (docs/exports.md): the Service's
+    version is an input, so a quiet pass never outlives its change."""
+    plans = await _published_and_counted(client, namespace, mcs, monkeypatch)
+    await _plans_of_one_pass(mcs, plans, namespace)
+    assert await _plans_of_one_pass(mcs, plans, namespace) == 0
+    # Dynamo's operator makes the frontend's Service: nothing to change, but an input.
+    _, service = dynamo.frontend(await client.get(DGDS, POOL, namespace))
+    before = plans.n
+    await client.create(SERVICES, service)
+    await _decided_afresh_then_quiet(mcs, plans, namespace, before)
+    # It changes hands: the export goes.
+    await client.merge_patch(
+        SERVICES, FRONTEND_SVC, {"metadata": {"ownerReferences": None}}, namespace
+    )
+    await exports_become(client, namespace, {RELAY_SVC})
+
+
+async def test_the_dcd_of_a_frontends_service_changing_hands_is_decided_afresh(
+    client: Client, namespace: str, mcs: OperatorUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plans = await _published_and_counted(client, namespace, mcs, monkeypatch)
+    dgd = await client.get(DGDS, POOL, namespace)
+    dcd_body = {
+        "apiVersion": DCDS.api_version,
+        "kind": DCD_KIND,
+        "metadata": {
+            "name": FRONTEND_SVC,
+            "namespace": namespace,
+            "ownerReferences": [_controller(dgd)],
+        },
+        "spec": {},
+    }
+    dcd = await client.create(DCDS, dcd_body)
+    _, service = dynamo.frontend(dgd)
+    service["metadata"] = {**service["metadata"], "ownerReferences": [_controller(dcd)]}
+    before = plans.n
+    await client.create(SERVICES, service)
+    await _decided_afresh_then_quiet(mcs, plans, namespace, before)
+    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    # The DGD lets go of the DCD: its Service is no longer the DGD's, the export goes.
+    await client.merge_patch(DCDS, FRONTEND_SVC, {"metadata": {"ownerReferences": None}}, namespace)
+    await exports_become(client, namespace, {RELAY_SVC})
