@@ -68,6 +68,7 @@ CLUSTER_ROLE_BINDINGS = Resource(
     "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
 )
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+NETWORK_POLICIES = Resource("networking.k8s.io", "v1", "networkpolicies", "NetworkPolicy")
 CLUSTER_SCOPED = (
     "ClusterRole",
     "ClusterRoleBinding",
@@ -89,8 +90,9 @@ MODES = pytest.mark.parametrize("restricted", [False, True], ids=["cluster-wide"
             "metrics": {"serviceMonitor": {"enabled": True}},
         },
         {"leaderElection": {"enabled": False}, "replicaCount": 1, "rbac": {"create": False}},
+        {"networkPolicy": {"enabled": True, "health": {"from": [{"namespaceSelector": {}}]}}},
     ],
-    ids=["default", "restricted", "karmada-servicemonitor", "single-replica"],
+    ids=["default", "restricted", "karmada-servicemonitor", "single-replica", "network-policy"],
 )
 def test_helm_lint_passes(values: dict[str, Any]) -> None:
     proc = helm("lint", "--strict", str(CHART), values=values)
@@ -480,6 +482,97 @@ async def test_the_api_server_accepts_the_pod_disruption_budget(
     assert stored["spec"]["selector"] == pdb["spec"]["selector"]
 
 
+MONITORING = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+
+
+def ingress_by_port(policy: dict[str, Any]) -> dict[int, list[dict[str, Any]]]:
+    """The policy's ingress rules as {port: peers}; each rule names one TCP port."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for rule in policy["spec"]["ingress"]:
+        (port,) = rule["ports"]
+        assert port["protocol"] == "TCP"
+        out[port["port"]] = rule["from"]
+    return out
+
+
+def test_network_policy_is_optional_and_admits_only_the_metrics_and_health_ports() -> None:
+    assert not [d for d in template() if d["kind"] == "NetworkPolicy"]
+    docs = template({"networkPolicy": {"enabled": True}})
+    policy = one(docs, "NetworkPolicy")
+    assert policy["metadata"]["namespace"] == "dpo-system"
+    # Exactly the operator's pods: the Deployment's, not the CRD upgrade hook's (which
+    # carries the same selector labels).
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    hook_labels = one(docs, "Job")["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= pod_labels.items()
+    assert not selector.items() <= hook_labels.items()
+    assert "matchExpressions" not in policy["spec"]["podSelector"]
+    # Ingress only: the operator's own connections (the API server) stay as they are.
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    # Metrics from the monitoring namespace; health from no pod (the kubelet, on the
+    # node, is not subject to the policy).
+    assert ingress_by_port(policy) == {8080: [MONITORING]}
+
+
+def test_network_policy_ports_and_peers_come_from_the_values() -> None:
+    scraper = {
+        "namespaceSelector": {"matchLabels": {"team": "observability"}},
+        "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+    }
+    checker = {"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}
+    values = {
+        "metrics": {"port": 9443},
+        "health": {"port": 9444},
+        "networkPolicy": {
+            "enabled": True,
+            "metrics": {"from": [scraper]},
+            "health": {"from": [checker, MONITORING]},
+        },
+    }
+    docs = template(values)
+    assert ingress_by_port(one(docs, "NetworkPolicy")) == {
+        9443: [scraper],
+        9444: [checker, MONITORING],
+    }
+    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "metrics": 9443,
+        "health": 9444,
+    }
+    # An empty list admits no pod on that port (never `from: []`, which admits all).
+    closed = {"networkPolicy": {"enabled": True, "metrics": {"from": []}}}
+    assert one(template(closed), "NetworkPolicy")["spec"]["ingress"] == []
+    only_health = {
+        "networkPolicy": {"enabled": True, "metrics": {"from": []}, "health": {"from": [checker]}}
+    }
+    assert ingress_by_port(one(template(only_health), "NetworkPolicy")) == {8081: [checker]}
+
+
+async def test_the_api_server_accepts_the_network_policy(
+    control_plane: ControlPlane, client: Client, namespace: str
+) -> None:
+    """Rendered into a test namespace and applied for real: networking/v1 validation."""
+    values = {
+        "networkPolicy": {
+            "enabled": True,
+            "health": {"from": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}]},
+        }
+    }
+    policy = one(template(values, namespace=namespace), "NetworkPolicy")
+    control_plane.apply(policy)
+    stored = await client.get(NETWORK_POLICIES, policy["metadata"]["name"], namespace)
+    assert stored["spec"]["podSelector"] == policy["spec"]["podSelector"]
+    assert stored["spec"]["policyTypes"] == ["Ingress"]
+    assert stored["spec"]["ingress"] == policy["spec"]["ingress"]
+    closed = {"networkPolicy": {"enabled": True, "metrics": {"from": []}}}
+    policy = one(template(closed, namespace=namespace), "NetworkPolicy")
+    control_plane.apply(policy)
+    stored = await client.get(NETWORK_POLICIES, policy["metadata"]["name"], namespace)
+    assert stored["spec"]["policyTypes"] == ["Ingress"]
+    assert not stored["spec"].get("ingress")
+
+
 def test_leader_election_off_drops_the_lease_role() -> None:
     docs = template({"leaderElection": {"enabled": False}, "replicaCount": 1})
     assert not [d for d in docs if "leader-election" in d["metadata"]["name"]]
@@ -507,6 +600,12 @@ def test_leader_election_off_drops_the_lease_role() -> None:
             "podDisruptionBudget.maxUnavailable=0",
         ),
         ({"podDisruptionBudget": {"minAvailable": "half"}}, "/podDisruptionBudget/minAvailable"),
+        ({"networkPolicy": {"metrics": {"from": "monitoring"}}}, "/networkPolicy/metrics/from"),
+        ({"networkPolicy": {"health": {"from": [{}]}}}, "/networkPolicy/health/from/0"),
+        (
+            {"networkPolicy": {"metrics": {"from": [{"namespaceSelector": {}, "ports": [80]}]}}},
+            "/networkPolicy/metrics/from/0",
+        ),
     ],
     ids=[
         "restricted-without-target",
@@ -518,6 +617,9 @@ def test_leader_election_off_drops_the_lease_role() -> None:
         "pdb-blocks-every-eviction",
         "pdb-max-unavailable-zero",
         "pdb-not-a-count",
+        "network-peers-not-a-list",
+        "network-peer-empty",
+        "network-peer-unknown-field",
     ],
 )
 def test_bad_values_are_refused(values: dict[str, Any], message: str) -> None:
@@ -666,6 +768,7 @@ def test_rendered_manifests_are_yaml_kubectl_accepts() -> None:
     name = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
     every_option = {
         "podDisruptionBudget": {"enabled": True},
+        "networkPolicy": {"enabled": True},
         "metrics": {"serviceMonitor": {"enabled": True}},
     }
     for values in ({}, restricted_values("team-a"), every_option):
