@@ -45,7 +45,7 @@ def grant_shipped_rbac(cp: ControlPlane, lease_namespace: str) -> list[str]:
     """Apply `rbac.render()` (cluster-wide mode, as the chart) bound to GROUP instead of
     the chart's ServiceAccount; return the paths to delete afterwards."""
     paths = []
-    for obj in rbac.render("unused", "unused", None, lease_namespace):
+    for obj in rbac.render("unused", "unused", None, lease_namespace, lease_name=LEASE_NAME):
         if obj["kind"].endswith("Binding"):
             obj["subjects"] = [
                 {"kind": "Group", "name": GROUP, "apiGroup": "rbac.authorization.k8s.io"}

@@ -135,7 +135,7 @@ class Scene:
             f"/api/v1/namespaces/{self.ns}/serviceaccounts",
             {"metadata": {"name": OPERATOR_SA}},
         )
-        docs = rbac.render(self.ns, OPERATOR_SA, self.ns, self.ns)
+        docs = rbac.render(self.ns, OPERATOR_SA, self.ns, self.ns, lease_name=LEASE)
         for d in renamed(docs, f"-{self.ns}"):
             await asyncio.to_thread(self.cp.apply, d)
             if "namespace" not in d["metadata"]:
@@ -259,7 +259,7 @@ async def test_rbac_lists_what_the_service_account_lacks(scene: Scene) -> None:
         "POST", f"/api/v1/namespaces/{scene.ns}/serviceaccounts", {"metadata": {"name": lone}}
     )
     grants = Grants(scene.cp, f"system:serviceaccount:{scene.ns}:{lone}")
-    await grants.grant("lease-only", rbac.leader_election_rules(), scene.ns)
+    await grants.grant("lease-only", rbac.leader_election_rules(LEASE), scene.ns)
     code, found = await scene.check(as_user=f"system:serviceaccount:{scene.ns}:{lone}")
     c = found["rbac"]
     assert (code, c["status"]) == (1, "fail")
