@@ -11,6 +11,8 @@ APP_COMPONENT = "app.kubernetes.io/component"
 APP_MANAGED_BY = "app.kubernetes.io/managed-by"
 
 RELAY_APP = "dynamo-pool-relay"
+#: `app.kubernetes.io/component` of the relay Deployment and Service.
+RELAY_COMPONENT = "pool-relay"
 MANAGED_BY = "dynamo-pool-operator"
 #: The server-side apply field manager of every write the operator makes.
 FIELD_MANAGER = "dynamo-pool-operator"
@@ -48,7 +50,7 @@ def owned_object_labels(dgd: str) -> dict[str, str]:
     """Labels on the relay Deployment and Service."""
     return {
         **selector(dgd),
-        APP_COMPONENT: "pool-relay",
+        APP_COMPONENT: RELAY_COMPONENT,
         APP_MANAGED_BY: MANAGED_BY,
         DGD_NAME: dgd,
     }

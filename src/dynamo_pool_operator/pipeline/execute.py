@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry, Counter
 from ..api.relay import Relay
 from ..runtime import errors
 from ..runtime.events import EventRecorder
-from ..runtime.guarded import GuardedWrites, LostRace
+from ..runtime.guarded import GuardedWrites, LostRace, NameTaken
 from ..runtime.metricsets import per_registry
 from ..runtime.ownership import is_controlled_by
 from .model import Action, ActionResult, Key, Outcome, Result, Verb
@@ -189,7 +189,8 @@ class Executor:
             result = await self._one(relay, regarding, action)
         except LostRace as e:
             self._count.labels(kind, verb, "lost").inc()
-            return ActionResult(action, Result.LOST, str(e), e)
+            found = e.found if isinstance(e, NameTaken) else None
+            return ActionResult(action, Result.LOST, str(e), e, found=found)
         except errors.ApiError as e:
             self._count.labels(kind, verb, "error").inc()
             what = f"{verb.lower()} {kind} {action.name}: {e}"
@@ -209,7 +210,14 @@ class Executor:
 
         if action.verb is Verb.CREATE:
             assert action.body is not None
-            made = await self.writes.create(res, action.body)
+            try:
+                made = await self.writes.create(res, action.body)
+            except NameTaken as e:
+                if action.read_if_taken:
+                    # The cache may never show it (it watches by label selector): whose
+                    # it is goes to the next pass, which decides on it like a cached one.
+                    e.found = await self.writes.read(res, action.namespace, action.name)
+                raise
             log.info("created %s", res.kind, extra=where)
             self._note(
                 regarding, action, action.events.created, made, f"created {res.kind} {action.name}"

@@ -84,6 +84,9 @@ class Action:
     needs: tuple[Key, ...] = ()
     #: HOLD: why (the input that cannot be read), as the status says it.
     cause: str = ""
+    #: CREATE: a name found taken is read (the object is the result's `found`): the
+    #: relay objects' caches watch by label selector, so one of the name may be hidden.
+    read_if_taken: bool = False
 
     @property
     def key(self) -> Key:
@@ -127,6 +130,9 @@ class ActionResult:
     #: DONE apply: the object as the server answered (what the cache will show next),
     #: so the report judges what was written, not the version read before it.
     written: Mapping[str, Any] | None = None
+    #: LOST create of an action that reads a name found taken: the object of that name
+    #: as the API server has it (ours, or someone else's), for the next pass to decide on.
+    found: Mapping[str, Any] | None = None
 
 
 @dataclass

@@ -5,17 +5,22 @@ Watches:
   not wake us (no feedback loop);
 - DGDs, mapped to the relay of the same namespace/name, ignoring status-only
   updates (Dynamo's operator writes DGD status constantly);
-- Deployments and Services named `<D>-pool-relay`, mapped to relay D by *name*,
-  so a foreign object of that name raises the conflict and its deletion clears
-  it, and our own objects' drift is repaired. Deployments of other names (and
-  Services, with exports off) are not even cached (the informer filter drops them),
-  which keeps memory flat.
-- With exports on, every other Service, as a stub of its identity and controller (a
-  few hundred bytes: `stub`), mapped to each relay whose DGD names it as a frontend's
-  Service: whether a frontend is exported depends on whose Service of that name
-  exists (`exports/plan.foreign_service`), so one appearing or changing hands
-  must wake the relay. A filter by name cannot do: a Service made before the DGD
-  that names it would never be cached.
+- Our relay Deployments (and relay Services, with exports off), listed and watched
+  by label selector (`RELAY_OBJECT_SELECTOR`, decision 0006): the API server sends
+  no other Deployment, so the operator never holds other workloads' pod templates
+  and its memory follows its pools, not the cluster. Mapped to relay D by the name
+  `<D>-pool-relay`, so our objects' drift is repaired. An object of that name the
+  selector hides (someone else's, or ours with our labels removed) is found by the
+  create's 409 (`reconciler.Found`): ours is repaired, anyone else's raises the
+  conflict and is read again until it is gone.
+- With exports on, every Service, the relay's in full and any other as a stub of its
+  identity and controller (a few hundred bytes: `stub`), mapped to each relay whose
+  DGD names it as a frontend's Service: whether a frontend is exported depends on
+  whose Service of that name exists (`exports/plan.foreign_service`), so one
+  appearing or changing hands must wake the relay. Neither a filter by name (a
+  Service made before the DGD that names it would never be cached) nor a label
+  selector (a foreign, unlabelled Service of a frontend's name would be hidden, and
+  exported) can do.
 - With exports on, DynamoComponentDeployments (when served), as stubs, mapped to the
   relay of the DGD that controls them (before and after the change): a frontend's
   Service that a DCD controls is the pool's while that DCD is the DGD's.
@@ -83,6 +88,17 @@ def dgd_resource(version: str) -> Resource:
 
 def dcd_resource(version: str) -> Resource:
     return Resource(DGD_GROUP, version, DCD_PLURAL, DCD_KIND)
+
+
+#: The labels only our relay objects carry (`labels.owned_object_labels`): the relay
+#: objects' caches list and watch by them.
+RELAY_OBJECT_SELECTOR = ",".join(
+    f"{k}={v}"
+    for k, v in (
+        (labels.APP_MANAGED_BY, labels.MANAGED_BY),
+        (labels.APP_COMPONENT, labels.RELAY_COMPONENT),
+    )
+)
 
 
 def same_name(obj: Obj) -> Iterable[Request]:
@@ -230,7 +246,8 @@ def relay_caches(
     """Ask the shared factory for the informers this controller reads. `frontends`:
     exports are on, so every Service is cached (any other than the relay's as a stub)
     and the DCDs at `dcd_version` (when served), to tell whose a frontend's Service is;
-    else only the relay Services."""
+    else only the relay Services. The relay Deployments (and Services, but with
+    exports on) are watched by `RELAY_OBJECT_SELECTOR`."""
     return RelayCaches(
         relays=informers.get(RELAYS, namespace, vocabulary=RELAY_VOCABULARY),
         dgds=dgd_cache(informers, namespace=namespace, version=dgd_version),
@@ -239,6 +256,7 @@ def relay_caches(
         deployments=informers.get(
             DEPLOYMENTS,
             namespace,
+            label_selector=RELAY_OBJECT_SELECTOR,
             keep=is_relay_object,
             keep_managed_fields=True,
             transform=trim_deployment,
@@ -246,6 +264,7 @@ def relay_caches(
         services=informers.get(
             SERVICES,
             namespace,
+            label_selector=None if frontends else RELAY_OBJECT_SELECTOR,
             keep=None if frontends else is_relay_object,
             keep_managed_fields=True,
             transform=trim_service,

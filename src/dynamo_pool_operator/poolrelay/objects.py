@@ -112,6 +112,9 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
                     live=live,
                     body=body if verb is not Verb.WAIT else None,
                     hand_over=hand_over,
+                    # The caches watch our objects by label: one of the name without our
+                    # labels shows only here (whose it is decides the next pass).
+                    read_if_taken=verb is Verb.CREATE,
                 )
             )
         return tuple(actions)

@@ -7,7 +7,11 @@
 3. **Announce** the plan's advisories (Warning Events).
 4. **Execute** (`pipeline.execute`): each action through the guarded writes. A write
    that lost a race ends the pass without a status write and requeues the relay at
-   once (no error); it is decided again from fresh state. A relay that loses
+   once (no error); it is decided again from fresh state. A create that finds its name
+   taken by an object the caches do not show (they watch the relay objects by label
+   selector) reads that object: the next pass decides on it as if cached (ours with
+   our labels removed: repaired; anyone else's: `OwnershipConflict`, and it is read
+   again after a delay, since no watch says when it goes). A relay that loses
    `LOST_LIMIT` passes in a row (something keeps changing the object, or refuses
    with 409) goes on instead: the lost writes are reported as failed, with a
    Warning and backoff, so its status says what keeps failing.
@@ -23,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -32,7 +37,7 @@ from ..api.dgd import pool_from_object
 from ..api.mcs import ClusterID
 from ..api.relay import Relay, RelayDefaults, relay_from_object
 from ..pipeline.execute import Executor
-from ..pipeline.model import Advisory, Contributor, Result, Snapshot, Verb
+from ..pipeline.model import Advisory, Contributor, Outcome, Result, Snapshot, Verb
 from ..runtime import errors
 from ..runtime.client import Client
 from ..runtime.clock import Clock, SystemClock
@@ -41,7 +46,9 @@ from ..runtime.controller import Result as ReconcileResult
 from ..runtime.events import EventRecorder
 from ..runtime.guarded import GuardedWrites, NamespaceGoing
 from ..runtime.informer import EventType, Informer
+from ..runtime.ownership import is_controlled_by
 from ..runtime.store import Obj
+from .objects import RELAY_OBJECTS
 from .plan import make_plan
 from .status import StatusReport, report, status_apply
 
@@ -60,6 +67,10 @@ class RelayCaches:
     #: DynamoComponentDeployments as stubs; None while the cluster serves none.
     component_deployments: Informer | None = None
 
+    def of_kind(self, kind: str) -> Informer:
+        """The cache of the relay objects of `kind` ("Deployment", "Service")."""
+        return self.deployments if kind == "Deployment" else self.services
+
     def relay_objects(self, namespace: str, relay: str) -> dict[str, Mapping[str, Any] | None]:
         name = names.relay_name(relay)
         return {
@@ -74,6 +85,21 @@ class ReconcileErrors(errors.Failures):
 
 #: Passes in a row that may lose a race quietly before the losses are reported.
 LOST_LIMIT = 3
+#: Seconds until an object of a relay object's name that the caches do not show (found
+#: by a create: someone else's) is read again, doubling up to `FOREIGN_RECHECK_MAX`: its
+#: deletion is seen by no watch. Meanwhile the passes decide on it as read (no creates).
+FOREIGN_RECHECK = 30.0
+FOREIGN_RECHECK_MAX = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """An object of a relay object's name that the caches do not show, as last read
+    (cache-shaped), and when to read it again."""
+
+    obj: Mapping[str, Any]
+    recheck_at: datetime
+    delay: float
 
 
 class PoolRelayReconciler:
@@ -111,6 +137,11 @@ class PoolRelayReconciler:
         # and asked for no later look (`_quiet_inputs`). A pass on the same inputs would
         # decide the same and do nothing again: it is skipped (see `reconcile`).
         self._quiet: dict[Request, tuple[Any, ...]] = {}
+        #: Objects of the relay objects' names the caches do not show, per relay and kind
+        #: (`Found`): read after a create found the name taken.
+        self._found: dict[Request, dict[str, Found]] = {}
+        self.foreign_recheck = FOREIGN_RECHECK
+        self.foreign_recheck_max = FOREIGN_RECHECK_MAX
 
     def gather(self, relay_obj: Mapping[str, Any], shown: Mapping[str, Any] | None) -> Snapshot:
         """The pass's snapshot; `shown`: the relay's status as the server shows it."""
@@ -131,7 +162,11 @@ class PoolRelayReconciler:
             cluster_id = part.cluster_id if part.cluster_id.checked else cluster_id
             unreadable += part.unreadable
             unavailable = unavailable or part.exports_unavailable
-        objects = self.caches.relay_objects(relay.namespace, relay.name)
+        objects = self._with_found(
+            (relay.namespace, relay.name),
+            relay.uid,
+            self.caches.relay_objects(relay.namespace, relay.name),
+        )
         return Snapshot(
             relay,
             pool,
@@ -153,12 +188,28 @@ class PoolRelayReconciler:
         self._quiet.clear()
 
     async def reconcile(self, request: Request) -> ReconcileResult | None:
+        result = await self._reconcile(request)
+        found = self._found.get(request)
+        if not found:
+            return result
+        # A foreign object only read, not watched: look again when it is due.
+        due = min(f.recheck_at for f in found.values())
+        after = max(0.0, (due - self.clock.now()).total_seconds())
+        if result is None:
+            return ReconcileResult(requeue_after=after)
+        if result.requeue or (result.requeue_after is not None and result.requeue_after <= after):
+            return result
+        return ReconcileResult(requeue_after=after)
+
+    async def _reconcile(self, request: Request) -> ReconcileResult | None:
         relay_obj = self.caches.relays.store.get(*request)
         if relay_obj is None:
             self._written.pop(request, None)
             self._lost.pop(request, None)
             self._quiet.pop(request, None)
+            self._found.pop(request, None)
             return None  # deleted: the garbage collector removes what it controlled
+        await self._read_found_again(request)
         snapshot = self.gather(relay_obj, self._shown_status(request, relay_obj))
         inputs = self._quiet_inputs(request, snapshot)
         if inputs is not None and self._quiet.get(request) == inputs:
@@ -170,10 +221,12 @@ class PoolRelayReconciler:
         plan = make_plan(snapshot, self.contributors, default_discovery_backend=self.backend)
         self.announce(snapshot.relay, plan.advisories)
         outcome = await self.executor.run(snapshot.relay, plan.actions)
+        self._remember_found(request, outcome)
         if outcome.lost:
-            # A namespace being deleted is no race to report: the relay goes with it.
+            # A namespace being deleted is no race to report: the relay goes with it; a
+            # name found taken by an object the caches do not show is decided next pass.
             going = all(
-                isinstance(r.error, NamespaceGoing)
+                isinstance(r.error, NamespaceGoing) or r.found is not None
                 for r in outcome.results
                 if r.result is Result.LOST
             )
@@ -215,6 +268,72 @@ class PoolRelayReconciler:
             # A grace period or hold ends with no event to say so: look again then.
             return ReconcileResult(requeue_after=max(0.0, (said.recheck_at - now).total_seconds()))
         return None
+
+    def _with_found(
+        self,
+        request: Request,
+        uid: str,
+        cached: dict[str, Mapping[str, Any] | None],
+    ) -> dict[str, Mapping[str, Any] | None]:
+        """The relay objects as cached, and where the cache shows none, the object of
+        that name found by a create (`Found`). The cache wins once it shows one; an
+        object of ours found is decided on once (repaired: the cache shows it again)."""
+        found = self._found.get(request)
+        if not found:
+            return cached
+        out = dict(cached)
+        for kind, f in list(found.items()):
+            if out.get(kind) is not None:
+                del found[kind]
+                continue
+            out[kind] = f.obj
+            if is_controlled_by(f.obj, uid):
+                del found[kind]
+        if not found:
+            del self._found[request]
+        return out
+
+    def _remember_found(self, request: Request, outcome: Outcome) -> None:
+        """Keep each object a create found of its name (as the cache would keep it)."""
+        now = self.clock.now()
+        for r in outcome.results:
+            if r.found is None:
+                continue
+            kind = r.action.resource.kind
+            obj = self.caches.of_kind(kind).as_cached(dict(r.found))
+            delay = self.foreign_recheck
+            self._found.setdefault(request, {})[kind] = Found(
+                obj, now + timedelta(seconds=delay), delay
+            )
+
+    async def _read_found_again(self, request: Request) -> None:
+        """Read again each found object that is due: gone, it is forgotten (the next
+        create tells); still there, it is kept as read and read again later (backoff)."""
+        found = self._found.get(request)
+        if not found:
+            return
+        now = self.clock.now()
+        resources = dict(RELAY_OBJECTS)
+        for kind, f in list(found.items()):
+            if f.recheck_at > now:
+                continue
+            delay = min(f.delay * 2, self.foreign_recheck_max)
+            meta = f.obj.get("metadata") or {}
+            try:
+                got = await self.executor.writes.read(
+                    resources[kind], str(meta.get("namespace")), str(meta.get("name"))
+                )
+            except errors.ApiError as e:
+                log.warning("cannot read %s again: %s", kind, e, extra=_where(request))
+                found[kind] = Found(f.obj, now + timedelta(seconds=delay), delay)
+                continue
+            if got is None:
+                del found[kind]
+            else:
+                obj = self.caches.of_kind(kind).as_cached(got)
+                found[kind] = Found(obj, now + timedelta(seconds=delay), delay)
+        if not found:
+            del self._found[request]
 
     def announce(self, relay: Relay, advisories: Sequence[Advisory]) -> None:
         """Record each as an Event about the relay (at the version read)."""

@@ -71,6 +71,15 @@ class LostRace(Exception):
     The message names the object and the version it was read at."""
 
 
+class NameTaken(LostRace):
+    """An exclusive create found the name taken: by an object the cache has not shown
+    yet, or one it never shows (the caches watch by label selector: a foreign object of
+    the name, or ours with our labels removed). `GuardedWrites.read` tells which."""
+
+    #: The object of that name as read after the refusal, when the caller read it.
+    found: dict[str, Any] | None = None
+
+
 class NamespaceGoing(LostRace):
     """The namespace is being deleted, and the relay with it: no retry can win this, and
     none needs to (the relay's deletion ends it); never reported as a failure."""
@@ -101,10 +110,15 @@ class GuardedWrites:
                 f"create of {res.kind} {name}: its namespace is being deleted"
             ) from e
         except errors.AlreadyExists as e:
-            raise LostRace(
-                f"create of {res.kind} {name}: the name is taken (not cached yet)"
-            ) from e
+            raise NameTaken(f"create of {res.kind} {name}: the name is taken") from e
         return made
+
+    async def read(self, res: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object of that name as the API server has it (None: there is none)."""
+        try:
+            return await self.client.get(res, name, namespace)
+        except errors.NotFound:
+            return None
 
     async def hand_over(
         self,

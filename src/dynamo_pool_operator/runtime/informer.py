@@ -810,6 +810,11 @@ class Informer:
             return None
         return self._prepare(obj)
 
+    def as_cached(self, obj: Obj) -> Obj:
+        """`obj` (read from the API server, not through this informer) as this cache
+        would keep it: the same transform, so it reads like a cached object."""
+        return self._prepare(obj)
+
     def _prepare(self, obj: Obj) -> Obj:
         # List items come without apiVersion/kind; watch events have them. Make both alike.
         obj.setdefault("apiVersion", self.resource.api_version)

@@ -250,3 +250,26 @@ def test_the_deployment_is_held_while_the_cluster_id_is_unknown() -> None:
         make_relay(), make_pool(), objects, cluster_id=unreadable, shown_status={"clusterId": ""}
     )
     assert [a.verb for a in plan_relay_objects(known, PUBLISHED)] == [Verb.NONE, Verb.NONE]
+
+
+def test_only_a_create_reads_a_name_found_taken() -> None:
+    """The caches watch by label: a create is where a hidden object of the name shows."""
+    creates = plan_relay_objects(snapshot(), PUBLISHED)
+    assert [a.read_if_taken for a in creates] == [True, True]
+    kept = plan_relay_objects(snapshot({k: live(k) for k in ("Deployment", "Service")}), PUBLISHED)
+    assert [a.read_if_taken for a in kept] == [False, False]
+
+
+def test_our_object_found_without_our_labels_is_applied_at_the_version_read() -> None:
+    """Ours with our labels removed (hidden from the cache, found by the create's 409)
+    is drift: the apply puts the labels back, guarded by the uid and version read."""
+    found = live("Deployment")
+    for key in (labels.APP_MANAGED_BY, labels.APP_COMPONENT):
+        del found["metadata"]["labels"][key]
+    from dynamo_pool_operator.poolrelay.controller import trim_deployment
+
+    cached = trim_deployment(found)  # as the reconciler keeps it (the cache's transform)
+    actions = plan_relay_objects(snapshot({"Deployment": cached}), PUBLISHED)
+    assert verbs(actions)[0] == ("Deployment", Verb.APPLY)
+    assert actions[0].live is not None
+    assert actions[0].live["metadata"]["uid"] == "Deployment-uid"
