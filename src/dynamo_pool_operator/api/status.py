@@ -177,7 +177,9 @@ PUBLISHED_MEANINGS: dict[PublishedReason, str] = {
     "`globalDynamoNamespace` on its components.",
     PublishedReason.OWNERSHIP_CONFLICT: "A Deployment or Service named `<dgd>-pool-relay` "
     "exists and this relay does not control it. The operator never adopts: delete it (or "
-    "rename the pool). It publishes again by itself once the name is free.",
+    "rename the pool). It publishes again by itself once the name is free (within two "
+    "minutes for an object without the relay's labels: it is read again every 30 s to "
+    "120 s, no watch shows it).",
 }
 
 RELAY_AVAILABLE_MEANINGS: dict[RelayAvailableReason, str] = {
