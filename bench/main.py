@@ -86,6 +86,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "takes longer than the cold start)",
     )
     p.add_argument(
+        "--unrelated-deployments",
+        type=int,
+        default=0,
+        help="create N Deployments of no pool (other workloads) before the operator starts",
+    )
+    p.add_argument(
         "--compare-python",
         help="also restart the fleet with this interpreter (another checkout's operator)",
     )
@@ -403,6 +409,15 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
             await objects.create_pools(client, pools)
             result["setup_seconds"] = round(time.perf_counter() - t, 1)
             log(f"created {n} pools in {result['setup_seconds']}s")
+            if args.unrelated_deployments:
+                t = time.perf_counter()
+                await objects.create_unrelated_deployments(client, args.unrelated_deployments)
+                result["unrelated_deployments"] = args.unrelated_deployments
+                result["unrelated_setup_seconds"] = round(time.perf_counter() - t, 1)
+                log(
+                    f"created {args.unrelated_deployments} unrelated Deployments in "
+                    f"{result['unrelated_setup_seconds']}s"
+                )
             tracker = Tracker(client, set(pools))
             await tracker.start()
             try:
@@ -426,6 +441,18 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
                             timeout=args.timeout,
                         )
                         log(f"restart: {result['restart']}")
+                        if args.compare_python:
+                            # The other checkout's operator on the same cluster, at once.
+                            op.stop()
+                            result["restart_compared"], op = await restart(
+                                cp,
+                                n,
+                                args.workers,
+                                args.out.with_suffix(".compared.operator.log"),
+                                timeout=args.timeout,
+                                python=args.compare_python,
+                            )
+                            log(f"restart ({args.compare_python}): {result['restart_compared']}")
                     return result
                 # The floor right after the cold start, on the same server in the same
                 # state, so the ratio compares like with like (the operator is stopped:
@@ -487,9 +514,12 @@ def write(args: argparse.Namespace, result: dict[str, Any]) -> None:
     # The machine may be shared: the load says how noisy the timings are.
     result["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     args.out.write_text(json.dumps(result, indent=1) + "\n")
-    oplog = args.out.with_suffix(".operator.log")
-    if oplog.exists() and oplog.stat().st_size == 0:
-        oplog.unlink()  # warnings and errors only: kept when there are some
+    for oplog in (
+        args.out.with_suffix(".operator.log"),
+        args.out.with_suffix(".compared.operator.log"),
+    ):
+        if oplog.exists() and oplog.stat().st_size == 0:
+            oplog.unlink()  # warnings and errors only: kept when there are some
     log(f"wrote {args.out}")
 
 

@@ -101,3 +101,55 @@ async def create_pools(
 
     pairs = await bounded([functools.partial(make, ns, n) for ns, n in pools], concurrency)
     return dict(pairs)
+
+
+#: Unrelated Deployments per namespace (`--unrelated-deployments`).
+UNRELATED_PER_NAMESPACE = 1000
+
+
+def unrelated_deployment(ns: str, name: str) -> dict[str, Any]:
+    """Another team's workload: a Deployment of no pool, with a pod template of the size
+    real ones have (two containers, env values, probes, resources; ~3 kB of JSON). No
+    pods: 0 replicas (the bench control plane has no nodes)."""
+    app = {"app": name, "team": ns}
+    env = [{"name": f"SETTING_{i}", "value": f"value-{name}-{i}-" + "x" * 24} for i in range(20)]
+    env.append({"name": "API_TOKEN", "value": f"not-a-real-secret-{name}"})
+    container = {
+        "image": "registry.example.com/team/app:1.2.3",
+        "env": env,
+        "ports": [{"name": "http", "containerPort": 8080}],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}},
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": "http"}},
+        "livenessProbe": {"httpGet": {"path": "/live", "port": "http"}},
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": app},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": app},
+            "template": {
+                "metadata": {"labels": app},
+                "spec": {
+                    "containers": [
+                        {**container, "name": "app"},
+                        {**container, "name": "sidecar", "env": env[:5]},
+                    ]
+                },
+            },
+        },
+    }
+
+
+async def create_unrelated_deployments(client: Client, n: int, concurrency: int = 32) -> None:
+    """`n` Deployments of no pool, `UNRELATED_PER_NAMESPACE` to a namespace."""
+    where = [
+        (f"bench-unrelated-{i // UNRELATED_PER_NAMESPACE:02d}", f"app-{i:05d}") for i in range(n)
+    ]
+    await create_namespaces(client, (ns for ns, _ in where))
+
+    async def make(ns: str, name: str) -> None:
+        await client.create(DEPLOYMENTS, unrelated_deployment(ns, name))
+
+    await bounded([functools.partial(make, ns, name) for ns, name in where], concurrency)
