@@ -94,7 +94,9 @@ ALLOWED = [
     # Publish = server-side apply (patch) of a Deployment `<D>-pool-relay`, created first
     # with an exclusive POST so an existing one is never adopted (create; runtime/guarded.py,
     # docs/architecture.md, 'Why the writes look the way they do');
-    # withdraw = delete; OwnershipConflict and the level-based reconcile read it from a cache.
+    # withdraw = delete; OwnershipConflict and the level-based reconcile read it from a cache
+    # watched by our labels, or, one of the name without them, by a get after the create's
+    # 409 (decision 0006).
     Allowed("apps", "deployments", OWN, MANAGED),
     # The same for the relay Service.
     Allowed("", "services", OWN, MANAGED),
