@@ -87,8 +87,10 @@ async def test_the_deployment_cache_never_receives_unrelated_deployments(
         await operator.settle()
         assert caches.deployments.label_selector == RELAY_OBJECT_SELECTOR
         assert caches.services.label_selector == RELAY_OBJECT_SELECTOR  # exports off
+        # (Other tests' relays, in namespaces being deleted, may still be cached.)
         held = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in _all(caches)]
-        assert held == [(namespace, RELAY_OBJ)], held
+        assert (namespace, RELAY_OBJ) in held
+        assert [key for key in held if key[0] == other] == []
         assert SECRET not in repr(list(_all(caches)))
     finally:
         control_plane.delete_namespace(other)
