@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 import aiohttp
 import pytest
@@ -115,3 +115,30 @@ async def test_after_a_restart_the_caches_sync_past_an_undecodable_dgd(
         assert undecodable(op) >= 1  # another test's namespace may still be going
     finally:
         await op.stop()
+
+
+async def test_the_relay_of_an_undecodable_dgd_says_it_cannot_be_read(
+    control_plane: ControlPlane, client: Client, namespace: str
+) -> None:
+    """The DGD's own relay tells the truth: its DGD exists but cannot be read (not
+    `DGDNotFound`), and says what to change; it learns so when the DGD arrives, though
+    the informer dispatches no object for it."""
+    async with OperatorUnderTest(control_plane):
+        await client.create(RELAYS, relay_body("deep", namespace))
+
+        async def reason() -> str:
+            c = await decision_of(client, namespace, "deep")
+            return str(c["reason"]) if c else ""
+
+        await eventually(lambda: _is(reason, "DGDNotFound"))
+        await create_too_deep(control_plane, namespace, "deep")
+        await eventually(lambda: _is(reason, "DGDUnreadable"), timeout=20)
+        published = await decision_of(client, namespace, "deep")
+        assert published is not None
+        assert published["status"] == "False"
+        assert "cannot be decoded" in published["message"], published["message"]
+        assert "depth" in published["message"], published["message"]
+
+
+async def _is(read: Callable[[], Awaitable[str]], want: str) -> bool:
+    return await read() == want

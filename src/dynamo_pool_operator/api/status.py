@@ -58,6 +58,7 @@ class PublishedReason(StrEnum):
     PUBLISHED = "Published"
     RELAY_TERMINATING = "RelayTerminating"
     INVALID_CONFIGURATION = "InvalidConfiguration"
+    DGD_UNREADABLE = "DGDUnreadable"
     DGD_NOT_FOUND = "DGDNotFound"
     DGD_TERMINATING = "DGDTerminating"
     KUBERNETES_DISCOVERY_DISABLED = "KubernetesDiscoveryDisabled"
@@ -166,6 +167,9 @@ PUBLISHED_MEANINGS: dict[PublishedReason, str] = {
     PublishedReason.INVALID_CONFIGURATION: "The relay's name makes `<name>-pool-relay` an "
     "invalid Service name (dots, upper case, > 52 characters), or a spec field is invalid: "
     "the message names it.",
+    PublishedReason.DGD_UNREADABLE: "The DGD exists but the operator cannot decode it (a "
+    "field nested deeper than 1,024 levels, say): the message names it and why; make the "
+    "DGD readable. A DGD that was readable before keeps its last readable version.",
     PublishedReason.DGD_NOT_FOUND: "Create the DGD of the same name in the same namespace.",
     PublishedReason.DGD_TERMINATING: "The DGD is being deleted; a new one of the same name is "
     "published again.",

@@ -236,6 +236,8 @@ class Snapshot:
     #: DynamoComponentDeployments they name as controller, by name: whose each is.
     services: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     component_deployments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The DGD exists but cannot be decoded and no readable version is cached: why.
+    pool_unreadable: str = ""
 
     @property
     def effective_cluster_id(self) -> str | None:

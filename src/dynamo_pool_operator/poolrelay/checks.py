@@ -36,6 +36,8 @@ class Facts:
     pool: Pool | None
     relay_objects: Mapping[str, Mapping[str, Any] | None]
     default_discovery_backend: str
+    #: The DGD exists but cannot be decoded (why), and no readable version is cached.
+    pool_unreadable: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,15 @@ def invalid_configuration(f: Facts) -> str | None:
     if f.relay.problems:
         return "; ".join(f.relay.problems)
     return None
+
+
+def dgd_unreadable(f: Facts) -> str | None:
+    if f.pool is not None or not f.pool_unreadable:
+        return None
+    return (
+        f"DynamoGraphDeployment {f.relay.name!r} exists but cannot be decoded: "
+        f"{f.pool_unreadable}; make it readable (no field nested past 1,024 levels)"
+    )
 
 
 def dgd_not_found(f: Facts) -> str | None:
@@ -132,6 +143,7 @@ def ownership_conflict(f: Facts) -> str | None:
 CHECKS: tuple[Check, ...] = (
     Check(Reason.RELAY_TERMINATING, relay_terminating),
     Check(Reason.INVALID_CONFIGURATION, invalid_configuration),
+    Check(Reason.DGD_UNREADABLE, dgd_unreadable),
     Check(Reason.DGD_NOT_FOUND, dgd_not_found),
     Check(Reason.DGD_TERMINATING, dgd_terminating),
     Check(Reason.KUBERNETES_DISCOVERY_DISABLED, kubernetes_discovery_disabled),
@@ -147,10 +159,12 @@ def decide(
     relay_objects: Mapping[str, Mapping[str, Any] | None],
     *,
     default_discovery_backend: str,
+    pool_unreadable: str = "",
 ) -> Decision:
-    """Run the chain for `relay` given its pool (None when the DGD is absent) and the
-    cached objects named `<name>-pool-relay` keyed by kind ("Deployment", "Service")."""
-    facts = Facts(relay, pool, relay_objects, default_discovery_backend)
+    """Run the chain for `relay` given its pool (None when the DGD is absent, or cannot
+    be read: `pool_unreadable` says why) and the cached objects named `<name>-pool-relay`
+    keyed by kind ("Deployment", "Service")."""
+    facts = Facts(relay, pool, relay_objects, default_discovery_backend, pool_unreadable)
     for check in CHECKS:
         message = check.withdraws(facts)
         if message is not None:

@@ -122,6 +122,7 @@ def make_plan(
         snapshot.pool,
         snapshot.relay_objects,
         default_discovery_backend=default_discovery_backend,
+        pool_unreadable=snapshot.pool_unreadable,
     )
     relay_actions, contributions = with_needs(
         decision,

@@ -179,7 +179,14 @@ class PoolRelayReconciler:
             self.clock.now(),
             services,
             dcds,
+            pool_unreadable=self._dgd_unreadable(relay, dgd_obj),
         )
+
+    def _dgd_unreadable(self, relay: Relay, dgd: Mapping[str, Any] | None) -> str:
+        """Why the relay's DGD cannot be read, when it exists, cannot be decoded and no
+        readable version of it is cached; else ""."""
+        bad = None if dgd is not None else self.caches.dgds.undecodable(relay.namespace, relay.name)
+        return f"at resourceVersion {bad.resource_version or '?'}, {bad.error}" if bad else ""
 
     def inputs_changed(self) -> None:
         """Something every pass reads but no snapshot shows changed (a contributor moved
@@ -386,7 +393,12 @@ class PoolRelayReconciler:
         if snapshot.unreadable or request in self._written:
             return None
         relay, cluster = snapshot.relay, snapshot.cluster_id
-        out: list[Any] = [relay.uid, relay.resource_version, snapshot.exports_unavailable]
+        out: list[Any] = [
+            relay.uid,
+            relay.resource_version,
+            snapshot.exports_unavailable,
+            snapshot.pool_unreadable,
+        ]
         dgd = self.caches.dgds.store.get(relay.namespace, relay.name)
         for obj in (dgd, *snapshot.relay_objects.values(), cluster.obj):
             out.extend(_version(obj))

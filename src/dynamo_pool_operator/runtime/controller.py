@@ -53,6 +53,7 @@ from .informer import EventHandler, EventType, Informer
 from .queue import LOW, NORMAL, ShutDown, WorkQueue
 from .ratelimit import RateLimiter
 from .store import Obj
+from .undecodable import Undecodable
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,8 @@ class Controller:
         self._handlers: list[tuple[Informer, EventHandler]] = []
         #: The `on_sync` of each watch whose informer had not synced when declared.
         self._sync_handlers: list[tuple[Informer, Callable[[], None]]] = []
+        #: The skip handler of each watch (`Informer.add_skip_handler`).
+        self._skip_handlers: list[tuple[Informer, Callable[[Undecodable], None]]] = []
         #: True from `start` to `stop`: events and `enqueue_all` queue keys.
         self._queueing = False
         #: The running worker of each slot (0..workers-1).
@@ -224,6 +227,17 @@ class Controller:
             for key in keys:
                 self.queue.add(key, level)
 
+        def skipped(bad: Undecodable) -> None:
+            # No object to map, only its identity: the keys that map from it learn that
+            # it cannot be read (their reconciler asks the informer `undecodable`).
+            if not self._queueing:
+                return
+            meta = {"namespace": bad.namespace, "name": bad.name, "uid": bad.uid}
+            for key in mapper({"metadata": meta}):
+                self.queue.add(key, NORMAL)
+
+        informer.add_skip_handler(skipped)
+        self._skip_handlers.append((informer, skipped))
         if wait_for_sync and informer not in self._informers:
             self._informers.append(informer)
         elif not wait_for_sync and informer not in self._optional:
@@ -249,6 +263,9 @@ class Controller:
         for watched, synced in [h for h in self._sync_handlers if h[0] is informer]:
             watched.remove_sync_handler(synced)
         self._sync_handlers = [h for h in self._sync_handlers if h[0] is not informer]
+        for watched, skip in [h for h in self._skip_handlers if h[0] is informer]:
+            watched.remove_skip_handler(skip)
+        self._skip_handlers = [h for h in self._skip_handlers if h[0] is not informer]
         self._informers = [i for i in self._informers if i is not informer]
         self._optional = [i for i in self._optional if i is not informer]
 

@@ -387,6 +387,8 @@ class Informer:
         self.on_failure: Callable[[BaseException | None], None] | None = None
         #: Called once the first list has been applied (see `add_sync_handler`).
         self._sync_handlers: list[Callable[[], None]] = []
+        #: Called with each object newly kept out as undecodable (`add_skip_handler`).
+        self._skip_handlers: list[Callable[[Undecodable], None]] = []
 
         where = (
             f"namespace {self.namespace}"
@@ -480,6 +482,20 @@ class Informer:
     def remove_sync_handler(self, handler: Callable[[], None]) -> None:
         if handler in self._sync_handlers:
             self._sync_handlers.remove(handler)
+
+    def add_skip_handler(self, handler: Callable[[Undecodable], None]) -> None:
+        """Call `handler` with each object kept out of the cache because it cannot be
+        decoded, once per version: no event carries it (there is no object to pass),
+        yet whoever maps objects to work by their identity has news."""
+        self._skip_handlers.append(handler)
+
+    def remove_skip_handler(self, handler: Callable[[Undecodable], None]) -> None:
+        if handler in self._skip_handlers:
+            self._skip_handlers.remove(handler)
+
+    def undecodable(self, namespace: str, name: str) -> Undecodable | None:
+        """The object of that key kept out of the cache as undecodable, if it is."""
+        return self._undecodable.get((namespace, name))
 
     # ------------------------------------------------------------ lifecycle
     async def run(self) -> None:
@@ -705,7 +721,13 @@ class Informer:
     def _skip(self, bad: Undecodable, how: str) -> None:
         """Count and name an object kept out of the cache; once per version."""
         self._m_skipped.inc()
-        if self._undecodable.get(bad.key) != bad:
+        known = self._undecodable.get(bad.key)
+        if known is None or known.resource_version != bad.resource_version:
+            for handler in tuple(self._skip_handlers):
+                try:
+                    handler(bad)
+                except Exception:
+                    log.exception("informer %s: skip handler failed", self.description)
             log.warning(
                 "informer %s: skipped %s object %s, which cannot be decoded (%s); its "
                 "last decodable version stays cached",

@@ -35,6 +35,7 @@ RELAY_UID = "relay-uid-1"
 PRECEDENCE = [
     Reason.RELAY_TERMINATING,
     Reason.INVALID_CONFIGURATION,
+    Reason.DGD_UNREADABLE,
     Reason.DGD_NOT_FOUND,
     Reason.DGD_TERMINATING,
     Reason.KUBERNETES_DISCOVERY_DISABLED,
@@ -109,8 +110,11 @@ def run(
     pool: Pool | None,
     objects: Mapping[str, Mapping[str, Any] | None] | None = None,
     backend: str = "kubernetes",
+    unreadable: str = "",
 ) -> Decision:
-    return decide(relay, pool, objects or {}, default_discovery_backend=backend)
+    return decide(
+        relay, pool, objects or {}, default_discovery_backend=backend, pool_unreadable=unreadable
+    )
 
 
 GOOD = (
@@ -150,6 +154,7 @@ def test_reason_values_are_the_spec_condition_reasons() -> None:
         "Published",
         "RelayTerminating",
         "InvalidConfiguration",
+        "DGDUnreadable",
         "DGDNotFound",
         "DGDTerminating",
         "KubernetesDiscoveryDisabled",
@@ -173,6 +178,7 @@ class Scenario:
     components: list[dict[str, Any]] = field(default_factory=lambda: copy.deepcopy(list(GOOD)))
     objects: dict[str, Any] = field(default_factory=dict)
     backend: str = "kubernetes"
+    unreadable: str = ""
 
     def decide(self) -> Decision:
         pool = (
@@ -186,7 +192,7 @@ class Scenario:
             else None
         )
         relay = make_relay(self.relay_name, terminating=self.relay_terminating, **self.relay_spec)
-        return run(relay, pool, self.objects, self.backend)
+        return run(relay, pool, self.objects, self.backend, self.unreadable)
 
 
 def _relay_terminating(s: Scenario) -> None:
@@ -199,6 +205,11 @@ def _invalid_spec(s: Scenario) -> None:
 
 def _invalid_name(s: Scenario) -> None:
     s.relay_name = "Pool.A"
+
+
+def _unreadable(s: Scenario) -> None:
+    s.dgd_exists = False  # no readable version is cached
+    s.unreadable = "at resourceVersion 7, depth limit exceeded"
 
 
 def _not_found(s: Scenario) -> None:
@@ -230,6 +241,7 @@ def _conflict(s: Scenario) -> None:
 MAKE_TRUE: dict[Reason, Callable[[Scenario], None]] = {
     Reason.RELAY_TERMINATING: _relay_terminating,
     Reason.INVALID_CONFIGURATION: _invalid_spec,
+    Reason.DGD_UNREADABLE: _unreadable,
     Reason.DGD_NOT_FOUND: _not_found,
     Reason.DGD_TERMINATING: _terminating,
     Reason.KUBERNETES_DISCOVERY_DISABLED: _etcd,
@@ -259,10 +271,11 @@ _NEEDS_A_DGD = {
     Reason.NO_WORKERS,
     Reason.GLOBAL_DYNAMO_NAMESPACE,
 }
+_NO_READABLE_DGD = {Reason.DGD_UNREADABLE, Reason.DGD_NOT_FOUND}
 CONFLICTS = [
     (a, b)
     for a, b in itertools.combinations(PRECEDENCE, 2)
-    if not (a is Reason.DGD_NOT_FOUND and b in _NEEDS_A_DGD)
+    if not (a in _NO_READABLE_DGD and b in _NEEDS_A_DGD)
 ]
 
 
@@ -278,7 +291,7 @@ def test_precedence_conflict_reports_the_documented_winner(winner: Reason, loser
 
 
 def test_precedence_conflicts_cover_every_coexisting_pair() -> None:
-    assert len(CONFLICTS) == 24
+    assert len(CONFLICTS) == 28
 
 
 @pytest.mark.parametrize(
@@ -298,7 +311,7 @@ def test_an_invalid_relay_name_beats_every_other_reason(loser: Reason) -> None:
 def test_all_reasons_at_once_report_relay_terminating() -> None:
     s = Scenario()
     for reason in PRECEDENCE:
-        if reason is not Reason.DGD_NOT_FOUND:
+        if reason not in _NO_READABLE_DGD:
             MAKE_TRUE[reason](s)
     assert s.decide().reason is Reason.RELAY_TERMINATING
 
@@ -306,14 +319,14 @@ def test_all_reasons_at_once_report_relay_terminating() -> None:
 def test_all_other_reasons_at_once_report_invalid_configuration() -> None:
     s = Scenario()
     for reason in PRECEDENCE:
-        if reason not in (Reason.DGD_NOT_FOUND, Reason.RELAY_TERMINATING):
+        if reason not in (*_NO_READABLE_DGD, Reason.RELAY_TERMINATING):
             MAKE_TRUE[reason](s)
     assert s.decide().reason is Reason.INVALID_CONFIGURATION
 
 
 def test_all_dgd_reasons_at_once_report_terminating_first() -> None:
     s = Scenario()
-    for reason in PRECEDENCE[3:]:
+    for reason in PRECEDENCE[PRECEDENCE.index(Reason.DGD_TERMINATING) :]:
         MAKE_TRUE[reason](s)
     assert s.decide().reason is Reason.DGD_TERMINATING
 
@@ -334,6 +347,10 @@ def test_an_invalid_name_is_reported_before_spec_problems() -> None:
     ("reason", "phrases"),
     [
         (Reason.INVALID_CONFIGURATION, ["spec.replicas", "from 0 to"]),
+        (
+            Reason.DGD_UNREADABLE,
+            ["'pool' exists but cannot be decoded", "resourceVersion 7", "make it readable"],
+        ),
         (Reason.DGD_NOT_FOUND, ["no DynamoGraphDeployment 'pool'", "namespace 'team'"]),
         (Reason.DGD_TERMINATING, ["'pool'", "being deleted"]),
         (

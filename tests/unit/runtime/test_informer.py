@@ -1806,3 +1806,30 @@ async def test_an_informer_that_keeps_failing_says_so_until_it_lists_again(
         await clock.advance(0.8)
         await until(lambda: informer.has_synced, "listed")
         assert gauge(registry, "informer_failing") == 0
+
+
+async def test_a_skip_handler_hears_of_each_undecodable_version_once(
+    registry: CollectorRegistry,
+) -> None:
+    """No event carries an undecodable object; whoever maps objects to work by their
+    identity hears of it once per version, from a list and from the watch."""
+    client = StubClient(
+        lists=[ListResult([], "10", [undecodable_listed("a", "9")])],
+        watches=[
+            [
+                too_deep("ADDED", "b", "11"),
+                too_deep("MODIFIED", "b", "11"),
+                too_deep("MODIFIED", "b", "12"),
+            ]
+        ],
+    )
+    informer, _ = make(client, registry=registry)
+    heard: list[tuple[str, str]] = []
+    informer.add_skip_handler(lambda bad: heard.append((bad.name, bad.resource_version)))
+    async with running(informer):
+        await until(lambda: informer.last_resource_version == "12", "the last event")
+    assert heard == [("a", "9"), ("b", "11"), ("b", "12")]
+    bad = informer.undecodable("default", "b")
+    assert bad is not None
+    assert bad.resource_version == "12"
+    assert informer.undecodable("default", "c") is None
