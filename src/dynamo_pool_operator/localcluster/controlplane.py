@@ -477,14 +477,20 @@ class ControlPlane:
             self._procs[name].stop()
 
     # ------------------------------------------------------------ etcd
+    def _client_context(self, ca: TinyCA, pair: KeyPair, file: str) -> ssl.SSLContext:
+        """A TLS client context trusting `ca` and presenting `pair` (written to `file`)."""
+        ctx = ssl.create_default_context(cadata=ca.cert_pem.decode())
+        pem = self.dir / file
+        pem.write_bytes(pair.cert_pem + pair.key_pem)
+        pem.chmod(0o600)
+        ctx.load_cert_chain(pem)
+        return ctx
+
     def _etcd_context(self) -> ssl.SSLContext:
         if self._etcd_ssl is None:
-            ctx = ssl.create_default_context(cadata=self._etcd_ca.cert_pem.decode())
-            pem = self.dir / "etcd-admin.pem"
-            pem.write_bytes(self._etcd_client.cert_pem + self._etcd_client.key_pem)
-            pem.chmod(0o600)
-            ctx.load_cert_chain(pem)
-            self._etcd_ssl = ctx
+            self._etcd_ssl = self._client_context(
+                self._etcd_ca, self._etcd_client, "etcd-admin.pem"
+            )
         return self._etcd_ssl
 
     def _etcd_connection(self, timeout: float) -> http.client.HTTPSConnection:
@@ -526,12 +532,7 @@ class ControlPlane:
     # ------------------------------------------------------------ API (sync, admin)
     def _ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
-            ctx = ssl.create_default_context(cadata=self._ca.cert_pem.decode())
-            cert = self.dir / "admin.pem"
-            cert.write_bytes(self.admin.cert_pem + self.admin.key_pem)
-            cert.chmod(0o600)
-            ctx.load_cert_chain(cert)
-            self._ssl = ctx
+            self._ssl = self._client_context(self._ca, self.admin, "admin.pem")
         return self._ssl
 
     def request(

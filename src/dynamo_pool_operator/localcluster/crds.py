@@ -137,26 +137,30 @@ def dgd_crd(version: str = "v1beta1") -> dict[str, Any]:
                 "singular": "dynamographdeployment",
                 "shortNames": ["dgd"],
             },
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec,
-                                "status": _PRESERVE,
-                            },
-                        }
-                    },
-                }
-            ],
+            "versions": [_served_version(version, spec)],
+        },
+    }
+
+
+def _served_version(name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """The one served and stored version of a Dynamo test CRD, with a status
+    subresource, a `spec` of schema `spec` and a free-form status."""
+    return {
+        "name": name,
+        "served": True,
+        "storage": True,
+        "subresources": {"status": {}},
+        "schema": {
+            "openAPIV3Schema": {
+                "type": "object",
+                "properties": {
+                    "apiVersion": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "metadata": {"type": "object"},
+                    "spec": spec,
+                    "status": _PRESERVE,
+                },
+            }
         },
     }
 
@@ -179,26 +183,7 @@ def dcd_crd() -> dict[str, Any]:
                 "singular": dgd_api.DCD_KIND.lower(),
                 "shortNames": ["dcd"],
             },
-            "versions": [
-                {
-                    "name": dgd_api.DCD_VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": _PRESERVE,
-                                "status": _PRESERVE,
-                            },
-                        }
-                    },
-                }
-            ],
+            "versions": [_served_version(dgd_api.DCD_VERSION, _PRESERVE)],
         },
     }
 
