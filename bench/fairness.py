@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.client.rest import Client
 
 from .latency import _replaced, percentile
 from .objects import CLUSTER_ID, DGDS, EXPORTS, components, set_cluster_id

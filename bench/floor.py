@@ -15,9 +15,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import (
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import (
     DEPLOYMENTS,
     EVENTS,
     NAMESPACES,

@@ -10,7 +10,7 @@ import statistics
 import time
 from typing import Any
 
-from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.client.rest import Client
 
 from .objects import DGDS, EXPORTS, components
 from .tracker import Tracker

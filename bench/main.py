@@ -27,8 +27,8 @@ from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import default_crds
 from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
-from dynamo_pool_operator.runtime.auth import load_kubeconfig
-from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.client.rest import Client
 
 from . import fairness, floor, inproc, objects, procs, soak
 from .latency import reaction_latency

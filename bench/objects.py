@@ -9,10 +9,10 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from dynamo_pool_operator.api.mcs import clusterproperties, serviceexports
-from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
-from dynamo_pool_operator.poolrelay.controller import dgd_resource
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, NAMESPACES, SERVICES
+from dynamo_pool_operator.pool.controller import RELAYS as RELAYS
+from dynamo_pool_operator.pool.controller import dgd_resource
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, NAMESPACES, SERVICES
 
 DGDS = dgd_resource("v1beta1")
 EXPORTS = serviceexports("v1beta1")

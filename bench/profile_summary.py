@@ -22,12 +22,12 @@ AREAS = (
     ("asyncio event loop", ("asyncio/",)),
     ("json encode/decode", ("json/", "orjson", "msgspec")),
     ("logging", ("logging/",)),
-    ("informers / stores", ("runtime/informer.py", "runtime/store.py")),
-    ("work queue / controller", ("runtime/queue.py", "runtime/controller.py")),
+    ("informers / stores", ("runtime/cache/informer.py", "runtime/cache/store.py")),
+    ("work queue / controller", ("runtime/control/queue.py", "runtime/control/controller.py")),
     ("events recorder", ("runtime/events.py",)),
-    ("relay reconcile", ("poolrelay/",)),
-    ("exports", ("exports/",)),
-    ("client", ("runtime/client.py",)),
+    ("exports", ("pool/exports/",)),
+    ("relay reconcile", ("pool/",)),
+    ("client", ("runtime/client/rest.py",)),
     ("deepcopy", ("copy.py",)),
 )
 

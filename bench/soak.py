@@ -25,7 +25,7 @@ from typing import Any
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
-from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.client.rest import Client
 
 from . import objects, procs
 

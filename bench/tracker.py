@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import Resource
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import Resource
 
 from .objects import EXPORTS, RELAYS, WATCHED
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from dynamo_pool_operator.localcluster.assets import Assets
-from dynamo_pool_operator.runtime.auth import load_kubeconfig
-from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.client.rest import Client
 
 # Every property test runs on shared 2-core boxes (CI, a mutation run's instrumented
 # copy): how fast examples are generated or run is never what they check, so neither a
@@ -137,9 +137,9 @@ async def client(control_plane: object) -> AsyncIterator[Client]:
 
 @pytest.fixture
 async def alice(control_plane: object, namespace: str) -> AsyncIterator[Client]:
-    """A pool author with less RBAC than the operator (tests/integration/tenants.py): her
+    """A pool author with less RBAC than the operator (tests/integration/support/tenants.py): her
     pools in the test's namespace, their Events, and nothing else."""
-    from tests.integration.tenants import tenant_client
+    from tests.integration.support.tenants import tenant_client
 
     async with tenant_client(control_plane, namespace) as c:  # type: ignore[arg-type]
         yield c

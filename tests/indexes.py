@@ -3,7 +3,7 @@ by controller UID, `runtime.store.index_by_controller_uid`)."""
 
 from __future__ import annotations
 
-from dynamo_pool_operator.runtime.store import IndexFunc, Obj, object_key
+from dynamo_pool_operator.runtime.cache.store import IndexFunc, Obj, object_key
 
 NAMESPACE_INDEX = "namespace"
 OWNER_UID_INDEX = "owner-uid"

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .api import crd
+from dynamo_pool_operator.api import crd
 
 API_VERSION = "admissionregistration.k8s.io/v1"
 #: Stable object names (the chart appends `.<release namespace>`).

@@ -17,10 +17,10 @@ from typing import Any
 
 import yaml
 
-from . import __version__, logs, rbac
-from .config import ConfigurationError, load_configuration
-from .config_fields import parse_duration
-from .exitcodes import EXIT_FAILURE, EXIT_USAGE
+from dynamo_pool_operator import __version__, logs, rbac
+from dynamo_pool_operator.config import ConfigurationError, load_configuration
+from dynamo_pool_operator.config_fields import parse_duration
+from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_USAGE
 
 #: The local control plane `dev` starts; the operator image leaves it out.
 LOCAL_CLUSTER = f"{__package__}.localcluster"
@@ -216,8 +216,8 @@ def manifests(
     `kubectl apply` creates it before the bindings that name it), then the admission
     policy and its binding. The Lease lives in the restricted namespace when there is
     one, as the operator itself defaults it."""
-    from . import admission
-    from .api import crd
+    from dynamo_pool_operator import admission
+    from dynamo_pool_operator.api import crd
 
     docs: list[dict[str, Any]] = []
     if what in ("all", "crds"):
@@ -237,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"dynamo-pool-operator {__version__}")
         return 0
     if args.command == "check":
-        from . import check as check_cmd
+        from dynamo_pool_operator import check as check_cmd
 
         try:
             wait = parse_duration(args.wait)
@@ -266,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return EXIT_USAGE
-        from . import crd_install
+        from dynamo_pool_operator import crd_install
 
         return asyncio.run(
             crd_install.run(
@@ -285,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False))
         return 0
     if args.command == "status":
-        from . import status_cmd
+        from dynamo_pool_operator import status_cmd
 
         return asyncio.run(
             status_cmd.run(
@@ -302,7 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     logs.setup(config.logging.level, config.logging.format)
     if args.command == "run":
-        from . import process
+        from dynamo_pool_operator import process
 
         try:
             return asyncio.run(
@@ -321,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if importlib.util.find_spec(LOCAL_CLUSTER) is None:
             print(NO_LOCAL_CLUSTER, file=sys.stderr)
             return EXIT_FAILURE
-        from . import dev
+        from dynamo_pool_operator import dev
 
         return asyncio.run(
             dev.run(config, exit_when_ready=args.exit_when_ready, clusters=args.clusters)

@@ -27,10 +27,10 @@ from typing import Any
 
 import yaml
 
-from .api.dgd import DiscoveryBackend
-from .api.mcs import Confirmation, Implementation
-from .api.podfields import PullPolicy
-from .config_fields import (
+from dynamo_pool_operator.api.dgd import DiscoveryBackend
+from dynamo_pool_operator.api.mcs import Confirmation, Implementation
+from dynamo_pool_operator.api.podfields import PullPolicy
+from dynamo_pool_operator.config_fields import (
     ConfigurationError,
     FieldError,
     FieldSpec,

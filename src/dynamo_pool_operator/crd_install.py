@@ -36,13 +36,13 @@ import time
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from .api import crd
-from .api.status import Status
-from .exitcodes import EXIT_FAILURE, EXIT_OK
-from .runtime import errors
-from .runtime.auth import ConfigError, load_config
-from .runtime.client import Client
-from .runtime.resources import CRDS
+from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.api.status import Status
+from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK
+from dynamo_pool_operator.runtime.auth.cluster import ConfigError, load_config
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import CRDS
 
 FIELD_MANAGER = "dynamo-pool-operator"
 USER_AGENT = "dynamo-pool-operator-crd-install"

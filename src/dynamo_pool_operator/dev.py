@@ -25,21 +25,27 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from . import process
-from .api import labels, names
-from .api.mcs import Confirmation, Implementation, clusterproperties, serviceexports
-from .api.status import ConditionType, ExportState, Status
-from .config import OperatorConfiguration
-from .exitcodes import EXIT_FAILURE
-from .poolrelay import controller as relay_controller
-from .runtime import conditions, errors
-from .runtime.auth import load_kubeconfig
-from .runtime.client import Client
-from .runtime.resources import DEPLOYMENTS, SERVICES, Resource
+from dynamo_pool_operator import process
+from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.api.mcs import (
+    Confirmation,
+    Implementation,
+    clusterproperties,
+    serviceexports,
+)
+from dynamo_pool_operator.api.status import ConditionType, ExportState, Status
+from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.exitcodes import EXIT_FAILURE
+from dynamo_pool_operator.pool import controller as relay_controller
+from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects import conditions
+from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
 
 if TYPE_CHECKING:  # the local control plane is imported only when dev runs
-    from .localcluster.assets import Assets
-    from .localcluster.lighthouse import World
+    from dynamo_pool_operator.localcluster.assets import Assets
+    from dynamo_pool_operator.localcluster.lighthouse import World
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +101,7 @@ def sample_objects(cluster_id: str = CLUSTER_ID) -> list[tuple[Resource, dict[st
 
 
 async def _create_samples(client: Client, cluster_id: str = CLUSTER_ID) -> None:
-    from .localcluster import dynamo
+    from dynamo_pool_operator.localcluster import dynamo
 
     for res, body in sample_objects(cluster_id):
         with contextlib.suppress(errors.AlreadyExists):
@@ -136,7 +142,7 @@ async def _wait_published(client: Client, timeout: float = 60) -> dict[str, Any]
 
 async def _relay_pods(client: Client) -> list[str]:
     """The relay's pods, once as many run as its Deployment wants."""
-    from .localcluster import kwok
+    from dynamo_pool_operator.localcluster import kwok
 
     selector = ",".join(f"{k}={v}" for k, v in labels.selector(POOL).items())
 
@@ -211,9 +217,9 @@ async def run(
         return await _run_two(config, exit_when_ready=exit_when_ready)
     if clusters != 1:
         raise ValueError("dev runs one cluster or two")
-    from .localcluster.assets import resolve
-    from .localcluster.controlplane import ControlPlane
-    from .localcluster.crds import default_crds
+    from dynamo_pool_operator.localcluster.assets import resolve
+    from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+    from dynamo_pool_operator.localcluster.crds import default_crds
 
     assets = await asyncio.to_thread(resolve)
     nodes = 1 if assets.kwok is not None and assets.kube_controller_manager is not None else 0
@@ -250,8 +256,8 @@ async def run(
 
 
 async def _run_two(config: OperatorConfiguration, *, exit_when_ready: bool) -> int:
-    from .localcluster import lighthouse
-    from .localcluster.assets import resolve
+    from dynamo_pool_operator.localcluster import lighthouse
+    from dynamo_pool_operator.localcluster.assets import resolve
 
     assets = await asyncio.to_thread(resolve)
     why = assets.missing_peers() or lighthouse.namespaces_refused()
@@ -337,7 +343,7 @@ async def _imported(
 ) -> dict[str, tuple[list[str], list[str]]] | None:
     """Each export's ServiceImport, once it lists `source` and has a ready endpoint from
     it: name -> (clusters, ready endpoint addresses)."""
-    from .localcluster import kwok, lighthouse
+    from dynamo_pool_operator.localcluster import kwok, lighthouse
 
     imports = {
         i["metadata"]["name"]: sorted(

@@ -23,9 +23,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .api import crd
-from .api import dgd as dgd_api
-from .api.mcs import (
+from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.api import dgd as dgd_api
+from dynamo_pool_operator.api.mcs import (
     ABOUT_GROUP,
     ABOUT_VERSIONS,
     CLUSTERPROPERTIES,
@@ -34,7 +34,7 @@ from .api.mcs import (
     SERVICEEXPORTS,
     Implementation,
 )
-from .runtime.client import Client, ServedResource
+from dynamo_pool_operator.runtime.client.rest import Client, ServedResource
 
 _NOTHING: Mapping[str, str] = {}
 
@@ -194,7 +194,7 @@ def follow_served_apis(
     updates down with it), the About API version, and the DGD version. A DGD API no
     longer served at all keeps `dgd_version` (the cache in effect stays what is read:
     its DGDs still exist, they are only unreadable) with no `dgd_versions`, and
-    readiness fails (`runtime/switchover.py`). A part whose group version discovery
+    readiness fails (`runtime/cache/followed.py`). A part whose group version discovery
     could not read this time, at a version that could change the choice, keeps its
     current value: unreadable is not "gone"."""
     export_versions = _supported(
@@ -240,7 +240,7 @@ def transitions(before: ServedApis, after: ServedApis, mcs_implementation: str) 
     """Pure: one log line per API whose version in effect changed, saying what the
     operator does about it now. Both are values in effect: a version served whose cache
     has not synced yet is not in effect, and the switchover says so when that happens
-    (`runtime/switchover.py`), so an export API served but not listed yet is not
+    (`runtime/cache/followed.py`), so an export API served but not listed yet is not
     called "no longer served" here."""
     out = []
     if mcs_implementation:

@@ -5,9 +5,9 @@ the operator here, so what the tests exercise is the wiring that ships.
 
 The served APIs are read again every `multiCluster.apiDiscoveryInterval` while the
 operator runs (`Rediscovery`); `Operator.follow_apis` acts on a change: the DGD cache
-follows its API (`runtime/switchover.py`: a new version's cache is made before the old
+follows its API (`runtime/cache/followed.py`: a new version's cache is made before the old
 one is dropped, and readiness fails while no served version's cache is read), the
-export feature's caches and watches follow theirs (`exports/apis.py`), the feature-off
+export feature's caches and watches follow theirs (`pool/exports/apis.py`), the feature-off
 cleanup runs when the ServiceExport API appears, and each change is logged once.
 """
 
@@ -24,33 +24,33 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
-from . import relay_metrics
-from .api import dgd as dgd_api
-from .api.mcs import Implementation, serviceexports
-from .api.relay import RelayDefaults
-from .config import OperatorConfiguration
-from .discovery import ServedApis, rediscover_served_apis, transitions
-from .exports.apis import ExportApis
-from .exports.cleanup import withdraw_leftover_exports
-from .exports.contributor import ExportCaches, FrontendCaches, PoolExports
-from .exports.plan import EXPORT_EVENTS
-from .pipeline.model import Contributor
-from .poolrelay import controller as relay_controller
-from .poolrelay.reconciler import PoolRelayReconciler, RelayCaches
-from .runtime import metrics
-from .runtime.background import BackgroundWrites
-from .runtime.client import Client
-from .runtime.clock import Clock, SystemClock
-from .runtime.controller import Controller
-from .runtime.degraded import DegradedChecks
-from .runtime.events import EventRecorder
-from .runtime.informer import Informer
-from .runtime.meta import Meta
-from .runtime.metricsets import per_registry
-from .runtime.ratelimit import ExponentialBackoff
-from .runtime.rediscovery import Rediscovery
-from .runtime.shared_informers import SharedInformers
-from .runtime.switchover import FollowedCache
+from dynamo_pool_operator.api import dgd as dgd_api
+from dynamo_pool_operator.api.mcs import Implementation, serviceexports
+from dynamo_pool_operator.api.relay import RelayDefaults
+from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.discovery import ServedApis, rediscover_served_apis, transitions
+from dynamo_pool_operator.pool import controller as relay_controller
+from dynamo_pool_operator.pool import metrics as relay_metrics
+from dynamo_pool_operator.pool.exports.apis import ExportApis
+from dynamo_pool_operator.pool.exports.cleanup import withdraw_leftover_exports
+from dynamo_pool_operator.pool.exports.contributor import ExportCaches, FrontendCaches, PoolExports
+from dynamo_pool_operator.pool.exports.plan import EXPORT_EVENTS
+from dynamo_pool_operator.pool.model import Contributor
+from dynamo_pool_operator.pool.reconciler import PoolRelayReconciler, RelayCaches
+from dynamo_pool_operator.runtime import metrics
+from dynamo_pool_operator.runtime.cache.followed import FollowedCache
+from dynamo_pool_operator.runtime.cache.informer import Informer
+from dynamo_pool_operator.runtime.cache.optional import DegradedChecks
+from dynamo_pool_operator.runtime.cache.rediscovery import Rediscovery
+from dynamo_pool_operator.runtime.cache.shared import SharedInformers
+from dynamo_pool_operator.runtime.client.background import BackgroundWrites
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.clock import Clock, SystemClock
+from dynamo_pool_operator.runtime.control.controller import Controller
+from dynamo_pool_operator.runtime.events import EventRecorder
+from dynamo_pool_operator.runtime.metricsets import per_registry
+from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime.ratelimit import ExponentialBackoff
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class Operator:
     dgd_api: FollowedCache
     #: The export feature's APIs (None with no MCS implementation configured).
     export_apis: ExportApis | None = None
-    #: Where the relays' own reports are served as metrics (`relay_metrics.py`).
+    #: Where the relays' own reports are served as metrics (`pool/metrics.py`).
     registry: CollectorRegistry | None = None
     #: Reads discovery again on a schedule and hands each change to `follow_apis`.
     rediscovery: Rediscovery[ServedApis] = dataclasses.field(init=False)

@@ -8,7 +8,7 @@ Order of events (as controller-runtime's manager):
    event writer and the controllers: only the leader writes, and the client
    refuses every write while this replica does not lead (`Client.write_gate`).
    Nor does a follower queue anything: its controller queues keys from its start,
-   which replays the warm caches (`runtime/controller.py`);
+   which replays the warm caches (`runtime/control/controller.py`);
 4. on SIGTERM/SIGINT: hand out no more keys, finish the reconciles in flight,
    write the pending Events, then release the Lease and exit 0. On lost
    leadership: cancel the reconciles, drop the pending Events and exit 1, so
@@ -29,19 +29,20 @@ import os
 import signal
 from pathlib import Path
 
-from . import operator
-from .api import labels
-from .config import OperatorConfiguration, ServerConfig
-from .config_fields import split_address
-from .discovery import StartupError, discover_served_apis
-from .exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
-from .runtime import errors, metrics
-from .runtime.auth import ConfigError, load_config
-from .runtime.client import DEFAULT_USER_AGENT, Client
-from .runtime.leader import LeaderElector, LeadershipLost, default_identity
-from .runtime.metrics_auth import DelegatedAuth
-from .runtime.server import Probes, ProbeServer
-from .runtime.serving_tls import CertificateError, ServingCertificate
+from dynamo_pool_operator import operator
+from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.config import OperatorConfiguration, ServerConfig
+from dynamo_pool_operator.config_fields import split_address
+from dynamo_pool_operator.discovery import StartupError, discover_served_apis
+from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from dynamo_pool_operator.runtime import metrics
+from dynamo_pool_operator.runtime.auth.cluster import ConfigError, load_config
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import DEFAULT_USER_AGENT, Client
+from dynamo_pool_operator.runtime.leader import LeaderElector, LeadershipLost, default_identity
+from dynamo_pool_operator.runtime.serving.auth import DelegatedAuth
+from dynamo_pool_operator.runtime.serving.server import Probes, ProbeServer
+from dynamo_pool_operator.runtime.serving.tls import CertificateError, ServingCertificate
 
 log = logging.getLogger(__name__)
 

@@ -41,9 +41,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .api import crd
-from .api import dgd as dgd_api
-from .api.mcs import ABOUT_GROUP, CLUSTERPROPERTIES, MCS_GROUP, SERVICEEXPORTS
+from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.api import dgd as dgd_api
+from dynamo_pool_operator.api.mcs import ABOUT_GROUP, CLUSTERPROPERTIES, MCS_GROUP, SERVICEEXPORTS
 
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from .api.status import (
+from dynamo_pool_operator.api.status import (
     MEANINGS,
     READY_PARTS,
     ConditionType,
@@ -21,13 +21,13 @@ from .api.status import (
     ReadyReason,
     Status,
 )
-from .exitcodes import EXIT_FAILURE, EXIT_OK
-from .pipeline.model import StatusLine
-from .poolrelay.controller import RELAYS
-from .runtime import errors
-from .runtime.auth import ConfigError, load_config
-from .runtime.client import Client
-from .runtime.meta import Meta
+from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK
+from dynamo_pool_operator.pool.controller import RELAYS
+from dynamo_pool_operator.pool.model import StatusLine
+from dynamo_pool_operator.runtime.auth.cluster import ConfigError, load_config
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.meta import Meta
 
 HEADER = ("NAMESPACE", "NAME", "READY", "REASON", "AVAILABLE", "EXPORTED", "EXPORTS")
 #: An `Exported` reason of the MCS implementation's own (not one of ours): where to look.

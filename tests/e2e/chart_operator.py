@@ -29,11 +29,11 @@ from dynamo_pool_operator import process
 from dynamo_pool_operator.api.mcs import clusterproperties, serviceexports
 from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
-from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
-from dynamo_pool_operator.poolrelay.controller import dgd_resource
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import EVENTS, LEASES
+from dynamo_pool_operator.pool.controller import RELAYS as RELAYS
+from dynamo_pool_operator.pool.controller import dgd_resource
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import EVENTS, LEASES
 from tests.e2e.chart_helpers import one, rendered_configuration, template
 
 DGDS = dgd_resource("v1beta1")

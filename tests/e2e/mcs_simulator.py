@@ -28,9 +28,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dynamo_pool_operator.api.mcs import serviceexports
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import SERVICES, Resource
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
-from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.client.rest import Client
 from tests.e2e.chart_helpers import CHART, helm, one, template
 from tests.e2e.chart_operator import (
     POOL,

@@ -22,10 +22,10 @@ import yaml
 from dynamo_pool_operator import __version__, status_cmd
 from dynamo_pool_operator.config import OperatorConfiguration, to_document
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.auth import load_kubeconfig
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import (
+from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import (
     DEPLOYMENTS,
     EVENTS,
     LEASES,

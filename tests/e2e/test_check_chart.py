@@ -12,7 +12,7 @@ import pytest
 
 from dynamo_pool_operator import check
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.runtime.client import Client
+from dynamo_pool_operator.runtime.client.rest import Client
 from tests.e2e.chart_helpers import one, restricted_values
 from tests.e2e.chart_operator import (
     Release,

@@ -24,10 +24,10 @@ from dynamo_pool_operator import __version__
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import dgd_crd
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.auth import load_kubeconfig
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import CRDS
+from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import CRDS
 from tests.e2e.chart_helpers import CHART, helm
 from tests.e2e.chart_operator import mint_token
 from tests.e2e.crd_hook import (

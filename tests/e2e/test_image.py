@@ -34,9 +34,9 @@ import yaml
 from dynamo_pool_operator import __version__
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
-from dynamo_pool_operator.runtime.auth import load_kubeconfig
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import LEASES
+from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import LEASES
 from tests.e2e import image_build
 from tests.e2e.chart_helpers import one, template
 from tests.e2e.chart_operator import (

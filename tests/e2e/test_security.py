@@ -32,10 +32,10 @@ import pytest
 from dynamo_pool_operator.localcluster import kwok
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import eventually
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.auth import load_kubeconfig
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SECRETS
+from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SECRETS
 from tests.e2e.chart_helpers import ROOT, one, restricted_values, template
 from tests.e2e.chart_operator import (
     Release,
@@ -80,7 +80,7 @@ ALLOWED = [
     # Never written: a relay's spec is its user's.
     Allowed("nvidia.com", "dynamopoolrelays", READ, MANAGED),
     # docs/crd.md, 'status': observedGeneration, conditions and exports, written as a
-    # server-side apply (a PATCH) of the status subresource (poolrelay/reconciler.py).
+    # server-side apply (a PATCH) of the status subresource (pool/reconciler.py).
     Allowed("nvidia.com", "dynamopoolrelays/status", frozenset({"patch"}), MANAGED),
     # OwnerReferencesPermissionEnforcement: an owner reference with blockOwnerDeletion
     # needs `update` on the owner's finalizers. The operator never sets a finalizer.
@@ -92,7 +92,7 @@ ALLOWED = [
     # are read (from a cache of stubs), never written.
     Allowed("nvidia.com", "dynamocomponentdeployments", READ, MANAGED),
     # Publish = server-side apply (patch) of a Deployment `<D>-pool-relay`, created first
-    # with an exclusive POST so an existing one is never adopted (create; runtime/guarded.py,
+    # with an exclusive POST so an existing one is never adopted (create; runtime/writes/guarded.py,
     # docs/architecture.md, 'Why the writes look the way they do');
     # withdraw = delete; OwnershipConflict and the level-based reconcile read it from a cache
     # watched by our labels, or, one of the name without them, by a get after the create's
@@ -114,7 +114,7 @@ ALLOWED = [
     Allowed("about.k8s.io", "clusterproperties", READ, CLUSTER),
     # Secure metrics (the chart's default, `metrics.secure`): the operator asks the API
     # server whose a scraper's bearer token is and whether it may `get /metrics`, as
-    # kubebuilder's metrics filters do (runtime/metrics_auth.py). Cluster-scoped creates.
+    # kubebuilder's metrics filters do (runtime/serving/auth.py). Cluster-scoped creates.
     Allowed("authentication.k8s.io", "tokenreviews", frozenset({"create"}), CLUSTER),
     Allowed("authorization.k8s.io", "subjectaccessreviews", frozenset({"create"}), CLUSTER),
     # Kubernetes' bootstrap ClusterRole system:basic-user, bound to system:authenticated:

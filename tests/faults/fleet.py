@@ -19,11 +19,11 @@ from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.poolrelay.controller import RELAYS as RELAYS
-from dynamo_pool_operator.poolrelay.controller import dgd_resource
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES, Resource
+from dynamo_pool_operator.pool.controller import RELAYS as RELAYS
+from dynamo_pool_operator.pool.controller import dgd_resource
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
 
 DGDS = dgd_resource("v1beta1")
 EXPORTS = serviceexports("v1beta1")

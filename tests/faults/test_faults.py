@@ -31,10 +31,10 @@ from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.rbac import MANAGER_NAME as MANAGER
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.auth import load_kubeconfig
-from dynamo_pool_operator.runtime.client import Client
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, EVENTS, LEASES
+from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, EVENTS, LEASES
 from tests.faults.fleet import EXPORTS, FLEET_SIZE, Fleet
 from tests.faults.replicas import GROUP, LEASE_NAME, USER_PREFIX, LeaseTiming, Replica, Replicas
 from tests.faults.webhook import Mode, Webhook

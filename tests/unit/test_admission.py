@@ -1,5 +1,6 @@
 """The relay admission policy (admission.py) as data: which fields, which permission,
-which requests. What the API server does with it is tests/integration/test_relay_admission.py."""
+which requests. What the API server does with it is
+tests/integration/relay/test_relay_admission.py."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 change), the `Rediscovery` loop (each change acted on once, failures logged once,
 pokes), and the runtime pieces whose behaviour is ours: a dropped watch enqueues
 nothing, a check switched off is not degraded. What the API server does is in
-tests/integration/test_apis_at_runtime.py.
+tests/integration/apis/test_apis_at_runtime.py.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.discovery import ServedApis, follow_served_apis, transitions
-from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.cache.informer import EventType, Informer
+from dynamo_pool_operator.runtime.cache.optional import DegradedChecks
+from dynamo_pool_operator.runtime.cache.rediscovery import Rediscovery
+from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.clock import FakeClock
-from dynamo_pool_operator.runtime.controller import Controller, Request
-from dynamo_pool_operator.runtime.degraded import DegradedChecks
-from dynamo_pool_operator.runtime.informer import EventType, Informer
-from dynamo_pool_operator.runtime.rediscovery import Rediscovery
-from dynamo_pool_operator.runtime.resources import Resource
+from dynamo_pool_operator.runtime.control.controller import Controller, Request
+from dynamo_pool_operator.runtime.objects.resources import Resource
 from tests.unit.served import DGD_ALPHA, DOWN, EXPORTS_ALPHA, EXPORTS_BETA, PROPS, RELAYS
 from tests.unit.served import DGD_BETA as DGD
 
@@ -84,7 +84,7 @@ def test_the_dgd_api_follows_the_cluster_to_a_version_still_served() -> None:
 
 def test_a_dgd_api_served_at_no_version_keeps_the_cache_in_effect_listed_as_unserved() -> None:
     # Not a startup error at runtime: the DGDs last read stay what is read, and with no
-    # version served readiness fails (runtime/switchover.py).
+    # version served readiness fails (runtime/cache/followed.py).
     after = follow_served_apis(AT_START, [RELAYS, EXPORTS_BETA, PROPS], "mcs")
     assert (after.dgd_version, after.dgd_versions) == ("v1beta1", ())
 
@@ -229,7 +229,7 @@ async def test_a_part_not_taken_up_is_offered_again() -> None:
 async def test_failures_are_logged_once_and_the_recovery_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="dynamo_pool_operator.runtime.rediscovery")
+    caplog.set_level(logging.INFO, logger="dynamo_pool_operator.runtime.cache.rediscovery")
     cluster = Cluster(0)
     r = loop(cluster)
     cluster.error = errors.ApiError("unavailable", status=503)

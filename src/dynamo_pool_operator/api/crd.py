@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import __version__
-from ..runtime.resources import Resource
-from .mcs import ExportCondition
-from .podfields import QUANTITY_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
-from .status import ConditionType, Status
+from dynamo_pool_operator import __version__
+from dynamo_pool_operator.api.mcs import ExportCondition
+from dynamo_pool_operator.api.podfields import QUANTITY_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
+from dynamo_pool_operator.api.status import ConditionType, Status
+from dynamo_pool_operator.runtime.objects.resources import Resource
 
 READY, EXPORTED, PUBLISHED = ConditionType.READY, ConditionType.EXPORTED, ConditionType.PUBLISHED
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from . import names
+from dynamo_pool_operator.api import names
 
 GROUP = "nvidia.com"
 PLURAL = "dynamographdeployments"

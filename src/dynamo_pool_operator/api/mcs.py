@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ..runtime.meta import Meta
-from ..runtime.resources import Resource
+from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime.objects.resources import Resource
 
 MCS_GROUP = "multicluster.x-k8s.io"
 SERVICEEXPORTS = "serviceexports"

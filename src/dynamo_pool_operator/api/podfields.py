@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from enum import StrEnum
 
-from ..runtime import quantity
-from . import names
+from dynamo_pool_operator.api import names
+from dynamo_pool_operator.runtime.objects import quantity
 
 
 class PullPolicy(StrEnum):

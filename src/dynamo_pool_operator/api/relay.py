@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import crd, labels, names, podfields
+from dynamo_pool_operator.api import crd, labels, names, podfields
 
 API_VERSION = f"{crd.GROUP}/{crd.VERSION}"
 #: `spec.clusterIP` of a headless Service.

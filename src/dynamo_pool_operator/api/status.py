@@ -4,8 +4,8 @@ The status is an API: `kubectl wait --for=condition=Ready`, alerts on
 `dynamo_pool_operator_relays{condition,reason}`, the `status` and `check` commands
 and the printer columns all read these words. So they are declared once, here, and
 everything else derives its lists from them: the rules that pick a reason
-(`poolrelay/status.py`, `poolrelay/checks.py`, `poolrelay/availability.py`,
-`exports/verdict.py`), docs/crd.md's tables (generated), the `status` command's
+(`pool/status.py`, `pool/checks.py`, `pool/availability.py`,
+`pool/exports/verdict.py`), docs/crd.md's tables (generated), the `status` command's
 "what to do", the metrics and the printer columns.
 
 One grammar for all of them (Cluster API's): a condition type is a CamelCase
@@ -15,7 +15,7 @@ named `<Type>Reason`, CamelCase, naming the cause rather than the symptom;
 `Ready` summarizes the others in `READY_PARTS` order and, when it is not True,
 carries the first failing part's reason. Adding a condition is: its type here
 (in `READY_PARTS` at the place it ranks), its reasons and their meanings here,
-and the rule that computes it in `poolrelay/status.py`.
+and the rule that computes it in `pool/status.py`.
 """
 
 from __future__ import annotations

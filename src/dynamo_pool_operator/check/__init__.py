@@ -8,6 +8,6 @@ imports this package, for `Options` and `run`.
 
 from __future__ import annotations
 
-from .command import Options, run
+from dynamo_pool_operator.check.command import Options, run
 
 __all__ = ["Options", "run"]

@@ -12,15 +12,15 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from .. import __version__, rbac
-from ..api import crd
-from ..api import dgd as dgd_api
-from ..api.mcs import MCS_GROUP, SERVICEEXPORT_VERSIONS, SERVICEEXPORTS
-from ..discovery import pick
-from ..runtime import errors
-from ..runtime.conditions import seconds_since
-from ..runtime.resources import CRDS, LEASES, Resource
-from .framework import Context, Result, Status, human
+from dynamo_pool_operator import __version__, rbac
+from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.api import dgd as dgd_api
+from dynamo_pool_operator.api.mcs import MCS_GROUP, SERVICEEXPORT_VERSIONS, SERVICEEXPORTS
+from dynamo_pool_operator.check.framework import Context, Result, Status, human
+from dynamo_pool_operator.discovery import pick
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.objects.conditions import seconds_since
+from dynamo_pool_operator.runtime.objects.resources import CRDS, LEASES, Resource
 
 INSTALL_CRD = "dynamo-pool-operator manifests crds --apply (or install the Helm chart)"
 #: ServiceExport APIs of other groups, which this operator never writes.

@@ -22,16 +22,10 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
-from .. import __version__, rbac
-from ..config_fields import ConfigurationError
-from ..exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
-from ..runtime import errors
-from ..runtime.auth import IN_CLUSTER, ClusterConfig, ConfigError, load_config
-from ..runtime.client import Client
-from ..runtime.impersonation import impersonating
-from . import cluster, pools
-from .configuration import Source, choose
-from .framework import (
+from dynamo_pool_operator import __version__, rbac
+from dynamo_pool_operator.check import cluster, pools
+from dynamo_pool_operator.check.configuration import Source, choose
+from dynamo_pool_operator.check.framework import (
     TERMINATING_GRACE,
     Check,
     Context,
@@ -40,6 +34,17 @@ from .framework import (
     format_text,
     run_checks,
 )
+from dynamo_pool_operator.config_fields import ConfigurationError
+from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from dynamo_pool_operator.runtime.auth.cluster import (
+    IN_CLUSTER,
+    ClusterConfig,
+    ConfigError,
+    load_config,
+)
+from dynamo_pool_operator.runtime.auth.impersonation import impersonating
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
 
 USER_AGENT = f"dynamo-pool-operator-check/{__version__}"
 #: Seconds between rounds with --wait.

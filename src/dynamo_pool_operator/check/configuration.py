@@ -18,12 +18,16 @@ from typing import Any, Literal
 
 import yaml
 
-from ..config import OperatorConfiguration, load_configuration, parse_configuration
-from ..runtime import errors
-from ..runtime.auth import ConfigError
-from ..runtime.client import Client
-from ..runtime.meta import Meta
-from ..runtime.resources import CONFIGMAPS
+from dynamo_pool_operator.config import (
+    OperatorConfiguration,
+    load_configuration,
+    parse_configuration,
+)
+from dynamo_pool_operator.runtime.auth.cluster import ConfigError
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS
 
 #: A label every object of the chart carries whatever `nameOverride` says
 #: (deploy/helm/dynamo-pool-operator/templates/_helpers.tpl, "labels").

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..config import OperatorConfiguration
-from ..runtime import errors
-from ..runtime.client import Client, Discovery
+from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client, Discovery
 
 #: An export deleting for longer than this is stuck (its finalizer's owner is not done).
 TERMINATING_GRACE = 300.0

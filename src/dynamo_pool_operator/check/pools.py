@@ -2,8 +2,8 @@
 their exports (the cluster ID, Karmada's name limit, stuck and foreign exports, Ready),
 and the reads they share, made once per round.
 
-Ownership and conditions are read as the operator reads them (runtime/ownership.py,
-runtime/conditions.py), so the check and the operator cannot disagree about whose an
+Ownership and conditions are read as the operator reads them (runtime/objects/ownership.py,
+runtime/objects/conditions.py), so the check and the operator cannot disagree about whose an
 export is or whether a relay is Ready.
 """
 
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from ..api import crd, labels, names
-from ..api import dgd as dgd_api
-from ..api.mcs import (
+from dynamo_pool_operator.api import crd, labels, names
+from dynamo_pool_operator.api import dgd as dgd_api
+from dynamo_pool_operator.api.mcs import (
     ABOUT_GROUP,
     ABOUT_VERSIONS,
     CLUSTER_ID_PROPERTY,
@@ -24,15 +24,15 @@ from ..api.mcs import (
     SERVICEEXPORT_VERSIONS,
     SERVICEEXPORTS,
 )
-from ..api.status import ConditionType, ReadyReason, Status
-from ..discovery import pick
-from ..runtime import errors
-from ..runtime.conditions import seconds_since
-from ..runtime.meta import Meta
-from ..runtime.ownership import controller_of, is_controlled_by
-from ..runtime.resources import Resource
-from .framework import Context, Result, human
-from .framework import Status as CheckStatus
+from dynamo_pool_operator.api.status import ConditionType, ReadyReason, Status
+from dynamo_pool_operator.check.framework import Context, Result, human
+from dynamo_pool_operator.check.framework import Status as CheckStatus
+from dynamo_pool_operator.discovery import pick
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.objects.conditions import seconds_since
+from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime.objects.ownership import controller_of, is_controlled_by
+from dynamo_pool_operator.runtime.objects.resources import Resource
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:

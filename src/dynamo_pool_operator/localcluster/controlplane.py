@@ -42,10 +42,10 @@ from typing import Any
 
 import yaml
 
-from . import kwok
-from .assets import Assets, resolve
-from .audit import AUDIT_POLICY, AuditLog
-from .certs import KeyPair, TinyCA, service_account_signer
+from dynamo_pool_operator.localcluster import kwok
+from dynamo_pool_operator.localcluster.assets import Assets, resolve
+from dynamo_pool_operator.localcluster.audit import AUDIT_POLICY, AuditLog
+from dynamo_pool_operator.localcluster.certs import KeyPair, TinyCA, service_account_signer
 
 log = logging.getLogger(__name__)
 

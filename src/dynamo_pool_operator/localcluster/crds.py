@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from ..api import crd as relay_crd
-from ..api import dgd as dgd_api
+from dynamo_pool_operator.api import crd as relay_crd
+from dynamo_pool_operator.api import dgd as dgd_api
 
 _PRESERVE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..api import names
+from dynamo_pool_operator.api import names
 
 #: The label Dynamo's frontend pods carry here (the Service selects on it).
 COMPONENT_LABEL = "nvidia.com/dynamo-component"

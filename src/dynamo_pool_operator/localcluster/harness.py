@@ -13,15 +13,15 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from .. import operator
-from ..api import labels
-from ..config import OperatorConfiguration
-from ..discovery import discover_served_apis
-from ..runtime.auth import load_kubeconfig
-from ..runtime.client import DEFAULT_USER_AGENT, Client
-from ..runtime.controller import Request
-from .audit import AuditEvent
-from .controlplane import ControlPlane
+from dynamo_pool_operator import operator
+from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.discovery import discover_served_apis
+from dynamo_pool_operator.localcluster.audit import AuditEvent
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.client.rest import DEFAULT_USER_AGENT, Client
+from dynamo_pool_operator.runtime.control.controller import Request
 
 #: Writes by the operator carry this user agent prefix.
 OPERATOR_AGENT = DEFAULT_USER_AGENT.split("/")[0] + "/"

@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..runtime.resources import Resource
-from .assets import Assets
-from .controlplane import ControlPlane, ControlPlaneError
+from dynamo_pool_operator.localcluster.assets import Assets
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane, ControlPlaneError
+from dynamo_pool_operator.runtime.objects.resources import Resource
 
 #: Where each member's agent keeps its local state (and its ServiceAccount lives).
 AGENT_NAMESPACE = "submariner-operator"
@@ -368,7 +368,7 @@ def world(
 ) -> Iterator[World]:
     """Start the control planes side by side (a 2-core machine still gains: most of a
     start is waiting), then the agents; stop everything, by PID, on the way out."""
-    from .crds import default_crds, mcs_crds
+    from dynamo_pool_operator.localcluster.crds import default_crds, mcs_crds
 
     if why := assets.missing_peers() or namespaces_refused():
         raise ControlPlaneError(why)

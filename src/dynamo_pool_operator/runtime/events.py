@@ -53,11 +53,11 @@ from typing import Any, Final, Literal, Protocol
 
 from prometheus_client import CollectorRegistry, Counter
 
-from . import errors
-from .background import background
-from .clock import Clock, SystemClock
-from .metricsets import per_registry
-from .resources import EVENTS, Resource
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.background import background
+from dynamo_pool_operator.runtime.clock import Clock, SystemClock
+from dynamo_pool_operator.runtime.metricsets import per_registry
+from dynamo_pool_operator.runtime.objects.resources import EVENTS, Resource
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class EventRecorder:
         if not 0 < len(reporting_instance) <= FIELD_LIMIT:
             raise ValueError(f"reporting_instance must be 1..{FIELD_LIMIT} characters")
         if registry is None:
-            from .metrics import REGISTRY
+            from dynamo_pool_operator.runtime.metrics import REGISTRY
 
             registry = REGISTRY
         self._client = client

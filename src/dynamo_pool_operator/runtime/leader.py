@@ -34,10 +34,10 @@ from typing import Any, NoReturn, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from . import errors
-from .clock import Clock, SystemClock
-from .metricsets import per_registry
-from .resources import LEASES, Resource
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.clock import Clock, SystemClock
+from dynamo_pool_operator.runtime.metricsets import per_registry
+from dynamo_pool_operator.runtime.objects.resources import LEASES, Resource
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,9 @@ def default_identity() -> str:
 
 
 def _default_registry() -> CollectorRegistry:
-    from .metrics import REGISTRY  # lazily: only when no registry is injected
+    from dynamo_pool_operator.runtime.metrics import (
+        REGISTRY,  # lazily: only when no registry is injected
+    )
 
     return REGISTRY
 

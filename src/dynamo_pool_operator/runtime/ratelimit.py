@@ -18,7 +18,7 @@ import random
 from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
-from .clock import Clock, SystemClock
+from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 
 __all__ = ["Backoff", "ExponentialBackoff", "MaxOf", "RateLimiter", "TokenBucket"]
 

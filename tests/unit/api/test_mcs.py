@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dynamo_pool_operator.api import mcs
-from dynamo_pool_operator.runtime.resources import Resource
+from dynamo_pool_operator.runtime.objects.resources import Resource
 
 
 def test_the_mcs_and_about_api_resources() -> None:

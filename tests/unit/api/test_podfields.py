@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.api import podfields
-from dynamo_pool_operator.runtime import quantity
+from dynamo_pool_operator.runtime.objects import quantity
 
 
 def test_the_pattern_and_the_parser_agree() -> None:

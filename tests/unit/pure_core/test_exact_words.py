@@ -21,10 +21,12 @@ from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_obje
 from dynamo_pool_operator.api.status import Condition, ReadyReason
 from dynamo_pool_operator.config import API_VERSION as CONFIG_API_VERSION
 from dynamo_pool_operator.config import ConfigurationError, parse_configuration
-from dynamo_pool_operator.exports import plan as export_plan
-from dynamo_pool_operator.exports.verdict import Judgement, exported, verdict, view_of
-from dynamo_pool_operator.exports.verdict import lines_after as verdict_lines_after
-from dynamo_pool_operator.pipeline.model import (
+from dynamo_pool_operator.pool import checks, status
+from dynamo_pool_operator.pool.availability import AvailableReason, availability
+from dynamo_pool_operator.pool.exports import plan as export_plan
+from dynamo_pool_operator.pool.exports.verdict import Judgement, exported, verdict, view_of
+from dynamo_pool_operator.pool.exports.verdict import lines_after as verdict_lines_after
+from dynamo_pool_operator.pool.model import (
     Action,
     ActionResult,
     Contribution,
@@ -33,10 +35,9 @@ from dynamo_pool_operator.pipeline.model import (
     StatusLine,
     Verb,
 )
-from dynamo_pool_operator.poolrelay import checks, objects, status
-from dynamo_pool_operator.poolrelay.availability import AvailableReason, availability
-from dynamo_pool_operator.poolrelay.plan import make_plan
-from dynamo_pool_operator.runtime.resources import DEPLOYMENTS, SERVICES
+from dynamo_pool_operator.pool.plan import make_plan
+from dynamo_pool_operator.pool.relay import objects
+from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
 
 NS, NAME, UID = "team", "pool", "relay-uid"
 OBJ = f"{NAME}-pool-relay"

@@ -1,6 +1,6 @@
-"""Fuzzing the DGD read-model (api/dgd.py) and the export plan (exports/plan.py).
+"""Fuzzing the DGD read-model (api/dgd.py) and the export plan (pool/exports/plan.py).
 
-`tests/unit/exports/test_plan.py` already drives `plan` with hypothesis, over pools
+`tests/unit/pool/exports/test_plan.py` already drives `plan` with hypothesis, over pools
 built from a 7-letter alphabet, a handful of DGD names, v1beta1 only, and checks that
 the plan never touches a foreign or terminating export, creates only valid names once,
 covers every wanted name and that a second pass writes nothing. This file does not
@@ -41,12 +41,12 @@ from hypothesis import strategies as st
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.exports.contributor import relevant_exports
-from dynamo_pool_operator.exports.plan import Warn, plan
-from dynamo_pool_operator.pipeline.model import Contribution as Plan
-from dynamo_pool_operator.pipeline.model import Verb
-from dynamo_pool_operator.poolrelay.checks import Reason, decide
-from dynamo_pool_operator.poolrelay.checks import decision as make_decision
+from dynamo_pool_operator.pool.checks import Reason, decide
+from dynamo_pool_operator.pool.checks import decision as make_decision
+from dynamo_pool_operator.pool.exports.contributor import relevant_exports
+from dynamo_pool_operator.pool.exports.plan import Warn, plan
+from dynamo_pool_operator.pool.model import Contribution as Plan
+from dynamo_pool_operator.pool.model import Verb
 from tests.unit.fuzzing import budget
 
 SE = serviceexports("v1alpha1")

@@ -1,4 +1,4 @@
-"""One module sends the writes of the objects relays own: `runtime/guarded.py`.
+"""One module sends the writes of the objects relays own: `runtime/writes/guarded.py`.
 
 The "never adopt, write only with uid + resourceVersion" promise holds only if no
 other code creates, applies or deletes such an object on its own. This reads the
@@ -19,12 +19,12 @@ WRITES = {"create", "apply", "delete", "merge_patch", "replace"}
 
 #: Modules that may write, and what they write.
 ALLOWED = {
-    "runtime/guarded.py": "the guarded writes themselves",
-    "runtime/handover.py": "the managedFields hand-over, guarded by uid and resourceVersion",
-    "runtime/client.py": "the verbs' definitions",
+    "runtime/writes/guarded.py": "the guarded writes themselves",
+    "runtime/writes/handover.py": "the managedFields hand-over, guarded by uid and resourceVersion",
+    "runtime/client/rest.py": "the verbs' definitions",
     "runtime/leader.py": "the Lease",
     "runtime/events.py": "Events and their series",
-    "runtime/metrics_auth.py": "TokenReviews and SubjectAccessReviews (create-only reviews)",
+    "runtime/serving/auth.py": "TokenReviews and SubjectAccessReviews (create-only reviews)",
     "check/cluster.py": "SelfSubjectAccessReviews (create-only reviews)",
     "crd_install.py": "our CRD, applied by `manifests crds --apply` (the chart's upgrade hook)",
     "dev.py": "the demo's DGD and relay",
@@ -57,16 +57,16 @@ def test_only_the_guarded_writes_write_owned_objects() -> None:
             continue
         writes = client_writes(path)
         # The relay's own status is the one write of the relay pipeline itself.
-        if rel == "poolrelay/reconciler.py":
+        if rel == "pool/reconciler.py":
             writes = [w for w in writes if not (w[1] == "apply" and w[2])]
         if writes:
             found[rel] = writes
-    assert found == {}, f"client writes outside runtime/guarded.py: {found}"
+    assert found == {}, f"client writes outside runtime/writes/guarded.py: {found}"
 
 
 def test_the_scan_finds_a_write() -> None:
     """The scan itself can fail: it sees the guarded module's own writes."""
-    writes = client_writes(PACKAGE / "runtime" / "guarded.py")
+    writes = client_writes(PACKAGE / "runtime" / "writes" / "guarded.py")
     assert {m for _, m, _ in writes} == {"create", "apply", "delete"}
-    status = client_writes(PACKAGE / "poolrelay" / "reconciler.py")
+    status = client_writes(PACKAGE / "pool" / "reconciler.py")
     assert [(m, s) for _, m, s in status] == [("apply", True)]

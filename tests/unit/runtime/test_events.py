@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.background import in_background
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.background import in_background
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.events import EventRecorder, micro_time, truncate_note
-from dynamo_pool_operator.runtime.resources import EVENTS, Resource
+from dynamo_pool_operator.runtime.objects.resources import EVENTS, Resource
 
 START = datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
 POOL = {

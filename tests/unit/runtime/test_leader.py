@@ -22,8 +22,8 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime import errors
-from dynamo_pool_operator.runtime.auth import ConfigError
+from dynamo_pool_operator.runtime.auth.cluster import ConfigError
+from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.leader import (
     LeaderElector,
@@ -31,7 +31,7 @@ from dynamo_pool_operator.runtime.leader import (
     default_identity,
     format_micro_time,
 )
-from dynamo_pool_operator.runtime.resources import LEASES, Resource
+from dynamo_pool_operator.runtime.objects.resources import LEASES, Resource
 
 NS = "ops"
 NAME = "dynamo-pool-operator"

@@ -1,0 +1,347 @@
+"""Wiring of the DynamoPoolRelay controller: which caches it reads and what wakes it.
+
+Watches:
+- relays (primary), ignoring status-only updates — our own status writes must
+  not wake us (no feedback loop);
+- DGDs, mapped to the relay of the same namespace/name, ignoring status-only
+  updates (Dynamo's operator writes DGD status constantly);
+- Our relay Deployments (and relay Services, with exports off), listed and watched
+  by label selector (`RELAY_OBJECT_SELECTOR`, decision 0006): the API server sends
+  no other Deployment, so the operator never holds other workloads' pod templates
+  and its memory follows its pools, not the cluster. Mapped to relay D by the name
+  `<D>-pool-relay`, so our objects' drift is repaired. An object of that name the
+  selector hides (someone else's, or ours with our labels removed) is found by the
+  create's 409 (`reconciler.Found`): ours is repaired, anyone else's raises the
+  conflict and is read again until it is gone.
+- With exports on, every Service, the relay's in full and any other as a stub of its
+  identity and controller (a few hundred bytes: `stub`), mapped to each relay whose
+  DGD names it as a frontend's Service: whether a frontend is exported depends on
+  whose Service of that name exists (`exports/plan.foreign_service`), so one
+  appearing or changing hands must wake the relay. Neither a filter by name (a
+  Service made before the DGD that names it would never be cached) nor a label
+  selector (a foreign, unlabelled Service of a frontend's name would be hidden, and
+  exported) can do.
+- With exports on, DynamoComponentDeployments (when served), as stubs, mapped to the
+  relay of the DGD that controls them (before and after the change): a frontend's
+  Service that a DCD controls is the pool's while that DCD is the DGD's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from dynamo_pool_operator.api import crd, labels, names
+from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL, pool_from_object
+from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
+from dynamo_pool_operator.api.dgd import KIND as DGD_KIND
+from dynamo_pool_operator.api.dgd import PLURAL as DGD_PLURAL
+from dynamo_pool_operator.api.mcs import ExportCondition
+from dynamo_pool_operator.pool.availability import shown_inputs
+from dynamo_pool_operator.pool.reconciler import RelayCaches
+from dynamo_pool_operator.pool.relay import render
+from dynamo_pool_operator.runtime.cache.informer import EventType, Informer, VocabularyPath
+from dynamo_pool_operator.runtime.cache.shared import SharedInformers
+from dynamo_pool_operator.runtime.cache.store import Obj
+from dynamo_pool_operator.runtime.control.controller import (
+    Controller,
+    MapFunc,
+    Request,
+    spec_or_metadata_changed,
+)
+from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime.objects.owned import VIEW
+from dynamo_pool_operator.runtime.objects.ownership import controller_is, controller_of
+from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
+from dynamo_pool_operator.runtime.writes import handover
+
+CONTROLLER_NAME = "dynamopoolrelay"
+
+RELAYS = crd.RELAYS
+
+#: The relays' own bounded vocabulary, interned in the cache beyond the runtime's
+#: generic one (`runtime.informer.VOCABULARY`): each export line's state and reason,
+#: the implementation's conditions shown on it, the cluster ID and the pod count.
+RELAY_VOCABULARY: frozenset[VocabularyPath] = frozenset(
+    {
+        ("status", "exports", "*", "state"),
+        ("status", "exports", "*", "reason"),
+        *(
+            ("status", "exports", "*", str(c).lower(), key)
+            for c in ExportCondition
+            for key in ("status", "reason")
+        ),
+        ("status", "clusterId"),
+        ("status", "relayPods"),
+    }
+)
+#: The DGDs' own: component names and types (`spec.components` of v1beta1, the
+#: component types of v1alpha1's `spec.services`, whose names are keys).
+DGD_VOCABULARY: frozenset[VocabularyPath] = frozenset(
+    {
+        ("spec", "components", "*", "name"),
+        ("spec", "components", "*", "type"),
+        ("spec", "services", "*", "componentType"),
+        ("spec", "services", "*", "subComponentType"),
+    }
+)
+
+
+def dgd_resource(version: str) -> Resource:
+    return Resource(DGD_GROUP, version, DGD_PLURAL, DGD_KIND)
+
+
+def dcd_resource(version: str) -> Resource:
+    return Resource(DGD_GROUP, version, DCD_PLURAL, DCD_KIND)
+
+
+#: The labels only our relay objects carry (`labels.owned_object_labels`): the relay
+#: objects' caches list and watch by them.
+RELAY_OBJECT_SELECTOR = ",".join(
+    f"{k}={v}"
+    for k, v in (
+        (labels.APP_MANAGED_BY, labels.MANAGED_BY),
+        (labels.APP_COMPONENT, labels.RELAY_COMPONENT),
+    )
+)
+
+
+def same_name(obj: Obj) -> Iterable[Request]:
+    meta = Meta(obj)
+    return [(meta.namespace, meta.name)]
+
+
+def relay_of_object(obj: Obj) -> Iterable[Request]:
+    """`<D>-pool-relay` -> relay D in the same namespace; other names map to nothing."""
+    meta = Meta(obj)
+    pool = names.pool_of(meta.name)
+    return [] if pool is None else [(meta.namespace, pool)]
+
+
+def is_relay_object(obj: Obj) -> bool:
+    """Only objects named `<D>-pool-relay` concern us (ours, or a conflicting one)."""
+    return bool(relay_of_object(obj))
+
+
+def _keep_dgd_fields(obj: Obj) -> Obj:
+    """Cache only what the pool read-model reads: DGD pod templates can be large."""
+    spec = obj.get("spec") or {}
+    slim_spec: dict[str, Any] = {}
+    components = spec.get("components")
+    if isinstance(components, list):
+        slim_spec["components"] = [
+            {k: c[k] for k in ("name", "type", "globalDynamoNamespace") if k in c}
+            for c in components
+            if isinstance(c, dict)
+        ]
+    services = spec.get("services")
+    if isinstance(services, dict):
+        slim_spec["services"] = {
+            n: {
+                k: s[k]
+                for k in ("componentType", "subComponentType", "globalDynamoNamespace")
+                if k in s
+            }
+            for n, s in services.items()
+            if isinstance(s, dict)
+        }
+    return {"apiVersion": obj.get("apiVersion"), "metadata": obj.get("metadata"), "spec": slim_spec}
+
+
+#: Kept of a relay object's metadata: what the checks, the guarded writes, the status
+#: and the hand-over read (labels and the rest are in the view's digest).
+_RELAY_OBJECT_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "finalizers",
+    "ownerReferences",
+    "managedFields",
+)
+#: Kept of a relay Deployment's status: what `availability` reads.
+_DEPLOYMENT_STATUS = ("observedGeneration", "replicas", "updatedReplicas", "availableReplicas")
+_DEPLOYMENT_CONDITIONS = ("ReplicaFailure", "Progressing", "Available")
+
+
+def _trimmed_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: meta[k] for k in _RELAY_OBJECT_METADATA if k in meta}
+    annotations = meta.get("annotations")
+    if isinstance(annotations, Mapping) and labels.RENDER_HASH in annotations:
+        out["annotations"] = {labels.RENDER_HASH: annotations[labels.RENDER_HASH]}
+    return out
+
+
+def trim_deployment(obj: Obj) -> Obj:
+    """An informer transform: of a Deployment named `<D>-pool-relay`, keep what the
+    reconciler reads and a view of the fields we render (`render.drifted`), not the pod
+    template with the server's defaults (~13 kB of Python objects, ~3 kB kept)."""
+    handover.summarize(obj)
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    status = obj.get("status") or {}
+    kept_status: dict[str, Any] = {k: status[k] for k in _DEPLOYMENT_STATUS if k in status}
+    conditions = status.get("conditions")
+    if isinstance(conditions, list):
+        kept_status["conditions"] = [
+            {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+            for c in conditions
+            if isinstance(c, Mapping) and c.get("type") in _DEPLOYMENT_CONDITIONS
+        ]
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": _trimmed_metadata(meta),
+        "spec": {"replicas": spec["replicas"]} if "replicas" in spec else {},
+        "status": kept_status,
+        VIEW: render.shape("Deployment").view(obj),
+    }
+
+
+#: Kept of a stub's metadata (any other Service, a DCD): who it is, whose it is.
+_STUB_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+_STUB_REFERENCE = ("apiVersion", "kind", "name", "uid", "controller")
+
+
+def stub(obj: Obj) -> Obj:
+    """An informer transform: an object's identity and its controller reference only
+    (what `exports/plan.foreign_service` reads), nothing of its spec or status."""
+    meta = obj.get("metadata") or {}
+    kept: dict[str, Any] = {k: meta[k] for k in _STUB_METADATA if k in meta}
+    ref = controller_of(obj)
+    if ref is not None:
+        kept["ownerReferences"] = [{k: ref[k] for k in _STUB_REFERENCE if k in ref}]
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+
+
+def trim_service(obj: Obj) -> Obj:
+    """An informer transform: of a Service named `<D>-pool-relay`, keep what the
+    reconciler reads (its shape: `clusterIP`) and a view of the fields we render; of
+    any other Service, a `stub`."""
+    if not is_relay_object(obj):
+        return stub(obj)
+    handover.summarize(obj)
+    spec = obj.get("spec") or {}
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": _trimmed_metadata(obj.get("metadata") or {}),
+        "spec": {"clusterIP": spec["clusterIP"]} if "clusterIP" in spec else {},
+        VIEW: render.shape("Service").view(obj),
+    }
+
+
+def dgd_cache(informers: SharedInformers, *, namespace: str | None, version: str) -> Informer:
+    """The DGD informer at `version` (at start, and when the DGD API moves to another)."""
+    return informers.get(
+        dgd_resource(version), namespace, transform=_keep_dgd_fields, vocabulary=DGD_VOCABULARY
+    )
+
+
+def relay_caches(
+    informers: SharedInformers,
+    *,
+    namespace: str | None,
+    dgd_version: str,
+    frontends: bool = False,
+    dcd_version: str | None = None,
+) -> RelayCaches:
+    """Ask the shared factory for the informers this controller reads. `frontends`:
+    exports are on, so every Service is cached (any other than the relay's as a stub)
+    and the DCDs at `dcd_version` (when served), to tell whose a frontend's Service is;
+    else only the relay Services. The relay Deployments (and Services, but with
+    exports on) are watched by `RELAY_OBJECT_SELECTOR`."""
+    return RelayCaches(
+        relays=informers.get(RELAYS, namespace, vocabulary=RELAY_VOCABULARY),
+        dgds=dgd_cache(informers, namespace=namespace, version=dgd_version),
+        # Who wrote the relay objects how (not the field sets): an object whose create
+        # was never handed over to the apply manager shows there.
+        deployments=informers.get(
+            DEPLOYMENTS,
+            namespace,
+            label_selector=RELAY_OBJECT_SELECTOR,
+            keep=is_relay_object,
+            keep_managed_fields=True,
+            transform=trim_deployment,
+        ),
+        services=informers.get(
+            SERVICES,
+            namespace,
+            label_selector=None if frontends else RELAY_OBJECT_SELECTOR,
+            keep=None if frontends else is_relay_object,
+            keep_managed_fields=True,
+            transform=trim_service,
+        ),
+        component_deployments=(
+            dcd_cache(informers, namespace=namespace, version=dcd_version)
+            if frontends and dcd_version
+            else None
+        ),
+    )
+
+
+def dcd_cache(informers: SharedInformers, *, namespace: str | None, version: str) -> Informer:
+    """The DynamoComponentDeployments, as stubs (`stub`)."""
+    return informers.get(dcd_resource(version), namespace, transform=stub)
+
+
+def _view(obj: Obj | None) -> Any:
+    return (obj or {}).get(VIEW)
+
+
+def relay_object_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
+    """A change of a relay object's spec or metadata, as far as the cache keeps them:
+    what the reconciler reads, and the fields we render (their view)."""
+    return spec_or_metadata_changed(etype, old, new) or _view(old) != _view(new)
+
+
+def deployment_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
+    """A change of the relay Deployment's spec or metadata, or of what its status says
+    about the relay's availability (`RelayAvailable`); other status writes are noise."""
+    return relay_object_changed(etype, old, new) or shown_inputs(old) != shown_inputs(new)
+
+
+def relays_naming_service(caches: RelayCaches) -> MapFunc:
+    """A Service -> its relay if it is named `<D>-pool-relay`, and each relay whose DGD
+    (in the DGD cache in effect) names it as a frontend's Service: `<D>-<component>`,
+    so D is one of the name's prefixes before a dash."""
+
+    def relays(obj: Obj) -> Iterable[Request]:
+        meta = Meta(obj)
+        out = list(relay_of_object(obj))
+        name = meta.name
+        for cut in (i for i, ch in enumerate(name) if ch == "-"):
+            dgd = caches.dgds.store.get(meta.namespace, name[:cut])
+            if dgd is not None and name in pool_from_object(dgd).frontend_service_names():
+                out.append((meta.namespace, name[:cut]))
+        return out
+
+    return relays
+
+
+def relay_of_controller(obj: Obj) -> Iterable[Request]:
+    """A DCD -> the relay of the DGD that controls it (none without one)."""
+    ref = controller_of(obj)
+    if not controller_is(ref, DGD_GROUP, DGD_KIND) or ref is None:
+        return []
+    return [(Meta(obj).namespace, str(ref.get("name", "")))]
+
+
+def watch_dgds(controller: Controller, dgds: Informer) -> None:
+    """The DGD watch (at start, and on the new cache when the DGD API moves)."""
+    controller.watches(dgds, same_name, spec_or_metadata_changed)
+
+
+def wire(controller: Controller, caches: RelayCaches) -> Controller:
+    """Declare the controller's watches."""
+    controller.for_(caches.relays, spec_or_metadata_changed)
+    watch_dgds(controller, caches.dgds)
+    controller.watches(caches.deployments, relay_of_object, deployment_changed)
+    controller.watches(caches.services, relays_naming_service(caches), relay_object_changed)
+    if caches.component_deployments is not None:
+        controller.watches(
+            caches.component_deployments, relay_of_controller, spec_or_metadata_changed
+        )
+    return controller

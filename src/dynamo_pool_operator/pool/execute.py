@@ -1,0 +1,269 @@
+"""Carry out a plan: each action through the guarded writes, each result classified once.
+
+The executor decides nothing: the plan said which object gets which verb, built
+every body, named every Event and said which action needs which. An action whose
+needs did not all succeed in this pass is skipped (a Service is never deleted while
+the export of it was not withdrawn, an export is never created for a Service that
+could not be written), every other one runs whatever the rest did (a refused write
+must not hold back what does not depend on it). Each comes to one result: done, gone
+(a delete that found nothing), lost (a guard refused it: decide again), failed (the
+API server refused it) or skipped (with what it waits for). It owns the Events of
+writes and the write metrics, for every kind alike.
+
+Writes go at once where nothing orders them: each action starts when the actions it
+needs have finished, and a withdrawal also after every earlier write of the plan (what
+is no longer wanted goes after what is made in its place), so a pool's writes take as
+many round trips as its longest chain of needs (a new pool: Deployment, Service, the
+relay Service's export; its frontends' exports with the Deployment), not one each. A
+user's change is a write or two at the API server's latency, whatever the pool still
+had to make. The results keep the plan's order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter
+
+from dynamo_pool_operator.api.relay import Relay
+from dynamo_pool_operator.pool.model import Action, ActionResult, Key, Outcome, Result, Verb
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.events import EventRecorder
+from dynamo_pool_operator.runtime.metricsets import per_registry
+from dynamo_pool_operator.runtime.objects.ownership import is_controlled_by
+from dynamo_pool_operator.runtime.writes.guarded import GuardedWrites, LostRace, NameTaken
+
+log = logging.getLogger(__name__)
+
+#: The words Events and messages use for each writing verb.
+WORDS = {Verb.CREATE: "Create", Verb.APPLY: "Apply", Verb.WITHDRAW: "Delete", Verb.HOLD: "Write"}
+#: Verbs that send a write; of them, those that make or change an object.
+_SENDS = frozenset({Verb.CREATE, Verb.APPLY, Verb.WITHDRAW})
+_MAKES = frozenset({Verb.CREATE, Verb.APPLY})
+
+
+@per_registry
+def write_counter(registry: CollectorRegistry) -> Counter:
+    """`dynamo_pool_operator_writes_total{kind,verb,outcome}`: writes of owned objects."""
+    return Counter(
+        "dynamo_pool_operator_writes_total",
+        "Writes of the objects relays own, by kind, verb and outcome (ok, lost: a guard "
+        "refused it or the name was taken, error: the API server refused it)",
+        ["kind", "verb", "outcome"],
+        registry=registry,
+    )
+
+
+def word(action: Action) -> str:
+    """The action's verb as Events and messages say it (an export's apply restores
+    what someone changed: "Repair")."""
+    if action.verb is Verb.APPLY and action.fields:
+        return "Repair"
+    return WORDS.get(action.verb, action.verb.value)
+
+
+def waiting_for(action: Action, done: Mapping[Key, ActionResult]) -> ActionResult | None:
+    """The SKIPPED result of an action that must not run yet (None: it may run): held,
+    or one of its needs did not succeed in this pass (a need on an action the plan does
+    not have, or that ran later, is a plan error)."""
+    if action.verb is Verb.HOLD:
+        return ActionResult(action, Result.SKIPPED, action.cause)
+    for key in action.needs:
+        need = done.get(key)
+        if need is None:
+            raise ValueError(f"{action.key} needs {key}, which did not run before it")
+        if not (need.action.verb.settles and need.result.succeeded):
+            why = need.message or _state(need)
+            what = f"{word(need.action).lower()} {need.action.resource.kind} {need.action.name}"
+            return ActionResult(action, Result.SKIPPED, f"waits for {what}: {why}")
+    return None
+
+
+def _state(result: ActionResult) -> str:
+    """Why a need that neither failed nor lost a race did not settle its object."""
+    verb = result.action.verb
+    if verb is Verb.WAIT:
+        return "it is being deleted"
+    if verb is Verb.FOREIGN:
+        return "it is someone else's"
+    return result.result.value.lower()
+
+
+def related(action: Action, obj: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The action's object as an Event's related object, at the version read."""
+    source = obj if obj is not None else action.live
+    if source is not None:
+        return action.resource.reference(dict(source))
+    return {
+        "apiVersion": action.resource.api_version,
+        "kind": action.resource.kind,
+        "namespace": action.namespace,
+        "name": action.name,
+    }
+
+
+class Executor:
+    def __init__(
+        self, writes: GuardedWrites, recorder: EventRecorder, registry: CollectorRegistry
+    ) -> None:
+        self.writes = writes
+        self.recorder = recorder
+        self._count = write_counter(registry)
+
+    async def run(self, relay: Relay, actions: Sequence[Action]) -> Outcome:
+        out = Outcome()
+        regarding = relay.reference()  # at the version read, as the related objects
+        done: dict[Key, ActionResult] = {}
+        if sum(1 for a in actions if a.verb in _SENDS) <= 1:
+            for action in actions:  # one write at most: nothing to run at once
+                blocked = waiting_for(action, done)
+                result = blocked or await self._run(relay, regarding, action)
+                done[action.key] = result
+                out.results.append(result)
+            return out
+        started: dict[Key, asyncio.Task[ActionResult]] = {}
+        for i, action in enumerate(actions):
+            missing = [k for k in action.needs if k not in done and k not in started]
+            if missing:
+                raise ValueError(f"{action.key} needs {missing[0]}, which did not run before it")
+            after = [started[k] for k in action.needs if k in started]
+            if action.verb is Verb.WITHDRAW:
+                after += [started[a.key] for a in actions[:i] if a.verb in _MAKES]
+            if action.verb in _SENDS or after:
+                started[action.key] = asyncio.create_task(
+                    self._after(after, relay, regarding, action, done)
+                )
+            else:  # writes nothing and waits for nothing: settled here, in order
+                blocked = waiting_for(action, done)
+                done[action.key] = blocked or await self._run(relay, regarding, action)
+        try:
+            await asyncio.gather(*started.values())
+        except BaseException:
+            for task in started.values():
+                task.cancel()  # a bug in one: the rest stop too, as in a loop
+            await asyncio.gather(*started.values(), return_exceptions=True)
+            raise
+        out.results.extend(done[a.key] for a in actions)
+        return out
+
+    def lost_again(self, relay: Relay, outcome: Outcome, times: int) -> Outcome:
+        """`outcome` with each lost race as a failure, with its Warning: the relay lost
+        `times` passes in a row (a race lost once is quiet; one that keeps being lost is
+        something to see and to retry with backoff)."""
+        regarding = relay.reference()
+        results = []
+        for r in outcome.results:
+            if r.result is Result.LOST:
+                verb = word(r.action)
+                what = (
+                    f"{verb.lower()} {r.action.resource.kind} {r.action.name}: lost to a "
+                    f"concurrent change in {times} passes in a row (retried): {r.message}"
+                )
+                self.recorder.emit(
+                    regarding, related(r.action), "Warning", r.action.events.failed, verb, what
+                )
+                r = ActionResult(r.action, Result.FAILED, what, r.error)
+            results.append(r)
+        return Outcome(results)
+
+    async def _after(
+        self,
+        after: Sequence[asyncio.Task[ActionResult]],
+        relay: Relay,
+        regarding: dict[str, Any],
+        action: Action,
+        done: dict[Key, ActionResult],
+    ) -> ActionResult:
+        if after:
+            await asyncio.wait(after)
+        result = waiting_for(action, done) or await self._run(relay, regarding, action)
+        done[action.key] = result
+        return result
+
+    async def _run(self, relay: Relay, regarding: dict[str, Any], action: Action) -> ActionResult:
+        kind, verb = action.resource.kind, word(action)
+        try:
+            result = await self._one(relay, regarding, action)
+        except LostRace as e:
+            self._count.labels(kind, verb, "lost").inc()
+            found = e.found if isinstance(e, NameTaken) else None
+            return ActionResult(action, Result.LOST, str(e), e, found=found)
+        except errors.ApiError as e:
+            self._count.labels(kind, verb, "error").inc()
+            what = f"{verb.lower()} {kind} {action.name}: {e}"
+            self.recorder.emit(
+                regarding, related(action), "Warning", action.events.failed, verb, what
+            )
+            return ActionResult(action, Result.FAILED, what, e)
+        if action.verb in WORDS or action.hand_over:
+            self._count.labels(kind, verb, "ok").inc()
+        return result
+
+    async def _one(self, relay: Relay, regarding: dict[str, Any], action: Action) -> ActionResult:
+        res, where = action.resource, {"namespace": action.namespace, "object": action.name}
+
+        def still_ours(obj: Mapping[str, Any]) -> bool:
+            return is_controlled_by(obj, relay.uid)
+
+        if action.verb is Verb.CREATE:
+            assert action.body is not None
+            try:
+                made = await self.writes.create(res, action.body)
+            except NameTaken as e:
+                if action.read_if_taken:
+                    # The cache may never show it (it watches by label selector): whose
+                    # it is goes to the next pass, which decides on it like a cached one.
+                    e.found = await self.writes.read(res, action.namespace, action.name)
+                raise
+            log.info("created %s", res.kind, extra=where)
+            self._note(
+                regarding, action, action.events.created, made, f"created {res.kind} {action.name}"
+            )
+            return ActionResult(action, Result.DONE)
+        live = action.live
+        if action.hand_over and live is not None and action.verb is Verb.APPLY:
+            # The create's fields stay with the create until an apply needs them.
+            live = await self.writes.hand_over(res, live, still_ours=still_ours, fetch=True)
+            log.info("handed the create's fields of %s to the apply", res.kind, extra=where)
+        if action.verb is Verb.APPLY:
+            assert action.body is not None
+            assert live is not None
+            written = await self.writes.apply(res, action.body, live)
+            note = (
+                f"restored {', '.join(action.fields)} of {res.kind} {action.name}"
+                if action.fields
+                else f"applied {res.kind} {action.name}"
+            )
+            log.info("%s", note, extra=where)
+            self._note(regarding, action, action.events.applied, live, note)
+            return ActionResult(action, Result.DONE, written=written)
+        if action.verb is Verb.WITHDRAW:
+            assert live is not None
+            if not await self.writes.delete(res, live):
+                return ActionResult(action, Result.GONE)
+            log.info("withdrew %s", res.kind, extra=where)
+            self._note(
+                regarding,
+                action,
+                action.events.withdrawn,
+                live,
+                f"deleted {res.kind} {action.name}",
+            )
+            return ActionResult(action, Result.DONE)
+        return ActionResult(action, Result.DONE)
+
+    def _note(
+        self,
+        regarding: dict[str, Any],
+        action: Action,
+        reason: str,
+        obj: Mapping[str, Any],
+        note: str,
+    ) -> None:
+        if reason:
+            self.recorder.emit(
+                regarding, related(action, obj), "Normal", reason, word(action), note
+            )

@@ -1,0 +1,100 @@
+"""Feature off: withdraw the exports this operator made before.
+
+With no MCS implementation configured nothing is watched or written — except that
+the exports an earlier configuration made (our DGD label, a DynamoPoolRelay as
+controller) are withdrawn, each with uid + resourceVersion preconditions through
+the guarded writes. A pass never raises for an API error: a refused list or delete
+is a failure of the pass, reported to the caller, which retries the pass and says so
+on the export's relay (a Warning Event), in the log and in a metric. An export that
+keeps changing under its guarded delete (three lost races in a row) is a failure
+too, not a quiet end.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api.mcs import serviceexports
+from dynamo_pool_operator.pool.exports.wiring import is_relay_controller
+from dynamo_pool_operator.runtime.cache.store import Obj
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime.writes.guarded import GuardedWrites, LostRace
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Cleanup:
+    """One pass: how many exports it withdrew, and the failures (each naming the
+    export, or the list) that a later pass retries."""
+
+    withdrawn: int = 0
+    failures: list[str] = field(default_factory=list)
+    #: The exports whose delete failed, each with its failure (a subset of `failures`).
+    refused: list[tuple[Obj, str]] = field(default_factory=list)
+
+
+class Contended(errors.Reported):
+    """The export changed under every guarded delete attempted in one pass."""
+
+
+def ours(export: Obj) -> bool:
+    """Made by this operator and not already going: a relay controls it, our label."""
+    meta = Meta(export)
+    return (
+        not meta.terminating
+        and is_relay_controller(meta.controller)
+        and meta.labels.get(labels.DGD_NAME) is not None
+    )
+
+
+async def withdraw_leftover_exports(client: Client, version: str, namespace: str | None) -> Cleanup:
+    res = serviceexports(version)
+    writes = GuardedWrites(client, labels.FIELD_MANAGER)
+    out = Cleanup()
+    try:
+        listed = await client.list(res, namespace, label_selector=labels.DGD_NAME)
+    except errors.ApiError as e:
+        out.failures.append(f"list ServiceExports: {e}")
+        return out
+    for export in listed.items:
+        try:
+            out.withdrawn += await _withdraw_if_ours(client, writes, res, export)
+        except (errors.ApiError, Contended) as e:
+            meta = Meta(export)
+            said = f"delete ServiceExport {meta.namespace}/{meta.name}: {e}"
+            out.failures.append(said)
+            out.refused.append((export, said))
+    return out
+
+
+async def _withdraw_if_ours(
+    client: Client, writes: GuardedWrites, res: Resource, export: Obj, attempts: int = 3
+) -> int:
+    """Delete `export` if it is still ours at the version read; after a lost race read
+    it again (the MCS implementation may just have written its status) and decide
+    again."""
+    for _ in range(attempts):
+        if not ours(export):
+            return 0
+        meta = export["metadata"]
+        try:
+            if not await writes.delete(res, export):
+                return 0
+        except LostRace:
+            try:
+                export = await client.get(res, meta["name"], meta["namespace"])
+            except errors.NotFound:
+                return 0
+            continue
+        log.info(
+            "feature off: withdrew ServiceExport",
+            extra={"namespace": meta["namespace"], "object": meta["name"]},
+        )
+        return 1
+    raise Contended(f"it changed under each of {attempts} guarded deletes (retried)")

@@ -1,0 +1,331 @@
+"""The export feature as a contributor to the relay's plan.
+
+Gather reads only caches: the exports of the relay's namespace (by name, and by
+controller UID), the Services named like a frontend with the DynamoComponentDeployments
+they name as controller (whose each Service is: `plan.foreign_service`), and the
+cluster's ID property. The caches come and go with their
+APIs (`pool/exports/apis.py` hands them over by `use`): while the ServiceExport API is not
+served there are none, nothing is planned, and `Exported` says why. A ClusterProperty cache
+that has not synced (e.g. Forbidden, or a new cache while the About API changes
+version) is a failed read — reported as `ExportFailed` about the property and retried
+— never taken for "no property": the cluster's ID is then unknown, so the relay keeps
+its last known one (its status) and a relay that never had one waits
+(`ClusterIDMatched=Unknown`); the relay pods are never rolled for it. Plan is `plan.plan`; the
+status lines after execution are `verdict.lines_after`. The exports' state gauge is
+counted from the relays' status at scrape time (`pool/metrics.py`), so the
+contributor keeps nothing between passes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api.dgd import DCD_KIND, Pool
+from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
+from dynamo_pool_operator.api.mcs import (
+    ABOUT_GROUP,
+    CLUSTER_ID_PROPERTY,
+    MCS_GROUP,
+    SERVICEEXPORTS,
+    ClusterID,
+    Confirmation,
+    Implementation,
+)
+from dynamo_pool_operator.api.relay import Relay
+from dynamo_pool_operator.api.status import ConditionType, ExportState
+from dynamo_pool_operator.pool.exports import plan as export_plan
+from dynamo_pool_operator.pool.exports import verdict
+from dynamo_pool_operator.pool.model import (
+    ActionResult,
+    Advisory,
+    ConditionView,
+    Contribution,
+    Decision,
+    Gathered,
+    Report,
+    Result,
+    Snapshot,
+    Verb,
+)
+from dynamo_pool_operator.runtime.cache.informer import Informer
+from dynamo_pool_operator.runtime.cache.store import CONTROLLER_UID_INDEX
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.objects.conditions import rfc3339
+from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime.objects.ownership import (
+    controller_is,
+    controller_of,
+    is_controlled_by,
+)
+from dynamo_pool_operator.runtime.objects.resources import Resource
+
+log = logging.getLogger(__name__)
+
+
+class ClusterIDUnreadable(errors.Reported):
+    """The ClusterProperty cache is not synced: the cluster ID cannot be checked."""
+
+
+@dataclass
+class ExportCaches:
+    exports: Informer
+    #: None when the cluster ID check is off (karmada, or the About API not served).
+    cluster_properties: Informer | None = None
+
+
+def relevant_exports(
+    relay: Relay,
+    pool: Pool | None,
+    lookup: Callable[[str], Mapping[str, Any] | None],
+    controlled: Iterable[Mapping[str, Any]],
+) -> dict[str, Mapping[str, Any]]:
+    """The `exports` argument of `plan`: the exports this relay controls (an index
+    lookup, filtered to its namespace) and those named like a wanted one (`lookup`
+    reads the relay's namespace by name). Nothing else can matter."""
+    out = {Meta(e).name: e for e in controlled if Meta(e).namespace == relay.namespace}
+    candidates = [names.relay_name(relay.name)]
+    if pool is not None:
+        candidates += pool.frontend_service_names()
+    for name in candidates:
+        found = lookup(name)
+        if found is not None:
+            out[name] = found
+    return out
+
+
+Lookup = Callable[[str], Mapping[str, Any] | None]
+
+
+def frontend_services(
+    relay: Relay, pool: Pool | None, services: Lookup, component_deployments: Lookup | None
+) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
+    """The `services` and `component_deployments` arguments of `plan`: the Services of
+    the relay's namespace named like a frontend of the pool, and the cached DCDs those
+    name as their controller (None: no DCD is readable, so none is the pool's)."""
+    found: dict[str, Mapping[str, Any]] = {}
+    dcds: dict[str, Mapping[str, Any]] = {}
+    relay_service = names.relay_name(relay.name)
+    for name in pool.frontend_service_names() if pool is not None else ():
+        service = services(name) if name != relay_service else None
+        if service is None:
+            continue
+        found[name] = service
+        ref = controller_of(service)
+        if (
+            ref is not None
+            and component_deployments is not None
+            and controller_is(ref, DGD_GROUP, DCD_KIND)
+        ):
+            dcd = component_deployments(str(ref.get("name", "")))
+            if dcd is not None:
+                dcds[Meta(dcd).name] = dcd
+    return found, dcds
+
+
+@dataclass
+class FrontendCaches:
+    """Where the frontends' Services are read, and the DCDs that control them (None
+    while the cluster serves no DynamoComponentDeployment API)."""
+
+    services: Informer
+    component_deployments: Informer | None = None
+
+
+class PoolExports:
+    """The `Contributor` of an enabled MCS implementation."""
+
+    def __init__(
+        self,
+        caches: ExportCaches | None,
+        *,
+        resource: Resource | None,
+        implementation: Implementation,
+        about_version: str | None,
+        unconfirmed_after: timedelta = verdict.UNCONFIRMED_AFTER,
+        confirmation: Confirmation = Confirmation.REQUIRED,
+        frontends: FrontendCaches | None = None,
+    ) -> None:
+        #: None: no Service is read, so every frontend is taken to have none yet.
+        self.frontends = frontends
+        self.unconfirmed_after = unconfirmed_after
+        self.confirmation = confirmation
+        #: The ServiceExport version served whose cache has not synced yet, while no
+        #: other cache is usable (set by `ExportApis`); None otherwise.
+        self.listing: str | None = None
+        self.implementation = implementation
+        self.caches: ExportCaches | None = None
+        self.resource: Resource | None = None
+        self.about_version = ""
+        self.use(caches, resource=resource, about_version=about_version)
+
+    def use(
+        self, caches: ExportCaches | None, *, resource: Resource | None, about_version: str | None
+    ) -> None:
+        """From now on read `caches` and write exports as `resource`; None for both while
+        the ServiceExport API is not served. A pass reads them once, in `gather`."""
+        if (caches is None) != (resource is None):
+            raise ValueError("caches and resource are both set or both None")
+        self.caches = caches
+        self.resource = resource
+        self.about_version = f"{ABOUT_GROUP}/{about_version}" if about_version else ""
+
+    def unavailable_message(self) -> str:
+        """What `Exported` says while no ServiceExport cache is usable: the API is served
+        but its list has not completed, or it is not served."""
+        if self.listing:
+            return (
+                f"multiCluster.mcsImplementation is {self.implementation.value!r} and the "
+                f"cluster serves the {SERVICEEXPORTS}.{MCS_GROUP} API at {self.listing}, but "
+                "its list has not completed yet, so nothing is exported: the list goes on "
+                "(retried with backoff if it fails) and the exports are made once it "
+                "completes; the operator log says why it is slow or refused"
+            )
+        return (
+            f"multiCluster.mcsImplementation is {self.implementation.value!r} but the cluster "
+            f"serves no {SERVICEEXPORTS}.{MCS_GROUP} API (v1alpha1 or v1beta1), so nothing is "
+            "exported: install the Multi-Cluster Services API CRDs again (the exports are "
+            'created within multiCluster.apiDiscoveryInterval), or set mcsImplementation to ""'
+        )
+
+    def _cluster_id(self, caches: ExportCaches) -> ClusterID:
+        informer = caches.cluster_properties
+        if informer is None:
+            return ClusterID()
+        if not informer.has_synced:
+            raise ClusterIDUnreadable(
+                f"cannot read ClusterProperty {CLUSTER_ID_PROPERTY}: its cache has not synced "
+                "(see the operator log: is the ClusterProperty reader role bound?)"
+            )
+        return ClusterID(True, informer.store.get("", CLUSTER_ID_PROPERTY), self.about_version)
+
+    def gather(self, relay: Relay, pool: Pool | None) -> Gathered:
+        caches = self.caches
+        if caches is None:
+            return Gathered(exports_unavailable=self.unavailable_message())
+        store = caches.exports.store
+        exports = relevant_exports(
+            relay,
+            pool,
+            lambda name: store.get(relay.namespace, name),
+            store.by_index(CONTROLLER_UID_INDEX, relay.uid) if relay.uid else [],
+        )
+        services, dcds = self._frontend_services(relay, pool)
+        try:
+            cluster_id = self._cluster_id(caches)
+        except ClusterIDUnreadable as e:
+            return Gathered(
+                exports,
+                ClusterID(True, None, self.about_version, str(e)),
+                (e,),
+                services=services,
+                component_deployments=dcds,
+            )
+        return Gathered(exports, cluster_id, services=services, component_deployments=dcds)
+
+    def _frontend_services(
+        self, relay: Relay, pool: Pool | None
+    ) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
+        frontends = self.frontends
+        if frontends is None:
+            return {}, {}
+        services = frontends.services.store
+        dcd_cache = frontends.component_deployments
+        dcds = dcd_cache.store if dcd_cache is not None else None
+        return frontend_services(
+            relay,
+            pool,
+            lambda name: services.get(relay.namespace, name),
+            (lambda name: dcds.get(relay.namespace, name)) if dcds is not None else None,
+        )
+
+    def plan(self, snapshot: Snapshot, decision: Decision) -> Contribution:
+        if snapshot.exports_unavailable or self.resource is None:
+            return Contribution()
+        relay = snapshot.relay
+        hold = export_plan.relay_export_hold(
+            relay, snapshot.relay_objects.get("Service"), snapshot.shown_exports, snapshot.read_at
+        )
+        out = export_plan.plan(
+            relay,
+            decision,
+            snapshot.pool,
+            snapshot.exports,
+            implementation=self.implementation,
+            cluster_id=snapshot.cluster_id,
+            resource=self.resource,
+            hold=hold,
+            services=snapshot.services,
+            component_deployments=snapshot.component_deployments,
+        )
+        if decision.publish and snapshot.unreadable:
+            related = ClusterID(api_version=self.about_version).reference()
+            unreadable = tuple(
+                Advisory(export_plan.Warn.EXPORT_FAILED, "ReadClusterID", str(e), related)
+                for e in snapshot.unreadable
+            )
+            out = dataclasses.replace(out, advisories=unreadable + out.advisories)
+        return out
+
+    def report(
+        self,
+        snapshot: Snapshot,
+        decision: Decision,
+        contribution: Contribution,
+        results: Sequence[ActionResult],
+        *,
+        now: datetime,
+    ) -> Report:
+        """The lines after execution, each export we hold with the implementation's own
+        view of it, and the `Exported` condition from the implementation's verdicts."""
+        relay = snapshot.relay
+        if snapshot.exports_unavailable:
+            said = verdict.api_unavailable(snapshot.exports_unavailable, published=decision.publish)
+            return Report(
+                (), ConditionView(ConditionType.EXPORTED, said.status, said.reason, said.message)
+            )
+        held = {
+            name: obj for name, obj in snapshot.exports.items() if is_controlled_by(obj, relay.uid)
+        }
+        # An export this pass created is not cached yet: judged as the fresh export it
+        # is (created now, nothing written), as the next pass will see it from the cache.
+        for r in results:
+            if r.action.verb is Verb.CREATE and r.result is Result.DONE:
+                held[r.action.name] = {"metadata": {"creationTimestamp": rfc3339(now)}}
+        verdicts = {
+            name: verdict.verdict(
+                obj,
+                now=now,
+                unconfirmed_after=self.unconfirmed_after,
+                confirmation=self.confirmation,
+            )
+            for name, obj in held.items()
+        }
+        lines = [
+            dataclasses.replace(line, implementation=verdicts[line.name].view)
+            if line.state == ExportState.EXPORTED and line.name in verdicts
+            else line
+            for line in verdict.lines_after(contribution, results)
+        ]
+        exported = verdict.exported(lines, verdicts, published=decision.publish)
+        about = snapshot.exports.get(exported.about)
+        # The resource of the plan's actions: the one in effect may have changed since.
+        resource = next((a.resource for a in contribution.actions), self.resource)
+        related = (
+            resource.reference(dict(about)) if about is not None and resource is not None else None
+        )
+        rechecks = [t for t in (exported.recheck_at, contribution.recheck_at) if t is not None]
+        condition = ConditionView(
+            ConditionType.EXPORTED,
+            exported.status,
+            exported.reason,
+            exported.message,
+            min(rechecks, default=None),
+            related,
+        )
+        return Report(tuple(lines), condition)

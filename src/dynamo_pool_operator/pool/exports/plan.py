@@ -1,0 +1,396 @@
+"""Which ServiceExports a pool should have, and what to do about each. Pure.
+
+Input: the relay and its decision, the pool (DGD), the exports cached in the
+relay's namespace, the MCS implementation and the cluster's ID property.
+Output: the export feature's part of the plan — one `Action` per export name, the
+advisories (Warning Events) to record, and the status lines as they are if every
+action succeeds (what the actions came to is `verdict.lines_after`).
+
+Rules, by export name:
+- wanted (published, valid, not too long for Karmada):
+  absent -> CREATE; being deleted -> WAIT until gone; controlled by this relay ->
+  APPLY the DGD label / controller reference if someone changed them, else NONE;
+  anyone else's (a user's, another relay's, another kind's, or no controller) ->
+  FOREIGN: never adopted, repaired or deleted.
+- a frontend name whose Service is someone else's (`foreign_service`): not wanted,
+  skipped with a Warning naming the Service's controller, so an export of ours of
+  that name is withdrawn. Exporting a Service announces it to every cluster: only the
+  DGD's own Services (Dynamo's operator controls them for the DGD) are the pool's to
+  announce, whoever may create the DGD and its relay.
+- not wanted but controlled by this relay (withdrawn relay, renamed or removed
+  frontend, a name Karmada cannot import): WITHDRAW, unless already being deleted.
+- the relay Service's export while that Service is replaced by one of the other shape
+  (`spec.service.headless`; `relay_export_hold`): withdrawn with the old Service, and
+  created again `REEXPORT_AFTER` after the new one exists (Pending `ServiceReplaced`
+  meanwhile). An implementation imports a Service as its type (a ClusterSetIP or the
+  pod IPs); one that keeps the import's first type while it is imported (Lighthouse)
+  calls an export of the other type a conflict until the old import is gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.api.dgd import DCD_KIND, KIND, Pool
+from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
+from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY, ClusterID, Implementation
+from dynamo_pool_operator.api.relay import Relay
+from dynamo_pool_operator.api.status import ExportLineReason, ExportState
+from dynamo_pool_operator.pool.model import (
+    Action,
+    Advisory,
+    Contribution,
+    Decision,
+    EventNames,
+    StatusLine,
+    Verb,
+)
+from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime.objects.ownership import (
+    controller_is,
+    controller_of,
+    describe_controller,
+    is_controlled_by,
+)
+from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
+
+EXPORT_EVENTS = EventNames(
+    failed="ExportFailed",
+    created="ExportCreated",
+    applied="ExportRepaired",
+    withdrawn="ExportDeleted",
+)
+
+
+class Warn(StrEnum):
+    """The Warning reasons of the export feature."""
+
+    INVALID_SERVICE_NAME = "InvalidServiceName"
+    SERVICE_NAME_TOO_LONG = "ServiceNameTooLong"
+    NO_FRONTEND = "NoFrontend"
+    CLUSTER_ID_MISMATCH = "ClusterIDMismatch"
+    EXPORT_FAILED = "ExportFailed"
+    FOREIGN_SERVICE = "ForeignService"
+
+
+#: How long after the new relay Service exists its export is created again: time for
+#: the MCS implementation to drop the import of the old shape, which it began when the
+#: old export went (seconds in practice: a few watch events and writes to its broker).
+REEXPORT_AFTER = timedelta(seconds=5)
+REPLACED_MESSAGE = (
+    "the relay Service is replaced by one of the other shape (spec.service.headless): "
+    "its export was withdrawn with it and is created again "
+    f"{REEXPORT_AFTER.total_seconds():.0f}s after the new Service exists, once the MCS "
+    "implementation has dropped the import of the old shape"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """The relay Service's export is held back while that Service is replaced."""
+
+    #: The Service of the old shape is still there: withdraw the export now.
+    withdraw: bool
+    #: The hold ends then with no event to say so (None: an event ends it).
+    recheck_at: datetime | None = None
+
+
+def relay_export_hold(
+    relay: Relay,
+    service: Mapping[str, Any] | None,
+    shown: Mapping[str, Mapping[str, Any]],
+    now: datetime | None,
+) -> Hold | None:
+    """Whether the relay Service's export is held back (None: it is not).
+
+    `service` is the cached relay Service, `shown` the status lines the server shows
+    by name. A Service of the other shape is being replaced: hold, and withdraw the
+    export. After that only the status line remembers the replacement (the old Service
+    and export are gone): hold while the new Service is absent or being deleted, and
+    until `REEXPORT_AFTER` after its creation. A status that lost that line, a Service
+    without a creation time or a pass without the time: nothing held (the export is
+    created as on a first publish)."""
+    if service is not None and relay.reshaped(service):
+        return Hold(withdraw=True)
+    line = shown.get(names.relay_name(relay.name)) or {}
+    if line.get("reason") != ExportLineReason.SERVICE_REPLACED:
+        return None
+    if service is None or Meta(service).terminating:
+        return Hold(withdraw=False)
+    created = Meta(service).created
+    if created is None or now is None:
+        return None
+    ends = created + REEXPORT_AFTER
+    return Hold(withdraw=False, recheck_at=ends) if now < ends else None
+
+
+#: The Event action of each advisory.
+ADVISORY_ACTIONS = {Warn.CLUSTER_ID_MISMATCH: "CheckClusterID", Warn.EXPORT_FAILED: "ReadClusterID"}
+
+
+def export_body(resource: Resource, relay: Relay, name: str) -> dict[str, Any]:
+    """The fields we own on an export: name, the DGD label, our controller reference."""
+    return {
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": {
+            "name": name,
+            "namespace": relay.namespace,
+            "labels": {labels.DGD_NAME: relay.name},
+            "ownerReferences": [relay.owner_reference()],
+        },
+    }
+
+
+def foreign_service(
+    pool: Pool,
+    service: Mapping[str, Any] | None,
+    component_deployments: Mapping[str, Mapping[str, Any]],
+) -> str | None:
+    """Whose a frontend's Service is: None while there is none or it is the DGD's, else
+    its controller as messages name it (`controller Kind/name`, `no controller`).
+
+    The DGD's: its controller is the DGD (by uid: a DGD of that name deleted and made
+    again is another), or a DynamoComponentDeployment whose own controller is the DGD
+    (`component_deployments`: the cached DCDs by name; the one named must be the one
+    cached, by uid). A Service of that name anyone else made is not the pool's to
+    export."""
+    if service is None:
+        return None
+    ref = controller_of(service)
+    if controller_is(ref, DGD_GROUP, KIND) and ref is not None and ref.get("uid") == pool.uid:
+        return None
+    if controller_is(ref, DGD_GROUP, DCD_KIND) and ref is not None:
+        dcd = component_deployments.get(str(ref.get("name", "")))
+        if (
+            dcd is not None
+            and bool(ref.get("uid"))
+            and Meta(dcd).uid == ref.get("uid")
+            and controller_is(controller_of(dcd), DGD_GROUP, KIND)
+            and is_controlled_by(dcd, pool.uid)
+        ):
+            return None
+    return describe_controller(service)
+
+
+@dataclass
+class _Wanted:
+    names: list[str] = field(default_factory=list)
+    skipped: list[StatusLine] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+    too_long: list[str] = field(default_factory=list)
+    #: Frontend Services someone else controls, with that controller.
+    foreign: list[tuple[Mapping[str, Any], str]] = field(default_factory=list)
+
+
+def _wanted(
+    relay: Relay,
+    pool: Pool,
+    implementation: Implementation,
+    services: Mapping[str, Mapping[str, Any]],
+    component_deployments: Mapping[str, Mapping[str, Any]],
+) -> _Wanted:
+    out = _Wanted()
+    relay_service = names.relay_name(relay.name)
+    candidates = [relay_service, *pool.frontend_service_names()]
+    for name in dict.fromkeys(candidates):  # ordered, without duplicates
+        # The relay Service is the relay's own: the check chain judges it (Published).
+        service = services.get(name) if name != relay_service else None
+        whose = foreign_service(pool, service, component_deployments)
+        if service is not None and whose is not None:
+            out.foreign.append((service, whose))
+            out.skipped.append(
+                StatusLine(
+                    name,
+                    ExportState.SKIPPED,
+                    ExportLineReason.FOREIGN_SERVICE,
+                    f"Service {name} ({whose}) is not the DGD's: not exported. Dynamo's "
+                    "operator makes a DGD's Services controlled by the DGD or by a "
+                    "DynamoComponentDeployment of it",
+                )
+            )
+            continue
+        problems = names.dns1035_label_errors(name)
+        if problems:
+            out.invalid.append(name)
+            out.skipped.append(
+                StatusLine(
+                    name,
+                    ExportState.SKIPPED,
+                    ExportLineReason.INVALID_SERVICE_NAME,
+                    "; ".join(problems),
+                )
+            )
+        elif implementation is Implementation.KARMADA and not names.fits_karmada(name):
+            out.too_long.append(name)
+            out.skipped.append(
+                StatusLine(
+                    name,
+                    ExportState.SKIPPED,
+                    ExportLineReason.SERVICE_NAME_TOO_LONG,
+                    f"{len(name)} characters; Karmada imports at most "
+                    f"{names.KARMADA_MAX_SERVICE_NAME}",
+                )
+            )
+        else:
+            out.names.append(name)
+    return out
+
+
+def repair_fields(export: Mapping[str, Any], relay: Relay) -> tuple[str, ...]:
+    """Which of the fields we own differ on an export this relay controls."""
+    meta = Meta(export)
+    out = []
+    if meta.labels.get(labels.DGD_NAME) != relay.name:
+        out.append("label")
+    ref = meta.controller
+    if ref is None or any(ref.get(k) != v for k, v in relay.owner_reference().items()):
+        out.append("controllerReference")
+    return tuple(out)
+
+
+def _advisories(
+    relay: Relay,
+    pool: Pool,
+    wanted: _Wanted,
+    implementation: Implementation,
+    cluster_id: ClusterID,
+) -> list[Advisory]:
+    dgd = pool.reference()
+    out: list[Advisory] = []
+
+    def warn(reason: Warn, message: str, related: Mapping[str, Any]) -> None:
+        out.append(Advisory(reason, ADVISORY_ACTIONS.get(reason, "Export"), message, related))
+
+    if wanted.invalid:
+        warn(
+            Warn.INVALID_SERVICE_NAME,
+            f"not exported, not a valid Service name: {', '.join(wanted.invalid)}",
+            dgd,
+        )
+    if wanted.too_long:
+        warn(
+            Warn.SERVICE_NAME_TOO_LONG,
+            f"not exported, longer than Karmada's {names.KARMADA_MAX_SERVICE_NAME} "
+            f"characters: {', '.join(wanted.too_long)}",
+            dgd,
+        )
+    for service, whose in wanted.foreign:
+        name = Meta(service).name
+        warn(
+            Warn.FOREIGN_SERVICE,
+            f"not exported: Service {name} ({whose}) is controlled neither by DGD "
+            f"{pool.name!r} nor by a DynamoComponentDeployment of it; rename the frontend "
+            "(its Service is <dgd>-<component>), or have that Service's owner rename it",
+            SERVICES.reference(dict(service)),
+        )
+    if not pool.frontends:
+        warn(
+            Warn.NO_FRONTEND,
+            f"DGD {pool.name!r} has no frontend component; only the relay Service is exported",
+            dgd,
+        )
+    # The cluster ID is an About API notion: the check is standard MCS only. A relay
+    # without spec.clusterId takes the cluster's own ID: nothing to disagree with.
+    checked = implementation.checks_cluster_id and cluster_id.checked
+    if checked and cluster_id.value and relay.cluster_id and cluster_id.value != relay.cluster_id:
+        warn(
+            Warn.CLUSTER_ID_MISMATCH,
+            f"spec.clusterId is {relay.cluster_id!r} but this cluster's ID "
+            f"({CLUSTER_ID_PROPERTY}) is {cluster_id.value!r}; the Global Discovery "
+            "Service matches a pool to its imports only when they are equal",
+            cluster_id.reference(),
+        )
+    return out
+
+
+def plan(
+    relay: Relay,
+    decision: Decision,
+    pool: Pool | None,
+    exports: Mapping[str, Mapping[str, Any]],
+    *,
+    implementation: Implementation,
+    cluster_id: ClusterID,
+    resource: Resource,
+    hold: Hold | None = None,
+    services: Mapping[str, Mapping[str, Any]] | None = None,
+    component_deployments: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Contribution:
+    """`exports`: the cached exports of the relay's namespace that matter, by name —
+    every export this relay controls and every export named like a wanted one.
+    `hold`: the relay Service's export is held back (`relay_export_hold`).
+    `services`: the cached Services named like a frontend, by name;
+    `component_deployments`: the cached DCDs those Services name as controller, by
+    name (`foreign_service`)."""
+    wanted = _Wanted()
+    advisories: list[Advisory] = []
+    if decision.publish and pool is not None:
+        wanted = _wanted(relay, pool, implementation, services or {}, component_deployments or {})
+        advisories = _advisories(relay, pool, wanted, implementation, cluster_id)
+
+    relay_service = names.relay_name(relay.name)
+
+    def action(verb: Verb, name: str, live: Mapping[str, Any] | None, **kw: Any) -> Action:
+        body = export_body(resource, relay, name) if verb in (Verb.CREATE, Verb.APPLY) else None
+        # The relay Service's export points at the relay's own Service (a frontend's at
+        # a Service of Dynamo's): the plan orders and guards the two writes together.
+        points_at = (SERVICES.kind, name) if name == relay_service else None
+        return Action(
+            verb,
+            resource,
+            relay.namespace,
+            name,
+            EXPORT_EVENTS,
+            live=live,
+            body=body,
+            points_at=points_at,
+            **kw,
+        )
+
+    actions: list[Action] = []
+    held: list[StatusLine] = []
+    for name in wanted.names:
+        export = exports.get(name)
+        if (
+            hold is not None
+            and name == names.relay_name(relay.name)
+            and (export is None or (hold.withdraw and is_controlled_by(export, relay.uid)))
+        ):
+            # Not created, and ours withdrawn (waited for while being deleted); anyone
+            # else's is left alone below, and ours once the Service is right is kept.
+            held.append(
+                StatusLine(
+                    name, ExportState.PENDING, ExportLineReason.SERVICE_REPLACED, REPLACED_MESSAGE
+                )
+            )
+            if export is not None:
+                verb = Verb.WAIT if Meta(export).terminating else Verb.WITHDRAW
+                actions.append(action(verb, name, export, wanted=False))
+            continue
+        if export is None:
+            actions.append(action(Verb.CREATE, name, None))
+        elif Meta(export).terminating:
+            actions.append(action(Verb.WAIT, name, export))
+        elif is_controlled_by(export, relay.uid):
+            fields = repair_fields(export, relay)
+            actions.append(action(Verb.APPLY if fields else Verb.NONE, name, export, fields=fields))
+        else:
+            actions.append(action(Verb.FOREIGN, name, export))
+    keep = set(wanted.names)
+    for name, export in sorted(exports.items()):
+        if name in keep or not is_controlled_by(export, relay.uid):
+            continue
+        verb = Verb.WAIT if Meta(export).terminating else Verb.WITHDRAW
+        actions.append(action(verb, name, export, wanted=False))
+    return Contribution(
+        tuple(actions),
+        tuple(advisories),
+        tuple(wanted.skipped + held),
+        hold.recheck_at if hold is not None else None,
+    )

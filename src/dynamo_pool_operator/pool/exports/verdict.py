@@ -1,0 +1,316 @@
+"""What the MCS implementation says of an export, and whether the pool is exported. Pure.
+
+KEP-1645 gives a ServiceExport three conditions an implementation may write:
+`Valid` (it accepts the export), `Ready` (the export reached the ClusterSet) and
+`Conflict` (it clashes with another cluster's export of the name). Implementations
+disagree on reasons (Lighthouse writes `AwaitingExport`, `ServiceUnavailable`,
+`ConflictingPorts`; Cilium and Antrea other words), some write nothing at all (AWS
+Cloud Map), and some leave conditions stale (Lighthouse against mcs-api CRDs that
+refuse its empty reasons). So the rules only read what the implementation wrote,
+show its reason and message verbatim with the time it wrote them, and claim no more
+than that:
+
+- `Valid=False`, or `Ready=False` with a reason that is not a waiting one, or
+  `Conflict=True` without `Ready=True`: **refused**, with the implementation's reason;
+- `Conflict=True` next to `Ready=True`: **conflicted** — still imported (KEP-1645: the
+  oldest export's properties win and the others join under them), the conflict quoted
+  and warned about;
+- `Ready=True`, or `Valid=True` with no `Ready`: **confirmed**;
+- `Ready=False` waiting (`AwaitingExport`, ...) or `Unknown`: **pending**;
+- nothing written: with `multiCluster.confirmation: none` (an implementation that
+  writes no conditions: Karmada, AWS Cloud Map) the export **exists**, and that is all
+  that is claimed; with `required` (Lighthouse, Cilium) **pending**, and once it has
+  waited `unconfirmedAfter` **unconfirmed**: still not exported, and warned about;
+- a condition whose `observedGeneration` is older than the export's generation
+  says nothing about the export as it is: ignored (an old `Conflict` is no refusal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from dynamo_pool_operator.api.mcs import WAITING_REASONS, Confirmation, ExportCondition
+from dynamo_pool_operator.api.status import ExportedReason, ExportLineReason, ExportState, Status
+from dynamo_pool_operator.pool.model import ActionResult, Contribution, Result, StatusLine, Verb
+from dynamo_pool_operator.runtime.objects.conditions import rfc3339
+from dynamo_pool_operator.runtime.objects.meta import Meta
+
+VALID, READY, CONFLICT = ExportCondition.VALID, ExportCondition.READY, ExportCondition.CONFLICT
+#: How long an export with no condition at all is waited for before it is warned about
+#: as unconfirmed (`multiCluster.unconfirmedAfter`; `confirmation: required`).
+UNCONFIRMED_AFTER = timedelta(seconds=60)
+#: An export not yet (or no longer) judged: just created, or with nothing written.
+AWAITING = "AwaitingImplementation"
+AWAITING_MESSAGE = "waiting for the MCS implementation to write a condition"
+
+
+class Judgement(StrEnum):
+    CONFIRMED = "Confirmed"
+    #: Imported, with a conflict reported (`Ready=True` and `Conflict=True`).
+    CONFLICTED = "Conflicted"
+    #: Nothing written, and none is required: the export exists.
+    EXISTS = "Exists"
+    #: Nothing written, waited for longer than `unconfirmedAfter`.
+    UNCONFIRMED = "Unconfirmed"
+    PENDING = "Pending"
+    REFUSED = "Refused"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    judgement: Judgement
+    reason: str = ""
+    message: str = ""
+    #: The implementation's view, as `status.exports[]` shows it: type -> condition.
+    view: Mapping[str, Mapping[str, str]] | None = None
+    #: When a pending export without conditions becomes unconfirmed (for a requeue).
+    recheck_at: datetime | None = None
+
+
+def _current(export: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    """The condition `type_`, unless it describes an older generation of the export."""
+    meta = Meta(export)
+    c = meta.condition(type_)
+    if c is None:
+        return None
+    observed = c.get("observedGeneration")
+    if isinstance(observed, int) and meta.generation and observed < meta.generation:
+        return None
+    return c
+
+
+def _said(c: Mapping[str, Any]) -> str:
+    """What the implementation said, verbatim, with when it said it."""
+    text = str(c.get("message") or c.get("reason") or f"{c.get('type')}={c.get('status')}")
+    when = c.get("lastTransitionTime")
+    return f"{text} (since {when})" if when else text
+
+
+def view_of(export: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The implementation's conditions as a status line shows them (current ones)."""
+    out: dict[str, dict[str, str]] = {}
+    for type_ in (VALID, READY, CONFLICT):
+        c = _current(export, type_)
+        if c is not None:
+            shown = {"status": str(c.get("status", ""))}
+            for key in ("reason", "message", "lastTransitionTime"):
+                if c.get(key):
+                    shown[key] = str(c[key])
+            out[type_.lower()] = shown
+    return out
+
+
+def verdict(
+    export: Mapping[str, Any],
+    *,
+    now: datetime,
+    unconfirmed_after: timedelta = UNCONFIRMED_AFTER,
+    confirmation: Confirmation = Confirmation.REQUIRED,
+) -> Verdict:
+    view = view_of(export) or None
+    valid, ready, conflict = (_current(export, t) for t in (VALID, READY, CONFLICT))
+    conflicting = conflict is not None and conflict.get("status") == Status.TRUE
+    if valid is not None and valid.get("status") == Status.FALSE:
+        return Verdict(Judgement.REFUSED, str(valid.get("reason") or "Invalid"), _said(valid), view)
+    if conflicting and (ready is None or ready.get("status") != Status.TRUE):
+        assert conflict is not None
+        return Verdict(
+            Judgement.REFUSED, str(conflict.get("reason") or CONFLICT), _said(conflict), view
+        )
+    if ready is not None:
+        status, reason = ready.get("status"), str(ready.get("reason") or "")
+        if status == Status.TRUE and conflicting:
+            assert conflict is not None
+            why = str(conflict.get("reason") or CONFLICT)
+            return Verdict(Judgement.CONFLICTED, why, _said(conflict), view)
+        if status == Status.TRUE:
+            return Verdict(Judgement.CONFIRMED, view=view)
+        if status == Status.FALSE and reason not in WAITING_REASONS:
+            return Verdict(Judgement.REFUSED, reason or "NotReady", _said(ready), view)
+        return Verdict(Judgement.PENDING, reason or "Unknown", _said(ready), view)
+    if valid is not None and valid.get("status") == Status.TRUE:
+        return Verdict(Judgement.CONFIRMED, view=view)
+    if valid is not None:
+        return Verdict(Judgement.PENDING, str(valid.get("reason") or "Unknown"), _said(valid), view)
+    if confirmation is Confirmation.NONE:
+        return Verdict(Judgement.EXISTS, view=view)
+    created = Meta(export).created
+    if created is not None and now < created + unconfirmed_after:
+        return Verdict(
+            Judgement.PENDING, AWAITING, AWAITING_MESSAGE, view, created + unconfirmed_after
+        )
+    since = f" since it was created at {rfc3339(created)}" if created is not None else ""
+    return Verdict(
+        Judgement.UNCONFIRMED,
+        ExportedReason.UNCONFIRMED,
+        f"the MCS implementation has written no condition{since}, longer than "
+        f"multiCluster.unconfirmedAfter ({unconfirmed_after.total_seconds():.0f}s): is it "
+        "running? (an implementation that never writes conditions wants "
+        "multiCluster.confirmation: none)",
+        view,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Exported:
+    """The `Exported` condition as the export feature contributes it."""
+
+    status: Status
+    reason: str
+    message: str
+    recheck_at: datetime | None = None
+    #: The export the condition is about, when one is to blame (for its Event).
+    about: str = ""
+
+
+NOT_PUBLISHED = Exported(
+    Status.FALSE, ExportedReason.WITHDRAWN, "the pool is withdrawn: nothing is exported"
+)
+
+
+def api_unavailable(why: str, *, published: bool) -> Exported:
+    """`Exported` while no export can be written (`why` names the API and what to do).
+    A withdrawn pool says so first: it would export nothing even with the API."""
+    if not published:
+        return NOT_PUBLISHED
+    return Exported(Status.FALSE, ExportedReason.EXPORT_API_UNAVAILABLE, why)
+
+
+def exported(
+    lines: Sequence[StatusLine],
+    verdicts: Mapping[str, Verdict],
+    *,
+    published: bool,
+) -> Exported:
+    """The pool's `Exported` condition from its status lines (ours after execution) and
+    the implementation's verdict on each export we hold."""
+    if not published:
+        return NOT_PUBLISHED
+    wanted = [line for line in lines if line.state != ExportState.SKIPPED]
+    if not wanted:
+        return Exported(
+            Status.FALSE, ExportedReason.NOTHING_TO_EXPORT, "no Service of the pool can be exported"
+        )
+    for line in wanted:
+        if line.state == ExportState.FAILED:
+            return Exported(
+                Status.FALSE,
+                ExportedReason.EXPORT_FAILED,
+                f"{line.name}: {line.message}",
+                about=line.name,
+            )
+    for line in wanted:
+        if line.state == ExportState.FOREIGN:
+            return Exported(
+                Status.FALSE,
+                ExportedReason.NOT_CONTROLLED,
+                f"{line.name}: another owner (or none) controls this export; the "
+                "implementation exports theirs, not the pool's",
+                about=line.name,
+            )
+    judged = [
+        (line.name, verdicts.get(line.name))
+        for line in wanted
+        if line.state == ExportState.EXPORTED
+    ]
+    for name, v in judged:
+        if v is not None and v.judgement is Judgement.REFUSED:
+            return Exported(Status.FALSE, v.reason, f"{name}: {v.message}", about=name)
+    waiting = [line for line in wanted if line.state == ExportState.PENDING]
+    pending = [(name, v) for name, v in judged if v is None or v.judgement is Judgement.PENDING]
+    if waiting or pending:
+        said = [
+            f"{line.name}: {line.message or 'being deleted, created again once gone'}"
+            for line in waiting
+        ]
+        # An export this pass created is not cached yet: said as a fresh one is, so the
+        # next pass (its watch event) computes the same condition and writes nothing.
+        said += [f"{name}: {v.message if v else AWAITING_MESSAGE}" for name, v in pending]
+        rechecks = [v.recheck_at for _, v in pending if v is not None and v.recheck_at]
+        return Exported(
+            Status.UNKNOWN, ExportedReason.PENDING, "; ".join(said), min(rechecks, default=None)
+        )
+    unconfirmed = [
+        (name, v) for name, v in judged if v is not None and v.judgement is Judgement.UNCONFIRMED
+    ]
+    if unconfirmed:
+        return Exported(
+            Status.UNKNOWN,
+            ExportedReason.UNCONFIRMED,
+            "; ".join(f"{name}: {v.message}" for name, v in unconfirmed),
+            about=unconfirmed[0][0],
+        )
+    conflicted = [
+        (name, v) for name, v in judged if v is not None and v.judgement is Judgement.CONFLICTED
+    ]
+    if conflicted:
+        return Exported(
+            Status.TRUE,
+            ExportedReason.READY_WITH_CONFLICT,
+            "; ".join(
+                f"{name}: imported, with a conflict: {v.reason}: {v.message}"
+                for name, v in conflicted
+            ),
+            about=conflicted[0][0],
+        )
+    existing = [name for name, v in judged if v is not None and v.judgement is Judgement.EXISTS]
+    if existing:
+        return Exported(
+            Status.TRUE,
+            ExportedReason.EXPORT_EXISTS,
+            f"the exports exist ({', '.join(existing)}); the MCS implementation reports "
+            "nothing on them (multiCluster.confirmation: none), so whether it imported them "
+            "is not known here",
+        )
+    return Exported(
+        Status.TRUE,
+        ExportedReason.IMPLEMENTATION_READY,
+        f"the MCS implementation confirmed {', '.join(name for name, _ in judged)}",
+    )
+
+
+def _line(result: ActionResult) -> StatusLine | None:
+    """The status line one executed export action gives (None: no line)."""
+    a = result.action
+    if result.result is Result.FAILED:
+        return StatusLine(
+            a.name, ExportState.FAILED, ExportLineReason.EXPORT_FAILED, result.message
+        )
+    if result.result is Result.SKIPPED:
+        if not a.wanted:
+            return None
+        return StatusLine(a.name, ExportState.PENDING, ExportLineReason.WAITING, result.message)
+    if result.result is not Result.DONE:
+        return None  # gone, or lost (the pass is retried and writes no status)
+    if a.verb is Verb.WAIT:
+        return (
+            StatusLine(a.name, ExportState.PENDING, ExportLineReason.TERMINATING)
+            if a.wanted
+            else None
+        )
+    if a.verb is Verb.FOREIGN:
+        return StatusLine(
+            a.name,
+            ExportState.FOREIGN,
+            ExportLineReason.NOT_CONTROLLED,
+            "another owner (or none) controls this export; it is left alone",
+        )
+    if a.verb is Verb.WITHDRAW:
+        return None
+    return StatusLine(a.name, ExportState.EXPORTED)
+
+
+def lines_after(contribution: Contribution, results: Sequence[ActionResult]) -> list[StatusLine]:
+    """`status.exports[]` after the actions ran: one line per name. A skipped name whose
+    withdrawal then failed shows the failure (status.exports is a list keyed by name;
+    two lines of one name would make the API server refuse the whole status)."""
+    lines = {line.name: line for line in contribution.lines}
+    for result in results:
+        line = _line(result)
+        if line is not None:
+            lines[line.name] = line
+    return list(lines.values())

@@ -1,0 +1,90 @@
+"""What wakes the relay controller about exports.
+
+Watches (only with an MCS implementation configured):
+- ServiceExports of the watched namespace(s), at the resolved version. A creation
+  or deletion, or an update of the metadata we own while the export has a
+  controller, requeues the relay that controls it and every relay whose pool
+  exports a Service of that name in the same namespace (an index from frontend
+  Service name to DGD keeps that a lookup, not a scan).
+- The ClusterProperty `cluster.clusterset.k8s.io` (mcs with the About API
+  served): any change requeues every relay, at low queue priority so that a
+  user's change made meanwhile is not served after all of them. Its cache is not
+  waited for: an unreadable property is reported per relay as ExportFailed and
+  retried.
+
+Which of them exist at a given time follows the served APIs (`pool/exports/apis.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from dynamo_pool_operator.api import crd, names
+from dynamo_pool_operator.api.dgd import pool_from_object
+from dynamo_pool_operator.pool.exports.verdict import view_of
+from dynamo_pool_operator.runtime.cache.informer import EventType, Informer
+from dynamo_pool_operator.runtime.cache.store import Obj
+from dynamo_pool_operator.runtime.control.controller import Request
+from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime.objects.ownership import controller_is
+
+FRONTEND_SERVICE_INDEX = "frontend-service"
+
+
+def frontend_services(dgd: Obj) -> list[str]:
+    """Index: `<namespace>/<frontend Service name>` for each frontend of a DGD."""
+    pool = pool_from_object(dgd)
+    return [f"{pool.namespace}/{svc}" for svc in pool.frontend_service_names()]
+
+
+def is_relay_controller(ref: Any) -> bool:
+    """The reference names a DynamoPoolRelay (any version of our group)."""
+    return controller_is(ref, crd.GROUP, crd.KIND)
+
+
+def export_mapper(dgds: Callable[[], Informer]) -> Any:
+    """`dgds` gives the DGD cache in effect at each event: it changes when the DGD API
+    is served at another version (`runtime/cache/followed.py`)."""
+
+    def relays_for(export: Obj) -> Iterable[Request]:
+        meta = Meta(export)
+        ns, name = meta.namespace, meta.name
+        keys: set[Request] = set()
+        ref = meta.controller
+        if ref is not None and is_relay_controller(ref):
+            keys.add((ns, str(ref.get("name", ""))))
+        pool = names.pool_of(name)
+        if pool is not None:
+            keys.add((ns, pool))
+        for dgd in dgds().store.by_index(FRONTEND_SERVICE_INDEX, f"{ns}/{name}"):
+            keys.add((ns, Meta(dgd).name))
+        return keys
+
+    return relays_for
+
+
+def export_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
+    """Creates and deletes; updates of our metadata while the export has a controller;
+    and a change of what the MCS implementation says of it (its Valid, Ready and
+    Conflict conditions, which `Exported` shows). Its other status writes, and any on
+    an export without a controller, are not ours to react to."""
+    if etype is not EventType.MODIFIED:
+        return True
+    a, b = Meta(old), Meta(new)
+    if a.controller is None and b.controller is None:
+        return False
+    if (a.labels, a.owner_references, a.terminating) != (
+        b.labels,
+        b.owner_references,
+        b.terminating,
+    ):
+        return True
+    return view_of(old or {}) != view_of(new or {})
+
+
+def all_relays(relays: Informer) -> Any:
+    def every(_: Obj) -> Iterable[Request]:
+        return list(relays.store.keys())
+
+    return every

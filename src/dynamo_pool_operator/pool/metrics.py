@@ -1,0 +1,156 @@
+"""What the relays' status says, as metrics: the series "relays not Ready" alerts on.
+
+Computed at scrape time from the relay cache the controller already keeps (no second
+watch, nothing stored between scrapes), so the numbers are the operator's own reports
+as the API server holds them, on followers too:
+
+- `dynamo_pool_operator_relay_ready{relay_namespace, relay}`: 1 while the relay's
+  `Ready` condition is True, else 0 (False, Unknown, or not reported yet). One series
+  per relay, without the reason, so a reason that changes does not restart an alert's
+  `for:` timer. `relay_namespace`, not `namespace`: Prometheus sets `namespace` to the
+  scraped pod's and would rename ours to `exported_namespace`. Left out with
+  `server.perRelayMetrics: false`: every tenant's relay names are in it.
+- `dynamo_pool_operator_relays{condition, status, reason}`: how many relays report each
+  condition (every type the status carries, read generically, so new condition types
+  show up unchanged), status and reason; a relay without a status counts as
+  `Ready=Unknown` `NotReconciled`. Bounded: reasons are a fixed vocabulary.
+- `dynamo_pool_operator_exports{state}`: the ServiceExports the pools want, by the state
+  their relay's `status.exports[]` shows (every state of `api/status.ExportState`, 0
+  included, so an alert on one state always has a series).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from dynamo_pool_operator.api.status import ConditionType, ExportState, ReadyReason, Status
+from dynamo_pool_operator.runtime.objects.meta import Meta
+
+READY = ConditionType.READY
+
+RelaySource = Callable[[], Iterable[Mapping[str, Any]]]
+
+
+def _conditions(relay: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(type, status, reason) of each condition; Ready=Unknown NotReconciled if none."""
+    found = []
+    for c in (relay.get("status") or {}).get("conditions") or ():
+        if isinstance(c, Mapping) and isinstance(c.get("type"), str):
+            status = str(c.get("status") or Status.UNKNOWN)
+            found.append((c["type"], status, str(c.get("reason") or "")))
+    if not any(t == READY for t, _, _ in found):
+        found.append((READY, Status.UNKNOWN, ReadyReason.NOT_RECONCILED))
+    return found
+
+
+def _export_states(relay: Mapping[str, Any]) -> list[str]:
+    lines = (relay.get("status") or {}).get("exports")
+    return [
+        str(line.get("state"))
+        for line in (lines if isinstance(lines, list) else ())
+        if isinstance(line, Mapping) and isinstance(line.get("state"), str)
+    ]
+
+
+class RelayStatusCollector(Collector):
+    """A Prometheus collector over `relays()`, the cached relay objects."""
+
+    def __init__(self, relays: RelaySource, *, per_relay: bool = True) -> None:
+        self._relays = relays
+        self._per_relay = per_relay
+
+    def _current(self) -> Iterable[Mapping[str, Any]]:
+        return self._relays()
+
+    def _naming_relays(self) -> bool:
+        return self._per_relay
+
+    def describe(self) -> Iterable[Any]:
+        # Declared up front (and empty until a scrape): the registry learns the names.
+        return list(self._families())
+
+    def _families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+        ready = GaugeMetricFamily(
+            "dynamo_pool_operator_relay_ready",
+            "1 while the DynamoPoolRelay's Ready condition is True, else 0",
+            labels=["relay_namespace", "relay"],
+        )
+        counts = GaugeMetricFamily(
+            "dynamo_pool_operator_relays",
+            "DynamoPoolRelays by condition, status and reason, as their status reports them",
+            labels=["condition", "status", "reason"],
+        )
+        exports = GaugeMetricFamily(
+            "dynamo_pool_operator_exports",
+            "ServiceExports the pools want, by the state their relay's status shows "
+            "(Exported, Pending, Failed, Foreign, Skipped)",
+            labels=["state"],
+        )
+        return ready, counts, exports
+
+    def collect(self) -> Iterator[Any]:
+        ready, counts, exports = self._families()
+        tally: Counter[tuple[str, str, str]] = Counter()
+        states: Counter[str] = Counter({str(s): 0 for s in ExportState})
+        for relay in self._current():
+            states.update(_export_states(relay))
+            meta = Meta(relay)
+            conditions = _conditions(relay)
+            tally.update(conditions)
+            is_ready = any(t == READY and s == Status.TRUE for t, s, _ in conditions)
+            ready.add_metric(
+                [meta.namespace, meta.name],
+                1.0 if is_ready else 0.0,
+            )
+        for (kind, status, reason), n in sorted(tally.items()):
+            counts.add_metric([kind, status, reason], float(n))
+        for state, n in sorted(states.items()):
+            exports.add_metric([state], float(n))
+        if self._naming_relays():
+            yield ready
+        yield counts
+        yield exports
+
+
+class _Sources(RelayStatusCollector):
+    """The one collector of a registry; the newest source added is the one reported
+    (a process serves one operator; tests may start another before the last stopped)."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: ())
+        self.sources: list[tuple[RelaySource, bool]] = []
+
+    def _current(self) -> Iterable[Mapping[str, Any]]:
+        return self.sources[-1][0]() if self.sources else ()
+
+    def _naming_relays(self) -> bool:
+        return self.sources[-1][1] if self.sources else True
+
+
+_REGISTERED: weakref.WeakKeyDictionary[CollectorRegistry, _Sources] = weakref.WeakKeyDictionary()
+
+
+@contextlib.contextmanager
+def reporting(
+    registry: CollectorRegistry, relays: RelaySource, *, per_relay: bool = True
+) -> Iterator[None]:
+    """Report `relays()` in `registry` for the block (registered once per registry);
+    `per_relay` False leaves out the series that name a relay."""
+    collector = _REGISTERED.get(registry)
+    if collector is None:
+        collector = _REGISTERED[registry] = _Sources()
+        registry.register(collector)
+    source = (relays, per_relay)
+    collector.sources.append(source)
+    try:
+        yield
+    finally:
+        collector.sources.remove(source)

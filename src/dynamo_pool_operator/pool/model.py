@@ -1,0 +1,304 @@
+"""The vocabulary of one pool reconcile: gather -> plan -> execute -> status.
+
+Every object a relay owns — its Deployment, its Service, each ServiceExport — is
+planned with the same verbs and carried out by the same executor, so the "never
+adopt, write only with uid + resourceVersion" promise is kept in one place
+(`runtime/writes/guarded.py`). The relay's own objects (`pool/relay/`) and its exports
+(`pool/exports/`) both speak this vocabulary and never import each other: exports are a
+`Contributor` handed to the relay reconciler at construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal, Protocol
+
+from dynamo_pool_operator.api.dgd import Pool
+from dynamo_pool_operator.api.mcs import ClusterID
+from dynamo_pool_operator.api.relay import Relay
+from dynamo_pool_operator.api.status import ConditionType, Status
+from dynamo_pool_operator.runtime.objects.resources import Resource
+
+
+class Verb(StrEnum):
+    """What to do about one object a relay owns (or would own)."""
+
+    CREATE = "Create"  # absent: exclusive create
+    APPLY = "Apply"  # ours and drifted: guarded apply of the fields we own
+    WITHDRAW = "Withdraw"  # ours and no longer wanted: guarded delete
+    WAIT = "Wait"  # being deleted: left alone until gone (then created again if wanted)
+    FOREIGN = "Foreign"  # someone else's: never touched
+    NONE = "None"  # ours and right
+    HOLD = "Hold"  # wanted, but an input it needs cannot be read: left as it is (`cause`)
+
+    @property
+    def settles(self) -> bool:
+        """Whether the action, once done, leaves its object as the plan wants it (what a
+        dependent action may rely on): not a wait, a hold or someone else's object."""
+        return self not in (Verb.WAIT, Verb.FOREIGN, Verb.HOLD)
+
+
+#: An action's object by kind and name: what other actions name as what they need.
+Key = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class EventNames:
+    """The Events an action records about its object: a Normal one per successful
+    write (empty: none) and the Warning reason of a failed one."""
+
+    failed: str
+    created: str = ""
+    applied: str = ""
+    withdrawn: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One object's verb, with everything the executor needs and nothing it decides."""
+
+    verb: Verb
+    resource: Resource
+    namespace: str
+    name: str
+    events: EventNames
+    #: The cached object the action was decided on (None for CREATE): its uid and
+    #: resourceVersion are the write's guards.
+    live: Mapping[str, Any] | None = None
+    #: CREATE: the whole object; APPLY: only the fields we own.
+    body: Mapping[str, Any] | None = None
+    #: APPLY: the object still shows its create's fields with the create: hand them over
+    #: to the apply manager (read first) before the apply.
+    hand_over: bool = False
+    #: For APPLY: which of our fields differ (for the Event's note).
+    fields: tuple[str, ...] = ()
+    #: False for an object the relay controls but no longer wants.
+    wanted: bool = True
+    #: The object this one refers to (an export: its Service), by kind and name.
+    points_at: Key | None = None
+    #: The actions that must succeed in this pass before this one runs (a need on an
+    #: object already as wanted is not recorded: it is observed done).
+    needs: tuple[Key, ...] = ()
+    #: HOLD: why (the input that cannot be read), as the status says it.
+    cause: str = ""
+    #: CREATE: a name found taken is read (the object is the result's `found`): the
+    #: relay objects' caches watch by label selector, so one of the name may be hidden.
+    read_if_taken: bool = False
+
+    @property
+    def key(self) -> Key:
+        return (self.resource.kind, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Advisory:
+    """An Event to record about the relay: a problem the user can fix that does not stop
+    the reconcile (a skipped name, a missing frontend, a mismatched ID: the plan's, before
+    the writes), or a condition that moved (the report's, once its status is written)."""
+
+    reason: str
+    action: str
+    message: str
+    #: The object it is about (DGD, ClusterProperty, export), at the version read.
+    related: Mapping[str, Any] | None
+    type: Literal["Normal", "Warning"] = "Warning"
+
+
+class Result(StrEnum):
+    DONE = "Done"  # written, or nothing to write
+    GONE = "Gone"  # a delete found it already deleted
+    LOST = "Lost"  # a guard refused it, or the name was taken: decide again
+    FAILED = "Failed"  # the API server refused it
+    SKIPPED = "Skipped"  # not run: what it needs did not succeed, or it is held
+
+    @property
+    def succeeded(self) -> bool:
+        return self in (Result.DONE, Result.GONE)
+
+
+@dataclass(frozen=True, slots=True)
+class ActionResult:
+    action: Action
+    result: Result
+    #: FAILED: "verb Kind name: answer"; LOST: the race, naming the version read;
+    #: SKIPPED: what it waits for, and why.
+    message: str = ""
+    error: Exception | None = None
+    #: DONE apply: the object as the server answered (what the cache will show next),
+    #: so the report judges what was written, not the version read before it.
+    written: Mapping[str, Any] | None = None
+    #: LOST create of an action that reads a name found taken: the object of that name
+    #: as the API server has it (ours, or someone else's), for the next pass to decide on.
+    found: Mapping[str, Any] | None = None
+
+
+@dataclass
+class Outcome:
+    """What executing a plan came to, action by action, in order."""
+
+    results: list[ActionResult] = field(default_factory=list)
+
+    @property
+    def lost(self) -> list[str]:
+        return [r.message for r in self.results if r.result is Result.LOST]
+
+    @property
+    def failures(self) -> list[Exception]:
+        return [r.error for r in self.results if r.result is Result.FAILED and r.error]
+
+    def of(self, actions: Sequence[Action]) -> list[ActionResult]:
+        """The results of `actions` (a contributor's own), in order."""
+        mine = {id(a) for a in actions}
+        return [r for r in self.results if id(r.action) in mine]
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Publish, or withdraw with exactly one reason (and what to change)."""
+
+    publish: bool
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class StatusLine:
+    """One line of `status.exports[]`: a Service the pool exports or skips, and why."""
+
+    name: str
+    state: str
+    reason: str = ""
+    message: str = ""
+    #: What the MCS implementation wrote on the export ("valid", "ready", "conflict":
+    #: status, reason, message, lastTransitionTime), verbatim.
+    implementation: Mapping[str, Mapping[str, str]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "state": self.state}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.message:
+            out["message"] = self.message
+        for key, value in sorted((self.implementation or {}).items()):
+            out[key] = dict(value)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionView:
+    """A condition a contributor adds to the relay's status (`Exported`), and when the
+    pass should look again without an event (a grace period ending)."""
+
+    type: ConditionType
+    status: Status
+    reason: str
+    message: str
+    recheck_at: datetime | None = None
+    #: The object the condition is mostly about, for its Event (an export).
+    related: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """A contributor's part of the status after execution."""
+
+    lines: tuple[StatusLine, ...] = ()
+    condition: ConditionView | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one pass decides on, read once from the caches."""
+
+    relay: Relay
+    pool: Pool | None
+    #: The objects named `<D>-pool-relay`, by kind ("Deployment", "Service").
+    relay_objects: Mapping[str, Mapping[str, Any] | None]
+    #: The exports that matter (controlled by the relay or named like a wanted one).
+    exports: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    cluster_id: ClusterID = field(default_factory=ClusterID)
+    #: Reads that failed (the ClusterProperty cache unreadable): raised after the pass.
+    unreadable: tuple[Exception, ...] = ()
+    #: Why no export can be written now (the ServiceExport API is not served), "" when
+    #: they can. Read once with the rest, so one pass plans and reports the same thing
+    #: however the API changes while it runs.
+    exports_unavailable: str = ""
+    #: The relay's status as the server shows it (after our own last write; None before
+    #: the first): what the report compares with, and one rule goes on from what an
+    #: earlier pass said (the relay Service is replaced).
+    shown_status: Mapping[str, Any] | None = None
+    #: When the caches were read (None: a rule that needs the time holds nothing back).
+    read_at: datetime | None = None
+    #: The Services named like a frontend of the pool, by name, and the
+    #: DynamoComponentDeployments they name as controller, by name: whose each is.
+    services: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    component_deployments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: The DGD exists but cannot be decoded and no readable version is cached: why.
+    pool_unreadable: str = ""
+
+    @property
+    def effective_cluster_id(self) -> str | None:
+        """What the relay's pods get as DYN_CLUSTER_ID and its status shows: None while
+        the cluster's ID cannot be read and no earlier one is known."""
+        shown = (self.shown_status or {}).get("clusterId")
+        return self.cluster_id.effective(self.relay.cluster_id, shown)
+
+    @property
+    def shown_exports(self) -> dict[str, Mapping[str, Any]]:
+        """`status.exports[]` as shown, by name (entries without a name skipped)."""
+        lines = (self.shown_status or {}).get("exports")
+        if not isinstance(lines, list):
+            return {}
+        return {
+            str(line["name"]): line
+            for line in lines
+            if isinstance(line, Mapping) and isinstance(line.get("name"), str)
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Gathered:
+    """A contributor's part of the snapshot."""
+
+    exports: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    cluster_id: ClusterID = field(default_factory=ClusterID)
+    unreadable: tuple[Exception, ...] = ()
+    exports_unavailable: str = ""
+    services: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    component_deployments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Contribution:
+    """A contributor's part of a plan: its actions, advisories and status lines (the
+    lines are what the status shows if every action succeeds; `report` adjusts)."""
+
+    actions: tuple[Action, ...] = ()
+    advisories: tuple[Advisory, ...] = ()
+    lines: tuple[StatusLine, ...] = ()
+    #: When the plan changes by itself with no event to say so (a hold ends).
+    recheck_at: datetime | None = None
+
+
+class Contributor(Protocol):
+    """A feature that owns more objects of a pool (exports), planned with the relay's."""
+
+    def gather(self, relay: Relay, pool: Pool | None) -> Gathered:
+        """The feature's part of the snapshot, from its caches."""
+
+    def plan(self, snapshot: Snapshot, decision: Decision) -> Contribution: ...
+
+    def report(
+        self,
+        snapshot: Snapshot,
+        decision: Decision,
+        contribution: Contribution,
+        results: Sequence[ActionResult],
+        *,
+        now: datetime,
+    ) -> Report:
+        """The status lines after execution (a failure shows on its line) and the
+        feature's condition. Pure: the report phase calls it."""

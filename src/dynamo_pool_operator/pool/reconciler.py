@@ -1,0 +1,444 @@
+"""The DynamoPoolRelay reconciler: its phases, in order, and nothing else.
+
+1. **Gather** the relay, its DGD, the objects named `<D>-pool-relay` and each
+   contributor's part (the exports that matter, the cluster's ID) from caches.
+2. **Plan** (`plan.make_plan`, pure): the decision of the check chain, every owned
+   object's action in write order, the advisories.
+3. **Announce** the plan's advisories (Warning Events).
+4. **Execute** (`pool.execute`): each action through the guarded writes. A write
+   that lost a race ends the pass without a status write and requeues the relay at
+   once (no error); it is decided again from fresh state. A create that finds its name
+   taken by an object the caches do not show (they watch the relay objects by label
+   selector) reads that object: the next pass decides on it as if cached (ours with
+   our labels removed: repaired; anyone else's: `OwnershipConflict`, and it is read
+   again after a delay, since no watch says when it goes). A relay that loses
+   `LOST_LIMIT` passes in a row (something keeps changing the object, or refuses
+   with 409) goes on instead: the lost writes are reported as failed, with a
+   Warning and backoff, so its status says what keeps failing.
+5. **Report** (`status.report`, pure): the status, whether it changed, the Events of
+   its transitions, the failures and when to look again.
+6. **Write** the status, only when it changed.
+7. **Announce** the transitions, once their status is written; then every failure is
+   raised, so the queue retries the key with backoff.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.api.dgd import pool_from_object
+from dynamo_pool_operator.api.mcs import ClusterID
+from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
+from dynamo_pool_operator.pool.execute import Executor
+from dynamo_pool_operator.pool.model import Advisory, Contributor, Outcome, Result, Snapshot, Verb
+from dynamo_pool_operator.pool.plan import make_plan
+from dynamo_pool_operator.pool.relay.objects import RELAY_OBJECTS
+from dynamo_pool_operator.pool.status import StatusReport, report, status_apply
+from dynamo_pool_operator.runtime.cache.informer import EventType, Informer
+from dynamo_pool_operator.runtime.cache.store import Obj
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.clock import Clock, SystemClock
+from dynamo_pool_operator.runtime.control.controller import Request
+from dynamo_pool_operator.runtime.control.controller import Result as ReconcileResult
+from dynamo_pool_operator.runtime.events import EventRecorder
+from dynamo_pool_operator.runtime.objects.ownership import is_controlled_by
+from dynamo_pool_operator.runtime.writes.guarded import GuardedWrites, NamespaceGoing
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RelayCaches:
+    """The informers the reconciler reads (never the API server)."""
+
+    relays: Informer
+    dgds: Informer
+    deployments: Informer
+    #: Every Service: the relay's own in full, any other as a stub (whose it is).
+    services: Informer
+    #: DynamoComponentDeployments as stubs; None while the cluster serves none.
+    component_deployments: Informer | None = None
+
+    def of_kind(self, kind: str) -> Informer:
+        """The cache of the relay objects of `kind` ("Deployment", "Service")."""
+        return self.deployments if kind == "Deployment" else self.services
+
+    def relay_objects(self, namespace: str, relay: str) -> dict[str, Mapping[str, Any] | None]:
+        name = names.relay_name(relay)
+        return {
+            "Deployment": self.deployments.store.get(namespace, name),
+            "Service": self.services.store.get(namespace, name),
+        }
+
+
+class ReconcileErrors(errors.Failures):
+    """Several writes (or reads) failed in one pass; each is named."""
+
+
+#: Passes in a row that may lose a race quietly before the losses are reported.
+LOST_LIMIT = 3
+#: Seconds until an object of a relay object's name that the caches do not show (found
+#: by a create: someone else's) is read again, doubling up to `FOREIGN_RECHECK_MAX`: its
+#: deletion is seen by no watch. Meanwhile the passes decide on it as read (no creates).
+FOREIGN_RECHECK = 30.0
+FOREIGN_RECHECK_MAX = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """An object of a relay object's name that the caches do not show, as last read
+    (cache-shaped), and when to read it again."""
+
+    obj: Mapping[str, Any]
+    recheck_at: datetime
+    delay: float
+
+
+class PoolRelayReconciler:
+    def __init__(
+        self,
+        client: Client,
+        caches: RelayCaches,
+        *,
+        defaults: RelayDefaults,
+        default_discovery_backend: str,
+        recorder: EventRecorder,
+        registry: CollectorRegistry,
+        contributors: Sequence[Contributor] = (),
+        clock: Clock | None = None,
+    ) -> None:
+        self.client = client
+        self.caches = caches
+        self.defaults = defaults
+        self.backend = default_discovery_backend
+        self.recorder = recorder
+        self.contributors = tuple(contributors)
+        self.executor = Executor(GuardedWrites(client, labels.FIELD_MANAGER), recorder, registry)
+        self.clock = clock or SystemClock()
+        # Our last status write per relay: (uid, resourceVersion it was computed from,
+        # status written). The relay cache may not hold that write yet when the next
+        # pass runs; comparing with the stale cached status would then skip a needed
+        # write (a status line would stay wrong). Only until the cache moves past that
+        # version (then it shows the write, and the entry is never read again): a
+        # status per relay is ~4 kB, kept for good it was a fifth of the memory.
+        self._written: dict[Request, tuple[str, str, Mapping[str, Any]]] = {}
+        #: Passes in a row that lost a race, per relay.
+        self._lost: dict[Request, int] = {}
+        caches.relays.add_handler(self._cache_moved, replay=False)
+        # The inputs of each relay's last pass that wrote, announced and raised nothing
+        # and asked for no later look (`_quiet_inputs`). A pass on the same inputs would
+        # decide the same and do nothing again: it is skipped (see `reconcile`).
+        self._quiet: dict[Request, tuple[Any, ...]] = {}
+        #: Objects of the relay objects' names the caches do not show, per relay and kind
+        #: (`Found`): read after a create found the name taken.
+        self._found: dict[Request, dict[str, Found]] = {}
+        self.foreign_recheck = FOREIGN_RECHECK
+        self.foreign_recheck_max = FOREIGN_RECHECK_MAX
+
+    def gather(self, relay_obj: Mapping[str, Any], shown: Mapping[str, Any] | None) -> Snapshot:
+        """The pass's snapshot; `shown`: the relay's status as the server shows it."""
+        relay = relay_from_object(relay_obj, self.defaults)
+        dgd_obj = self.caches.dgds.store.get(relay.namespace, relay.name)
+        exports: dict[str, Mapping[str, Any]] = {}
+        cluster_id = ClusterID()
+        unreadable: tuple[Exception, ...] = ()
+        unavailable = ""
+        services: dict[str, Mapping[str, Any]] = {}
+        dcds: dict[str, Mapping[str, Any]] = {}
+        pool = pool_from_object(dgd_obj) if dgd_obj is not None else None
+        for contributor in self.contributors:
+            part = contributor.gather(relay, pool)
+            exports.update(part.exports)
+            services.update(part.services)
+            dcds.update(part.component_deployments)
+            cluster_id = part.cluster_id if part.cluster_id.checked else cluster_id
+            unreadable += part.unreadable
+            unavailable = unavailable or part.exports_unavailable
+        objects = self._with_found(
+            (relay.namespace, relay.name),
+            relay.uid,
+            self.caches.relay_objects(relay.namespace, relay.name),
+        )
+        return Snapshot(
+            relay,
+            pool,
+            objects,
+            exports,
+            cluster_id,
+            unreadable,
+            unavailable,
+            shown,
+            self.clock.now(),
+            services,
+            dcds,
+            pool_unreadable=self._dgd_unreadable(relay, dgd_obj),
+        )
+
+    def _dgd_unreadable(self, relay: Relay, dgd: Mapping[str, Any] | None) -> str:
+        """Why the relay's DGD cannot be read, when it exists, cannot be decoded and no
+        readable version of it is cached; else ""."""
+        bad = None if dgd is not None else self.caches.dgds.undecodable(relay.namespace, relay.name)
+        return f"at resourceVersion {bad.resource_version or '?'}, {bad.error}" if bad else ""
+
+    def inputs_changed(self) -> None:
+        """Something every pass reads but no snapshot shows changed (a contributor moved
+        to another API version, the DGD cache was replaced): forget every quiet pass,
+        so the requeue that follows decides afresh. `Controller.enqueue_all` calls it."""
+        self._quiet.clear()
+
+    async def reconcile(self, request: Request) -> ReconcileResult | None:
+        result = await self._reconcile(request)
+        found = self._found.get(request)
+        if not found:
+            return result
+        # A foreign object only read, not watched: look again when it is due.
+        due = min(f.recheck_at for f in found.values())
+        after = max(0.0, (due - self.clock.now()).total_seconds())
+        if result is None:
+            return ReconcileResult(requeue_after=after)
+        if result.requeue or (result.requeue_after is not None and result.requeue_after <= after):
+            return result
+        return ReconcileResult(requeue_after=after)
+
+    async def _reconcile(self, request: Request) -> ReconcileResult | None:
+        relay_obj = self.caches.relays.store.get(*request)
+        if relay_obj is None:
+            self._written.pop(request, None)
+            self._lost.pop(request, None)
+            self._quiet.pop(request, None)
+            self._found.pop(request, None)
+            return None  # deleted: the garbage collector removes what it controlled
+        await self._read_found_again(request)
+        snapshot = self.gather(relay_obj, self._shown_status(request, relay_obj))
+        inputs = self._quiet_inputs(request, snapshot)
+        if inputs is not None and self._quiet.get(request) == inputs:
+            # A no-op pass: the same inputs as a pass that did nothing, so this one would
+            # plan the same no-op actions and report the same unchanged status. Its
+            # plan and report cost two thirds of a pass; the answer is known.
+            return None
+        self._quiet.pop(request, None)
+        plan = make_plan(snapshot, self.contributors, default_discovery_backend=self.backend)
+        self.announce(snapshot.relay, plan.advisories)
+        outcome = await self.executor.run(snapshot.relay, plan.actions)
+        self._remember_found(request, outcome)
+        if outcome.lost:
+            # A namespace being deleted is no race to report: the relay goes with it; a
+            # name found taken by an object the caches do not show is decided next pass.
+            going = all(
+                isinstance(r.error, NamespaceGoing) or r.found is not None
+                for r in outcome.results
+                if r.result is Result.LOST
+            )
+            times = self._lost[request] = self._lost.get(request, 0) + (0 if going else 1)
+            if going or times < LOST_LIMIT:
+                log.debug("lost a race: %s", "; ".join(outcome.lost), extra=_where(request))
+                # No status from a pass that acted on stale state: the retry, from fresh
+                # state, writes the right one (a failure of this pass is found again).
+                return ReconcileResult(requeue=True)
+            outcome = self.executor.lost_again(snapshot.relay, outcome, times)
+        else:
+            self._lost.pop(request, None)
+        now = self.clock.now()
+        said = report(snapshot, plan, outcome, self.contributors, now=now)
+        failures = list(said.failures)
+        if said.changed:
+            try:
+                await self.write_status(request, relay_obj, snapshot.relay, said)
+            except errors.NotFound:
+                # The relay was deleted since the cache read (its namespace is going,
+                # say): its deletion event brings the pass that forgets it.
+                log.debug("relay gone before its status was written", extra=_where(request))
+                return None
+            except errors.ApiError as e:
+                failures.append(e)
+            else:
+                self.announce(snapshot.relay, said.transitions)
+        if failures:
+            raise failures[0] if len(failures) == 1 else ReconcileErrors(failures)
+        if (
+            inputs is not None
+            and not said.changed
+            and said.recheck_at is None
+            and not plan.advisories
+            and all(a.verb in _QUIET_VERBS and not a.hand_over for a in plan.actions)
+        ):
+            self._quiet[request] = inputs
+        if said.recheck_at is not None:
+            # A grace period or hold ends with no event to say so: look again then.
+            return ReconcileResult(requeue_after=max(0.0, (said.recheck_at - now).total_seconds()))
+        return None
+
+    def _with_found(
+        self,
+        request: Request,
+        uid: str,
+        cached: dict[str, Mapping[str, Any] | None],
+    ) -> dict[str, Mapping[str, Any] | None]:
+        """The relay objects as cached, and where the cache shows none, the object of
+        that name found by a create (`Found`). The cache wins once it shows one; an
+        object of ours found is decided on once (repaired: the cache shows it again)."""
+        found = self._found.get(request)
+        if not found:
+            return cached
+        out = dict(cached)
+        for kind, f in list(found.items()):
+            if out.get(kind) is not None:
+                del found[kind]
+                continue
+            out[kind] = f.obj
+            if is_controlled_by(f.obj, uid):
+                del found[kind]
+        if not found:
+            del self._found[request]
+        return out
+
+    def _remember_found(self, request: Request, outcome: Outcome) -> None:
+        """Keep each object a create found of its name (as the cache would keep it)."""
+        now = self.clock.now()
+        for r in outcome.results:
+            if r.found is None:
+                continue
+            kind = r.action.resource.kind
+            obj = self.caches.of_kind(kind).as_cached(dict(r.found))
+            delay = self.foreign_recheck
+            self._found.setdefault(request, {})[kind] = Found(
+                obj, now + timedelta(seconds=delay), delay
+            )
+
+    async def _read_found_again(self, request: Request) -> None:
+        """Read again each found object that is due: gone, it is forgotten (the next
+        create tells); still there, it is kept as read and read again later (backoff)."""
+        found = self._found.get(request)
+        if not found:
+            return
+        now = self.clock.now()
+        resources = dict(RELAY_OBJECTS)
+        for kind, f in list(found.items()):
+            if f.recheck_at > now:
+                continue
+            delay = min(f.delay * 2, self.foreign_recheck_max)
+            meta = f.obj.get("metadata") or {}
+            try:
+                got = await self.executor.writes.read(
+                    resources[kind], str(meta.get("namespace")), str(meta.get("name"))
+                )
+            except errors.ApiError as e:
+                log.warning("cannot read %s again: %s", kind, e, extra=_where(request))
+                found[kind] = Found(f.obj, now + timedelta(seconds=delay), delay)
+                continue
+            if got is None:
+                del found[kind]
+            else:
+                obj = self.caches.of_kind(kind).as_cached(got)
+                found[kind] = Found(obj, now + timedelta(seconds=delay), delay)
+        if not found:
+            del self._found[request]
+
+    def announce(self, relay: Relay, advisories: Sequence[Advisory]) -> None:
+        """Record each as an Event about the relay (at the version read)."""
+        for a in advisories:
+            related = dict(a.related) if a.related is not None else None
+            self.recorder.emit(relay.reference(), related, a.type, a.reason, a.action, a.message)
+
+    async def write_status(
+        self, request: Request, relay_obj: Mapping[str, Any], relay: Relay, said: StatusReport
+    ) -> None:
+        """Apply the status; remember what was written, from which version of the relay."""
+        self._written.pop(request, None)  # unknown what the server shows until it answers
+        await self.client.apply(
+            self.caches.relays.resource,
+            status_apply(relay, said.status),
+            force=True,
+            subresource="status",
+        )
+        read_at = str(relay_obj.get("metadata", {}).get("resourceVersion", ""))
+        if self._cached_version(request) == (relay.uid, read_at):  # else it shows the write
+            self._written[request] = (relay.uid, read_at, said.status)
+
+    def _cached_version(self, request: Request) -> tuple[Any, Any] | None:
+        cached = self.caches.relays.store.get(*request)
+        meta = cached.get("metadata", {}) if cached is not None else None
+        return None if meta is None else (meta.get("uid"), meta.get("resourceVersion"))
+
+    def _cache_moved(self, etype: EventType, old: Obj | None, new: Obj | None) -> None:
+        """Forget our last status write of a relay once its cache shows a later version
+        (or it is gone): `_shown_status` reads the entry only at the version it was
+        computed from."""
+        meta = (new if new is not None else old or {}).get("metadata", {})
+        request = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        last = self._written.get(request)
+        if last is not None and (
+            new is None or (last[0], last[1]) != (meta.get("uid"), meta.get("resourceVersion"))
+        ):
+            del self._written[request]
+
+    def _quiet_inputs(self, request: Request, snapshot: Snapshot) -> tuple[Any, ...] | None:
+        """What the pass decides on, as object versions (uid, resourceVersion): the
+        relay (its spec and the status it shows), the DGD, the relay objects, the
+        exports that matter, the frontends' Services and the DynamoComponentDeployments
+        they name, the cluster's ID property, and why exports cannot be written.
+        Everything else a pass reads is configuration, or changes only with
+        `inputs_changed`; the time matters only through `recheck_at` (a pass that asked
+        for a later look is never quiet). None when a pass must run whatever
+        happened before: a read failed, or the status shown is our own last write
+        (the cache does not show it yet)."""
+        if snapshot.unreadable or request in self._written:
+            return None
+        relay, cluster = snapshot.relay, snapshot.cluster_id
+        out: list[Any] = [
+            relay.uid,
+            relay.resource_version,
+            snapshot.exports_unavailable,
+            snapshot.pool_unreadable,
+        ]
+        dgd = self.caches.dgds.store.get(relay.namespace, relay.name)
+        for obj in (dgd, *snapshot.relay_objects.values(), cluster.obj):
+            out.extend(_version(obj))
+        out.extend((cluster.checked, cluster.api_version, cluster.unreadable))
+        for name, export in snapshot.exports.items():
+            out.append(name)
+            out.extend(_version(export))
+        for part in (snapshot.services, snapshot.component_deployments):
+            out.append(len(part))
+            for name, obj in part.items():
+                out.append(name)
+                out.extend(_version(obj))
+        return tuple(out)
+
+    def _shown_status(
+        self, request: Request, relay_obj: Mapping[str, Any]
+    ) -> Mapping[str, Any] | None:
+        """The status the server shows: the cached one, unless the cache still holds the
+        very version our last status write was computed from (then: what we wrote)."""
+        last = self._written.get(request)
+        meta = relay_obj.get("metadata", {})
+        if last is not None and (last[0], last[1]) == (
+            meta.get("uid"),
+            meta.get("resourceVersion"),
+        ):
+            return last[2]
+        cached = relay_obj.get("status")
+        return cached if isinstance(cached, Mapping) else None
+
+
+#: Actions that write nothing and wait for nothing.
+_QUIET_VERBS = frozenset({Verb.NONE, Verb.FOREIGN})
+
+
+def _version(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    if obj is None:
+        return (None, None)
+    meta = obj.get("metadata") or {}
+    return (meta.get("uid"), meta.get("resourceVersion"))
+
+
+def _where(request: Request) -> dict[str, str]:
+    return {"namespace": request[0], "object": request[1]}

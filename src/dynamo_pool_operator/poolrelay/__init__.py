@@ -1,1 +1,0 @@
-"""The DynamoPoolRelay controller: publish and withdraw a pool's relay (docs/crd.md)."""

@@ -1,0 +1,268 @@
+"""Caches that follow the version their API is served at: made before broken.
+
+A CRD's served versions change under a running controller: a version is added, the
+one in use stops being served, the CRD is deleted and installed again. Moving a cache to
+another version by dropping the old one first leaves its readers with nothing (or with
+an empty store, which reads as "no objects") for as long as the new list takes, and a
+list can take longer than any wait: a large collection, a loaded etcd, a slow
+authorization or conversion webhook. Abandoning a list that is slow and starting it
+again on the next pass only starts the same slow list again. So the new cache is made
+first, and kept being made:
+
+- `Candidate`: the informer for the version wanted now. The first offer starts it and
+  waits (bounded, `sync_timeout`); if it has not synced by then it keeps running — a
+  list that fails is retried with the informer's backoff, a slow one is waited for —
+  and `poke` is called once it syncs, so its owner switches then, not at its next
+  scheduled pass. It is dropped when another version, or none, is wanted.
+- `FollowedCache`: a cache read by every reconcile (the DGDs; the ClusterProperty
+  of the cluster ID check). It switches to its candidate once that has synced, and
+  reads the old one until then. When the version it reads stops being served, its
+  informer is stopped (a watch of it would only fail) and its last content stays what
+  is read until a cache of a served version has synced — the same version included,
+  served again: a stopped informer is never read as if it were live. For a required
+  cache `ready` is False meanwhile, which readiness reports: the controller never runs
+  on a stale cache with green probes. An optional one (`required=False`) does not gate
+  readiness; its owner reports what it cannot check.
+
+Each owner decides what to read meanwhile: the old cache while it is served, the last
+content of one that is not, or nothing (`pool/exports/apis.py`: the ServiceExports, whose
+writes would fail at a version no longer served). Owners act from one task (a
+rediscovery pass), so nothing here is guarded by a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from dynamo_pool_operator.runtime.cache.informer import Informer
+from dynamo_pool_operator.runtime.cache.shared import SharedInformers
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.clock import Clock, SystemClock
+
+log = logging.getLogger(__name__)
+
+#: How long a new cache is waited for before its owner goes on without it (the old
+#: cache in effect, or none) while it keeps being made.
+SYNC_TIMEOUT = 10.0
+
+
+def poke_on_not_found(informer: Informer, poke: Callable[[], None]) -> None:
+    """Call `poke` when the informer's resource answers NotFound (its API went away), so
+    its owner reads discovery again at once instead of at the end of its interval."""
+
+    def failed(error: BaseException | None) -> None:
+        if isinstance(error, errors.NotFound):
+            poke()
+
+    informer.on_failure = failed
+
+
+class Candidate:
+    """The informer being made for the version its owner wants now (at most one)."""
+
+    def __init__(
+        self,
+        informers: SharedInformers,
+        make: Callable[[str], Informer],
+        *,
+        what: str,
+        poke: Callable[[], None],
+        sync_timeout: float = SYNC_TIMEOUT,
+        clock: Clock | None = None,
+    ) -> None:
+        self.informers = informers
+        self.make = make
+        #: Names the API in log lines ("the About API (clusterproperties.about.k8s.io)").
+        self.what = what
+        self.poke = poke
+        self.sync_timeout = sync_timeout
+        self._clock: Clock = clock or SystemClock()
+        self.version: str | None = None
+        self.informer: Informer | None = None
+        self._started = 0.0
+        self._late: asyncio.Task[None] | None = None
+
+    async def offer(self, version: str, meanwhile: str) -> Informer | None:
+        """The informer for `version` once it has synced, taken by the caller from here
+        (it is no longer a candidate); else None, and it is still being made.
+
+        The first offer of a version starts its informer and waits up to `sync_timeout`;
+        if that passes, one warning says so and what holds `meanwhile`. Later offers
+        only look."""
+        if self.version != version:
+            await self.drop()
+            self.informer, self.version = self.make(version), version
+            self._started = self._clock.monotonic()
+            if not await self.informer.wait_synced(self.sync_timeout):
+                log.warning(
+                    "%s is served at %s, but its list did not complete within %.0fs: %s; "
+                    "the list goes on, retried with backoff if it fails (the informer's "
+                    "warnings say why it is slow or refused)",
+                    self.what,
+                    version,
+                    self.sync_timeout,
+                    meanwhile,
+                )
+                self._late = asyncio.create_task(
+                    self._tell_when_synced(self.informer, version),
+                    name=f"candidate {self.informer.description}",
+                )
+                return None
+        if self.informer is not None and self.informer.has_synced:
+            return self.take()
+        return None
+
+    def take(self) -> Informer:
+        """The candidate, handed to the caller as it is (synced or not)."""
+        informer = self.informer
+        assert informer is not None, "no candidate to take"
+        self._forget_late()
+        self.informer, self.version = None, None
+        return informer
+
+    async def drop(self) -> None:
+        """No longer wanted: stop it (a later offer of its version starts a new one)."""
+        self._forget_late()
+        informer, self.informer, self.version = self.informer, None, None
+        if informer is not None:
+            await self.informers.forget(informer)
+
+    def _forget_late(self) -> None:
+        if self._late is not None:
+            self._late.cancel()
+            self._late = None
+
+    async def _tell_when_synced(self, informer: Informer, version: str) -> None:
+        if await informer.wait_synced(None):
+            log.info(
+                "%s: the list at %s completed after %.0fs",
+                self.what,
+                version,
+                self._clock.monotonic() - self._started,
+            )
+            self.poke()
+
+
+class FollowedCache:
+    """A cache that follows its API's served version (see the module docstring)."""
+
+    def __init__(
+        self,
+        informers: SharedInformers,
+        informer: Informer,
+        version: str,
+        *,
+        make: Callable[[str], Informer],
+        switch: Callable[[Informer, Informer], None],
+        what: str,
+        sync_timeout: float = SYNC_TIMEOUT,
+        required: bool = True,
+    ) -> None:
+        self.informers = informers
+        self.informer = informer
+        self.version = version
+        #: Hands the readers over from the old informer to the new one (`switch(new, old)`),
+        #: called once `informer` and `version` are the new ones.
+        self.switch = switch
+        self.what = what
+        #: Whether a stale cache fails readiness (and is said at error level).
+        self.required = required
+        #: False while the content read is the last of a version no longer served.
+        self.live = True
+        #: Called when a resource of ours answers NotFound, or a late candidate synced.
+        self.poke: Callable[[], None] = _nothing
+        self._make = make
+        self._stale_said = False
+        self._candidate = Candidate(
+            informers, self._made, what=what, poke=lambda: self.poke(), sync_timeout=sync_timeout
+        )
+        poke_on_not_found(informer, lambda: self.poke())
+
+    @property
+    def ready(self) -> bool:
+        """Readiness: the cache read is of a served version, and has synced."""
+        return self.live and self.informer.has_synced
+
+    @property
+    def pending(self) -> Informer | None:
+        """The informer being made to replace the one read (readiness does not wait for it)."""
+        return self._candidate.informer
+
+    def _made(self, version: str) -> Informer:
+        informer = self._make(version)
+        poke_on_not_found(informer, lambda: self.poke())
+        return informer
+
+    async def follow(self, want: str | None, served: Sequence[str]) -> str:
+        """Follow the cluster serving `served` (preferred first), `want` the version to
+        read (None: none is served). Returns the version whose content is read now.
+
+        Only a live cache of the version wanted is kept as it is: the last content of a
+        stopped one is read until a new informer has synced, whatever its version."""
+        if self.live and self.version not in served:
+            self.live = False
+            await self.informers.forget(self.informer)  # its store keeps the last content
+        if want is None:
+            await self._candidate.drop()
+            self._stale("no version of it is served", "until one is")
+            return self.version
+        if self.live and want == self.version:
+            await self._candidate.drop()
+            return self.version
+        meanwhile = (
+            f"{self.version} stays in effect until it does"
+            if self.live
+            else (
+                f"/readyz fails until it does, and the content last read at {self.version} "
+                "is used meanwhile"
+                if self.required
+                else f"the content last read at {self.version} is used until it does"
+            )
+        )
+        new = await self._candidate.offer(want, meanwhile)
+        if new is None:
+            if not self.live:
+                self._stale(f"its cache at {want} has not synced", "until it has")
+            return self.version
+        old, was_live = self.informer, self.live
+        self.informer, self.version, self.live = new, want, True
+        self.switch(new, old)
+        if was_live and old is not new:
+            await self.informers.forget(old)
+        if self._stale_said:
+            self._stale_said = False
+            log.info(
+                "%s: read at %s again%s",
+                self.what,
+                want,
+                "; /readyz passes" if self.required else "",
+            )
+        return self.version
+
+    async def close(self) -> None:
+        """No longer wanted (its API went away and the owner can do without it): stop the
+        candidate and the informer (its store keeps the last content)."""
+        await self._candidate.drop()
+        if self.live:
+            self.live = False
+            await self.informers.forget(self.informer)
+
+    def _stale(self, why: str, until: str) -> None:
+        if self._stale_said:
+            return
+        self._stale_said = True
+        log.log(
+            logging.ERROR if self.required else logging.WARNING,
+            "%s is no longer served at %s and %s%s; the content last read is used meanwhile, "
+            "and nothing it shows changes until then",
+            self.what,
+            self.version,
+            why,
+            f": /readyz fails {until}" if self.required else "",
+        )
+
+
+def _nothing() -> None:
+    """No one to tell (until the owner sets `poke`)."""

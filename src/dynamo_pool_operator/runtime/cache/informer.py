@@ -1,0 +1,913 @@
+"""List+watch reflector feeding a `Store` (shared by `shared_informers.SharedInformers`).
+
+The state machine follows client-go's reflector and kube-rs's `watcher`:
+
+* **list** and replace the store in one step. Objects that vanished since the
+  last list get a synthesized DELETED, so a 410 never loses a delete. This is what
+  lightkube and kr8s get wrong; kube-rs calls the step `InitDone`. The list is a
+  **streaming watch-list** where the server has it (the WatchList feature, on by
+  default since Kubernetes 1.32, as client-go's reflector uses it): one watch with
+  `sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan` and
+  `resourceVersion=""`, whose ADDED events are the list, ended by a BOOKMARK
+  annotated `k8s.io/initial-events-end`; the store is replaced at that bookmark and
+  the same watch goes on. The server answers it from its watch cache (etcd is asked
+  only for its current revision, not for the objects), and objects arrive one by
+  one, so no page of untrimmed objects is ever held. A server that refuses it
+  (400/422: the feature is off, or a server that predates it and refuses
+  `resourceVersionMatch` on a watch) gets a paginated list from then on, as before:
+  `resourceVersion` unset, 500 objects a page, which Kubernetes >= 1.31 serves from
+  its watch cache too (consistent reads from cache). A watch-list that ends cleanly
+  before that bookmark (its timeout came first, a graceful shutdown, a proxy) falls
+  back for that list only: the next list is streamed again. `resourceVersion=0` lists are
+  not used: they ignore `limit` (the whole list in one response, the memory peak
+  this avoids) and may be older than what this process saw before (another API
+  server's lagging cache after a failover).
+* **watch** from the list's resourceVersion, with bookmarks. A watch that ends
+  (the server's `timeoutSeconds`) or drops resumes from the last resourceVersion
+  seen, *without* relisting: a relist is a full read from etcd, and many
+  informers relisting at once after a network blip hurts the API server.
+* **410 Gone** (HTTP answer or in-stream ERROR): that resourceVersion has been
+  compacted away, so events may have been missed and only a relist is safe.
+* **any other error**: exponential backoff with jitter, reset once a watch has
+  been healthy. Nothing but `stop()` (or cancellation) ends the loop.
+
+Handlers run synchronously, after the store is updated, so a handler that reads
+the store sees the state the event describes (or newer). They must be quick and
+must not block: they typically just enqueue a key. While a handler runs,
+`from_list` says whether its event comes from a list (the initial one, a relist) or
+the replay of the cache to a newly added handler, rather than from the watch: a
+controller queues those at low priority (see queue.py), as controller-runtime does
+with `isInInitialList`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import functools
+import logging
+import sys
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+import orjson
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from dynamo_pool_operator.runtime import metrics
+from dynamo_pool_operator.runtime.cache.store import Obj, Store, object_key
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import ListResult, jittered
+from dynamo_pool_operator.runtime.client.undecodable import Undecodable, named, skim
+from dynamo_pool_operator.runtime.clock import Clock, SystemClock
+from dynamo_pool_operator.runtime.metricsets import per_registry
+from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime.ratelimit import Backoff
+
+log = logging.getLogger(__name__)
+
+#: Page size of the list; the client follows `continue` tokens.
+PAGE_SIZE = 500
+#: Server-side watch timeout; each watch adds up to 20 % so informers do not reconnect in step.
+#: Shorter than client-go's 5-10 min on purpose: a watch is the one request that can go
+#: silent for good (a dead middlebox keeps the connection open), and the only sign is
+#: silence. The server sends a bookmark about once a minute and one 2 s before it ends
+#: a watch, so with every watch ending by 54 s a healthy one is never silent for the
+#: client's WATCH_IDLE_TIMEOUT (60 s), and a dead one is given up within that. The
+#: price is one more watch request per informer per minute, resumed from the
+#: bookmark's resourceVersion, so no relist.
+WATCH_TIMEOUT_SECONDS = 45.0
+WATCH_TIMEOUT_JITTER = 0.2
+#: The annotation of the BOOKMARK that ends a watch-list's initial events.
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+#: A watch is healthy (resets the backoff, reconnects at once) if it delivered at least one
+#: event or stayed open this long. A watch that ends at once with nothing to show (a proxy
+#: closing it, a server shutting down) is retried with backoff, so it cannot spin.
+HEALTHY_WATCH_SECONDS = 5.0
+
+
+class EventType(enum.StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+#: `handler(type, old, new)`: ADDED (None, obj), MODIFIED (old, new), DELETED (last known, None).
+EventHandler = Callable[[EventType, Obj | None, Obj | None], None]
+Transform = Callable[[Obj], Obj]
+#: `keep(obj)` False: the object is treated as absent (never cached, never dispatched).
+#: It must depend only on fields that never change (name, namespace), like a field
+#: selector the server cannot express (e.g. a name suffix).
+Keep = Callable[[Obj], bool]
+
+
+@per_registry
+def _metrics(registry: CollectorRegistry) -> tuple[Counter, Counter, Counter]:
+    """Per informer (`resource` label: group/resource, namespace or selector if any)."""
+    return (
+        Counter(
+            "informer_watch_restarts_total",
+            "Watches that ended (server timeout, dropped connection, error) and were opened again.",
+            ["resource"],
+            registry=registry,
+        ),
+        Counter(
+            "informer_relists_total",
+            "Lists after the first one (410 Gone, an undecodable event), by how: "
+            "watch-list (streamed from the watch cache) or list (paginated).",
+            ["resource", "mode"],
+            registry=registry,
+        ),
+        Counter(
+            "informer_gone_total",
+            "410 Gone answers (HTTP or in-stream): the resourceVersion watched from was "
+            "compacted, so the informer relists.",
+            ["resource"],
+            registry=registry,
+        ),
+    )
+
+
+@per_registry
+def _health(registry: CollectorRegistry) -> tuple[Gauge, Counter, Gauge]:
+    """What shows an informer that keeps failing, or keeps an object out."""
+    return (
+        Gauge(
+            "informer_undecodable_objects",
+            "Objects the informer keeps out of its cache because they cannot be decoded "
+            "(nested too deep, say): their last decodable version, if any, stays cached.",
+            ["resource"],
+            registry=registry,
+        ),
+        Counter(
+            "informer_undecodable_total",
+            "Listed items and watch events that could not be decoded and were skipped.",
+            ["resource"],
+            registry=registry,
+        ),
+        Gauge(
+            "informer_failing",
+            "1 while the informer's list or watch fails and it backs off, else 0.",
+            ["resource"],
+            registry=registry,
+        ),
+    )
+
+
+class InformerClient(Protocol):
+    """The two reads an informer needs; `runtime.client.Client` provides them."""
+
+    async def list(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 500,
+        each: Callable[[Obj], Obj | None] | None = None,
+    ) -> ListResult: ...
+
+    def watch_lines(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        allow_bookmarks: bool = True,
+        timeout_seconds: int = 300,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        send_initial_events: bool = False,
+    ) -> AsyncIterator[bytes]: ...
+
+
+#: kubectl's client-side apply keeps the whole applied object in this annotation: as
+#: large as the object's spec, and read by kubectl only.
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def strip_managed_fields(obj: Obj) -> Obj:
+    """Drop `metadata.managedFields`: often the largest part of an object, and a
+    controller never needs it from the cache (SSA tracks ownership server-side)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+class _SharedList(list[Any]):
+    """A list several cached objects hold (weakly tabled, so it goes with the last)."""
+
+    __slots__ = ("__weakref__",)
+
+
+#: Owner references by the hash of their JSON: a pool's relay owns five objects, each
+#: with the same one-reference list (~760 bytes of Python objects); one list serves them
+#: all. The key is an int, not the JSON itself: an `orjson.dumps` result keeps the 4 kB
+#: buffer it was written in (82 MB for the 20,000 lists of 10,000 pools).
+_SHARED_OWNERS: weakref.WeakValueDictionary[int, _SharedList] = weakref.WeakValueDictionary()
+
+#: A place in an object: keys from its root, "*" for every item of a list or value of
+#: a map (`("status", "conditions", "*", "type")`).
+VocabularyPath = tuple[str, ...]
+
+#: Where the bounded vocabulary of any Kubernetes object lives: values that repeat
+#: across a fleet's objects and take few distinct values for the life of the process.
+#: They are interned (one string each, however many objects hold it). Nothing else is:
+#: on CPython 3.12.0 to 3.12.4 and on free-threaded builds an interned string is
+#: immortal, so interning a value that changes without bound (a name, a timestamp, a
+#: condition's message, a label value) would keep every one ever cached. Keys need
+#: nothing: the JSON decoder hands equal keys out as one string already.
+VOCABULARY: frozenset[VocabularyPath] = frozenset(
+    {
+        ("apiVersion",),
+        ("kind",),
+        ("metadata", "finalizers", "*"),
+        *(
+            ("metadata", "labels", f"app.kubernetes.io/{label}")
+            for label in ("name", "component", "part-of", "managed-by")
+        ),
+        ("metadata", "ownerReferences", "*", "apiVersion"),
+        ("metadata", "ownerReferences", "*", "kind"),
+        *(
+            ("metadata", "managedFields", "*", key)
+            for key in ("manager", "operation", "apiVersion", "fieldsType", "subresource")
+        ),
+        *(("status", "conditions", "*", key) for key in ("type", "status", "reason")),
+    }
+)
+#: A vocabulary value longer than this is left alone: a field that should hold a word
+#: but holds free text.
+_SHORT_VALUE = 64
+#: Marks a trie node where a path ends (no field of an object is called "").
+_END = ""
+
+_Trie = dict[str, "_Trie"]
+
+
+@functools.cache
+def _vocabulary_trie(extra: frozenset[VocabularyPath]) -> _Trie:
+    """`VOCABULARY` and `extra` as a trie of keys: one walk visits only those places."""
+    root: _Trie = {}
+    for path in VOCABULARY | extra:
+        node = root
+        for key in path:
+            node = node.setdefault(key, {})
+        node[_END] = {}
+    return root
+
+
+def _intern_in(node: dict[str, Any] | list[Any], trie: _Trie) -> None:
+    if type(node) is dict:
+        for key, sub in trie.items():
+            if key == "*":
+                for k, value in node.items():
+                    _intern_one(node, k, value, sub)
+            elif key != _END and key in node:
+                _intern_one(node, key, node[key], sub)
+    else:
+        items = trie.get("*")
+        if items is not None:
+            for i, value in enumerate(node):
+                _intern_one(node, i, value, items)
+
+
+def _intern_one(parent: Any, at: str | int, value: Any, trie: _Trie) -> None:
+    kind = type(value)
+    if kind is str:
+        if _END in trie and len(value) <= _SHORT_VALUE:
+            parent[at] = sys.intern(value)  # the same key or index: no size change
+    elif kind is dict or kind is list:
+        _intern_in(value, trie)
+
+
+def _owners_key(refs: list[Any]) -> int | None:
+    try:
+        return hash(orjson.dumps(refs))
+    except TypeError:
+        return None
+
+
+def share_common_parts(obj: Obj, vocabulary: frozenset[VocabularyPath] = frozenset()) -> Obj:
+    """Make equal parts of cached objects one object: the owner references list, and the
+    values of the bounded vocabulary (`VOCABULARY`, plus the kind's own `vocabulary`).
+    Cached objects are read-only (store.py), so sharing is safe; at 10,000 pools it is
+    a tenth of the caches."""
+    _intern_in(obj, _vocabulary_trie(vocabulary))
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return obj
+    refs = meta.get("ownerReferences")
+    if type(refs) is list and refs:
+        key = _owners_key(refs)
+        if key is None:
+            return obj
+        shared = _SHARED_OWNERS.get(key)
+        if shared is None:
+            shared = _SharedList(refs)
+            _SHARED_OWNERS[key] = shared
+        elif shared != refs:
+            return obj  # a hash collision: keep its own list
+        meta["ownerReferences"] = shared
+    return obj
+
+
+def strip_last_applied(obj: Obj) -> Obj:
+    """Drop kubectl's last-applied annotation (a copy of the object a user applied): no
+    controller reads it, and a DGD's carries its pod templates."""
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if isinstance(annotations, dict) and LAST_APPLIED in annotations:
+        del annotations[LAST_APPLIED]
+    return obj
+
+
+class Informer:
+    """Keeps `store` in step with one resource (optionally one namespace and selector).
+
+    `run()` until `stop()`. `has_synced` turns true once the first list has been
+    applied and its events delivered; controllers must not act on the store
+    before that, or they would take "not cached yet" for "does not exist".
+    """
+
+    def __init__(
+        self,
+        client: InformerClient,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform | None = None,
+        keep: Keep | None = None,
+        keep_managed_fields: bool = False,
+        vocabulary: Iterable[VocabularyPath] = (),
+        clock: Clock | None = None,
+        backoff: Backoff | None = None,
+        page_size: int = PAGE_SIZE,
+        watch_timeout: float = WATCH_TIMEOUT_SECONDS,
+        watch_list: bool = True,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        # A namespace means nothing for a cluster-scoped resource; "" means all namespaces.
+        self.namespace = namespace if namespace and resource.namespaced else None
+        self.label_selector = label_selector or None
+        self.field_selector = field_selector or None
+        self.transform = transform
+        self.keep = keep
+        self.keep_managed_fields = keep_managed_fields
+        #: Where this kind's own bounded vocabulary lives, beyond `VOCABULARY`.
+        self.vocabulary = frozenset(vocabulary)
+        self.store = Store()
+        self._clock: Clock = clock or SystemClock()
+        self._backoff = backoff or Backoff()
+        self._page_size = page_size
+        self._watch_timeout = watch_timeout
+        self._handlers: list[EventHandler] = []
+        #: True while the events being dispatched come from a list or a replay.
+        self.from_list = False
+        self._rv: str | None = None
+        self._need_list = True
+        #: Lists are streamed (watch-list) until the server refuses one.
+        self.watch_list = watch_list
+        #: The next list only is made by pages: the last watch-list ended before its end.
+        self._pages_once = False
+        # The initial events of a watch-list until its end bookmark; None when watching.
+        self._initial: dict[tuple[str, str], Obj] | None = None
+        self._lists = 0
+        self._last_gone = False  # the last watch ended in 410 Gone
+        self._synced = asyncio.Event()
+        self._halted = asyncio.Event()  # set by stop() and when run() ends
+        self._stop_requested = False
+        self._task: asyncio.Task[None] | None = None
+        #: Called with each error a list or watch backs off from: lets the owner notice
+        #: that the resource itself went away (NotFound) without waiting for its schedule.
+        self.on_failure: Callable[[BaseException | None], None] | None = None
+        #: Called once the first list has been applied (see `add_sync_handler`).
+        self._sync_handlers: list[Callable[[], None]] = []
+        #: Called with each object newly kept out as undecodable (`add_skip_handler`).
+        self._skip_handlers: list[Callable[[Undecodable], None]] = []
+
+        where = (
+            f"namespace {self.namespace}"
+            if self.namespace
+            else ("all namespaces" if resource.namespaced else "cluster scope")
+        )
+        sel = "".join(
+            f" {k}={v!r}"
+            for k, v in (("labels", self.label_selector), ("fields", self.field_selector))
+            if v
+        )
+        #: Names resource, namespace and selectors; starts every log line.
+        self.description = f"{resource.group_resource} in {where}{sel}"
+        self.store.description = self.description
+        restarts, relists, gone = _metrics(registry if registry is not None else metrics.REGISTRY)
+        label = resource.group_resource + (f" {self.namespace}" if self.namespace else "") + sel
+        self._m_restarts = restarts.labels(label)
+        self._m_relists = relists
+        self._m_gone = gone.labels(label)
+        self._m_label = label
+        held, skipped, failing = _health(registry if registry is not None else metrics.REGISTRY)
+        self._m_held = held.labels(label)
+        self._m_skipped = skipped.labels(label)
+        self._m_failing = failing.labels(label)
+        self._m_held.set(0)
+        self._m_failing.set(0)
+        #: Objects kept out of the cache because they cannot be decoded, by key.
+        self._undecodable: dict[tuple[str, str], Undecodable] = {}
+        #: Those met in the initial events of the watch-list under way.
+        self._streamed_bad: list[Undecodable] = []
+
+    # ------------------------------------------------------------ state
+    @property
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    @property
+    def last_resource_version(self) -> str | None:
+        """The resourceVersion the next watch resumes from (None before the first list)."""
+        return self._rv
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def wait_synced(self, timeout: float | None = None) -> bool:
+        """Wait until synced; False on timeout or if stopped first.
+
+        A `timeout` argument rather than `asyncio.timeout`: callers want a bool (as
+        with client-go's WaitForCacheSync), and the timeout runs on the informer's
+        injectable clock so tests drive it by hand.
+        """
+        if self._synced.is_set():
+            return True
+        waits: list[asyncio.Future[Any]] = [
+            asyncio.ensure_future(self._synced.wait()),
+            asyncio.ensure_future(self._halted.wait()),
+        ]
+        if timeout is not None:
+            waits.append(asyncio.ensure_future(self._clock.sleep(timeout)))
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        return self._synced.is_set()
+
+    # ------------------------------------------------------------ handlers
+    def add_handler(self, handler: EventHandler, *, replay: bool = True) -> None:
+        """Register `handler`. With `replay`, it first gets ADDED for every object already
+        cached, so a controller that joins a running shared informer misses nothing."""
+        self._handlers.append(handler)
+        if replay:
+            self.from_list = True
+            try:
+                for obj in self.store.list():
+                    self._call(handler, EventType.ADDED, None, obj)
+            finally:
+                self.from_list = False
+
+    def remove_handler(self, handler: EventHandler) -> None:
+        if handler in self._handlers:
+            self._handlers.remove(handler)
+
+    def add_sync_handler(self, handler: Callable[[], None]) -> None:
+        """Call `handler` when the informer syncs (after the first list's events), if it
+        has not yet. A list with no object dispatches no event: a reader that found the
+        cache unsynced (and said "cannot read") learns from this that it can now."""
+        self._sync_handlers.append(handler)
+
+    def remove_sync_handler(self, handler: Callable[[], None]) -> None:
+        if handler in self._sync_handlers:
+            self._sync_handlers.remove(handler)
+
+    def add_skip_handler(self, handler: Callable[[Undecodable], None]) -> None:
+        """Call `handler` with each object kept out of the cache because it cannot be
+        decoded, once per version: no event carries it (there is no object to pass),
+        yet whoever maps objects to work by their identity has news."""
+        self._skip_handlers.append(handler)
+
+    def remove_skip_handler(self, handler: Callable[[Undecodable], None]) -> None:
+        if handler in self._skip_handlers:
+            self._skip_handlers.remove(handler)
+
+    def undecodable(self, namespace: str, name: str) -> Undecodable | None:
+        """The object of that key kept out of the cache as undecodable, if it is."""
+        return self._undecodable.get((namespace, name))
+
+    # ------------------------------------------------------------ lifecycle
+    async def run(self) -> None:
+        """List and watch until `stop()`; returns then. Cancellation propagates as usual.
+
+        The loop runs in an inner task so that `stop()` can interrupt whatever it is
+        awaiting (a silent watch, a backoff sleep) without the caller's own task
+        being cancelled.
+        """
+        if self._task is not None:
+            raise RuntimeError(f"informer {self.description} is already running")
+        if self._stop_requested:
+            return
+        self._halted.clear()
+        self._task = asyncio.create_task(self._loop(), name=f"informer {self.description}")
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if self._stop_requested and (me is None or me.cancelling() == 0):
+                return  # the inner task was cancelled by stop(), not our caller
+            raise
+        finally:
+            self._task = None
+            self._halted.set()
+            log.info("informer %s: stopped", self.description)
+
+    def stop(self) -> None:
+        """Stop for good: `run()` returns promptly. The store keeps its last content."""
+        self._stop_requested = True
+        self._halted.set()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    # ------------------------------------------------------------ the loop
+    async def _loop(self) -> None:
+        while not self._stop_requested:
+            if self._need_list and (not self.watch_list or self._pages_once):
+                self._pages_once = False  # one attempt: the list after it streams again
+                try:
+                    await self._list()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    await self._back_off("list failed", e)
+                    continue
+            streaming = self._need_list
+            error, healthy = await self._watch()
+            if healthy:
+                self._m_failing.set(0)
+            if streaming and (not self.watch_list or self._pages_once):
+                continue  # no streamed list (this time): list by pages at once, no backoff
+            self._m_restarts.inc()
+            gone = isinstance(error, errors.Gone)
+            if gone:
+                self._m_gone.inc()
+            if healthy or (gone and not self._last_gone):
+                # A first 410 is an answer: the server is back (after a restart, say) and
+                # a relist is all it takes, so the delay built up while it was unreachable
+                # (6-12 s) no longer applies. Repeated 410s still back off and grow.
+                self._backoff.reset()
+            self._last_gone = gone
+            if self._need_list:
+                what = f"watch from resourceVersion {self._rv} failed, relisting"
+            else:
+                what = f"watch ended, resuming from resourceVersion {self._rv}"
+            if not healthy:
+                await self._back_off(what, error)
+            elif error is not None:
+                log.info("informer %s: %s: %s", self.description, what, error)
+            else:
+                log.debug("informer %s: %s", self.description, what)
+
+    async def _back_off(self, what: str, error: BaseException | None) -> None:
+        delay = self._backoff.next_delay()
+        if isinstance(error, errors.TooManyRequests) and error.retry_after:
+            delay = max(delay, error.retry_after)
+        reason = f"{type(error).__name__}: {error}" if error is not None else "no events"
+        self._m_failing.set(1)
+        log.warning(
+            "informer %s: %s (%s); retrying in %.1fs", self.description, what, reason, delay
+        )
+        if self.on_failure is not None:
+            self.on_failure(error)
+        await self._clock.sleep(delay)
+
+    def _count_list(self, mode: str) -> None:
+        self._lists += 1
+        if self._lists > 1:
+            self._m_relists.labels(self._m_label, mode).inc()
+
+    async def _list(self) -> None:
+        result = await self.client.list(
+            self.resource,
+            self.namespace,
+            label_selector=self.label_selector,
+            field_selector=self.field_selector,
+            limit=self._page_size,
+            each=self._admit,
+        )
+        self._count_list("list")
+        self._replace(result.items, result.resource_version, "listed", result.undecodable)
+
+    def _replace(
+        self, items: list[Obj], rv: str, how: str, undecodable: Sequence[Undecodable] = ()
+    ) -> None:
+        """Replace the store with a list's items (at `rv`) and dispatch the difference.
+        An item that could not be decoded keeps its last cached version, if any: an
+        input that cannot be read changes nothing it feeds."""
+        held: dict[tuple[str, str], Undecodable] = {}
+        for bad in undecodable:
+            self._skip(bad, "listed")
+            held[bad.key] = bad
+            if (last := self.store.get(*bad.key)) is not None:
+                items.append(last)
+        self._undecodable = held
+        self._m_held.set(len(held))
+        self._m_failing.set(0)
+        changes = self.store.replace(items)
+        self._rv = rv
+        self._need_list = False
+        log.info(
+            "informer %s: %s %d objects at resourceVersion %s (%d changes)",
+            self.description,
+            how,
+            len(self.store),
+            self._rv,
+            len(changes),
+        )
+        self.from_list = True
+        try:
+            for old, new in changes:
+                if old is not None and new is not None and _same_version(old, new):
+                    continue  # unchanged across a relist: nothing to tell
+                self._dispatch(old, new)
+        finally:
+            self.from_list = False
+        # Only after the initial events: a handler can tell initial objects (has_synced
+        # still false) from later changes, as controller-runtime's priority queue does.
+        if self._synced.is_set():
+            return
+        self._synced.set()
+        for handler in tuple(self._sync_handlers):
+            try:
+                handler()
+            except Exception:
+                log.exception("informer %s: sync handler %r failed", self.description, handler)
+
+    async def _watch(self) -> tuple[Exception | None, bool]:
+        """One watch request (a watch-list while a list is needed and the server streams
+        lists). Returns (error or None for a clean end, healthy)."""
+        streaming = self._need_list
+        assert streaming or self._rv is not None
+        self._initial = {} if streaming else None
+        self._streamed_bad = []
+        started = self._clock.monotonic()
+        events = 0
+        error: Exception | None = None
+        lines: AsyncIterator[bytes] | None = None
+        try:
+            if streaming:
+                self._count_list("watch-list")
+            lines = self.client.watch_lines(
+                self.resource,
+                self.namespace,
+                # "": the current state (a consistent read, from the watch cache).
+                resource_version="" if streaming else str(self._rv),
+                allow_bookmarks=True,
+                timeout_seconds=int(jittered(self._watch_timeout, WATCH_TIMEOUT_JITTER)),
+                label_selector=self.label_selector,
+                field_selector=self.field_selector,
+                **({"send_initial_events": True} if streaming else {}),
+            )
+            async for line in lines:
+                self._handle_line(line)
+                events += 1
+            if self._initial is not None:
+                self._page_this_list()
+        except errors.Invalid as e:
+            if self._initial is not None:
+                self._no_watch_list(f"the server refused it: {e}")
+            error = e
+        except errors.Gone as e:
+            self._need_list = True
+            error = e
+        except errors.ApiError as e:  # dropped, timed out, 5xx...: resume from the last RV
+            error = e
+        except Exception as e:  # an undecodable line (or a bug): an event may be lost
+            self._need_list = True
+            error = e
+        finally:
+            self._initial = None
+            if lines is not None:
+                await _aclose(lines, self.description)
+        healthy = events > 0 or self._clock.monotonic() - started >= HEALTHY_WATCH_SECONDS
+        return error, healthy
+
+    def _page_this_list(self) -> None:
+        """Make this one list by pages: the watch-list ended before its end bookmark.
+
+        A clean end says nothing about the server (its timeout came first, it began a
+        graceful shutdown, a proxy ended the response), whereas a server without
+        WatchList refuses the request (400/422: `_no_watch_list`). So only this list
+        falls back, as client-go's reflector does, and the next one streams again."""
+        self._pages_once = True
+        self._need_list = True
+        log.info(
+            "informer %s: the streaming list ended before its initial-events-end "
+            "bookmark; listing page by page this time",
+            self.description,
+        )
+
+    def _no_watch_list(self, why: str) -> None:
+        """Fall back to paginated lists for good: this server refuses to stream them."""
+        self.watch_list = False
+        self._need_list = True
+        log.info(
+            "informer %s: no streaming list (%s); listing page by page instead",
+            self.description,
+            why,
+        )
+
+    def _skip(self, bad: Undecodable, how: str) -> None:
+        """Count and name an object kept out of the cache; once per version."""
+        self._m_skipped.inc()
+        known = self._undecodable.get(bad.key)
+        if known is None or known.resource_version != bad.resource_version:
+            for handler in tuple(self._skip_handlers):
+                try:
+                    handler(bad)
+                except Exception:
+                    log.exception("informer %s: skip handler failed", self.description)
+            log.warning(
+                "informer %s: skipped %s object %s, which cannot be decoded (%s); its "
+                "last decodable version stays cached",
+                self.description,
+                how,
+                bad,
+                bad.error,
+                extra={"namespace": bad.namespace, "object": bad.name},
+            )
+
+    def _undecodable_line(self, line: bytes, error: orjson.JSONDecodeError) -> None:
+        """A watch event whose object cannot be decoded, though the event is well formed
+        (its skim names the object): the watch goes on from its resourceVersion. A
+        deletion still deletes; an addition or change keeps the last decodable version
+        (during a streamed list, too)."""
+        bad = named(line, error, wrapped=True)
+        try:
+            etype = (orjson.loads(skim(line)) or {}).get("type")
+        except (orjson.JSONDecodeError, AttributeError):
+            etype = None
+        if not bad.name or etype not in ("ADDED", "MODIFIED", "DELETED"):
+            # Not an object too deep to decode but a broken stream: an event may be
+            # lost, so the watch ends and the informer lists again.
+            raise error
+        if self._initial is not None:
+            # `_replace` keeps its last decodable version when the list ends.
+            self._initial.pop(bad.key, None)
+            self._streamed_bad = [b for b in self._streamed_bad if b.key != bad.key]
+            if etype != "DELETED":
+                self._streamed_bad.append(bad)
+            return
+        if bad.resource_version:
+            self._rv = bad.resource_version
+        if etype == "DELETED":
+            self._undecodable.pop(bad.key, None)
+            gone = self.store.get(*bad.key)
+            if gone is not None:
+                self.store.delete(*bad.key)
+                self._emit(EventType.DELETED, gone, None)
+        else:
+            self._skip(bad, "watched")
+            self._undecodable[bad.key] = bad
+        self._m_held.set(len(self._undecodable))
+
+    def _handle_line(self, line: bytes) -> None:
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError as e:
+            self._undecodable_line(line, e)
+            return
+        etype = event.get("type")
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            raise ValueError(f"watch event {etype!r} without an object")
+        if etype == "ERROR":
+            raise errors.classify(int(obj.get("code") or 500), obj)
+        meta = obj.get("metadata") or {}
+        rv = meta.get("resourceVersion")
+        if etype == "BOOKMARK":
+            if self._initial is not None:
+                if (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+                    initial, self._initial = self._initial, None
+                    bad, self._streamed_bad = self._streamed_bad, []
+                    self._replace(list(initial.values()), str(rv or ""), "streamed", bad)
+                return  # a bookmark within the initial events: not a version to resume at
+            if rv:
+                self._rv = str(rv)
+            return
+        if etype not in ("ADDED", "MODIFIED", "DELETED"):
+            log.warning("informer %s: ignoring watch event of type %r", self.description, etype)
+            return
+        if self._undecodable and self._undecodable.pop(object_key(obj), None) is not None:
+            self._m_held.set(len(self._undecodable))
+        if self._streamed_bad:
+            key = object_key(obj)
+            self._streamed_bad = [b for b in self._streamed_bad if b.key != key]
+        if self._initial is not None:
+            # The list, streamed: kept (trimmed) until the end bookmark replaces the store.
+            admitted = self._admit(obj)
+            key = object_key(obj)
+            if admitted is None or etype == "DELETED":
+                self._initial.pop(key, None)
+            else:
+                self._initial[key] = admitted
+            return
+        if rv:
+            self._rv = str(rv)
+        if self.keep is not None and not self.keep(obj):
+            return
+        obj = self._prepare(obj)
+        if etype == "DELETED":
+            self.store.delete(*object_key(obj))
+            # The event carries the object's final state, newer than the cached one.
+            self._emit(EventType.DELETED, obj, None)
+        else:
+            old = self.store.put(obj)
+            self._dispatch(old, obj)
+
+    def _admit(self, obj: Obj) -> Obj | None:
+        """A listed object as the cache keeps it, or None when `keep` rejects it."""
+        if self.keep is not None and not self.keep(obj):
+            return None
+        return self._prepare(obj)
+
+    def as_cached(self, obj: Obj) -> Obj:
+        """`obj` (read from the API server, not through this informer) as this cache
+        would keep it: the same transform, so it reads like a cached object."""
+        return self._prepare(obj)
+
+    def _prepare(self, obj: Obj) -> Obj:
+        # List items come without apiVersion/kind; watch events have them. Make both alike.
+        obj.setdefault("apiVersion", self.resource.api_version)
+        obj.setdefault("kind", self.resource.kind)
+        if not self.keep_managed_fields:
+            strip_managed_fields(obj)
+        strip_last_applied(obj)
+        if self.transform is not None:
+            try:
+                obj = self.transform(obj)
+            except Exception:
+                log.exception(
+                    "informer %s: transform failed on %s/%s; caching it untransformed",
+                    self.description,
+                    *object_key(obj),
+                )
+        # After the transform: only what is kept is shared.
+        return share_common_parts(obj, self.vocabulary)
+
+    def _dispatch(self, old: Obj | None, new: Obj | None) -> None:
+        """Turn a store change into events. A different UID under the same name is a
+        deletion and a new object (possible across a relist), not an update."""
+        if old is None:
+            if new is not None:
+                self._emit(EventType.ADDED, None, new)
+        elif new is None:
+            self._emit(EventType.DELETED, old, None)
+        elif _uid(old) and _uid(new) and _uid(old) != _uid(new):
+            self._emit(EventType.DELETED, old, None)
+            self._emit(EventType.ADDED, None, new)
+        else:
+            self._emit(EventType.MODIFIED, old, new)
+
+    def _emit(self, etype: EventType, old: Obj | None, new: Obj | None) -> None:
+        for handler in tuple(self._handlers):
+            self._call(handler, etype, old, new)
+
+    def _call(
+        self, handler: EventHandler, etype: EventType, old: Obj | None, new: Obj | None
+    ) -> None:
+        try:
+            handler(etype, old, new)
+        except Exception:
+            ns, name = object_key(new if new is not None else old or {})
+            log.exception(
+                "informer %s: handler %r failed on %s %s/%s",
+                self.description,
+                handler,
+                etype.value,
+                ns,
+                name,
+            )
+
+
+def _same_version(old: Obj, new: Obj) -> bool:
+    a, b = old.get("metadata") or {}, new.get("metadata") or {}
+    rv = a.get("resourceVersion")
+    return bool(rv) and rv == b.get("resourceVersion") and a.get("uid") == b.get("uid")
+
+
+def _uid(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+async def _aclose(lines: AsyncIterator[bytes], description: str) -> None:
+    """Close the watch generator now (and with it the HTTP response), not at GC time."""
+    aclose = getattr(lines, "aclose", None)
+    if aclose is None:
+        return
+    try:
+        await aclose()
+    except Exception as e:
+        log.debug("informer %s: closing the watch failed: %s", description, e)

@@ -1,0 +1,245 @@
+"""The informer's cache: objects by (namespace, name), plus secondary indexes.
+
+Objects are plain dicts as the API server sent them (after the informer's
+transform). They are shared by every reader of the store, so callers must treat
+them as read-only and deep-copy before changing anything, as with client-go's
+cache. The store is not thread-safe; it is meant for one asyncio loop, where
+every method runs to completion without yielding, so a reader never sees a
+half-applied change.
+
+Indexes map a string value (an owner UID, a label value, ...) to the keys of
+the objects that produce it, so a controller can find "the Services owned by
+this relay" without scanning the whole cache. They are kept in step with every
+put, delete and replace.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from dynamo_pool_operator.runtime.objects.ownership import controller_of
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+#: (namespace, name); namespace is "" for cluster-scoped objects.
+Key = tuple[str, str]
+#: Maps an object to the index values it is found under (none, one or several).
+IndexFunc = Callable[[Obj], list[str]]
+#: (old, new): old is None for an object that appeared, new is None for one that vanished.
+Change = tuple[Obj | None, Obj | None]
+
+CONTROLLER_UID_INDEX = "controller-uid"
+
+
+def object_key(obj: Obj) -> Key:
+    """The store key of an object: (namespace or "", name)."""
+    meta = obj.get("metadata") or {}
+    return (meta.get("namespace") or "", meta.get("name") or "")
+
+
+# ---------------------------------------------------------------- index functions
+def index_by_controller_uid(obj: Obj) -> list[str]:
+    """Index by the UID of the controlling owner only (`controller: true`): the
+    garbage collector and adoption rules treat only the controller reference as
+    ownership, other owner references merely block deletion."""
+    ref = controller_of(obj)
+    return [str(ref["uid"])] if ref is not None and ref.get("uid") else []
+
+
+# ---------------------------------------------------------------- indexes
+class _Index:
+    """One named index: value -> ordered set of keys, and key -> the values it was filed under.
+
+    Remembering each key's values (rather than recomputing them from the old
+    object on update) makes removal exact even if the index function is not a
+    pure function of the object.
+    """
+
+    __slots__ = ("buckets", "description", "fn", "name", "values")
+
+    def __init__(self, name: str, fn: IndexFunc, description: str) -> None:
+        self.name = name
+        self.description = description
+        self.fn = fn
+        # dict used as an insertion-ordered set, so results are deterministic.
+        self.buckets: dict[str, dict[Key, None]] = {}
+        self.values: dict[Key, tuple[str, ...]] = {}
+
+    def empty_copy(self) -> _Index:
+        return _Index(self.name, self.fn, self.description)
+
+    def compute(self, obj: Obj) -> tuple[str, ...]:
+        """The object's values, deduplicated. A failing index function must not break the
+        informer (it runs inside the watch loop), so it is logged and the object is
+        left out of this index."""
+        try:
+            values = self.fn(obj)
+        except Exception:
+            log.exception(
+                "store %s: index %r failed on %s/%s; object left out of it",
+                self.description or "?",
+                self.name,
+                *object_key(obj),
+            )
+            return ()
+        if isinstance(values, str):  # a bare string would otherwise be indexed per character
+            return (values,)
+        return tuple(dict.fromkeys(v for v in values if isinstance(v, str)))
+
+    def add(self, key: Key, obj: Obj) -> None:
+        values = self.compute(obj)
+        if not values:
+            return
+        self.values[key] = values
+        for v in values:
+            self.buckets.setdefault(v, {})[key] = None
+
+    def remove(self, key: Key) -> None:
+        for v in self.values.pop(key, ()):
+            bucket = self.buckets.get(v)
+            if bucket is None:
+                continue
+            bucket.pop(key, None)
+            if not bucket:
+                del self.buckets[v]  # no empty buckets left behind: long-lived caches churn
+
+
+# ---------------------------------------------------------------- store
+class Store:
+    """Objects keyed by (namespace, name), with named secondary indexes.
+
+    Reads: `get`, `list`, `list_namespace`, `by_index`. Writes (`put`, `delete`,
+    `replace`) belong to the informer that owns the store.
+    """
+
+    def __init__(self, description: str = "") -> None:
+        #: Names the resource (and namespace) in log lines; set by the owning informer.
+        self.description = description
+        # namespace -> name -> object: `list_namespace` needs no extra index.
+        self._objects: dict[str, dict[str, Obj]] = {}
+        self._count = 0
+        self._indexes: dict[str, _Index] = {}
+
+    # ------------------------------------------------------------ reads
+    def get(self, namespace: str | None, name: str) -> Obj | None:
+        """The cached object, or None. Pass "" or None as namespace for cluster-scoped ones."""
+        return self._objects.get(namespace or "", {}).get(name)
+
+    def list(self) -> builtins.list[Obj]:
+        """Every cached object (a new list; the objects themselves are shared)."""
+        return [obj for by_name in self._objects.values() for obj in by_name.values()]
+
+    def list_namespace(self, namespace: str | None) -> builtins.list[Obj]:
+        """The cached objects in one namespace ("" or None: cluster-scoped objects)."""
+        return list(self._objects.get(namespace or "", {}).values())
+
+    def keys(self) -> builtins.list[Key]:
+        return [(ns, name) for ns, by_name in self._objects.items() for name in by_name]
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, key: object) -> bool:
+        if not (isinstance(key, tuple) and len(key) == 2):
+            return False
+        ns, name = key
+        return isinstance(name, str) and self.get(ns, name) is not None
+
+    # ------------------------------------------------------------ indexes
+    def add_index(self, name: str, fn: IndexFunc) -> None:
+        """Register an index; objects already cached are indexed at once.
+
+        Names are unique: two controllers sharing an informer must agree on what an
+        index name means, so registering a name twice is an error.
+        """
+        if name in self._indexes:
+            raise ValueError(f"index {name!r} already exists")
+        index = _Index(name, fn, self.description)
+        for ns, by_name in self._objects.items():
+            for obj_name, obj in by_name.items():
+                index.add((ns, obj_name), obj)
+        self._indexes[name] = index
+
+    def has_index(self, name: str) -> bool:
+        return name in self._indexes
+
+    def index_keys(self, name: str, value: str) -> builtins.list[Key]:
+        """Keys of the objects filed under `value` in index `name` (KeyError if no such index)."""
+        return list(self._indexes[name].buckets.get(value, ()))
+
+    def by_index(self, name: str, value: str) -> builtins.list[Obj]:
+        """The objects filed under `value` in index `name` (KeyError if no such index)."""
+        out: builtins.list[Obj] = []
+        for ns, obj_name in self._indexes[name].buckets.get(value, ()):
+            obj = self._objects[ns][obj_name]
+            out.append(obj)
+        return out
+
+    def index_values(self, name: str) -> builtins.list[str]:
+        """Every value index `name` currently holds (e.g. all owner UIDs seen)."""
+        return list(self._indexes[name].buckets)
+
+    # ------------------------------------------------------------ writes (informer only)
+    def put(self, obj: Obj) -> Obj | None:
+        """Insert or replace one object; returns the object it replaced, if any."""
+        key = object_key(obj)
+        by_name = self._objects.setdefault(key[0], {})
+        old = by_name.get(key[1])
+        by_name[key[1]] = obj
+        if old is None:
+            self._count += 1
+        for index in self._indexes.values():
+            index.remove(key)
+            index.add(key, obj)
+        return old
+
+    def delete(self, namespace: str | None, name: str) -> Obj | None:
+        """Remove one object; returns it, or None if it was not cached."""
+        ns = namespace or ""
+        by_name = self._objects.get(ns)
+        if by_name is None or name not in by_name:
+            return None
+        old = by_name.pop(name)
+        if not by_name:
+            del self._objects[ns]
+        self._count -= 1
+        for index in self._indexes.values():
+            index.remove((ns, name))
+        return old
+
+    def replace(self, objs: Iterable[Obj]) -> builtins.list[Change]:
+        """Swap the whole content for `objs` (a fresh list) and return what changed.
+
+        The new content and indexes are built aside and swapped in at the end, so
+        a failure halfway leaves the old content intact and no reader ever sees a
+        mix. Changes come vanished objects first, as (old, None), then one entry
+        per new object, as (old or None, new), grouped by namespace in list order.
+        """
+        objects: dict[str, dict[str, Obj]] = {}
+        count = 0
+        for obj in objs:
+            ns, name = object_key(obj)
+            by_name = objects.setdefault(ns, {})
+            if name not in by_name:
+                count += 1
+            by_name[name] = obj  # a duplicate key in the list: the last one wins
+        indexes = {n: idx.empty_copy() for n, idx in self._indexes.items()}
+        for ns, by_name in objects.items():
+            for name, obj in by_name.items():
+                for index in indexes.values():
+                    index.add((ns, name), obj)
+
+        changes: builtins.list[Change] = []
+        for ns, by_name in self._objects.items():
+            fresh = objects.get(ns, {})
+            changes.extend((old, None) for name, old in by_name.items() if name not in fresh)
+        for ns, by_name in objects.items():
+            prior = self._objects.get(ns, {})
+            changes.extend((prior.get(name), obj) for name, obj in by_name.items())
+
+        self._objects, self._count, self._indexes = objects, count, indexes
+        return changes

@@ -1,0 +1,347 @@
+"""Who may read `/metrics`: authentication and authorization delegated to the API server.
+
+As controller-runtime's `filters.WithAuthenticationAndAuthorization` (kubebuilder v4's
+secure metrics), a scrape must carry a bearer token; the API server says whose it is
+(TokenReview) and whether that user may `get` the non-resource URL of the request
+(SubjectAccessReview). So the cluster's own RBAC decides who scrapes, and the grant is
+one ClusterRole rule (`nonResourceURLs: [/metrics], verbs: [get]`) for the scraper.
+
+Answers are cached as controller-runtime caches them: a token's review for a minute
+(either way), an allowed decision for five minutes and a denied one for thirty seconds,
+so a Prometheus scraping every few seconds costs the API server about one review a
+minute, and a grant just made is honoured within thirty seconds. A review that fails
+(the API server unreachable, our RBAC missing) is not cached and answers 500: the
+scraper's token is not at fault, and the log says what is.
+
+Whoever reaches the port chooses the tokens, and each review is a write on the
+operator's own identity and priority-and-fairness flow (its Lease renewals' too). So,
+as the API server's own token cache does, concurrent requests with one token share one
+review (single flight), and every cache is keyed by the token's SHA-256, never the
+token. Accepted and rejected tokens are cached apart, so a flood of bad tokens cannot
+evict a scraper's entry. A token never seen accepted is reviewed only within a budget:
+at most `REVIEW_IN_FLIGHT` such reviews at once and a token bucket of `REVIEW_BURST`
+refilled at `REVIEW_QPS`; past it the request is refused with 429 and `Retry-After`
+(what the API server itself answers when it sheds load: Prometheus counts a failed
+scrape and tries again at the next interval, a proxy passes the answer on). A token
+the API server accepted in the last `KNOWN_TTL` is reviewed again outside the budget,
+so a flood does not lock out a scraper whose cached review expired; such tokens cost
+one review a minute each, whatever their holder sends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import logging
+import math
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter
+
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.clock import Clock, SystemClock
+from dynamo_pool_operator.runtime.metricsets import per_registry
+from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime.ratelimit import TokenBucket
+
+log = logging.getLogger(__name__)
+
+TOKENREVIEWS = Resource(
+    "authentication.k8s.io", "v1", "tokenreviews", "TokenReview", namespaced=False
+)
+SUBJECTACCESSREVIEWS = Resource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", namespaced=False
+)
+
+#: controller-runtime's TTLs (pkg/metrics/filters): token reviews, allowed, denied.
+AUTHN_TTL = 60.0
+ALLOW_TTL = 300.0
+DENY_TTL = 30.0
+#: Entries per cache; the oldest go first (a flood of random tokens cannot grow memory).
+MAX_ENTRIES = 1024
+#: A token the API server rejected is remembered as long as an accepted one.
+REJECT_TTL = AUTHN_TTL
+#: Reviews of tokens not seen accepted: at most this many at once, and a token bucket
+#: of this burst refilled at this rate; past either the request gets 429.
+REVIEW_IN_FLIGHT = 4
+REVIEW_BURST = 20
+REVIEW_QPS = 5.0
+#: How long a token the API server accepted is reviewed outside that budget (a bound
+#: token's default lifetime; a scraper's rotated token is new, and waits its turn).
+KNOWN_TTL = 3600.0
+
+
+@per_registry
+def _review_metrics(registry: CollectorRegistry) -> Counter:
+    """TokenReviews of the secure metrics server, and the reviews its budget refused."""
+    return Counter(
+        "metrics_auth_token_reviews_total",
+        "TokenReviews of /metrics requests by result: accepted, rejected, failed (no "
+        "answer), or refused (not made: past the budget for tokens not seen accepted).",
+        ["result"],
+        registry=registry,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    """An authenticated user as the TokenReview named it."""
+
+    name: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The HTTP answer for one request: 200 lets it through."""
+
+    status: int
+    message: str = ""
+    #: Seconds for `Retry-After` (a 429).
+    retry_after: int | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.status == 200
+
+
+@dataclass
+class _TTLCache:
+    clock: Clock
+    max_entries: int = MAX_ENTRIES
+    _entries: OrderedDict[Any, tuple[float, Any]] = field(default_factory=OrderedDict)
+
+    def get(self, key: Any) -> tuple[bool, Any]:
+        found = self._entries.get(key)
+        if found is None:
+            return False, None
+        expires, value = found
+        if self.clock.monotonic() >= expires:
+            del self._entries[key]
+            return False, None
+        return True, value
+
+    def pop(self, key: Any) -> None:
+        self._entries.pop(key, None)
+
+    def put(self, key: Any, value: Any, ttl: float) -> None:
+        self._entries[key] = (self.clock.monotonic() + ttl, value)
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+
+class ReviewRefused(Exception):
+    """The review budget is spent: the token was not reviewed; try after `retry_after` s."""
+
+    def __init__(self, retry_after: float) -> None:
+        super().__init__(f"the TokenReview budget is spent, retry after {retry_after:.1f}s")
+        self.retry_after = retry_after
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an `Authorization: Bearer <token>` header (the scheme in any case)."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
+
+
+class DelegatedAuth:
+    """Authenticates bearer tokens and authorizes non-resource requests, by review.
+
+    `client` must be allowed to create tokenreviews and subjectaccessreviews, and must
+    not be gated on leadership: followers serve metrics too."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        clock: Clock | None = None,
+        authn_ttl: float = AUTHN_TTL,
+        allow_ttl: float = ALLOW_TTL,
+        deny_ttl: float = DENY_TTL,
+        reject_ttl: float = REJECT_TTL,
+        known_ttl: float = KNOWN_TTL,
+        review_in_flight: int = REVIEW_IN_FLIGHT,
+        review_burst: int = REVIEW_BURST,
+        review_qps: float = REVIEW_QPS,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        if review_in_flight < 1:
+            raise ValueError(f"review_in_flight must be >= 1, got {review_in_flight}")
+        self.client = client
+        clock = clock or SystemClock()
+        self._accepted = _TTLCache(clock)
+        self._rejected = _TTLCache(clock)
+        self._known = _TTLCache(clock)
+        self._decisions = _TTLCache(clock)
+        self.authn_ttl, self.allow_ttl, self.deny_ttl = authn_ttl, allow_ttl, deny_ttl
+        self.reject_ttl, self.known_ttl = reject_ttl, known_ttl
+        self.review_in_flight, self.review_qps = review_in_flight, review_qps
+        self._budget = TokenBucket(review_qps, review_burst, clock=clock)
+        #: The review of each token hash under way, shared by whoever asks meanwhile.
+        self._flights: dict[bytes, asyncio.Task[User | None]] = {}
+        self._in_flight = 0  # budgeted reviews under way
+        if registry is None:
+            from dynamo_pool_operator.runtime.metrics import (
+                REGISTRY,  # lazily: only when no registry is injected
+            )
+
+            registry = REGISTRY
+        self._results = _review_metrics(registry)
+        #: Reviews sent to the API server (what the caches save), for tests and debugging.
+        self.reviews = 0
+        #: Requests refused by the review budget, for tests and debugging.
+        self.refused = 0
+
+    async def authenticate(self, token: str) -> User | None:
+        """The token's user, or None when the API server does not accept the token.
+        Raises `errors.ApiError` when the review itself fails, and `ReviewRefused` when
+        a token not seen accepted finds the review budget spent."""
+        key = hashlib.sha256(token.encode()).digest()  # never keep the token itself
+        hit, user = self._accepted.get(key)
+        if hit:
+            return user  # type: ignore[no-any-return]
+        if self._rejected.get(key)[0]:
+            return None
+        flight = self._flights.get(key)
+        if flight is None:
+            budgeted = not self._known.get(key)[0]
+            if budgeted:
+                self._admit()
+            flight = asyncio.create_task(self._review(key, token))
+            flight.add_done_callback(functools.partial(self._landed, key, budgeted))
+            self._flights[key] = flight
+        # A waiter that gives up (its client went away) does not end the others' review.
+        return await asyncio.shield(flight)
+
+    def _admit(self) -> None:
+        """Take a place for one budgeted review, or raise `ReviewRefused`."""
+        if self._in_flight >= self.review_in_flight:
+            wait = 1.0
+        else:
+            wait = self._budget.take()
+            if wait <= 0:
+                self._in_flight += 1
+                return
+        self.refused += 1
+        self._results.labels("refused").inc()
+        if self.refused == 1 or self.refused % 1000 == 0:
+            log.warning(
+                "metrics: %d requests with unknown bearer tokens refused (429): more "
+                "than %d TokenReviews at once or %g a second",
+                self.refused,
+                self.review_in_flight,
+                self.review_qps,
+            )
+        raise ReviewRefused(wait)
+
+    def _landed(self, key: bytes, budgeted: bool, flight: asyncio.Task[User | None]) -> None:
+        """A review ended (or was cancelled before it began): its place is free."""
+        if not flight.cancelled():
+            flight.exception()  # retrieved, so a failure no waiter saw is not logged
+        del self._flights[key]
+        if budgeted:
+            self._in_flight -= 1
+
+    async def _review(self, key: bytes, token: str) -> User | None:
+        self.reviews += 1
+        try:
+            review = await self.client.create(
+                TOKENREVIEWS,
+                {
+                    "apiVersion": TOKENREVIEWS.api_version,
+                    "kind": TOKENREVIEWS.kind,
+                    "spec": {"token": token},
+                },
+            )
+        except errors.ApiError:
+            self._results.labels("failed").inc()
+            raise
+        user = _user_of(review.get("status") or {})
+        if user is None:
+            self._results.labels("rejected").inc()
+            self._rejected.put(key, None, self.reject_ttl)
+            self._known.pop(key)  # revoked: its next review is budgeted again
+        else:
+            self._results.labels("accepted").inc()
+            self._accepted.put(key, user, self.authn_ttl)
+            self._known.put(key, None, self.known_ttl)
+        return user
+
+    async def authorize(self, user: User, verb: str, path: str) -> tuple[bool, str]:
+        """(allowed, reason) for `verb` on the non-resource URL `path`."""
+        key = (user, verb, path)
+        hit, decision = self._decisions.get(key)
+        if hit:
+            return decision  # type: ignore[no-any-return]
+        self.reviews += 1
+        spec: dict[str, Any] = {
+            "user": user.name,
+            "groups": list(user.groups),
+            "nonResourceAttributes": {"path": path, "verb": verb},
+        }
+        if user.uid:
+            spec["uid"] = user.uid
+        if user.extra:
+            spec["extra"] = {k: list(v) for k, v in user.extra}
+        review = await self.client.create(
+            SUBJECTACCESSREVIEWS,
+            {
+                "apiVersion": SUBJECTACCESSREVIEWS.api_version,
+                "kind": SUBJECTACCESSREVIEWS.kind,
+                "spec": spec,
+            },
+        )
+        status = review.get("status") or {}
+        decision = (status.get("allowed") is True, str(status.get("reason") or ""))
+        self._decisions.put(key, decision, self.allow_ttl if decision[0] else self.deny_ttl)
+        return decision
+
+    async def verdict(self, authorization: str | None, verb: str, path: str) -> Verdict:
+        """What to answer a request with this `Authorization` header."""
+        token = bearer_token(authorization)
+        if token is None:
+            return Verdict(401, "Unauthorized: send a bearer token")
+        try:
+            user = await self.authenticate(token)
+        except ReviewRefused as e:
+            retry = max(1, math.ceil(e.retry_after))
+            return Verdict(429, "Too many token reviews, retry later", retry_after=retry)
+        except errors.ApiError as e:
+            log.warning("metrics: the TokenReview failed, answering 500: %s", e)
+            return Verdict(500, "Authentication failed")
+        if user is None:
+            log.debug("metrics: a token the API server does not accept")
+            return Verdict(401, "Unauthorized")
+        try:
+            allowed, reason = await self.authorize(user, verb, path)
+        except errors.ApiError as e:
+            log.warning("metrics: the SubjectAccessReview for %s failed: %s", user.name, e)
+            return Verdict(500, f"Authorization for user {user.name} failed")
+        if not allowed:
+            log.debug("metrics: %s may not %s %s: %s", user.name, verb, path, reason)
+            return Verdict(403, f"Authorization denied for user {user.name}")
+        return Verdict(200)
+
+
+def _user_of(status: Mapping[str, Any]) -> User | None:
+    if status.get("authenticated") is not True:
+        return None
+    info = status.get("user") or {}
+    extra = info.get("extra") or {}
+    return User(
+        name=str(info.get("username") or ""),
+        uid=str(info.get("uid") or ""),
+        groups=tuple(str(g) for g in info.get("groups") or ()),
+        extra=tuple(sorted((str(k), tuple(str(x) for x in v or ())) for k, v in extra.items())),
+    )

@@ -1,0 +1,195 @@
+"""Guarded writes: the only way the operator creates, applies or deletes what it owns.
+
+The promise is "never adopt, and write only what is still ours at the version we
+checked". Three verbs keep it, and one classification tells a lost race from a
+failure:
+
+- **create**: a POST, which is exclusive: a name someone took since the cache read
+  gives AlreadyExists instead of adopting their object. The create's fields are
+  then handed over to the apply manager (`handover.py`), so a later apply can
+  change or remove every one of them.
+- **apply**: a server-side apply carrying the `metadata.uid` and
+  `metadata.resourceVersion` of the object whose controller was checked, so the
+  server refuses it (409) if the object was deleted (never re-created), replaced,
+  or changed since.
+- **delete**: with uid and resourceVersion preconditions, for the same reasons;
+  NotFound is success.
+
+A write refused by a guard, a create that finds the name taken, or one refused
+because its namespace is being deleted raises `LostRace`: not a failure, the
+caller decides again from fresh state. Any other
+refusal (RBAC, admission, quota, 5xx) propagates as the `ApiError` it is.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime.writes.handover import (
+    HandoverClient,
+    HandoverLost,
+    hand_over,
+    needs_handover,
+)
+
+log = logging.getLogger(__name__)
+
+
+class GuardedClient(HandoverClient, Protocol):
+    async def create(
+        self,
+        res: Resource,
+        body: dict[str, Any],
+        namespace: str | None = None,
+        *,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]: ...
+
+    async def apply(
+        self,
+        res: Resource,
+        body: dict[str, Any],
+        *,
+        field_manager: str | None = None,
+        force: bool = False,
+        subresource: str | None = None,
+    ) -> dict[str, Any]: ...
+
+    async def delete(
+        self,
+        res: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        propagation_policy: str | None = None,
+    ) -> dict[str, Any] | None: ...
+
+
+class LostRace(Exception):
+    """The object changed (or the name was taken) since the cache read: decide again.
+    The message names the object and the version it was read at."""
+
+
+class NameTaken(LostRace):
+    """An exclusive create found the name taken: by an object the cache has not shown
+    yet, or one it never shows (the caches watch by label selector: a foreign object of
+    the name, or ours with our labels removed). `GuardedWrites.read` tells which."""
+
+    #: The object of that name as read after the refusal, when the caller read it.
+    found: dict[str, Any] | None = None
+
+
+class NamespaceGoing(LostRace):
+    """The namespace is being deleted, and the relay with it: no retry can win this, and
+    none needs to (the relay's deletion ends it); never reported as a failure."""
+
+
+def _at(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('name')} read at resourceVersion {meta.get('resourceVersion')}"
+
+
+class GuardedWrites:
+    """Exclusive create, guarded apply, guarded delete, all as one field manager."""
+
+    def __init__(self, client: GuardedClient, field_manager: str) -> None:
+        self.client = client
+        self.field_manager = field_manager
+
+    async def create(self, res: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST `body` (exclusive: a name taken is a lost race, never adopted). Returns the
+        object as stored; its fields stay with the create until `hand_over`."""
+        name = body["metadata"]["name"]
+        try:
+            made = await self.client.create(res, dict(body), field_manager=self.field_manager)
+        except errors.NamespaceTerminating as e:
+            # The namespace is being deleted and the relay with it: nothing to do but
+            # wait for that (Kubernetes' controllers drop this refusal too).
+            raise NamespaceGoing(
+                f"create of {res.kind} {name}: its namespace is being deleted"
+            ) from e
+        except errors.AlreadyExists as e:
+            raise NameTaken(f"create of {res.kind} {name}: the name is taken") from e
+        return made
+
+    async def read(self, res: Resource, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object of that name as the API server has it (None: there is none)."""
+        try:
+            return await self.client.get(res, name, namespace)
+        except errors.NotFound:
+            return None
+
+    async def hand_over(
+        self,
+        res: Resource,
+        obj: Mapping[str, Any],
+        *,
+        still_ours: Callable[[Mapping[str, Any]], bool],
+        fetch: bool = False,
+    ) -> dict[str, Any]:
+        """Hand `obj`'s create fields over to the apply manager. `fetch` when `obj` is a
+        cache copy without field sets: it is read again (and must still be the same
+        object, still ours) first."""
+        current: Mapping[str, Any] = obj
+        if fetch:
+            meta = obj["metadata"]
+            try:
+                current = await self.client.get(res, meta["name"], meta.get("namespace"))
+            except errors.NotFound as e:
+                raise LostRace(f"{res.kind} {_at(obj)} is gone") from e
+            if current["metadata"].get("uid") != meta.get("uid") or not still_ours(current):
+                raise LostRace(f"{res.kind} {_at(obj)} changed hands")
+            if not needs_handover(current, self.field_manager):
+                return dict(current)
+        try:
+            return await hand_over(
+                self.client, res, current, self.field_manager, still_ours=still_ours
+            )
+        except HandoverLost as e:
+            raise LostRace(str(e)) from e
+        except errors.Conflict as e:
+            raise LostRace(f"hand-over of {res.kind} {_at(current)}: {e}") from e
+
+    async def apply(
+        self, res: Resource, body: Mapping[str, Any], live: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Apply `body` (only the fields we own) to the object `live` as checked."""
+        meta = live["metadata"]
+        guarded = {
+            **body,
+            "metadata": {
+                **body["metadata"],
+                "uid": meta["uid"],
+                "resourceVersion": meta["resourceVersion"],
+            },
+        }
+        try:
+            return await self.client.apply(
+                res, guarded, field_manager=self.field_manager, force=True
+            )
+        except errors.Conflict as e:
+            raise LostRace(f"apply of {res.kind} {_at(live)}: {e}") from e
+
+    async def delete(self, res: Resource, live: Mapping[str, Any]) -> bool:
+        """Delete the object `live` as checked; False when it was already gone."""
+        meta = live["metadata"]
+        try:
+            await self.client.delete(
+                res,
+                meta["name"],
+                meta.get("namespace"),
+                uid=meta["uid"],
+                resource_version=meta["resourceVersion"],
+                propagation_policy="Background",
+            )
+        except errors.NotFound:
+            return False
+        except errors.Conflict as e:
+            raise LostRace(f"delete of {res.kind} {_at(live)}: {e}") from e
+        return True

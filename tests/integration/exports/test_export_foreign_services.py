@@ -1,0 +1,222 @@
+"""A frontend is exported only while its Service is the DGD's (docs/exports.md, 'What is
+exported'), against a real API server.
+
+A DGD author names the Services her pool exports by naming its frontends: `<dgd>-<component>`.
+Exporting announces a Service to every cluster of the ClusterSet, so a DGD `payments` with a
+frontend `db` must not make the operator export a Service `payments-db` another team made:
+`alice` (tests/integration/support/tenants.py) may create DGDs and relays, not
+ServiceExports. Dynamo's
+operator controls the Services it makes for a DGD: by the DGD itself (the Grove path) or by
+a DynamoComponentDeployment the DGD controls. Any other Service of that name is skipped with
+a Warning naming its controller, and an export of ours of that name is withdrawn.
+
+The Services (and DCDs) are made by the admin `client`, playing the other team or Dynamo's
+operator; the pool by `alice`, who also reads what she is told (status, Events).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL, DCD_VERSION
+from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
+from dynamo_pool_operator.localcluster import dynamo
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
+from tests.integration.support.export_fixtures import (
+    config,
+    export_obj,
+    exports_become,
+    relay_status,
+    states_become,
+    wait_event,
+)
+from tests.integration.support.relay_fixtures import DGDS, RELAYS, WORKER, dgd_body, relay_body
+
+POOL = "payments"
+RELAY_SVC = f"{POOL}-pool-relay"
+DB = {"name": "db", "type": "frontend", "replicas": 1}
+DB_SVC = f"{POOL}-db"
+DCDS = Resource(DGD_GROUP, DCD_VERSION, DCD_PLURAL, DCD_KIND)
+
+
+@pytest.fixture
+async def mcs(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
+    async with OperatorUnderTest(control_plane, config("mcs")) as op:
+        yield op
+
+
+async def second_pass_writes_nothing(op: OperatorUnderTest, ns: str) -> None:
+    writes = await op.reconcile_again((ns, POOL))
+    assert writes == [], f"second reconcile wrote: {[(w.verb, w.resource, w.name) for w in writes]}"
+
+
+async def alices_pool(alice: Client, ns: str) -> dict[str, Any]:
+    """DGD `payments` with a frontend `db`, and its relay: what alice may make."""
+    dgd = await alice.create(DGDS, dgd_body(POOL, ns, [DB, WORKER]))
+    await alice.create(RELAYS, relay_body(POOL, ns))
+    return dgd
+
+
+def controller(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+    }
+
+
+def service_body(ns: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": DB_SVC, "namespace": ns}
+    if owner is not None:
+        meta["ownerReferences"] = [controller(owner)]
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "selector": {"app": "payments-db"},
+            "ports": [{"name": "pg", "port": 5432, "protocol": "TCP"}],
+        },
+    }
+
+
+async def other_teams_deployment(client: Client, ns: str) -> dict[str, Any]:
+    """The database team's Deployment (no pods here: no nodes), their Service's controller."""
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "ledger-db", "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "payments-db"}},
+            "template": {
+                "metadata": {"labels": {"app": "payments-db"}},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "db",
+                            "image": "postgres:17",
+                            "securityContext": dynamo.RESTRICTED_CONTAINER,
+                        }
+                    ]
+                },
+            },
+        },
+    }
+    return await client.create(DEPLOYMENTS, body)
+
+
+async def dcd(client: Client, ns: str, owner: dict[str, Any] | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": DB_SVC, "namespace": ns}
+    if owner is not None:
+        meta["ownerReferences"] = [controller(owner)]
+    body = {"apiVersion": DCDS.api_version, "kind": DCD_KIND, "metadata": meta, "spec": {}}
+    return await client.create(DCDS, body)
+
+
+async def skipped_naming(alice: Client, ns: str, who: str) -> None:
+    """The export line says ForeignService naming `who`, and so does a Warning Event
+    related to the Service, both as alice reads them."""
+    lines = await states_become(alice, ns, POOL, {DB_SVC: "Skipped"})
+    line = lines[DB_SVC]
+    assert line.get("reason") == "ForeignService", line
+    assert who in line.get("message", ""), line
+    event = await wait_event(alice, ns, "ForeignService", kind="Service", name=DB_SVC)
+    assert event["type"] == "Warning"
+    assert who in event["note"], event["note"]
+    assert event["regarding"]["name"] == POOL
+
+
+@pytest.mark.parametrize("owned", [True, False], ids=["another-teams-deployment", "no-owner"])
+async def test_a_service_someone_else_made_is_not_exported_for_a_dgd_naming_it(
+    client: Client, alice: Client, namespace: str, mcs: OperatorUnderTest, owned: bool
+) -> None:
+    owner = await other_teams_deployment(client, namespace) if owned else None
+    await client.create(SERVICES, service_body(namespace, owner))
+    await alices_pool(alice, namespace)
+    await states_become(alice, namespace, POOL, {RELAY_SVC: "Exported"})
+    assert await export_obj(client, namespace, DB_SVC) is None, (
+        f"ServiceExport {DB_SVC} was created for a Service alice's DGD does not control"
+    )
+    await skipped_naming(alice, namespace, "Deployment/ledger-db" if owned else "no controller")
+    await second_pass_writes_nothing(mcs, namespace)
+    assert await export_obj(client, namespace, DB_SVC) is None
+
+
+async def test_the_dgds_own_service_is_exported(
+    client: Client, alice: Client, namespace: str, mcs: OperatorUnderTest
+) -> None:
+    dgd = await alices_pool(alice, namespace)
+    _, service = dynamo.frontend(dgd, "db")  # Dynamo's operator on the Grove path
+    await client.create(SERVICES, service)
+    await exports_become(client, namespace, {RELAY_SVC, DB_SVC})
+    await states_become(alice, namespace, POOL, {DB_SVC: "Exported"})
+    await second_pass_writes_nothing(mcs, namespace)
+    lines = (await relay_status(alice, namespace, POOL)).get("exports") or []
+    assert all(line.get("reason") != "ForeignService" for line in lines), lines
+
+
+async def test_our_export_is_withdrawn_when_someone_elses_service_of_its_name_appears(
+    client: Client, alice: Client, namespace: str, mcs: OperatorUnderTest
+) -> None:
+    await alices_pool(alice, namespace)
+    await exports_become(client, namespace, {RELAY_SVC, DB_SVC})  # no Service yet
+    await mcs.settle()  # the pass after the creates did nothing: the next one is skippable
+    owner = await other_teams_deployment(client, namespace)
+    await client.create(SERVICES, service_body(namespace, owner))
+    await exports_become(client, namespace, {RELAY_SVC})
+    await wait_event(alice, namespace, "ExportDeleted", name=DB_SVC)
+    await skipped_naming(alice, namespace, "Deployment/ledger-db")
+    await second_pass_writes_nothing(mcs, namespace)
+    # Their Service gone, the name is free again: exported once more.
+    await client.delete(SERVICES, DB_SVC, namespace)
+    await exports_become(client, namespace, {RELAY_SVC, DB_SVC})
+    await second_pass_writes_nothing(mcs, namespace)
+
+
+async def test_a_service_of_a_dcd_is_exported_while_the_dgd_controls_that_dcd(
+    client: Client, alice: Client, namespace: str, mcs: OperatorUnderTest
+) -> None:
+    dgd = await alices_pool(alice, namespace)
+    theirs = await dcd(client, namespace, None)  # a DCD the DGD does not control
+    await client.create(SERVICES, service_body(namespace, theirs))
+    await skipped_naming(alice, namespace, f"DynamoComponentDeployment/{DB_SVC}")
+    assert await export_obj(client, namespace, DB_SVC) is None
+    await second_pass_writes_nothing(mcs, namespace)
+    # The DGD takes the DCD (as Dynamo's operator makes it, off the Grove path): exported.
+    await client.merge_patch(
+        DCDS, DB_SVC, {"metadata": {"ownerReferences": [controller(dgd)]}}, namespace
+    )
+    await exports_become(client, namespace, {RELAY_SVC, DB_SVC})
+    await states_become(alice, namespace, POOL, {DB_SVC: "Exported"})
+    await second_pass_writes_nothing(mcs, namespace)
+    # It lets go of it again: withdrawn.
+    await client.merge_patch(DCDS, DB_SVC, {"metadata": {"ownerReferences": None}}, namespace)
+    await exports_become(client, namespace, {RELAY_SVC})
+    await second_pass_writes_nothing(mcs, namespace)
+
+
+async def test_a_service_changing_hands_to_another_team_withdraws_the_export(
+    client: Client, alice: Client, namespace: str, mcs: OperatorUnderTest
+) -> None:
+    dgd = await alices_pool(alice, namespace)
+    _, service = dynamo.frontend(dgd, "db")
+    await client.create(SERVICES, service)
+    await exports_become(client, namespace, {RELAY_SVC, DB_SVC})
+    await mcs.settle()
+    owner = await other_teams_deployment(client, namespace)
+    await client.merge_patch(
+        SERVICES, DB_SVC, {"metadata": {"ownerReferences": [controller(owner)]}}, namespace
+    )
+    await exports_become(client, namespace, {RELAY_SVC})
+    await skipped_naming(alice, namespace, "Deployment/ledger-db")
+    await second_pass_writes_nothing(mcs, namespace)

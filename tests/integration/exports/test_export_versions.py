@@ -1,0 +1,179 @@
+"""Exports at the version the cluster serves, on private control planes.
+
+Rule: docs/exports.md, 'Turning it on' (the served version is resolved at startup).
+
+Each plane serves ServiceExports only at v1alpha1, only at v1beta1, or at both (the
+operator then prefers v1beta1). The operator must resolve that version at startup and
+create, repair and withdraw at it: the audit log's objectRef of every export write it
+makes names the resolved version. A plane serving the DGD only at its deprecated
+v1alpha1 (`spec.services{}`) must still publish and export the pool.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from dynamo_pool_operator.api import crd as relay_crd
+from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.localcluster.assets import resolve
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd, mcs_crds
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
+from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.client.rest import Client
+from tests.integration.support.export_fixtures import SE, config, export_obj, exports_become
+from tests.integration.support.race_fixtures import (
+    FRONTEND_SVC,
+    POOL,
+    RELAY_SVC,
+    export_states,
+    export_writes,
+    make_pool,
+    writes_nothing,
+)
+from tests.integration.support.relay_fixtures import DGDS, RELAYS, WORKER, decision_of, relay_body
+
+pytestmark = pytest.mark.timeout(120)
+
+#: ServiceExport versions a plane serves -> the version the operator must use.
+SERVED = {
+    "only-v1alpha1": (("v1alpha1",), "v1alpha1"),
+    "only-v1beta1": (("v1beta1",), "v1beta1"),
+    "both": (("v1alpha1", "v1beta1"), "v1beta1"),
+}
+
+
+def _plane(dgd_version: str, served: tuple[str, ...]) -> ControlPlane:
+    assets = resolve()
+    crds = [
+        relay_crd.crd(),
+        dgd_crd(dgd_version),
+        cluster_property_crd(),
+        *mcs_crds(assets.mcs_crd_dir, served=served),
+    ]
+    return ControlPlane(assets=assets, crds=crds, garbage_collector=False)
+
+
+@pytest.fixture(scope="module", params=list(SERVED), ids=list(SERVED))
+def versioned(request: pytest.FixtureRequest) -> Iterator[tuple[ControlPlane, str]]:
+    served, want = SERVED[request.param]
+    cp = _plane("v1beta1", served)
+    cp.start()
+    try:
+        yield cp, want
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="module")
+def alpha_dgd_plane() -> Iterator[ControlPlane]:
+    cp = _plane("v1alpha1", ("v1alpha1", "v1beta1"))
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+def fresh_namespace(cp: ControlPlane) -> str:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    cp.create_namespace(name)
+    return name
+
+
+def object_refs(writes: list[Any]) -> set[tuple[str, str]]:
+    return {(w.raw["objectRef"]["apiGroup"], w.raw["objectRef"]["apiVersion"]) for w in writes}
+
+
+async def test_exports_are_created_repaired_and_withdrawn_at_the_served_version(
+    versioned: tuple[ControlPlane, str],
+) -> None:
+    cp, want = versioned
+    ns = fresh_namespace(cp)
+    se = SE.at_version(want)
+    async with (
+        Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client,
+        OperatorUnderTest(cp, config("mcs")) as op,
+    ):
+        assert op.running.served.serviceexport_version == want
+        since = cp.audit.offset()
+        await make_pool(client, ns)
+        await exports_become(client, ns, {RELAY_SVC, FRONTEND_SVC}, se)
+        # Repair: a changed DGD label is restored on the same export.
+        before = await export_obj(client, ns, FRONTEND_SVC, se)
+        assert before is not None
+        await client.merge_patch(
+            se, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "x"}}}, ns
+        )
+
+        async def repaired() -> bool:
+            e = await export_obj(client, ns, FRONTEND_SVC, se)
+            return bool(e and e["metadata"]["labels"][labels.DGD_NAME] == POOL)
+
+        await eventually(repaired)
+        # Withdrawal: a renamed frontend's export moves.
+        await client.merge_patch(
+            DGDS,
+            POOL,
+            {"spec": {"components": [{"name": "Gateway", "type": "frontend"}, WORKER]}},
+            ns,
+        )
+        await exports_become(client, ns, {RELAY_SVC, f"{POOL}-gateway"}, se)
+        await writes_nothing(op, ns)
+        writes = await export_writes(op, since, ns)
+        assert {w.verb for w in writes} == {"create", "patch", "delete"}
+        # Every write succeeded, bar what a lagging cache makes: a create answered
+        # AlreadyExists, a withdrawal of an export already deleted answered NotFound
+        # (docs/exports.md: one already gone is fine).
+        failed = [(w.verb, w.code) for w in writes if w.code >= 300]
+        assert set(failed) <= {("create", 409), ("delete", 404)}, failed
+        assert object_refs(writes) == {("multicluster.x-k8s.io", want)}
+        assert set((await export_states(client, ns)).values()) == {"Exported"}
+
+
+async def test_dgd_served_only_at_v1alpha1_is_published_and_exported(
+    alpha_dgd_plane: ControlPlane,
+) -> None:
+    cp = alpha_dgd_plane
+    ns = fresh_namespace(cp)
+    dgds = DGDS.at_version("v1alpha1")
+    async with (
+        Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client,
+        OperatorUnderTest(cp, config("mcs")) as op,
+    ):
+        assert op.running.served.dgd_version == "v1alpha1"
+        await client.create(
+            dgds,
+            {
+                "apiVersion": dgds.api_version,
+                "kind": dgds.kind,
+                "metadata": {"name": POOL, "namespace": ns},
+                "spec": {
+                    "services": {
+                        "Frontend": {"componentType": "frontend", "replicas": 1},
+                        "decode": {
+                            "componentType": "worker",
+                            "subComponentType": "decode",
+                            "replicas": 1,
+                        },
+                    }
+                },
+            },
+        )
+        await client.create(RELAYS, relay_body(POOL, ns))
+        await exports_become(client, ns, {RELAY_SVC, FRONTEND_SVC})
+
+        async def published() -> bool:
+            cond = await decision_of(client, ns, POOL)
+            return bool(cond and cond["status"] == "True")
+
+        await eventually(published)
+        await writes_nothing(op, ns)
+        # A frontend removed from the map withdraws its export.
+        await client.merge_patch(dgds, POOL, {"spec": {"services": {"Frontend": None}}}, ns)
+        await exports_become(client, ns, {RELAY_SVC})
+        await writes_nothing(op, ns)

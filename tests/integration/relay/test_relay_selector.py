@@ -1,0 +1,184 @@
+"""The relay objects' caches watch by label selector (decision 0006), against a real
+API server: the operator never receives other workloads' Deployments; an object of a
+relay object's name that the selector hides is found by the create's 409 (ours:
+repaired; anyone else's: `OwnershipConflict` until it is gone)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
+from tests.integration.support.export_fixtures import events_for
+from tests.integration.support.relay_fixtures import (
+    DGDS,
+    RELAYS,
+    absent,
+    decision_of,
+    dgd_body,
+    relay_body,
+)
+
+POOL = "llama"
+RELAY_OBJ = f"{POOL}-pool-relay"
+SECRET = "s3cr3t-token-do-not-cache"
+#: Labels only our relay objects carry.
+RELAY_OBJECT_SELECTOR = (
+    "app.kubernetes.io/managed-by=dynamo-pool-operator,app.kubernetes.io/component=pool-relay"
+)
+
+
+@pytest.fixture
+async def operator(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
+    async with OperatorUnderTest(control_plane) as op:
+        # The hidden foreign object is read again after this long (30 s by default).
+        op.running.reconciler.foreign_recheck = 0.5
+        op.running.reconciler.foreign_recheck_max = 1.0
+        yield op
+
+
+def unlabelled_deployment(name: str, ns: str, **meta: Any) -> dict[str, Any]:
+    """A user's Deployment (no pods: 0 replicas), with a secret in an env value."""
+    app = {"app": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, **meta},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": app},
+            "template": {
+                "metadata": {"labels": app},
+                "spec": {
+                    "containers": [
+                        {"name": "app", "image": "app:1", "env": [{"name": "T", "value": SECRET}]}
+                    ]
+                },
+            },
+        },
+    }
+
+
+async def published(client: Client, ns: str) -> dict[str, Any]:
+    async def probe() -> dict[str, Any] | None:
+        cond = await decision_of(client, ns, POOL)
+        return cond if cond and cond["status"] == "True" else None
+
+    cond: dict[str, Any] = await eventually(probe)
+    return cond
+
+
+async def test_the_deployment_cache_never_receives_unrelated_deployments(
+    client: Client,
+    namespace: str,
+    operator: OperatorUnderTest,
+    control_plane: ControlPlane,
+) -> None:
+    other = f"{namespace}-other"
+    control_plane.create_namespace(other)
+    try:
+        # Named like a relay object, in a namespace with no relay: the name filter
+        # alone would keep it.
+        await client.create(DEPLOYMENTS, unlabelled_deployment("other-pool-relay", other))
+        await client.create(DEPLOYMENTS, unlabelled_deployment("web", other))
+        await client.create(DGDS, dgd_body(POOL, namespace))
+        await client.create(RELAYS, relay_body(POOL, namespace))
+        await published(client, namespace)
+        caches = operator.running.reconciler.caches
+        await operator.settle()
+        assert caches.deployments.label_selector == RELAY_OBJECT_SELECTOR
+        assert caches.services.label_selector == RELAY_OBJECT_SELECTOR  # exports off
+        # (Other tests' relays, in namespaces being deleted, may still be cached.)
+        held = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in _all(caches)]
+        assert (namespace, RELAY_OBJ) in held
+        assert [key for key in held if key[0] == other] == []
+        assert SECRET not in repr(list(_all(caches)))
+    finally:
+        control_plane.delete_namespace(other)
+
+
+def _all(caches: Any) -> list[dict[str, Any]]:
+    return list(caches.deployments.store.list())
+
+
+async def test_a_foreign_deployment_of_the_relays_name_conflicts_until_it_is_deleted(
+    client: Client,
+    namespace: str,
+    operator: OperatorUnderTest,
+    control_plane: ControlPlane,
+) -> None:
+    since = control_plane.audit.offset()
+    foreign = await client.create(DEPLOYMENTS, unlabelled_deployment(RELAY_OBJ, namespace))
+    await client.create(DGDS, dgd_body(POOL, namespace))
+    await client.create(RELAYS, relay_body(POOL, namespace))
+
+    async def conflict() -> dict[str, Any] | None:
+        cond = await decision_of(client, namespace, POOL)
+        if cond and cond["reason"] == "OwnershipConflict":
+            return cond if await absent(client, SERVICES, namespace, RELAY_OBJ) else None
+        return None
+
+    cond: dict[str, Any] = await eventually(conflict)
+    assert cond["status"] == "False"
+    assert f"Deployment {RELAY_OBJ!r} has no controller" in cond["message"], cond
+    warnings = await eventually(lambda: events_for(client, namespace, "OwnershipConflict"))
+    assert [e["type"] for e in warnings] == ["Warning"], warnings
+    still = await client.get(DEPLOYMENTS, RELAY_OBJ, namespace)
+    assert still["metadata"]["resourceVersion"] == foreign["metadata"]["resourceVersion"]
+    # While the conflict stands, no create is sent again: the passes decide on the
+    # object as read.
+    await operator.settle()
+    creates = await _creates(operator, since, namespace)
+    assert await operator.reconcile_again((namespace, POOL)) == []
+    assert await _creates(operator, since, namespace) == creates
+    # No watch sees it go: it is read again after the delay.
+    await client.delete(DEPLOYMENTS, RELAY_OBJ, namespace)
+    await published(client, namespace)
+    made = await client.get(DEPLOYMENTS, RELAY_OBJ, namespace)
+    assert made["metadata"]["labels"][labels.APP_MANAGED_BY] == labels.MANAGED_BY
+    assert await operator.reconcile_again((namespace, POOL)) == []
+
+
+async def _creates(op: OperatorUnderTest, since: int, ns: str) -> int:
+    return sum(
+        1
+        for w in await op.writes_since(since)
+        if w.verb == "create" and w.resource == "deployments" and w.namespace == ns
+    )
+
+
+async def test_our_deployment_whose_labels_a_user_removed_is_repaired(
+    client: Client, namespace: str, operator: OperatorUnderTest
+) -> None:
+    await client.create(DGDS, dgd_body(POOL, namespace))
+    await client.create(RELAYS, relay_body(POOL, namespace))
+    await published(client, namespace)
+    ours = await client.get(DEPLOYMENTS, RELAY_OBJ, namespace)
+    await client.merge_patch(
+        DEPLOYMENTS,
+        RELAY_OBJ,
+        {"metadata": {"labels": {labels.APP_MANAGED_BY: None, labels.APP_COMPONENT: None}}},
+        namespace,
+    )
+
+    async def repaired() -> dict[str, Any] | None:
+        obj = await client.get(DEPLOYMENTS, RELAY_OBJ, namespace)
+        have = obj["metadata"].get("labels") or {}
+        return obj if have.get(labels.APP_MANAGED_BY) == labels.MANAGED_BY else None
+
+    obj: dict[str, Any] = await eventually(repaired)
+    assert obj["metadata"]["uid"] == ours["metadata"]["uid"]
+    assert obj["metadata"]["labels"] == labels.owned_object_labels(POOL)
+    await operator.settle()
+    caches = operator.running.reconciler.caches
+    assert caches.deployments.store.get(namespace, RELAY_OBJ) is not None
+    cond = await decision_of(client, namespace, POOL)
+    assert cond is not None
+    assert cond["status"] == "True", cond
+    assert await operator.reconcile_again((namespace, POOL)) == []

@@ -1,0 +1,453 @@
+"""Helpers for the export race, fault and RBAC tests.
+
+- `WritePause` holds one write of the operator's client just before it is sent, after
+  the plan was made from the cache, so a test can change the export through the API
+  in between (our own timing is held; the API server is always the real one).
+- `deny_export_writes` installs a ValidatingAdmissionPolicy that refuses one export
+  write by the operator's user, so a failure is injected by the real server.
+- RBAC for an operator running as a restricted user, from the shipped rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dynamo_pool_operator import rbac
+from dynamo_pool_operator.localcluster.audit import AuditEvent
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
+from dynamo_pool_operator.pool.model import Verb
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import Resource
+from tests.integration.support.export_fixtures import (
+    SE,
+    events_for,
+    relay_status,
+    wait_event,
+)
+from tests.integration.support.relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
+
+#: The operator under test authenticates as this client-certificate user (system:masters).
+OPERATOR_USER = "admin"
+POOL = "llama"
+RELAY_SVC = f"{POOL}-pool-relay"
+FRONTEND_SVC = f"{POOL}-frontend"
+RBAC = "rbac.authorization.k8s.io/v1"
+
+
+# ---------------------------------------------------------------- pausing the operator
+#: The HTTP method of each writing verb, as the guarded writes send it.
+_METHODS = {Verb.CREATE: "POST", Verb.APPLY: "PATCH", Verb.WITHDRAW: "DELETE"}
+
+
+class WritePause:
+    """`async with WritePause(op, Verb.WITHDRAW, "x", ns) as pause:` — the first time
+    the operator's client is about to send that write of export `name` in namespace
+    `ns` (its plan already made from the cache), the request is held until
+    `pause.release()`; then it is sent as it was. What the server answered is kept:
+    `pause.answer`, or `pause.error` (the classified `ApiError`). `pause.guards` are the
+    uid and resourceVersion the write carries (its preconditions).
+
+    It intercepts the operator's client (the one seam every write goes through), as
+    controller-runtime's interceptor client does; the API server is always the real
+    one. The namespace is required: the operator is cluster-wide, and a relay of the
+    same name in an earlier test's namespace (still being deleted) may make the same
+    write at that moment."""
+
+    def __init__(
+        self,
+        op: OperatorUnderTest,
+        verb: Verb,
+        name: str,
+        namespace: str,
+        *,
+        resource: Resource = SE,
+        timeout: float = 20.0,
+    ) -> None:
+        assert op.client is not None, "the operator is not running"
+        self.client: Any = op.client
+        self.method = _METHODS[verb]
+        self.collection = resource.path(namespace)
+        self.path = resource.path(namespace, name)
+        self.name = name
+        self.timeout = timeout
+        self.body: dict[str, Any] = {}
+        self.answer: Any = None
+        self.error: BaseException | None = None
+        self.done = asyncio.Event()
+        self._reached = asyncio.Event()
+        self._release = asyncio.Event()
+        self._original: Callable[..., Awaitable[Any]] = self.client.request
+
+    def _matches(self, method: str, path: str, body: Any) -> bool:
+        if self._reached.is_set() or method != self.method:
+            return False
+        if method == "POST":
+            meta = (body or {}).get("metadata") or {}
+            return path == self.collection and meta.get("name") == self.name
+        return path == self.path
+
+    async def _request(self, method: str, path: str, **kw: Any) -> Any:
+        if not self._matches(method, path, kw.get("body")):
+            return await self._original(method, path, **kw)
+        self.body = dict(kw.get("body") or {})
+        self._reached.set()
+        await asyncio.wait_for(self._release.wait(), self.timeout)
+        try:
+            self.answer = await self._original(method, path, **kw)
+        except Exception as e:
+            self.error = e
+            raise
+        finally:
+            self.done.set()
+        return self.answer
+
+    @property
+    def guards(self) -> dict[str, str]:
+        """The uid and resourceVersion the held write carries."""
+        if self.method == "DELETE":
+            return dict(self.body.get("preconditions") or {})
+        meta = self.body.get("metadata") or {}
+        return {k: meta[k] for k in ("uid", "resourceVersion") if k in meta}
+
+    async def __aenter__(self) -> WritePause:
+        self.client.request = self._request
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release.set()
+        if self._reached.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.done.wait(), self.timeout)
+        self.client.request = self._original
+
+    async def reached(self) -> dict[str, Any]:
+        """Wait until the operator's write is held; returns the body it would send."""
+        await asyncio.wait_for(self._reached.wait(), self.timeout)
+        return self.body
+
+    async def release(self) -> None:
+        """Let the held write go and wait until the server answered."""
+        self._release.set()
+        await asyncio.wait_for(self.done.wait(), self.timeout)
+
+
+# ---------------------------------------------------------------- reading what happened
+@dataclass(frozen=True)
+class Emitted:
+    regarding: tuple[str, str]
+    type: str
+    reason: str
+    action: str
+    related: dict[str, Any]
+    note: str
+
+
+class Spy:
+    """Records, per relay, the reconciles that raised and the events recorded, by
+    wrapping the operator's own reconciler and recorder (the operator is cluster-wide,
+    so its metrics also count relays left in other tests' namespaces)."""
+
+    def __init__(self, op: OperatorUnderTest) -> None:
+        self.errors: list[tuple[tuple[str, str], Exception]] = []
+        #: Passes that ended in a lost race (`Result(requeue=True)`), by relay.
+        self.requeues: list[tuple[str, str]] = []
+        self.events: list[Emitted] = []
+        reconciler: Any = op.running.reconciler
+        recorder: Any = op.running.recorder
+        reconcile, emit = reconciler.reconcile, recorder.emit
+
+        async def spied_reconcile(request: tuple[str, str]) -> Any:
+            try:
+                result = await reconcile(request)
+            except Exception as e:
+                self.errors.append((request, e))
+                raise
+            if result is not None and result.requeue:
+                self.requeues.append(request)
+            return result
+
+        def spied_emit(
+            regarding: Any, related: Any, type_: str, reason: str, action: str, note: str
+        ) -> None:
+            key = (str(regarding.get("namespace", "")), str(regarding.get("name", "")))
+            self.events.append(Emitted(key, type_, reason, action, dict(related or {}), note))
+            emit(regarding, related, type_, reason, action, note)
+
+        reconciler.reconcile = spied_reconcile
+        recorder.emit = spied_emit
+
+    def requeued(self, ns: str, name: str = POOL) -> int:
+        """How many passes of relay `ns/name` lost a race and were requeued."""
+        return self.requeues.count((ns, name))
+
+    def errors_of(self, ns: str, name: str = POOL) -> list[Exception]:
+        return [e for key, e in self.errors if key == (ns, name)]
+
+    def emitted(self, ns: str, reason: str, name: str = POOL) -> list[Emitted]:
+        return [e for e in self.events if e.regarding == (ns, name) and e.reason == reason]
+
+
+async def export_writes(
+    op: OperatorUnderTest, since: int, ns: str, name: str | None = None
+) -> list[AuditEvent]:
+    """The operator's ServiceExport writes in `ns` after audit offset `since` (the
+    operator is cluster-wide: other tests' namespaces may hold exports of the same name)."""
+    return [
+        w
+        for w in await op.writes_since(since)
+        if w.resource == "serviceexports" and w.namespace == ns and (name is None or w.name == name)
+    ]
+
+
+def verbs(writes: list[AuditEvent]) -> list[tuple[str, int]]:
+    return [(w.verb, w.code) for w in writes]
+
+
+# ---------------------------------------------------------------- admission refusals
+_NAME_OF = {
+    "CREATE": "object.metadata.name",
+    "UPDATE": "object.metadata.name",
+    "DELETE": "oldObject.metadata.name",
+}
+
+
+async def _refused(probe: Callable[[], Awaitable[Any]]) -> bool:
+    """True when the policy refused `probe` (any other answer, even an error, is not)."""
+    try:
+        await probe()
+    except errors.ApiError as e:
+        return "denied request" in str(e)
+    return False
+
+
+def _dry_run(client: Client, namespace: str, name: str, operation: str) -> Callable[[], Any]:
+    dry = {"dryRun": "All"}
+    if operation == "CREATE":
+        body = {
+            "apiVersion": SE.api_version,
+            "kind": SE.kind,
+            "metadata": {"name": name, "namespace": namespace},
+        }
+        return lambda: client.request("POST", SE.path(namespace), params=dry, body=body)
+    if operation == "DELETE":
+        return lambda: client.request("DELETE", SE.path(namespace, name), params=dry)
+    patch = {"metadata": {"annotations": {"probe": str(time.monotonic_ns())}}}
+    return lambda: client.request(
+        "PATCH",
+        SE.path(namespace, name),
+        params=dry,
+        body=patch,
+        content_type="application/merge-patch+json",
+    )
+
+
+@contextlib.asynccontextmanager
+async def operator_refused(
+    cp: ControlPlane,
+    *,
+    policy: str,
+    namespace: str,
+    rule: dict[str, Any],
+    name_expression: str,
+    name: str,
+    probe: Callable[[], Awaitable[Any]],
+    timeout: float = 15.0,
+) -> AsyncIterator[None]:
+    """While open, a ValidatingAdmissionPolicy refuses the operator's user the requests
+    `rule` matches (one resource rule) when `name_expression` (CEL) equals `name`, with
+    a Deny binding limited to `namespace`. Returns once `probe` (a dry run by the
+    operator's user) is refused; on exit deletes both and waits until it is lifted."""
+    expression = f"request.userInfo.username != '{OPERATOR_USER}' || {name_expression} != '{name}'"
+    objs = [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": policy},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [rule]},
+                "validations": [{"expression": expression, "message": f"test refuses {name}"}],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": policy},
+            "spec": {
+                "policyName": policy,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        },
+    ]
+    for obj in objs:
+        await asyncio.to_thread(cp.apply, obj)
+    try:
+        await _until(lambda: _refused(probe), timeout, f"policy {policy} in force")
+        yield
+    finally:
+        base = "/apis/admissionregistration.k8s.io/v1"
+        for kind in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+            await asyncio.to_thread(cp.request, "DELETE", f"{base}/{kind}/{policy}")
+
+    async def lifted() -> bool:
+        return not await _refused(probe)
+
+    await _until(lifted, timeout, f"policy {policy} lifted")
+
+
+@contextlib.asynccontextmanager
+async def deny_export_writes(
+    cp: ControlPlane,
+    client: Client,
+    namespace: str,
+    name: str,
+    operation: str,
+    *,
+    timeout: float = 15.0,
+) -> AsyncIterator[None]:
+    """While open, the API server refuses `operation` (CREATE, UPDATE or DELETE) of the
+    ServiceExport `namespace/name` by the operator's user (see `operator_refused`).
+
+    `client` must authenticate as the operator's user (admin) for the probes; for DELETE
+    and UPDATE the export must exist while the policy is installed."""
+    rule = {
+        "apiGroups": [SE.group],
+        "apiVersions": ["*"],
+        "operations": [operation],
+        "resources": [SE.plural],
+    }
+    async with operator_refused(
+        cp,
+        policy=f"deny-{operation.lower()}-{namespace}",
+        namespace=namespace,
+        rule=rule,
+        name_expression=_NAME_OF[operation],
+        name=name,
+        probe=_dry_run(client, namespace, name, operation),
+        timeout=timeout,
+    ):
+        yield
+
+
+async def _until(probe: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await probe():
+            return
+        await asyncio.sleep(0.05)
+    raise TimeoutError(f"{what}: not within {timeout}s")
+
+
+# ---------------------------------------------------------------- RBAC
+#: What the operator reads and writes (all namespaced): the shipped manager rules, from
+#: the one source the chart and deploy/ are generated from.
+OPERATOR_RULES = rbac.manager_rules()
+#: The separate cluster-wide reader role of the cluster ID check, as shipped.
+CLUSTER_PROPERTY_RULES = rbac.cluster_property_rules()
+
+
+def _role(kind: str, name: str, rules: list[dict[str, Any]], ns: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if ns:
+        meta["namespace"] = ns
+    return {"apiVersion": RBAC, "kind": kind, "metadata": meta, "rules": rules}
+
+
+def _binding(kind: str, name: str, role_kind: str, user: str, ns: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if ns:
+        meta["namespace"] = ns
+    return {
+        "apiVersion": RBAC,
+        "kind": kind,
+        "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+        "subjects": [{"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}],
+    }
+
+
+class Grants:
+    """Roles and bindings for one user, removed again by `revoke_all` (cluster-scoped
+    ones outlive a test's namespace)."""
+
+    def __init__(self, cp: ControlPlane, user: str) -> None:
+        self.cp, self.user = cp, user
+        self._made: list[str] = []
+
+    async def grant(
+        self, name: str, rules: list[dict[str, Any]], namespace: str | None = None
+    ) -> None:
+        """A ClusterRole + ClusterRoleBinding, or a Role + RoleBinding in `namespace`."""
+        role_kind = "Role" if namespace else "ClusterRole"
+        for obj in (
+            _role(role_kind, name, rules, namespace),
+            _binding(f"{role_kind}Binding", name, role_kind, self.user, namespace),
+        ):
+            await asyncio.to_thread(self.cp.apply, obj)
+            plural = obj["kind"].lower() + "s"
+            where = f"namespaces/{namespace}/" if namespace else ""
+            self._made.append(f"/apis/{RBAC}/{where}{plural}/{name}")
+
+    async def revoke_all(self) -> None:
+        for path in reversed(self._made):
+            await asyncio.to_thread(self.cp.request, "DELETE", path)
+        self._made.clear()
+
+
+# ---------------------------------------------------------------- pools and checks
+
+
+async def make_pool(
+    client: Client,
+    ns: str,
+    components: list[dict[str, Any]] | None = None,
+    name: str = POOL,
+    **relay_spec: Any,
+) -> dict[str, Any]:
+    """A DGD and its DynamoPoolRelay; returns the relay as created."""
+    await client.create(DGDS, dgd_body(name, ns, components))
+    return await client.create(RELAYS, relay_body(name, ns, **relay_spec))
+
+
+async def writes_nothing(op: OperatorUnderTest, ns: str, name: str = POOL) -> None:
+    """Reconcile `ns/name` once more: the audit log must show no write by the operator."""
+    writes = await op.reconcile_again((ns, name))
+    assert writes == [], f"second reconcile wrote: {[(w.verb, w.resource, w.name) for w in writes]}"
+
+
+async def export_states(client: Client, ns: str, name: str = POOL) -> dict[str, str]:
+    """`status.exports[]` of relay `ns/name` as {export name: state}."""
+    status = await relay_status(client, ns, name)
+    return {x["name"]: x["state"] for x in status.get("exports") or []}
+
+
+async def state_becomes(client: Client, ns: str, export: str, state: str, name: str = POOL) -> None:
+    async def probe() -> bool:
+        return (await export_states(client, ns, name)).get(export) == state
+
+    await eventually(probe)
+
+
+async def mismatches(client: Client, ns: str, name: str = POOL) -> list[dict[str, Any]]:
+    return [
+        e
+        for e in await events_for(client, ns, "ClusterIDMismatch")
+        if e["regarding"]["name"] == name
+    ]
+
+
+async def wait_event_about(
+    client: Client, ns: str, reason: str, export: dict[str, Any]
+) -> dict[str, Any]:
+    """The event `reason` whose related object is this export (by uid)."""
+    return await wait_event(client, ns, reason, uid=export["metadata"]["uid"])

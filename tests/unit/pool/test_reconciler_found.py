@@ -1,0 +1,146 @@
+"""Objects of a relay object's name that the caches do not show (pool/reconciler.py
+`Found`): kept as read after a create found the name taken, decided on as if cached
+(the cache wins once it shows one; ours only once), read again when due (backoff)
+and forgotten once gone. The reconcile asks to look again when the next read is due."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from prometheus_client import CollectorRegistry
+
+from dynamo_pool_operator.api.relay import RelayDefaults
+from dynamo_pool_operator.pool import controller
+from dynamo_pool_operator.pool.model import Action, ActionResult, EventNames, Outcome, Verb
+from dynamo_pool_operator.pool.model import Result as Res
+from dynamo_pool_operator.pool.reconciler import PoolRelayReconciler
+from dynamo_pool_operator.runtime.cache.informer import InformerClient
+from dynamo_pool_operator.runtime.cache.shared import SharedInformers
+from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.clock import FakeClock
+from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, Resource
+
+NS, POOL, OBJ, UID = "ns", "p", "p-pool-relay", "relay-uid"
+REQUEST = (NS, POOL)
+
+
+def deployment(owner: str | None, rv: str = "5") -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": OBJ, "namespace": NS, "uid": "d", "resourceVersion": rv}
+    if owner is not None:
+        meta["ownerReferences"] = [
+            {"apiVersion": "x/v1", "kind": "K", "name": "n", "uid": owner, "controller": True}
+        ]
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {}}
+
+
+class Server:
+    """Answers each read with the next of `answers` (an object, or an error to raise)."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.reads = 0
+
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> Any:
+        self.reads += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def apply(self, res: Resource, body: Any, **kwargs: Any) -> Any:
+        return body  # the relay's status
+
+
+class Events:
+    def emit(self, *args: Any) -> None:
+        pass
+
+
+def reconciler(server: Server, clock: FakeClock) -> PoolRelayReconciler:
+    informers = SharedInformers(cast("InformerClient", object()))
+    caches = controller.relay_caches(informers, namespace=None, dgd_version="v1beta1")
+    return PoolRelayReconciler(
+        server,  # type: ignore[arg-type]
+        caches,
+        defaults=RelayDefaults(image="i", port=1),
+        default_discovery_backend="kubernetes",
+        recorder=Events(),  # type: ignore[arg-type]
+        registry=CollectorRegistry(),
+        clock=clock,
+    )
+
+
+def found(obj: dict[str, Any]) -> Outcome:
+    create = Action(Verb.CREATE, DEPLOYMENTS, NS, OBJ, EventNames("F"), body={})
+    return Outcome([ActionResult(create, Res.LOST, "the name is taken", found=obj)])
+
+
+NONE: dict[str, Any] = {"Deployment": None, "Service": None}
+
+
+def uid_of(objects: dict[str, Any], kind: str = "Deployment") -> Any:
+    obj = objects[kind]
+    return None if obj is None else obj["metadata"]["uid"]
+
+
+async def test_a_foreign_object_is_decided_on_until_a_read_finds_it_gone() -> None:
+    clock = FakeClock()
+    server = Server(deployment("someone"), errors.NotFound("gone"))
+    r = reconciler(server, clock)
+    r._remember_found(REQUEST, found(deployment("someone")))
+    for _ in range(2):  # every pass meanwhile: as read, and no read
+        assert uid_of(r._with_found(REQUEST, UID, dict(NONE))) == "d"
+        await r._read_found_again(REQUEST)
+    assert server.reads == 0
+    await clock.advance(31)
+    await r._read_found_again(REQUEST)  # still there: kept, read again after twice as long
+    assert server.reads == 1
+    assert r._found[REQUEST]["Deployment"].delay == 60.0
+    await clock.advance(59)
+    await r._read_found_again(REQUEST)
+    assert server.reads == 1
+    await clock.advance(2)
+    await r._read_found_again(REQUEST)  # gone: forgotten, the next pass creates
+    assert server.reads == 2
+    assert REQUEST not in r._found
+    assert r._with_found(REQUEST, UID, dict(NONE)) == NONE
+
+
+async def test_the_cache_wins_and_ours_is_decided_on_once() -> None:
+    r = reconciler(Server(), FakeClock())
+    r._remember_found(REQUEST, found(deployment("someone")))
+    cached = {"Deployment": deployment(UID, rv="9"), "Service": None}
+    assert r._with_found(REQUEST, UID, cached) == cached
+    assert REQUEST not in r._found
+    r._remember_found(REQUEST, found(deployment(UID)))
+    assert uid_of(r._with_found(REQUEST, UID, dict(NONE))) == "d"  # repaired this pass
+    assert r._with_found(REQUEST, UID, dict(NONE)) == NONE
+
+
+async def test_a_found_object_is_kept_as_the_cache_keeps_it() -> None:
+    r = reconciler(Server(), FakeClock())
+    r._remember_found(REQUEST, found({**deployment("someone"), "status": {"secret": "x"}}))
+    kept = r._with_found(REQUEST, UID, dict(NONE))["Deployment"]
+    assert "secret" not in repr(kept)  # the Deployment cache's transform
+
+
+async def test_a_standing_conflict_asks_for_a_look_when_due_and_a_deleted_relay_forgets() -> None:
+    clock = FakeClock()
+    r = reconciler(Server(), clock)
+    r.caches.relays.store.put(
+        {
+            "apiVersion": "nvidia.com/v1alpha1",
+            "kind": "DynamoPoolRelay",
+            "metadata": {"name": POOL, "namespace": NS, "uid": UID, "resourceVersion": "1"},
+            "spec": {},
+        }
+    )
+    r._remember_found(REQUEST, found(deployment("someone")))
+    await clock.advance(10)
+    for _ in range(2):  # the second pass is quiet (skipped), and asks all the same
+        result = await r.reconcile(REQUEST)
+        assert result is not None
+        assert result.requeue_after == 20.0
+    r.caches.relays.store.delete(NS, POOL)
+    assert await r.reconcile(REQUEST) is None  # deleted: forgotten
+    assert REQUEST not in r._found

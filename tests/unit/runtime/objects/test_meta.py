@@ -1,0 +1,106 @@
+"""The metadata view (runtime/objects/meta.py): one reading of every object, malformed included."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dynamo_pool_operator.runtime.objects.meta import Meta
+
+WHOLE: dict[str, Any] = {
+    "metadata": {
+        "name": "pool-pool-relay",
+        "namespace": "team",
+        "uid": "u-1",
+        "resourceVersion": "42",
+        "generation": 3,
+        "creationTimestamp": "2026-12-01T10:00:00Z",
+        "deletionTimestamp": "2026-12-01T11:00:00Z",
+        "labels": {"a": "b"},
+        "annotations": {"c": "d"},
+        "ownerReferences": [
+            {"kind": "X", "uid": "not-it"},
+            {"kind": "DynamoPoolRelay", "uid": "r-1", "controller": True},
+        ],
+    },
+    "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+}
+
+
+def test_every_field_of_a_whole_object() -> None:
+    m = Meta(WHOLE)
+    assert (m.name, m.namespace, m.uid, m.resource_version, m.generation) == (
+        "pool-pool-relay",
+        "team",
+        "u-1",
+        "42",
+        3,
+    )
+    assert (dict(m.labels), dict(m.annotations)) == ({"a": "b"}, {"c": "d"})
+    assert m.terminating
+    assert m.created == datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    assert m.age(datetime(2026, 12, 1, 10, 1, 30, tzinfo=UTC)) == 90.0
+    assert m.controller == {"kind": "DynamoPoolRelay", "uid": "r-1", "controller": True}
+    assert len(m.owner_references) == 2
+    assert m.condition("Ready") == {"type": "Ready", "status": "True"}
+    assert m.condition("Exported") is None
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        None,
+        [],
+        "text",
+        {},
+        {"metadata": None},
+        {"metadata": []},
+        {"metadata": {"name": 3, "generation": "3", "labels": [], "ownerReferences": {}}},
+        {"metadata": {"generation": True, "creationTimestamp": "yesterday"}},
+        {"status": "x"},
+        {"status": {"conditions": "x"}},
+    ],
+    ids=repr,
+)
+def test_a_malformed_object_reads_as_absent_values(obj: Any) -> None:
+    m = Meta(obj)
+    assert (m.name, m.namespace, m.uid, m.resource_version) == ("", "", "", "")
+    assert m.generation == 0
+    assert (dict(m.labels), dict(m.annotations), m.owner_references) == ({}, {}, [])
+    assert not m.terminating
+    assert m.created is None
+    assert m.age(datetime(2026, 1, 1, tzinfo=UTC)) is None
+    assert m.controller is None
+    assert m.condition("Ready") is None
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+FIELDS = st.sampled_from(
+    [
+        "name",
+        "namespace",
+        "generation",
+        "labels",
+        "ownerReferences",
+        "deletionTimestamp",
+        "creationTimestamp",
+    ]
+)
+
+
+@given(meta=JSON | st.dictionaries(FIELDS, JSON), status=JSON)
+def test_reading_any_object_never_raises(meta: Any, status: Any) -> None:
+    m = Meta({"metadata": meta, "status": status})
+    assert isinstance(m.name, str)
+    assert isinstance(m.generation, int)
+    assert isinstance(m.terminating, bool)
+    _ = (m.labels, m.annotations, m.owner_references, m.controller, m.created)
+    _ = m.condition("Ready")
