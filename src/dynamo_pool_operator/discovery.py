@@ -34,7 +34,8 @@ from dynamo_pool_operator.api.mcs import (
     SERVICEEXPORTS,
     Implementation,
 )
-from dynamo_pool_operator.runtime.client.rest import Client, ServedResource
+from dynamo_pool_operator.runtime.client.discovery import ServedResource, discover
+from dynamo_pool_operator.runtime.client.rest import Client
 
 _NOTHING: Mapping[str, str] = {}
 
@@ -292,13 +293,13 @@ async def rediscover_served_apis(
     client: Client, current: ServedApis, mcs_implementation: str
 ) -> ServedApis:
     """Read discovery again and resolve it against `current` (`follow_served_apis`)."""
-    found = await client.discover()
+    found = await discover(client)
     return follow_served_apis(current, found.resources, mcs_implementation, found.unavailable)
 
 
 async def discover_served_apis(client: Client, mcs_implementation: str) -> ServedApis:
     """Resolve the served APIs against the cluster and log them (and why a check is off)."""
-    found = await client.discover()
+    found = await discover(client)
     served = resolve_served_apis(found.resources, mcs_implementation, found.unavailable)
     if found.unavailable:
         log.warning(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dynamo_pool_operator.runtime.client.rest import ServedResource
+from dynamo_pool_operator.runtime.client.discovery import ServedResource
 
 RELAYS = ServedResource("nvidia.com", "v1alpha1", "dynamopoolrelays", "DynamoPoolRelay", True)
 DGD_BETA = ServedResource(

@@ -19,6 +19,7 @@ from dynamo_pool_operator.api.mcs import MCS_GROUP, SERVICEEXPORT_VERSIONS, SERV
 from dynamo_pool_operator.check.framework import Context, Result, Status, human
 from dynamo_pool_operator.discovery import pick
 from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.discovery import discover
 from dynamo_pool_operator.runtime.objects.conditions import seconds_since
 from dynamo_pool_operator.runtime.objects.resources import CRDS, LEASES, Resource
 
@@ -36,7 +37,7 @@ async def api_server(ctx: Context) -> Result:
     server = ctx.client.config.server
     try:
         version = await ctx.client.request("GET", "/version")
-        ctx.discovery = await ctx.client.discover()
+        ctx.discovery = await discover(ctx.client)
     except errors.ApiError as e:
         fix = "check the kubeconfig (server, context, credentials); `kubectl cluster-info`"
         return Result(name, Status.FAIL, f"{server} cannot be used: {e}", fix)

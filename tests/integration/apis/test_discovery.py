@@ -35,7 +35,7 @@ from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd
 from dynamo_pool_operator.localcluster.harness import eventually
-from dynamo_pool_operator.runtime.client import rest as client_module
+from dynamo_pool_operator.runtime.client import discovery as client_discovery
 from tests.integration.support.export_fixtures import config
 
 pytestmark = pytest.mark.timeout(90)
@@ -115,7 +115,7 @@ def discovery(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
     """Which discovery the client uses. Legacy: an Accept header without the aggregated
     type, so the server answers what a server without aggregated discovery does."""
     if request.param == "legacy":
-        monkeypatch.setattr(client_module, "AGGREGATED_DISCOVERY", "application/json")
+        monkeypatch.setattr(client_discovery, "AGGREGATED_DISCOVERY", "application/json")
     return str(request.param)
 
 

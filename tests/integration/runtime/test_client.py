@@ -17,6 +17,7 @@ from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.discovery import served_versions, server_resources
 from dynamo_pool_operator.runtime.client.rest import DEFAULT_USER_AGENT, Client
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, DEPLOYMENTS
 
@@ -184,7 +185,7 @@ async def test_status_subresource_write_changes_only_status(client: Client, name
 async def test_discovery_lists_core_resources_and_every_installed_crd_with_its_versions(
     client: Client,
 ) -> None:
-    served = await client.server_resources()
+    served = await server_resources(client)
     index = {(r.group, r.version, r.plural): r for r in served}
     cm = index[("", "v1", "configmaps")]
     assert (cm.kind, cm.namespaced) == ("ConfigMap", True)
@@ -195,12 +196,12 @@ async def test_discovery_lists_core_resources_and_every_installed_crd_with_its_v
     assert props
     assert not any(p.namespaced for p in props)
     assert not any("/" in r.plural for r in served), "subresources must be left out"
-    versions = await client.served_versions("multicluster.x-k8s.io", "serviceexports")
+    versions = await served_versions(client, "multicluster.x-k8s.io", "serviceexports")
     assert sorted(versions) == ["v1alpha1", "v1beta1"]
     assert len(versions) == 2
-    imports = await client.served_versions("multicluster.x-k8s.io", "serviceimports")
+    imports = await served_versions(client, "multicluster.x-k8s.io", "serviceimports")
     assert sorted(imports) == ["v1alpha1", "v1beta1"]
-    assert await client.served_versions("multicluster.x-k8s.io", "nonexistent") == []
+    assert await served_versions(client, "multicluster.x-k8s.io", "nonexistent") == []
 
 
 async def test_writes_carry_a_user_agent_naming_the_operator_and_its_version(

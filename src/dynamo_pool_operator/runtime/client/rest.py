@@ -11,7 +11,6 @@ controller-runtime does since v0.21.
 from __future__ import annotations
 
 import asyncio
-import builtins
 import random
 import socket
 import time
@@ -37,9 +36,6 @@ from dynamo_pool_operator.runtime.ratelimit import TokenBucket
 JSON = "application/json"
 APPLY_PATCH = "application/apply-patch+yaml"
 MERGE_PATCH = "application/merge-patch+json"
-AGGREGATED_DISCOVERY = (
-    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
-)
 
 DEFAULT_USER_AGENT = f"dynamo-pool-operator/{__version__}"
 
@@ -95,35 +91,6 @@ class ListResult:
     resource_version: str
     #: Items the decoder refused (too deep, say), named by their metadata; not in `items`.
     undecodable: list[Undecodable] = field(default_factory=list)
-
-
-@dataclass(frozen=True, slots=True)
-class ServedResource:
-    """One resource as discovery reports it."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool
-
-    def resource(self) -> Resource:
-        return Resource(self.group, self.version, self.plural, self.kind, self.namespaced)
-
-
-@dataclass(frozen=True, slots=True)
-class Discovery:
-    """What discovery found, and the group versions it could not read.
-
-    An aggregated API whose server is down (metrics-server, say) answers 503 for its
-    group version, or is marked Stale in aggregated discovery. As client-go's partial
-    discovery does, its resources are left out and the rest is returned: the caller
-    decides whether a group it needs is among `unavailable`.
-    """
-
-    resources: list[ServedResource]
-    #: "group/version" (core: "v1") -> why it could not be read.
-    unavailable: dict[str, str]
 
 
 class Client:
@@ -570,78 +537,6 @@ class Client:
             "DELETE", res.path(namespace, name), body=body
         )
         return result
-
-    # ------------------------------------------------------------ discovery
-    async def server_resources(self) -> builtins.list[ServedResource]:
-        """Every served group/version/resource (subresources left out) that discovery
-        could read; see `discover` for the group versions it could not."""
-        return (await self.discover()).resources
-
-    async def discover(self) -> Discovery:
-        """Every served group/version/resource (subresources left out), from aggregated
-        discovery (one request) or, on an older server, the legacy per-group endpoints;
-        an unavailable group version is skipped and named in `unavailable`."""
-        out: builtins.list[ServedResource] = []
-        unavailable: dict[str, str] = {}
-        for root in ("/api", "/apis"):
-            doc = await self.request("GET", root, accept=AGGREGATED_DISCOVERY)
-            if doc.get("kind") == "APIGroupDiscoveryList":
-                for group in doc.get("items") or []:
-                    gname = group.get("metadata", {}).get("name", "")
-                    for ver in group.get("versions") or []:
-                        if ver.get("freshness") == "Stale":
-                            gv = f"{gname}/{ver['version']}" if gname else ver["version"]
-                            unavailable[gv] = (
-                                "stale in aggregated discovery: its server did not answer"
-                            )
-                            continue
-                        for r in ver.get("resources") or []:
-                            out.append(
-                                ServedResource(
-                                    gname,
-                                    ver["version"],
-                                    r["resource"],
-                                    (r.get("responseKind") or {}).get("kind", ""),
-                                    r.get("scope") == "Namespaced",
-                                )
-                            )
-            else:
-                out.extend(await self._legacy_discovery(root, doc, unavailable))
-        return Discovery(out, unavailable)
-
-    async def _legacy_discovery(
-        self, root: str, doc: dict[str, Any], unavailable: dict[str, str]
-    ) -> builtins.list[ServedResource]:
-        gvs: builtins.list[tuple[str, str]] = []
-        if root == "/api":
-            gvs = [("", v) for v in doc.get("versions") or []]
-        else:
-            for g in doc.get("groups") or []:
-                gvs += [(g["name"], v["version"]) for v in g.get("versions") or []]
-        out: builtins.list[ServedResource] = []
-        for group, version in gvs:
-            path = f"/apis/{group}/{version}" if group else f"/api/{version}"
-            try:
-                rl = await self.request("GET", path)
-            except errors.NotFound:
-                continue  # removed since the group list: not served
-            except errors.ApiError as e:
-                unavailable[f"{group}/{version}" if group else version] = str(e)
-                continue
-            for r in rl.get("resources") or []:
-                if "/" not in r["name"]:
-                    out.append(
-                        ServedResource(group, version, r["name"], r["kind"], r["namespaced"])
-                    )
-        return out
-
-    async def served_versions(self, group: str, plural: str) -> builtins.list[str]:
-        """Versions at which `plural.group` is served, in discovery's preference order."""
-        return [
-            r.version
-            for r in await self.server_resources()
-            if r.group == group and r.plural == plural
-        ]
 
 
 #: Methods that never change anything: the write gate lets them through.
