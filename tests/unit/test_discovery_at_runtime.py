@@ -25,6 +25,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.control.controller import Controller, Request
 from dynamo_pool_operator.runtime.objects.resources import Resource
+from tests.unit.runtime.client.fake import FakeClient
 from tests.unit.served import DGD_ALPHA, DOWN, EXPORTS_ALPHA, EXPORTS_BETA, PROPS, RELAYS
 from tests.unit.served import DGD_BETA as DGD
 
@@ -296,7 +297,7 @@ def test_the_interval_must_be_positive() -> None:
 RES = Resource("multicluster.x-k8s.io", "v1beta1", "serviceexports", "ServiceExport", True)
 
 
-class Silent:
+class Silent(FakeClient):
     """An API server that never answers a list: the informer runs and never syncs."""
 
     async def list(self, *args: Any, **kwargs: Any) -> Any:

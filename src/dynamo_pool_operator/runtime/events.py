@@ -49,15 +49,16 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal
 
 from prometheus_client import CollectorRegistry, Counter
 
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.background import background
+from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.metricsets import per_registry
-from dynamo_pool_operator.runtime.objects.resources import EVENTS, Resource
+from dynamo_pool_operator.runtime.objects.resources import EVENTS
 
 log = logging.getLogger(__name__)
 
@@ -73,18 +74,6 @@ _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS_SUBDOMAIN: Final = re.compile(rf"{_LABEL}(\.{_LABEL})*")
 _QUALIFIED_NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-class EventWriter(Protocol):
-    """The two client verbs the recorder needs; `Client` satisfies it, tests fake it."""
-
-    async def create(
-        self, res: Resource, body: dict[str, Any], namespace: str | None = None
-    ) -> dict[str, Any]: ...
-
-    async def merge_patch(
-        self, res: Resource, name: str, patch: dict[str, Any], namespace: str | None = None
-    ) -> dict[str, Any]: ...
 
 
 def micro_time(t: datetime) -> str:
@@ -164,7 +153,7 @@ class EventRecorder:
 
     def __init__(
         self,
-        client: EventWriter,
+        client: Client,
         *,
         reporting_controller: str,
         reporting_instance: str,

@@ -30,14 +30,15 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from prometheus_client import CollectorRegistry, Gauge
 
 from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.metricsets import per_registry
-from dynamo_pool_operator.runtime.objects.resources import LEASES, Resource
+from dynamo_pool_operator.runtime.objects.resources import LEASES
 
 log = logging.getLogger(__name__)
 
@@ -60,20 +61,6 @@ class LeadershipLost(Exception):
 
 class _AttemptTimedOut(Exception):
     """An API attempt did not finish within the time the elector could give it."""
-
-
-class LeaseClient(Protocol):
-    """The three verbs the elector needs; `runtime.client.Client` provides them."""
-
-    async def get(
-        self, res: Resource, name: str, namespace: str | None = None
-    ) -> dict[str, Any]: ...
-
-    async def create(
-        self, res: Resource, body: dict[str, Any], namespace: str | None = None
-    ) -> dict[str, Any]: ...
-
-    async def replace(self, res: Resource, body: dict[str, Any]) -> dict[str, Any]: ...
 
 
 def format_micro_time(moment: datetime) -> str:
@@ -120,7 +107,7 @@ class LeaderElector:
 
     def __init__(
         self,
-        client: LeaseClient,
+        client: Client,
         *,
         namespace: str,
         name: str,

@@ -44,7 +44,8 @@ from dynamo_pool_operator.pool.model import (
 )
 from dynamo_pool_operator.pool.plan import make_plan
 from dynamo_pool_operator.pool.status import report
-from dynamo_pool_operator.runtime.cache.informer import Informer, InformerClient
+from dynamo_pool_operator.runtime.cache.informer import Informer
+from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.conditions import rfc3339
 from dynamo_pool_operator.runtime.objects.ownership import is_controlled_by
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
@@ -160,7 +161,7 @@ class World:
         implementation = Implementation(self.config.multi_cluster.mcs_implementation)
         if not implementation:
             return ()
-        never_run = Informer(cast("InformerClient", object()), EXPORTS)
+        never_run = Informer(cast("Client", object()), EXPORTS)
         after = timedelta(seconds=self.config.multi_cluster.unconfirmed_after)
         contributor = PoolExports(
             ExportCaches(never_run),

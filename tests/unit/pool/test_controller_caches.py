@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import sys
 import uuid
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
 from dynamo_pool_operator.pool import controller
-from dynamo_pool_operator.runtime.cache.informer import InformerClient
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
+from tests.unit.runtime.client.fake import FakeClient
 
 
 def _caches() -> Any:
-    informers = SharedInformers(cast("InformerClient", object()))
+    informers = SharedInformers(FakeClient())
     return controller.relay_caches(informers, namespace=None, dgd_version="v1beta1")
 
 
@@ -66,7 +66,7 @@ def test_the_relay_objects_are_watched_by_the_labels_only_they_carry() -> None:
     wanted = dict(pair.split("=") for pair in selector.split(","))
     assert wanted.items() <= labels.owned_object_labels("pool").items()
     assert not wanted.items() <= labels.selector("pool").items()  # not the pods' labels
-    informers = SharedInformers(cast("InformerClient", object()))
+    informers = SharedInformers(FakeClient())
     exported = controller.relay_caches(
         informers, namespace=None, dgd_version="v1beta1", frontends=True
     )

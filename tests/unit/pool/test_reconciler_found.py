@@ -5,7 +5,7 @@ and forgotten once gone. The reconcile asks to look again when the next read is 
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 
@@ -14,11 +14,11 @@ from dynamo_pool_operator.pool import controller
 from dynamo_pool_operator.pool.model import Action, ActionResult, EventNames, Outcome, Verb
 from dynamo_pool_operator.pool.model import Result as Res
 from dynamo_pool_operator.pool.reconciler import PoolRelayReconciler
-from dynamo_pool_operator.runtime.cache.informer import InformerClient
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, Resource
+from tests.unit.runtime.client.fake import FakeClient
 
 NS, POOL, OBJ, UID = "ns", "p", "p-pool-relay", "relay-uid"
 REQUEST = (NS, POOL)
@@ -33,10 +33,11 @@ def deployment(owner: str | None, rv: str = "5") -> dict[str, Any]:
     return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": {}}
 
 
-class Server:
+class Server(FakeClient):
     """Answers each read with the next of `answers` (an object, or an error to raise)."""
 
     def __init__(self, *answers: Any) -> None:
+        super().__init__()
         self.answers = list(answers)
         self.reads = 0
 
@@ -57,10 +58,10 @@ class Events:
 
 
 def reconciler(server: Server, clock: FakeClock) -> PoolRelayReconciler:
-    informers = SharedInformers(cast("InformerClient", object()))
+    informers = SharedInformers(FakeClient())
     caches = controller.relay_caches(informers, namespace=None, dgd_version="v1beta1")
     return PoolRelayReconciler(
-        server,  # type: ignore[arg-type]
+        server,
         caches,
         defaults=RelayDefaults(image="i", port=1),
         default_discovery_backend="kubernetes",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
@@ -36,9 +36,10 @@ from dynamo_pool_operator.pool.model import (
 from dynamo_pool_operator.pool.plan import Plan, make_plan
 from dynamo_pool_operator.pool.relay.objects import desired_objects
 from dynamo_pool_operator.pool.status import POOL_READY, StatusReport, report
-from dynamo_pool_operator.runtime.cache.informer import Informer, InformerClient
+from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.objects.conditions import rfc3339
+from tests.unit.runtime.client.fake import FakeClient
 
 NS, NAME, UID = "team", "pool", "relay-uid"
 RELAY_SVC, FRONTEND = f"{NAME}-pool-relay", f"{NAME}-chat"
@@ -68,7 +69,7 @@ def make_pool(*, workers: bool = True) -> Pool:
 def exports_contributor() -> PoolExports:
     """The real export contributor, with caches that are never run (plan and report read
     only the snapshot)."""
-    informer = Informer(cast("InformerClient", object()), SE)
+    informer = Informer(FakeClient(), SE)
     return PoolExports(
         ExportCaches(informer),
         resource=SE,

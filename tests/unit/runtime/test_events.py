@@ -21,6 +21,7 @@ from dynamo_pool_operator.runtime.client.background import in_background
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.events import EventRecorder, micro_time, truncate_note
 from dynamo_pool_operator.runtime.objects.resources import EVENTS, Resource
+from tests.unit.runtime.client.fake import FakeClient
 
 START = datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
 POOL = {
@@ -36,10 +37,11 @@ SVC_2 = {"apiVersion": "v1", "kind": "Service", "namespace": "team-a", "name": "
 MICRO_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 
 
-class FakeEventsApi:
+class FakeEventsApi(FakeClient):
     """Records calls; answers like the API server, or with errors queued by `fail`."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.calls: list[tuple[str, str, dict[str, Any]]] = []  # (verb, name, body or patch)
         self.stored: dict[tuple[str, str], dict[str, Any]] = {}
         self._errors: dict[str, list[errors.ApiError]] = {"create": [], "patch": []}
@@ -53,7 +55,12 @@ class FakeEventsApi:
         return [verb for verb, _, _ in self.calls]
 
     async def create(
-        self, res: Resource, body: dict[str, Any], namespace: str | None = None
+        self,
+        res: Resource,
+        body: dict[str, Any],
+        namespace: str | None = None,
+        *,
+        field_manager: str | None = None,
     ) -> dict[str, Any]:
         assert res == EVENTS
         assert namespace == body["metadata"]["namespace"]
@@ -69,7 +76,14 @@ class FakeEventsApi:
         return body
 
     async def merge_patch(
-        self, res: Resource, name: str, patch: dict[str, Any], namespace: str | None = None
+        self,
+        res: Resource,
+        name: str,
+        patch: dict[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+        field_manager: str | None = None,
     ) -> dict[str, Any]:
         assert res == EVENTS
         self.calls.append(("patch", name, copy.deepcopy(patch)))
@@ -764,13 +778,25 @@ class GatedApi(FakeEventsApi):
             self.in_flight -= 1
 
     async def create(
-        self, res: Resource, body: dict[str, Any], namespace: str | None = None
+        self,
+        res: Resource,
+        body: dict[str, Any],
+        namespace: str | None = None,
+        *,
+        field_manager: str | None = None,
     ) -> dict[str, Any]:
         await self._held()
         return await super().create(res, body, namespace)
 
     async def merge_patch(
-        self, res: Resource, name: str, patch: dict[str, Any], namespace: str | None = None
+        self,
+        res: Resource,
+        name: str,
+        patch: dict[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+        field_manager: str | None = None,
     ) -> dict[str, Any]:
         await self._held()
         return await super().merge_patch(res, name, patch, namespace)

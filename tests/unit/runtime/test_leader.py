@@ -32,6 +32,7 @@ from dynamo_pool_operator.runtime.leader import (
     format_micro_time,
 )
 from dynamo_pool_operator.runtime.objects.resources import LEASES, Resource
+from tests.unit.runtime.client.fake import FakeClient
 
 NS = "ops"
 NAME = "dynamo-pool-operator"
@@ -145,10 +146,11 @@ class LeaseStore:
         return copy.deepcopy(self.objects[(NS, NAME)]["spec"])
 
 
-class FakeLeaseClient:
+class FakeLeaseClient(FakeClient):
     """One process's view of the API server; faults apply to this process only."""
 
     def __init__(self, store: LeaseStore, clock: FakeClock) -> None:
+        super().__init__()
         self.store = store
         self.clock = clock
         self.failing: Exception | None = None  # raise before the server sees it
@@ -180,14 +182,26 @@ class FakeLeaseClient:
         return result
 
     async def create(
-        self, res: Resource, body: dict[str, Any], namespace: str | None = None
+        self,
+        res: Resource,
+        body: dict[str, Any],
+        namespace: str | None = None,
+        *,
+        field_manager: str | None = None,
     ) -> dict[str, Any]:
         await self._enter(res)
         result = self.store.create(copy.deepcopy(body), namespace)
         self._exit()
         return result
 
-    async def replace(self, res: Resource, body: dict[str, Any]) -> dict[str, Any]:
+    async def replace(
+        self,
+        res: Resource,
+        body: dict[str, Any],
+        *,
+        subresource: str | None = None,
+        field_manager: str | None = None,
+    ) -> dict[str, Any]:
         await self._enter(res)
         result = self.store.replace(copy.deepcopy(body))
         self._exit()

@@ -49,7 +49,7 @@ import logging
 import sys
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -57,7 +57,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from dynamo_pool_operator.runtime import metrics
 from dynamo_pool_operator.runtime.cache.store import Obj, Store, object_key
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.rest import ListResult, jittered
+from dynamo_pool_operator.runtime.client.rest import Client, jittered
 from dynamo_pool_operator.runtime.client.undecodable import Undecodable, named, skim
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.metricsets import per_registry
@@ -152,34 +152,6 @@ def _health(registry: CollectorRegistry) -> tuple[Gauge, Counter, Gauge]:
             registry=registry,
         ),
     )
-
-
-class InformerClient(Protocol):
-    """The two reads an informer needs; `runtime.client.Client` provides them."""
-
-    async def list(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int = 500,
-        each: Callable[[Obj], Obj | None] | None = None,
-    ) -> ListResult: ...
-
-    def watch_lines(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        resource_version: str,
-        allow_bookmarks: bool = True,
-        timeout_seconds: int = 300,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        send_initial_events: bool = False,
-    ) -> AsyncIterator[bytes]: ...
 
 
 #: kubectl's client-side apply keeps the whole applied object in this annotation: as
@@ -333,7 +305,7 @@ class Informer:
 
     def __init__(
         self,
-        client: InformerClient,
+        client: Client,
         resource: Resource,
         namespace: str | None = None,
         *,

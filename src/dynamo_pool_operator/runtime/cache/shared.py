@@ -15,11 +15,11 @@ from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime.cache.informer import (
     Informer,
-    InformerClient,
     Keep,
     Transform,
     VocabularyPath,
 )
+from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.clock import Clock
 from dynamo_pool_operator.runtime.objects.resources import Resource
 
@@ -37,7 +37,7 @@ class SharedInformers:
 
     def __init__(
         self,
-        client: InformerClient,
+        client: Client,
         *,
         clock: Clock | None = None,
         registry: CollectorRegistry | None = None,

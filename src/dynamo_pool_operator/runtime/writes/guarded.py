@@ -25,50 +25,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import Resource
 from dynamo_pool_operator.runtime.writes.handover import (
-    HandoverClient,
     HandoverLost,
-    hand_over,
+    handed_over,
+    managed_entries,
     needs_handover,
 )
 
 log = logging.getLogger(__name__)
-
-
-class GuardedClient(HandoverClient, Protocol):
-    async def create(
-        self,
-        res: Resource,
-        body: dict[str, Any],
-        namespace: str | None = None,
-        *,
-        field_manager: str | None = None,
-    ) -> dict[str, Any]: ...
-
-    async def apply(
-        self,
-        res: Resource,
-        body: dict[str, Any],
-        *,
-        field_manager: str | None = None,
-        force: bool = False,
-        subresource: str | None = None,
-    ) -> dict[str, Any]: ...
-
-    async def delete(
-        self,
-        res: Resource,
-        name: str,
-        namespace: str | None = None,
-        *,
-        uid: str | None = None,
-        resource_version: str | None = None,
-        propagation_policy: str | None = None,
-    ) -> dict[str, Any] | None: ...
 
 
 class LostRace(Exception):
@@ -95,10 +64,54 @@ def _at(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('name')} read at resourceVersion {meta.get('resourceVersion')}"
 
 
+async def hand_over(
+    client: Client,
+    res: Resource,
+    obj: Mapping[str, Any],
+    manager: str,
+    *,
+    still_ours: Callable[[Mapping[str, Any]], bool],
+    attempts: int = 3,
+) -> dict[str, Any]:
+    """Hand `obj`'s Update entry of `manager` over to its Apply entry; returns the object
+    as the server now has it. `obj` must carry its full `managedFields` (a create's
+    answer, or a fresh GET). Raises `HandoverLost` if the object is gone, replaced, or
+    no longer `still_ours`; other API errors propagate."""
+    current: dict[str, Any] = dict(obj)
+    uid = current["metadata"]["uid"]
+    name, namespace = current["metadata"]["name"], current["metadata"].get("namespace")
+    for attempt in range(attempts):
+        managed = handed_over(managed_entries(current), manager)
+        if managed is None:
+            return current
+        patch = {
+            "metadata": {
+                "uid": uid,
+                "resourceVersion": current["metadata"]["resourceVersion"],
+                "managedFields": managed,
+            }
+        }
+        try:
+            return await client.merge_patch(res, name, patch, namespace, field_manager=manager)
+        except errors.NotFound as e:
+            raise HandoverLost(f"{res.kind} {name} is gone") from e
+        except errors.Conflict:
+            if attempt == attempts - 1:
+                raise
+        # Changed since read (a controller wrote its status, say): read it again.
+        try:
+            current = await client.get(res, name, namespace)
+        except errors.NotFound as e:
+            raise HandoverLost(f"{res.kind} {name} is gone") from e
+        if current["metadata"].get("uid") != uid or not still_ours(current):
+            raise HandoverLost(f"{res.kind} {name} changed hands since it was created")
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 class GuardedWrites:
     """Exclusive create, guarded apply, guarded delete, all as one field manager."""
 
-    def __init__(self, client: GuardedClient, field_manager: str) -> None:
+    def __init__(self, client: Client, field_manager: str) -> None:
         self.client = client
         self.field_manager = field_manager
 

@@ -21,36 +21,19 @@ same before and after.
 Objects whose handover did not happen (a create by an earlier version, a lost
 race) are found from the cache: informers of such objects keep a summary of
 `managedFields` (manager and operation, no field sets), see `summarize`.
+
+This module is the rules alone, and reaches no client: the pure planning asks
+`needs_handover`. The requests are `guarded.hand_over`'s.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
-
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.objects.resources import Resource
+from collections.abc import Mapping
+from typing import Any
 
 APPLY = "Apply"
 UPDATE = "Update"
-
-
-class HandoverClient(Protocol):
-    async def get(
-        self, res: Resource, name: str, namespace: str | None = None
-    ) -> dict[str, Any]: ...
-
-    async def merge_patch(
-        self,
-        res: Resource,
-        name: str,
-        patch: dict[str, Any],
-        namespace: str | None = None,
-        *,
-        subresource: str | None = None,
-        field_manager: str | None = None,
-    ) -> dict[str, Any]: ...
 
 
 class HandoverLost(Exception):
@@ -58,7 +41,7 @@ class HandoverLost(Exception):
     fields could be handed over; the caller re-decides from fresh state."""
 
 
-def _entries(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def managed_entries(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     meta = obj.get("metadata")
     managed = meta.get("managedFields") if isinstance(meta, Mapping) else None
     return [m for m in managed if isinstance(m, Mapping)] if isinstance(managed, list) else []
@@ -76,7 +59,7 @@ def _is_update_entry(entry: Mapping[str, Any], manager: str) -> bool:
 
 def needs_handover(obj: Mapping[str, Any], manager: str) -> bool:
     """True when `manager` still owns fields of `obj` through an Update entry."""
-    return any(_is_update_entry(e, manager) for e in _entries(obj))
+    return any(_is_update_entry(e, manager) for e in managed_entries(obj))
 
 
 def union(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
@@ -132,47 +115,3 @@ def summarize(obj: dict[str, Any]) -> dict[str, Any]:
             if isinstance(e, Mapping)
         ]
     return obj
-
-
-async def hand_over(
-    client: HandoverClient,
-    res: Resource,
-    obj: Mapping[str, Any],
-    manager: str,
-    *,
-    still_ours: Callable[[Mapping[str, Any]], bool],
-    attempts: int = 3,
-) -> dict[str, Any]:
-    """Hand `obj`'s Update entry of `manager` over to its Apply entry; returns the object
-    as the server now has it. `obj` must carry its full `managedFields` (a create's
-    answer, or a fresh GET). Raises `HandoverLost` if the object is gone, replaced, or
-    no longer `still_ours`; other API errors propagate."""
-    current: dict[str, Any] = dict(obj)
-    uid = current["metadata"]["uid"]
-    name, namespace = current["metadata"]["name"], current["metadata"].get("namespace")
-    for attempt in range(attempts):
-        managed = handed_over(_entries(current), manager)
-        if managed is None:
-            return current
-        patch = {
-            "metadata": {
-                "uid": uid,
-                "resourceVersion": current["metadata"]["resourceVersion"],
-                "managedFields": managed,
-            }
-        }
-        try:
-            return await client.merge_patch(res, name, patch, namespace, field_manager=manager)
-        except errors.NotFound as e:
-            raise HandoverLost(f"{res.kind} {name} is gone") from e
-        except errors.Conflict:
-            if attempt == attempts - 1:
-                raise
-        # Changed since read (a controller wrote its status, say): read it again.
-        try:
-            current = await client.get(res, name, namespace)
-        except errors.NotFound as e:
-            raise HandoverLost(f"{res.kind} {name} is gone") from e
-        if current["metadata"].get("uid") != uid or not still_ours(current):
-            raise HandoverLost(f"{res.kind} {name} changed hands since it was created")
-    raise AssertionError("unreachable")  # pragma: no cover

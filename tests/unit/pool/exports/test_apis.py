@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY, Implementation
 from dynamo_pool_operator.pool.exports.apis import ExportApis
 from dynamo_pool_operator.pool.exports.contributor import PoolExports
-from dynamo_pool_operator.runtime.cache.informer import Informer, InformerClient
+from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.cache.optional import DegradedChecks
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
 from dynamo_pool_operator.runtime.clock import FakeClock
@@ -39,7 +39,7 @@ class Feature:
     def __init__(self) -> None:
         self.server = Server(CLUSTER_ID_PROPERTY)
         self.clock = FakeClock()
-        self.informers = SharedInformers(cast("InformerClient", self.server), clock=self.clock)
+        self.informers = SharedInformers(self.server, clock=self.clock)
         registry = CollectorRegistry()
         self.contributor = PoolExports(
             None, resource=None, implementation=Implementation.MCS, about_version=None
@@ -49,8 +49,8 @@ class Feature:
             Controller("c", Nothing(), registry=registry, workers=0),
             self.contributor,
             DegradedChecks({}, registry),
-            relays=Informer(cast("InformerClient", self.server), CONFIGMAPS),
-            dgds=Informer(cast("InformerClient", self.server), CONFIGMAPS),
+            relays=Informer(self.server, CONFIGMAPS),
+            dgds=Informer(self.server, CONFIGMAPS),
             namespace=None,
         )
         self.pokes = 0

@@ -22,12 +22,13 @@ from dynamo_pool_operator.api.mcs import Implementation
 from dynamo_pool_operator.pool.exports.apis import ExportApis
 from dynamo_pool_operator.pool.exports.contributor import PoolExports
 from dynamo_pool_operator.pool.exports.wiring import export_changed
-from dynamo_pool_operator.runtime.cache.informer import EventType, Informer, InformerClient
+from dynamo_pool_operator.runtime.cache.informer import EventType, Informer
 from dynamo_pool_operator.runtime.cache.optional import DegradedChecks
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
 from dynamo_pool_operator.runtime.control.controller import Controller
 from dynamo_pool_operator.runtime.control.queue import LOW
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS
+from tests.unit.runtime.client.fake import FakeClient
 
 REF = {
     "apiVersion": "nvidia.com/v1alpha1",
@@ -134,7 +135,7 @@ def test_a_cluster_property_change_requeues_every_relay_at_low_priority() -> Non
     user's change made meanwhile is served first (docs/runtime.md, Controller). Export
     events keep the priority of their source: a user deleting an export is a real
     change, served at NORMAL."""
-    client = cast("InformerClient", object())  # never run: only the wiring is looked at
+    client = FakeClient()  # never run: only the wiring is looked at
     relays, dgds = Informer(client, CONFIGMAPS), Informer(client, CONFIGMAPS)
     registry = CollectorRegistry()
     rec = RecordingController()

@@ -12,30 +12,32 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter, defaultdict
-from collections.abc import AsyncIterator
-from typing import Any, cast
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
 from dynamo_pool_operator.runtime.cache.followed import Candidate, FollowedCache
-from dynamo_pool_operator.runtime.cache.informer import Informer, InformerClient
+from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import ListResult
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.objects.resources import Resource
+from tests.unit.runtime.client.fake import FakeClient
 
 
 def widgets(version: str) -> Resource:
     return Resource("example.com", version, "widgets", "Widget", True)
 
 
-class Server:
+class Server(FakeClient):
     """Lists of each resource and version complete when the test lets them
     (`complete`), with one object; watches stay open and quiet. Streaming lists are
     refused, so the informer lists page by page."""
 
     def __init__(self, name: str = "w") -> None:
+        super().__init__()
         self.name = name
         self._done: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self.lists: Counter[str] = Counter()
@@ -44,20 +46,37 @@ class Server:
         self._done[f"{plural}/{version}"].set()
 
     async def list(
-        self, resource: Resource, namespace: str | None = None, *, each: Any = None, **_: Any
-    ) -> Any:
-        self.lists[resource.version] += 1
-        await self._done[f"{resource.plural}/{resource.version}"].wait()
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        limit: int = 500,
+        each: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
+    ) -> ListResult:
+        self.lists[res.version] += 1
+        await self._done[f"{res.plural}/{res.version}"].wait()
         meta = {"name": self.name, "resourceVersion": "1"}
-        item = {"metadata": {**meta, "namespace": "ns"} if resource.namespaced else meta}
+        item = {"metadata": {**meta, "namespace": "ns"} if res.namespaced else meta}
         kept = each(item) if each is not None else item  # the informer's filter, as the client
         return ListResult([kept] if kept is not None else [], "1")
 
-    def watch_lines(self, resource: Resource, namespace: str | None = None, **kw: Any) -> Any:
-        return self._lines(bool(kw.get("send_initial_events")))
-
-    async def _lines(self, streaming: bool) -> AsyncIterator[bytes]:
-        if streaming:
+    async def watch_lines(
+        self,
+        res: Resource,
+        namespace: str | None = None,
+        *,
+        resource_version: str,
+        allow_bookmarks: bool = True,
+        timeout_seconds: int = 300,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        send_initial_events: bool = False,
+    ) -> AsyncIterator[bytes]:
+        if send_initial_events:
             raise errors.Invalid("no streaming lists here", status=422)
         await asyncio.Event().wait()
         yield b""  # never reached
@@ -67,7 +86,7 @@ class World:
     def __init__(self) -> None:
         self.server = Server()
         self.clock = FakeClock()
-        self.informers = SharedInformers(cast("InformerClient", self.server), clock=self.clock)
+        self.informers = SharedInformers(self.server, clock=self.clock)
         self.pokes = 0
         self.switches: list[tuple[Informer, Informer]] = []
 

@@ -57,6 +57,7 @@ from tests.indexes import (
     index_by_owner_uid,
     label_index,
 )
+from tests.unit.runtime.client.fake import FakeClient
 
 RES = CONFIGMAPS
 
@@ -112,7 +113,7 @@ def error_event(code: int, reason: str) -> bytes:
     return ev("ERROR", {"kind": "Status", "status": "Failure", "code": code, "reason": reason})
 
 
-class StubClient:
+class StubClient(FakeClient):
     """Plays scripted list answers and watch sessions; records every call.
 
     When the list script runs out, `list` blocks; when the watch script runs out,
@@ -124,6 +125,7 @@ class StubClient:
         lists: Iterable[ListResult | BaseException] = (),
         watches: Iterable[Iterable[Step]] = (),
     ) -> None:
+        super().__init__()
         self.lists = list(lists)
         self.watches = [list(w) for w in watches]
         self.list_calls: list[dict[str, Any]] = []
@@ -141,6 +143,8 @@ class StubClient:
         field_selector: str | None = None,
         limit: int = 500,
         each: Callable[[Obj], Obj | None] | None = None,
+        resource_version: str | None = None,
+        resource_version_match: str | None = None,
     ) -> ListResult:
         self.list_calls.append(
             {

@@ -22,6 +22,7 @@ from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.control.controller import Request
 from dynamo_pool_operator.runtime.control.queue import LOW
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, Resource
+from tests.unit.runtime.client.fake import FakeClient
 from tests.unit.runtime.control.test_controller_priority import (
     controller,
     drain,
@@ -32,10 +33,11 @@ from tests.unit.runtime.control.test_controller_priority import (
 KEYS: list[Request] = [("ns", "a"), ("ns", "b")]
 
 
-class RefusedThenEmpty:
+class RefusedThenEmpty(FakeClient):
     """The list is refused until `grant`, then answers with no object."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.granted = False
         self.lists = 0
 

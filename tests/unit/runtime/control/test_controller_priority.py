@@ -29,16 +29,18 @@ from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.control.controller import Controller, Request, Result
 from dynamo_pool_operator.runtime.control.queue import LOW, NORMAL
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, Resource
+from tests.unit.runtime.client.fake import FakeClient
 
 
 def cm(name: str, rv: str) -> Obj:
     return {"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv, "uid": name}}
 
 
-class Scripted:
+class Scripted(FakeClient):
     """One list answer, then one watch session that plays `events` and stays open."""
 
     def __init__(self, listed: list[Obj], events: Iterable[tuple[str, Obj]] = ()) -> None:
+        super().__init__()
         self.listed = listed
         self.events = list(events)
         self.release = asyncio.Event()

@@ -25,15 +25,17 @@ from dynamo_pool_operator.runtime.serving.auth import (
     Verdict,
     bearer_token,
 )
+from tests.unit.runtime.client.fake import FakeClient
 
 GET = ("get", "/metrics")
 
 
-class Reviewer:
+class Reviewer(FakeClient):
     """Answers reviews as a fixed API server would, counting them. While `gate` is
     set, TokenReviews wait for it; with `fail` set they fail as an unreachable server."""
 
     def __init__(self, allowed: bool = True) -> None:
+        super().__init__()
         self.allowed = allowed
         self.accepted = {"good"}
         self.kinds: list[str] = []
@@ -79,7 +81,7 @@ def test_bearer_token(header: str | None, token: str | None) -> None:
 
 async def test_answers_and_ttls_are_controller_runtimes() -> None:
     clock, reviewer = FakeClock(), Reviewer()
-    auth = DelegatedAuth(reviewer, clock=clock)  # type: ignore[arg-type]
+    auth = DelegatedAuth(reviewer, clock=clock)
     assert (await auth.verdict("Bearer good", "get", "/metrics")).status == 200
     assert (await auth.verdict("Bearer good", "get", "/metrics")).status == 200
     assert reviewer.kinds == ["TokenReview", "SubjectAccessReview"]
@@ -93,7 +95,7 @@ async def test_answers_and_ttls_are_controller_runtimes() -> None:
 
 async def test_a_denial_is_cached_for_less_time() -> None:
     clock, reviewer = FakeClock(), Reviewer(allowed=False)
-    auth = DelegatedAuth(reviewer, clock=clock)  # type: ignore[arg-type]
+    auth = DelegatedAuth(reviewer, clock=clock)
     assert (await auth.verdict("Bearer good", "get", "/metrics")).status == 403
     await clock.advance(DENY_TTL - 1)
     await auth.verdict("Bearer good", "get", "/metrics")
@@ -105,7 +107,7 @@ async def test_a_denial_is_cached_for_less_time() -> None:
 
 async def test_a_bad_token_is_401_and_remembered() -> None:
     reviewer = Reviewer()
-    auth = DelegatedAuth(reviewer, clock=FakeClock())  # type: ignore[arg-type]
+    auth = DelegatedAuth(reviewer, clock=FakeClock())
     for _ in range(3):
         assert (await auth.verdict("Bearer bad", "get", "/metrics")).status == 401
     assert reviewer.kinds == ["TokenReview"]
@@ -113,7 +115,7 @@ async def test_a_bad_token_is_401_and_remembered() -> None:
 
 
 def auth_of(reviewer: Reviewer, clock: FakeClock, **kw: Any) -> DelegatedAuth:
-    return DelegatedAuth(reviewer, clock=clock, registry=CollectorRegistry(), **kw)  # type: ignore[arg-type]
+    return DelegatedAuth(reviewer, clock=clock, registry=CollectorRegistry(), **kw)
 
 
 async def verdicts(auth: DelegatedAuth, tokens: list[str]) -> list[Verdict]:
@@ -263,7 +265,7 @@ async def test_reviews_are_counted_by_result_and_no_token_is_logged(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     clock, reviewer, registry = FakeClock(), Reviewer(), CollectorRegistry()
-    auth = DelegatedAuth(reviewer, clock=clock, registry=registry, review_burst=2)  # type: ignore[arg-type]
+    auth = DelegatedAuth(reviewer, clock=clock, registry=registry, review_burst=2)
     secret = "s3cr3t-token-value"
     assert (await auth.verdict("Bearer good", *GET)).status == 200
     assert (await auth.verdict(f"Bearer {secret}", *GET)).status == 401
@@ -282,4 +284,4 @@ async def test_reviews_are_counted_by_result_and_no_token_is_logged(
 
 def test_the_in_flight_bound_is_at_least_one() -> None:
     with pytest.raises(ValueError, match="review_in_flight"):
-        DelegatedAuth(Reviewer(), review_in_flight=0)  # type: ignore[arg-type]
+        DelegatedAuth(Reviewer(), review_in_flight=0)

@@ -24,6 +24,7 @@ from dynamo_pool_operator.runtime.serving.tls import (
     ServingCertificate,
     self_signed,
 )
+from tests.unit.runtime.client.fake import FakeClient
 
 
 def write(directory: Path, host: str) -> None:
@@ -103,7 +104,7 @@ def test_a_key_that_does_not_match_fails_at_start(tmp_path: Path) -> None:
         ServingCertificate(tmp_path)
 
 
-class AcceptsAll:
+class AcceptsAll(FakeClient):
     """A reviewer that lets every token through: who may scrape is not the point here
     (tests/integration/security/test_secure_metrics.py asks a real API server)."""
 
@@ -139,7 +140,7 @@ async def test_a_mismatched_certificate_and_key_leave_the_served_one_working(
         health_address="0",
         metrics_address="127.0.0.1:0",
         metrics_tls=tls,
-        metrics_auth=DelegatedAuth(AcceptsAll()),  # type: ignore[arg-type]
+        metrics_auth=DelegatedAuth(AcceptsAll()),
     )
     await server.start()
     caplog.set_level(logging.WARNING)

@@ -1,4 +1,5 @@
-"""The create-to-apply handover of managed fields (runtime/writes/handover.py).
+"""The create-to-apply handover of managed fields (runtime/writes/handover.py, its
+requests in runtime/writes/guarded.py).
 
 The pure rules here; that the API server accepts the patch and that a later apply
 then replaces list entries is shown against the real server in
@@ -12,8 +13,9 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.objects.resources import SERVICES
-from dynamo_pool_operator.runtime.writes import handover
+from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
+from dynamo_pool_operator.runtime.writes import guarded, handover
+from tests.unit.runtime.client.fake import FakeClient
 
 ME = "dynamo-pool-operator"
 
@@ -101,21 +103,29 @@ def created(rv: str = "10", uid: str = "u1", controller: str = "r1") -> dict[str
     }
 
 
-class Server:
+class Server(FakeClient):
     """Answers the handover's two requests from a script; records what was sent."""
 
     def __init__(self, patches: list[Any], gets: list[Any] | None = None) -> None:
+        super().__init__()
         self.patches, self.gets = patches, gets or []
         self.sent: list[dict[str, Any]] = []
 
-    async def get(self, res: Any, name: str, namespace: str | None = None) -> dict[str, Any]:
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
         answer = self.gets.pop(0)
         if isinstance(answer, Exception):
             raise answer
         return dict(answer)
 
     async def merge_patch(
-        self, res: Any, name: str, patch: dict[str, Any], namespace: Any = None, **_: Any
+        self,
+        res: Resource,
+        name: str,
+        patch: dict[str, Any],
+        namespace: str | None = None,
+        *,
+        subresource: str | None = None,
+        field_manager: str | None = None,
     ) -> dict[str, Any]:
         self.sent.append(patch)
         answer = self.patches.pop(0)
@@ -130,7 +140,7 @@ def ours(obj: Any) -> bool:
 
 async def test_the_patch_carries_uid_and_resource_version_read() -> None:
     server = Server([{"metadata": {"resourceVersion": "11"}}])
-    out = await handover.hand_over(server, SERVICES, created(), ME, still_ours=ours)
+    out = await guarded.hand_over(server, SERVICES, created(), ME, still_ours=ours)
     assert out == {"metadata": {"resourceVersion": "11"}}
     (patch,) = server.sent
     assert patch["metadata"]["uid"] == "u1"
@@ -141,7 +151,7 @@ async def test_the_patch_carries_uid_and_resource_version_read() -> None:
 
 async def test_a_conflict_reads_again_and_hands_over_from_the_fresh_version() -> None:
     server = Server([errors.Conflict("changed"), {"ok": 1}], gets=[created(rv="12")])
-    assert await handover.hand_over(server, SERVICES, created(), ME, still_ours=ours) == {"ok": 1}
+    assert await guarded.hand_over(server, SERVICES, created(), ME, still_ours=ours) == {"ok": 1}
     assert [p["metadata"]["resourceVersion"] for p in server.sent] == ["10", "12"]
 
 
@@ -153,25 +163,25 @@ async def test_a_conflict_reads_again_and_hands_over_from_the_fresh_version() ->
 async def test_a_changed_hand_is_lost_not_patched(fresh: Any) -> None:
     server = Server([errors.Conflict("changed")], gets=[fresh])
     with pytest.raises(handover.HandoverLost):
-        await handover.hand_over(server, SERVICES, created(), ME, still_ours=ours)
+        await guarded.hand_over(server, SERVICES, created(), ME, still_ours=ours)
     assert len(server.sent) == 1
 
 
 async def test_a_deleted_object_is_lost() -> None:
     server = Server([errors.NotFound("gone")])
     with pytest.raises(handover.HandoverLost):
-        await handover.hand_over(server, SERVICES, created(), ME, still_ours=ours)
+        await guarded.hand_over(server, SERVICES, created(), ME, still_ours=ours)
 
 
 async def test_conflicts_are_bounded() -> None:
     server = Server([errors.Conflict("a"), errors.Conflict("b")], gets=[created(rv="12")])
     with pytest.raises(errors.Conflict):
-        await handover.hand_over(server, SERVICES, created(), ME, still_ours=ours, attempts=2)
+        await guarded.hand_over(server, SERVICES, created(), ME, still_ours=ours, attempts=2)
 
 
 async def test_an_object_already_handed_over_is_not_patched() -> None:
     obj = created()
     obj["metadata"]["managedFields"] = [entry(ME, "Apply", PORTS)]
     server = Server([])
-    assert await handover.hand_over(server, SERVICES, obj, ME, still_ours=ours) == obj
+    assert await guarded.hand_over(server, SERVICES, obj, ME, still_ours=ours) == obj
     assert server.sent == []
