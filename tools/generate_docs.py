@@ -5,6 +5,8 @@
   `<!-- END GENERATED: name -->`: `conditions`, every reason of each condition `Ready`
   summarizes (`api/status.py`); `precedence`, the withdrawal reasons (`Published`) in
   the order of the relay's check chain.
+- docs/events.md, the section `events`: every Event reason, from their home
+  (`api/events.py`).
 
 Run: tools/uv run python tools/generate_docs.py
 (tests/unit/repository/test_docs_drift.py checks it)
@@ -16,6 +18,13 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from dynamo_pool_operator.api.events import (
+    CONDITION_CHANGED,
+    CONDITION_CHANGED_REASON,
+    EVENTS,
+    NOTED_TRANSITIONS,
+    Event,
+)
 from dynamo_pool_operator.api.status import (
     IMPLEMENTATION_REASON_MEANING,
     MEANINGS,
@@ -50,6 +59,32 @@ CRD_SECTIONS: dict[str, Callable[[], str]] = {
 }
 
 
+def _row(reason: str, event: Event) -> str:
+    cells = (event.type, reason, event.action, event.related, event.when, event.what_to_do)
+    return "| " + " | ".join(cell or "—" for cell in cells) + " |\n"
+
+
+def events_table() -> str:
+    """Every Event the operator records: its own reasons, then a condition's transition
+    (whose reason is the condition's) and the transitions with a row of their own."""
+    out = [
+        "| Type | Reason | Action | Related | When | What to do |\n",
+        "|---|---|---|---|---|---|\n",
+    ]
+    out += [_row(f"`{reason}`", event) for reason, event in EVENTS.items()]
+    out.append(_row(CONDITION_CHANGED_REASON, CONDITION_CHANGED))
+    out += [_row(f"`{reason}`", event) for reason, event in NOTED_TRANSITIONS.items()]
+    return "".join(out)
+
+
+#: docs/events.md's generated sections, by name.
+EVENTS_SECTIONS: dict[str, Callable[[], str]] = {"events": events_table}
+
+
+def events_doc() -> str:
+    return with_sections((ROOT / "docs" / "events.md").read_text(), EVENTS_SECTIONS)
+
+
 def configuration_doc() -> str:
     return configuration_reference()
 
@@ -73,6 +108,7 @@ def crd_doc() -> str:
 def main() -> None:
     (ROOT / "docs" / "configuration.md").write_text(configuration_doc())
     (ROOT / "docs" / "crd.md").write_text(crd_doc())
+    (ROOT / "docs" / "events.md").write_text(events_doc())
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from dynamo_pool_operator.api import crd, names
+from dynamo_pool_operator.api.events import EventReason, warns
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
 from dynamo_pool_operator.api.relay import API_VERSION, Relay
 from dynamo_pool_operator.api.status import (
@@ -34,9 +35,7 @@ from dynamo_pool_operator.api.status import (
     ClusterIDMatchedReason,
     Condition,
     ConditionType,
-    ExportedReason,
     ReadyReason,
-    RelayAvailableReason,
     Status,
 )
 from dynamo_pool_operator.pool.availability import Availability, availability
@@ -56,43 +55,12 @@ from dynamo_pool_operator.runtime.objects import conditions
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS
 
 #: The Normal Event of a pool that became Ready.
-POOL_READY = "PoolReady"
-
-#: False reasons that record no Warning: the cause has its own Event already (a refused
-#: write), follows from another condition (a withdrawn pool is withdrawn everywhere), or
-#: is the normal first moments of a relay (a new Deployment its controller has not
-#: observed yet; one that stays unavailable turns `Unavailable`, which warns).
-QUIET_REASONS = frozenset(
-    {
-        RelayAvailableReason.WRITE_REFUSED,
-        RelayAvailableReason.WITHDRAWN,
-        RelayAvailableReason.PROGRESSING,
-        ExportedReason.EXPORT_FAILED,
-        ExportedReason.WITHDRAWN,
-        # Warned about by the plan's advisory, a series about the ClusterProperty.
-        ClusterIDMatchedReason.CLUSTER_ID_MISMATCH,
-    }
-)
-
-
-#: States other than False that record a Warning when a condition enters them: an
-#: export no implementation confirmed in time (still not exported), and one imported
-#: despite a conflict (it works, but another cluster's export disagrees with it).
-WARNING_STATES = frozenset(
-    {
-        (Status.UNKNOWN, ExportedReason.UNCONFIRMED),
-        (Status.TRUE, ExportedReason.READY_WITH_CONFLICT),
-    }
-)
+POOL_READY = EventReason.POOL_READY
 
 
 def warned(c: Mapping[str, Any]) -> bool:
-    """Whether a condition that just changed records a Warning: it turned False (not
-    Unknown: `Pending` is the implementation still at work, not a fault) with a reason
-    that is not quiet, or it entered one of `WARNING_STATES`."""
-    if (c.get("status"), c.get("reason")) in WARNING_STATES:
-        return True
-    return c.get("status") == Status.FALSE and c.get("reason") not in QUIET_REASONS
+    """Whether a condition that just changed records a Warning (`api.events.warns`)."""
+    return warns(c.get("status", ""), c.get("reason", ""))
 
 
 def summary(parts: Sequence[Condition]) -> Condition:

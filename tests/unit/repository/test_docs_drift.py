@@ -36,3 +36,12 @@ def test_configuration_reference_is_current() -> None:
     assert committed == module.configuration_doc(), (
         "docs/configuration.md is stale: run `tools/uv run python tools/generate_docs.py`"
     )
+
+
+def test_the_events_table_is_current() -> None:
+    committed = (ROOT / "docs" / "events.md").read_text()
+    assert committed == _generator().events_doc(), (
+        "docs/events.md is stale: run `tools/uv run python tools/generate_docs.py`"
+    )
+    assert "| Normal | `PoolReady` |" in committed
+    assert "| Warning | `RelayWriteFailed` |" in committed

@@ -32,12 +32,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Any
 
 from dynamo_pool_operator.api import labels, names
 from dynamo_pool_operator.api.dgd import DCD_KIND, KIND, Pool
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
+from dynamo_pool_operator.api.events import ADVISORY_ACTIONS, EventReason, ExportWarning
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY, ClusterID, Implementation
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.api.status import ExportLineReason, ExportState
@@ -60,22 +60,14 @@ from dynamo_pool_operator.runtime.objects.ownership import (
 from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
 
 EXPORT_EVENTS = EventNames(
-    failed="ExportFailed",
-    created="ExportCreated",
-    applied="ExportRepaired",
-    withdrawn="ExportDeleted",
+    failed=EventReason.EXPORT_FAILED,
+    created=EventReason.EXPORT_CREATED,
+    applied=EventReason.EXPORT_REPAIRED,
+    withdrawn=EventReason.EXPORT_DELETED,
 )
 
-
-class Warn(StrEnum):
-    """The Warning reasons of the export feature."""
-
-    INVALID_SERVICE_NAME = "InvalidServiceName"
-    SERVICE_NAME_TOO_LONG = "ServiceNameTooLong"
-    NO_FRONTEND = "NoFrontend"
-    CLUSTER_ID_MISMATCH = "ClusterIDMismatch"
-    EXPORT_FAILED = "ExportFailed"
-    FOREIGN_SERVICE = "ForeignService"
+#: The Warning reasons of the export feature (declared with every Event reason).
+Warn = ExportWarning
 
 
 #: How long after the new relay Service exists its export is created again: time for
@@ -127,10 +119,6 @@ def relay_export_hold(
         return None
     ends = created + REEXPORT_AFTER
     return Hold(withdraw=False, recheck_at=ends) if now < ends else None
-
-
-#: The Event action of each advisory.
-ADVISORY_ACTIONS = {Warn.CLUSTER_ID_MISMATCH: "CheckClusterID", Warn.EXPORT_FAILED: "ReadClusterID"}
 
 
 def export_body(resource: Resource, relay: Relay, name: str) -> dict[str, Any]:

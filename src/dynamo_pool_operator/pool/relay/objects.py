@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.api.events import EventReason
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
 from dynamo_pool_operator.pool.model import Action, Decision, EventNames, Snapshot, Verb
 from dynamo_pool_operator.pool.relay import render
@@ -29,10 +30,12 @@ RELAY_OBJECTS: tuple[tuple[str, Resource], ...] = (
 )
 #: A refused write of a relay object is a Warning about that object; successful writes
 #: of the relay's own objects record no Event (they follow the relay's spec).
-RELAY_EVENTS = EventNames(failed="RelayWriteFailed")
+RELAY_EVENTS = EventNames(failed=EventReason.RELAY_WRITE_FAILED)
 #: A Service of the wrong shape is deleted to be created again: that interrupts the
 #: pool's import, so it is said (Normal), unlike the relay's other writes.
-SERVICE_REPLACED = EventNames(failed="RelayWriteFailed", withdrawn="RelayServiceReplaced")
+SERVICE_REPLACED = EventNames(
+    failed=EventReason.RELAY_WRITE_FAILED, withdrawn=EventReason.RELAY_SERVICE_REPLACED
+)
 
 
 #: Why the Deployment is held while the cluster's ID is unknown.
