@@ -15,13 +15,17 @@ named `<Type>Reason`, CamelCase, naming the cause rather than the symptom;
 `Ready` summarizes the others in `READY_PARTS` order and, when it is not True,
 carries the first failing part's reason. Adding a condition is: its type here
 (in `READY_PARTS` at the place it ranks), its reasons and their meanings here,
-and the rule that computes it in `pool/status.py`.
+and the rule that computes it as a `Condition`, listed in `pool/status.RULES`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
+
+from dynamo_pool_operator.runtime.objects.conditions import MESSAGE_LIMIT
 
 
 class Status(StrEnum):
@@ -142,9 +146,14 @@ class ExportLineReason(StrEnum):
     FOREIGN_SERVICE = "ForeignService"
 
 
+_TYPES = frozenset(t.value for t in ConditionType)
+_STATUSES = frozenset(s.value for s in Status)
+
+
 @dataclass(frozen=True, slots=True)
 class Condition:
-    """One condition as a rule computes it (before its times and generation)."""
+    """One condition as a rule computes it (before its times and generation), or as a
+    status shows it (`read`): transitions are decided on these, never on dicts."""
 
     type: ConditionType
     status: Status
@@ -154,6 +163,41 @@ class Condition:
     @property
     def true(self) -> bool:
         return self.status == Status.TRUE
+
+    @classmethod
+    def read(cls, shown: Mapping[str, Any] | None) -> Condition | None:
+        """A condition as a status shows it; None when absent, or when its type or status
+        is none of ours (any computed condition then differs from it). A reason or
+        message that is not a string reads as ""."""
+        if shown is None:
+            return None
+        type_, status = shown.get("type"), shown.get("status")
+        if not (isinstance(type_, str) and isinstance(status, str)):
+            return None
+        if type_ not in _TYPES or status not in _STATUSES:
+            return None
+        reason, message = shown.get("reason"), shown.get("message")
+        return cls(
+            ConditionType(type_),
+            Status(status),
+            reason if isinstance(reason, str) else "",
+            message if isinstance(message, str) else "",
+        )
+
+    def moved(self, before: Condition | None) -> bool:
+        """A transition: the status or reason differs from what was shown (or nothing was)."""
+        return before is None or (before.status, before.reason) != (self.status, self.reason)
+
+    def written(self, *, generation: int, since: str) -> dict[str, Any]:
+        """The condition as the status carries it (metav1.Condition)."""
+        return {
+            "type": self.type,
+            "status": self.status,
+            "reason": self.reason,
+            "message": self.message[:MESSAGE_LIMIT],
+            "observedGeneration": generation,
+            "lastTransitionTime": since,
+        }
 
 
 #: What each reason means and what to do: docs/crd.md's tables (generated) and the

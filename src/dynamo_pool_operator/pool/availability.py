@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from dynamo_pool_operator.api.status import Condition, ConditionType, Status
 from dynamo_pool_operator.api.status import RelayAvailableReason as AvailableReason
-from dynamo_pool_operator.api.status import Status
 from dynamo_pool_operator.runtime.objects import conditions
 from dynamo_pool_operator.runtime.objects.meta import Meta
 
@@ -36,6 +36,10 @@ class Availability:
     message: str
     #: "available/desired" relay pods, for the printer column ("" when unknown).
     pods: str = ""
+
+    @property
+    def condition(self) -> Condition:
+        return Condition(ConditionType.RELAY_AVAILABLE, self.status, str(self.reason), self.message)
 
 
 def _int(value: object) -> int:

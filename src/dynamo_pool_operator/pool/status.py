@@ -11,17 +11,21 @@ reconcile would be a feedback loop (and a write per pool per resync). So the des
 status is compared with the shown one, and each condition keeps its
 `lastTransitionTime` while its status stays the same.
 
-Conditions (their words: `api/status.py`): `Published` (the check chain's decision),
+Conditions (their words: `api/status.py`) are typed values (`Condition`), each made
+by one rule in `RULES` from the pass: `Published` (the check chain's decision),
 `RelayAvailable` (`availability.py`), `ClusterIDMatched` (`cluster_id_matched`, where
 the cluster ID is checked), `Exported` (with an MCS implementation, the export
-contributor's), and `Ready`, True only when all the others are, with the first failing
-one's reason — so `kubectl wait --for=condition=Ready` waits for a pool that is
-importable.
+contributor's). They take one route into the status: `with_ready` orders them and adds
+`Ready`, True only when all the others are, with the first failing one's reason — so
+`kubectl wait --for=condition=Ready` waits for a pool that is importable — and
+`stamped` writes them with their `lastTransitionTime`. What moved is decided on the
+typed values (`Condition.read`, `Condition.moved`), and a move records the Event
+`api/events.py` declares for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -58,9 +62,9 @@ from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS
 POOL_READY = EventReason.POOL_READY
 
 
-def warned(c: Mapping[str, Any]) -> bool:
-    """Whether a condition that just changed records a Warning (`api.events.warns`)."""
-    return warns(c.get("status", ""), c.get("reason", ""))
+def warned(c: Condition) -> bool:
+    """Whether a condition that just moved records a Warning (`api.events.warns`)."""
+    return warns(c.status, c.reason)
 
 
 def summary(parts: Sequence[Condition]) -> Condition:
@@ -77,63 +81,74 @@ def summary(parts: Sequence[Condition]) -> Condition:
     )
 
 
+def with_ready(parts: Sequence[Condition]) -> tuple[Condition, ...]:
+    """Every condition the relay shows: `Ready`'s parts in `READY_PARTS` order, then
+    `Ready`. A part of another type is a bug (its words are missing): it raises rather
+    than silently leaving the condition out of the status."""
+    by_type = {c.type: c for c in parts}
+    unknown = set(by_type) - set(READY_PARTS)
+    if unknown or len(by_type) != len(parts):
+        raise ValueError(f"conditions not in READY_PARTS, or twice: {[c.type for c in parts]}")
+    ordered = [by_type[t] for t in READY_PARTS if t in by_type]
+    return (*ordered, summary(ordered))
+
+
+def stamped(
+    said: Sequence[Condition], shown: object, *, generation: int, now: datetime
+) -> list[dict[str, Any]]:
+    """The one way conditions enter the status: each as written, keeping the shown
+    `lastTransitionTime` while its status holds (KEP-1623), so recomputing an unchanged
+    condition gives the same one and the status stays unwritten."""
+    out = []
+    for c in said:
+        raw = conditions.find(shown, c.type)
+        before, since = Condition.read(raw), raw.get("lastTransitionTime") if raw else None
+        if before is None or before.status != c.status or not since:
+            since = conditions.rfc3339(now)
+        out.append(c.written(generation=generation, since=since))
+    return out
+
+
+def published(decision: Decision) -> Condition:
+    """`Published`: the check chain's decision."""
+    return Condition(
+        ConditionType.PUBLISHED,
+        Status.TRUE if decision.publish else Status.FALSE,
+        str(decision.reason),
+        decision.message,
+    )
+
+
+def exported_condition(view: ConditionView | None) -> Condition | None:
+    """`Exported`, as the export feature reports it (None without an MCS implementation)."""
+    if view is None:
+        return None
+    return Condition(view.type, view.status, view.reason, view.message)
+
+
 def desired_status(
     relay: Relay,
     current: Mapping[str, Any] | None,
-    decision: Decision,
+    said: Sequence[Condition],
     *,
+    publish: bool,
     cluster_id: str | None,
     exports: Sequence[StatusLine],
-    available: Availability,
-    exported: ConditionView | None,
+    pods: str,
     now: datetime,
-    more: Sequence[Condition] = (),
 ) -> dict[str, Any]:
-    """The status the relay should show; `current` is the cached `status` (or None).
-    `exported` is absent without an MCS implementation (and so is its condition);
-    `more`: the other parts of Ready that apply (`cluster_id_matched`). `cluster_id`
-    None (unknown) leaves `status.clusterId` out: it stays unknown, never ""."""
+    """The status the relay should show; `current` is the cached `status` (or None),
+    `said` every condition (`with_ready`). `cluster_id` None (unknown) leaves
+    `status.clusterId` out: it stays unknown, never ""."""
     current = current or {}
-    computed = [
-        Condition(
-            ConditionType.PUBLISHED,
-            Status.TRUE if decision.publish else Status.FALSE,
-            str(decision.reason),
-            decision.message,
-        ),
-        Condition(
-            ConditionType.RELAY_AVAILABLE,
-            available.status,
-            str(available.reason),
-            available.message,
-        ),
-    ]
-    if exported is not None:
-        computed.append(
-            Condition(exported.type, exported.status, exported.reason, exported.message)
-        )
-    computed += more
-    by_type = {c.type: c for c in computed}
-    parts = [by_type[t] for t in READY_PARTS if t in by_type]
-    parts.append(summary(parts))
-    shown = current.get("conditions")
     status: dict[str, Any] = {
         "observedGeneration": relay.generation,
-        "conditions": [
-            conditions.condition(
-                p.type,
-                p.status,
-                p.reason,
-                p.message,
-                generation=relay.generation,
-                previous=conditions.find(shown, p.type),
-                now=now,
-            )
-            for p in parts
-        ],
-        "serviceName": names.relay_name(relay.name) if decision.publish else "",
+        "conditions": stamped(
+            said, current.get("conditions"), generation=relay.generation, now=now
+        ),
+        "serviceName": names.relay_name(relay.name) if publish else "",
         "clusterId": cluster_id,
-        "relayPods": available.pods,
+        "relayPods": pods,
         "exports": [e.to_dict() for e in exports],
     }
     if cluster_id is None:
@@ -195,20 +210,12 @@ def cluster_id_matched(snapshot: Snapshot, *, published: bool) -> Condition | No
 
 
 def changed_conditions(
-    current: Mapping[str, Any] | None, desired: Mapping[str, Any]
-) -> list[Mapping[str, Any]]:
-    """The desired conditions whose status or reason differs from what the relay shows:
-    the transitions worth an Event (each once, when the status that shows it is written)."""
+    current: Mapping[str, Any] | None, said: Sequence[Condition]
+) -> list[Condition]:
+    """The conditions whose status or reason differs from what the relay shows: the
+    transitions worth an Event (each once, when the status that shows it is written)."""
     shown = (current or {}).get("conditions")
-    out = []
-    for c in desired.get("conditions") or ():
-        before = conditions.find(shown, c["type"])
-        if before is None or (before.get("status"), before.get("reason")) != (
-            c["status"],
-            c["reason"],
-        ):
-            out.append(c)
-    return out
+    return [c for c in said if c.moved(Condition.read(conditions.find(shown, c.type)))]
 
 
 def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
@@ -290,7 +297,7 @@ def relay_availability(snapshot: Snapshot, plan: Plan, outcome: Outcome) -> Avai
 
 def transitions(
     snapshot: Snapshot,
-    status: Mapping[str, Any],
+    said: Sequence[Condition],
     exported: ConditionView | None,
 ) -> tuple[Advisory, ...]:
     """A Warning for each condition turning False with a new reason (a refused write
@@ -307,13 +314,52 @@ def transitions(
     if exported is not None:
         about[exported.type] = exported.related
     out: list[Advisory] = []
-    for c in changed_conditions(snapshot.shown_status, status):
-        if c["type"] == ConditionType.READY:
-            if c["status"] == Status.TRUE:
-                out.append(Advisory(POOL_READY, "Ready", c["message"], None, "Normal"))
+    for c in changed_conditions(snapshot.shown_status, said):
+        if c.type == ConditionType.READY:
+            if c.true:
+                out.append(Advisory(POOL_READY, "Ready", c.message, None, "Normal"))
         elif warned(c):
-            out.append(Advisory(c["reason"], c["type"], c["message"], about.get(c["type"])))
+            out.append(Advisory(c.reason, c.type, c.message, about.get(c.type)))
     return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """What one pass saw, decided and came to: the input of every condition rule."""
+
+    snapshot: Snapshot
+    plan: Plan
+    outcome: Outcome
+    #: `RelayAvailable`'s finding, with the relay pods for the printer column.
+    available: Availability
+    #: The export feature's condition (None without an MCS implementation).
+    exported: ConditionView | None
+
+
+def _published(p: Pass) -> Condition:
+    return published(p.plan.decision)
+
+
+def _relay_available(p: Pass) -> Condition:
+    return p.available.condition
+
+
+def _cluster_id_matched(p: Pass) -> Condition | None:
+    return cluster_id_matched(p.snapshot, published=p.plan.decision.publish)
+
+
+def _exported(p: Pass) -> Condition | None:
+    return exported_condition(p.exported)
+
+
+#: Every condition rule: one condition of the status from a pass (None where it does
+#: not apply). A new condition is its words (`api/status.py`) and a rule here.
+RULES: tuple[Callable[[Pass], Condition | None], ...] = (
+    _published,
+    _relay_available,
+    _cluster_id_matched,
+    _exported,
+)
 
 
 def report(
@@ -335,24 +381,24 @@ def report(
         )
         lines += part.lines
         exported = part.condition if part.condition is not None else exported
+    available = relay_availability(snapshot, plan, outcome)
+    seen = Pass(snapshot, plan, outcome, available, exported)
+    said = with_ready([c for rule in RULES if (c := rule(seen)) is not None])
     status = desired_status(
         relay,
         snapshot.shown_status,
-        decision,
+        said,
+        publish=decision.publish,
         cluster_id=snapshot.effective_cluster_id,
         exports=lines,
-        available=relay_availability(snapshot, plan, outcome),
-        exported=exported,
+        pods=available.pods,
         now=now,
-        more=[
-            c for c in (cluster_id_matched(snapshot, published=decision.publish),) if c is not None
-        ],
     )
     failures = (snapshot.unreadable if decision.publish else ()) + tuple(outcome.failures)
     return StatusReport(
         status,
         status_changed(snapshot.shown_status, status),
-        transitions(snapshot, status, exported),
+        transitions(snapshot, said, exported),
         failures,
         exported.recheck_at if exported is not None else None,
     )

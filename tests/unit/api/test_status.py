@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from dynamo_pool_operator.api.status import (
     PUBLISHED_MEANINGS,
     READY_PARTS,
     RELAY_AVAILABLE_MEANINGS,
+    Condition,
     ConditionType,
     ExportedReason,
     ExportLineReason,
@@ -74,3 +76,35 @@ def test_the_crd_allows_exactly_the_condition_statuses_and_shows_the_printer_col
     assert paths["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
     assert paths["Exported"] == '.status.conditions[?(@.type=="Exported")].status'
     assert paths["Published"] == '.status.conditions[?(@.type=="Published")].reason'
+
+
+def test_a_shown_condition_reads_as_a_typed_value() -> None:
+    shown = {"type": "Ready", "status": "False", "reason": "NoWorkers", "message": "m"}
+    read = Condition.read(shown)
+    assert read == Condition(ConditionType.READY, Status.FALSE, "NoWorkers", "m")
+    assert read is not None
+    assert not Condition(ConditionType.READY, Status.FALSE, "NoWorkers", "other").moved(read)
+    assert Condition(ConditionType.READY, Status.FALSE, "DGDNotFound", "m").moved(read)
+    assert Condition(ConditionType.READY, Status.UNKNOWN, "NoWorkers", "m").moved(read)
+    assert Condition(ConditionType.READY, Status.TRUE, "Ready", "m").moved(None)
+
+
+@pytest.mark.parametrize(
+    "shown",
+    [
+        None,
+        {"type": "Ready", "status": "Maybe", "reason": "R"},
+        {"type": "Ready", "status": True, "reason": "R"},
+        {"type": "Elsewhere", "status": "True", "reason": "R"},
+        {"type": ["Ready"], "status": "True"},
+    ],
+)
+def test_a_condition_that_is_none_of_ours_reads_as_none(shown: dict[str, Any] | None) -> None:
+    assert Condition.read(shown) is None
+
+
+def test_a_shown_reason_that_is_not_a_string_never_matches() -> None:
+    read = Condition.read({"type": "Ready", "status": "True", "reason": 5})
+    assert read is not None
+    assert read.reason == ""
+    assert Condition(ConditionType.READY, Status.TRUE, "Ready", "m").moved(read)

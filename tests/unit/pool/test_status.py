@@ -18,23 +18,28 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dynamo_pool_operator.api.events import CONDITION_CHANGED, EVENTS, declared
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
+from dynamo_pool_operator.api.status import MEANINGS, ConditionType
 from dynamo_pool_operator.api.status import Condition as Part
-from dynamo_pool_operator.api.status import ConditionType
 from dynamo_pool_operator.pool.availability import (
     Availability,
     AvailableReason,
     availability,
 )
 from dynamo_pool_operator.pool.checks import Reason, decision
-from dynamo_pool_operator.pool.model import ConditionView, Decision, StatusLine
+from dynamo_pool_operator.pool.model import ConditionView, Decision, Snapshot, StatusLine
 from dynamo_pool_operator.pool.status import (
     changed_conditions,
     desired_status,
+    exported_condition,
+    published,
     status_apply,
     status_changed,
     summary,
+    transitions,
     warned,
+    with_ready,
 )
 
 NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
@@ -65,13 +70,24 @@ def status(
     return desired_status(
         relay or make_relay(),
         current,
-        decision,
+        said(decision, available=available, exported=exported),
+        publish=decision.publish,
         cluster_id=cluster_id,
         exports=exports,
-        available=available,
-        exported=exported,
+        pods=available.pods,
         now=now,
     )
+
+
+def said(
+    decision: Decision = PUBLISHED,
+    *,
+    available: Availability = RUNNING,
+    exported: ConditionView | None = None,
+) -> tuple[Part, ...]:
+    """Every condition, each from its rule, as the report gives them to the status."""
+    parts = [published(decision), available.condition, exported_condition(exported)]
+    return with_ready([p for p in parts if p is not None])
 
 
 def condition_of(st: dict[str, Any], type_: str) -> dict[str, Any]:
@@ -415,10 +431,11 @@ def test_the_first_failing_part_gives_the_reason(published: str, relay: str, exp
 
 def test_changed_conditions_are_those_whose_status_or_reason_moved() -> None:
     before = status(exported=EXPORTED_PENDING)
+    now = said(exported=EXPORTED_TRUE)
+    assert [c.type for c in changed_conditions(before, now)] == ["Exported", "Ready"]
     after = status(PUBLISHED, before, exported=EXPORTED_TRUE)
-    assert [c["type"] for c in changed_conditions(before, after)] == ["Exported", "Ready"]
-    assert changed_conditions(after, status(PUBLISHED, after, exported=EXPORTED_TRUE)) == []
-    assert [c["type"] for c in changed_conditions(None, after)] == [
+    assert changed_conditions(after, now) == []
+    assert [c.type for c in changed_conditions(None, now)] == [
         "Published",
         "RelayAvailable",
         "Exported",
@@ -444,7 +461,7 @@ def test_changed_conditions_are_those_whose_status_or_reason_moved() -> None:
 def test_a_changed_condition_warns_only_when_it_turned_false_for_a_cause_of_its_own(
     status: str, reason: str, warns: bool
 ) -> None:
-    assert warned({"type": "X", "status": status, "reason": reason}) is warns
+    assert warned(Part("Published", status, reason, "m")) is warns
 
 
 @pytest.mark.parametrize(
@@ -460,4 +477,40 @@ def test_a_changed_condition_warns_only_when_it_turned_false_for_a_cause_of_its_
     ],
 )
 def test_which_transitions_warn(status: str, reason: str, warns: bool) -> None:
-    assert warned({"status": status, "reason": reason}) is warns
+    assert warned(Part("Exported", status, reason, "m")) is warns
+
+
+REASONS = st.sampled_from(
+    [(t, r) for t, reasons in MEANINGS.items() for r in reasons]
+    + [(ConditionType.EXPORTED, "ConflictingPorts")]  # an implementation's own reason
+)
+
+
+@given(st.lists(st.tuples(REASONS, STATES), max_size=4), st.lists(st.tuples(REASONS, STATES)))
+def test_every_transition_event_is_declared_in_the_events_home(
+    now: list[tuple[tuple[str, str], str]], before: list[tuple[tuple[str, str], str]]
+) -> None:
+    """Whatever moved, each Event the report records has a reason `api/events.py`
+    declares, with the type it declares."""
+    parts = {t: Part(t, s, r, "m") for (t, r), s in now}
+    said_ = with_ready(list(parts.values())) if parts else ()
+    shown_ = {"conditions": [{"type": t, "status": s, "reason": r} for (t, r), s in before]}
+    snapshot = Snapshot(make_relay(), None, {}, shown_status=shown_)
+    for a in transitions(snapshot, said_, None):
+        assert declared(a.reason, a.action), (a.reason, a.action)
+        home = EVENTS[a.reason] if a.action == "Ready" else CONDITION_CHANGED
+        assert a.type == home.type, a
+
+
+def test_a_condition_without_its_words_never_enters_the_status_silently() -> None:
+    """Every condition enters the status through `with_ready`: one whose type is not in
+    `READY_PARTS` (its words were not declared), or one said twice, is a bug."""
+    with pytest.raises(ValueError, match="READY_PARTS"):
+        with_ready([published(PUBLISHED), Part("Imported", "True", "Fine", "m")])
+    with pytest.raises(ValueError, match="twice"):
+        with_ready([published(PUBLISHED), published(WITHDRAWN)])
+    assert [c.type for c in with_ready([RUNNING.condition, published(PUBLISHED)])] == [
+        "Published",
+        "RelayAvailable",
+        "Ready",
+    ]
