@@ -177,8 +177,8 @@ def _trimmed_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 def trim_deployment(obj: Obj) -> Obj:
     """An informer transform: of a Deployment named `<D>-pool-relay`, keep what the
-    reconciler reads and a view of the fields we render (`render.drifted`), not the pod
-    template with the server's defaults (~13 kB of Python objects, ~3 kB kept)."""
+    reconciler reads and a view of the fields we render (what `pool.drift` compares), not
+    the pod template with the server's defaults (~13 kB of Python objects, ~3 kB kept)."""
     handover.summarize(obj)
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     status = obj.get("status") or {}

@@ -41,6 +41,7 @@ from dynamo_pool_operator.api.events import ADVISORY_ACTIONS, EventReason, Expor
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY, ClusterID, Implementation
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.api.status import ExportLineReason, ExportState
+from dynamo_pool_operator.pool.drift import Part, Rule, drift
 from dynamo_pool_operator.pool.model import (
     Action,
     Advisory,
@@ -121,18 +122,29 @@ def relay_export_hold(
     return Hold(withdraw=False, recheck_at=ends) if now < ends else None
 
 
+def _owned_fields(relay: Relay) -> dict[str, Any]:
+    """The fields of an export's metadata we own: the DGD label, our controller reference."""
+    return {"labels": {labels.DGD_NAME: relay.name}, "ownerReferences": [relay.owner_reference()]}
+
+
 def export_body(resource: Resource, relay: Relay, name: str) -> dict[str, Any]:
     """The fields we own on an export: name, the DGD label, our controller reference."""
     return {
         "apiVersion": resource.api_version,
         "kind": resource.kind,
-        "metadata": {
-            "name": name,
-            "namespace": relay.namespace,
-            "labels": {labels.DGD_NAME: relay.name},
-            "ownerReferences": [relay.owner_reference()],
-        },
+        "metadata": {"name": name, "namespace": relay.namespace, **_owned_fields(relay)},
     }
+
+
+#: An export is compared by the two fields we own on it, each named in the Event
+#: note of its repair. Its controller is compared as the controller reference, not
+#: as any reference of the relay's uid: that one is what makes the export ours.
+EXPORT_DRIFT = Rule(
+    parts=(
+        Part("label", lambda obj: Meta(obj).labels),
+        Part("controllerReference", controller_of),
+    )
+)
 
 
 def foreign_service(
@@ -232,14 +244,7 @@ def _wanted(
 
 def repair_fields(export: Mapping[str, Any], relay: Relay) -> tuple[str, ...]:
     """Which of the fields we own differ on an export this relay controls."""
-    meta = Meta(export)
-    out = []
-    if meta.labels.get(labels.DGD_NAME) != relay.name:
-        out.append("label")
-    ref = meta.controller
-    if ref is None or any(ref.get(k) != v for k, v in relay.owner_reference().items()):
-        out.append("controllerReference")
-    return tuple(out)
+    return drift(EXPORT_DRIFT, export, {"metadata": _owned_fields(relay)}).fields
 
 
 def _advisories(

@@ -1,7 +1,7 @@
 """The relay's own objects in the plan: its Deployment and Service. Pure.
 
 Published: each is created when absent, applied when the cache shows it drifted
-from what `render` makes (`render.drifted`: a digest of the cached view), left alone otherwise; an
+from what `render` makes (`pool/drift.py`: a digest of the cached view), left alone otherwise; an
 object of ours that still shows its create's fields with the create (not handed over
 to the apply manager) is handed over right before its first apply. The decision
 already made sure every existing one is ours (else `OwnershipConflict`). Withdrawn:
@@ -16,6 +16,7 @@ from typing import Any
 from dynamo_pool_operator.api import labels, names
 from dynamo_pool_operator.api.events import EventReason
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
+from dynamo_pool_operator.pool.drift import drift
 from dynamo_pool_operator.pool.model import Action, Decision, EventNames, Snapshot, Verb
 from dynamo_pool_operator.pool.relay import render
 from dynamo_pool_operator.runtime.objects.meta import Meta
@@ -100,7 +101,7 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
             elif Meta(live).terminating:
                 verb = Verb.WAIT
             else:
-                drifted = render.drifted(kind, live, body)
+                drifted = bool(drift(render.rule(kind), live, body))
                 verb = Verb.APPLY if drifted else Verb.NONE
                 # The create's fields go to the apply manager only when an apply needs
                 # them (decision 0003): one write per created object, none meanwhile.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Mapping
 from typing import Any
 
 from dynamo_pool_operator.api import labels, names
@@ -26,8 +25,9 @@ from dynamo_pool_operator.api.relay import (
     RelayDefaults,
     relay_from_object,
 )
-from dynamo_pool_operator.runtime.objects.diff import needs_apply, with_hash
-from dynamo_pool_operator.runtime.objects.owned import VIEW, Shape
+from dynamo_pool_operator.pool.drift import Rule
+from dynamo_pool_operator.runtime.objects.diff import with_hash
+from dynamo_pool_operator.runtime.objects.owned import Shape
 
 CONTAINER = "relay"
 PORT_NAME = "relay"
@@ -167,11 +167,8 @@ def shape(kind: str) -> Shape:
     return Shape(sample, open_paths=OPEN_PATHS[kind], quantities=QUANTITY_PATHS)
 
 
-def drifted(kind: str, live: Mapping[str, Any], body: Mapping[str, Any]) -> bool:
-    """Would applying `body` change `live`? From the cached view of `live` where it has
-    one (the relay object caches keep views, not pod templates), else from `live`."""
-    view = live.get(VIEW)
-    if not isinstance(view, Mapping):
-        return needs_apply(live, body, quantities=QUANTITY_PATHS)
-    hashed = (body.get("metadata") or {}).get("annotations") or {}
-    return shape(kind).drifted(view, body, hashed.get(labels.RENDER_HASH))
+def rule(kind: str) -> Rule:
+    """How the relay `kind` is compared with its render (`pool/drift.py`): from the view
+    its cache keeps (the relay object caches keep views, not pod templates), else
+    whole."""
+    return Rule(view=shape(kind), quantities=QUANTITY_PATHS)

@@ -21,6 +21,7 @@ from dynamo_pool_operator.api import labels
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.pool import controller
+from dynamo_pool_operator.pool.drift import drift
 from dynamo_pool_operator.pool.relay import render
 from dynamo_pool_operator.runtime.objects.diff import needs_apply
 
@@ -513,7 +514,7 @@ def test_every_render_is_covered_by_the_shape_the_caches_keep(
 def test_a_cached_view_decides_drift_as_the_whole_object_does(
     kind: str, spec: dict[str, Any]
 ) -> None:
-    """The informer keeps a trimmed object (`pool.controller.trim_*`); `drifted` on
+    """The informer keeps a trimmed object (`pool.controller.trim_*`); `drift` on
     it says what `needs_apply` says on the whole object, as served and after a user's
     edit of a field we own, or of one we do not."""
     body = both(make_relay(**spec), make_pool())[kind]
@@ -541,8 +542,9 @@ def test_a_cached_view_decides_drift_as_the_whole_object_does(
     cur[owned_edit[-1]] = "edited-by-a-user"
     for live, drifted in ((served, False), (edited, True)):
         assert needs_apply(live, body, quantities=render.QUANTITY_PATHS) is drifted
-        assert render.drifted(kind, trim(copy.deepcopy(live)), body) is drifted
-        assert render.drifted(kind, copy.deepcopy(live), body) is drifted  # uncached: whole
+        assert drift(render.rule(kind), trim(copy.deepcopy(live)), body).drifted is drifted
+        # uncached: whole
+        assert drift(render.rule(kind), copy.deepcopy(live), body).drifted is drifted
 
 
 RESOURCES = {
@@ -561,8 +563,9 @@ def _edited_resources(spec_resources: Any, edit: Callable[[dict[str, Any]], None
     container = live["spec"]["template"]["spec"]["containers"][0]
     container["terminationMessagePath"] = "/dev/termination-log"
     edit(container)
-    cached = render.drifted("Deployment", controller.trim_deployment(copy.deepcopy(live)), body)
-    whole = render.drifted("Deployment", copy.deepcopy(live), body)
+    rule = render.rule("Deployment")
+    cached = drift(rule, controller.trim_deployment(copy.deepcopy(live)), body).drifted
+    whole = drift(rule, copy.deepcopy(live), body).drifted
     assert cached == whole, f"the cached view says {cached}, the whole object {whole}"
     return whole
 
