@@ -6,7 +6,8 @@ Output: the export feature's part of the plan — one `Action` per export name, 
 advisories (Warning Events) to record, and the status lines as they are if every
 action succeeds (what the actions came to is `verdict.lines_after`).
 
-Rules, by export name:
+Rules, by export name (the rungs of the verb ladder every owned object climbs,
+`pool/ladder.py`; drift by `EXPORT_DRIFT`):
 - wanted (published, valid, not too long for Karmada):
   absent -> CREATE; being deleted -> WAIT until gone; controlled by this relay ->
   APPLY the DGD label / controller reference if someone changed them, else NONE;
@@ -42,6 +43,7 @@ from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY, ClusterID, Impleme
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.api.status import ExportLineReason, ExportState
 from dynamo_pool_operator.pool.drift import Part, Rule, drift
+from dynamo_pool_operator.pool.ladder import Owned, Rung, ladder
 from dynamo_pool_operator.pool.model import (
     Action,
     Advisory,
@@ -350,37 +352,39 @@ def plan(
     held: list[StatusLine] = []
     for name in wanted.names:
         export = exports.get(name)
-        if (
-            hold is not None
-            and name == names.relay_name(relay.name)
-            and (export is None or (hold.withdraw and is_controlled_by(export, relay.uid)))
-        ):
-            # Not created, and ours withdrawn (waited for while being deleted); anyone
-            # else's is left alone below, and ours once the Service is right is kept.
+        # While the relay Service is replaced its export is not created, and ours is
+        # withdrawn if the hold says so (waited for while being deleted); anyone else's
+        # is left alone, and ours once the Service is right is kept.
+        held_back = hold is not None and name == relay_service
+        step = ladder(
+            Owned(
+                export,
+                export_body(resource, relay, name),
+                relay.uid,
+                EXPORT_DRIFT,
+                replace=held_back and hold is not None and hold.withdraw,
+                create=not held_back,
+            )
+        )
+        if step.rung in (Rung.DEFERRED, Rung.REPLACED):
             held.append(
                 StatusLine(
                     name, ExportState.PENDING, ExportLineReason.SERVICE_REPLACED, REPLACED_MESSAGE
                 )
             )
-            if export is not None:
-                verb = Verb.WAIT if Meta(export).terminating else Verb.WITHDRAW
-                actions.append(action(verb, name, export, wanted=False))
+        if step.verb is None:
             continue
-        if export is None:
-            actions.append(action(Verb.CREATE, name, None))
-        elif Meta(export).terminating:
-            actions.append(action(Verb.WAIT, name, export))
-        elif is_controlled_by(export, relay.uid):
-            fields = repair_fields(export, relay)
-            actions.append(action(Verb.APPLY if fields else Verb.NONE, name, export, fields=fields))
+        if step.rung is Rung.REPLACED:
+            actions.append(action(step.verb, name, export, wanted=False))
         else:
-            actions.append(action(Verb.FOREIGN, name, export))
+            actions.append(action(step.verb, name, export, fields=step.drift.fields))
     keep = set(wanted.names)
     for name, export in sorted(exports.items()):
-        if name in keep or not is_controlled_by(export, relay.uid):
+        if name in keep:
             continue
-        verb = Verb.WAIT if Meta(export).terminating else Verb.WITHDRAW
-        actions.append(action(verb, name, export, wanted=False))
+        step = ladder(Owned(export, None, relay.uid, EXPORT_DRIFT, wanted=False))
+        if step.verb is not None:
+            actions.append(action(step.verb, name, export, wanted=False))
     return Contribution(
         tuple(actions),
         tuple(advisories),

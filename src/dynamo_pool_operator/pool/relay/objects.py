@@ -1,12 +1,13 @@
 """The relay's own objects in the plan: its Deployment and Service. Pure.
 
-Published: each is created when absent, applied when the cache shows it drifted
-from what `render` makes (`pool/drift.py`: a digest of the cached view), left alone otherwise; an
-object of ours that still shows its create's fields with the create (not handed over
-to the apply manager) is handed over right before its first apply. The decision
-already made sure every existing one is ours (else `OwnershipConflict`). Withdrawn:
-each the relay controls is deleted; one being deleted is waited for; anyone else's is
-never touched.
+Each climbs the verb ladder every owned object climbs (`pool/ladder.py`). Published:
+each is created when absent, applied when the drift rule (`pool/drift.py`, from the
+digest the cache keeps: `render.rule`) says an apply would change it, left alone
+otherwise; an object of ours that still shows its create's fields with the create (not
+handed over to the apply manager) is handed over right before its first apply. The
+decision already made sure every existing one is ours (else `OwnershipConflict`).
+Withdrawn: each the relay controls is deleted; one being deleted is waited for; anyone
+else's is never touched.
 """
 
 from __future__ import annotations
@@ -16,13 +17,10 @@ from typing import Any
 from dynamo_pool_operator.api import labels, names
 from dynamo_pool_operator.api.events import EventReason
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
-from dynamo_pool_operator.pool.drift import drift
+from dynamo_pool_operator.pool.ladder import Owned, Rung, ladder
 from dynamo_pool_operator.pool.model import Action, Decision, EventNames, Snapshot, Verb
 from dynamo_pool_operator.pool.relay import render
-from dynamo_pool_operator.runtime.objects.meta import Meta
-from dynamo_pool_operator.runtime.objects.ownership import is_controlled_by
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
-from dynamo_pool_operator.runtime.writes.handover import needs_handover
 
 #: The relay objects by kind, in the order they are written when publishing.
 RELAY_OBJECTS: tuple[tuple[str, Resource], ...] = (
@@ -68,7 +66,24 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
         desired = desired_objects(snapshot)
         for kind, res in RELAY_OBJECTS:
             live, body = snapshot.relay_objects.get(kind), desired.get(kind)
-            if body is None:  # its input cannot be read: left as it is
+            step = ladder(
+                Owned(
+                    live,
+                    body,
+                    relay.uid,
+                    render.rule(kind),
+                    # `spec.clusterIP` is immutable: the Service of the other shape is
+                    # deleted (as read: uid and resourceVersion) and created again once
+                    # it is gone.
+                    replace=kind == "Service" and live is not None and relay.reshaped(live),
+                    # The caches watch our objects by label: one of the name without our
+                    # labels shows only to a create (whose it is decides the next pass).
+                    may_be_hidden=True,
+                    apply_manager=labels.FIELD_MANAGER,
+                )
+            )
+            assert step.verb is not None  # wanted: every rung acts
+            if step.rung is Rung.HELD:  # its input cannot be read: left as it is
                 actions.append(
                     Action(
                         Verb.HOLD,
@@ -81,44 +96,22 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
                     )
                 )
                 continue
-            if kind == "Service" and live is not None and relay.reshaped(live):
-                # `spec.clusterIP` is immutable: the Service of the other shape is deleted
-                # (as read: uid and resourceVersion) and created again once it is gone.
+            if step.rung is Rung.REPLACED:
                 actions.append(
-                    Action(
-                        Verb.WAIT if Meta(live).terminating else Verb.WITHDRAW,
-                        res,
-                        relay.namespace,
-                        name,
-                        SERVICE_REPLACED,
-                        live=live,
-                    )
+                    Action(step.verb, res, relay.namespace, name, SERVICE_REPLACED, live=live)
                 )
                 continue
-            hand_over = False
-            if live is None:
-                verb = Verb.CREATE
-            elif Meta(live).terminating:
-                verb = Verb.WAIT
-            else:
-                drifted = bool(drift(render.rule(kind), live, body))
-                verb = Verb.APPLY if drifted else Verb.NONE
-                # The create's fields go to the apply manager only when an apply needs
-                # them (decision 0003): one write per created object, none meanwhile.
-                hand_over = drifted and needs_handover(live, labels.FIELD_MANAGER)
             actions.append(
                 Action(
-                    verb,
+                    step.verb,
                     res,
                     relay.namespace,
                     name,
                     RELAY_EVENTS,
                     live=live,
-                    body=body if verb is not Verb.WAIT else None,
-                    hand_over=hand_over,
-                    # The caches watch our objects by label: one of the name without our
-                    # labels shows only here (whose it is decides the next pass).
-                    read_if_taken=verb is Verb.CREATE,
+                    body=body if step.verb is not Verb.WAIT else None,
+                    hand_over=step.hand_over,
+                    read_if_taken=step.read_if_taken,
                 )
             )
         return tuple(actions)
@@ -126,10 +119,10 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
         return ()  # no object can carry that name
     for kind, res in RELAY_OBJECTS:
         live = snapshot.relay_objects.get(kind)
-        if live is None or not is_controlled_by(live, relay.uid):
+        step = ladder(Owned(live, None, relay.uid, render.rule(kind), wanted=False))
+        if step.verb is None:
             continue  # absent, or someone else's: never touched
-        verb = Verb.WAIT if Meta(live).terminating else Verb.WITHDRAW
         actions.append(
-            Action(verb, res, relay.namespace, name, RELAY_EVENTS, live=live, wanted=False)
+            Action(step.verb, res, relay.namespace, name, RELAY_EVENTS, live=live, wanted=False)
         )
     return tuple(actions)

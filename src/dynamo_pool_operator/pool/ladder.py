@@ -1,0 +1,120 @@
+"""The one verb ladder: what to do about one object a relay owns, or would own. Pure.
+
+The relay's Deployment and Service (`pool/relay/objects.py`) and each ServiceExport
+(`pool/exports/plan.py`) climb the same rungs, first match wins:
+
+1. not wanted: absent or anyone else's -> nothing (never touched); ours being
+   deleted -> WAIT; ours -> WITHDRAW;
+2. wanted but its body cannot be made (an input cannot be read) -> HOLD, left as it is;
+3. wanted, ours, but to be replaced (a field that cannot change in place, a hold
+   that takes it away meanwhile) -> WAIT while being deleted, else WITHDRAW; created
+   again once gone;
+4. absent -> CREATE, or nothing while its creation is held back;
+5. being deleted -> WAIT until gone;
+6. anyone else's -> FOREIGN: never adopted, repaired or deleted;
+7. ours -> APPLY when the drift rule (`pool/drift.py`) says an apply would change
+   it, else NONE.
+
+Whose an object is is decided here, by its controller reference, and nowhere else in
+the plan; the Events an action records follow from its verb (`model.EventNames`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from dynamo_pool_operator.pool.drift import NO_DRIFT, Drift, Rule, drift
+from dynamo_pool_operator.pool.model import Verb
+from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime.objects.ownership import is_controlled_by
+from dynamo_pool_operator.runtime.writes.handover import needs_handover
+
+
+class Rung(StrEnum):
+    """Which rung decided (why the verb)."""
+
+    UNTOUCHED = "untouched"  # not wanted, and absent or anyone else's: no action
+    UNWANTED = "unwanted"  # ours and not wanted
+    HELD = "held"  # wanted, its body cannot be made
+    REPLACED = "replaced"  # wanted, ours, deleted to be created again
+    ABSENT = "absent"
+    DEFERRED = "deferred"  # absent, its creation held back: no action
+    DELETING = "deleting"
+    FOREIGN = "foreign"
+    DRIFTED = "drifted"
+    RIGHT = "right"
+
+
+@dataclass(frozen=True, slots=True)
+class Owned:
+    """One object of a relay's as one pass sees it."""
+
+    #: The cached object (None: the cache shows none of the name).
+    live: Mapping[str, Any] | None
+    #: What a create or apply writes (None while wanted: an input it needs cannot be read).
+    body: Mapping[str, Any] | None
+    #: The relay's uid: its objects are those it controls.
+    owner_uid: str
+    #: How the kind is compared with its body.
+    rule: Rule
+    wanted: bool = True
+    #: Ours is deleted to be created again (rung 3).
+    replace: bool = False
+    #: False: an absent one is not created in this pass (rung 4).
+    create: bool = True
+    #: The kind's cache may hide an object of the name (it watches by label): a create
+    #: that finds the name taken reads what holds it.
+    may_be_hidden: bool = False
+    #: The manager a create's fields are handed over to before the first apply ("": none).
+    apply_manager: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """The ladder's answer for one object."""
+
+    #: None: no action.
+    verb: Verb | None
+    rung: Rung
+    #: The drift rule's verdict (rung 7 only).
+    drift: Drift = NO_DRIFT
+    #: APPLY: hand the create's fields over to `apply_manager` first.
+    hand_over: bool = False
+    #: CREATE: read the object of the name if it is found taken.
+    read_if_taken: bool = False
+
+
+def _delete(live: Mapping[str, Any], rung: Rung) -> Step:
+    return Step(Verb.WAIT if Meta(live).terminating else Verb.WITHDRAW, rung)
+
+
+def ladder(o: Owned) -> Step:
+    """The verb for `o` (see the module's rungs)."""
+    live = o.live
+    ours = live is not None and is_controlled_by(live, o.owner_uid)
+    if not o.wanted:
+        if live is None or not ours:
+            return Step(None, Rung.UNTOUCHED)
+        return _delete(live, Rung.UNWANTED)
+    if o.body is None:
+        return Step(Verb.HOLD, Rung.HELD)
+    if o.replace and live is not None and ours:
+        return _delete(live, Rung.REPLACED)
+    if live is None:
+        if not o.create:
+            return Step(None, Rung.DEFERRED)
+        return Step(Verb.CREATE, Rung.ABSENT, read_if_taken=o.may_be_hidden)
+    if Meta(live).terminating:
+        return Step(Verb.WAIT, Rung.DELETING)
+    if not ours:
+        return Step(Verb.FOREIGN, Rung.FOREIGN)
+    verdict = drift(o.rule, live, o.body)
+    if not verdict:
+        return Step(Verb.NONE, Rung.RIGHT, verdict)
+    # The create's fields go to the apply manager only when an apply needs them
+    # (decision 0003): one write per created object, none meanwhile.
+    hand_over = bool(o.apply_manager) and needs_handover(live, o.apply_manager)
+    return Step(Verb.APPLY, Rung.DRIFTED, verdict, hand_over=hand_over)
