@@ -25,6 +25,7 @@ from dynamo_pool_operator.api.status import (
     RelayAvailableReason,
     Status,
 )
+from dynamo_pool_operator.runtime.objects.conditions import MESSAGE_LIMIT
 
 CAMEL = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 ENUMS: list[type[StrEnum]] = [
@@ -76,6 +77,19 @@ def test_the_crd_allows_exactly_the_condition_statuses_and_shows_the_printer_col
     assert paths["Ready"] == '.status.conditions[?(@.type=="Ready")].status'
     assert paths["Exported"] == '.status.conditions[?(@.type=="Exported")].status'
     assert paths["Published"] == '.status.conditions[?(@.type=="Published")].reason'
+
+
+def test_a_written_condition_is_a_metav1_condition_with_its_message_cut_to_the_limit() -> None:
+    long = Condition(ConditionType.READY, Status.TRUE, "Ready", "x" * 40000)
+    written = long.written(generation=2, since="2026-12-01T10:00:00Z")
+    assert len(written["message"]) == MESSAGE_LIMIT
+    assert {k: v for k, v in written.items() if k != "message"} == {
+        "type": "Ready",
+        "status": "True",
+        "reason": "Ready",
+        "observedGeneration": 2,
+        "lastTransitionTime": "2026-12-01T10:00:00Z",
+    }
 
 
 def test_a_shown_condition_reads_as_a_typed_value() -> None:

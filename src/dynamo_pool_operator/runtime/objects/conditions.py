@@ -1,8 +1,7 @@
-"""metav1.Condition lists: find one, and set one keeping its `lastTransitionTime`.
+"""metav1.Condition lists: find one by type, and the timestamps conditions carry.
 
-KEP-1623's conventions: a condition's `lastTransitionTime` changes only when its
-`status` does, so recomputing an unchanged condition gives the same condition (and
-a status written only on change stays unwritten).
+Generic on purpose: which conditions exist and how they enter a status is the API's
+and the reconciler's, not the runtime's.
 """
 
 from __future__ import annotations
@@ -40,26 +39,3 @@ def find(conditions: object, type_: str) -> Mapping[str, Any] | None:
     if not isinstance(conditions, Sequence) or isinstance(conditions, str):
         return None
     return next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == type_), None)
-
-
-def condition(
-    type_: str,
-    status: str,
-    reason: str,
-    message: str,
-    *,
-    generation: int,
-    previous: Mapping[str, Any] | None,
-    now: datetime,
-) -> dict[str, Any]:
-    """A condition, with the previous one's `lastTransitionTime` while its status holds."""
-    kept = previous.get("lastTransitionTime") if previous else None
-    same = previous is not None and previous.get("status") == status and kept
-    return {
-        "type": type_,
-        "status": status,
-        "reason": reason,
-        "message": message[:MESSAGE_LIMIT],
-        "observedGeneration": generation,
-        "lastTransitionTime": kept if same else rfc3339(now),
-    }
