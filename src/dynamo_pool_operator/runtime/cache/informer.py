@@ -1,6 +1,7 @@
 """List+watch reflector feeding a `Store` (shared by `shared_informers.SharedInformers`).
 
-The state machine follows client-go's reflector and kube-rs's `watcher`:
+The state machine follows client-go's reflector and kube-rs's `watcher`; its states
+and transitions are in watcher.py, and the loop here makes the requests they name:
 
 * **list** and replace the store in one step. Objects that vanished since the
   last list get a synthesized DELETED, so a 410 never loses a delete. This is what
@@ -55,6 +56,7 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from dynamo_pool_operator.runtime import metrics
+from dynamo_pool_operator.runtime.cache import watcher
 from dynamo_pool_operator.runtime.cache.store import Obj, Store, object_key
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client, jittered
@@ -341,16 +343,9 @@ class Informer:
         self._handlers: list[EventHandler] = []
         #: True while the events being dispatched come from a list or a replay.
         self.from_list = False
-        self._rv: str | None = None
-        self._need_list = True
-        #: Lists are streamed (watch-list) until the server refuses one.
-        self.watch_list = watch_list
-        #: The next list only is made by pages: the last watch-list ended before its end.
-        self._pages_once = False
-        # The initial events of a watch-list until its end bookmark; None when watching.
-        self._initial: dict[tuple[str, str], Obj] | None = None
+        #: Where the list+watch stands (watcher.py decides every step from it).
+        self._w = watcher.Watcher(streams=watch_list)
         self._lists = 0
-        self._last_gone = False  # the last watch ended in 410 Gone
         self._synced = asyncio.Event()
         self._halted = asyncio.Event()  # set by stop() and when run() ends
         self._stop_requested = False
@@ -390,8 +385,6 @@ class Informer:
         self._m_failing.set(0)
         #: Objects kept out of the cache because they cannot be decoded, by key.
         self._undecodable: dict[tuple[str, str], Undecodable] = {}
-        #: Those met in the initial events of the watch-list under way.
-        self._streamed_bad: list[Undecodable] = []
 
     # ------------------------------------------------------------ state
     @property
@@ -401,7 +394,12 @@ class Informer:
     @property
     def last_resource_version(self) -> str | None:
         """The resourceVersion the next watch resumes from (None before the first list)."""
-        return self._rv
+        return self._w.rv
+
+    @property
+    def watch_list(self) -> bool:
+        """Lists are streamed (watch-list) until the server refuses one."""
+        return self._w.streams
 
     @property
     def running(self) -> bool:
@@ -506,8 +504,8 @@ class Informer:
     # ------------------------------------------------------------ the loop
     async def _loop(self) -> None:
         while not self._stop_requested:
-            if self._need_list and (not self.watch_list or self._pages_once):
-                self._pages_once = False  # one attempt: the list after it streams again
+            self._w, request = watcher.start(self._w)
+            if isinstance(request, watcher.ListPages):
                 try:
                     await self._list()
                 except asyncio.CancelledError:
@@ -515,32 +513,25 @@ class Informer:
                 except Exception as e:
                     await self._back_off("list failed", e)
                     continue
-            streaming = self._need_list
-            error, healthy = await self._watch()
+                self._w, request = watcher.start(self._w)
+            assert not isinstance(request, watcher.ListPages)  # listed: a watch follows
+            error, healthy = await self._watch(request)
             if healthy:
                 self._m_failing.set(0)
-            if streaming and (not self.watch_list or self._pages_once):
+            self._w, after = watcher.after_watch(self._w, request, error, healthy)
+            if after.at_once:
                 continue  # no streamed list (this time): list by pages at once, no backoff
             self._m_restarts.inc()
-            gone = isinstance(error, errors.Gone)
-            if gone:
+            if after.gone:
                 self._m_gone.inc()
-            if healthy or (gone and not self._last_gone):
-                # A first 410 is an answer: the server is back (after a restart, say) and
-                # a relist is all it takes, so the delay built up while it was unreachable
-                # (6-12 s) no longer applies. Repeated 410s still back off and grow.
+            if after.reset_backoff:
                 self._backoff.reset()
-            self._last_gone = gone
-            if self._need_list:
-                what = f"watch from resourceVersion {self._rv} failed, relisting"
-            else:
-                what = f"watch ended, resuming from resourceVersion {self._rv}"
-            if not healthy:
-                await self._back_off(what, error)
+            if after.back_off:
+                await self._back_off(after.what, error)
             elif error is not None:
-                log.info("informer %s: %s: %s", self.description, what, error)
+                log.info("informer %s: %s: %s", self.description, after.what, error)
             else:
-                log.debug("informer %s: %s", self.description, what)
+                log.debug("informer %s: %s", self.description, after.what)
 
     async def _back_off(self, what: str, error: BaseException | None) -> None:
         delay = self._backoff.next_delay()
@@ -588,14 +579,13 @@ class Informer:
         self._m_held.set(len(held))
         self._m_failing.set(0)
         changes = self.store.replace(items)
-        self._rv = rv
-        self._need_list = False
+        self._w = watcher.listed(self._w, rv)
         log.info(
             "informer %s: %s %d objects at resourceVersion %s (%d changes)",
             self.description,
             how,
             len(self.store),
-            self._rv,
+            self._w.rv,
             len(changes),
         )
         self.from_list = True
@@ -617,79 +607,56 @@ class Informer:
             except Exception:
                 log.exception("informer %s: sync handler %r failed", self.description, handler)
 
-    async def _watch(self) -> tuple[Exception | None, bool]:
-        """One watch request (a watch-list while a list is needed and the server streams
-        lists). Returns (error or None for a clean end, healthy)."""
-        streaming = self._need_list
-        assert streaming or self._rv is not None
-        self._initial = {} if streaming else None
-        self._streamed_bad = []
+    async def _watch(
+        self, request: watcher.WatchList | watcher.Watch
+    ) -> tuple[Exception | None, bool]:
+        """One watch request (a watch-list: the list, streamed). Returns (error or None
+        for a clean end, healthy)."""
+        streaming = isinstance(request, watcher.WatchList)
+        # "": the current state (a consistent read, from the watch cache).
+        rv = request.rv if isinstance(request, watcher.Watch) else ""
         started = self._clock.monotonic()
         events = 0
         error: Exception | None = None
         lines: AsyncIterator[bytes] | None = None
         try:
-            if streaming:
-                self._count_list("watch-list")
-            lines = self.client.watch_lines(
-                self.resource,
-                self.namespace,
-                # "": the current state (a consistent read, from the watch cache).
-                resource_version="" if streaming else str(self._rv),
-                allow_bookmarks=True,
-                timeout_seconds=int(jittered(self._watch_timeout, WATCH_TIMEOUT_JITTER)),
-                label_selector=self.label_selector,
-                field_selector=self.field_selector,
-                **({"send_initial_events": True} if streaming else {}),
-            )
-            async for line in lines:
-                self._handle_line(line)
-                events += 1
-            if self._initial is not None:
-                self._page_this_list()
-        except errors.Invalid as e:
-            if self._initial is not None:
-                self._no_watch_list(f"the server refused it: {e}")
-            error = e
-        except errors.Gone as e:
-            self._need_list = True
-            error = e
-        except errors.ApiError as e:  # dropped, timed out, 5xx...: resume from the last RV
-            error = e
-        except Exception as e:  # an undecodable line (or a bug): an event may be lost
-            self._need_list = True
-            error = e
+            try:
+                if streaming:
+                    self._count_list("watch-list")
+                lines = self.client.watch_lines(
+                    self.resource,
+                    self.namespace,
+                    resource_version=rv,
+                    allow_bookmarks=True,
+                    timeout_seconds=int(jittered(self._watch_timeout, WATCH_TIMEOUT_JITTER)),
+                    label_selector=self.label_selector,
+                    field_selector=self.field_selector,
+                    **({"send_initial_events": True} if streaming else {}),
+                )
+                async for line in lines:
+                    self._handle_line(line)
+                    events += 1
+            except Exception as e:  # an HTTP or in-stream error, an undecodable line, a bug
+                error = e
+            self._w, fallback = watcher.watch_ended(self._w, error)
+            if fallback is watcher.Fallback.CUT_SHORT:
+                log.info(
+                    "informer %s: the streaming list ended before its initial-events-end "
+                    "bookmark; listing page by page this time",
+                    self.description,
+                )
+            elif fallback is watcher.Fallback.REFUSED:
+                log.info(
+                    "informer %s: no streaming list (%s); listing page by page instead",
+                    self.description,
+                    f"the server refused it: {error}",
+                )
         finally:
-            self._initial = None
+            self._w = watcher.interrupted(self._w)
             if lines is not None:
                 await _aclose(lines, self.description)
         healthy = events > 0 or self._clock.monotonic() - started >= HEALTHY_WATCH_SECONDS
         return error, healthy
-
-    def _page_this_list(self) -> None:
-        """Make this one list by pages: the watch-list ended before its end bookmark.
-
-        A clean end says nothing about the server (its timeout came first, it began a
-        graceful shutdown, a proxy ended the response), whereas a server without
-        WatchList refuses the request (400/422: `_no_watch_list`). So only this list
-        falls back, as client-go's reflector does, and the next one streams again."""
-        self._pages_once = True
-        self._need_list = True
-        log.info(
-            "informer %s: the streaming list ended before its initial-events-end "
-            "bookmark; listing page by page this time",
-            self.description,
-        )
-
-    def _no_watch_list(self, why: str) -> None:
-        """Fall back to paginated lists for good: this server refuses to stream them."""
-        self.watch_list = False
-        self._need_list = True
-        log.info(
-            "informer %s: no streaming list (%s); listing page by page instead",
-            self.description,
-            why,
-        )
 
     def _skip(self, bad: Undecodable, how: str) -> None:
         """Count and name an object kept out of the cache; once per version."""
@@ -725,15 +692,15 @@ class Informer:
             # Not an object too deep to decode but a broken stream: an event may be
             # lost, so the watch ends and the informer lists again.
             raise error
-        if self._initial is not None:
+        initial = self._w.initial
+        if initial is not None:
             # `_replace` keeps its last decodable version when the list ends.
-            self._initial.pop(bad.key, None)
-            self._streamed_bad = [b for b in self._streamed_bad if b.key != bad.key]
+            initial.objects.pop(bad.key, None)
+            initial.bad[:] = [b for b in initial.bad if b.key != bad.key]
             if etype != "DELETED":
-                self._streamed_bad.append(bad)
+                initial.bad.append(bad)
             return
-        if bad.resource_version:
-            self._rv = bad.resource_version
+        self._w = watcher.seen(self._w, bad.resource_version)
         if etype == "DELETED":
             self._undecodable.pop(bad.key, None)
             gone = self.store.get(*bad.key)
@@ -759,35 +726,33 @@ class Informer:
             raise errors.classify(int(obj.get("code") or 500), obj)
         meta = obj.get("metadata") or {}
         rv = meta.get("resourceVersion")
+        initial = self._w.initial
         if etype == "BOOKMARK":
-            if self._initial is not None:
+            if initial is not None:
                 if (meta.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
-                    initial, self._initial = self._initial, None
-                    bad, self._streamed_bad = self._streamed_bad, []
-                    self._replace(list(initial.values()), str(rv or ""), "streamed", bad)
+                    objects = list(initial.objects.values())
+                    self._replace(objects, str(rv or ""), "streamed", tuple(initial.bad))
                 return  # a bookmark within the initial events: not a version to resume at
-            if rv:
-                self._rv = str(rv)
+            self._w = watcher.seen(self._w, str(rv) if rv else None)
             return
         if etype not in ("ADDED", "MODIFIED", "DELETED"):
             log.warning("informer %s: ignoring watch event of type %r", self.description, etype)
             return
         if self._undecodable and self._undecodable.pop(object_key(obj), None) is not None:
             self._m_held.set(len(self._undecodable))
-        if self._streamed_bad:
-            key = object_key(obj)
-            self._streamed_bad = [b for b in self._streamed_bad if b.key != key]
-        if self._initial is not None:
+        if initial is not None:
             # The list, streamed: kept (trimmed) until the end bookmark replaces the store.
+            if initial.bad:
+                key = object_key(obj)
+                initial.bad[:] = [b for b in initial.bad if b.key != key]
             admitted = self._admit(obj)
             key = object_key(obj)
             if admitted is None or etype == "DELETED":
-                self._initial.pop(key, None)
+                initial.objects.pop(key, None)
             else:
-                self._initial[key] = admitted
+                initial.objects[key] = admitted
             return
-        if rv:
-            self._rv = str(rv)
+        self._w = watcher.seen(self._w, str(rv) if rv else None)
         if self.keep is not None and not self.keep(obj):
             return
         obj = self._prepare(obj)
