@@ -1689,6 +1689,26 @@ async def test_a_watch_list_that_ends_before_its_bookmark_lists_by_pages_that_ti
     )
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [errors.Invalid("sendInitialEvents is forbidden"), ev("ADDED", obj("a", "5"))],
+    ids=["refused", "cut short"],
+)
+async def test_a_watch_list_that_falls_back_lists_by_pages_at_once(
+    answer: Step, registry: CollectorRegistry
+) -> None:
+    """A refused or cut-short watch-list is no failed watch: the paged list follows
+    without a backoff, and no watch restart is counted."""
+    clock = RecordingClock()
+    client = streaming([[answer]], lists=[ListResult([obj("a", "5")], "5")])
+    informer = Informer(client, RES, clock=clock, registry=registry, backoff=no_jitter())
+    async with running(informer):
+        await until(lambda: informer.has_synced, "synced (the paged list)")
+    assert clock.slept == []
+    label = {"resource": "configmaps"}
+    assert registry.get_sample_value("informer_watch_restarts_total", label) == 0.0
+
+
 # --------------------------------------------------------------------------- undecodable
 def too_deep(etype: str, name: str, rv: str) -> bytes:
     """A watch event whose object nests 1,100 levels in a field (orjson stops at 1,024)."""
