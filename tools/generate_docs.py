@@ -32,7 +32,7 @@ from dynamo_pool_operator.api.status import (
     ConditionType,
 )
 from dynamo_pool_operator.config import configuration_reference
-from dynamo_pool_operator.pool.checks import precedence_table
+from dynamo_pool_operator.pool.plan import precedence_table
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -40,7 +40,7 @@ from dynamo_pool_operator.pool import controller as relay_controller
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects import conditions
+from dynamo_pool_operator.runtime.objects.meta import find_condition
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
 
 if TYPE_CHECKING:  # the local control plane is imported only when dev runs
@@ -129,7 +129,7 @@ async def _wait_published(client: Client, timeout: float = 60) -> dict[str, Any]
         """Ready, and every export the status lists is made (with an implementation set)."""
         relay = await client.get(RELAYS, POOL, NAMESPACE)
         status = relay.get("status") or {}
-        ready = conditions.find(status.get("conditions"), ConditionType.READY) or {}
+        ready = find_condition(status.get("conditions"), ConditionType.READY) or {}
         if ready.get("status") != Status.TRUE:
             return None
         if any(e.get("state") != ExportState.EXPORTED for e in status.get("exports") or []):
@@ -164,7 +164,7 @@ def _report(
     where: str = "",
 ) -> list[str]:
     status = relay["status"]
-    ready = conditions.find(status["conditions"], ConditionType.READY)
+    ready = find_condition(status["conditions"], ConditionType.READY)
     assert ready is not None  # the pool was waited for until Ready
     # A Ready pool needs no reason; one that is not says which part is not and why.
     why = (

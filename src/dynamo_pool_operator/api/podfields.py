@@ -23,7 +23,7 @@ from decimal import Decimal
 from enum import StrEnum
 
 from dynamo_pool_operator.api import names
-from dynamo_pool_operator.runtime.objects import quantity
+from dynamo_pool_operator.runtime.objects.diff import parse_quantity
 
 
 class PullPolicy(StrEnum):
@@ -76,7 +76,7 @@ def _quantities(section: object, where: str, problems: list[str]) -> dict[str, D
         field = f"{where}[{name}]"
         for why in resource_name_errors(str(name)):
             problems.append(f"{field}: invalid resource name: {why}")
-        value = quantity.parse(raw)
+        value = parse_quantity(raw)
         if value is None:
             problems.append(f"{field}: {raw!r} is not a quantity (e.g. 500m, 2, 128Mi, 1Gi)")
         elif value < 0:

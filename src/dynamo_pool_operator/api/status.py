@@ -4,7 +4,7 @@ The status is an API: `kubectl wait --for=condition=Ready`, alerts on
 `dynamo_pool_operator_relays{condition,reason}`, the `status` and `check` commands
 and the printer columns all read these words. So they are declared once, here, and
 everything else derives its lists from them: the rules that pick a reason
-(`pool/status.py`, `pool/checks.py`, `pool/availability.py`,
+(`pool/status.py`, `pool/plan.py`, `pool/status.py`,
 `pool/exports/verdict.py`), docs/crd.md's tables (generated), the `status` command's
 "what to do", the metrics and the printer columns.
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from dynamo_pool_operator.runtime.objects.conditions import MESSAGE_LIMIT
+from dynamo_pool_operator.runtime.objects.meta import MESSAGE_LIMIT
 
 
 class Status(StrEnum):

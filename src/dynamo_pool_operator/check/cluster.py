@@ -20,7 +20,7 @@ from dynamo_pool_operator.check.framework import Context, Result, Status, human
 from dynamo_pool_operator.discovery import pick
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.discovery import discover
-from dynamo_pool_operator.runtime.objects.conditions import seconds_since
+from dynamo_pool_operator.runtime.objects.meta import seconds_since
 from dynamo_pool_operator.runtime.objects.resources import CRDS, LEASES, Resource
 
 INSTALL_CRD = "dynamo-pool-operator manifests crds --apply (or install the Helm chart)"

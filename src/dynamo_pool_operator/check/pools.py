@@ -2,8 +2,8 @@
 their exports (the cluster ID, Karmada's name limit, stuck and foreign exports, Ready),
 and the reads they share, made once per round.
 
-Ownership and conditions are read as the operator reads them (runtime/objects/ownership.py,
-runtime/objects/conditions.py), so the check and the operator cannot disagree about whose an
+Ownership and conditions are read as the operator reads them (runtime/objects/meta.py,
+runtime/objects/meta.py), so the check and the operator cannot disagree about whose an
 export is or whether a relay is Ready.
 """
 
@@ -29,9 +29,12 @@ from dynamo_pool_operator.check.framework import Context, Result, human
 from dynamo_pool_operator.check.framework import Status as CheckStatus
 from dynamo_pool_operator.discovery import pick
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.objects.conditions import seconds_since
-from dynamo_pool_operator.runtime.objects.meta import Meta
-from dynamo_pool_operator.runtime.objects.ownership import controller_of, is_controlled_by
+from dynamo_pool_operator.runtime.objects.meta import (
+    Meta,
+    controller_of,
+    is_controlled_by,
+    seconds_since,
+)
 from dynamo_pool_operator.runtime.objects.resources import Resource
 
 

@@ -37,9 +37,9 @@ from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.api.dgd import KIND as DGD_KIND
 from dynamo_pool_operator.api.dgd import PLURAL as DGD_PLURAL
 from dynamo_pool_operator.api.mcs import ExportCondition
-from dynamo_pool_operator.pool.availability import shown_inputs
 from dynamo_pool_operator.pool.reconciler import RelayCaches
-from dynamo_pool_operator.pool.relay import render
+from dynamo_pool_operator.pool.relay.objects import shape
+from dynamo_pool_operator.pool.status import shown_inputs
 from dynamo_pool_operator.runtime.cache.informer import EventType, Informer, VocabularyPath
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
 from dynamo_pool_operator.runtime.cache.store import Obj
@@ -49,9 +49,8 @@ from dynamo_pool_operator.runtime.control.controller import (
     Request,
     spec_or_metadata_changed,
 )
-from dynamo_pool_operator.runtime.objects.meta import Meta
-from dynamo_pool_operator.runtime.objects.owned import VIEW
-from dynamo_pool_operator.runtime.objects.ownership import controller_is, controller_of
+from dynamo_pool_operator.runtime.objects.diff import VIEW
+from dynamo_pool_operator.runtime.objects.meta import Meta, controller_is, controller_of
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
 from dynamo_pool_operator.runtime.writes import handover
 
@@ -196,7 +195,7 @@ def trim_deployment(obj: Obj) -> Obj:
         "metadata": _trimmed_metadata(meta),
         "spec": {"replicas": spec["replicas"]} if "replicas" in spec else {},
         "status": kept_status,
-        VIEW: render.shape("Deployment").view(obj),
+        VIEW: shape("Deployment").view(obj),
     }
 
 
@@ -229,7 +228,7 @@ def trim_service(obj: Obj) -> Obj:
         "kind": obj.get("kind"),
         "metadata": _trimmed_metadata(obj.get("metadata") or {}),
         "spec": {"clusterIP": spec["clusterIP"]} if "clusterIP" in spec else {},
-        VIEW: render.shape("Service").view(obj),
+        VIEW: shape("Service").view(obj),
     }
 
 

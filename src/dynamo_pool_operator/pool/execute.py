@@ -33,7 +33,7 @@ from dynamo_pool_operator.pool.model import Action, ActionResult, Key, Outcome, 
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.events import EventRecorder
 from dynamo_pool_operator.runtime.metricsets import per_registry
-from dynamo_pool_operator.runtime.objects.ownership import is_controlled_by
+from dynamo_pool_operator.runtime.objects.meta import is_controlled_by
 from dynamo_pool_operator.runtime.writes.guarded import GuardedWrites, LostRace, NameTaken
 
 log = logging.getLogger(__name__)

@@ -22,10 +22,15 @@ A need on an object that is already as wanted is not recorded: it is observed do
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from dynamo_pool_operator.pool.checks import decide
+from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api.dgd import DISCOVERY_BACKEND_ANNOTATION, KUBERNETES_DISCOVERY, Pool
+from dynamo_pool_operator.api.relay import Relay
+from dynamo_pool_operator.api.status import PUBLISHED_MEANINGS
+from dynamo_pool_operator.api.status import PublishedReason as Reason
 from dynamo_pool_operator.pool.model import (
     Action,
     Advisory,
@@ -37,6 +42,176 @@ from dynamo_pool_operator.pool.model import (
     Verb,
 )
 from dynamo_pool_operator.pool.relay.objects import plan_relay_objects
+from dynamo_pool_operator.runtime.objects.meta import describe_controller, is_controlled_by
+
+# Publish or withdraw a pool's relay: an ordered chain of named pure checks.
+#
+# Each check looks at one thing and, when that thing stops the pool, says why and
+# what to change. The chain's order *is* the documented precedence (docs/crd.md's
+# table is generated from `CHECKS`): it runs from "may this relay act at all" to "may
+# it write its objects", so the reason shown is the one to fix first. The first check
+# that withdraws wins; when none does, the relay is published.
+
+
+def decision(reason: Reason, message: str) -> Decision:
+    """A decision with `reason`: publish exactly when it is `Published`."""
+    return Decision(reason is Reason.PUBLISHED, reason, message)
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What the checks look at: the relay, its pool (None: no DGD), the objects named
+    `<name>-pool-relay` by kind, and the operator's default discovery backend."""
+
+    relay: Relay
+    pool: Pool | None
+    relay_objects: Mapping[str, Mapping[str, Any] | None]
+    default_discovery_backend: str
+    #: The DGD exists but cannot be decoded (why), and no readable version is cached.
+    pool_unreadable: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One rule: `withdraws(facts)` is the message (what to change) when it stops the
+    pool, None when it does not. The rule in a line is the reason's meaning
+    (`api/status.PUBLISHED_MEANINGS`)."""
+
+    reason: Reason
+    withdraws: Callable[[Facts], str | None]
+
+
+def relay_terminating(f: Facts) -> str | None:
+    if not f.relay.terminating:
+        return None
+    return (
+        "the DynamoPoolRelay is being deleted; its pool is withdrawn (a finalizer holds "
+        "it: the deletion completes when that finalizer is removed)"
+    )
+
+
+def invalid_configuration(f: Facts) -> str | None:
+    relay_name = names.relay_name(f.relay.name)
+    name_problems = names.dns1035_label_errors(relay_name)
+    if name_problems:
+        return (
+            f"the relay Service name {relay_name!r} is not a valid Service name: "
+            f"{'; '.join(name_problems)}. Name the DynamoPoolRelay (and its DGD) with at most "
+            f"{names.DNS1035_MAX - len(names.RELAY_SUFFIX)} lower-case letters, digits or '-'"
+        )
+    if f.relay.problems:
+        return "; ".join(f.relay.problems)
+    return None
+
+
+def dgd_unreadable(f: Facts) -> str | None:
+    if f.pool is not None or not f.pool_unreadable:
+        return None
+    return (
+        f"DynamoGraphDeployment {f.relay.name!r} exists but cannot be decoded: "
+        f"{f.pool_unreadable}; make it readable (no field nested past 1,024 levels)"
+    )
+
+
+def dgd_not_found(f: Facts) -> str | None:
+    if f.pool is not None:
+        return None
+    return f"no DynamoGraphDeployment {f.relay.name!r} in namespace {f.relay.namespace!r}"
+
+
+def dgd_terminating(f: Facts) -> str | None:
+    if f.pool is None or not f.pool.terminating:
+        return None
+    return f"DynamoGraphDeployment {f.pool.name!r} is being deleted"
+
+
+def kubernetes_discovery_disabled(f: Facts) -> str | None:
+    if f.pool is None:
+        return None
+    backend = f.pool.discovery_backend(f.default_discovery_backend)
+    if backend == KUBERNETES_DISCOVERY:
+        return None
+    return (
+        f"the DGD's discovery backend is {backend!r}; a pool needs Kubernetes pod "
+        f"discovery: set the DGD annotation {DISCOVERY_BACKEND_ANNOTATION}="
+        f"{KUBERNETES_DISCOVERY!r} (or remove it if the operator's discovery.backend is "
+        f"{KUBERNETES_DISCOVERY!r})"
+    )
+
+
+def no_workers(f: Facts) -> str | None:
+    if f.pool is None or f.pool.workers:
+        return None
+    return "the DGD has no worker component (type worker, prefill or decode)"
+
+
+def global_dynamo_namespace(f: Facts) -> str | None:
+    if f.pool is None or not f.pool.uses_global_namespace:
+        return None
+    shared = [c.name for c in f.pool.components if c.global_dynamo_namespace]
+    return (
+        f"components {shared} use the shared global Dynamo namespace "
+        f"{names.GLOBAL_DYNAMO_NAMESPACE!r}; a pool needs its own Dynamo namespace"
+    )
+
+
+def ownership_conflict(f: Facts) -> str | None:
+    relay_name = names.relay_name(f.relay.name)
+    conflicts = [
+        f"{kind} {relay_name!r} has {describe_controller(obj)}"
+        for kind, obj in sorted(f.relay_objects.items())
+        if obj is not None and not is_controlled_by(obj, f.relay.uid)
+    ]
+    if not conflicts:
+        return None
+    return (
+        "; ".join(conflicts) + ": the operator never adopts objects; delete the other "
+        "object, or use another name for the DynamoPoolRelay and its DGD"
+    )
+
+
+#: The precedence, first match wins.
+CHECKS: tuple[Check, ...] = (
+    Check(Reason.RELAY_TERMINATING, relay_terminating),
+    Check(Reason.INVALID_CONFIGURATION, invalid_configuration),
+    Check(Reason.DGD_UNREADABLE, dgd_unreadable),
+    Check(Reason.DGD_NOT_FOUND, dgd_not_found),
+    Check(Reason.DGD_TERMINATING, dgd_terminating),
+    Check(Reason.KUBERNETES_DISCOVERY_DISABLED, kubernetes_discovery_disabled),
+    Check(Reason.NO_WORKERS, no_workers),
+    Check(Reason.GLOBAL_DYNAMO_NAMESPACE, global_dynamo_namespace),
+    Check(Reason.OWNERSHIP_CONFLICT, ownership_conflict),
+)
+
+
+def decide(
+    relay: Relay,
+    pool: Pool | None,
+    relay_objects: Mapping[str, Mapping[str, Any] | None],
+    *,
+    default_discovery_backend: str,
+    pool_unreadable: str = "",
+) -> Decision:
+    """Run the chain for `relay` given its pool (None when the DGD is absent, or cannot
+    be read: `pool_unreadable` says why) and the cached objects named `<name>-pool-relay`
+    keyed by kind ("Deployment", "Service")."""
+    facts = Facts(relay, pool, relay_objects, default_discovery_backend, pool_unreadable)
+    for check in CHECKS:
+        message = check.withdraws(facts)
+        if message is not None:
+            return decision(check.reason, message)
+    relay_name = names.relay_name(relay.name)
+    return decision(Reason.PUBLISHED, f"relay Service {relay_name!r} is published")
+
+
+def precedence_table() -> str:
+    """docs/crd.md's table of withdrawal reasons, in precedence order (drift-tested)."""
+    rows = ["| Reason | What to change |", "|---|---|"]
+    rows += [f"| `{c.reason.value}` | {PUBLISHED_MEANINGS[c.reason]} |" for c in CHECKS]
+    return "\n".join(rows) + "\n"
+
+
+# ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

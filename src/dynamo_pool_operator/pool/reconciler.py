@@ -49,7 +49,7 @@ from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.control.controller import Request
 from dynamo_pool_operator.runtime.control.controller import Result as ReconcileResult
 from dynamo_pool_operator.runtime.events import EventRecorder
-from dynamo_pool_operator.runtime.objects.ownership import is_controlled_by
+from dynamo_pool_operator.runtime.objects.meta import is_controlled_by
 from dynamo_pool_operator.runtime.writes.guarded import GuardedWrites, NamespaceGoing
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventua
 from dynamo_pool_operator.pool.exports.plan import REEXPORT_AFTER
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects.conditions import parse_rfc3339
+from dynamo_pool_operator.runtime.objects.meta import parse_rfc3339
 from dynamo_pool_operator.runtime.objects.resources import SERVICES
 from tests.integration.support.export_fixtures import config, events_for, exports_become
 from tests.integration.support.relay_fixtures import (

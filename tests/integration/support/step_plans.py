@@ -46,8 +46,7 @@ from dynamo_pool_operator.pool.plan import make_plan
 from dynamo_pool_operator.pool.status import report
 from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects.conditions import rfc3339
-from dynamo_pool_operator.runtime.objects.ownership import is_controlled_by
+from dynamo_pool_operator.runtime.objects.meta import is_controlled_by, rfc3339
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
 from tests.integration.support.relay_fixtures import dgd_body, relay_body
 

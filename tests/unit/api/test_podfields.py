@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.api import podfields
-from dynamo_pool_operator.runtime.objects import quantity
+from dynamo_pool_operator.runtime.objects.diff import parse_quantity
 
 
 def test_the_pattern_and_the_parser_agree() -> None:
@@ -19,10 +19,10 @@ def test_the_pattern_and_the_parser_agree() -> None:
 
     for raw in ["1", "100m", "1Gi", "1e3", "lots", "1 Gi", "-2", ".5", "5.", "1E", "1e-3"]:
         assert (re.fullmatch(podfields.QUANTITY_PATTERN, raw) is not None) == (
-            quantity.parse(raw) is not None
+            parse_quantity(raw) is not None
         ), raw
     assert re.fullmatch(podfields.QUANTITY_PATTERN, "1e1.5")
-    assert quantity.parse("1e1.5") is None
+    assert parse_quantity("1e1.5") is None
 
 
 GOOD_RESOURCES: list[Any] = [

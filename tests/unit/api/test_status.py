@@ -25,7 +25,7 @@ from dynamo_pool_operator.api.status import (
     RelayAvailableReason,
     Status,
 )
-from dynamo_pool_operator.runtime.objects.conditions import MESSAGE_LIMIT
+from dynamo_pool_operator.runtime.objects.meta import MESSAGE_LIMIT
 
 CAMEL = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 ENUMS: list[type[StrEnum]] = [

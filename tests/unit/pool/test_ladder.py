@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.pool.drift import Part, Rule
-from dynamo_pool_operator.pool.ladder import Owned, Rung, Step, ladder
+from dynamo_pool_operator.pool.ladder import Owned, Part, Rule, Rung, Step, ladder
 from dynamo_pool_operator.pool.model import Verb
 
 UID = "relay-uid"

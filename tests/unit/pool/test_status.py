@@ -22,14 +22,12 @@ from dynamo_pool_operator.api.events import CONDITION_CHANGED, EVENTS, declared
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.api.status import MEANINGS, ConditionType
 from dynamo_pool_operator.api.status import Condition as Part
-from dynamo_pool_operator.pool.availability import (
+from dynamo_pool_operator.pool.model import ConditionView, Decision, Snapshot, StatusLine
+from dynamo_pool_operator.pool.plan import Reason, decision
+from dynamo_pool_operator.pool.status import (
     Availability,
     AvailableReason,
     availability,
-)
-from dynamo_pool_operator.pool.checks import Reason, decision
-from dynamo_pool_operator.pool.model import ConditionView, Decision, Snapshot, StatusLine
-from dynamo_pool_operator.pool.status import (
     changed_conditions,
     desired_status,
     exported_condition,

@@ -38,7 +38,7 @@ from dynamo_pool_operator.pool.relay.objects import desired_objects
 from dynamo_pool_operator.pool.status import POOL_READY, StatusReport, report
 from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.objects.conditions import rfc3339
+from dynamo_pool_operator.runtime.objects.meta import rfc3339
 from tests.unit.runtime.client.fake import FakeClient
 
 NS, NAME, UID = "team", "pool", "relay-uid"

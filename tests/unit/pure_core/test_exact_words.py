@@ -21,8 +21,7 @@ from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_obje
 from dynamo_pool_operator.api.status import Condition, ReadyReason
 from dynamo_pool_operator.config import API_VERSION as CONFIG_API_VERSION
 from dynamo_pool_operator.config import ConfigurationError, parse_configuration
-from dynamo_pool_operator.pool import checks, status
-from dynamo_pool_operator.pool.availability import AvailableReason, availability
+from dynamo_pool_operator.pool import plan, status
 from dynamo_pool_operator.pool.exports import plan as export_plan
 from dynamo_pool_operator.pool.exports.verdict import Judgement, exported, verdict, view_of
 from dynamo_pool_operator.pool.exports.verdict import lines_after as verdict_lines_after
@@ -37,6 +36,7 @@ from dynamo_pool_operator.pool.model import (
 )
 from dynamo_pool_operator.pool.plan import make_plan
 from dynamo_pool_operator.pool.relay import objects
+from dynamo_pool_operator.pool.status import AvailableReason, availability
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
 
 NS, NAME, UID = "team", "pool", "relay-uid"
@@ -63,8 +63,8 @@ def make_pool(*components: dict[str, Any]) -> Any:
     )
 
 
-PUBLISHED = checks.decision(checks.Reason.PUBLISHED, "published")
-WITHDRAWN = checks.decision(checks.Reason.DGD_NOT_FOUND, "gone")
+PUBLISHED = plan.decision(plan.Reason.PUBLISHED, "published")
+WITHDRAWN = plan.decision(plan.Reason.DGD_NOT_FOUND, "gone")
 
 
 # --------------------------------------------------------------------------- exports
@@ -301,9 +301,9 @@ def test_a_relay_held_terminating_says_what_holds_it() -> None:
         },
         RelayDefaults("relay:1", 8090),
     )
-    d = checks.decide(relay, make_pool(), {}, default_discovery_backend="kubernetes")
+    d = plan.decide(relay, make_pool(), {}, default_discovery_backend="kubernetes")
     assert (d.reason, d.message) == (
-        checks.Reason.RELAY_TERMINATING,
+        plan.Reason.RELAY_TERMINATING,
         "the DynamoPoolRelay is being deleted; its pool is withdrawn (a finalizer holds it: "
         "the deletion completes when that finalizer is removed)",
     )

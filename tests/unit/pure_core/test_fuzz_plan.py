@@ -41,12 +41,12 @@ from hypothesis import strategies as st
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.pool.checks import Reason, decide
-from dynamo_pool_operator.pool.checks import decision as make_decision
 from dynamo_pool_operator.pool.exports.contributor import relevant_exports
 from dynamo_pool_operator.pool.exports.plan import Warn, plan
 from dynamo_pool_operator.pool.model import Contribution as Plan
 from dynamo_pool_operator.pool.model import Verb
+from dynamo_pool_operator.pool.plan import Reason, decide
+from dynamo_pool_operator.pool.plan import decision as make_decision
 from tests.unit.fuzzing import budget
 
 SE = serviceexports("v1alpha1")

@@ -56,12 +56,12 @@ from dynamo_pool_operator.pool.model import (
 from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.cache.store import CONTROLLER_UID_INDEX
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.objects.conditions import rfc3339
-from dynamo_pool_operator.runtime.objects.meta import Meta
-from dynamo_pool_operator.runtime.objects.ownership import (
+from dynamo_pool_operator.runtime.objects.meta import (
+    Meta,
     controller_is,
     controller_of,
     is_controlled_by,
+    rfc3339,
 )
 from dynamo_pool_operator.runtime.objects.resources import Resource
 

@@ -42,8 +42,7 @@ from dynamo_pool_operator.api.events import ADVISORY_ACTIONS, EventReason, Expor
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY, ClusterID, Implementation
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.api.status import ExportLineReason, ExportState
-from dynamo_pool_operator.pool.drift import Part, Rule, drift
-from dynamo_pool_operator.pool.ladder import Owned, Rung, ladder
+from dynamo_pool_operator.pool.ladder import Owned, Part, Rule, Rung, drift, ladder
 from dynamo_pool_operator.pool.model import (
     Action,
     Advisory,
@@ -53,8 +52,8 @@ from dynamo_pool_operator.pool.model import (
     StatusLine,
     Verb,
 )
-from dynamo_pool_operator.runtime.objects.meta import Meta
-from dynamo_pool_operator.runtime.objects.ownership import (
+from dynamo_pool_operator.runtime.objects.meta import (
+    Meta,
     controller_is,
     controller_of,
     describe_controller,

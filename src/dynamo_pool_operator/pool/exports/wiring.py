@@ -26,8 +26,7 @@ from dynamo_pool_operator.pool.exports.verdict import view_of
 from dynamo_pool_operator.runtime.cache.informer import EventType, Informer
 from dynamo_pool_operator.runtime.cache.store import Obj
 from dynamo_pool_operator.runtime.control.controller import Request
-from dynamo_pool_operator.runtime.objects.meta import Meta
-from dynamo_pool_operator.runtime.objects.ownership import controller_is
+from dynamo_pool_operator.runtime.objects.meta import Meta, controller_is
 
 FRONTEND_SERVICE_INDEX = "frontend-service"
 

@@ -1,8 +1,8 @@
 """The relay's own objects in the plan: its Deployment and Service. Pure.
 
 Each climbs the verb ladder every owned object climbs (`pool/ladder.py`). Published:
-each is created when absent, applied when the drift rule (`pool/drift.py`, from the
-digest the cache keeps: `render.rule`) says an apply would change it, left alone
+each is created when absent, applied when the drift rule (`pool/ladder.py`, from the
+digest the cache keeps: `rule`) says an apply would change it, left alone
 otherwise; an object of ours that still shows its create's fields with the create (not
 handed over to the apply manager) is handed over right before its first apply. The
 decision already made sure every existing one is ours (else `OwnershipConflict`).
@@ -12,15 +12,183 @@ else's is never touched.
 
 from __future__ import annotations
 
+import copy
+import functools
 from typing import Any
 
 from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.api.dgd import KUBERNETES_DISCOVERY, Pool, pool_from_object
 from dynamo_pool_operator.api.events import EventReason
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
-from dynamo_pool_operator.pool.ladder import Owned, Rung, ladder
+from dynamo_pool_operator.api.relay import (
+    HEADLESS_CLUSTER_IP,
+    Relay,
+    RelayDefaults,
+    relay_from_object,
+)
+from dynamo_pool_operator.pool.ladder import Owned, Rule, Rung, ladder
 from dynamo_pool_operator.pool.model import Action, Decision, EventNames, Snapshot, Verb
-from dynamo_pool_operator.pool.relay import render
+from dynamo_pool_operator.runtime.objects.diff import Shape, with_hash
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
+
+# The relay's Deployment and Service, rendered from the relay and its pool. Pure.
+#
+# The rendered objects are apply configurations: only the fields we own, so a
+# server-side apply never fights other managers (HPA on replicas excepted: we own
+# `spec.replicas` on purpose, the relay spec is its one source).
+#
+# The relay pods' contract (environment variables) mirrors what Dynamo's operator
+# injects into component pods, plus the pool's cluster ID:
+# `DYN_NAMESPACE`, `DYN_DISCOVERY_BACKEND=kubernetes`, `DYN_CLUSTER_ID`,
+# `DYN_PARENT_DGD_K8S_NAME`, `DYN_PARENT_DGD_K8S_NAMESPACE`, `DYN_POOL_RELAY_PORT`
+# and the downward-API identity `POD_NAME`, `POD_NAMESPACE`, `POD_UID`.
+
+CONTAINER = "relay"
+PORT_NAME = "relay"
+
+#: Maps of Kubernetes quantities, compared by value (`runtime/objects/diff.py`): the API
+#: server keeps each quantity in its canonical form (`1000m` as `1`, `1024Mi` as `1Gi`),
+#: which is no drift; any other value, or a missing one, is, and is repaired.
+QUANTITY_PATHS = frozenset(
+    {
+        "spec.template.spec.containers.resources.limits",
+        "spec.template.spec.containers.resources.requests",
+    }
+)
+#: What the caches keep verbatim of each relay object (`runtime/objects/diff.py`): fields whose
+#: keys vary with the relay, or that a render may leave out. The rest of what `render`
+#: makes is kept as a digest.
+OPEN_PATHS = {
+    "Deployment": frozenset(
+        {
+            "metadata.ownerReferences",
+            "spec.template.metadata.labels",
+            "spec.template.metadata.annotations",
+            "spec.template.spec.nodeSelector",
+            "spec.template.spec.tolerations",
+            "spec.template.spec.containers.resources",
+        }
+    ),
+    "Service": frozenset({"metadata.ownerReferences", "spec.clusterIP"}),
+}
+
+
+def _metadata(relay: Relay) -> dict[str, Any]:
+    return {
+        "name": names.relay_name(relay.name),
+        "namespace": relay.namespace,
+        "labels": labels.owned_object_labels(relay.name),
+        "ownerReferences": [relay.owner_reference()],
+    }
+
+
+def _field_env(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
+
+
+def _env(relay: Relay, pool: Pool, cluster_id: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "DYN_NAMESPACE", "value": pool.dynamo_namespace},
+        {"name": "DYN_DISCOVERY_BACKEND", "value": KUBERNETES_DISCOVERY},
+        {"name": "DYN_CLUSTER_ID", "value": cluster_id},
+        {"name": "DYN_PARENT_DGD_K8S_NAME", "value": pool.name},
+        {"name": "DYN_PARENT_DGD_K8S_NAMESPACE", "value": pool.namespace},
+        {"name": "DYN_POOL_RELAY_PORT", "value": str(relay.port)},
+        _field_env("POD_NAME", "metadata.name"),
+        _field_env("POD_NAMESPACE", "metadata.namespace"),
+        _field_env("POD_UID", "metadata.uid"),
+    ]
+
+
+def _probe(period: int) -> dict[str, Any]:
+    return {"tcpSocket": {"port": PORT_NAME}, "periodSeconds": period}
+
+
+def deployment(relay: Relay, pool: Pool, cluster_id: str | None = None) -> dict[str, Any]:
+    """The relay Deployment (apps/v1), with its render hash annotation. `cluster_id` is
+    the effective cluster ID (`relay.cluster_id` when not given)."""
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": relay.image,
+        "imagePullPolicy": relay.image_pull_policy,
+        "ports": [{"name": PORT_NAME, "containerPort": relay.port, "protocol": "TCP"}],
+        "env": _env(relay, pool, relay.cluster_id if cluster_id is None else cluster_id),
+        "readinessProbe": _probe(5),
+        "livenessProbe": _probe(10),
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    if relay.resources:
+        container["resources"] = copy.deepcopy(dict(relay.resources))
+    pod_spec: dict[str, Any] = {
+        "serviceAccountName": relay.service_account_name
+        or names.discovery_service_account(pool.name),
+        "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+    }
+    if relay.node_selector:
+        pod_spec["nodeSelector"] = dict(relay.node_selector)
+    if relay.tolerations:
+        pod_spec["tolerations"] = [copy.deepcopy(dict(t)) for t in relay.tolerations]
+    template_meta: dict[str, Any] = {
+        "labels": {**relay.pod_labels, **labels.selector(relay.name), labels.DGD_NAME: pool.name}
+    }
+    if relay.pod_annotations:
+        template_meta["annotations"] = dict(relay.pod_annotations)
+    obj = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(relay),
+        "spec": {
+            "replicas": relay.replicas,
+            "selector": {"matchLabels": labels.selector(relay.name)},
+            "template": {"metadata": template_meta, "spec": pod_spec},
+        },
+    }
+    return with_hash(obj, labels.RENDER_HASH)
+
+
+def service(relay: Relay) -> dict[str, Any]:
+    """The relay Service (core/v1): the name the pool is exported under. Headless unless
+    the relay says otherwise: an MCS implementation imports a headless Service as its
+    Ready pod IPs, one per relay, and a ClusterIP Service as the one ClusterIP."""
+    spec: dict[str, Any] = {
+        "selector": labels.selector(relay.name),
+        "ports": [
+            {"name": PORT_NAME, "port": relay.port, "targetPort": PORT_NAME, "protocol": "TCP"}
+        ],
+    }
+    if relay.headless:
+        spec["clusterIP"] = HEADLESS_CLUSTER_IP
+    obj = {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(relay), "spec": spec}
+    return with_hash(obj, labels.RENDER_HASH)
+
+
+@functools.cache
+def shape(kind: str) -> Shape:
+    """The closed and open fields of the relay `kind` ("Deployment", "Service"), from
+    the render of a relay that sets nothing optional."""
+    relay = relay_from_object(
+        {"metadata": {"name": "sample", "namespace": "sample", "uid": "sample"}},
+        RelayDefaults(image="sample", port=1),
+    )
+    pool = pool_from_object({"metadata": {"name": "sample", "namespace": "sample"}})
+    sample = deployment(relay, pool, "sample") if kind == "Deployment" else service(relay)
+    return Shape(sample, open_paths=OPEN_PATHS[kind], quantities=QUANTITY_PATHS)
+
+
+def rule(kind: str) -> Rule:
+    """How the relay `kind` is compared with its render (`pool/ladder.py`): from the view
+    its cache keeps (the relay object caches keep views, not pod templates), else
+    whole."""
+    return Rule(view=shape(kind), quantities=QUANTITY_PATHS)
+
+
+# ----------------------------------------------------------------------
 
 #: The relay objects by kind, in the order they are written when publishing.
 RELAY_OBJECTS: tuple[tuple[str, Resource], ...] = (
@@ -52,9 +220,9 @@ def desired_objects(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
     relay, pool = snapshot.relay, snapshot.pool
     assert pool is not None
     cluster_id = snapshot.effective_cluster_id
-    out = {"Service": render.service(relay)}
+    out = {"Service": service(relay)}
     if cluster_id is not None:
-        out["Deployment"] = render.deployment(relay, pool, cluster_id)
+        out["Deployment"] = deployment(relay, pool, cluster_id)
     return out
 
 
@@ -71,7 +239,7 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
                     live,
                     body,
                     relay.uid,
-                    render.rule(kind),
+                    rule(kind),
                     # `spec.clusterIP` is immutable: the Service of the other shape is
                     # deleted (as read: uid and resourceVersion) and created again once
                     # it is gone.
@@ -119,7 +287,7 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
         return ()  # no object can carry that name
     for kind, res in RELAY_OBJECTS:
         live = snapshot.relay_objects.get(kind)
-        step = ladder(Owned(live, None, relay.uid, render.rule(kind), wanted=False))
+        step = ladder(Owned(live, None, relay.uid, rule(kind), wanted=False))
         if step.verb is None:
             continue  # absent, or someone else's: never touched
         actions.append(

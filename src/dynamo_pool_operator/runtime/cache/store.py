@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from dynamo_pool_operator.runtime.objects.ownership import controller_of
+from dynamo_pool_operator.runtime.objects.meta import controller_of
 
 log = logging.getLogger(__name__)
 

@@ -11,12 +11,90 @@ replaces, which matters on the no-op reconcile path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from dynamo_pool_operator.runtime.objects import conditions
-from dynamo_pool_operator.runtime.objects.ownership import controller_of
+# metav1.Condition lists: find_condition one by type, and the timestamps conditions carry.
+#
+# Generic on purpose: which conditions exist and how they enter a status is the API's
+# and the reconciler's, not the runtime's.
+
+#: metav1.Condition's message limit.
+MESSAGE_LIMIT = 32768
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_rfc3339(text: object) -> datetime | None:
+    """A timestamp as the API server writes it; None when absent or malformed."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.fromisoformat(text)  # reads the "Z" suffix since Python 3.11
+    except ValueError:
+        return None
+
+
+def seconds_since(stamp: object, now: datetime) -> float | None:
+    """Seconds from an API server timestamp to `now`; None when absent or malformed."""
+    moment = parse_rfc3339(stamp)
+    return None if moment is None else (now - moment).total_seconds()
+
+
+def find_condition(conditions: object, type_: str) -> Mapping[str, Any] | None:
+    """The condition of `type_` in a (possibly malformed) list, or None."""
+    if not isinstance(conditions, Sequence) or isinstance(conditions, str):
+        return None
+    return next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == type_), None)
+
+
+# ----------------------------------------------------------------------
+
+# Who controls an object: the one place that reads owner references.
+#
+# Kubernetes marks at most one owner reference of an object `controller: true`; that
+# owner is the object's controller. Every "is this ours?" question of the operator —
+# deciding, planning, the feature-off cleanup, the cache index by controller, the
+# watch mappers — asks here, so there is one reading of a malformed reference (not a
+# list, not a mapping, `controller` not exactly `true`: not a controller).
+
+
+def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The controller owner reference of `obj`, if any (None for a malformed object)."""
+    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+    refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
+    for ref in refs if isinstance(refs, list) else ():
+        if isinstance(ref, Mapping) and ref.get("controller") is True:
+            return ref
+    return None
+
+
+def is_controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
+    """True when `obj`'s controller is the object with `uid` (a non-empty uid)."""
+    ref = controller_of(obj)
+    return bool(uid) and ref is not None and ref.get("uid") == uid
+
+
+def controller_is(ref: Mapping[str, Any] | None, group: str, kind: str) -> bool:
+    """True when the reference names a `kind` of API `group` (any version)."""
+    if not ref or ref.get("kind") != kind:
+        return False
+    api = str(ref.get("apiVersion", ""))
+    return (api.split("/")[0] if "/" in api else "") == group
+
+
+def describe_controller(obj: Mapping[str, Any]) -> str:
+    """`controller Kind/name`, or `no controller`: for messages about an object."""
+    ref = controller_of(obj)
+    if ref is None:
+        return "no controller"
+    return f"controller {ref.get('kind', '?')}/{ref.get('name', '?')}"
+
+
+# ----------------------------------------------------------------------
 
 _EMPTY: Mapping[str, Any] = {}
 
@@ -79,11 +157,11 @@ class Meta:
     @property
     def created(self) -> datetime | None:
         """`metadata.creationTimestamp` (None when absent or malformed)."""
-        return conditions.parse_rfc3339(self._meta.get("creationTimestamp"))
+        return parse_rfc3339(self._meta.get("creationTimestamp"))
 
     def age(self, now: datetime) -> float | None:
         """Seconds since creation (None when the creation time is unknown)."""
-        return conditions.seconds_since(self._meta.get("creationTimestamp"), now)
+        return seconds_since(self._meta.get("creationTimestamp"), now)
 
     @property
     def owner_references(self) -> list[Any]:
@@ -93,9 +171,9 @@ class Meta:
 
     @property
     def controller(self) -> Mapping[str, Any] | None:
-        """The controller owner reference (`runtime/objects/ownership.py` reads it)."""
+        """The controller owner reference (`runtime/objects/meta.py` reads it)."""
         return controller_of(self._obj)
 
     def condition(self, type_: str) -> Mapping[str, Any] | None:
         """`status.conditions[type=type_]` of the object, if any."""
-        return conditions.find(_mapping(self._obj.get("status")).get("conditions"), type_)
+        return find_condition(_mapping(self._obj.get("status")).get("conditions"), type_)

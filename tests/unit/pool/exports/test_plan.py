@@ -32,7 +32,6 @@ from dynamo_pool_operator.api.mcs import (
 )
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.api.status import ExportLineReason
-from dynamo_pool_operator.pool.checks import Reason, decision
 from dynamo_pool_operator.pool.exports.plan import (
     REEXPORT_AFTER,
     REPLACED_MESSAGE,
@@ -46,8 +45,9 @@ from dynamo_pool_operator.pool.exports.plan import (
 from dynamo_pool_operator.pool.exports.verdict import lines_after
 from dynamo_pool_operator.pool.model import Action, ActionResult, Decision, Result, Verb
 from dynamo_pool_operator.pool.model import Contribution as Plan
-from dynamo_pool_operator.runtime.objects.conditions import rfc3339
-from dynamo_pool_operator.runtime.objects.ownership import is_controlled_by as controlled_by
+from dynamo_pool_operator.pool.plan import Reason, decision
+from dynamo_pool_operator.runtime.objects.meta import is_controlled_by as controlled_by
+from dynamo_pool_operator.runtime.objects.meta import rfc3339
 
 SE = serviceexports("v1alpha1")
 

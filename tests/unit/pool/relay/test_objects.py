@@ -18,13 +18,13 @@ from dynamo_pool_operator.api import labels
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.pool.checks import Reason, decision
 from dynamo_pool_operator.pool.model import (
     Action,
     Snapshot,
     Verb,
 )
-from dynamo_pool_operator.pool.relay import render
+from dynamo_pool_operator.pool.plan import Reason, decision
+from dynamo_pool_operator.pool.relay import objects as relay_objects
 from dynamo_pool_operator.pool.relay.objects import (
     RELAY_EVENTS,
     desired_objects,
@@ -98,7 +98,7 @@ def test_a_drifted_object_is_applied_over_the_version_read() -> None:
     actions = plan_relay_objects(snapshot(objects, port=9100), PUBLISHED)
     assert verbs(actions) == [("Deployment", Verb.APPLY), ("Service", Verb.APPLY)]
     assert actions[0].live is objects["Deployment"]
-    assert actions[1].body == render.service(make_relay(port=9100))
+    assert actions[1].body == relay_objects.service(make_relay(port=9100))
 
 
 def test_the_effective_cluster_id_reaches_the_deployment() -> None:

@@ -1,4 +1,4 @@
-"""`RelayAvailable` from the relay Deployment's own status (pool/availability.py).
+"""`RelayAvailable` from the relay Deployment's own status (pool/status.py).
 
 The rule: True when the Deployment exists, its rollout is complete (its controller
 observed its generation, every replica is updated, no old one is left) and it has at
@@ -15,11 +15,7 @@ import pytest
 
 from dynamo_pool_operator.api.status import RELAY_AVAILABLE_MEANINGS as REASONS
 from dynamo_pool_operator.api.status import RelayAvailableReason as AvailableReason
-from dynamo_pool_operator.pool.availability import (
-    Availability,
-    availability,
-    shown_inputs,
-)
+from dynamo_pool_operator.pool.status import Availability, availability, shown_inputs
 
 NAME = "llama-pool-relay"
 SERVICE = {"metadata": {"name": NAME}}

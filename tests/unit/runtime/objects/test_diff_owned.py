@@ -1,4 +1,4 @@
-"""Drift from a digest (runtime/objects/owned.py): the view of a live object decides exactly
+"""Drift from a digest (runtime/objects/diff.py): the view of a live object decides exactly
 what `contains` decides on the whole object, for every edit of the live object."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.runtime.objects.diff import needs_apply, with_hash
-from dynamo_pool_operator.runtime.objects.owned import Shape
+from dynamo_pool_operator.runtime.objects.diff import Shape, needs_apply, with_hash
 
 HASH = "example.com/render-hash"
 QUANTITIES = frozenset({"spec.containers.resources.limits", "spec.containers.resources.requests"})

@@ -1,4 +1,4 @@
-"""Who controls an object (runtime/objects/ownership.py): one reading of owner references."""
+"""Who controls an object (runtime/objects/meta.py): one reading of owner references."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.runtime.objects.ownership import (
+from dynamo_pool_operator.runtime.objects.meta import (
     controller_is,
     controller_of,
     describe_controller,

@@ -1,4 +1,4 @@
-"""Kubernetes quantities (runtime/objects/quantity.py): the value `resource.ParseQuantity` gives a
+"""Kubernetes quantities (runtime/objects/diff.py): the value `resource.ParseQuantity` gives a
 string, so a quantity the API server rewrote in its canonical form compares equal to the
 one we wrote, and any other value does not."""
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamo_pool_operator.runtime.objects import quantity
+from dynamo_pool_operator.runtime.objects.diff import equal_quantities, parse_quantity
 
 
 @pytest.mark.parametrize(
@@ -54,7 +54,7 @@ from dynamo_pool_operator.runtime.objects import quantity
     ],
 )
 def test_the_value_of_a_quantity(raw: object, value: Decimal) -> None:
-    assert quantity.parse(raw) == value
+    assert parse_quantity(raw) == value
 
 
 @pytest.mark.parametrize(
@@ -65,7 +65,7 @@ def test_the_value_of_a_quantity(raw: object, value: Decimal) -> None:
     ],
 )  # fmt: skip
 def test_not_a_quantity(raw: object) -> None:
-    assert quantity.parse(raw) is None
+    assert parse_quantity(raw) is None
 
 
 @pytest.mark.parametrize(
@@ -89,8 +89,8 @@ def test_not_a_quantity(raw: object) -> None:
     ],
 )
 def test_a_quantity_in_another_form_is_equal(a: object, b: object) -> None:
-    assert quantity.equal(a, b)
-    assert quantity.equal(b, a)
+    assert equal_quantities(a, b)
+    assert equal_quantities(b, a)
 
 
 @pytest.mark.parametrize(
@@ -110,14 +110,14 @@ def test_a_quantity_in_another_form_is_equal(a: object, b: object) -> None:
     ],
 )
 def test_a_different_quantity_is_not_equal(a: object, b: object) -> None:
-    assert not quantity.equal(a, b)
-    assert not quantity.equal(b, a)
+    assert not equal_quantities(a, b)
+    assert not equal_quantities(b, a)
 
 
 def test_values_that_are_not_quantities_are_compared_as_they_are() -> None:
-    assert quantity.equal("lots", "lots")
-    assert not quantity.equal("lots", "Lots")
-    assert quantity.equal(None, None)
+    assert equal_quantities("lots", "lots")
+    assert not equal_quantities("lots", "Lots")
+    assert equal_quantities(None, None)
 
 
 @given(
@@ -126,19 +126,19 @@ def test_values_that_are_not_quantities_are_compared_as_they_are() -> None:
 )
 def test_every_decimal_suffix_is_its_power_of_ten(n: int, suffix: str) -> None:
     power = {"": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}[suffix]
-    assert quantity.equal(f"{n}{suffix}", f"{n}e{power}")
-    assert quantity.equal(f"{n}{suffix}", str(n * 10**power))
+    assert equal_quantities(f"{n}{suffix}", f"{n}e{power}")
+    assert equal_quantities(f"{n}{suffix}", str(n * 10**power))
 
 
 @given(st.integers(min_value=0, max_value=2**20), st.integers(min_value=1, max_value=4))
 def test_every_binary_suffix_is_its_power_of_1024(n: int, k: int) -> None:
     suffix = ("Ki", "Mi", "Gi", "Ti")[k - 1]
-    assert quantity.equal(f"{n}{suffix}", str(n * 1024**k))
+    assert equal_quantities(f"{n}{suffix}", str(n * 1024**k))
 
 
 @given(st.integers(min_value=-(10**12), max_value=10**12))
 def test_milli_is_a_thousandth(n: int) -> None:
     whole, frac = divmod(abs(n), 1000)
     sign = "-" if n < 0 else ""
-    assert quantity.equal(f"{n}m", f"{sign}{whole}.{frac:03d}")
-    assert quantity.equal(f"{n}m", f"{n}e-3")
+    assert equal_quantities(f"{n}m", f"{sign}{whole}.{frac:03d}")
+    assert equal_quantities(f"{n}m", f"{n}e-3")

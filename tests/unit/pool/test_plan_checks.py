@@ -1,4 +1,4 @@
-"""Publish or withdraw (pool/checks.py): docs/crd.md, 'Published reasons, in
+"""Publish or withdraw (pool/plan.py): docs/crd.md, 'Published reasons, in
 precedence order', one row per reason.
 
 The documented precedence (first match wins):
@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 
 from dynamo_pool_operator.api.dgd import DISCOVERY_BACKEND_ANNOTATION, Pool, pool_from_object
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.pool.checks import CHECKS, Reason, decide, decision
 from dynamo_pool_operator.pool.model import Decision
-from dynamo_pool_operator.runtime.objects.ownership import controller_of
-from dynamo_pool_operator.runtime.objects.ownership import is_controlled_by as controlled_by
+from dynamo_pool_operator.pool.plan import CHECKS, Reason, decide, decision
+from dynamo_pool_operator.runtime.objects.meta import controller_of
+from dynamo_pool_operator.runtime.objects.meta import is_controlled_by as controlled_by
 
 DEFAULTS = RelayDefaults(image="relay:1", port=7000)
 NS = "team"

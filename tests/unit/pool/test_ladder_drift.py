@@ -1,4 +1,4 @@
-"""The drift rule (pool/drift.py): one entry point for every kind a relay owns.
+"""The drift rule (pool/ladder.py): one entry point for every kind a relay owns.
 
 A relay object is answered from the view its cache keeps, or whole when there is
 none; an export part by part, naming the parts that differ. For each kind, the object
@@ -18,10 +18,10 @@ from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.pool import controller
-from dynamo_pool_operator.pool.drift import NO_DRIFT, Drift, Part, Rule, drift
 from dynamo_pool_operator.pool.exports.plan import EXPORT_DRIFT, export_body
-from dynamo_pool_operator.pool.relay import render
-from dynamo_pool_operator.runtime.objects.owned import VIEW
+from dynamo_pool_operator.pool.ladder import NO_DRIFT, Drift, Part, Rule, drift
+from dynamo_pool_operator.pool.relay import objects as relay_objects
+from dynamo_pool_operator.runtime.objects.diff import VIEW
 
 SERVICE_EXPORTS = serviceexports("v1alpha1")
 
@@ -36,8 +36,11 @@ def bodies() -> dict[str, tuple[Rule, dict[str, Any]]]:
     relay = make_relay()
     pool = pool_from_object({"metadata": {"name": "pool", "namespace": "team"}})
     return {
-        "Deployment": (render.rule("Deployment"), render.deployment(relay, pool, "c")),
-        "Service": (render.rule("Service"), render.service(relay)),
+        "Deployment": (
+            relay_objects.rule("Deployment"),
+            relay_objects.deployment(relay, pool, "c"),
+        ),
+        "Service": (relay_objects.rule("Service"), relay_objects.service(relay)),
         "ServiceExport": (EXPORT_DRIFT, export_body(SERVICE_EXPORTS, relay, "pool-pool-relay")),
     }
 
@@ -86,7 +89,7 @@ def test_a_relay_object_is_answered_from_its_view_when_the_cache_keeps_one() -> 
     assert drift(rule, live, body), "the view decides, not the few fields kept whole"
     # Without a shape the rule compares whole: the trimmed object lacks the spec.
     assert drift(
-        Rule(quantities=render.QUANTITY_PATHS), controller.trim_service(served(body)), body
+        Rule(quantities=relay_objects.QUANTITY_PATHS), controller.trim_service(served(body)), body
     )
 
 
