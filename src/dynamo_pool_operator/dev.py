@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from dynamo_pool_operator import process
-from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import (
     Confirmation,
     Implementation,
@@ -144,7 +144,7 @@ async def _relay_pods(client: Client) -> list[str]:
     """The relay's pods, once as many run as its Deployment wants."""
     from dynamo_pool_operator.localcluster import kwok
 
-    selector = ",".join(f"{k}={v}" for k, v in labels.selector(POOL).items())
+    selector = ",".join(f"{k}={v}" for k, v in names.selector(POOL).items())
 
     async def running() -> list[str] | None:
         deployment = await client.get(DEPLOYMENTS, names.relay_name(POOL), NAMESPACE)

@@ -30,7 +30,7 @@ import signal
 from pathlib import Path
 
 from dynamo_pool_operator import operator
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import OperatorConfiguration, ServerConfig
 from dynamo_pool_operator.config_fields import split_address
 from dynamo_pool_operator.discovery import StartupError, discover_served_apis
@@ -100,7 +100,7 @@ async def run(
     # create) while this replica does not lead. It connects only when used.
     async with (
         Client(
-            cluster, qps=pace.qps, burst=pace.burst, field_manager=labels.FIELD_MANAGER
+            cluster, qps=pace.qps, burst=pace.burst, field_manager=names.FIELD_MANAGER
         ) as client,
         Client(cluster, user_agent=f"{DEFAULT_USER_AGENT} leader-election") as lease_client,
         Client(

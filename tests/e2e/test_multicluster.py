@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
 from dynamo_pool_operator.localcluster import dynamo, kwok, lighthouse
@@ -209,7 +209,7 @@ async def every_cluster_sees(users: dict[str, Client], namespace: str, want: Vie
 
 
 def relay_pods(pool: str) -> str:
-    return ",".join(f"{k}={v}" for k, v in labels.selector(pool).items())
+    return ",".join(f"{k}={v}" for k, v in names.selector(pool).items())
 
 
 async def cached_at(op: OperatorUnderTest, namespace: str, export: str, rv: str) -> bool:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynamo_pool_operator.api import crd, labels, names, podfields
+from dynamo_pool_operator.api import crd, names, podfields
 
 API_VERSION = f"{crd.GROUP}/{crd.VERSION}"
 #: `spec.clusterIP` of a headless Service.
@@ -169,12 +169,12 @@ def relay_from_object(obj: Mapping[str, Any], defaults: RelayDefaults) -> Relay:
 
     pod_labels = _string_map(spec, "podLabels", problems)
     for key in sorted(pod_labels):
-        if key in labels.RESERVED_POD_LABELS:
+        if key in names.RESERVED_POD_LABELS:
             problems.append(
                 f"spec.podLabels[{key}]: is set by the operator to select the relay pods; "
                 "remove it from podLabels"
             )
-        elif domain := labels.reserved_domain(key):
+        elif domain := names.reserved_domain(key):
             problems.append(
                 f"spec.podLabels[{key}]: the {domain} label domain is reserved (its labels "
                 "select other workloads' pods); remove it from podLabels"
@@ -218,7 +218,7 @@ def relay_from_object(obj: Mapping[str, Any], defaults: RelayDefaults) -> Relay:
         pod_labels={
             k: v
             for k, v in pod_labels.items()
-            if k not in labels.RESERVED_POD_LABELS and not labels.reserved_domain(k)
+            if k not in names.RESERVED_POD_LABELS and not names.reserved_domain(k)
         },
         pod_annotations=pod_annotations,
         node_selector=node_selector,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from dynamo_pool_operator.api import crd, labels, names
+from dynamo_pool_operator.api import crd, names
 from dynamo_pool_operator.api import dgd as dgd_api
 from dynamo_pool_operator.api.mcs import (
     ABOUT_GROUP,
@@ -159,7 +159,7 @@ async def exports_terminating(ctx: Context) -> Result:
         deleting = seconds_since(meta.get("deletionTimestamp"), now)
         if (
             deleting is not None
-            and labels.DGD_NAME in Meta(e).labels
+            and names.DGD_NAME in Meta(e).labels
             and deleting > ctx.terminating_grace
         ):
             finalizers = ", ".join(meta.get("finalizers") or ()) or "none"

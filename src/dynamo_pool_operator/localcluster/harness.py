@@ -14,7 +14,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator import operator
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.discovery import discover_served_apis
 from dynamo_pool_operator.localcluster.audit import AuditEvent
@@ -59,7 +59,7 @@ class OperatorUnderTest:
             load_kubeconfig(self.kubeconfig),
             qps=pace.qps,
             burst=pace.burst,
-            field_manager=labels.FIELD_MANAGER,
+            field_manager=names.FIELD_MANAGER,
         )
         try:
             served = await discover_served_apis(

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from dynamo_pool_operator.api import crd, labels, names
+from dynamo_pool_operator.api import crd, names
 from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL, pool_from_object
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.api.dgd import KIND as DGD_KIND
@@ -50,9 +50,13 @@ from dynamo_pool_operator.runtime.control.controller import (
     spec_or_metadata_changed,
 )
 from dynamo_pool_operator.runtime.objects.diff import VIEW
-from dynamo_pool_operator.runtime.objects.meta import Meta, controller_is, controller_of
+from dynamo_pool_operator.runtime.objects.meta import (
+    Meta,
+    controller_is,
+    controller_of,
+    summarize_managed_fields,
+)
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
-from dynamo_pool_operator.runtime.writes import handover
 
 CONTROLLER_NAME = "dynamopoolrelay"
 
@@ -94,13 +98,13 @@ def dcd_resource(version: str) -> Resource:
     return Resource(DGD_GROUP, version, DCD_PLURAL, DCD_KIND)
 
 
-#: The labels only our relay objects carry (`labels.owned_object_labels`): the relay
+#: The labels only our relay objects carry (`names.owned_object_labels`): the relay
 #: objects' caches list and watch by them.
 RELAY_OBJECT_SELECTOR = ",".join(
     f"{k}={v}"
     for k, v in (
-        (labels.APP_MANAGED_BY, labels.MANAGED_BY),
-        (labels.APP_COMPONENT, labels.RELAY_COMPONENT),
+        (names.APP_MANAGED_BY, names.MANAGED_BY),
+        (names.APP_COMPONENT, names.RELAY_COMPONENT),
     )
 )
 
@@ -169,8 +173,8 @@ _DEPLOYMENT_CONDITIONS = ("ReplicaFailure", "Progressing", "Available")
 def _trimmed_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
     out = {k: meta[k] for k in _RELAY_OBJECT_METADATA if k in meta}
     annotations = meta.get("annotations")
-    if isinstance(annotations, Mapping) and labels.RENDER_HASH in annotations:
-        out["annotations"] = {labels.RENDER_HASH: annotations[labels.RENDER_HASH]}
+    if isinstance(annotations, Mapping) and names.RENDER_HASH in annotations:
+        out["annotations"] = {names.RENDER_HASH: annotations[names.RENDER_HASH]}
     return out
 
 
@@ -178,7 +182,7 @@ def trim_deployment(obj: Obj) -> Obj:
     """An informer transform: of a Deployment named `<D>-pool-relay`, keep what the
     reconciler reads and a view of the fields we render (what `pool.drift` compares), not
     the pod template with the server's defaults (~13 kB of Python objects, ~3 kB kept)."""
-    handover.summarize(obj)
+    summarize_managed_fields(obj)
     meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
     status = obj.get("status") or {}
     kept_status: dict[str, Any] = {k: status[k] for k in _DEPLOYMENT_STATUS if k in status}
@@ -221,7 +225,7 @@ def trim_service(obj: Obj) -> Obj:
     any other Service, a `stub`."""
     if not is_relay_object(obj):
         return stub(obj)
-    handover.summarize(obj)
+    summarize_managed_fields(obj)
     spec = obj.get("spec") or {}
     return {
         "apiVersion": obj.get("apiVersion"),

@@ -26,11 +26,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.objects.diff import VIEW, Shape, contains, needs_apply
-from dynamo_pool_operator.runtime.objects.meta import Meta, is_controlled_by
-from dynamo_pool_operator.runtime.writes.handover import needs_handover
+from dynamo_pool_operator.runtime.objects.meta import Meta, is_controlled_by, needs_handover
 
 # The one drift rule: would applying what we want change the object the cache shows?
 #
@@ -98,7 +97,7 @@ def drift(rule: Rule, live: Mapping[str, Any], body: Mapping[str, Any]) -> Drift
     if rule.view is not None and isinstance(view, Mapping):
         # The body's render hash keys the shape's digest of it: one digest per render.
         hashed = (body.get("metadata") or {}).get("annotations") or {}
-        return Drift(rule.view.drifted(view, body, hashed.get(labels.RENDER_HASH)))
+        return Drift(rule.view.drifted(view, body, hashed.get(names.RENDER_HASH)))
     return Drift(needs_apply(live, body, quantities=rule.quantities))
 
 

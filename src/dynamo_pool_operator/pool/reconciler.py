@@ -32,7 +32,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
@@ -121,7 +121,7 @@ class PoolRelayReconciler:
         self.backend = default_discovery_backend
         self.recorder = recorder
         self.contributors = tuple(contributors)
-        self.executor = Executor(GuardedWrites(client, labels.FIELD_MANAGER), recorder, registry)
+        self.executor = Executor(GuardedWrites(client, names.FIELD_MANAGER), recorder, registry)
         self.clock = clock or SystemClock()
         # Our last status write per relay: (uid, resourceVersion it was computed from,
         # status written). The relay cache may not hold that write yet when the next

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, mcs_crds
@@ -255,7 +255,7 @@ async def test_feature_off_cleanup_runs_when_the_serviceexport_api_appears_later
             "metadata": {
                 "name": RELAY_SVC,
                 "namespace": ns,
-                "labels": {labels.DGD_NAME: "llama"},
+                "labels": {names.DGD_NAME: "llama"},
                 "ownerReferences": [owner],
             },
         }

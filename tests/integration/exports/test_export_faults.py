@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pool.model import Verb
@@ -187,7 +187,7 @@ async def test_refused_repair_is_recorded_as_export_failed_and_retried(
     assert export is not None
     async with WritePause(mcs, Verb.APPLY, FRONTEND_SVC, namespace) as pause:
         await client.merge_patch(
-            SE, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "drifted"}}}, namespace
+            SE, FRONTEND_SVC, {"metadata": {"labels": {names.DGD_NAME: "drifted"}}}, namespace
         )
         await pause.reached()
         spy = Spy(mcs)
@@ -204,7 +204,7 @@ async def test_refused_repair_is_recorded_as_export_failed_and_retried(
 
     async def repaired() -> bool:
         e = await export_obj(client, namespace, FRONTEND_SVC)
-        return bool(e and e["metadata"]["labels"][labels.DGD_NAME] == POOL)
+        return bool(e and e["metadata"]["labels"][names.DGD_NAME] == POOL)
 
     await eventually(repaired)
     await wait_event(client, namespace, "ExportRepaired", name=FRONTEND_SVC)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.api import crd as relay_crd
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd, mcs_crds
@@ -254,7 +254,7 @@ async def test_repair_and_withdrawal_events_name_the_export_at_the_version_read(
 ) -> None:
     await published(client, namespace, mcs)
     drifted = await client.merge_patch(
-        SE, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "x"}}}, namespace
+        SE, FRONTEND_SVC, {"metadata": {"labels": {names.DGD_NAME: "x"}}}, namespace
     )
     repaired = await wait_event(client, namespace, "ExportRepaired", name=FRONTEND_SVC)
     want = {
@@ -272,7 +272,7 @@ async def test_repair_and_withdrawal_events_name_the_export_at_the_version_read(
     await mcs.settle()
     current = await export_obj(client, namespace, FRONTEND_SVC)
     assert current is not None
-    assert current["metadata"]["labels"][labels.DGD_NAME] == POOL
+    assert current["metadata"]["labels"][names.DGD_NAME] == POOL
     await client.delete(DGDS, POOL, namespace)
     deleted = await wait_event(client, namespace, "ExportDeleted", name=FRONTEND_SVC)
     assert deleted["related"] == {
@@ -346,7 +346,7 @@ async def test_export_the_relay_controls_under_a_name_it_does_not_want_is_withdr
         export_body(
             namespace,
             f"{POOL}-old-frontend",
-            labels={labels.DGD_NAME: POOL},
+            labels={names.DGD_NAME: POOL},
             ownerReferences=[controller_ref(relay)],
         ),
     )
@@ -474,7 +474,7 @@ async def test_feature_off_cleanup_leaves_an_export_another_kind_controls(
         export_body(
             namespace,
             "dynamos-own",
-            labels={labels.DGD_NAME: POOL},
+            labels={names.DGD_NAME: POOL},
             ownerReferences=[controller_ref(dgd)],
         ),
     )

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pool.model import Verb
@@ -139,7 +139,7 @@ async def test_stale_withdrawal_is_refused_after_another_relay_took_the_export(
         taken = await client.merge_patch(
             SE,
             shared,
-            {"metadata": {"ownerReferences": [ref], "labels": {labels.DGD_NAME: "a"}}},
+            {"metadata": {"ownerReferences": [ref], "labels": {names.DGD_NAME: "a"}}},
             namespace,
         )
         await pause.release()
@@ -167,10 +167,10 @@ async def test_repair_is_refused_when_a_user_took_the_export_over_after_the_read
     spy = Spy(mcs)
     async with WritePause(mcs, Verb.APPLY, FRONTEND_SVC, namespace) as pause:
         drifted = await client.merge_patch(
-            SE, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "theirs"}}}, namespace
+            SE, FRONTEND_SVC, {"metadata": {"labels": {names.DGD_NAME: "theirs"}}}, namespace
         )
         planned = await pause.reached()
-        assert planned["metadata"]["labels"] == {labels.DGD_NAME: POOL}, "restores the label"
+        assert planned["metadata"]["labels"] == {names.DGD_NAME: POOL}, "restores the label"
         assert pause.guards["resourceVersion"] == drifted["metadata"]["resourceVersion"]
         taken = await client.merge_patch(
             SE, FRONTEND_SVC, {"metadata": {"ownerReferences": None}}, namespace
@@ -182,7 +182,7 @@ async def test_repair_is_refused_when_a_user_took_the_export_over_after_the_read
     kept = await export_obj(client, namespace, FRONTEND_SVC)
     assert kept is not None
     assert kept["metadata"]["resourceVersion"] == taken["metadata"]["resourceVersion"]
-    assert kept["metadata"]["labels"][labels.DGD_NAME] == "theirs"
+    assert kept["metadata"]["labels"][names.DGD_NAME] == "theirs"
     assert "ownerReferences" not in kept["metadata"]
     await only_refused(mcs, since, namespace, FRONTEND_SVC, "patch")
     assert spy.emitted(namespace, "ExportFailed") == []
@@ -198,7 +198,7 @@ async def test_repair_never_creates_a_deleted_export(
     since = control_plane.audit.offset()
     async with WritePause(mcs, Verb.APPLY, FRONTEND_SVC, namespace) as pause:
         await client.merge_patch(
-            SE, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "wrong"}}}, namespace
+            SE, FRONTEND_SVC, {"metadata": {"labels": {names.DGD_NAME: "wrong"}}}, namespace
         )
         await pause.reached()
         await client.delete(SE, FRONTEND_SVC, namespace)
@@ -219,7 +219,7 @@ async def test_repair_never_creates_a_deleted_export(
     assert writes[0] == ("patch", 409), writes
     assert [w for w in writes if w[1] < 300] == [("create", 201)], writes
     assert set(writes) <= {("patch", 409), ("create", 201), ("create", 409)}, writes
-    assert again["metadata"]["labels"][labels.DGD_NAME] == POOL
+    assert again["metadata"]["labels"][names.DGD_NAME] == POOL
     assert again["metadata"]["ownerReferences"][0]["uid"] == relay["metadata"]["uid"]
     created = await wait_event_about(client, namespace, "ExportCreated", again)
     assert created["type"] == "Normal"

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.api import crd as relay_crd
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd, mcs_crds
@@ -107,12 +107,12 @@ async def test_exports_are_created_repaired_and_withdrawn_at_the_served_version(
         before = await export_obj(client, ns, FRONTEND_SVC, se)
         assert before is not None
         await client.merge_patch(
-            se, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "x"}}}, ns
+            se, FRONTEND_SVC, {"metadata": {"labels": {names.DGD_NAME: "x"}}}, ns
         )
 
         async def repaired() -> bool:
             e = await export_obj(client, ns, FRONTEND_SVC, se)
-            return bool(e and e["metadata"]["labels"][labels.DGD_NAME] == POOL)
+            return bool(e and e["metadata"]["labels"][names.DGD_NAME] == POOL)
 
         await eventually(repaired)
         # Withdrawal: a renamed frontend's export moves.

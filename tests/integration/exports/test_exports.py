@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client.rest import Client
@@ -88,7 +88,7 @@ async def test_publish_exports_relay_and_each_frontend_under_its_own_name(
     await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC, f"{POOL}-chatv2"})
     e = await export_obj(client, namespace, FRONTEND_SVC)
     assert e is not None
-    assert e["metadata"]["labels"][labels.DGD_NAME] == POOL
+    assert e["metadata"]["labels"][names.DGD_NAME] == POOL
     assert e["metadata"]["ownerReferences"] == [
         {
             "apiVersion": "nvidia.com/v1alpha1",
@@ -299,12 +299,12 @@ async def test_export_being_deleted_is_left_until_gone_then_recreated(
     held = await client.delete(SE, FRONTEND_SVC, namespace)
     assert held is not None
     await client.merge_patch(
-        SE, FRONTEND_SVC, {"metadata": {"labels": {labels.DGD_NAME: "x"}}}, namespace
+        SE, FRONTEND_SVC, {"metadata": {"labels": {names.DGD_NAME: "x"}}}, namespace
     )
     await mcs.settle()
     e = await export_obj(client, namespace, FRONTEND_SVC)
     assert e is not None
-    assert e["metadata"]["labels"][labels.DGD_NAME] == "x", "an export being deleted was repaired"
+    assert e["metadata"]["labels"][names.DGD_NAME] == "x", "an export being deleted was repaired"
     await second_pass_writes_nothing(mcs, namespace)
     await client.merge_patch(SE, FRONTEND_SVC, {"metadata": {"finalizers": None}}, namespace)
 
@@ -343,7 +343,7 @@ async def test_repair_restores_label_and_controller_reference_on_the_same_export
         FRONTEND_SVC,
         {
             "metadata": {
-                "labels": {labels.DGD_NAME: "someone-else", "keep": "me"},
+                "labels": {names.DGD_NAME: "someone-else", "keep": "me"},
                 "annotations": {"user": "note"},
                 "ownerReferences": [ref],
             },
@@ -356,7 +356,7 @@ async def test_repair_restores_label_and_controller_reference_on_the_same_export
         e = await export_obj(client, namespace, FRONTEND_SVC)
         if (
             e
-            and e["metadata"]["labels"].get(labels.DGD_NAME) == POOL
+            and e["metadata"]["labels"].get(names.DGD_NAME) == POOL
             and e["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] is True
         ):
             return e
@@ -516,7 +516,7 @@ async def test_feature_off_withdraws_our_exports_once_at_startup(
     client: Client, namespace: str, control_plane: ControlPlane
 ) -> None:
     await pool(client, namespace)
-    await client.create(SE, user_export(namespace, "users-own", labels={labels.DGD_NAME: POOL}))
+    await client.create(SE, user_export(namespace, "users-own", labels={names.DGD_NAME: POOL}))
     async with OperatorUnderTest(control_plane, config("mcs")):
         await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC, "users-own"})
     async with OperatorUnderTest(control_plane, config("")) as op:

@@ -39,7 +39,7 @@ from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from dynamo_pool_operator.api import crd, labels
+from dynamo_pool_operator.api import crd, names
 from dynamo_pool_operator.api.dgd import DISCOVERY_BACKEND_ANNOTATION, pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation
 from dynamo_pool_operator.api.relay import RelayDefaults, relay_from_object
@@ -234,7 +234,7 @@ async def run_step(w: World, step: tuple[Any, ...]) -> None:
             await w.client.create(SE, _export(w, args[0], args[1]))
     elif kind == "label_export":  # drop our label, add the user's
         await _patch_export(
-            w, args[0], {"metadata": {"labels": {labels.DGD_NAME: None, "team": "edited"}}}
+            w, args[0], {"metadata": {"labels": {names.DGD_NAME: None, "team": "edited"}}}
         )
     elif kind == "edit_ref":  # change a field of the controller reference
         refs = await _refs(w, args[0])

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster import kwok
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
@@ -49,7 +49,7 @@ async def admin(node_plane: ControlPlane) -> AsyncIterator[Client]:
 
 
 def relay_selector() -> str:
-    return ",".join(f"{k}={v}" for k, v in labels.selector(POOL).items())
+    return ",".join(f"{k}={v}" for k, v in names.selector(POOL).items())
 
 
 async def pods_are(client: Client, namespace: str, count: int) -> bool:
@@ -386,12 +386,12 @@ async def test_a_metadata_only_repair_of_the_deployment_is_no_rollout(
         watching = asyncio.create_task(record())
         try:
             await admin.merge_patch(
-                DEPLOYMENTS, relay_name, {"metadata": {"labels": {labels.DGD_NAME: None}}}, ns
+                DEPLOYMENTS, relay_name, {"metadata": {"labels": {names.DGD_NAME: None}}}, ns
             )
 
             async def repaired() -> bool:
                 dep = await admin.get(DEPLOYMENTS, relay_name, ns)
-                return dep["metadata"].get("labels", {}).get(labels.DGD_NAME) == POOL
+                return dep["metadata"].get("labels", {}).get(names.DGD_NAME) == POOL
 
             await eventually(repaired, timeout=30)
             await op.settle()

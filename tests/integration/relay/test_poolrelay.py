@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client.rest import Client
@@ -85,7 +85,7 @@ async def test_publish_creates_owned_deployment_and_service(
     svc = await client.get(SERVICES, RELAY_OBJ, namespace)
     for obj in (dep, svc):
         assert obj["metadata"]["ownerReferences"] == [owner]
-        assert obj["metadata"]["labels"][labels.DGD_NAME] == POOL
+        assert obj["metadata"]["labels"][names.DGD_NAME] == POOL
     container = dep["spec"]["template"]["spec"]["containers"][0]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["DYN_NAMESPACE"] == f"{namespace}-{POOL}"
@@ -194,9 +194,9 @@ async def test_invalid_spec_names_the_field(
     client: Client, namespace: str, operator: OperatorUnderTest
 ) -> None:
     await client.create(DGDS, dgd_body(POOL, namespace))
-    await client.create(RELAYS, relay_body(POOL, namespace, podLabels={labels.APP_INSTANCE: "x"}))
+    await client.create(RELAYS, relay_body(POOL, namespace, podLabels={names.APP_INSTANCE: "x"}))
     cond = await withdrawn(client, namespace, "InvalidConfiguration")
-    assert f"spec.podLabels[{labels.APP_INSTANCE}]" in cond["message"]
+    assert f"spec.podLabels[{names.APP_INSTANCE}]" in cond["message"]
 
 
 async def test_replaced_dgd_is_published_again(
@@ -335,7 +335,7 @@ async def test_manual_edit_of_an_owned_field_is_reverted_and_others_fields_kept(
         SERVICES,
         RELAY_OBJ,
         {
-            "metadata": {"labels": {labels.DGD_NAME: "other", "team": "infra"}},
+            "metadata": {"labels": {names.DGD_NAME: "other", "team": "infra"}},
             "spec": {
                 "ports": [{"name": "relay", "port": 9000, "targetPort": 1234, "protocol": "TCP"}]
             },
@@ -347,7 +347,7 @@ async def test_manual_edit_of_an_owned_field_is_reverted_and_others_fields_kept(
         svc = await client.get(SERVICES, RELAY_OBJ, namespace)
         return (
             svc["spec"]["ports"][0]["targetPort"] == "relay"
-            and svc["metadata"]["labels"][labels.DGD_NAME] == POOL
+            and svc["metadata"]["labels"][names.DGD_NAME] == POOL
             and svc["metadata"]["labels"].get("team") == "infra"
         )
 

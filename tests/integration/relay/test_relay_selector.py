@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client.rest import Client
@@ -141,7 +141,7 @@ async def test_a_foreign_deployment_of_the_relays_name_conflicts_until_it_is_del
     await client.delete(DEPLOYMENTS, RELAY_OBJ, namespace)
     await published(client, namespace)
     made = await client.get(DEPLOYMENTS, RELAY_OBJ, namespace)
-    assert made["metadata"]["labels"][labels.APP_MANAGED_BY] == labels.MANAGED_BY
+    assert made["metadata"]["labels"][names.APP_MANAGED_BY] == names.MANAGED_BY
     assert await operator.reconcile_again((namespace, POOL)) == []
 
 
@@ -163,18 +163,18 @@ async def test_our_deployment_whose_labels_a_user_removed_is_repaired(
     await client.merge_patch(
         DEPLOYMENTS,
         RELAY_OBJ,
-        {"metadata": {"labels": {labels.APP_MANAGED_BY: None, labels.APP_COMPONENT: None}}},
+        {"metadata": {"labels": {names.APP_MANAGED_BY: None, names.APP_COMPONENT: None}}},
         namespace,
     )
 
     async def repaired() -> dict[str, Any] | None:
         obj = await client.get(DEPLOYMENTS, RELAY_OBJ, namespace)
         have = obj["metadata"].get("labels") or {}
-        return obj if have.get(labels.APP_MANAGED_BY) == labels.MANAGED_BY else None
+        return obj if have.get(names.APP_MANAGED_BY) == names.MANAGED_BY else None
 
     obj: dict[str, Any] = await eventually(repaired)
     assert obj["metadata"]["uid"] == ours["metadata"]["uid"]
-    assert obj["metadata"]["labels"] == labels.owned_object_labels(POOL)
+    assert obj["metadata"]["labels"] == names.owned_object_labels(POOL)
     await operator.settle()
     caches = operator.running.reconciler.caches
     assert caches.deployments.store.get(namespace, RELAY_OBJ) is not None

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dynamo_pool_operator.api import crd, labels
+from dynamo_pool_operator.api import crd, names
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 
 DEFAULTS = RelayDefaults(image="registry.example/relay:1.0", port=7000)
@@ -230,7 +230,7 @@ def test_integer_problems_state_the_allowed_range_and_the_value(
     assert phrase in problem
 
 
-@pytest.mark.parametrize("key", sorted(labels.RESERVED_POD_LABELS))
+@pytest.mark.parametrize("key", sorted(names.RESERVED_POD_LABELS))
 def test_reserved_pod_label_is_a_problem_and_is_not_passed_on(key: str) -> None:
     r = read({"podLabels": {key: "mine", "team": "ml"}})
     (problem,) = r.problems
@@ -244,7 +244,7 @@ def test_reserved_pod_labels_are_the_selector_and_dgd_labels() -> None:
         "app.kubernetes.io/name",
         "app.kubernetes.io/instance",
         "nvidia.com/dynamo-graph-deployment-name",
-    } == labels.RESERVED_POD_LABELS
+    } == names.RESERVED_POD_LABELS
 
 
 @pytest.mark.parametrize(
@@ -298,7 +298,7 @@ def test_every_problem_is_reported_at_once() -> None:
             "image": 1,
             "clusterId": 2,
             "serviceAccountName": 3,
-            "podLabels": {labels.APP_NAME: "x"},
+            "podLabels": {names.APP_NAME: "x"},
             "podAnnotations": {"a": 1},
             "nodeSelector": {"b": 2},
         }
@@ -396,8 +396,8 @@ def test_arbitrary_spec_never_raises_and_yields_usable_values(spec: Any) -> None
     assert r.service_account_name is None or isinstance(r.service_account_name, str)
     for m in (r.pod_labels, r.pod_annotations, r.node_selector):
         assert all(isinstance(k, str) and isinstance(v, str) for k, v in m.items())
-    assert not set(r.pod_labels) & labels.RESERVED_POD_LABELS
-    assert not [k for k in r.pod_labels if labels.reserved_domain(k)]
+    assert not set(r.pod_labels) & names.RESERVED_POD_LABELS
+    assert not [k for k in r.pod_labels if names.reserved_domain(k)]
     assert all(p.startswith("spec.") for p in r.problems)
 
 
@@ -468,8 +468,8 @@ LABEL_VALUE = (
             id="node-selector-value",
         ),
         pytest.param(
-            {"podLabels": {labels.APP_NAME: "x"}},
-            f"spec.podLabels[{labels.APP_NAME}]: is set by the operator to select the relay "
+            {"podLabels": {names.APP_NAME: "x"}},
+            f"spec.podLabels[{names.APP_NAME}]: is set by the operator to select the relay "
             "pods; remove it from podLabels",
             id="reserved-pod-label",
         ),

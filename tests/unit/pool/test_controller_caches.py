@@ -57,15 +57,15 @@ def test_relays_and_dgds_intern_their_own_vocabulary_and_not_their_names() -> No
 def test_the_relay_objects_are_watched_by_the_labels_only_they_carry() -> None:
     """The API server sends no other Deployment (decision 0006); with exports on, every
     Service is watched (a foreign one of a frontend's name must be seen), as stubs."""
-    from dynamo_pool_operator.api import labels
+    from dynamo_pool_operator.api import names
 
     caches = _caches()
     selector = controller.RELAY_OBJECT_SELECTOR
     assert caches.deployments.label_selector == selector
     assert caches.services.label_selector == selector
     wanted = dict(pair.split("=") for pair in selector.split(","))
-    assert wanted.items() <= labels.owned_object_labels("pool").items()
-    assert not wanted.items() <= labels.selector("pool").items()  # not the pods' labels
+    assert wanted.items() <= names.owned_object_labels("pool").items()
+    assert not wanted.items() <= names.selector("pool").items()  # not the pods' labels
     informers = SharedInformers(FakeClient())
     exported = controller.relay_caches(
         informers, namespace=None, dgd_version="v1beta1", frontends=True

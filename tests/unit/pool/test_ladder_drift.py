@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
@@ -66,7 +66,7 @@ def edit_owned(kind: str, live: dict[str, Any]) -> None:
     elif kind == "Service":
         live["spec"]["ports"][0]["port"] = 1
     else:
-        live["metadata"]["labels"][labels.DGD_NAME] = "edited"
+        live["metadata"]["labels"][names.DGD_NAME] = "edited"
 
 
 @pytest.mark.parametrize("kind", ["Deployment", "Service", "ServiceExport"])
@@ -96,7 +96,7 @@ def test_a_relay_object_is_answered_from_its_view_when_the_cache_keeps_one() -> 
 def test_an_export_names_each_part_that_differs_in_order() -> None:
     rule, body = bodies()["ServiceExport"]
     live = served(body)
-    live["metadata"]["labels"][labels.DGD_NAME] = "other"
+    live["metadata"]["labels"][names.DGD_NAME] = "other"
     assert drift(rule, live, body) == Drift(True, ("label",))
     live["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] = False
     assert drift(rule, live, body) == Drift(True, ("label", "controllerReference"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.pool.exports.wiring import is_relay_controller
 from dynamo_pool_operator.runtime.cache.store import Obj
@@ -49,16 +49,16 @@ def ours(export: Obj) -> bool:
     return (
         not meta.terminating
         and is_relay_controller(meta.controller)
-        and meta.labels.get(labels.DGD_NAME) is not None
+        and meta.labels.get(names.DGD_NAME) is not None
     )
 
 
 async def withdraw_leftover_exports(client: Client, version: str, namespace: str | None) -> Cleanup:
     res = serviceexports(version)
-    writes = GuardedWrites(client, labels.FIELD_MANAGER)
+    writes = GuardedWrites(client, names.FIELD_MANAGER)
     out = Cleanup()
     try:
-        listed = await client.list(res, namespace, label_selector=labels.DGD_NAME)
+        listed = await client.list(res, namespace, label_selector=names.DGD_NAME)
     except errors.ApiError as e:
         out.failures.append(f"list ServiceExports: {e}")
         return out

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import DCD_KIND, KIND, Pool
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.api.events import ADVISORY_ACTIONS, EventReason, ExportWarning
@@ -125,7 +125,7 @@ def relay_export_hold(
 
 def _owned_fields(relay: Relay) -> dict[str, Any]:
     """The fields of an export's metadata we own: the DGD label, our controller reference."""
-    return {"labels": {labels.DGD_NAME: relay.name}, "ownerReferences": [relay.owner_reference()]}
+    return {"labels": {names.DGD_NAME: relay.name}, "ownerReferences": [relay.owner_reference()]}
 
 
 def export_body(resource: Resource, relay: Relay, name: str) -> dict[str, Any]:

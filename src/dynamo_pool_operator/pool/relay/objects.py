@@ -16,7 +16,7 @@ import copy
 import functools
 from typing import Any
 
-from dynamo_pool_operator.api import labels, names
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import KUBERNETES_DISCOVERY, Pool, pool_from_object
 from dynamo_pool_operator.api.events import EventReason
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
@@ -77,7 +77,7 @@ def _metadata(relay: Relay) -> dict[str, Any]:
     return {
         "name": names.relay_name(relay.name),
         "namespace": relay.namespace,
-        "labels": labels.owned_object_labels(relay.name),
+        "labels": names.owned_object_labels(relay.name),
         "ownerReferences": [relay.owner_reference()],
     }
 
@@ -135,7 +135,7 @@ def deployment(relay: Relay, pool: Pool, cluster_id: str | None = None) -> dict[
     if relay.tolerations:
         pod_spec["tolerations"] = [copy.deepcopy(dict(t)) for t in relay.tolerations]
     template_meta: dict[str, Any] = {
-        "labels": {**relay.pod_labels, **labels.selector(relay.name), labels.DGD_NAME: pool.name}
+        "labels": {**relay.pod_labels, **names.selector(relay.name), names.DGD_NAME: pool.name}
     }
     if relay.pod_annotations:
         template_meta["annotations"] = dict(relay.pod_annotations)
@@ -145,11 +145,11 @@ def deployment(relay: Relay, pool: Pool, cluster_id: str | None = None) -> dict[
         "metadata": _metadata(relay),
         "spec": {
             "replicas": relay.replicas,
-            "selector": {"matchLabels": labels.selector(relay.name)},
+            "selector": {"matchLabels": names.selector(relay.name)},
             "template": {"metadata": template_meta, "spec": pod_spec},
         },
     }
-    return with_hash(obj, labels.RENDER_HASH)
+    return with_hash(obj, names.RENDER_HASH)
 
 
 def service(relay: Relay) -> dict[str, Any]:
@@ -157,7 +157,7 @@ def service(relay: Relay) -> dict[str, Any]:
     the relay says otherwise: an MCS implementation imports a headless Service as its
     Ready pod IPs, one per relay, and a ClusterIP Service as the one ClusterIP."""
     spec: dict[str, Any] = {
-        "selector": labels.selector(relay.name),
+        "selector": names.selector(relay.name),
         "ports": [
             {"name": PORT_NAME, "port": relay.port, "targetPort": PORT_NAME, "protocol": "TCP"}
         ],
@@ -165,7 +165,7 @@ def service(relay: Relay) -> dict[str, Any]:
     if relay.headless:
         spec["clusterIP"] = HEADLESS_CLUSTER_IP
     obj = {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(relay), "spec": spec}
-    return with_hash(obj, labels.RENDER_HASH)
+    return with_hash(obj, names.RENDER_HASH)
 
 
 @functools.cache
@@ -247,7 +247,7 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
                     # The caches watch our objects by label: one of the name without our
                     # labels shows only to a create (whose it is decides the next pass).
                     may_be_hidden=True,
-                    apply_manager=labels.FIELD_MANAGER,
+                    apply_manager=names.FIELD_MANAGER,
                 )
             )
             assert step.verb is not None  # wanted: every rung acts

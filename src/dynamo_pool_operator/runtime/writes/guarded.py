@@ -6,8 +6,8 @@ failure:
 
 - **create**: a POST, which is exclusive: a name someone took since the cache read
   gives AlreadyExists instead of adopting their object. The create's fields are
-  then handed over to the apply manager (`handover.py`), so a later apply can
-  change or remove every one of them.
+  then handed over to the apply manager (`hand_over` below; its pure rules are in
+  `runtime/objects/meta.py`), so a later apply can change or remove every one of them.
 - **apply**: a server-side apply carrying the `metadata.uid` and
   `metadata.resourceVersion` of the object whose controller was checked, so the
   server refuses it (409) if the object was deleted (never re-created), replaced,
@@ -29,15 +29,15 @@ from typing import Any
 
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.meta import handed_over, managed_entries, needs_handover
 from dynamo_pool_operator.runtime.objects.resources import Resource
-from dynamo_pool_operator.runtime.writes.handover import (
-    HandoverLost,
-    handed_over,
-    managed_entries,
-    needs_handover,
-)
 
 log = logging.getLogger(__name__)
+
+
+class HandoverLost(Exception):
+    """The object changed hands (or is another object of the same name) before its
+    fields could be handed over; the caller re-decides from fresh state."""
 
 
 class LostRace(Exception):

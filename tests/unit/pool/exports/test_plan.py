@@ -23,13 +23,13 @@ from hypothesis import strategies as st
 
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
-from dynamo_pool_operator.api.labels import DGD_NAME
 from dynamo_pool_operator.api.mcs import (
     CLUSTER_ID_PROPERTY,
     ClusterID,
     Implementation,
     serviceexports,
 )
+from dynamo_pool_operator.api.names import DGD_NAME
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.api.status import ExportLineReason
 from dynamo_pool_operator.pool.exports.plan import (

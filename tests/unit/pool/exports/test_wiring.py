@@ -17,7 +17,7 @@ from typing import Any, cast
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import Implementation
 from dynamo_pool_operator.pool.exports.apis import ExportApis
 from dynamo_pool_operator.pool.exports.contributor import PoolExports
@@ -45,7 +45,7 @@ def export(*, controlled: bool = True) -> dict[str, Any]:
         "name": "llama-frontend",
         "namespace": "ns",
         "resourceVersion": "10",
-        "labels": {labels.DGD_NAME: "llama"},
+        "labels": {names.DGD_NAME: "llama"},
     }
     if controlled:
         meta["ownerReferences"] = [REF]
@@ -73,7 +73,7 @@ def test_creates_and_deletes_always_requeue(etype: EventType, controlled: bool) 
 @pytest.mark.parametrize(
     ("path", "value"),
     [
-        (("metadata", "labels"), {labels.DGD_NAME: "other"}),
+        (("metadata", "labels"), {names.DGD_NAME: "other"}),
         (("metadata", "ownerReferences"), [{**REF, "uid": "u-2"}]),
         (("metadata", "ownerReferences"), []),
         (("metadata", "deletionTimestamp"), "2026-11-30T00:00:00Z"),
@@ -108,7 +108,7 @@ def test_a_new_verdict_of_the_implementation_requeues_and_other_status_writes_do
 
 def test_a_user_export_changing_without_a_controller_does_not_requeue() -> None:
     old = export(controlled=False)
-    new = changed(old, ("metadata", "labels"), {labels.DGD_NAME: "mine"})
+    new = changed(old, ("metadata", "labels"), {names.DGD_NAME: "mine"})
     assert not export_changed(EventType.MODIFIED, old, new)
 
 

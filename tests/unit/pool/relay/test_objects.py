@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
@@ -112,7 +112,7 @@ def test_the_effective_cluster_id_reaches_the_deployment() -> None:
 
 
 def test_a_create_not_handed_over_is_handed_over_before_its_first_apply_only() -> None:
-    update = [{"manager": labels.FIELD_MANAGER, "operation": "Update"}]
+    update = [{"manager": names.FIELD_MANAGER, "operation": "Update"}]
     objects = {
         "Deployment": live("Deployment", managedFields=update),
         "Service": live("Service", managedFields=update),
@@ -268,7 +268,7 @@ def test_our_object_found_without_our_labels_is_applied_at_the_version_read() ->
     """Ours with our labels removed (hidden from the cache, found by the create's 409)
     is drift: the apply puts the labels back, guarded by the uid and version read."""
     found = live("Deployment")
-    for key in (labels.APP_MANAGED_BY, labels.APP_COMPONENT):
+    for key in (names.APP_MANAGED_BY, names.APP_COMPONENT):
         del found["metadata"]["labels"][key]
     from dynamo_pool_operator.pool.controller import trim_deployment
 

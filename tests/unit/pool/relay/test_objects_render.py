@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api import labels
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.pool import controller
@@ -84,7 +84,7 @@ def env(dep: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def render_hash(obj: dict[str, Any]) -> str:
-    return obj["metadata"]["annotations"][labels.RENDER_HASH]
+    return obj["metadata"]["annotations"][names.RENDER_HASH]
 
 
 # --------------------------------------------------------------------------- metadata
@@ -203,7 +203,7 @@ def test_pod_template_carries_the_selector_and_dgd_labels() -> None:
     tpl_labels = dep["spec"]["template"]["metadata"]["labels"]
     assert tpl_labels[DGD_LABEL] == NAME
     assert tpl_labels["team"] == "ml"
-    assert labels.selector(NAME).items() <= tpl_labels.items()
+    assert names.selector(NAME).items() <= tpl_labels.items()
 
 
 @pytest.mark.parametrize(
@@ -457,7 +457,7 @@ def test_render_does_not_depend_on_fields_it_does_not_render(
 
 def test_hash_annotation_is_the_only_annotation_on_the_objects() -> None:
     for obj in both(make_relay(), make_pool()).values():
-        assert set(obj["metadata"]["annotations"]) == {labels.RENDER_HASH}
+        assert set(obj["metadata"]["annotations"]) == {names.RENDER_HASH}
 
 
 @pytest.mark.parametrize("kind", ["Deployment", "Service"])

@@ -1,4 +1,4 @@
-"""The create-to-apply handover of managed fields (runtime/writes/handover.py, its
+"""The create-to-apply handover of managed fields (runtime/objects/meta.py, its
 requests in runtime/writes/guarded.py).
 
 The pure rules here; that the API server accepts the patch and that a later apply
@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.runtime.client import errors
+from dynamo_pool_operator.runtime.objects import meta as handover
 from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
-from dynamo_pool_operator.runtime.writes import guarded, handover
+from dynamo_pool_operator.runtime.writes import guarded
 from tests.unit.runtime.client.fake import FakeClient
 
 ME = "dynamo-pool-operator"
@@ -82,11 +83,14 @@ def test_the_input_is_not_modified() -> None:
 
 def test_summarize_keeps_who_wrote_how_and_drops_the_field_sets() -> None:
     obj = {"metadata": {"managedFields": [entry(ME, "Update", PORTS, subresource="status")]}}
-    assert handover.summarize(obj)["metadata"]["managedFields"] == [
+    assert handover.summarize_managed_fields(obj)["metadata"]["managedFields"] == [
         {"manager": ME, "operation": "Update", "subresource": "status"}
     ]
     assert handover.needs_handover(
-        handover.summarize({"metadata": {"managedFields": [entry(ME, "Update", PORTS)]}}), ME
+        handover.summarize_managed_fields(
+            {"metadata": {"managedFields": [entry(ME, "Update", PORTS)]}}
+        ),
+        ME,
     )
 
 
@@ -162,14 +166,14 @@ async def test_a_conflict_reads_again_and_hands_over_from_the_fresh_version() ->
 )
 async def test_a_changed_hand_is_lost_not_patched(fresh: Any) -> None:
     server = Server([errors.Conflict("changed")], gets=[fresh])
-    with pytest.raises(handover.HandoverLost):
+    with pytest.raises(guarded.HandoverLost):
         await guarded.hand_over(server, SERVICES, created(), ME, still_ours=ours)
     assert len(server.sent) == 1
 
 
 async def test_a_deleted_object_is_lost() -> None:
     server = Server([errors.NotFound("gone")])
-    with pytest.raises(handover.HandoverLost):
+    with pytest.raises(guarded.HandoverLost):
         await guarded.hand_over(server, SERVICES, created(), ME, still_ours=ours)
 
 
