@@ -10,11 +10,11 @@ adopt, write only with uid + resourceVersion" promise is kept in one place
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from dynamo_pool_operator.api.dgd import Pool
 from dynamo_pool_operator.api.mcs import ClusterID
@@ -209,35 +209,140 @@ class Report:
     condition: ConditionView | None = None
 
 
+#: Where a `Snapshot` field declares its `Version` (`dataclasses.field` metadata).
+VERSION = "version"
+
+
+class _NeverQuiet:
+    """A field's part of the quiet-pass key meaning: no earlier pass can stand for this one."""
+
+    def __repr__(self) -> str:
+        return "NEVER_QUIET"
+
+
+NEVER_QUIET: Final = _NeverQuiet()
+
+
+@dataclass(frozen=True, slots=True)
+class Version:
+    """How one snapshot field takes part in the quiet-pass key (`Snapshot.quiet_key`):
+    `of` maps the field's value to its part of the key (NEVER_QUIET: the pass must
+    run), `covered_by` names the field whose part already versions this one."""
+
+    of: Callable[[Any], Hashable]
+    why: str
+    covered_by: str = ""
+
+
+def object_version(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    """A cached object's version: (uid, resourceVersion); (None, None) for none."""
+    if obj is None:
+        return (None, None)
+    meta = obj.get("metadata") or {}
+    return (meta.get("uid"), meta.get("resourceVersion"))
+
+
+def _objects_version(objects: Mapping[str, Mapping[str, Any] | None]) -> Hashable:
+    return tuple((name, object_version(obj)) for name, obj in objects.items())
+
+
+def _typed_version(value: Relay | Pool | None) -> Hashable:
+    return (None, None) if value is None else (value.uid, value.resource_version)
+
+
+def _cluster_id_version(cluster: ClusterID) -> Hashable:
+    return (object_version(cluster.obj), cluster.checked, cluster.api_version, cluster.unreadable)
+
+
+def _never_quiet_if_set(value: object) -> Hashable:
+    return NEVER_QUIET if value else ()
+
+
+def _nothing(value: object) -> Hashable:
+    return ()
+
+
+#: Cached objects by name: each one's name, uid and resourceVersion.
+OBJECTS = Version(_objects_version, "each cached object's name, uid and resourceVersion")
+#: A decoded object (Relay, Pool): the uid and resourceVersion it was decoded from.
+DECODED = Version(_typed_version, "the uid and resourceVersion it was decoded from")
+#: A plain value (a message, a flag), compared as it is.
+AS_IS = Version(lambda value: value, "the value itself")
+#: Set: the pass must run whatever an earlier one did (a read failed, ...).
+NEVER_QUIET_IF_SET = Version(_never_quiet_if_set, "a pass with it set always runs")
+
+
+#: The time: it matters only through a later look (`recheck_at`), and a pass that asks
+#: for one is never kept as quiet, so it is no part of the key.
+UNVERSIONED_TIME = Version(_nothing, "the time: a pass that depends on it asks for a later look")
+
+
+def covered_by(name: str, why: str) -> Version:
+    """A field that another field's version already pins down."""
+    return Version(_nothing, why, covered_by=name)
+
+
+#: The cluster's ID property: its version, and whether and how it was read.
+CLUSTER_ID = Version(_cluster_id_version, "the property's version and how it was read")
+#: The relay's status as shown: the cached relay's own, at its resourceVersion.
+SHOWN = covered_by("relay", "the cached relay's status, at its resourceVersion")
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """Everything one pass decides on, read once from the caches."""
+    """Everything one pass decides on, read once from the caches.
 
-    relay: Relay
-    pool: Pool | None
+    Every field declares how it is versioned (a `Version` under `VERSION` in its
+    metadata): the quiet-pass key is built from all of them, so an input cannot be read
+    by a pass and missed by the key."""
+
+    relay: Relay = field(metadata={VERSION: DECODED})
+    pool: Pool | None = field(metadata={VERSION: DECODED})
     #: The objects named `<D>-pool-relay`, by kind ("Deployment", "Service").
-    relay_objects: Mapping[str, Mapping[str, Any] | None]
+    relay_objects: Mapping[str, Mapping[str, Any] | None] = field(metadata={VERSION: OBJECTS})
     #: The exports that matter (controlled by the relay or named like a wanted one).
-    exports: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    cluster_id: ClusterID = field(default_factory=ClusterID)
+    exports: Mapping[str, Mapping[str, Any]] = field(
+        metadata={VERSION: OBJECTS}, default_factory=dict
+    )
+    cluster_id: ClusterID = field(metadata={VERSION: CLUSTER_ID}, default_factory=ClusterID)
     #: Reads that failed (the ClusterProperty cache unreadable): raised after the pass.
-    unreadable: tuple[Exception, ...] = ()
+    unreadable: tuple[Exception, ...] = field(metadata={VERSION: NEVER_QUIET_IF_SET}, default=())
     #: Why no export can be written now (the ServiceExport API is not served), "" when
     #: they can. Read once with the rest, so one pass plans and reports the same thing
     #: however the API changes while it runs.
-    exports_unavailable: str = ""
+    exports_unavailable: str = field(metadata={VERSION: AS_IS}, default="")
     #: The relay's status as the server shows it (after our own last write; None before
     #: the first): what the report compares with, and one rule goes on from what an
     #: earlier pass said (the relay Service is replaced).
-    shown_status: Mapping[str, Any] | None = None
+    shown_status: Mapping[str, Any] | None = field(metadata={VERSION: SHOWN}, default=None)
+    #: The status shown is our own last write, which the relay cache does not show yet:
+    #: no version read says what the server shows.
+    own_status_unseen: bool = field(metadata={VERSION: NEVER_QUIET_IF_SET}, default=False)
     #: When the caches were read (None: a rule that needs the time holds nothing back).
-    read_at: datetime | None = None
+    read_at: datetime | None = field(metadata={VERSION: UNVERSIONED_TIME}, default=None)
     #: The Services named like a frontend of the pool, by name, and the
     #: DynamoComponentDeployments they name as controller, by name: whose each is.
-    services: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    component_deployments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    services: Mapping[str, Mapping[str, Any]] = field(
+        metadata={VERSION: OBJECTS}, default_factory=dict
+    )
+    component_deployments: Mapping[str, Mapping[str, Any]] = field(
+        metadata={VERSION: OBJECTS}, default_factory=dict
+    )
     #: The DGD exists but cannot be decoded and no readable version is cached: why.
-    pool_unreadable: str = ""
+    pool_unreadable: str = field(metadata={VERSION: AS_IS}, default="")
+
+    def quiet_key(self) -> tuple[Hashable, ...] | None:
+        """The pass's inputs as versions, one part per field (its declared `Version`):
+        a pass on the same key as one that did nothing would do nothing again. What a
+        pass reads beyond the snapshot is configuration, or changes only with the
+        reconciler's `inputs_changed`. None: the pass must run (a field said NEVER_QUIET)."""
+        out: list[Hashable] = []
+        for f in fields(self):
+            part = f.metadata[VERSION].of(getattr(self, f.name))
+            if part is NEVER_QUIET:
+                return None
+            out.append(part)
+        return tuple(out)
 
     @property
     def effective_cluster_id(self) -> str | None:

@@ -134,7 +134,7 @@ class PoolRelayReconciler:
         self._lost: dict[Request, int] = {}
         caches.relays.add_handler(self._cache_moved, replay=False)
         # The inputs of each relay's last pass that wrote, announced and raised nothing
-        # and asked for no later look (`_quiet_inputs`). A pass on the same inputs would
+        # and asked for no later look (`Snapshot.quiet_key`). A pass on the same inputs would
         # decide the same and do nothing again: it is skipped (see `reconcile`).
         self._quiet: dict[Request, tuple[Any, ...]] = {}
         #: Objects of the relay objects' names the caches do not show, per relay and kind
@@ -176,6 +176,7 @@ class PoolRelayReconciler:
             unreadable,
             unavailable,
             shown,
+            (relay.namespace, relay.name) in self._written,
             self.clock.now(),
             services,
             dcds,
@@ -218,7 +219,7 @@ class PoolRelayReconciler:
             return None  # deleted: the garbage collector removes what it controlled
         await self._read_found_again(request)
         snapshot = self.gather(relay_obj, self._shown_status(request, relay_obj))
-        inputs = self._quiet_inputs(request, snapshot)
+        inputs = snapshot.quiet_key()
         if inputs is not None and self._quiet.get(request) == inputs:
             # A no-op pass: the same inputs as a pass that did nothing, so this one would
             # plan the same no-op actions and report the same unchanged status. Its
@@ -380,39 +381,6 @@ class PoolRelayReconciler:
         ):
             del self._written[request]
 
-    def _quiet_inputs(self, request: Request, snapshot: Snapshot) -> tuple[Any, ...] | None:
-        """What the pass decides on, as object versions (uid, resourceVersion): the
-        relay (its spec and the status it shows), the DGD, the relay objects, the
-        exports that matter, the frontends' Services and the DynamoComponentDeployments
-        they name, the cluster's ID property, and why exports cannot be written.
-        Everything else a pass reads is configuration, or changes only with
-        `inputs_changed`; the time matters only through `recheck_at` (a pass that asked
-        for a later look is never quiet). None when a pass must run whatever
-        happened before: a read failed, or the status shown is our own last write
-        (the cache does not show it yet)."""
-        if snapshot.unreadable or request in self._written:
-            return None
-        relay, cluster = snapshot.relay, snapshot.cluster_id
-        out: list[Any] = [
-            relay.uid,
-            relay.resource_version,
-            snapshot.exports_unavailable,
-            snapshot.pool_unreadable,
-        ]
-        dgd = self.caches.dgds.store.get(relay.namespace, relay.name)
-        for obj in (dgd, *snapshot.relay_objects.values(), cluster.obj):
-            out.extend(_version(obj))
-        out.extend((cluster.checked, cluster.api_version, cluster.unreadable))
-        for name, export in snapshot.exports.items():
-            out.append(name)
-            out.extend(_version(export))
-        for part in (snapshot.services, snapshot.component_deployments):
-            out.append(len(part))
-            for name, obj in part.items():
-                out.append(name)
-                out.extend(_version(obj))
-        return tuple(out)
-
     def _shown_status(
         self, request: Request, relay_obj: Mapping[str, Any]
     ) -> Mapping[str, Any] | None:
@@ -431,13 +399,6 @@ class PoolRelayReconciler:
 
 #: Actions that write nothing and wait for nothing.
 _QUIET_VERBS = frozenset({Verb.NONE, Verb.FOREIGN})
-
-
-def _version(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    if obj is None:
-        return (None, None)
-    meta = obj.get("metadata") or {}
-    return (meta.get("uid"), meta.get("resourceVersion"))
 
 
 def _where(request: Request) -> dict[str, str]:
