@@ -41,7 +41,7 @@ from dynamo_pool_operator.pool.model import Advisory, Contributor, Outcome, Resu
 from dynamo_pool_operator.pool.plan import make_plan
 from dynamo_pool_operator.pool.relay.objects import RELAY_OBJECTS
 from dynamo_pool_operator.pool.status import StatusReport, report, status_apply
-from dynamo_pool_operator.runtime.cache.informer import EventType, Informer
+from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.cache.store import Obj
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
@@ -123,16 +123,8 @@ class PoolRelayReconciler:
         self.contributors = tuple(contributors)
         self.executor = Executor(GuardedWrites(client, names.FIELD_MANAGER), recorder, registry)
         self.clock = clock or SystemClock()
-        # Our last status write per relay: (uid, resourceVersion it was computed from,
-        # status written). The relay cache may not hold that write yet when the next
-        # pass runs; comparing with the stale cached status would then skip a needed
-        # write (a status line would stay wrong). Only until the cache moves past that
-        # version (then it shows the write, and the entry is never read again): a
-        # status per relay is ~4 kB, kept for good it was a fifth of the memory.
-        self._written: dict[Request, tuple[str, str, Mapping[str, Any]]] = {}
         #: Passes in a row that lost a race, per relay.
         self._lost: dict[Request, int] = {}
-        caches.relays.add_handler(self._cache_moved, replay=False)
         # The inputs of each relay's last pass that wrote, announced and raised nothing
         # and asked for no later look (`Snapshot.quiet_key`). A pass on the same inputs would
         # decide the same and do nothing again: it is skipped (see `reconcile`).
@@ -143,9 +135,11 @@ class PoolRelayReconciler:
         self.foreign_recheck = FOREIGN_RECHECK
         self.foreign_recheck_max = FOREIGN_RECHECK_MAX
 
-    def gather(self, relay_obj: Mapping[str, Any], shown: Mapping[str, Any] | None) -> Snapshot:
-        """The pass's snapshot; `shown`: the relay's status as the server shows it."""
+    def gather(self, relay_obj: Mapping[str, Any]) -> Snapshot:
+        """The pass's snapshot; `relay_obj`: the relay as the server shows it (our own
+        last status write, while the relay cache does not show it yet)."""
         relay = relay_from_object(relay_obj, self.defaults)
+        shown = relay_obj.get("status")
         dgd_obj = self.caches.dgds.store.get(relay.namespace, relay.name)
         exports: dict[str, Mapping[str, Any]] = {}
         cluster_id = ClusterID()
@@ -175,8 +169,8 @@ class PoolRelayReconciler:
             cluster_id,
             unreadable,
             unavailable,
-            shown,
-            (relay.namespace, relay.name) in self._written,
+            shown if isinstance(shown, Mapping) else None,
+            self.caches.relays.store.shows_own_write(relay.namespace, relay.name),
             self.clock.now(),
             services,
             dcds,
@@ -210,15 +204,16 @@ class PoolRelayReconciler:
         return ReconcileResult(requeue_after=after)
 
     async def _reconcile(self, request: Request) -> ReconcileResult | None:
-        relay_obj = self.caches.relays.store.get(*request)
-        if relay_obj is None:
-            self._written.pop(request, None)
+        cached = self.caches.relays.store.get(*request)
+        if cached is None:
             self._lost.pop(request, None)
             self._quiet.pop(request, None)
             self._found.pop(request, None)
             return None  # deleted: the garbage collector removes what it controlled
         await self._read_found_again(request)
-        snapshot = self.gather(relay_obj, self._shown_status(request, relay_obj))
+        # Our own last status write, while the relay cache does not show it yet: compared
+        # with the stale cached status, a needed write would be skipped.
+        snapshot = self.gather(self.caches.relays.store.latest(*request) or cached)
         inputs = snapshot.quiet_key()
         if inputs is not None and self._quiet.get(request) == inputs:
             # A no-op pass: the same inputs as a pass that did nothing, so this one would
@@ -252,7 +247,7 @@ class PoolRelayReconciler:
         failures = list(said.failures)
         if said.changed:
             try:
-                await self.write_status(request, relay_obj, snapshot.relay, said)
+                await self.write_status(request, cached, snapshot.relay, said)
             except errors.NotFound:
                 # The relay was deleted since the cache read (its namespace is going,
                 # say): its deletion event brings the pass that forgets it.
@@ -350,51 +345,19 @@ class PoolRelayReconciler:
             self.recorder.emit(relay.reference(), related, a.type, a.reason, a.action, a.message)
 
     async def write_status(
-        self, request: Request, relay_obj: Mapping[str, Any], relay: Relay, said: StatusReport
+        self, request: Request, cached: Obj, relay: Relay, said: StatusReport
     ) -> None:
-        """Apply the status; remember what was written, from which version of the relay."""
-        self._written.pop(request, None)  # unknown what the server shows until it answers
-        await self.client.apply(
-            self.caches.relays.resource,
+        """Apply the status, decided on the `cached` relay; the relay cache reads the
+        answer as the relay until it shows the write (`Store.wrote`)."""
+        relays = self.caches.relays
+        relays.store.writing(*request)  # unknown what the server shows until it answers
+        answer = await self.client.apply(
+            relays.resource,
             status_apply(relay, said.status),
             force=True,
             subresource="status",
         )
-        read_at = str(relay_obj.get("metadata", {}).get("resourceVersion", ""))
-        if self._cached_version(request) == (relay.uid, read_at):  # else it shows the write
-            self._written[request] = (relay.uid, read_at, said.status)
-
-    def _cached_version(self, request: Request) -> tuple[Any, Any] | None:
-        cached = self.caches.relays.store.get(*request)
-        meta = cached.get("metadata", {}) if cached is not None else None
-        return None if meta is None else (meta.get("uid"), meta.get("resourceVersion"))
-
-    def _cache_moved(self, etype: EventType, old: Obj | None, new: Obj | None) -> None:
-        """Forget our last status write of a relay once its cache shows a later version
-        (or it is gone): `_shown_status` reads the entry only at the version it was
-        computed from."""
-        meta = (new if new is not None else old or {}).get("metadata", {})
-        request = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
-        last = self._written.get(request)
-        if last is not None and (
-            new is None or (last[0], last[1]) != (meta.get("uid"), meta.get("resourceVersion"))
-        ):
-            del self._written[request]
-
-    def _shown_status(
-        self, request: Request, relay_obj: Mapping[str, Any]
-    ) -> Mapping[str, Any] | None:
-        """The status the server shows: the cached one, unless the cache still holds the
-        very version our last status write was computed from (then: what we wrote)."""
-        last = self._written.get(request)
-        meta = relay_obj.get("metadata", {})
-        if last is not None and (last[0], last[1]) == (
-            meta.get("uid"),
-            meta.get("resourceVersion"),
-        ):
-            return last[2]
-        cached = relay_obj.get("status")
-        return cached if isinstance(cached, Mapping) else None
+        relays.store.wrote(relays.as_cached(answer), cached)
 
 
 #: Actions that write nothing and wait for nothing.

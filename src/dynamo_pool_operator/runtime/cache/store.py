@@ -7,6 +7,12 @@ cache. The store is not thread-safe; it is meant for one asyncio loop, where
 every method runs to completion without yielding, so a reader never sees a
 half-applied change.
 
+Read-your-own-writes: after a write of ours answered, `wrote` keeps the answer, and
+`latest` reads it instead of the cached object while the cache still holds the version
+the write replaced; the first change the cache sees of that object ends it (versions
+are opaque: a change cannot be told to come before or after ours, and each is the
+server's word from then on). `get`, `list` and the indexes are the cache alone.
+
 Indexes map a string value (an owner UID, a label value, ...) to the keys of
 the objects that produce it, so a controller can find "the Services owned by
 this relay" without scanning the whole cache. They are kept in step with every
@@ -33,6 +39,12 @@ IndexFunc = Callable[[Obj], list[str]]
 Change = tuple[Obj | None, Obj | None]
 
 CONTROLLER_UID_INDEX = "controller-uid"
+
+
+def object_version(obj: Obj | None) -> tuple[Any, Any]:
+    """(uid, resourceVersion) of an object; (None, None) for none."""
+    meta = (obj or {}).get("metadata") or {}
+    return (meta.get("uid"), meta.get("resourceVersion"))
 
 
 def object_key(obj: Obj) -> Key:
@@ -123,11 +135,48 @@ class Store:
         self._objects: dict[str, dict[str, Obj]] = {}
         self._count = 0
         self._indexes: dict[str, _Index] = {}
+        #: Our own writes the cache does not show yet: key -> (the version of the cached
+        #: object the write replaced, the object as the write's answer has it).
+        self._own: dict[Key, tuple[tuple[Any, Any], Obj]] = {}
 
     # ------------------------------------------------------------ reads
     def get(self, namespace: str | None, name: str) -> Obj | None:
         """The cached object, or None. Pass "" or None as namespace for cluster-scoped ones."""
         return self._objects.get(namespace or "", {}).get(name)
+
+    def latest(self, namespace: str | None, name: str) -> Obj | None:
+        """The object as our own last write left it while the cache does not show that
+        write yet (`wrote`); else the cached object."""
+        own = self._own.get((namespace or "", name)) if self._own else None
+        return own[1] if own is not None else self.get(namespace, name)
+
+    def shows_own_write(self, namespace: str | None, name: str) -> bool:
+        """Whether `latest` reads our own write, not the cached object."""
+        return (namespace or "", name) in self._own
+
+    # ------------------------------------------------------------ our own writes
+    def writing(self, namespace: str | None, name: str) -> None:
+        """A write of ours is under way: what the server shows is unknown until it
+        answers, so `latest` reads the cache meanwhile."""
+        self._own.pop((namespace or "", name), None)
+
+    def wrote(self, answer: Obj, based_on: Obj) -> None:
+        """Our write of an object, decided on the cached `based_on`, was answered with
+        `answer`: `latest` reads it until the cache changes that object. Kept only while
+        the cache still holds `based_on`'s version: a cache that moved since shows the
+        write, or a later change, already."""
+        key = object_key(answer)
+        self._own.pop(key, None)
+        replaced = object_version(based_on)
+        cached = self.get(*key)
+        if cached is not None and object_version(cached) == replaced:
+            self._own[key] = (replaced, answer)
+
+    def _moved(self, key: Key, new: Obj | None) -> None:
+        """The cache changed the object of `key`: it is the server's word from now on."""
+        own = self._own.get(key)
+        if own is not None and (new is None or object_version(new) != own[0]):
+            del self._own[key]
 
     def list(self) -> builtins.list[Obj]:
         """Every cached object (a new list; the objects themselves are shared)."""
@@ -190,6 +239,8 @@ class Store:
         by_name = self._objects.setdefault(key[0], {})
         old = by_name.get(key[1])
         by_name[key[1]] = obj
+        if self._own:
+            self._moved(key, obj)
         if old is None:
             self._count += 1
         for index in self._indexes.values():
@@ -204,6 +255,7 @@ class Store:
         if by_name is None or name not in by_name:
             return None
         old = by_name.pop(name)
+        self._own.pop((ns, name), None)
         if not by_name:
             del self._objects[ns]
         self._count -= 1
@@ -242,4 +294,6 @@ class Store:
             changes.extend((prior.get(name), obj) for name, obj in by_name.items())
 
         self._objects, self._count, self._indexes = objects, count, indexes
+        for key in list(self._own):
+            self._moved(key, self.get(*key))
         return changes
