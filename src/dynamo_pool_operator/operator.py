@@ -35,7 +35,6 @@ from dynamo_pool_operator.pool.exports.apis import ExportApis
 from dynamo_pool_operator.pool.exports.cleanup import withdraw_leftover_exports
 from dynamo_pool_operator.pool.exports.contributor import ExportCaches, FrontendCaches, PoolExports
 from dynamo_pool_operator.pool.exports.plan import EXPORT_EVENTS
-from dynamo_pool_operator.pool.model import Contributor
 from dynamo_pool_operator.pool.reconciler import PoolRelayReconciler, RelayCaches
 from dynamo_pool_operator.runtime import metrics
 from dynamo_pool_operator.runtime.cache.followed import FollowedCache
@@ -334,7 +333,6 @@ def build(
         reporting_instance=identity,
         registry=registry,
     )
-    contributors: list[Contributor] = []
     pool_exports: PoolExports | None = None
     if implementation:
         # Made with nothing to read: `ExportApis.begin` hands it the caches served now.
@@ -347,7 +345,6 @@ def build(
             confirmation=implementation.confirmation(config.multi_cluster.confirmation),
             frontends=FrontendCaches(caches.services, caches.component_deployments),
         )
-        contributors.append(pool_exports)
     relay = config.pool_relay
     reconciler = PoolRelayReconciler(
         client,
@@ -362,7 +359,7 @@ def build(
         default_discovery_backend=config.discovery.backend,
         recorder=recorder,
         registry=registry,
-        contributors=contributors,
+        exports=pool_exports,
         clock=clock,
     )
     writes = config.controller.background_writes

@@ -4,8 +4,8 @@ Every object a relay owns â€” its Deployment, its Service, each ServiceExport â€
 planned with the same verbs and carried out by the same executor, so the "never
 adopt, write only with uid + resourceVersion" promise is kept in one place
 (`runtime/writes/guarded.py`). The relay's own objects (`pool/relay/`) and its exports
-(`pool/exports/`) both speak this vocabulary and never import each other: exports are a
-`Contributor` handed to the relay reconciler at construction.
+(`pool/exports/`) both speak this vocabulary and never import each other: the phases
+above them (`pool/plan.py`, `pool/status.py`, `pool/reconciler.py`) call each in turn.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal
 
 from dynamo_pool_operator.api.dgd import Pool
 from dynamo_pool_operator.api.mcs import ClusterID
@@ -150,7 +150,7 @@ class Outcome:
         return [r.error for r in self.results if r.result is Result.FAILED and r.error]
 
     def of(self, actions: Sequence[Action]) -> list[ActionResult]:
-        """The results of `actions` (a contributor's own), in order."""
+        """The results of `actions` (the exports' own), in order."""
         mine = {id(a) for a in actions}
         return [r for r in self.results if id(r.action) in mine]
 
@@ -189,7 +189,7 @@ class StatusLine:
 
 @dataclass(frozen=True, slots=True)
 class ConditionView:
-    """A condition a contributor adds to the relay's status (`Exported`), and when the
+    """The condition the exports add to the relay's status (`Exported`), and when the
     pass should look again without an event (a grace period ending)."""
 
     type: ConditionType
@@ -203,7 +203,7 @@ class ConditionView:
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """A contributor's part of the status after execution."""
+    """The exports' part of the status after execution."""
 
     lines: tuple[StatusLine, ...] = ()
     condition: ConditionView | None = None
@@ -365,8 +365,8 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
-class Gathered:
-    """A contributor's part of the snapshot."""
+class ExportInputs:
+    """What the exports read from their caches for a pass: the snapshot carries each."""
 
     exports: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     cluster_id: ClusterID = field(default_factory=ClusterID)
@@ -378,7 +378,7 @@ class Gathered:
 
 @dataclass(frozen=True, slots=True)
 class Contribution:
-    """A contributor's part of a plan: its actions, advisories and status lines (the
+    """The exports' part of a plan: their actions, advisories and status lines (the
     lines are what the status shows if every action succeeds; `report` adjusts)."""
 
     actions: tuple[Action, ...] = ()
@@ -386,24 +386,3 @@ class Contribution:
     lines: tuple[StatusLine, ...] = ()
     #: When the plan changes by itself with no event to say so (a hold ends).
     recheck_at: datetime | None = None
-
-
-class Contributor(Protocol):
-    """A feature that owns more objects of a pool (exports), planned with the relay's."""
-
-    def gather(self, relay: Relay, pool: Pool | None) -> Gathered:
-        """The feature's part of the snapshot, from its caches."""
-
-    def plan(self, snapshot: Snapshot, decision: Decision) -> Contribution: ...
-
-    def report(
-        self,
-        snapshot: Snapshot,
-        decision: Decision,
-        contribution: Contribution,
-        results: Sequence[ActionResult],
-        *,
-        now: datetime,
-    ) -> Report:
-        """The status lines after execution (a failure shows on its line) and the
-        feature's condition. Pure: the report phase calls it."""

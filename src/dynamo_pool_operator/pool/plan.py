@@ -2,7 +2,7 @@
 the writes must go and what each needs, the advisories, and what the status shows. Pure.
 
 Order: publishing, the relay's Deployment and Service come first and the
-contributors' objects (exports) after, since an export points at its Service — but
+exports after, since an export points at its Service — but
 an export of a relay object that is withdrawn goes first (the relay Service replaced
 by one of the other shape goes after its export); withdrawing, the other way round.
 Other exports no longer wanted (a renamed frontend's) go last, after the new ones are
@@ -31,11 +31,11 @@ from dynamo_pool_operator.api.dgd import DISCOVERY_BACKEND_ANNOTATION, KUBERNETE
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.api.status import PUBLISHED_MEANINGS
 from dynamo_pool_operator.api.status import PublishedReason as Reason
+from dynamo_pool_operator.pool.exports.rules import ExportRules
 from dynamo_pool_operator.pool.model import (
     Action,
     Advisory,
     Contribution,
-    Contributor,
     Decision,
     Key,
     Snapshot,
@@ -288,10 +288,12 @@ def with_needs(
 
 def make_plan(
     snapshot: Snapshot,
-    contributors: Sequence[Contributor],
+    exports: ExportRules | None,
     *,
     default_discovery_backend: str,
 ) -> Plan:
+    """The pass's plan: the decision, then the relay's objects, then the exports
+    (None: the feature is off), with what each action needs."""
     decision = decide(
         snapshot.relay,
         snapshot.pool,
@@ -302,6 +304,6 @@ def make_plan(
     relay_actions, contributions = with_needs(
         decision,
         plan_relay_objects(snapshot, decision),
-        tuple(c.plan(snapshot, decision) for c in contributors),
+        (exports.plan(snapshot, decision),) if exports is not None else (),
     )
     return Plan(decision, relay_actions, contributions)

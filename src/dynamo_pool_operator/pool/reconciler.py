@@ -1,7 +1,7 @@
 """The DynamoPoolRelay reconciler: its phases, in order, and nothing else.
 
-1. **Gather** the relay, its DGD, the objects named `<D>-pool-relay` and each
-   contributor's part (the exports that matter, the cluster's ID) from caches.
+1. **Gather** the relay, its DGD, the objects named `<D>-pool-relay` and the exports'
+   inputs (the exports that matter, the cluster's ID) from caches.
 2. **Plan** (`plan.make_plan`, pure): the decision of the check chain, every owned
    object's action in write order, the advisories.
 3. **Announce** the plan's advisories (Warning Events).
@@ -34,10 +34,18 @@ from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import pool_from_object
-from dynamo_pool_operator.api.mcs import ClusterID
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.pool.execute import Executor
-from dynamo_pool_operator.pool.model import Advisory, Contributor, Outcome, Result, Snapshot, Verb
+from dynamo_pool_operator.pool.exports.contributor import PoolExports
+from dynamo_pool_operator.pool.exports.rules import ExportRules
+from dynamo_pool_operator.pool.model import (
+    Advisory,
+    ExportInputs,
+    Outcome,
+    Result,
+    Snapshot,
+    Verb,
+)
 from dynamo_pool_operator.pool.plan import make_plan
 from dynamo_pool_operator.pool.relay.objects import RELAY_OBJECTS
 from dynamo_pool_operator.pool.status import StatusReport, report, status_apply
@@ -112,7 +120,7 @@ class PoolRelayReconciler:
         default_discovery_backend: str,
         recorder: EventRecorder,
         registry: CollectorRegistry,
-        contributors: Sequence[Contributor] = (),
+        exports: PoolExports | None = None,
         clock: Clock | None = None,
     ) -> None:
         self.client = client
@@ -120,14 +128,15 @@ class PoolRelayReconciler:
         self.defaults = defaults
         self.backend = default_discovery_backend
         self.recorder = recorder
-        self.contributors = tuple(contributors)
+        #: The export feature; None while it is off.
+        self.exports = exports
         self.executor = Executor(GuardedWrites(client, names.FIELD_MANAGER), recorder, registry)
         self.clock = clock or SystemClock()
         #: Passes in a row that lost a race, per relay.
         self._lost: dict[Request, int] = {}
         # The inputs of each relay's last pass that wrote, announced and raised nothing
-        # and asked for no later look (`Snapshot.quiet_key`). A pass on the same inputs would
-        # decide the same and do nothing again: it is skipped (see `reconcile`).
+        # and asked for no later look (`Snapshot.quiet_key`). A pass on the same inputs
+        # would decide the same and do nothing again: it is skipped (see `reconcile`).
         self._quiet: dict[Request, tuple[Any, ...]] = {}
         #: Objects of the relay objects' names the caches do not show, per relay and kind
         #: (`Found`): read after a create found the name taken.
@@ -141,41 +150,31 @@ class PoolRelayReconciler:
         relay = relay_from_object(relay_obj, self.defaults)
         shown = relay_obj.get("status")
         dgd_obj = self.caches.dgds.store.get(relay.namespace, relay.name)
-        exports: dict[str, Mapping[str, Any]] = {}
-        cluster_id = ClusterID()
-        unreadable: tuple[Exception, ...] = ()
-        unavailable = ""
-        services: dict[str, Mapping[str, Any]] = {}
-        dcds: dict[str, Mapping[str, Any]] = {}
         pool = pool_from_object(dgd_obj) if dgd_obj is not None else None
-        for contributor in self.contributors:
-            part = contributor.gather(relay, pool)
-            exports.update(part.exports)
-            services.update(part.services)
-            dcds.update(part.component_deployments)
-            cluster_id = part.cluster_id if part.cluster_id.checked else cluster_id
-            unreadable += part.unreadable
-            unavailable = unavailable or part.exports_unavailable
+        inputs = self.exports.gather(relay, pool) if self.exports is not None else ExportInputs()
         objects = self._with_found(
             (relay.namespace, relay.name),
             relay.uid,
             self.caches.relay_objects(relay.namespace, relay.name),
         )
         return Snapshot(
-            relay,
-            pool,
-            objects,
-            exports,
-            cluster_id,
-            unreadable,
-            unavailable,
-            shown if isinstance(shown, Mapping) else None,
-            self.caches.relays.store.shows_own_write(relay.namespace, relay.name),
-            self.clock.now(),
-            services,
-            dcds,
+            relay=relay,
+            pool=pool,
+            relay_objects=objects,
+            exports=inputs.exports,
+            cluster_id=inputs.cluster_id,
+            unreadable=inputs.unreadable,
+            exports_unavailable=inputs.exports_unavailable,
+            shown_status=shown if isinstance(shown, Mapping) else None,
+            own_status_unseen=self.caches.relays.store.shows_own_write(relay.namespace, relay.name),
+            read_at=self.clock.now(),
+            services=inputs.services,
+            component_deployments=inputs.component_deployments,
             pool_unreadable=self._dgd_unreadable(relay, dgd_obj),
         )
+
+    def _export_rules(self) -> ExportRules | None:
+        return self.exports.rules if self.exports is not None else None
 
     def _dgd_unreadable(self, relay: Relay, dgd: Mapping[str, Any] | None) -> str:
         """Why the relay's DGD cannot be read, when it exists, cannot be decoded and no
@@ -184,7 +183,7 @@ class PoolRelayReconciler:
         return f"at resourceVersion {bad.resource_version or '?'}, {bad.error}" if bad else ""
 
     def inputs_changed(self) -> None:
-        """Something every pass reads but no snapshot shows changed (a contributor moved
+        """Something every pass reads but no snapshot shows changed (the exports moved
         to another API version, the DGD cache was replaced): forget every quiet pass,
         so the requeue that follows decides afresh. `Controller.enqueue_all` calls it."""
         self._quiet.clear()
@@ -221,7 +220,7 @@ class PoolRelayReconciler:
             # plan and report cost two thirds of a pass; the answer is known.
             return None
         self._quiet.pop(request, None)
-        plan = make_plan(snapshot, self.contributors, default_discovery_backend=self.backend)
+        plan = make_plan(snapshot, self._export_rules(), default_discovery_backend=self.backend)
         self.announce(snapshot.relay, plan.advisories)
         outcome = await self.executor.run(snapshot.relay, plan.actions)
         self._remember_found(request, outcome)
@@ -243,7 +242,7 @@ class PoolRelayReconciler:
         else:
             self._lost.pop(request, None)
         now = self.clock.now()
-        said = report(snapshot, plan, outcome, self.contributors, now=now)
+        said = report(snapshot, plan, outcome, self._export_rules(), now=now)
         failures = list(said.failures)
         if said.changed:
             try:

@@ -43,10 +43,10 @@ from dynamo_pool_operator.api.status import (
     Status,
 )
 from dynamo_pool_operator.api.status import RelayAvailableReason as AvailableReason
+from dynamo_pool_operator.pool.exports.rules import ExportRules
 from dynamo_pool_operator.pool.model import (
     Advisory,
     ConditionView,
-    Contributor,
     Decision,
     Outcome,
     Result,
@@ -597,17 +597,18 @@ def report(
     snapshot: Snapshot,
     plan: Plan,
     outcome: Outcome,
-    contributors: Sequence[Contributor],
+    exports: ExportRules | None,
     *,
     now: datetime,
 ) -> StatusReport:
-    """The report phase: each contributor's status lines and condition after execution,
+    """The report phase: the exports' status lines and condition after execution,
     the relay's availability, the desired status and everything that follows from it."""
     decision, relay = plan.decision, snapshot.relay
     lines: list[StatusLine] = []
     exported: ConditionView | None = None
-    for contributor, contribution in zip(contributors, plan.contributions, strict=True):
-        part = contributor.report(
+    features = (exports,) if exports is not None else ()
+    for feature, contribution in zip(features, plan.contributions, strict=True):
+        part = feature.report(
             snapshot, decision, contribution, outcome.of(contribution.actions), now=now
         )
         lines += part.lines

@@ -3,7 +3,7 @@ step-failure matrix faults one at a time.
 
 Pure: a synthetic world (the relay, its DGD, the objects named for it, the relay's
 status as the server shows it, a clock) is planned with `pool.plan.make_plan` and
-the real export contributor, every planned write "succeeds" (it is applied to the
+the real export rules, every planned write "succeeds" (it is applied to the
 world), the status is reported as the reconciler reports it, and the next pass plans
 again from there, until a pass writes nothing and waits for nothing (a hold that ends
 by itself moves the clock to its end). With the feature off, the exports the
@@ -34,9 +34,9 @@ from dynamo_pool_operator.pool.exports.contributor import (
     PoolExports,
     relevant_exports,
 )
+from dynamo_pool_operator.pool.exports.rules import ExportRules
 from dynamo_pool_operator.pool.model import (
     ActionResult,
-    Contributor,
     Outcome,
     Result,
     Snapshot,
@@ -156,20 +156,19 @@ class World:
             self.config = dataclasses.replace(self.config, multi_cluster=multi)
 
     # ------------------------------------------------------------ one pass
-    def contributors(self) -> tuple[Contributor, ...]:
+    def export_rules(self) -> ExportRules | None:
         implementation = Implementation(self.config.multi_cluster.mcs_implementation)
         if not implementation:
-            return ()
+            return None
         never_run = Informer(cast("Client", object()), EXPORTS)
         after = timedelta(seconds=self.config.multi_cluster.unconfirmed_after)
-        contributor = PoolExports(
+        return PoolExports(
             ExportCaches(never_run),
             resource=EXPORTS,
             implementation=implementation,
             about_version=None,
             unconfirmed_after=after,
-        )
-        return (contributor,)
+        ).rules
 
     def exports(self) -> dict[str, dict[str, Any]]:
         return {n: o for (p, n), o in self.objects.items() if p == EXPORTS.plural}
@@ -199,7 +198,7 @@ class World:
         pool = pool_from_object(self.dgd) if self.dgd is not None else None
         name = names.relay_name(self.pool)
         mine = [e for e in self.exports().values() if is_controlled_by(e, relay.uid)]
-        contributors = self.contributors()
+        feature = self.export_rules()
         snapshot = Snapshot(
             relay,
             pool,
@@ -207,14 +206,12 @@ class World:
                 "Deployment": self.objects.get((DEPLOYMENTS.plural, name)),
                 "Service": self.objects.get((SERVICES.plural, name)),
             },
-            relevant_exports(relay, pool, self.exports().get, mine) if contributors else {},
+            relevant_exports(relay, pool, self.exports().get, mine) if feature is not None else {},
             ClusterID(),
             shown_status=self.status,
             read_at=self.now,
         )
-        plan = make_plan(
-            snapshot, contributors, default_discovery_backend=self.config.discovery.backend
-        )
+        plan = make_plan(snapshot, feature, default_discovery_backend=self.config.discovery.backend)
         outcome = Outcome()
         written: dict[tuple[str, str], tuple[Verb, Step]] = {}
         for action in plan.actions:
@@ -227,7 +224,7 @@ class World:
                 written[action.key] = (action.verb, step)
                 steps.append(step)
             outcome.results.append(ActionResult(action, Result.DONE))
-        said = report(snapshot, plan, outcome, contributors, now=self.now)
+        said = report(snapshot, plan, outcome, feature, now=self.now)
         self.status = said.status
         return steps, said.recheck_at
 

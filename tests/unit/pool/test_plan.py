@@ -80,20 +80,20 @@ class OneExport:
         return Contribution((export_action("x"),))
 
 
-def test_make_plan_asks_each_contributor_with_the_decision() -> None:
-    contributor = OneExport()
-    plan = make_plan(snapshot(), [contributor], default_discovery_backend="kubernetes")  # type: ignore[list-item]
+def test_make_plan_asks_the_exports_with_the_decision() -> None:
+    exports = OneExport()
+    plan = make_plan(snapshot(), exports, default_discovery_backend="kubernetes")  # type: ignore[arg-type]
     assert plan.decision.publish
-    assert contributor.seen == [plan.decision]
+    assert exports.seen == [plan.decision]
     assert [a.name for a in plan.actions] == [OBJ, OBJ, "x"]
 
 
 # --------------------------------------------------------------------------- needs
 def _needs(snap: Snapshot) -> dict[tuple[str, str, str], tuple[tuple[str, str], ...]]:
     """Each action (verb, kind, name) of the real plan with what it needs."""
-    from tests.unit.pool.test_status_report import exports_contributor
+    from tests.unit.pool.test_status_report import export_rules
 
-    plan = make_plan(snap, [exports_contributor()], default_discovery_backend="kubernetes")
+    plan = make_plan(snap, export_rules(), default_discovery_backend="kubernetes")
     return {(a.verb.value, a.resource.kind, a.name): a.needs for a in plan.actions}
 
 

@@ -3,7 +3,7 @@
 From a snapshot, its plan and what the writes came to, `report` gives the status to
 write, whether it differs from what the relay shows, the Events of its transitions,
 the failures to raise and when to look again. Each case here runs the real plan and
-the real export contributor on hand-made cached objects: no server, no stubs.
+the real export rules on hand-made cached objects: no server, no stubs.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from dynamo_pool_operator.api.status import (
 )
 from dynamo_pool_operator.pool.execute import waiting_for
 from dynamo_pool_operator.pool.exports.contributor import ExportCaches, PoolExports
+from dynamo_pool_operator.pool.exports.rules import ExportRules
 from dynamo_pool_operator.pool.model import (
     ActionResult,
-    Contributor,
     Outcome,
     Result,
     Snapshot,
@@ -66,16 +66,16 @@ def make_pool(*, workers: bool = True) -> Pool:
     )
 
 
-def exports_contributor() -> PoolExports:
-    """The real export contributor, with caches that are never run (plan and report read
-    only the snapshot)."""
+def export_rules() -> ExportRules:
+    """The rules of the real export feature, whose caches are never run (plan and report
+    read only the snapshot)."""
     informer = Informer(FakeClient(), SE)
     return PoolExports(
         ExportCaches(informer),
         resource=SE,
         implementation=Implementation.MCS,
         about_version=None,
-    )
+    ).rules
 
 
 def running(kind: str, relay: Relay, cluster_id: ClusterID | None = None) -> dict[str, Any]:
@@ -125,13 +125,13 @@ def steady(relay: Relay) -> Snapshot:
 
 def run(
     snap: Snapshot,
-    contributors: tuple[Contributor, ...],
+    exports: ExportRules | None,
     results: dict[tuple[str, str], tuple[Result, Exception | None]] | None = None,
     answers: dict[tuple[str, str], dict[str, Any]] | None = None,
 ) -> tuple[Plan, StatusReport]:
     """Plan, "execute" (each action done unless `results` says otherwise; an apply
     answered with `answers`' object for it), report."""
-    plan = make_plan(snap, contributors, default_discovery_backend="kubernetes")
+    plan = make_plan(snap, exports, default_discovery_backend="kubernetes")
     outcome = Outcome()
     done: dict[tuple[str, str], ActionResult] = {}
     for a in plan.actions:
@@ -144,7 +144,7 @@ def run(
             got = ActionResult(a, result, message, error, written=written)
         done[a.key] = got
         outcome.results.append(got)
-    return plan, report(snap, plan, outcome, contributors, now=NOW)
+    return plan, report(snap, plan, outcome, exports, now=NOW)
 
 
 def condition(said: StatusReport, type_: ConditionType) -> dict[str, Any]:
@@ -153,8 +153,8 @@ def condition(said: StatusReport, type_: ConditionType) -> dict[str, Any]:
 
 
 def test_a_steady_pool_is_ready_and_a_status_that_shows_it_needs_no_write() -> None:
-    relay, contributors = make_relay(), (exports_contributor(),)
-    _, first = run(steady(relay), contributors)
+    relay, exports = make_relay(), export_rules()
+    _, first = run(steady(relay), exports)
     assert [c["type"] for c in first.status["conditions"]] == [
         "Published",
         "RelayAvailable",
@@ -166,14 +166,14 @@ def test_a_steady_pool_is_ready_and_a_status_that_shows_it_needs_no_write() -> N
     assert [(t.type, t.reason) for t in first.transitions] == [("Normal", POOL_READY)]
     assert (first.failures, first.recheck_at) == ((), None)
     again = dataclasses.replace(steady(relay), shown_status=first.status)
-    _, second = run(again, contributors)
+    _, second = run(again, exports)
     assert second.status == first.status
     assert not second.changed
     assert second.transitions == ()
 
 
 def test_without_an_implementation_there_is_no_exported_condition() -> None:
-    _, said = run(steady(make_relay()), ())
+    _, said = run(steady(make_relay()), None)
     assert [c["type"] for c in said.status["conditions"]] == [
         "Published",
         "RelayAvailable",
@@ -188,7 +188,7 @@ def test_a_refused_relay_write_is_a_failure_and_keeps_the_pool_not_ready() -> No
     refused = errors.Forbidden("denied by policy", status=403, reason="Forbidden")
     plan, said = run(
         snap,
-        (exports_contributor(),),
+        export_rules(),
         {("Service", RELAY_SVC): (Result.FAILED, refused)},
     )
     assert [(a.resource.kind, a.verb) for a in plan.relay_actions] == [
@@ -210,7 +210,7 @@ def test_a_refused_relay_write_is_a_failure_and_keeps_the_pool_not_ready() -> No
 def test_a_withdrawn_pool_warns_once_on_published_about_its_dgd() -> None:
     relay = make_relay()
     snap = dataclasses.replace(steady(relay), pool=make_pool(workers=False))
-    _, said = run(snap, (exports_contributor(),))
+    _, said = run(snap, export_rules())
     assert condition(said, ConditionType.PUBLISHED)["reason"] == PublishedReason.NO_WORKERS
     assert condition(said, ConditionType.EXPORTED)["reason"] == ExportedReason.WITHDRAWN
     warned = [(t.type, t.reason, t.action) for t in said.transitions]
@@ -222,10 +222,10 @@ def test_a_withdrawn_pool_warns_once_on_published_about_its_dgd() -> None:
 def test_an_unreadable_input_fails_a_published_pass_only() -> None:
     unreadable = errors.Reported("cannot read ClusterProperty")
     snap = dataclasses.replace(steady(make_relay()), unreadable=(unreadable,))
-    _, said = run(snap, (exports_contributor(),))
+    _, said = run(snap, export_rules())
     assert said.failures == (unreadable,)
     withdrawn = dataclasses.replace(snap, pool=make_pool(workers=False))
-    _, said = run(withdrawn, (exports_contributor(),))
+    _, said = run(withdrawn, export_rules())
     assert said.failures == ()
 
 
@@ -233,7 +233,7 @@ def test_a_new_export_is_pending_and_rechecked_when_its_grace_period_ends() -> N
     relay = make_relay()
     snap = steady(relay)
     snap = dataclasses.replace(snap, exports={RELAY_SVC: snap.exports[RELAY_SVC]})
-    plan, said = run(snap, (exports_contributor(),))
+    plan, said = run(snap, export_rules())
     assert [(a.name, a.verb) for a in plan.actions if a.verb is Verb.CREATE] == [
         (FRONTEND, Verb.CREATE)
     ]
@@ -245,7 +245,7 @@ def test_a_new_export_is_pending_and_rechecked_when_its_grace_period_ends() -> N
 def test_the_effective_cluster_id_is_shown() -> None:
     prop = {"metadata": {"name": "cluster.clusterset.k8s.io"}, "spec": {"value": "east"}}
     snap = dataclasses.replace(steady(make_relay()), cluster_id=ClusterID(True, prop, "x/v1"))
-    _, said = run(snap, (exports_contributor(),))
+    _, said = run(snap, export_rules())
     assert said.status["clusterId"] == "east"
 
 
@@ -282,12 +282,12 @@ def test_cluster_id_matched_says_whether_discovery_can_join_the_pool() -> None:
     ]
     for cid, spec, status, reason in cases:
         snap = with_cluster_id(steady(make_relay()), cid, **spec)
-        _, said = run(snap, (exports_contributor(),))
+        _, said = run(snap, export_rules())
         got = condition(said, ConditionType.CLUSTER_ID_MATCHED)
         assert (got["status"], got["reason"]) == (status, reason), (spec, got)
         ready = condition(said, ConditionType.READY)
         assert (ready["status"] == Status.TRUE) == (status == Status.TRUE), ready
-    _, unchecked = run(steady(make_relay()), (exports_contributor(),))
+    _, unchecked = run(steady(make_relay()), export_rules())
     assert "ClusterIDMatched" not in [c["type"] for c in unchecked.status["conditions"]]
 
 
@@ -295,7 +295,7 @@ def test_a_mismatch_names_both_ids_and_is_ready_s_reason() -> None:
     snap = with_cluster_id(
         steady(make_relay()), ClusterID(True, PROPERTY, "about.k8s.io/v1alpha1"), clusterId="west"
     )
-    _, said = run(snap, (exports_contributor(),))
+    _, said = run(snap, export_rules())
     ready = condition(said, ConditionType.READY)
     assert ready["reason"] == "ClusterIDMismatch"
     assert "'west'" in ready["message"]
@@ -309,14 +309,14 @@ def test_an_unreadable_cluster_id_keeps_the_last_known_one_and_says_so() -> None
     snap = dataclasses.replace(
         steady(make_relay()), cluster_id=unreadable, shown_status={"clusterId": "east"}
     )
-    _, said = run(snap, (exports_contributor(),))
+    _, said = run(snap, export_rules())
     assert said.status["clusterId"] == "east"
     matched = condition(said, ConditionType.CLUSTER_ID_MATCHED)
     assert matched["message"] == (
         "cannot read ClusterProperty; the relay keeps its last known cluster ID 'east'"
     )
     never = dataclasses.replace(snap, shown_status=None)
-    _, said = run(never, (exports_contributor(),))
+    _, said = run(never, export_rules())
     assert "clusterId" not in said.status, "unknown is left out, never written as empty"
     assert condition(said, ConditionType.CLUSTER_ID_MATCHED)["message"].endswith(
         "no cluster ID is known yet: the relay Deployment waits for it"
@@ -327,14 +327,14 @@ def test_a_withdrawn_relay_with_no_known_cluster_id_speaks_of_no_deployment() ->
     """A withdrawn pool has no relay Deployment: nothing waits for the ID."""
     unreadable = ClusterID(True, None, "about.k8s.io/v1alpha1", "cannot read ClusterProperty")
     withdrawn = Snapshot(make_relay(), None, {}, cluster_id=unreadable, read_at=NOW)
-    plan, said = run(withdrawn, (exports_contributor(),))
+    plan, said = run(withdrawn, export_rules())
     assert not plan.decision.publish
     matched = condition(said, ConditionType.CLUSTER_ID_MATCHED)
     assert (matched["status"], matched["reason"]) == (Status.UNKNOWN, "ClusterPropertyUnreadable")
     assert matched["message"] == "cannot read ClusterProperty; no cluster ID is known yet"
     assert said.failures == (), "a withdrawn relay's pass raises nothing for the read"
     known = dataclasses.replace(withdrawn, shown_status={"clusterId": "east"})
-    _, said = run(known, (exports_contributor(),))
+    _, said = run(known, export_rules())
     assert condition(said, ConditionType.CLUSTER_ID_MATCHED)["message"] == (
         "cannot read ClusterProperty; the relay keeps its last known cluster ID 'east'"
     )
@@ -344,16 +344,14 @@ def test_a_first_publish_is_progressing_with_what_it_made_and_without_what_faile
     relay = make_relay()
     fresh = Snapshot(relay, make_pool(), {}, read_at=NOW)
     refused = errors.Forbidden("denied", status=403, reason="Forbidden")
-    _, made = run(fresh, (exports_contributor(),))
+    _, made = run(fresh, export_rules())
     available = condition(made, ConditionType.RELAY_AVAILABLE)
     assert (available["reason"], available["message"]) == (
         RelayAvailableReason.PROGRESSING,
         f"the Deployment controller has not observed generation 1 of {RELAY_SVC} yet (observed 0)",
     )
     assert made.status["relayPods"] == f"0/{relay.replicas}"
-    _, failed = run(
-        fresh, (exports_contributor(),), {("Service", RELAY_SVC): (Result.FAILED, refused)}
-    )
+    _, failed = run(fresh, export_rules(), {("Service", RELAY_SVC): (Result.FAILED, refused)})
     available = condition(failed, ConditionType.RELAY_AVAILABLE)
     assert available["reason"] == RelayAvailableReason.WRITE_REFUSED
     assert available["message"] == f"Create Service {RELAY_SVC}: 403 Forbidden: denied"
@@ -370,9 +368,7 @@ def test_a_first_publish_is_progressing_with_what_it_made_and_without_what_faile
 def test_a_refused_deployment_apply_holds_back_the_services_and_is_named() -> None:
     snap = dataclasses.replace(steady(make_relay()), relay=make_relay(port=9100))
     refused = errors.Forbidden("no deployment", status=403, reason="Forbidden")
-    _, said = run(
-        snap, (exports_contributor(),), {("Deployment", RELAY_SVC): (Result.FAILED, refused)}
-    )
+    _, said = run(snap, export_rules(), {("Deployment", RELAY_SVC): (Result.FAILED, refused)})
     available = condition(said, ConditionType.RELAY_AVAILABLE)
     refusal = f"Apply Deployment {RELAY_SVC}: 403 Forbidden: no deployment"
     # The Service's apply waited for the Deployment's: said as waiting, not as refused.
@@ -387,7 +383,7 @@ def test_two_refused_relay_deletes_are_both_named() -> None:
     b = errors.Forbidden("keep service", status=403, reason="Forbidden")
     _, said = run(
         snap,
-        (exports_contributor(),),
+        export_rules(),
         {("Deployment", RELAY_SVC): (Result.FAILED, a), ("Service", RELAY_SVC): (Result.FAILED, b)},
     )
     assert condition(said, ConditionType.RELAY_AVAILABLE)["message"] == (
@@ -404,7 +400,7 @@ def test_a_pass_that_changed_the_pod_template_is_progressing() -> None:
     answer = running("Deployment", relay)
     answer["metadata"]["generation"] = 3
     answers = {("Deployment", RELAY_SVC): answer}
-    _, said = run(snap, (exports_contributor(),), answers=answers)
+    _, said = run(snap, export_rules(), answers=answers)
     available = condition(said, ConditionType.RELAY_AVAILABLE)
     assert (available["status"], available["reason"], available["message"]) == (
         "False",
@@ -412,9 +408,7 @@ def test_a_pass_that_changed_the_pod_template_is_progressing() -> None:
         f"the Deployment controller has not observed generation 3 of {RELAY_SVC} yet (observed 2)",
     )
     refused = errors.Forbidden("denied", status=403, reason="Forbidden")
-    _, failed = run(
-        snap, (exports_contributor(),), {("Deployment", RELAY_SVC): (Result.FAILED, refused)}
-    )
+    _, failed = run(snap, export_rules(), {("Deployment", RELAY_SVC): (Result.FAILED, refused)})
     assert condition(failed, ConditionType.RELAY_AVAILABLE)["reason"] == (
         RelayAvailableReason.WRITE_REFUSED
     )
@@ -428,7 +422,7 @@ def test_a_metadata_only_repair_of_the_deployment_keeps_the_pool_ready() -> None
     del unlabelled["metadata"]["labels"]["nvidia.com/dynamo-graph-deployment-name"]
     snap = dataclasses.replace(snap, relay_objects={**snap.relay_objects, "Deployment": unlabelled})
     answers = {("Deployment", RELAY_SVC): running("Deployment", relay)}
-    plan, said = run(snap, (exports_contributor(),), answers=answers)
+    plan, said = run(snap, export_rules(), answers=answers)
     assert [a.verb for a in plan.relay_actions if a.resource.kind == "Deployment"] == [Verb.APPLY]
     available = condition(said, ConditionType.RELAY_AVAILABLE)
     assert (available["status"], available["reason"]) == ("True", RelayAvailableReason.AVAILABLE)
@@ -438,7 +432,7 @@ def test_a_metadata_only_repair_of_the_deployment_keeps_the_pool_ready() -> None
 def test_a_held_deployment_is_named_with_what_waits_for_it() -> None:
     unreadable = ClusterID(True, None, "about.k8s.io/v1alpha1", "cannot read")
     snap = Snapshot(make_relay(), make_pool(), {}, cluster_id=unreadable, read_at=NOW)
-    _, said = run(snap, (exports_contributor(),))
+    _, said = run(snap, export_rules())
     from dynamo_pool_operator.pool.relay.objects import CLUSTER_ID_UNKNOWN
 
     available = condition(said, ConditionType.RELAY_AVAILABLE)
@@ -450,7 +444,7 @@ def test_a_held_deployment_is_named_with_what_waits_for_it() -> None:
 
 def test_the_transitions_name_what_each_is_about() -> None:
     relay = make_relay()
-    steady_status = run(steady(relay), (exports_contributor(),))[1].status
+    steady_status = run(steady(relay), export_rules())[1].status
     # The Deployment scaled to zero: RelayAvailable turns False, about the Deployment.
     snap = steady(relay)
     zero = copy.deepcopy(snap.relay_objects["Deployment"])
@@ -461,7 +455,7 @@ def test_the_transitions_name_what_each_is_about() -> None:
         relay_objects={**snap.relay_objects, "Deployment": zero},
         shown_status=steady_status,
     )
-    _, said = run(down, (exports_contributor(),))
+    _, said = run(down, export_rules())
     (warning,) = [t for t in said.transitions if t.type == "Warning"]
     assert (warning.reason, warning.action) == ("ScaledToZero", "RelayAvailable")
     assert warning.message == "spec.replicas is 0: no relay pod runs"
@@ -475,7 +469,7 @@ def test_the_transitions_name_what_each_is_about() -> None:
     }
     # Back: a Normal PoolReady with Ready's message.
     back = dataclasses.replace(steady(relay), shown_status=said.status)
-    _, ready = run(back, (exports_contributor(),))
+    _, ready = run(back, export_rules())
     (normal,) = ready.transitions
     assert (normal.type, normal.reason, normal.action, normal.related) == (
         "Normal",
@@ -493,9 +487,9 @@ def test_an_export_warning_is_about_the_export() -> None:
     refused["status"] = {
         "conditions": [{"type": "Valid", "status": "False", "reason": "ServiceUnavailable"}]
     }
-    shown = run(snap, (exports_contributor(),))[1].status
+    shown = run(snap, export_rules())[1].status
     bad = dataclasses.replace(snap, exports={**snap.exports, FRONTEND: refused}, shown_status=shown)
-    _, said = run(bad, (exports_contributor(),))
+    _, said = run(bad, export_rules())
     warnings = [t for t in said.transitions if t.type == "Warning"]
     assert [(t.reason, t.action) for t in warnings] == [("ServiceUnavailable", "Exported")]
     assert warnings[0].related == SE.reference(refused)
@@ -504,55 +498,27 @@ def test_an_export_warning_is_about_the_export() -> None:
 
 def test_a_condition_keeps_its_transition_time_from_the_status_shown() -> None:
     relay = make_relay()
-    first = run(steady(relay), (exports_contributor(),))[1].status
+    first = run(steady(relay), export_rules())[1].status
     later = dataclasses.replace(steady(relay), shown_status=first)
-    plan = make_plan(later, (exports_contributor(),), default_discovery_backend="kubernetes")
+    plan = make_plan(later, export_rules(), default_discovery_backend="kubernetes")
     outcome = Outcome([ActionResult(a, Result.DONE) for a in plan.actions])
-    again = report(later, plan, outcome, (exports_contributor(),), now=NOW + timedelta(hours=1))
+    again = report(later, plan, outcome, export_rules(), now=NOW + timedelta(hours=1))
     assert again.status == first
     assert not again.changed
 
 
-class Quiet:
-    """A contributor that owns nothing and says nothing (the protocol's smallest)."""
-
-    def gather(self, relay: Relay, pool: Any) -> Any:
-        raise AssertionError("not called by the report")
-
-    def plan(self, snapshot: Snapshot, decision: Any) -> Any:
-        from dynamo_pool_operator.pool.model import Contribution
-
-        return Contribution()
-
-    def report(self, *args: Any, **kwargs: Any) -> Any:
-        from dynamo_pool_operator.pool.model import Report
-
-        return Report()
-
-
-def test_every_contributors_lines_count_and_a_silent_one_keeps_the_others_condition() -> None:
-    relay = make_relay()
-    _, one = run(steady(relay), (exports_contributor(),))
-    _, two = run(steady(relay), (exports_contributor(), Quiet()))
-    assert two.status == one.status
-    _, twice = run(steady(relay), (exports_contributor(), exports_contributor()))
-    assert len(twice.status["exports"]) == 2 * len(one.status["exports"])
-
-
-def test_the_report_refuses_a_plan_of_other_contributors() -> None:
+def test_the_report_refuses_a_plan_made_with_exports_when_it_has_none() -> None:
     import pytest
 
     relay = make_relay()
-    plan = make_plan(
-        steady(relay), (exports_contributor(),), default_discovery_backend="kubernetes"
-    )
+    plan = make_plan(steady(relay), export_rules(), default_discovery_backend="kubernetes")
     with pytest.raises(ValueError, match="zip"):
-        report(steady(relay), plan, Outcome(), (), now=NOW)
+        report(steady(relay), plan, Outcome(), None, now=NOW)
 
 
 def test_no_cluster_property_means_nothing_to_compare() -> None:
     snap = with_cluster_id(steady(make_relay()), ClusterID(True, None, "x/v1"), clusterId="west")
-    _, said = run(snap, (exports_contributor(),))
+    _, said = run(snap, export_rules())
     assert condition(said, ConditionType.CLUSTER_ID_MATCHED)["message"] == (
         "the cluster has no ID property cluster.clusterset.k8s.io (or it is empty): nothing to "
         "compare"
@@ -561,8 +527,8 @@ def test_no_cluster_property_means_nothing_to_compare() -> None:
 
 def test_a_dgd_gone_warns_about_nothing_but_the_relay() -> None:
     relay = make_relay()
-    shown = run(steady(relay), (exports_contributor(),))[1].status
+    shown = run(steady(relay), export_rules())[1].status
     gone = dataclasses.replace(steady(relay), pool=None, shown_status=shown)
-    _, said = run(gone, (exports_contributor(),))
+    _, said = run(gone, export_rules())
     warnings = [t for t in said.transitions if t.type == "Warning"]
     assert [(t.reason, t.related) for t in warnings] == [("DGDNotFound", None)]

@@ -267,11 +267,11 @@ class _Recording:
         return Contribution()
 
 
-def test_each_contributor_plans_from_the_passs_snapshot() -> None:
+def test_the_exports_plan_from_the_passs_snapshot() -> None:
     snap = Snapshot(make_relay(), make_pool(), {})
-    contributor = _Recording()
-    make_plan(snap, [contributor], default_discovery_backend="kubernetes")  # type: ignore[list-item]
-    assert contributor.seen == [snap]
+    exports = _Recording()
+    make_plan(snap, exports, default_discovery_backend="kubernetes")  # type: ignore[arg-type]
+    assert exports.seen == [snap]
 
 
 def test_the_deployment_gets_the_relays_own_cluster_id_over_the_clusters() -> None:

@@ -1,4 +1,5 @@
-"""The export feature as a contributor to the relay's plan.
+"""The export feature: its part of each pass of the relay reconciler, called in turn
+with the relay's own (gather, plan, report).
 
 Gather reads only caches: the exports of the relay's namespace (by name, and by
 controller UID), the Services named like a frontend with the DynamoComponentDeployments
@@ -10,19 +11,18 @@ that has not synced (e.g. Forbidden, or a new cache while the About API changes
 version) is a failed read — reported as `ExportFailed` about the property and retried
 — never taken for "no property": the cluster's ID is then unknown, so the relay keeps
 its last known one (its status) and a relay that never had one waits
-(`ClusterIDMatched=Unknown`); the relay pods are never rolled for it. Plan is `plan.plan`; the
-status lines after execution are `verdict.lines_after`. The exports' state gauge is
-counted from the relays' status at scrape time (`pool/metrics.py`), so the
-contributor keeps nothing between passes.
+(`ClusterIDMatched=Unknown`); the relay pods are never rolled for it. Plan and report
+are the pure `rules.ExportRules`, with the settings in effect (`PoolExports.rules`).
+The exports' state gauge is counted from the relays' status at scrape time
+(`pool/metrics.py`), so nothing is kept here between passes.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from dynamo_pool_operator.api import names
@@ -38,31 +38,13 @@ from dynamo_pool_operator.api.mcs import (
     Implementation,
 )
 from dynamo_pool_operator.api.relay import Relay
-from dynamo_pool_operator.api.status import ConditionType, ExportState
-from dynamo_pool_operator.pool.exports import plan as export_plan
 from dynamo_pool_operator.pool.exports import verdict
-from dynamo_pool_operator.pool.model import (
-    ActionResult,
-    Advisory,
-    ConditionView,
-    Contribution,
-    Decision,
-    Gathered,
-    Report,
-    Result,
-    Snapshot,
-    Verb,
-)
+from dynamo_pool_operator.pool.exports.rules import ExportRules
+from dynamo_pool_operator.pool.model import ExportInputs
 from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.cache.store import CONTROLLER_UID_INDEX
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.objects.meta import (
-    Meta,
-    controller_is,
-    controller_of,
-    is_controlled_by,
-    rfc3339,
-)
+from dynamo_pool_operator.runtime.objects.meta import Meta, controller_is, controller_of
 from dynamo_pool_operator.runtime.objects.resources import Resource
 
 log = logging.getLogger(__name__)
@@ -138,7 +120,7 @@ class FrontendCaches:
 
 
 class PoolExports:
-    """The `Contributor` of an enabled MCS implementation."""
+    """The exports of an enabled MCS implementation: made only when one is."""
 
     def __init__(
         self,
@@ -204,10 +186,10 @@ class PoolExports:
             )
         return ClusterID(True, informer.store.get("", CLUSTER_ID_PROPERTY), self.about_version)
 
-    def gather(self, relay: Relay, pool: Pool | None) -> Gathered:
+    def gather(self, relay: Relay, pool: Pool | None) -> ExportInputs:
         caches = self.caches
         if caches is None:
-            return Gathered(exports_unavailable=self.unavailable_message())
+            return ExportInputs(exports_unavailable=self.unavailable_message())
         store = caches.exports.store
         exports = relevant_exports(
             relay,
@@ -219,14 +201,14 @@ class PoolExports:
         try:
             cluster_id = self._cluster_id(caches)
         except ClusterIDUnreadable as e:
-            return Gathered(
+            return ExportInputs(
                 exports,
                 ClusterID(True, None, self.about_version, str(e)),
                 (e,),
                 services=services,
                 component_deployments=dcds,
             )
-        return Gathered(exports, cluster_id, services=services, component_deployments=dcds)
+        return ExportInputs(exports, cluster_id, services=services, component_deployments=dcds)
 
     def _frontend_services(
         self, relay: Relay, pool: Pool | None
@@ -244,88 +226,13 @@ class PoolExports:
             (lambda name: dcds.get(relay.namespace, name)) if dcds is not None else None,
         )
 
-    def plan(self, snapshot: Snapshot, decision: Decision) -> Contribution:
-        if snapshot.exports_unavailable or self.resource is None:
-            return Contribution()
-        relay = snapshot.relay
-        hold = export_plan.relay_export_hold(
-            relay, snapshot.relay_objects.get("Service"), snapshot.shown_exports, snapshot.read_at
+    @property
+    def rules(self) -> ExportRules:
+        """What the plan and the report of a pass follow, as the feature stands now."""
+        return ExportRules(
+            self.implementation,
+            self.resource,
+            self.about_version,
+            self.unconfirmed_after,
+            self.confirmation,
         )
-        out = export_plan.plan(
-            relay,
-            decision,
-            snapshot.pool,
-            snapshot.exports,
-            implementation=self.implementation,
-            cluster_id=snapshot.cluster_id,
-            resource=self.resource,
-            hold=hold,
-            services=snapshot.services,
-            component_deployments=snapshot.component_deployments,
-        )
-        if decision.publish and snapshot.unreadable:
-            related = ClusterID(api_version=self.about_version).reference()
-            unreadable = tuple(
-                Advisory(export_plan.Warn.EXPORT_FAILED, "ReadClusterID", str(e), related)
-                for e in snapshot.unreadable
-            )
-            out = dataclasses.replace(out, advisories=unreadable + out.advisories)
-        return out
-
-    def report(
-        self,
-        snapshot: Snapshot,
-        decision: Decision,
-        contribution: Contribution,
-        results: Sequence[ActionResult],
-        *,
-        now: datetime,
-    ) -> Report:
-        """The lines after execution, each export we hold with the implementation's own
-        view of it, and the `Exported` condition from the implementation's verdicts."""
-        relay = snapshot.relay
-        if snapshot.exports_unavailable:
-            said = verdict.api_unavailable(snapshot.exports_unavailable, published=decision.publish)
-            return Report(
-                (), ConditionView(ConditionType.EXPORTED, said.status, said.reason, said.message)
-            )
-        held = {
-            name: obj for name, obj in snapshot.exports.items() if is_controlled_by(obj, relay.uid)
-        }
-        # An export this pass created is not cached yet: judged as the fresh export it
-        # is (created now, nothing written), as the next pass will see it from the cache.
-        for r in results:
-            if r.action.verb is Verb.CREATE and r.result is Result.DONE:
-                held[r.action.name] = {"metadata": {"creationTimestamp": rfc3339(now)}}
-        verdicts = {
-            name: verdict.verdict(
-                obj,
-                now=now,
-                unconfirmed_after=self.unconfirmed_after,
-                confirmation=self.confirmation,
-            )
-            for name, obj in held.items()
-        }
-        lines = [
-            dataclasses.replace(line, implementation=verdicts[line.name].view)
-            if line.state == ExportState.EXPORTED and line.name in verdicts
-            else line
-            for line in verdict.lines_after(contribution, results)
-        ]
-        exported = verdict.exported(lines, verdicts, published=decision.publish)
-        about = snapshot.exports.get(exported.about)
-        # The resource of the plan's actions: the one in effect may have changed since.
-        resource = next((a.resource for a in contribution.actions), self.resource)
-        related = (
-            resource.reference(dict(about)) if about is not None and resource is not None else None
-        )
-        rechecks = [t for t in (exported.recheck_at, contribution.recheck_at) if t is not None]
-        condition = ConditionView(
-            ConditionType.EXPORTED,
-            exported.status,
-            exported.reason,
-            exported.message,
-            min(rechecks, default=None),
-            related,
-        )
-        return Report(tuple(lines), condition)
