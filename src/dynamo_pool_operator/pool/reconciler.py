@@ -144,9 +144,9 @@ class PoolRelayReconciler:
         self.foreign_recheck = FOREIGN_RECHECK
         self.foreign_recheck_max = FOREIGN_RECHECK_MAX
 
-    def gather(self, relay_obj: Mapping[str, Any]) -> Snapshot:
+    def gather(self, relay_obj: Mapping[str, Any], *, own_status_unseen: bool) -> Snapshot:
         """The pass's snapshot; `relay_obj`: the relay as the server shows it (our own
-        last status write, while the relay cache does not show it yet)."""
+        last status write while the relay cache does not show it yet: `own_status_unseen`)."""
         relay = relay_from_object(relay_obj, self.defaults)
         shown = relay_obj.get("status")
         dgd_obj = self.caches.dgds.store.get(relay.namespace, relay.name)
@@ -166,7 +166,7 @@ class PoolRelayReconciler:
             unreadable=inputs.unreadable,
             exports_unavailable=inputs.exports_unavailable,
             shown_status=shown if isinstance(shown, Mapping) else None,
-            own_status_unseen=self.caches.relays.store.shows_own_write(relay.namespace, relay.name),
+            own_status_unseen=own_status_unseen,
             read_at=self.clock.now(),
             services=inputs.services,
             component_deployments=inputs.component_deployments,
@@ -203,16 +203,18 @@ class PoolRelayReconciler:
         return ReconcileResult(requeue_after=after)
 
     async def _reconcile(self, request: Request) -> ReconcileResult | None:
-        cached = self.caches.relays.store.get(*request)
+        relays = self.caches.relays.store
+        cached = relays.get(*request)
         if cached is None:
             self._lost.pop(request, None)
             self._quiet.pop(request, None)
             self._found.pop(request, None)
             return None  # deleted: the garbage collector removes what it controlled
-        await self._read_found_again(request)
         # Our own last status write, while the relay cache does not show it yet: compared
         # with the stale cached status, a needed write would be skipped.
-        snapshot = self.gather(self.caches.relays.store.latest(*request) or cached)
+        relay_obj, own = relays.latest(*request) or cached, relays.shows_own_write(*request)
+        await self._read_found_again(request)
+        snapshot = self.gather(relay_obj, own_status_unseen=own)
         inputs = snapshot.quiet_key()
         if inputs is not None and self._quiet.get(request) == inputs:
             # A no-op pass: the same inputs as a pass that did nothing, so this one would
