@@ -39,10 +39,8 @@ from typing import Any, TextIO
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api.status import Status
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK
-from dynamo_pool_operator.runtime.auth.cluster import ConfigError, load_config
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects.resources import CRDS
+from dynamo_pool_operator.runtime import Client, ConfigError, errors, load_config
+from dynamo_pool_operator.runtime.objects import CRDS
 
 FIELD_MANAGER = "dynamo-pool-operator"
 USER_AGENT = "dynamo-pool-operator-crd-install"

@@ -37,11 +37,8 @@ from dynamo_pool_operator.api.status import ConditionType, ExportState, Status
 from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE
 from dynamo_pool_operator.pool import controller as relay_controller
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects.meta import find_condition
-from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
+from dynamo_pool_operator.runtime import Client, errors, load_kubeconfig
+from dynamo_pool_operator.runtime.objects import DEPLOYMENTS, SERVICES, Resource, find_condition
 
 if TYPE_CHECKING:  # the local control plane is imported only when dev runs
     from dynamo_pool_operator.localcluster.assets import Assets

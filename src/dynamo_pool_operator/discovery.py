@@ -34,8 +34,7 @@ from dynamo_pool_operator.api.mcs import (
     SERVICEEXPORTS,
     Implementation,
 )
-from dynamo_pool_operator.runtime.client.discovery import ServedResource, discover
-from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime import Client, ServedResource, discover
 
 _NOTHING: Mapping[str, str] = {}
 

@@ -36,20 +36,23 @@ from dynamo_pool_operator.pool.exports.cleanup import withdraw_leftover_exports
 from dynamo_pool_operator.pool.exports.contributor import ExportCaches, FrontendCaches, PoolExports
 from dynamo_pool_operator.pool.exports.plan import EXPORT_EVENTS
 from dynamo_pool_operator.pool.reconciler import PoolRelayReconciler, RelayCaches
-from dynamo_pool_operator.runtime import metrics
-from dynamo_pool_operator.runtime.cache.followed import FollowedCache
-from dynamo_pool_operator.runtime.cache.informer import Informer
-from dynamo_pool_operator.runtime.cache.optional import DegradedChecks
-from dynamo_pool_operator.runtime.cache.rediscovery import Rediscovery
-from dynamo_pool_operator.runtime.cache.shared import SharedInformers
-from dynamo_pool_operator.runtime.client.background import BackgroundWrites
-from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.clock import Clock, SystemClock
-from dynamo_pool_operator.runtime.control.controller import Controller
-from dynamo_pool_operator.runtime.events import EventRecorder
-from dynamo_pool_operator.runtime.metricsets import per_registry
-from dynamo_pool_operator.runtime.objects.meta import Meta
-from dynamo_pool_operator.runtime.ratelimit import ExponentialBackoff
+from dynamo_pool_operator.runtime import (
+    BackgroundWrites,
+    Client,
+    Clock,
+    Controller,
+    DegradedChecks,
+    EventRecorder,
+    ExponentialBackoff,
+    FollowedCache,
+    Informer,
+    Rediscovery,
+    SharedInformers,
+    SystemClock,
+    metrics,
+    per_registry,
+)
+from dynamo_pool_operator.runtime.objects import Meta
 
 log = logging.getLogger(__name__)
 

@@ -35,14 +35,22 @@ from dynamo_pool_operator.config import OperatorConfiguration, ServerConfig
 from dynamo_pool_operator.config_fields import split_address
 from dynamo_pool_operator.discovery import StartupError, discover_served_apis
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
-from dynamo_pool_operator.runtime import metrics
-from dynamo_pool_operator.runtime.auth.cluster import ConfigError, load_config
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.rest import DEFAULT_USER_AGENT, Client
-from dynamo_pool_operator.runtime.leader import LeaderElector, LeadershipLost, default_identity
-from dynamo_pool_operator.runtime.serving.auth import DelegatedAuth
-from dynamo_pool_operator.runtime.serving.server import Probes, ProbeServer
-from dynamo_pool_operator.runtime.serving.tls import CertificateError, ServingCertificate
+from dynamo_pool_operator.runtime import (
+    DEFAULT_USER_AGENT,
+    CertificateError,
+    Client,
+    ConfigError,
+    DelegatedAuth,
+    LeaderElector,
+    LeadershipLost,
+    Probes,
+    ProbeServer,
+    ServingCertificate,
+    default_identity,
+    errors,
+    load_config,
+    metrics,
+)
 
 log = logging.getLogger(__name__)
 

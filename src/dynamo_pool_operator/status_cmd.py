@@ -24,10 +24,8 @@ from dynamo_pool_operator.api.status import (
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK
 from dynamo_pool_operator.pool.controller import RELAYS
 from dynamo_pool_operator.pool.model import StatusLine
-from dynamo_pool_operator.runtime.auth.cluster import ConfigError, load_config
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime import Client, ConfigError, errors, load_config
+from dynamo_pool_operator.runtime.objects import Meta
 
 HEADER = ("NAMESPACE", "NAME", "READY", "REASON", "AVAILABLE", "EXPORTED", "EXPORTS")
 #: An `Exported` reason of the MCS implementation's own (not one of ours): where to look.

@@ -12,7 +12,7 @@ from dynamo_pool_operator import __version__
 from dynamo_pool_operator.api.mcs import ExportCondition
 from dynamo_pool_operator.api.podfields import QUANTITY_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
 from dynamo_pool_operator.api.status import ConditionType, Status
-from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime.objects import Resource
 
 READY, EXPORTED, PUBLISHED = ConditionType.READY, ConditionType.EXPORTED, ConditionType.PUBLISHED
 

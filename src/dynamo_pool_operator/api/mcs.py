@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from dynamo_pool_operator.runtime.objects.meta import Meta
-from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime.objects import Meta, Resource
 
 MCS_GROUP = "multicluster.x-k8s.io"
 SERVICEEXPORTS = "serviceexports"

@@ -23,7 +23,7 @@ from decimal import Decimal
 from enum import StrEnum
 
 from dynamo_pool_operator.api import names
-from dynamo_pool_operator.runtime.objects.diff import parse_quantity
+from dynamo_pool_operator.runtime.objects import parse_quantity
 
 
 class PullPolicy(StrEnum):

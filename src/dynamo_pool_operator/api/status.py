@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from dynamo_pool_operator.runtime.objects.meta import MESSAGE_LIMIT
+from dynamo_pool_operator.runtime.objects import MESSAGE_LIMIT
 
 
 class Status(StrEnum):

@@ -18,10 +18,8 @@ from dynamo_pool_operator.api import dgd as dgd_api
 from dynamo_pool_operator.api.mcs import MCS_GROUP, SERVICEEXPORT_VERSIONS, SERVICEEXPORTS
 from dynamo_pool_operator.check.framework import Context, Result, Status, human
 from dynamo_pool_operator.discovery import pick
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.discovery import discover
-from dynamo_pool_operator.runtime.objects.meta import seconds_since
-from dynamo_pool_operator.runtime.objects.resources import CRDS, LEASES, Resource
+from dynamo_pool_operator.runtime import discover, errors
+from dynamo_pool_operator.runtime.objects import CRDS, LEASES, Resource, seconds_since
 
 INSTALL_CRD = "dynamo-pool-operator manifests crds --apply (or install the Helm chart)"
 #: ServiceExport APIs of other groups, which this operator never writes.

@@ -36,15 +36,15 @@ from dynamo_pool_operator.check.framework import (
 )
 from dynamo_pool_operator.config_fields import ConfigurationError
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
-from dynamo_pool_operator.runtime.auth.cluster import (
+from dynamo_pool_operator.runtime import (
     IN_CLUSTER,
+    Client,
     ClusterConfig,
     ConfigError,
+    errors,
+    impersonating,
     load_config,
 )
-from dynamo_pool_operator.runtime.auth.impersonation import impersonating
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.rest import Client
 
 USER_AGENT = f"dynamo-pool-operator-check/{__version__}"
 #: Seconds between rounds with --wait.

@@ -23,11 +23,8 @@ from dynamo_pool_operator.config import (
     load_configuration,
     parse_configuration,
 )
-from dynamo_pool_operator.runtime.auth.cluster import ConfigError
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects.meta import Meta
-from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS
+from dynamo_pool_operator.runtime import Client, ConfigError, errors
+from dynamo_pool_operator.runtime.objects import CONFIGMAPS, Meta
 
 #: A label every object of the chart carries whatever `nameOverride` says
 #: (deploy/helm/dynamo-pool-operator/templates/_helpers.tpl, "labels").

@@ -17,9 +17,7 @@ from enum import StrEnum
 from typing import Any
 
 from dynamo_pool_operator.config import OperatorConfiguration
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.discovery import Discovery
-from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime import Client, Discovery, errors
 
 #: An export deleting for longer than this is stuck (its finalizer's owner is not done).
 TERMINATING_GRACE = 300.0

@@ -28,14 +28,14 @@ from dynamo_pool_operator.api.status import ConditionType, ReadyReason, Status
 from dynamo_pool_operator.check.framework import Context, Result, human
 from dynamo_pool_operator.check.framework import Status as CheckStatus
 from dynamo_pool_operator.discovery import pick
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.objects.meta import (
+from dynamo_pool_operator.runtime import errors
+from dynamo_pool_operator.runtime.objects import (
     Meta,
+    Resource,
     controller_of,
     is_controlled_by,
     seconds_since,
 )
-from dynamo_pool_operator.runtime.objects.resources import Resource
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:

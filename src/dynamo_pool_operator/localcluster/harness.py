@@ -19,9 +19,7 @@ from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.discovery import discover_served_apis
 from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
-from dynamo_pool_operator.runtime.client.rest import DEFAULT_USER_AGENT, Client
-from dynamo_pool_operator.runtime.control.controller import Request
+from dynamo_pool_operator.runtime import DEFAULT_USER_AGENT, Client, Request, load_kubeconfig
 
 #: Writes by the operator carry this user agent prefix.
 OPERATOR_AGENT = DEFAULT_USER_AGENT.split("/")[0] + "/"

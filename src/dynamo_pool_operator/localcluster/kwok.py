@@ -31,8 +31,8 @@ from typing import Any
 
 import yaml
 
-from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime import Client
+from dynamo_pool_operator.runtime.objects import Resource
 
 #: kwok manages the Nodes with this annotation, and only those.
 NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")

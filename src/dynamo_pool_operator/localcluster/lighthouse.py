@@ -48,7 +48,7 @@ from typing import Any
 
 from dynamo_pool_operator.localcluster.assets import Assets
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, ControlPlaneError
-from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime.objects import Resource
 
 #: Where each member's agent keeps its local state (and its ServiceAccount lives).
 AGENT_NAMESPACE = "submariner-operator"

@@ -40,23 +40,27 @@ from dynamo_pool_operator.api.mcs import ExportCondition
 from dynamo_pool_operator.pool.reconciler import RelayCaches
 from dynamo_pool_operator.pool.relay.objects import shape
 from dynamo_pool_operator.pool.status import shown_inputs
-from dynamo_pool_operator.runtime.cache.informer import EventType, Informer, VocabularyPath
-from dynamo_pool_operator.runtime.cache.shared import SharedInformers
-from dynamo_pool_operator.runtime.cache.store import Obj
-from dynamo_pool_operator.runtime.control.controller import (
+from dynamo_pool_operator.runtime import (
     Controller,
+    EventType,
+    Informer,
     MapFunc,
+    Obj,
     Request,
+    SharedInformers,
+    VocabularyPath,
     spec_or_metadata_changed,
 )
-from dynamo_pool_operator.runtime.objects.diff import VIEW
-from dynamo_pool_operator.runtime.objects.meta import (
+from dynamo_pool_operator.runtime.objects import (
+    DEPLOYMENTS,
+    SERVICES,
+    VIEW,
     Meta,
+    Resource,
     controller_is,
     controller_of,
     summarize_managed_fields,
 )
-from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
 
 CONTROLLER_NAME = "dynamopoolrelay"
 

@@ -30,11 +30,15 @@ from prometheus_client import CollectorRegistry, Counter
 
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.pool.model import Action, ActionResult, Key, Outcome, Result, Verb
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.events import EventRecorder
-from dynamo_pool_operator.runtime.metricsets import per_registry
-from dynamo_pool_operator.runtime.objects.meta import is_controlled_by
-from dynamo_pool_operator.runtime.writes.guarded import GuardedWrites, LostRace, NameTaken
+from dynamo_pool_operator.runtime import (
+    EventRecorder,
+    GuardedWrites,
+    LostRace,
+    NameTaken,
+    errors,
+    per_registry,
+)
+from dynamo_pool_operator.runtime.objects import is_controlled_by
 
 log = logging.getLogger(__name__)
 

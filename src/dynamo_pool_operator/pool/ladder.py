@@ -28,8 +28,15 @@ from typing import Any
 
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.pool.model import Verb
-from dynamo_pool_operator.runtime.objects.diff import VIEW, Shape, contains, needs_apply
-from dynamo_pool_operator.runtime.objects.meta import Meta, is_controlled_by, needs_handover
+from dynamo_pool_operator.runtime.objects import (
+    VIEW,
+    Meta,
+    Shape,
+    contains,
+    is_controlled_by,
+    needs_apply,
+    needs_handover,
+)
 
 # The one drift rule: would applying what we want change the object the cache shows?
 #

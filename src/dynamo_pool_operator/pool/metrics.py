@@ -32,7 +32,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from dynamo_pool_operator.api.status import ConditionType, ExportState, ReadyReason, Status
-from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime.objects import Meta
 
 READY = ConditionType.READY
 

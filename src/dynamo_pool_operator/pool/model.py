@@ -20,7 +20,7 @@ from dynamo_pool_operator.api.dgd import Pool
 from dynamo_pool_operator.api.mcs import ClusterID
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.api.status import ConditionType, Status
-from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime.objects import Resource
 
 
 class Verb(StrEnum):

@@ -42,7 +42,7 @@ from dynamo_pool_operator.pool.model import (
     Verb,
 )
 from dynamo_pool_operator.pool.relay.objects import plan_relay_objects
-from dynamo_pool_operator.runtime.objects.meta import describe_controller, is_controlled_by
+from dynamo_pool_operator.runtime.objects import describe_controller, is_controlled_by
 
 # Publish or withdraw a pool's relay: an ordered chain of named pure checks.
 #

@@ -49,16 +49,20 @@ from dynamo_pool_operator.pool.model import (
 from dynamo_pool_operator.pool.plan import make_plan
 from dynamo_pool_operator.pool.relay.objects import RELAY_OBJECTS
 from dynamo_pool_operator.pool.status import StatusReport, report, status_apply
-from dynamo_pool_operator.runtime.cache.informer import Informer
-from dynamo_pool_operator.runtime.cache.store import Obj
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.clock import Clock, SystemClock
-from dynamo_pool_operator.runtime.control.controller import Request
-from dynamo_pool_operator.runtime.control.controller import Result as ReconcileResult
-from dynamo_pool_operator.runtime.events import EventRecorder
-from dynamo_pool_operator.runtime.objects.meta import is_controlled_by
-from dynamo_pool_operator.runtime.writes.guarded import GuardedWrites, NamespaceGoing
+from dynamo_pool_operator.runtime import (
+    Client,
+    Clock,
+    EventRecorder,
+    GuardedWrites,
+    Informer,
+    NamespaceGoing,
+    Obj,
+    Request,
+    SystemClock,
+    errors,
+)
+from dynamo_pool_operator.runtime import Result as ReconcileResult
+from dynamo_pool_operator.runtime.objects import is_controlled_by
 
 log = logging.getLogger(__name__)
 

@@ -55,8 +55,7 @@ from dynamo_pool_operator.pool.model import (
     Verb,
 )
 from dynamo_pool_operator.pool.plan import Plan
-from dynamo_pool_operator.runtime.objects.meta import Meta, find_condition, rfc3339
-from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS
+from dynamo_pool_operator.runtime.objects import DEPLOYMENTS, Meta, find_condition, rfc3339
 
 # `RelayAvailable`: does the pool's relay run? Pure, from the Deployment's own status.
 #

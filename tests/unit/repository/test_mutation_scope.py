@@ -94,7 +94,7 @@ def test_the_pure_core_imports_no_effects() -> None:
     runtime; here, that each mutated module is one the contract covers."""
     with (ROOT / "pyproject.toml").open("rb") as f:
         contracts = tomllib.load(f)["tool"]["importlinter"]["contracts"]
-    (forbidden,) = [c for c in contracts if c["type"] == "forbidden"]
+    (forbidden,) = [c for c in contracts if c["name"].startswith("The pure modules never")]
     covered = forbidden["source_modules"]
     for path in _mutmut()["only_mutate"]:
         dotted = path.removeprefix("src/").removesuffix(".py").replace("/", ".")

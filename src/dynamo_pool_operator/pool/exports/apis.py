@@ -55,19 +55,20 @@ from dynamo_pool_operator.pool.exports.wiring import (
     export_mapper,
     frontend_services,
 )
-from dynamo_pool_operator.runtime.cache.followed import (
+from dynamo_pool_operator.runtime import (
+    CONTROLLER_UID_INDEX,
+    LOW,
     SYNC_TIMEOUT,
     Candidate,
+    Controller,
+    DegradedChecks,
     FollowedCache,
+    Informer,
+    SharedInformers,
+    index_by_controller_uid,
     poke_on_not_found,
 )
-from dynamo_pool_operator.runtime.cache.informer import Informer
-from dynamo_pool_operator.runtime.cache.optional import DegradedChecks
-from dynamo_pool_operator.runtime.cache.shared import SharedInformers
-from dynamo_pool_operator.runtime.cache.store import CONTROLLER_UID_INDEX, index_by_controller_uid
-from dynamo_pool_operator.runtime.control.controller import Controller
-from dynamo_pool_operator.runtime.control.queue import LOW
-from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime.objects import Meta
 
 #: The name of the cluster ID check among the optional caches (`DegradedChecks`).
 CLUSTER_ID_CHECK = "clusterID"

@@ -18,12 +18,8 @@ from dataclasses import dataclass, field
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.pool.exports.wiring import is_relay_controller
-from dynamo_pool_operator.runtime.cache.store import Obj
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects.meta import Meta
-from dynamo_pool_operator.runtime.objects.resources import Resource
-from dynamo_pool_operator.runtime.writes.guarded import GuardedWrites, LostRace
+from dynamo_pool_operator.runtime import Client, GuardedWrites, LostRace, Obj, errors
+from dynamo_pool_operator.runtime.objects import Meta, Resource
 
 log = logging.getLogger(__name__)
 

@@ -41,11 +41,8 @@ from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.pool.exports import verdict
 from dynamo_pool_operator.pool.exports.rules import ExportRules
 from dynamo_pool_operator.pool.model import ExportInputs
-from dynamo_pool_operator.runtime.cache.informer import Informer
-from dynamo_pool_operator.runtime.cache.store import CONTROLLER_UID_INDEX
-from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.objects.meta import Meta, controller_is, controller_of
-from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime import CONTROLLER_UID_INDEX, Informer, errors
+from dynamo_pool_operator.runtime.objects import Meta, Resource, controller_is, controller_of
 
 log = logging.getLogger(__name__)
 

@@ -52,14 +52,15 @@ from dynamo_pool_operator.pool.model import (
     StatusLine,
     Verb,
 )
-from dynamo_pool_operator.runtime.objects.meta import (
+from dynamo_pool_operator.runtime.objects import (
+    SERVICES,
     Meta,
+    Resource,
     controller_is,
     controller_of,
     describe_controller,
     is_controlled_by,
 )
-from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
 
 EXPORT_EVENTS = EventNames(
     failed=EventReason.EXPORT_FAILED,

@@ -26,8 +26,7 @@ from dynamo_pool_operator.pool.model import (
     Snapshot,
     Verb,
 )
-from dynamo_pool_operator.runtime.objects.meta import is_controlled_by, rfc3339
-from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime.objects import Resource, is_controlled_by, rfc3339
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from typing import Any
 from dynamo_pool_operator.api.mcs import WAITING_REASONS, Confirmation, ExportCondition
 from dynamo_pool_operator.api.status import ExportedReason, ExportLineReason, ExportState, Status
 from dynamo_pool_operator.pool.model import ActionResult, Contribution, Result, StatusLine, Verb
-from dynamo_pool_operator.runtime.objects.meta import Meta, rfc3339
+from dynamo_pool_operator.runtime.objects import Meta, rfc3339
 
 VALID, READY, CONFLICT = ExportCondition.VALID, ExportCondition.READY, ExportCondition.CONFLICT
 #: How long an export with no condition at all is waited for before it is warned about

@@ -23,10 +23,8 @@ from typing import Any
 from dynamo_pool_operator.api import crd, names
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.pool.exports.verdict import view_of
-from dynamo_pool_operator.runtime.cache.informer import EventType, Informer
-from dynamo_pool_operator.runtime.cache.store import Obj
-from dynamo_pool_operator.runtime.control.controller import Request
-from dynamo_pool_operator.runtime.objects.meta import Meta, controller_is
+from dynamo_pool_operator.runtime import EventType, Informer, Obj, Request
+from dynamo_pool_operator.runtime.objects import Meta, controller_is
 
 FRONTEND_SERVICE_INDEX = "frontend-service"
 

@@ -28,8 +28,7 @@ from dynamo_pool_operator.api.relay import (
 )
 from dynamo_pool_operator.pool.ladder import Owned, Rule, Rung, ladder
 from dynamo_pool_operator.pool.model import Action, Decision, EventNames, Snapshot, Verb
-from dynamo_pool_operator.runtime.objects.diff import Shape, with_hash
-from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
+from dynamo_pool_operator.runtime.objects import DEPLOYMENTS, SERVICES, Resource, Shape, with_hash
 
 # The relay's Deployment and Service, rendered from the relay and its pool. Pure.
 #

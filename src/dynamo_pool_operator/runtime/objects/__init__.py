@@ -1,0 +1,60 @@
+"""What any object is, read without I/O: where it lives (`Resource`), its metadata and
+conditions (`Meta`, ownership, the hand-over rules) and whether an apply would change it
+(`needs_apply`, `Shape`). The pure planning imports this face and nothing else of the
+runtime; `make lint` holds it to that."""
+
+from dynamo_pool_operator.runtime.objects.diff import (
+    VIEW,
+    Shape,
+    contains,
+    needs_apply,
+    parse_quantity,
+    with_hash,
+)
+from dynamo_pool_operator.runtime.objects.meta import (
+    MESSAGE_LIMIT,
+    Meta,
+    controller_is,
+    controller_of,
+    describe_controller,
+    find_condition,
+    is_controlled_by,
+    needs_handover,
+    rfc3339,
+    seconds_since,
+    summarize_managed_fields,
+)
+from dynamo_pool_operator.runtime.objects.resources import (
+    CONFIGMAPS,
+    CRDS,
+    DEPLOYMENTS,
+    LEASES,
+    SERVICES,
+    Resource,
+)
+
+__all__ = [
+    "CONFIGMAPS",
+    "CRDS",
+    "DEPLOYMENTS",
+    "LEASES",
+    "MESSAGE_LIMIT",
+    "SERVICES",
+    "VIEW",
+    "Meta",
+    "Resource",
+    "Shape",
+    "contains",
+    "controller_is",
+    "controller_of",
+    "describe_controller",
+    "find_condition",
+    "is_controlled_by",
+    "needs_apply",
+    "needs_handover",
+    "parse_quantity",
+    "rfc3339",
+    "seconds_since",
+    "summarize_managed_fields",
+    "with_hash",
+]
