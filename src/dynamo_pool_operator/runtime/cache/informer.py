@@ -1,4 +1,4 @@
-"""List+watch reflector feeding a `Store` (shared by `shared_informers.SharedInformers`).
+"""List+watch reflector feeding a `Store` (shared by `cache.shared.SharedInformers`).
 
 The state machine follows client-go's reflector and kube-rs's `watcher`; its states
 and transitions are in watcher.py, and the loop here makes the requests they name:
