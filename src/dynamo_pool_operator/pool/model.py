@@ -10,6 +10,7 @@ above them (`pool/plan.py`, `pool/status.py`, `pool/reconciler.py`) call each in
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -288,6 +289,13 @@ CLUSTER_ID = Version(_cluster_id_version, "the property's version and how it was
 SHOWN = covered_by("relay", "the cached relay's status, at its resourceVersion")
 
 
+@functools.cache
+def _key_parts(cls: type) -> tuple[tuple[str, Callable[[Any], Hashable]], ...]:
+    """Each field of a snapshot class with its version's `of`, read once per class (a
+    pass builds the key on every reconcile). A field without a `Version` raises here."""
+    return tuple((f.name, f.metadata[VERSION].of) for f in fields(cls))
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything one pass decides on, read once from the caches.
@@ -337,8 +345,8 @@ class Snapshot:
         pass reads beyond the snapshot is configuration, or changes only with the
         reconciler's `inputs_changed`. None: the pass must run (a field said NEVER_QUIET)."""
         out: list[Hashable] = []
-        for f in fields(self):
-            part = f.metadata[VERSION].of(getattr(self, f.name))
+        for name, of in _key_parts(type(self)):
+            part = of(getattr(self, name))
             if part is NEVER_QUIET:
                 return None
             out.append(part)
