@@ -10,7 +10,6 @@ above them (`pool/plan.py`, `pool/status.py`, `pool/reconciler.py`) call each in
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -289,11 +288,17 @@ CLUSTER_ID = Version(_cluster_id_version, "the property's version and how it was
 SHOWN = covered_by("relay", "the cached relay's status, at its resourceVersion")
 
 
-@functools.cache
-def _key_parts(cls: type) -> tuple[tuple[str, Callable[[Any], Hashable]], ...]:
+_KeyParts = tuple[tuple[str, Callable[[Any], Hashable]], ...]
+_KEY_PARTS: dict[type, _KeyParts] = {}
+
+
+def _key_parts(cls: type) -> _KeyParts:
     """Each field of a snapshot class with its version's `of`, read once per class (a
     pass builds the key on every reconcile). A field without a `Version` raises here."""
-    return tuple((f.name, f.metadata[VERSION].of) for f in fields(cls))
+    parts = _KEY_PARTS.get(cls)
+    if parts is None:
+        parts = _KEY_PARTS[cls] = tuple((f.name, f.metadata[VERSION].of) for f in fields(cls))
+    return parts
 
 
 @dataclass(frozen=True, slots=True)
