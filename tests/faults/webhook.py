@@ -8,21 +8,13 @@ Leases, so leadership and reporting keep working while its writes are refused.
 
 from __future__ import annotations
 
-import base64
 import enum
-import json
-import ssl
-import tempfile
 import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
-from dynamo_pool_operator.localcluster.certs import TinyCA
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-
-CONFIGS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
+from tests.faults.admission_server import CONFIGS, AdmissionServer, Reply, review
 
 
 class Mode(enum.Enum):
@@ -44,31 +36,17 @@ class Webhook:
         #: (mode, resource, operation) -> requests answered.
         self.answered: Counter[tuple[Mode, str, str]] = Counter()
         self._lock = threading.Lock()
-        ca = TinyCA("dpo-webhook-ca")
-        pair = ca.issue("127.0.0.1", ips=("127.0.0.1",), server=True)
-        self._ca_pem = ca.cert_pem
-        self._dir = Path(tempfile.mkdtemp(prefix="dpo-webhook-"))
-        (self._dir / "tls.pem").write_bytes(pair.cert_pem + pair.key_pem)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(self._dir / "tls.pem")
-        self._server.socket = ctx.wrap_socket(self._server.socket, server_side=True)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._server = AdmissionServer("dpo-webhook", self._answer)
 
     # ------------------------------------------------------------ lifecycle
     def __enter__(self) -> Webhook:
-        self._thread.start()
+        self._server.start()
         self.cp.apply(self._configuration())
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.cp.request("DELETE", f"{CONFIGS}/{self.name}")
-        self._server.shutdown()
-        self._server.server_close()
-        for f in self._dir.iterdir():
-            f.unlink()
-        self._dir.rmdir()
+        self._server.stop()
 
     def set(self, mode: Mode) -> None:
         with self._lock:
@@ -84,7 +62,6 @@ class Webhook:
 
     # ------------------------------------------------------------ registration
     def _configuration(self) -> dict[str, Any]:
-        port = self._server.server_address[1]
         rules = [
             (["apps"], ["deployments"]),
             ([""], ["services"]),
@@ -98,10 +75,7 @@ class Webhook:
             "webhooks": [
                 {
                     "name": "faults.dpo.test",
-                    "clientConfig": {
-                        "url": f"https://127.0.0.1:{port}/validate",
-                        "caBundle": base64.b64encode(self._ca_pem).decode(),
-                    },
+                    "clientConfig": self._server.client_config("/validate"),
                     "rules": [
                         {
                             "apiGroups": groups,
@@ -130,45 +104,21 @@ class Webhook:
         }
 
     # ------------------------------------------------------------ serving
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        hook = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                request = review["request"]
-                res = request["resource"]["resource"]
-                if request.get("subResource"):
-                    res += "/" + request["subResource"]
-                with hook._lock:
-                    mode = hook.mode
-                    hook.answered[mode, res, request["operation"]] += 1
-                if mode is Mode.FAIL_500:
-                    self._send(500, b"webhook is down (injected)")
-                    return
-                response: dict[str, Any] = {"uid": request["uid"], "allowed": True}
-                if mode is Mode.THROTTLE_429:
-                    response = {
-                        "uid": request["uid"],
-                        "allowed": False,
-                        "status": {
-                            "code": 429,
-                            "reason": "TooManyRequests",
-                            "message": "slow down (injected)",
-                            "details": {"retryAfterSeconds": hook.retry_after},
-                        },
-                    }
-                body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
-                self._send(200, json.dumps({**body, "response": response}).encode())
-
-            def _send(self, code: int, body: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-        return Handler
+    def _answer(self, path: str, request: dict[str, Any]) -> Reply:
+        res = request["resource"]["resource"]
+        if request.get("subResource"):
+            res += "/" + request["subResource"]
+        with self._lock:
+            mode = self.mode
+            self.answered[mode, res, request["operation"]] += 1
+        if mode is Mode.FAIL_500:
+            return 500, b"webhook is down (injected)"
+        if mode is Mode.THROTTLE_429:
+            status = {
+                "code": 429,
+                "reason": "TooManyRequests",
+                "message": "slow down (injected)",
+                "details": {"retryAfterSeconds": self.retry_after},
+            }
+            return review({"uid": request["uid"], "allowed": False, "status": status})
+        return review({"uid": request["uid"], "allowed": True})

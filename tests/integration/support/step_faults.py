@@ -25,28 +25,21 @@ watch, a moment after they are written).
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import enum
-import json
-import ssl
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
-from dynamo_pool_operator.localcluster.certs import TinyCA
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import MERGE_PATCH, Client
+from tests.faults.admission_server import CONFIGS, AdmissionServer, Reply, review
 from tests.integration.support.step_plans import Step
 
-CONFIGS = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
 #: The webhook's name: the API server quotes it in every answer it derives from ours.
 WEBHOOK = "step-fault.dpo.test"
 #: What the webhook is given to answer; a slower answer is a timeout.
@@ -84,30 +77,16 @@ class StepFaults:
         self.cp, self.user = cp, user
         self._lock = threading.Lock()
         self._routes: dict[str, Injected] = {}
-        ca = TinyCA("dpo-step-fault-ca")
-        pair = ca.issue("127.0.0.1", ips=("127.0.0.1",), server=True)
-        self._ca_pem = ca.cert_pem
-        self._dir = Path(tempfile.mkdtemp(prefix="dpo-step-faults-"))
-        (self._dir / "tls.pem").write_bytes(pair.cert_pem + pair.key_pem)
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(self._dir / "tls.pem")
-        self._server.socket = ctx.wrap_socket(self._server.socket, server_side=True)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._server = AdmissionServer("dpo-step-faults", self._answer)
 
     def __enter__(self) -> StepFaults:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         for injected in list(self._routes.values()):
             self._unregister(injected)
-        self._server.shutdown()
-        self._server.server_close()
-        for f in self._dir.iterdir():
-            f.unlink()
-        self._dir.rmdir()
+        self._server.stop()
 
     # ------------------------------------------------------------ injecting
     @contextlib.asynccontextmanager
@@ -159,7 +138,6 @@ class StepFaults:
         raise TimeoutError(f"the fault on {injected.step} not in force within {timeout}s")
 
     def _configuration(self, injected: Injected, key: str) -> dict[str, Any]:
-        port = self._server.server_address[1]
         res, step = injected.step.resource, injected.step
         return {
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -168,10 +146,7 @@ class StepFaults:
             "webhooks": [
                 {
                     "name": WEBHOOK,
-                    "clientConfig": {
-                        "url": f"https://127.0.0.1:{port}/step/{key}",
-                        "caBundle": base64.b64encode(self._ca_pem).decode(),
-                    },
+                    "clientConfig": self._server.client_config(f"/step/{key}"),
                     "rules": [
                         {
                             "apiGroups": [res.group],
@@ -201,51 +176,25 @@ class StepFaults:
         }
 
     # ------------------------------------------------------------ serving
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        faults = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                request = review["request"]
-                key = self.path.split("?")[0].rsplit("/", 1)[-1]  # the server adds ?timeout=
-                with faults._lock:
-                    injected = faults._routes.get(key)
-                    if injected is not None and request.get("dryRun"):
-                        injected.probes += 1
-                    elif injected is not None:
-                        injected.hits += 1
-                if injected is None or request.get("dryRun"):
-                    self._answer({"uid": request["uid"], "allowed": True})
-                    return
-                fault = injected.fault
-                if fault is Fault.FAILED:
-                    self._send(500, injected.message().encode())
-                    return
-                if fault is Fault.TIMEOUT:
-                    time.sleep(SLOW_ANSWER)
-                    self._answer({"uid": request["uid"], "allowed": True})
-                    return
-                code, reason = (403, "Forbidden") if fault is Fault.REFUSED else (409, "Conflict")
-                status = {"code": code, "reason": reason, "message": injected.message()}
-                self._answer({"uid": request["uid"], "allowed": False, "status": status})
-
-            def _answer(self, response: dict[str, Any]) -> None:
-                review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}
-                self._send(200, json.dumps({**review, "response": response}).encode())
-
-            def _send(self, code: int, body: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                with contextlib.suppress(OSError):  # the API server gave up waiting
-                    self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:  # quiet
-                pass
-
-        return Handler
+    def _answer(self, path: str, request: dict[str, Any]) -> Reply:
+        key = path.split("?")[0].rsplit("/", 1)[-1]  # the server adds ?timeout=
+        with self._lock:
+            injected = self._routes.get(key)
+            if injected is not None and request.get("dryRun"):
+                injected.probes += 1
+            elif injected is not None:
+                injected.hits += 1
+        if injected is None or request.get("dryRun"):
+            return review({"uid": request["uid"], "allowed": True})
+        fault = injected.fault
+        if fault is Fault.FAILED:
+            return 500, injected.message().encode()
+        if fault is Fault.TIMEOUT:
+            time.sleep(SLOW_ANSWER)
+            return review({"uid": request["uid"], "allowed": True})
+        code, reason = (403, "Forbidden") if fault is Fault.REFUSED else (409, "Conflict")
+        status = {"code": code, "reason": reason, "message": injected.message()}
+        return review({"uid": request["uid"], "allowed": False, "status": status})
 
 
 # ---------------------------------------------------------------- probes
