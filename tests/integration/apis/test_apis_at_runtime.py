@@ -20,8 +20,7 @@ from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, mcs_crds
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS
 from tests.integration.support.api_fixtures import (
@@ -33,11 +32,11 @@ from tests.integration.support.api_fixtures import (
     fast,
     informer_warnings,
     lines,
-    namespace,
     passes,
     plane,
 )
 from tests.integration.support.export_fixtures import SE, exports_become, set_cluster_id, wait_event
+from tests.integration.support.operator import eventually_or, running
 from tests.integration.support.race_fixtures import (
     FRONTEND_SVC,
     RELAY_SVC,
@@ -69,25 +68,17 @@ def without_mcs() -> Iterator[ControlPlane]:
 async def test_about_api_installed_after_start_turns_the_cluster_id_check_on(
     without_about: ControlPlane, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cp = without_about
-    ns = namespace(cp)
-    caplog.set_level(logging.INFO)
-    async with (
-        Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client,
-        OperatorUnderTest(cp, fast("mcs")) as op,
-    ):
+    async with running(without_about, fast("mcs"), caplog) as (client, op, ns):
         assert op.running.served.about_version is None
         await make_pool(client, ns, clusterId="east")
         await exports_become(client, ns, {RELAY_SVC, FRONTEND_SVC})
-        await asyncio.to_thread(cp.install_crd, cluster_property_crd())
+        await asyncio.to_thread(without_about.install_crd, cluster_property_crd())
         await set_cluster_id(client, "west")
         # No restart: the mismatch is found once the API is served and the property read.
-        try:
-            await eventually(lambda: mismatches(client, ns), timeout=30)
-        except AssertionError as e:
-            raise AssertionError(
-                f"no ClusterIDMismatch; the log says {lines(caplog, 'About')}"
-            ) from e
+        await eventually_or(
+            lambda: mismatches(client, ns),
+            lambda: f"no ClusterIDMismatch; the log says {lines(caplog, 'About')}",
+        )
         assert op.running.served.about_version == "v1beta1"
         turned_on = lines(caplog, "is served now at")
         assert turned_on == [
@@ -103,28 +94,22 @@ async def test_about_api_installed_after_start_turns_the_cluster_id_check_on(
 async def test_about_api_removed_turns_the_check_off_without_a_failing_watch(
     with_everything: ControlPlane, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cp = with_everything
-    ns = namespace(cp)
-    caplog.set_level(logging.INFO)
-    async with (
-        Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client,
-        OperatorUnderTest(cp, fast("mcs")) as op,
-    ):
+    async with running(with_everything, fast("mcs"), caplog) as (client, op, ns):
         await set_cluster_id(client, "west")
         await make_pool(client, ns, clusterId="east")
         await eventually(lambda: mismatches(client, ns), timeout=30)
-        await asyncio.to_thread(cp.delete_crd, ABOUT_CRD)
+        await asyncio.to_thread(with_everything.delete_crd, ABOUT_CRD)
 
         async def off() -> bool:
             return bool(lines(caplog, "is no longer served: the cluster ID check"))
 
-        try:
-            await eventually(off, timeout=30)
-        except AssertionError as e:
-            raise AssertionError(
+        await eventually_or(
+            off,
+            lambda: (
                 "no transition logged; the ClusterProperty informer logged "
                 f"{informer_warnings(caplog, 'clusterproperties')}"
-            ) from e
+            ),
+        )
         assert op.running.served.about_version is None
         assert not [
             i for i in op.running.informers.informers() if "clusterproperties" in i.description
@@ -150,20 +135,14 @@ async def test_about_api_removed_turns_the_check_off_without_a_failing_watch(
 async def test_serviceexport_api_removed_and_reinstalled_at_another_version(
     with_everything: ControlPlane, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cp = with_everything
-    ns = namespace(cp)
-    caplog.set_level(logging.INFO)
-    async with (
-        Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client,
-        OperatorUnderTest(cp, fast("mcs")) as op,
-    ):
+    async with running(with_everything, fast("mcs"), caplog) as (client, op, ns):
         await make_pool(client, ns, name="p1")
         await make_pool(client, ns, name="p2")
         await exports_become(
             client, ns, {f"p{i}-{s}" for i in (1, 2) for s in ("pool-relay", "frontend")}
         )
         for crd in (EXPORTS_CRD, IMPORTS_CRD):
-            await asyncio.to_thread(cp.delete_crd, crd)
+            await asyncio.to_thread(with_everything.delete_crd, crd)
         for name in ("p1", "p2"):
             c = await exported_becomes(client, ns, name, "ExportAPIUnavailable")
             assert c["status"] == "False"
@@ -203,7 +182,7 @@ async def test_serviceexport_api_removed_and_reinstalled_at_another_version(
         await writes_nothing(op, ns, "p3")
         # Back, at v1alpha1 only: the exports are created again, at that version.
         for doc in mcs_crds(resolve().mcs_crd_dir, served=("v1alpha1",)):
-            await asyncio.to_thread(cp.install_crd, doc)
+            await asyncio.to_thread(with_everything.install_crd, doc)
         alpha = SE.at_version("v1alpha1")
         want = {f"p{i}-{s}" for i in (1, 2, 3) for s in ("pool-relay", "frontend")}
         await exports_become(client, ns, want, alpha, timeout=30)
@@ -224,13 +203,7 @@ async def _not_unavailable(client: Client, ns: str, name: str) -> bool:
 async def test_feature_off_cleanup_runs_when_the_serviceexport_api_appears_later(
     without_mcs: ControlPlane, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cp = without_mcs
-    ns = namespace(cp)
-    caplog.set_level(logging.INFO)
-    async with (
-        Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client,
-        OperatorUnderTest(cp, fast("")) as op,
-    ):
+    async with running(without_mcs, fast(""), caplog) as (client, op, ns):
         relay = await make_pool(client, ns)
         assert op.running.served.serviceexport_served is None
         # Our own timing held: no pass may see the API before the exports exist (it
@@ -239,7 +212,7 @@ async def test_feature_off_cleanup_runs_when_the_serviceexport_api_appears_later
         rediscovery = op.running.rediscovery
         await rediscovery.stop()
         for doc in mcs_crds(resolve().mcs_crd_dir):
-            await asyncio.to_thread(cp.install_crd, doc)
+            await asyncio.to_thread(without_mcs.install_crd, doc)
         # An export an earlier operator (with an implementation set) made, and a user's.
         owner = {
             "apiVersion": RELAYS.api_version,

@@ -32,9 +32,7 @@ from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, mcs_crds
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects.resources import Resource
 from tests.integration.support.api_fixtures import (
     EXPORTS_CRD,
     IMPORTS_CRD,
@@ -42,16 +40,16 @@ from tests.integration.support.api_fixtures import (
     exported_becomes,
     fast,
     lines,
-    namespace,
     passes,
     plane,
 )
 from tests.integration.support.export_fixtures import (
-    CLUSTER_ID,
     events_for,
     exports_become,
     relay_status,
+    set_cluster_id,
 )
+from tests.integration.support.operator import admin, eventually_or, running
 from tests.integration.support.race_fixtures import (
     CLUSTER_PROPERTY_RULES,
     OPERATOR_RULES,
@@ -71,6 +69,7 @@ USER = "dpo-operator"
 HELD = 13.0
 ALPHA = serviceexports("v1alpha1")
 BETA = serviceexports("v1beta1")
+ABOUT_ALPHA = clusterproperties("v1alpha1")
 
 
 Slow = tuple[ControlPlane, SlowAuthorizer]
@@ -111,6 +110,17 @@ async def operator(
         yield op
 
 
+@contextlib.asynccontextmanager
+async def west_at_alpha(
+    cp: ControlPlane, cfg: OperatorConfiguration
+) -> AsyncIterator[OperatorUnderTest]:
+    """`operator`, started once the cluster's ID reads "west" at v1alpha1."""
+    async with admin(cp) as client:
+        await set_cluster_id(client, "west", ABOUT_ALPHA)
+    async with operator(cp, cfg) as op:
+        yield op
+
+
 def pool_exports(*pools: str) -> set[str]:
     return {f"{p}-{s}" for p in pools for s in ("pool-relay", "frontend")}
 
@@ -146,10 +156,9 @@ async def in_effect(read: Callable[[], str | None], want: str, timeout: float) -
     async def probe() -> bool:
         return read() == want
 
-    try:
-        await eventually(probe, timeout=timeout)
-    except AssertionError as e:
-        raise AssertionError(f"{read()} is in effect, want {want}, after {timeout:.0f}s") from e
+    await eventually_or(
+        probe, lambda: f"{read()} is in effect, want {want}, after {timeout:.0f}s", timeout
+    )
 
 
 # ---------------------------------------------------------------- the ServiceExport API
@@ -157,12 +166,7 @@ async def test_an_export_version_switch_keeps_the_old_cache_until_the_new_one_ha
     exports_alpha: Slow, caplog: pytest.LogCaptureFixture
 ) -> None:
     cp, slow = exports_alpha
-    ns = namespace(cp)
-    caplog.set_level(logging.INFO)
-    async with (
-        Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client,
-        operator(cp, fast("mcs")) as op,
-    ):
+    async with running(cp, fast("mcs"), caplog, start=operator) as (client, op, ns):
         assert op.running.served.serviceexport_version == "v1alpha1"
         await make_pool(client, ns, name="p1")
         await exports_become(client, ns, pool_exports("p1"), ALPHA)
@@ -204,12 +208,7 @@ async def test_a_served_export_api_whose_list_is_slow_is_not_called_missing(
     exports_beta: Slow, caplog: pytest.LogCaptureFixture
 ) -> None:
     cp, slow = exports_beta
-    ns = namespace(cp)
-    caplog.set_level(logging.INFO)
-    async with (
-        Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client,
-        operator(cp, fast("mcs")) as op,
-    ):
+    async with running(cp, fast("mcs"), caplog, start=operator) as (client, op, ns):
         await make_pool(client, ns, name="p1")
         await exports_become(client, ns, pool_exports("p1"), BETA)
         for crd in (EXPORTS_CRD, IMPORTS_CRD):
@@ -225,10 +224,10 @@ async def test_a_served_export_api_whose_list_is_slow_is_not_called_missing(
             c = await exported(client, ns, "p1")
             return c if c is not None and "has not completed" in c["message"] else None
 
-        try:
-            said: dict[str, Any] = await eventually(says_listing, timeout=HELD)
-        except AssertionError as e:
-            raise AssertionError(f"Exported is {await exported(client, ns, 'p1')}") from e
+        async def instead() -> str:
+            return f"Exported is {await exported(client, ns, 'p1')}"
+
+        said: dict[str, Any] = await eventually_or(says_listing, instead, timeout=HELD)
         assert said["reason"] == "ExportAPIUnavailable", said
         assert "API at v1beta1, but its list has not completed" in said["message"], said
         assert "install" not in said["message"], said
@@ -251,41 +250,26 @@ async def test_a_cluster_property_version_switch_reads_the_old_cache_until_the_n
     about_alpha: Slow, caplog: pytest.LogCaptureFixture
 ) -> None:
     cp, slow = about_alpha
-    ns = namespace(cp)
-    caplog.set_level(logging.INFO)
-    alpha = clusterproperties("v1alpha1")
-    async with Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client:
-        await client.apply(
-            alpha,
-            {
-                "apiVersion": alpha.api_version,
-                "kind": "ClusterProperty",
-                "metadata": {"name": CLUSTER_ID},
-                "spec": {"value": "west"},
-            },
-            field_manager="dpo-tests",
-            force=True,
-        )
-        async with operator(cp, fast("mcs")) as op:
-            assert op.running.served.about_version == "v1alpha1"
-            await make_pool(client, ns, clusterId="east")
-            await eventually(lambda: mismatch_read_at(client, ns, "about.k8s.io/v1alpha1"))
-            slow.hold("clusterproperties", "v1beta1", HELD)
-            await asyncio.to_thread(cp.install_crd, cluster_property_crd(("v1alpha1", "v1beta1")))
-            await in_effect(lambda: op.running.served.about_version, "v1beta1", 45)
-            # The property is read from the new cache once it is in effect...
-            await eventually(lambda: mismatch_read_at(client, ns, "about.k8s.io/v1beta1"))
-            await op.settle()
-            # ...and never, meanwhile, from one that had not synced: no failed read.
-            failed = [
-                e["note"]
-                for e in await events_for(client, ns, "ExportFailed")
-                if (e.get("related") or {}).get("kind") == "ClusterProperty"
-            ]
-            assert failed == [], failed
-            late = lines(caplog, "did not complete within 10s", logging.WARNING)
-            assert len(late) == 1, late
-            assert "v1alpha1 stays in effect" in late[0], late
+    async with running(cp, fast("mcs"), caplog, start=west_at_alpha) as (client, op, ns):
+        assert op.running.served.about_version == "v1alpha1"
+        await make_pool(client, ns, clusterId="east")
+        await eventually(lambda: mismatch_read_at(client, ns, "about.k8s.io/v1alpha1"))
+        slow.hold("clusterproperties", "v1beta1", HELD)
+        await asyncio.to_thread(cp.install_crd, cluster_property_crd(("v1alpha1", "v1beta1")))
+        await in_effect(lambda: op.running.served.about_version, "v1beta1", 45)
+        # The property is read from the new cache once it is in effect...
+        await eventually(lambda: mismatch_read_at(client, ns, "about.k8s.io/v1beta1"))
+        await op.settle()
+        # ...and never, meanwhile, from one that had not synced: no failed read.
+        failed = [
+            e["note"]
+            for e in await events_for(client, ns, "ExportFailed")
+            if (e.get("related") or {}).get("kind") == "ClusterProperty"
+        ]
+        assert failed == [], failed
+        late = lines(caplog, "did not complete within 10s", logging.WARNING)
+        assert len(late) == 1, late
+        assert "v1alpha1 stays in effect" in late[0], late
 
 
 async def mismatch_read_at(client: Client, ns: str, api_version: str) -> bool:
@@ -307,20 +291,6 @@ def about_served(*, alpha: bool, beta: bool) -> dict[str, Any]:
     return doc
 
 
-async def set_property(client: Client, res: Resource, value: str) -> None:
-    await client.apply(
-        res,
-        {
-            "apiVersion": res.api_version,
-            "kind": "ClusterProperty",
-            "metadata": {"name": CLUSTER_ID},
-            "spec": {"value": value},
-        },
-        field_manager="dpo-tests",
-        force=True,
-    )
-
-
 async def takes_cluster_id(client: Client, ns: str, value: str) -> bool:
     """The relay (no spec.clusterId) shows the cluster's ID `value`, and says so."""
     said = await condition(client, ns, POOL, "ClusterIDMatched")
@@ -337,33 +307,29 @@ async def test_a_cluster_property_version_served_again_is_read_live_again(
     that list completes. The property must then be read live again: a later change of
     its value reaches the relays."""
     cp, slow = about_alpha
-    ns = namespace(cp)
-    caplog.set_level(logging.INFO)
-    alpha = clusterproperties("v1alpha1")
-    async with Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client:
-        await set_property(client, alpha, "west")
-        async with operator(cp, fast("mcs")) as op:
-            await make_pool(client, ns)
-            await eventually(lambda: takes_cluster_id(client, ns, "west"))
-            slow.hold("clusterproperties", "v1beta1", 25.0)
-            await asyncio.to_thread(cp.install_crd, about_served(alpha=False, beta=True))
+    async with running(cp, fast("mcs"), caplog, start=west_at_alpha) as (client, op, ns):
+        await make_pool(client, ns)
+        await eventually(lambda: takes_cluster_id(client, ns, "west"))
+        slow.hold("clusterproperties", "v1beta1", 25.0)
+        await asyncio.to_thread(cp.install_crd, about_served(alpha=False, beta=True))
 
-            async def waited() -> bool:
-                return bool(lines(caplog, "did not complete within 10s", logging.WARNING))
+        async def waited() -> bool:
+            return bool(lines(caplog, "did not complete within 10s", logging.WARNING))
 
-            await eventually(waited, timeout=30)
-            assert op.running.served.about_version == "v1alpha1"
-            # Rolled back while the v1beta1 list is still held.
-            await asyncio.to_thread(cp.install_crd, about_served(alpha=True, beta=False))
-            await passes(op, 3)
-            await set_property(client, alpha, "north")
-            try:
-                await eventually(lambda: takes_cluster_id(client, ns, "north"), timeout=15)
-            except AssertionError as e:
-                said = await condition(client, ns, POOL, "ClusterIDMatched")
-                shown = (await relay_status(client, ns, POOL)).get("clusterId")
-                raise AssertionError(
-                    f"the property changed to 'north' after the rollback, but the relay shows "
-                    f"clusterId {shown!r}, ClusterIDMatched {said}"
-                ) from e
-            assert op.running.served.about_version == "v1alpha1"
+        await eventually(waited, timeout=30)
+        assert op.running.served.about_version == "v1alpha1"
+        # Rolled back while the v1beta1 list is still held.
+        await asyncio.to_thread(cp.install_crd, about_served(alpha=True, beta=False))
+        await passes(op, 3)
+        await set_cluster_id(client, "north", ABOUT_ALPHA)
+
+        async def instead() -> str:
+            said = await condition(client, ns, POOL, "ClusterIDMatched")
+            shown = (await relay_status(client, ns, POOL)).get("clusterId")
+            return (
+                f"the property changed to 'north' after the rollback, but the relay shows "
+                f"clusterId {shown!r}, ClusterIDMatched {said}"
+            )
+
+        await eventually_or(lambda: takes_cluster_id(client, ns, "north"), instead, 15)
+        assert op.running.served.about_version == "v1alpha1"

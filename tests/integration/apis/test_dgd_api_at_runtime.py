@@ -25,12 +25,12 @@ import pytest
 from dynamo_pool_operator import process
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
 from dynamo_pool_operator.localcluster.crds import dgd_crd
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.pool.controller import dgd_resource
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from tests.integration.support.api_fixtures import fast, lines, namespace, plane
 from tests.integration.support.export_fixtures import exports_become
+from tests.integration.support.operator import admin, eventually_or, running
 from tests.integration.support.relay_fixtures import (
     FRONTEND,
     RELAYS,
@@ -97,41 +97,31 @@ async def decided(client: Client, ns: str, name: str, reason: str) -> None:
         c = await decision_of(client, ns, name)
         return c is not None and c["reason"] == reason
 
-    try:
-        await eventually(probe, timeout=30)
-    except AssertionError as e:
-        raise AssertionError(
-            f"Published of {ns}/{name} is {await decision_of(client, ns, name)}, want {reason}"
-        ) from e
+    async def instead() -> str:
+        return f"Published of {ns}/{name} is {await decision_of(client, ns, name)}, want {reason}"
+
+    await eventually_or(probe, instead)
 
 
 async def test_a_dgd_version_no_longer_served_is_followed_to_one_that_is(
     both_dgd_versions: ControlPlane, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cp = both_dgd_versions
-    ns = namespace(cp)
-    caplog.set_level(logging.INFO)
-    async with (
-        Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client,
-        OperatorUnderTest(cp, fast("mcs")) as op,
-    ):
+    async with running(both_dgd_versions, fast("mcs"), caplog) as (client, op, ns):
         assert op.running.served.dgd_version == "v1beta1"
         await make_pool(client, ns, "p1")
         await make_pool(client, ns, "p2")
         await exports_become(
             client, ns, {f"p{i}-{s}" for i in (1, 2) for s in ("pool-relay", "frontend")}
         )
-        await asyncio.to_thread(cp.install_crd, dgd_versions(beta=False))
+        await asyncio.to_thread(both_dgd_versions.install_crd, dgd_versions(beta=False))
 
         async def switched() -> bool:
             return op.running.served.dgd_version == "v1alpha1"
 
-        try:
-            await eventually(switched, timeout=30)
-        except AssertionError as e:
-            raise AssertionError(
-                f"the DGDs are read at {op.running.served.dgd_version}, no longer served"
-            ) from e
+        await eventually_or(
+            switched,
+            lambda: f"the DGDs are read at {op.running.served.dgd_version}, no longer served",
+        )
         assert op.running.dgd_api_served()
         assert op.running.caches_synced()
         said = lines(caplog, f"the DGD API ({DGD_API}) is served now at v1alpha1 (was v1beta1)")
@@ -175,17 +165,16 @@ async def test_no_served_dgd_version_fails_readiness_loudly_until_one_is_served_
         return body if (status == 200) == ready else None
 
     try:
-        async with Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client:
+        async with admin(cp) as client:
             await eventually(lambda: readiness(True), timeout=45)
             await make_pool(client, ns, "p1")
             await decided(client, ns, "p1", "Published")
             await asyncio.to_thread(cp.apply, dgd_unserved())
-            try:
-                body = await eventually(lambda: readiness(False), timeout=30)
-            except AssertionError as e:
-                raise AssertionError(
-                    f"/readyz still passes with no DGD version served: {await _get(readyz)}"
-                ) from e
+
+            async def still_ready() -> str:
+                return f"/readyz still passes with no DGD version served: {await _get(readyz)}"
+
+            body = await eventually_or(lambda: readiness(False), still_ready)
             assert "[-]dgdAPI" in body, body
             loud = lines(caplog, f"the DGD API ({DGD_API}) is no longer served", logging.ERROR)
             assert len(loud) == 1, loud

@@ -95,16 +95,18 @@ async def states_become(client: Client, ns: str, name: str, want: dict[str, str]
     return found
 
 
-async def set_cluster_id(client: Client, value: str | None) -> None:
-    """Create or change the cluster's ID property, or delete it (None)."""
+async def set_cluster_id(
+    client: Client, value: str | None, res: Resource = CLUSTER_PROPERTIES
+) -> None:
+    """Create or change the cluster's ID property (at `res`'s version), or delete it (None)."""
     if value is None:
         with contextlib.suppress(errors.NotFound):
-            await client.delete(CLUSTER_PROPERTIES, CLUSTER_ID)
+            await client.delete(res, CLUSTER_ID)
         return
     await client.apply(
-        CLUSTER_PROPERTIES,
+        res,
         {
-            "apiVersion": CLUSTER_PROPERTIES.api_version,
+            "apiVersion": res.api_version,
             "kind": "ClusterProperty",
             "metadata": {"name": CLUSTER_ID},
             "spec": {"value": value},

@@ -1,0 +1,61 @@
+"""The operator under test on a private control plane, with what every such test
+starts from: a fresh namespace, an admin client, and the log captured at INFO."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import TypeVar
+
+import pytest
+
+from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
+from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.client.rest import Client
+from tests.integration.support.api_fixtures import namespace
+
+T = TypeVar("T")
+
+#: How a test starts the operator: `OperatorUnderTest` itself, or one with less RBAC.
+Start = Callable[
+    [ControlPlane, OperatorConfiguration], AbstractAsyncContextManager[OperatorUnderTest]
+]
+
+
+def admin(cp: ControlPlane) -> Client:
+    """The runtime's own client as the plane's admin (system:masters)."""
+    return Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests")
+
+
+@contextlib.asynccontextmanager
+async def running(
+    cp: ControlPlane,
+    cfg: OperatorConfiguration,
+    caplog: pytest.LogCaptureFixture | None = None,
+    *,
+    start: Start = OperatorUnderTest,
+) -> AsyncIterator[tuple[Client, OperatorUnderTest, str]]:
+    """(admin client, operator, fresh namespace) while the operator runs with `cfg`."""
+    ns = namespace(cp)
+    if caplog is not None:
+        caplog.set_level(logging.INFO)
+    async with admin(cp) as client, start(cp, cfg) as op:
+        yield client, op, ns
+
+
+async def eventually_or(
+    probe: Callable[[], Awaitable[T]],
+    why: Callable[[], Awaitable[str] | str],
+    timeout: float = 30,
+) -> T:
+    """`eventually(probe)`, failing with `why()` (what is the case instead) if it never is."""
+    try:
+        return await eventually(probe, timeout=timeout)
+    except AssertionError as e:
+        said = why()
+        raise AssertionError(await said if inspect.isawaitable(said) else said) from e
