@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -77,12 +76,6 @@ pytestmark = pytest.mark.timeout(90)
 CHAT = {"name": "Chat", "type": "frontend", "replicas": 1}
 CHAT_SVC = f"{POOL}-chat"
 GATEWAY_SVC = f"{POOL}-gateway"
-
-
-@pytest.fixture
-async def mcs(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    async with OperatorUnderTest(control_plane, config("mcs")) as op:
-        yield op
 
 
 async def steady_pool(client: Client, ns: str, op: OperatorUnderTest) -> None:

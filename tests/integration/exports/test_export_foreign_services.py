@@ -16,7 +16,6 @@ operator; the pool by `alice`, who also reads what she is told (status, Events).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -24,12 +23,10 @@ import pytest
 from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL, DCD_VERSION
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.localcluster import dynamo
-from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
 from tests.integration.support.export_fixtures import (
-    config,
     export_obj,
     exports_become,
     relay_status,
@@ -43,12 +40,6 @@ RELAY_SVC = f"{POOL}-pool-relay"
 DB = {"name": "db", "type": "frontend", "replicas": 1}
 DB_SVC = f"{POOL}-db"
 DCDS = Resource(DGD_GROUP, DCD_VERSION, DCD_PLURAL, DCD_KIND)
-
-
-@pytest.fixture
-async def mcs(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    async with OperatorUnderTest(control_plane, config("mcs")) as op:
-        yield op
 
 
 async def second_pass_writes_nothing(op: OperatorUnderTest, ns: str) -> None:

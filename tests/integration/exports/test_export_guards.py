@@ -69,12 +69,6 @@ API = {"name": "Api", "type": "frontend", "replicas": 1}
 API_SVC = f"{POOL}-api"
 
 
-@pytest.fixture
-async def mcs(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    async with OperatorUnderTest(control_plane, config("mcs")) as op:
-        yield op
-
-
 def export_body(ns: str, name: str, **meta: Any) -> dict[str, Any]:
     return {
         "apiVersion": SE.api_version,

@@ -11,7 +11,6 @@ write, and the next pass, from fresh cache, must leave what is no longer ours al
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventua
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
-from tests.integration.support.export_fixtures import SE, config, export_obj, exports_become
+from tests.integration.support.export_fixtures import SE, export_obj, exports_become
 from tests.integration.support.race_fixtures import (
     FRONTEND_SVC,
     POOL,
@@ -40,12 +39,6 @@ from tests.integration.support.race_fixtures import (
 from tests.integration.support.relay_fixtures import DGDS, RELAYS, WORKER, dgd_body
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-async def mcs(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    async with OperatorUnderTest(control_plane, config("mcs")) as op:
-        yield op
 
 
 async def published(client: Client, ns: str, op: OperatorUnderTest, **kw: Any) -> dict[str, Any]:

@@ -6,7 +6,6 @@ checks in the audit log that the second pass wrote nothing (docs/testing.md, 'Ti
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -24,50 +23,34 @@ from tests.integration.support.export_fixtures import (
     events_for,
     export_obj,
     exports_become,
+    relay_status,
     set_cluster_id,
     states_become,
     wait_event,
 )
+from tests.integration.support.race_fixtures import FRONTEND_SVC, POOL, RELAY_SVC, mismatches
+from tests.integration.support.race_fixtures import make_pool as pool
+from tests.integration.support.race_fixtures import writes_nothing as second_pass_writes_nothing
 from tests.integration.support.relay_fixtures import (
     DGDS,
     FRONTEND,
     RELAYS,
     WORKER,
     dgd_body,
-    relay_body,
 )
 
-POOL = "llama"
-RELAY_SVC = f"{POOL}-pool-relay"
-FRONTEND_SVC = f"{POOL}-frontend"
+
+async def exported_pool(client: Client, ns: str, **relay_spec: Any) -> dict[str, Any]:
+    """The pool of one frontend, once its two exports exist; returns its relay."""
+    relay = await pool(client, ns, **relay_spec)
+    await exports_become(client, ns, {RELAY_SVC, FRONTEND_SVC})
+    return relay
 
 
-@pytest.fixture
-async def mcs(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    async with OperatorUnderTest(control_plane, config("mcs")) as op:
-        yield op
-
-
-@pytest.fixture
-async def karmada(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    async with OperatorUnderTest(control_plane, config("karmada")) as op:
-        yield op
-
-
-async def second_pass_writes_nothing(op: OperatorUnderTest, ns: str, name: str = POOL) -> None:
-    writes = await op.reconcile_again((ns, name))
-    assert writes == [], f"second reconcile wrote: {[(w.verb, w.resource, w.name) for w in writes]}"
-
-
-async def pool(
-    client: Client,
-    ns: str,
-    components: list[dict[str, Any]] | None = None,
-    name: str = POOL,
-    **relay_spec: Any,
-) -> dict[str, Any]:
-    await client.create(DGDS, dgd_body(name, ns, components))
-    return await client.create(RELAYS, relay_body(name, ns, **relay_spec))
+async def conditions(client: Client, ns: str) -> dict[str, dict[str, Any]]:
+    """The relay's conditions by type, as they are (current or not)."""
+    status = await relay_status(client, ns, POOL)
+    return {c["type"]: c for c in status.get("conditions", [])}
 
 
 def user_export(ns: str, name: str, **meta: Any) -> dict[str, Any]:
@@ -110,8 +93,7 @@ async def test_publish_exports_relay_and_each_frontend_under_its_own_name(
 async def test_renamed_frontend_moves_its_export(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
-    await pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await exported_pool(client, namespace)
     await client.merge_patch(
         DGDS,
         POOL,
@@ -154,8 +136,7 @@ async def test_users_export_is_neither_adopted_nor_deleted(
 ) -> None:
     mine = await client.create(SE, user_export(namespace, FRONTEND_SVC, labels={"team": "x"}))
     since = control_plane.audit.offset()
-    await pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await exported_pool(client, namespace)
     await mcs.settle()
     after = await export_obj(client, namespace, FRONTEND_SVC)
     assert after is not None
@@ -205,8 +186,7 @@ async def test_same_named_export_in_another_namespace_does_not_count(
     control_plane.create_namespace(other)
     try:
         await client.create(SE, user_export(other, FRONTEND_SVC))
-        await pool(client, namespace)
-        await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+        await exported_pool(client, namespace)
         e = await export_obj(client, namespace, FRONTEND_SVC)
         assert e is not None
         assert e["metadata"]["ownerReferences"][0]["kind"] == "DynamoPoolRelay"
@@ -219,8 +199,7 @@ async def test_same_named_export_in_another_namespace_does_not_count(
 async def test_withdrawal_reasons_withdraw_exports_and_keep_the_relay(
     client: Client, namespace: str, mcs: OperatorUnderTest, cause: str
 ) -> None:
-    relay = await pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    relay = await exported_pool(client, namespace)
     if cause == "dgd-deleted":
         await client.delete(DGDS, POOL, namespace)
     elif cause == "no-workers":
@@ -249,8 +228,7 @@ async def test_withdrawal_reasons_withdraw_exports_and_keep_the_relay(
 async def test_new_dgd_of_the_same_name_is_exported_again(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
-    await pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await exported_pool(client, namespace)
     await client.delete(DGDS, POOL, namespace)
     await exports_become(client, namespace, set())
     await client.create(
@@ -289,8 +267,7 @@ async def test_dgd_replaced_while_the_operator_was_stopped_swaps_the_exports(
 async def test_export_being_deleted_is_left_until_gone_then_recreated(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
-    await pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await exported_pool(client, namespace)
     # An MCS implementation's finalizer holds the deletion; while it is being
     # deleted, someone changes the label we own: that must not be repaired.
     await client.merge_patch(
@@ -319,8 +296,7 @@ async def test_export_being_deleted_is_left_until_gone_then_recreated(
 async def test_export_already_gone_is_no_error(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
-    await pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await exported_pool(client, namespace)
     await mcs.settle()
     await client.delete(SE, FRONTEND_SVC, namespace)
     await client.delete(DGDS, POOL, namespace)
@@ -333,8 +309,7 @@ async def test_export_already_gone_is_no_error(
 async def test_repair_restores_label_and_controller_reference_on_the_same_export(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
-    relay = await pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    relay = await exported_pool(client, namespace)
     before = await export_obj(client, namespace, FRONTEND_SVC)
     assert before is not None
     ref = dict(before["metadata"]["ownerReferences"][0], blockOwnerDeletion=False)
@@ -375,8 +350,7 @@ async def test_repair_restores_label_and_controller_reference_on_the_same_export
 async def test_export_a_user_took_over_stays_theirs(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
-    await pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await exported_pool(client, namespace)
     taken = await client.merge_patch(
         SE, FRONTEND_SVC, {"metadata": {"ownerReferences": None}}, namespace
     )
@@ -406,14 +380,6 @@ async def test_karmada_skips_and_withdraws_a_name_over_55_that_mcs_exports(
 
 
 # ---------------------------------------------------------------- cluster ID
-async def _mismatches(client: Client, ns: str, name: str) -> list[dict[str, Any]]:
-    return [
-        e
-        for e in await events_for(client, ns, "ClusterIDMismatch")
-        if e["regarding"]["name"] == name
-    ]
-
-
 async def test_cluster_id_check_follows_the_property_through_the_watch(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
@@ -425,12 +391,12 @@ async def test_cluster_id_check_follows_the_property_through_the_watch(
             client, namespace, {"p1-pool-relay", "p1-frontend", "p2-pool-relay", "p2-frontend"}
         )
         await mcs.settle()
-        assert await _mismatches(client, namespace, "p1") == []  # no property: skipped
+        assert await mismatches(client, namespace, "p1") == []  # no property: skipped
         await set_cluster_id(client, "west")
         for name in ("p1", "p2"):
-            await eventually(lambda n=name: _mismatches(client, namespace, n))
+            await eventually(lambda n=name: mismatches(client, namespace, n))
         prop = await client.get(CLUSTER_PROPERTIES, CLUSTER_ID)
-        ev = (await _mismatches(client, namespace, "p1"))[0]
+        ev = (await mismatches(client, namespace, "p1"))[0]
         assert ev["related"]["resourceVersion"] == prop["metadata"]["resourceVersion"]
         assert "'west'" in ev["note"]
         # Equal IDs: no new mismatch for a changed property.
@@ -445,7 +411,7 @@ async def test_cluster_id_check_follows_the_property_through_the_watch(
 
         async def north() -> bool:
             for n in ("p1", "p2"):
-                if not any("'north'" in e["note"] for e in await _mismatches(client, namespace, n)):
+                if not any("'north'" in e["note"] for e in await mismatches(client, namespace, n)):
                     return False
             return True
 
@@ -460,18 +426,16 @@ async def test_empty_cluster_id_value_skips_the_check(
     # The CRD requires a non-empty value; "no value" reaches us only from older CRDs, so
     # the empty case is covered by the plan's unit tests. Here: an absent property.
     await set_cluster_id(client, None)
-    await pool(client, namespace, clusterId="east")
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await exported_pool(client, namespace, clusterId="east")
     await mcs.settle()
-    assert await _mismatches(client, namespace, POOL) == []
+    assert await mismatches(client, namespace, POOL) == []
 
 
 # ---------------------------------------------------------------- GC, events, off
 async def test_garbage_collection_removes_exports_with_the_relay(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
-    await pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await exported_pool(client, namespace)
     await client.delete(RELAYS, POOL, namespace)
     await exports_become(client, namespace, set())
 
@@ -534,11 +498,11 @@ async def test_a_changed_cluster_id_starts_a_new_mismatch_series_with_its_own_no
     await set_cluster_id(client, "east")
     try:
         await pool(client, namespace, clusterId="west")
-        await eventually(lambda: _mismatches(client, namespace, POOL))
+        await eventually(lambda: mismatches(client, namespace, POOL))
         await client.merge_patch(RELAYS, POOL, {"spec": {"clusterId": "north"}}, namespace)
 
         async def north() -> list[dict[str, Any]]:
-            return [e for e in await _mismatches(client, namespace, POOL) if "'north'" in e["note"]]
+            return [e for e in await mismatches(client, namespace, POOL) if "'north'" in e["note"]]
 
         events = await eventually(north)
         relay = await client.get(RELAYS, POOL, namespace)
@@ -559,7 +523,7 @@ async def test_the_status_and_the_pods_show_the_effective_cluster_id(
     the spec wins (and a mismatch is warned about)."""
 
     async def shown() -> tuple[str, str]:
-        status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
+        status = await relay_status(client, namespace, POOL)
         dep = await client.get(DEPLOYMENTS, RELAY_SVC, namespace)
         env = {
             e["name"]: e.get("value")
@@ -569,8 +533,7 @@ async def test_the_status_and_the_pods_show_the_effective_cluster_id(
 
     await set_cluster_id(client, "east-1")
     try:
-        await pool(client, namespace)
-        await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+        await exported_pool(client, namespace)
 
         async def is_(want: str) -> bool:
             return await shown() == (want, want)
@@ -578,10 +541,10 @@ async def test_the_status_and_the_pods_show_the_effective_cluster_id(
         await eventually(lambda: is_("east-1"))
         await set_cluster_id(client, "east-2")
         await eventually(lambda: is_("east-2"))
-        assert await _mismatches(client, namespace, POOL) == []
+        assert await mismatches(client, namespace, POOL) == []
         await client.merge_patch(RELAYS, POOL, {"spec": {"clusterId": "west"}}, namespace)
         await eventually(lambda: is_("west"))
-        await eventually(lambda: _mismatches(client, namespace, POOL))
+        await eventually(lambda: mismatches(client, namespace, POOL))
         await second_pass_writes_nothing(mcs, namespace)
     finally:
         await set_cluster_id(client, None)
@@ -599,8 +562,7 @@ async def test_a_cluster_id_mismatch_is_not_ready_and_names_both_ids(
         await pool(client, namespace, clusterId="west")
 
         async def mismatched() -> dict[str, Any] | None:
-            status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
-            said = {c["type"]: c for c in status.get("conditions", [])}
+            said = await conditions(client, namespace)
             found = said.get("ClusterIDMatched")
             return said if found and found["reason"] == "ClusterIDMismatch" else None
 
@@ -612,9 +574,8 @@ async def test_a_cluster_id_mismatch_is_not_ready_and_names_both_ids(
         await client.merge_patch(RELAYS, POOL, {"spec": {"clusterId": "east"}}, namespace)
 
         async def matched() -> bool:
-            status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
-            found = [c for c in status.get("conditions", []) if c["type"] == "ClusterIDMatched"]
-            return bool(found) and found[0]["status"] == "True"
+            found = (await conditions(client, namespace)).get("ClusterIDMatched")
+            return found is not None and found["status"] == "True"
 
         await eventually(matched)
         await mcs.settle()
@@ -631,12 +592,10 @@ async def test_an_export_nobody_confirms_is_never_exported_and_is_warned_about(
     `unconfirmedAfter`, `Unconfirmed` with one Warning naming the export — never True."""
     cfg = config("mcs", multiCluster={"mcsImplementation": "mcs", "unconfirmedAfter": "2s"})
     async with OperatorUnderTest(control_plane, cfg) as op:
-        await pool(client, namespace)
-        await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+        await exported_pool(client, namespace)
 
         async def exported() -> dict[str, Any] | None:
-            status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
-            return next((c for c in status.get("conditions", []) if c["type"] == "Exported"), None)
+            return (await conditions(client, namespace)).get("Exported")
 
         pending = await eventually(exported)
         assert (pending["status"], pending["reason"]) == ("Unknown", "Pending"), pending
@@ -660,12 +619,10 @@ async def test_with_no_confirmation_an_export_that_exists_is_exported(
 ) -> None:
     """Karmada writes no condition on a member's exports: its default is `confirmation:
     none`, so an export that exists is `Exported=True ExportExists`, at once."""
-    await pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await exported_pool(client, namespace)
 
     async def exists() -> bool:
-        status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
-        c = next((c for c in status.get("conditions", []) if c["type"] == "Exported"), None)
+        c = (await conditions(client, namespace)).get("Exported")
         return bool(c) and (c["status"], c["reason"]) == ("True", "ExportExists")
 
     await eventually(exists)

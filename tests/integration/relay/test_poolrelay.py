@@ -6,7 +6,6 @@ more by hand and checks in the audit log that the second pass wrote nothing.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -29,12 +28,6 @@ from tests.integration.support.relay_fixtures import (
 
 POOL = "llama"
 RELAY_OBJ = f"{POOL}-pool-relay"
-
-
-@pytest.fixture
-async def operator(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    async with OperatorUnderTest(control_plane) as op:
-        yield op
 
 
 async def published(client: Client, ns: str, name: str = POOL) -> dict[str, Any]:

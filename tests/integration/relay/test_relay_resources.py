@@ -10,7 +10,7 @@ not refused, and that one more reconcile writes nothing (audit log).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -29,12 +29,6 @@ RESOURCES = {
 }
 
 Edit = Callable[[dict[str, Any]], object]
-
-
-@pytest.fixture
-async def operator(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    async with OperatorUnderTest(control_plane) as op:
-        yield op
 
 
 async def _publish(client: Client, namespace: str, resources: dict[str, Any]) -> None:

@@ -12,7 +12,6 @@ Service of the name that is not the relay's is never touched.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -43,9 +42,8 @@ SE = mcs.serviceexports("v1alpha1")
 
 
 @pytest.fixture
-async def operator(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    async with OperatorUnderTest(control_plane, config("mcs")) as op:
-        yield op
+def operator(mcs: OperatorUnderTest) -> OperatorUnderTest:
+    return mcs
 
 
 async def _service(client: Client, ns: str) -> dict[str, Any] | None:

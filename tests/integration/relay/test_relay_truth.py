@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -21,7 +20,6 @@ from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventua
 from dynamo_pool_operator.runtime.client.rest import MERGE_PATCH, Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
 from tests.integration.support.export_fixtures import (
-    config,
     events_for,
     export_names,
     exports_become,
@@ -44,9 +42,8 @@ OBJ = f"{POOL}-pool-relay"
 
 
 @pytest.fixture
-async def operator(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    async with OperatorUnderTest(control_plane, config("mcs")) as op:
-        yield op
+def operator(mcs: OperatorUnderTest) -> OperatorUnderTest:
+    return mcs
 
 
 def _service_probe(client: Client, ns: str) -> Any:

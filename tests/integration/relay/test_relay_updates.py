@@ -12,7 +12,7 @@ no 4xx answer meanwhile (audit log), and that a second reconcile writes nothing.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -92,12 +92,6 @@ CASES: list[tuple[str, dict[str, Any], dict[str, Any], Check]] = [
      {R: {"limits": None, "requests": {"cpu": "200m", "memory": None}}},
      _resources_are({"requests": {"cpu": "200m"}})),
 ]  # fmt: skip
-
-
-@pytest.fixture
-async def operator(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    async with OperatorUnderTest(control_plane) as op:
-        yield op
 
 
 async def _objects(client: Client, ns: str) -> tuple[dict[str, Any], dict[str, Any]]:

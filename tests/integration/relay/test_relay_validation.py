@@ -6,12 +6,10 @@ naming the field for the rest. Either way no partial Deployment is created and
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
@@ -56,12 +54,6 @@ WITHDRAWN_BY_THE_OPERATOR: list[tuple[dict[str, Any], str]] = [
     ({"podLabels": {"nvidia.com/dynamo-component-type": "frontend"}},
      "spec.podLabels[nvidia.com/dynamo-component-type]"),
 ]  # fmt: skip
-
-
-@pytest.fixture
-async def operator(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    async with OperatorUnderTest(control_plane) as op:
-        yield op
 
 
 @pytest.mark.parametrize(("spec", "named"), REFUSED_BY_THE_SCHEMA)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -24,7 +23,7 @@ from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.client.rest import MERGE_PATCH, Client
-from tests.integration.support.export_fixtures import SE, config, exports_become
+from tests.integration.support.export_fixtures import SE, exports_become
 from tests.integration.support.race_fixtures import (
     FRONTEND_SVC,
     POOL,
@@ -36,12 +35,6 @@ from tests.integration.support.race_fixtures import (
 from tests.integration.support.relay_fixtures import DGDS, RELAYS
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-async def mcs(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    async with OperatorUnderTest(control_plane, config("mcs")) as op:
-        yield op
 
 
 async def test_exports_are_deleted_before_the_relay_service_and_deployment(

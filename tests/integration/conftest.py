@@ -1,0 +1,31 @@
+"""The operator under test, as the integration tests share it: started on the session's
+control plane for one test, with the shipped defaults (`operator`) or exporting through
+an MCS implementation (`mcs`) or Karmada (`karmada`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
+from tests.integration.support.export_fixtures import config
+
+
+@pytest.fixture
+async def operator(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
+    async with OperatorUnderTest(control_plane) as op:
+        yield op
+
+
+@pytest.fixture
+async def mcs(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
+    async with OperatorUnderTest(control_plane, config("mcs")) as op:
+        yield op
+
+
+@pytest.fixture
+async def karmada(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
+    async with OperatorUnderTest(control_plane, config("karmada")) as op:
+        yield op
