@@ -1,6 +1,7 @@
 """The operator under test, as the integration tests share it: started on the session's
 control plane for one test, with the shipped defaults (`operator`) or exporting through
-an MCS implementation (`mcs`) or Karmada (`karmada`)."""
+an MCS implementation (`mcs`) or Karmada (`karmada`); and the admin client of the
+plane where pods run (`node_client`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
+from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.client.rest import Client
 from tests.integration.support.export_fixtures import config
 
 
@@ -29,3 +32,10 @@ async def mcs(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
 async def karmada(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
     async with OperatorUnderTest(control_plane, config("karmada")) as op:
         yield op
+
+
+@pytest.fixture
+async def node_client(node_plane: ControlPlane) -> AsyncIterator[Client]:
+    """The runtime's own client on the plane where pods run, as its admin."""
+    async with Client(load_kubeconfig(node_plane.kubeconfig), user_agent="dpo-tests") as c:
+        yield c

@@ -34,13 +34,12 @@ from dynamo_pool_operator.api import crd as relay_crd
 from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.client import discovery as client_discovery
 from tests.integration.support.export_fixtures import config
+from tests.integration.support.operator import LEADING, run_until_leading, stop_operator
 
 pytestmark = pytest.mark.timeout(90)
 
-LEADING = "leading: controllers started"
 METRICS_GV = "metrics.k8s.io/v1beta1"
 MCS_GV = "multicluster.x-k8s.io/v1beta1"
 SERVICE_NS = "kube-aggregated"
@@ -136,22 +135,8 @@ async def test_an_unavailable_group_it_does_not_need_is_skipped_with_one_warning
     plane: ControlPlane, discovery: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    stop = asyncio.Event()
-    task = asyncio.create_task(
-        process.run(run_config(""), kubeconfig=str(plane.kubeconfig), stop=stop)
-    )
-
-    async def leading() -> bool:
-        if task.done():
-            raise AssertionError(f"the operator exited: {task.result()}")
-        return LEADING in messages(caplog, logging.INFO)
-
-    try:
-        await eventually(leading, timeout=30)
-    finally:
-        stop.set()
-        code = await asyncio.wait_for(task, 30)
-    assert code == process.EXIT_OK
+    stop, task = await run_until_leading(run_config(""), plane, caplog)
+    assert await stop_operator(stop, task) == process.EXIT_OK
     skipped = [m for m in messages(caplog, logging.WARNING) if METRICS_GV in m]
     assert len(skipped) == 1, messages(caplog, logging.WARNING)
     assert "unavailable" in skipped[0]

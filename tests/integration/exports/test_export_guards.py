@@ -42,6 +42,7 @@ from tests.integration.support.export_fixtures import (
     relay_status,
     wait_event,
 )
+from tests.integration.support.planes import scratch_namespace
 from tests.integration.support.race_fixtures import (
     FRONTEND_SVC,
     POOL,
@@ -124,16 +125,6 @@ async def release(client: Client, ns: str, name: str) -> None:
     """Drop every finalizer of export `name`, if it still exists."""
     with contextlib.suppress(errors.NotFound):
         await client.merge_patch(SE, name, {"metadata": {"finalizers": None}}, ns)
-
-
-@contextlib.contextmanager
-def other_namespace(cp: ControlPlane) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    cp.create_namespace(name)
-    try:
-        yield name
-    finally:
-        cp.delete_namespace(name)
 
 
 # ---------------------------------------------------------------- withdrawal: NotFound, terminating
@@ -574,7 +565,7 @@ async def test_restart_with_the_feature_on_keeps_the_exports(
 async def test_feature_off_cleanup_of_a_restricted_operator_stays_in_its_namespace(
     client: Client, namespace: str, control_plane: ControlPlane
 ) -> None:
-    with other_namespace(control_plane) as other:
+    with scratch_namespace(control_plane) as other:
         for ns in (namespace, other):
             await make_pool(client, ns)
         async with OperatorUnderTest(control_plane, config("mcs")) as op:

@@ -11,20 +11,18 @@ v1alpha1 (`spec.services{}`) must still publish and export the pool.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api import crd as relay_crd
 from dynamo_pool_operator.api import names
-from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd, mcs_crds
+from dynamo_pool_operator.localcluster.crds import dgd_crd
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.integration.support.api_fixtures import namespace, plane
 from tests.integration.support.export_fixtures import SE, config, export_obj, exports_become
 from tests.integration.support.race_fixtures import (
     FRONTEND_SVC,
@@ -47,42 +45,16 @@ SERVED = {
 }
 
 
-def _plane(dgd_version: str, served: tuple[str, ...]) -> ControlPlane:
-    assets = resolve()
-    crds = [
-        relay_crd.crd(),
-        dgd_crd(dgd_version),
-        cluster_property_crd(),
-        *mcs_crds(assets.mcs_crd_dir, served=served),
-    ]
-    return ControlPlane(assets=assets, crds=crds, garbage_collector=False)
-
-
 @pytest.fixture(scope="module", params=list(SERVED), ids=list(SERVED))
 def versioned(request: pytest.FixtureRequest) -> Iterator[tuple[ControlPlane, str]]:
     served, want = SERVED[request.param]
-    cp = _plane("v1beta1", served)
-    cp.start()
-    try:
+    for cp in plane(about=True, mcs=served):
         yield cp, want
-    finally:
-        cp.stop()
 
 
 @pytest.fixture(scope="module")
 def alpha_dgd_plane() -> Iterator[ControlPlane]:
-    cp = _plane("v1alpha1", ("v1alpha1", "v1beta1"))
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
-
-
-def fresh_namespace(cp: ControlPlane) -> str:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    cp.create_namespace(name)
-    return name
+    yield from plane(about=True, mcs=("v1alpha1", "v1beta1"), dgd=[dgd_crd("v1alpha1")])
 
 
 def object_refs(writes: list[Any]) -> set[tuple[str, str]]:
@@ -93,7 +65,7 @@ async def test_exports_are_created_repaired_and_withdrawn_at_the_served_version(
     versioned: tuple[ControlPlane, str],
 ) -> None:
     cp, want = versioned
-    ns = fresh_namespace(cp)
+    ns = namespace(cp)
     se = SE.at_version(want)
     async with (
         Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client,
@@ -139,7 +111,7 @@ async def test_dgd_served_only_at_v1alpha1_is_published_and_exported(
     alpha_dgd_plane: ControlPlane,
 ) -> None:
     cp = alpha_dgd_plane
-    ns = fresh_namespace(cp)
+    ns = namespace(cp)
     dgds = DGDS.at_version("v1alpha1")
     async with (
         Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-tests") as client,

@@ -34,6 +34,7 @@ from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.leader import format_micro_time
 from dynamo_pool_operator.runtime.objects.resources import LEASES
 from tests.integration.support.export_fixtures import set_cluster_id
+from tests.integration.support.planes import started
 from tests.integration.support.race_fixtures import Grants
 from tests.integration.support.relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
 
@@ -393,12 +394,7 @@ async def test_wait_gives_up_with_exit_1(scene: Scene) -> None:
 @pytest.fixture(scope="module")
 def bare() -> Iterator[ControlPlane]:
     """No CRD at all: the tests install what they need, in order."""
-    cp = ControlPlane(garbage_collector=False)
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
+    yield from started(ControlPlane(garbage_collector=False))
 
 
 def gke_serviceexport_crd() -> dict[str, Any]:

@@ -27,6 +27,7 @@ from dynamo_pool_operator.config import API_VERSION, KIND
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS
+from tests.integration.support.planes import started
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -171,12 +172,7 @@ async def test_a_caller_who_may_not_list_configmaps_is_told_the_defaults_are_che
 @pytest.fixture(scope="module")
 def own_plane() -> Iterator[ControlPlane]:
     """No other test's ConfigMaps: the search across namespaces sees only this file's."""
-    cp = ControlPlane(garbage_collector=False)
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
+    yield from started(ControlPlane(garbage_collector=False))
 
 
 async def test_the_charts_configmap_is_found_in_any_namespace(own_plane: ControlPlane) -> None:

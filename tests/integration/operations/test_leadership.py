@@ -31,13 +31,13 @@ from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.leader import LeaderElector, format_micro_time
 from dynamo_pool_operator.runtime.objects.resources import LEASES
 from tests.integration.support.export_fixtures import config, events_for
+from tests.integration.support.operator import run_until_leading
 from tests.integration.support.race_fixtures import FRONTEND_SVC, deny_export_writes, make_pool
 from tests.integration.support.relay_fixtures import RELAYS, relay_body
 
 pytestmark = pytest.mark.timeout(240)
 
 LEASE = "dpo-leadership"
-LEADING = "leading: controllers started"
 WORKERS = 4
 BACKLOG = 1000
 
@@ -76,26 +76,6 @@ def reconciled() -> float:
 
 def emitted_export_failures() -> float:
     return sample("events_emitted_total", {"type": "Warning", "reason": "ExportFailed"})
-
-
-async def start_leading(
-    cfg: Any, cp: ControlPlane, caplog: pytest.LogCaptureFixture
-) -> tuple[asyncio.Event, asyncio.Task[int]]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(process.run(cfg, kubeconfig=str(cp.kubeconfig), stop=stop))
-
-    async def leading() -> bool:
-        if task.done():
-            raise AssertionError(f"the operator exited with {task.result()}")
-        return any(r.getMessage() == LEADING for r in caplog.records)
-
-    try:
-        await eventually(leading, timeout=60)
-    except BaseException:
-        stop.set()
-        await asyncio.wait_for(task, 30)
-        raise
-    return stop, task
 
 
 async def until(probe: Callable[[], bool], timeout: float, what: str) -> None:
@@ -142,7 +122,7 @@ async def test_a_stopping_leader_with_a_backlog_of_1000_keys_hands_over_in_secon
     await asyncio.gather(*(create(i) for i in range(BACKLOG)))
 
     before = reconciled()
-    stop, task = await start_leading(leader_config(namespace), control_plane, caplog)
+    stop, task = await run_until_leading(leader_config(namespace), control_plane, caplog, 60)
     cfg = load_kubeconfig(control_plane.kubeconfig)
     async with Client(cfg, user_agent="dpo-tests-successor") as successor_client:
         successor = LeaderElector(
@@ -192,7 +172,7 @@ async def pool_with_repeating_warning(
     an Event whose later repeats wait in memory for the heartbeat (or the stop)."""
     await make_pool(client, namespace)
     before = emitted_export_failures()
-    stop, task = await start_leading(leader_config(namespace), cp, caplog)
+    stop, task = await run_until_leading(leader_config(namespace), cp, caplog, 60)
     await until(lambda: emitted_export_failures() - before >= 4, 30, "repeated ExportFailed")
 
     async def patched_once() -> bool:
@@ -297,7 +277,7 @@ async def test_healthz_checks_that_the_controller_has_its_workers(
     cfg = leader_config(
         namespace, server={"metricsAddress": "0", "healthProbeAddress": f"127.0.0.1:{port}"}
     )
-    stop, task = await start_leading(cfg, control_plane, caplog)
+    stop, task = await run_until_leading(cfg, control_plane, caplog, 60)
     try:
         async with (
             aiohttp.ClientSession() as http,

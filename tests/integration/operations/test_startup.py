@@ -30,17 +30,16 @@ from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import dgd_crd, mcs_crds
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import DEFAULT_USER_AGENT, Client
 from dynamo_pool_operator.runtime.objects.resources import LEASES
 from tests.integration.support.export_fixtures import config, exports_become
+from tests.integration.support.operator import LEADING, run_until_leading, stop_operator
 from tests.integration.support.race_fixtures import FRONTEND_SVC, RELAY_SVC, make_pool
 
 pytestmark = pytest.mark.timeout(60)
 
 MCS_CRDS = ("serviceexports.multicluster.x-k8s.io", "serviceimports.multicluster.x-k8s.io")
-LEADING = "leading: controllers started"
 
 
 def run_config(implementation: str, **sections: object) -> OperatorConfiguration:
@@ -79,31 +78,6 @@ def _mcs_served(cp: ControlPlane, served: bool) -> None:
 
 def messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno == level]
-
-
-async def run_until_leading(
-    cfg: OperatorConfiguration, cp: ControlPlane, caplog: pytest.LogCaptureFixture
-) -> tuple[asyncio.Event, asyncio.Task[int]]:
-    stop = asyncio.Event()
-    task = asyncio.create_task(process.run(cfg, kubeconfig=str(cp.kubeconfig), stop=stop))
-
-    async def leading() -> bool:
-        if task.done():
-            raise AssertionError(f"the operator exited with {task.result()}")
-        return LEADING in messages(caplog, logging.INFO)
-
-    try:
-        await eventually(leading, timeout=30)
-    except BaseException:
-        stop.set()
-        await asyncio.wait_for(task, 30)
-        raise
-    return stop, task
-
-
-async def stop_operator(stop: asyncio.Event, task: asyncio.Task[int]) -> int:
-    stop.set()
-    return await asyncio.wait_for(task, 30)
 
 
 # ---------------------------------------------------------------- served APIs

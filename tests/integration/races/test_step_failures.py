@@ -23,7 +23,6 @@ cannot drift from what the operator does.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.integration.support.planes import scratch_namespace
 from tests.integration.support.step_cases import (
     POOL,
     RELAY_OBJECT,
@@ -155,18 +155,8 @@ def faults(node_plane: ControlPlane) -> Iterator[StepFaults]:
 
 @pytest.fixture
 def pool_namespace(node_plane: ControlPlane) -> Iterator[str]:
-    name = f"s-{uuid.uuid4().hex[:10]}"
-    node_plane.create_namespace(name)
-    try:
+    with scratch_namespace(node_plane, "s") as name:
         yield name
-    finally:
-        node_plane.delete_namespace(name)
-
-
-@pytest.fixture
-async def admin(node_plane: ControlPlane) -> AsyncIterator[Client]:
-    async with Client(load_kubeconfig(node_plane.kubeconfig), user_agent="dpo-tests") as c:
-        yield c
 
 
 @pytest.fixture
@@ -178,9 +168,9 @@ async def probe(operator_kubeconfig: Path) -> AsyncIterator[Client]:
 
 @pytest.fixture
 async def live(
-    node_plane: ControlPlane, admin: Client, pool_namespace: str, operator_kubeconfig: Path
+    node_plane: ControlPlane, node_client: Client, pool_namespace: str, operator_kubeconfig: Path
 ) -> AsyncIterator[Live]:
-    async with live_case(node_plane, admin, pool_namespace, operator_kubeconfig) as case:
+    async with live_case(node_plane, node_client, pool_namespace, operator_kubeconfig) as case:
         yield case
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -21,10 +21,10 @@ from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster import kwok
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, EVENTS, NAMESPACES
+from tests.integration.support.planes import scratch_namespace
 from tests.integration.support.relay_fixtures import DGDS, RELAYS, dgd_body, ready, relay_body
 
 pytestmark = pytest.mark.timeout(180)
@@ -34,18 +34,8 @@ POOL = "llama"
 
 @pytest.fixture
 def pod_namespace(node_plane: ControlPlane) -> Iterator[str]:
-    name = f"p-{uuid.uuid4().hex[:10]}"
-    node_plane.create_namespace(name)
-    try:
+    with scratch_namespace(node_plane, "p") as name:
         yield name
-    finally:
-        node_plane.delete_namespace(name)
-
-
-@pytest.fixture
-async def admin(node_plane: ControlPlane) -> AsyncIterator[Client]:
-    async with Client(load_kubeconfig(node_plane.kubeconfig), user_agent="dpo-tests") as c:
-        yield c
 
 
 def relay_selector() -> str:
@@ -66,42 +56,42 @@ async def endpoints_are(
 
 
 async def test_relay_pods_are_admitted_under_restricted_pod_security_and_serve_the_service(
-    node_plane: ControlPlane, admin: Client, pod_namespace: str
+    node_plane: ControlPlane, node_client: Client, pod_namespace: str
 ) -> None:
     ns = pod_namespace
     async with OperatorUnderTest(node_plane):
-        await admin.create(DGDS, dgd_body(POOL, ns))
-        await admin.create(RELAYS, relay_body(POOL, ns, replicas=2))
+        await node_client.create(DGDS, dgd_body(POOL, ns))
+        await node_client.create(RELAYS, relay_body(POOL, ns, replicas=2))
         try:
-            await eventually(partial(pods_are, admin, ns, 2), timeout=60)
+            await eventually(partial(pods_are, node_client, ns, 2), timeout=60)
         except AssertionError:
-            deployment = await admin.get(DEPLOYMENTS, names.relay_name(POOL), ns)
+            deployment = await node_client.get(DEPLOYMENTS, names.relay_name(POOL), ns)
             pytest.fail(f"no 2 running relay pods; Deployment status: {deployment.get('status')}")
-        (addresses,) = await eventually(partial(endpoints_are, admin, ns, 2), timeout=60)
+        (addresses,) = await eventually(partial(endpoints_are, node_client, ns, 2), timeout=60)
         assert all(a.startswith("10.244.") for a in addresses), addresses
 
         # Scaling down removes pods (kwok's pod-delete) and their endpoints.
-        await admin.merge_patch(RELAYS, POOL, {"spec": {"replicas": 0}}, ns)
-        await eventually(partial(pods_are, admin, ns, 0), timeout=60)
-        await eventually(partial(endpoints_are, admin, ns, 0), timeout=60)
+        await node_client.merge_patch(RELAYS, POOL, {"spec": {"replicas": 0}}, ns)
+        await eventually(partial(pods_are, node_client, ns, 0), timeout=60)
+        await eventually(partial(endpoints_are, node_client, ns, 0), timeout=60)
 
 
 async def test_a_namespace_with_running_pods_is_deleted(
-    node_plane: ControlPlane, admin: Client
+    node_plane: ControlPlane, node_client: Client
 ) -> None:
     """kwok removes a pod being deleted (no kubelet grace period), so the namespace
     controller can finish: without the pod-delete stage the namespace stays Terminating."""
     ns = f"p-{uuid.uuid4().hex[:10]}"
     node_plane.create_namespace(ns)
     async with OperatorUnderTest(node_plane):
-        await admin.create(DGDS, dgd_body(POOL, ns))
-        await admin.create(RELAYS, relay_body(POOL, ns, replicas=1))
-        await eventually(partial(pods_are, admin, ns, 1), timeout=60)
+        await node_client.create(DGDS, dgd_body(POOL, ns))
+        await node_client.create(RELAYS, relay_body(POOL, ns, replicas=1))
+        await eventually(partial(pods_are, node_client, ns, 1), timeout=60)
     node_plane.delete_namespace(ns)
 
     async def gone() -> bool:
         try:
-            await admin.get(NAMESPACES, ns)
+            await node_client.get(NAMESPACES, ns)
         except errors.NotFound:
             return True
         return False
@@ -141,7 +131,7 @@ POOLS_IN_DELETED_NAMESPACE = 6
 
 
 async def test_deleting_a_namespace_with_a_published_pool_logs_no_error(
-    node_plane: ControlPlane, admin: Client, caplog: pytest.LogCaptureFixture
+    node_plane: ControlPlane, node_client: Client, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The namespace controller deletes a namespace's objects kind by kind: the relay's
     Deployment and Service may go before the relay itself. Re-creating them is then
@@ -155,13 +145,13 @@ async def test_deleting_a_namespace_with_a_published_pool_logs_no_error(
     pools = [f"pool-{i}" for i in range(POOLS_IN_DELETED_NAMESPACE)]
     async with OperatorUnderTest(node_plane) as op:
         for pool in pools:
-            await admin.create(DGDS, dgd_body(pool, ns))
-            await admin.create(RELAYS, relay_body(pool, ns, replicas=1))
-        await eventually(partial(all_published, admin, ns, pools), timeout=60)
+            await node_client.create(DGDS, dgd_body(pool, ns))
+            await node_client.create(RELAYS, relay_body(pool, ns, replicas=1))
+        await eventually(partial(all_published, node_client, ns, pools), timeout=60)
         await op.settle()
         caplog.clear()
         node_plane.delete_namespace(ns)
-        await eventually(partial(gone, admin, ns), timeout=90)
+        await eventually(partial(gone, node_client, ns), timeout=90)
         await op.settle()
     logged = [
         r.getMessage()
@@ -180,7 +170,10 @@ async def gone(client: Client, namespace: str) -> bool:
 
 
 async def test_a_deployment_controller_writing_status_during_the_handover_logs_no_error(
-    node_plane: ControlPlane, admin: Client, pod_namespace: str, caplog: pytest.LogCaptureFixture
+    node_plane: ControlPlane,
+    node_client: Client,
+    pod_namespace: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Before its first apply of a relay Deployment the operator hands the create's
     fields over to its apply manager, a patch guarded by the resourceVersion read. The
@@ -203,17 +196,17 @@ async def test_a_deployment_controller_writing_status_during_the_handover_logs_n
             if res == DEPLOYMENTS and handover and bumped < 3:
                 bumped += 1
                 note = {"metadata": {"annotations": {"test/moved-on": str(bumped)}}}
-                await admin.merge_patch(DEPLOYMENTS, name, note, ns)
+                await node_client.merge_patch(DEPLOYMENTS, name, note, ns)
             return await real(res, name, patch, *a, **kw)
 
         op.client.merge_patch = merge_patch  # type: ignore[method-assign]
-        await admin.create(DGDS, dgd_body(POOL, ns))
-        await admin.create(RELAYS, relay_body(POOL, ns, replicas=1))
-        await eventually(partial(pods_are, admin, ns, 1), timeout=60)
+        await node_client.create(DGDS, dgd_body(POOL, ns))
+        await node_client.create(RELAYS, relay_body(POOL, ns, replicas=1))
+        await eventually(partial(pods_are, node_client, ns, 1), timeout=60)
         assert bumped == 0, "a create is one write: no handover before a change needs it"
-        await admin.merge_patch(RELAYS, POOL, {"spec": {"replicas": 2}}, ns)
-        await eventually(partial(pods_are, admin, ns, 2), timeout=60)
-        await eventually(partial(all_published, admin, ns, [POOL]), timeout=60)
+        await node_client.merge_patch(RELAYS, POOL, {"spec": {"replicas": 2}}, ns)
+        await eventually(partial(pods_are, node_client, ns, 2), timeout=60)
+        await eventually(partial(all_published, node_client, ns, [POOL]), timeout=60)
         assert bumped == 3, "the handover was not attempted three times"
     logged = [
         r.getMessage()
@@ -242,7 +235,7 @@ async def _events(client: Client, ns: str, reason: str) -> list[dict[str, Any]]:
 
 
 async def test_ready_follows_the_relay_pods_and_says_why_not(
-    node_plane: ControlPlane, admin: Client, pod_namespace: str
+    node_plane: ControlPlane, node_client: Client, pod_namespace: str
 ) -> None:
     """`RelayAvailable` from the Deployment's own status: True once a relay pod is
     available (Ready with it), `ScaledToZero` at 0 replicas, True again after; each
@@ -250,38 +243,42 @@ async def test_ready_follows_the_relay_pods_and_says_why_not(
     and a Normal `PoolReady` when the pool is Ready again."""
     ns = pod_namespace
     async with OperatorUnderTest(node_plane) as op:
-        await admin.create(DGDS, dgd_body(POOL, ns))
-        await admin.create(RELAYS, relay_body(POOL, ns, replicas=2))
-        await eventually(partial(_is, admin, ns, "RelayAvailable", "True", "Available"), timeout=60)
-        assert await _is(admin, ns, "Ready", "True", "Ready")
-        relay = await admin.get(RELAYS, POOL, ns)
+        await node_client.create(DGDS, dgd_body(POOL, ns))
+        await node_client.create(RELAYS, relay_body(POOL, ns, replicas=2))
+        await eventually(
+            partial(_is, node_client, ns, "RelayAvailable", "True", "Available"), timeout=60
+        )
+        assert await _is(node_client, ns, "Ready", "True", "Ready")
+        relay = await node_client.get(RELAYS, POOL, ns)
         assert relay["status"]["relayPods"] == "2/2"
         await op.settle()
         assert await op.reconcile_again((ns, POOL)) == []
-        await eventually(partial(_events, admin, ns, "PoolReady"))
+        await eventually(partial(_events, node_client, ns, "PoolReady"))
         warnings = [
-            e["reason"] for e in (await admin.list(EVENTS, ns)).items if e["type"] == "Warning"
+            e["reason"]
+            for e in (await node_client.list(EVENTS, ns)).items
+            if e["type"] == "Warning"
         ]
         assert warnings == [], "a relay that comes up normally warns of nothing"
 
-        await admin.merge_patch(RELAYS, POOL, {"spec": {"replicas": 0}}, ns)
-        zero = partial(_is, admin, ns, "RelayAvailable", "False", "ScaledToZero")
+        await node_client.merge_patch(RELAYS, POOL, {"spec": {"replicas": 0}}, ns)
+        zero = partial(_is, node_client, ns, "RelayAvailable", "False", "ScaledToZero")
         await eventually(zero, timeout=60)
-        assert await _is(admin, ns, "Ready", "False", "ScaledToZero")
-        assert await _is(admin, ns, "Published", "True", "Published"), "still published"
-        (warning, *_) = await eventually(partial(_events, admin, ns, "ScaledToZero"))
+        assert await _is(node_client, ns, "Ready", "False", "ScaledToZero")
+        assert await _is(node_client, ns, "Published", "True", "Published"), "still published"
+        (warning, *_) = await eventually(partial(_events, node_client, ns, "ScaledToZero"))
         assert (warning["type"], warning["action"]) == ("Warning", "RelayAvailable")
         assert warning["related"]["kind"] == "Deployment"
         await op.settle()
         assert await op.reconcile_again((ns, POOL)) == []
 
-        await admin.merge_patch(RELAYS, POOL, {"spec": {"replicas": 1}}, ns)
-        await eventually(partial(_is, admin, ns, "Ready", "True", "Ready"), timeout=60)
-        assert (await admin.get(RELAYS, POOL, ns))["status"]["relayPods"] == "1/1"
+        await node_client.merge_patch(RELAYS, POOL, {"spec": {"replicas": 1}}, ns)
+        await eventually(partial(_is, node_client, ns, "Ready", "True", "Ready"), timeout=60)
+        assert (await node_client.get(RELAYS, POOL, ns))["status"]["relayPods"] == "1/1"
 
 
 async def test_ready_waits_for_the_rollout_of_a_change(
-    node_plane: ControlPlane, admin: Client, pod_namespace: str
+    node_plane: ControlPlane, node_client: Client, pod_namespace: str
 ) -> None:
     """A spec change that rolls the relay pods (here: the cluster ID they get) is not
     Ready until its rollout completed (`kubectl rollout status`'s rule: the Deployment
@@ -293,17 +290,17 @@ async def test_ready_waits_for_the_rollout_of_a_change(
     ns = pod_namespace
     relay_name = names.relay_name(POOL)
     async with OperatorUnderTest(node_plane) as op:
-        await admin.create(DGDS, dgd_body(POOL, ns))
-        await admin.create(RELAYS, relay_body(POOL, ns, replicas=2, clusterId="east"))
-        await eventually(partial(_is, admin, ns, "Ready", "True", "Ready"), timeout=60)
+        await node_client.create(DGDS, dgd_body(POOL, ns))
+        await node_client.create(RELAYS, relay_body(POOL, ns, replicas=2, clusterId="east"))
+        await eventually(partial(_is, node_client, ns, "Ready", "True", "Ready"), timeout=60)
         await op.settle()
-        relay = await admin.get(RELAYS, POOL, ns)
-        deployment = await admin.get(DEPLOYMENTS, relay_name, ns)
+        relay = await node_client.get(RELAYS, POOL, ns)
+        deployment = await node_client.get(DEPLOYMENTS, relay_name, ns)
         relays: list[dict[str, Any]] = []
         deployments: list[dict[str, Any]] = []
 
         async def record(res: Any, since: str, into: list[dict[str, Any]], name: str) -> None:
-            async for event in admin.watch(res, ns, resource_version=since):
+            async for event in node_client.watch(res, ns, resource_version=since):
                 if event["object"].get("metadata", {}).get("name") == name:
                     into.append(event["object"])
 
@@ -316,7 +313,7 @@ async def test_ready_waits_for_the_rollout_of_a_change(
             ),
         ]
         try:
-            await admin.merge_patch(RELAYS, POOL, {"spec": {"clusterId": "west"}}, ns)
+            await node_client.merge_patch(RELAYS, POOL, {"spec": {"clusterId": "west"}}, ns)
             generation = relay["metadata"]["generation"] + 1
 
             def rolled_out(dep: dict[str, Any]) -> bool:
@@ -334,10 +331,10 @@ async def test_ready_waits_for_the_rollout_of_a_change(
                 )
 
             async def done() -> bool:
-                return rolled_out(await admin.get(DEPLOYMENTS, relay_name, ns))
+                return rolled_out(await node_client.get(DEPLOYMENTS, relay_name, ns))
 
             await eventually(done, timeout=60)
-            await eventually(partial(_is, admin, ns, "Ready", "True", "Ready"), timeout=60)
+            await eventually(partial(_is, node_client, ns, "Ready", "True", "Ready"), timeout=60)
             await op.settle()
             await asyncio.sleep(0.5)  # the watches deliver what is written up to now
         finally:
@@ -358,7 +355,7 @@ async def test_ready_waits_for_the_rollout_of_a_change(
 
 
 async def test_a_metadata_only_repair_of_the_deployment_is_no_rollout(
-    node_plane: ControlPlane, admin: Client, pod_namespace: str
+    node_plane: ControlPlane, node_client: Client, pod_namespace: str
 ) -> None:
     """Restoring only the relay Deployment's metadata (here: the DGD label a user removed)
     changes no pod template and no generation: every pod keeps serving, so Ready must
@@ -368,29 +365,29 @@ async def test_a_metadata_only_repair_of_the_deployment_is_no_rollout(
     ns = pod_namespace
     relay_name = names.relay_name(POOL)
     async with OperatorUnderTest(node_plane) as op:
-        await admin.create(DGDS, dgd_body(POOL, ns))
-        await admin.create(RELAYS, relay_body(POOL, ns, replicas=2))
-        await eventually(partial(_is, admin, ns, "Ready", "True", "Ready"), timeout=60)
+        await node_client.create(DGDS, dgd_body(POOL, ns))
+        await node_client.create(RELAYS, relay_body(POOL, ns, replicas=2))
+        await eventually(partial(_is, node_client, ns, "Ready", "True", "Ready"), timeout=60)
         await op.settle()
         await op.running.recorder.wait_idle()
-        ready_events = _occurrences(await _events(admin, ns, "PoolReady"))
-        relay = await admin.get(RELAYS, POOL, ns)
-        generation = (await admin.get(DEPLOYMENTS, relay_name, ns))["metadata"]["generation"]
+        ready_events = _occurrences(await _events(node_client, ns, "PoolReady"))
+        relay = await node_client.get(RELAYS, POOL, ns)
+        generation = (await node_client.get(DEPLOYMENTS, relay_name, ns))["metadata"]["generation"]
         relays: list[dict[str, Any]] = []
 
         async def record() -> None:
             since = relay["metadata"]["resourceVersion"]
-            async for event in admin.watch(RELAYS, ns, resource_version=since):
+            async for event in node_client.watch(RELAYS, ns, resource_version=since):
                 relays.append(event["object"])
 
         watching = asyncio.create_task(record())
         try:
-            await admin.merge_patch(
+            await node_client.merge_patch(
                 DEPLOYMENTS, relay_name, {"metadata": {"labels": {names.DGD_NAME: None}}}, ns
             )
 
             async def repaired() -> bool:
-                dep = await admin.get(DEPLOYMENTS, relay_name, ns)
+                dep = await node_client.get(DEPLOYMENTS, relay_name, ns)
                 return dep["metadata"].get("labels", {}).get(names.DGD_NAME) == POOL
 
             await eventually(repaired, timeout=30)
@@ -399,7 +396,7 @@ async def test_a_metadata_only_repair_of_the_deployment_is_no_rollout(
             await asyncio.sleep(0.5)  # the watch delivers what is written up to now
         finally:
             watching.cancel()
-        dep = await admin.get(DEPLOYMENTS, relay_name, ns)
+        dep = await node_client.get(DEPLOYMENTS, relay_name, ns)
         assert dep["metadata"]["generation"] == generation, "the repair changed the template"
         said = [
             (c["type"], c["status"], c["reason"])
@@ -408,7 +405,7 @@ async def test_a_metadata_only_repair_of_the_deployment_is_no_rollout(
             if c["type"] in ("Ready", "RelayAvailable") and c["status"] != "True"
         ]
         assert said == [], f"a metadata-only repair flapped the relay: {said}"
-        assert _occurrences(await _events(admin, ns, "PoolReady")) == ready_events
+        assert _occurrences(await _events(node_client, ns, "PoolReady")) == ready_events
 
 
 def _occurrences(events: list[dict[str, Any]]) -> int:

@@ -10,7 +10,6 @@ skips the object, names it, counts it, keeps its resourceVersion and stays synce
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Awaitable, Callable, Iterator
 
 import aiohttp
@@ -20,6 +19,7 @@ from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.integration.support.planes import scratch_namespace
 from tests.integration.support.relay_fixtures import (
     DGDS,
     FRONTEND,
@@ -37,12 +37,8 @@ LEVELS = 1100
 @pytest.fixture
 def elsewhere(control_plane: ControlPlane) -> Iterator[str]:
     """Another team's namespace."""
-    name = f"o-{uuid.uuid4().hex[:10]}"
-    control_plane.create_namespace(name)
-    try:
+    with scratch_namespace(control_plane, "o") as name:
         yield name
-    finally:
-        control_plane.delete_namespace(name)
 
 
 async def create_too_deep(cp: ControlPlane, namespace: str, name: str) -> None:

@@ -19,6 +19,7 @@ from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client.rest import Client
 from tests.integration.support.export_fixtures import config
+from tests.integration.support.planes import started
 from tests.integration.support.relay_fixtures import condition
 
 ABOUT_CRD = "clusterproperties.about.k8s.io"
@@ -50,17 +51,14 @@ def plane(
         crds.append(cluster_property_crd() if about is True else cluster_property_crd(about))
     if mcs is not None:
         crds += mcs_crds(assets.mcs_crd_dir, served=mcs)
-    cp = ControlPlane(
-        assets=assets,
-        crds=crds,
-        garbage_collector=False,
-        extra_apiserver_args=extra_apiserver_args,
+    yield from started(
+        ControlPlane(
+            assets=assets,
+            crds=crds,
+            garbage_collector=False,
+            extra_apiserver_args=extra_apiserver_args,
+        )
     )
-    cp.start()
-    try:
-        yield cp
-    finally:
-        cp.stop()
 
 
 def namespace(cp: ControlPlane) -> str:

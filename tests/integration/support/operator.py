@@ -3,6 +3,7 @@ starts from: a fresh namespace, an admin client, and the log captured at INFO.""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 import logging
@@ -12,6 +13,7 @@ from typing import TypeVar
 
 import pytest
 
+from dynamo_pool_operator import process
 from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
@@ -59,3 +61,37 @@ async def eventually_or(
     except AssertionError as e:
         said = why()
         raise AssertionError(await said if inspect.isawaitable(said) else said) from e
+
+
+#: What the operator logs once it leads and its controllers run.
+LEADING = "leading: controllers started"
+
+
+async def run_until_leading(
+    cfg: OperatorConfiguration,
+    cp: ControlPlane,
+    caplog: pytest.LogCaptureFixture,
+    timeout: float = 30,
+) -> tuple[asyncio.Event, asyncio.Task[int]]:
+    """The shipped process (`process.run`) started and leading; stopped again if it
+    does not lead in time. Stop it with `stop_operator`."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(process.run(cfg, kubeconfig=str(cp.kubeconfig), stop=stop))
+
+    async def leading() -> bool:
+        if task.done():
+            raise AssertionError(f"the operator exited with {task.result()}")
+        return any(r.getMessage() == LEADING for r in caplog.records)
+
+    try:
+        await eventually(leading, timeout=timeout)
+    except BaseException:
+        await stop_operator(stop, task)
+        raise
+    return stop, task
+
+
+async def stop_operator(stop: asyncio.Event, task: asyncio.Task[int]) -> int:
+    """Ask the process to stop; its exit code."""
+    stop.set()
+    return await asyncio.wait_for(task, 30)
