@@ -6,11 +6,9 @@ so `pytest -m "not integration and not e2e and not faults"` runs only the unit t
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -18,6 +16,7 @@ from hypothesis import HealthCheck, settings
 from dynamo_pool_operator.localcluster.assets import Assets
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.leaks import run_plane
 
 # Every property test runs on shared 2-core boxes (CI, a mutation run's instrumented
 # copy): how fast examples are generated or run is never what they check, so neither a
@@ -56,32 +55,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         session.config.stash[_ASSETS] = resolve()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _assets(request: pytest.FixtureRequest) -> Assets:
     from dynamo_pool_operator.localcluster.assets import resolve
 
     return request.config.stash.get(_ASSETS, None) or resolve()
-
-
-def _run_plane(cp: Any) -> Iterator[Any]:
-    """Start `cp`, yield it, stop it, and assert that no process (by the PIDs it
-    started) and no temporary directory survive."""
-    cp.start()
-    try:
-        yield cp
-    finally:
-        pids, tmp = cp.pids, cp.dir
-        cp.stop()
-        leaked = [p for p in pids if _alive(p)]
-        assert not leaked, f"control-plane processes survived stop(): {leaked}"
-        assert not tmp.exists(), f"control-plane directory survived stop(): {tmp}"
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +71,7 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[object]:
     from dynamo_pool_operator.localcluster.crds import default_crds
 
     assets = _assets(request)
-    yield from _run_plane(ControlPlane(assets=assets, crds=default_crds(assets.mcs_crd_dir)))
+    yield from run_plane(ControlPlane(assets=assets, crds=default_crds(assets.mcs_crd_dir)))
 
 
 @pytest.fixture(scope="session")
@@ -108,7 +85,7 @@ def node_plane(request: pytest.FixtureRequest) -> Iterator[object]:
     assets = _assets(request)
     if why := assets.missing_peers("kwok"):
         pytest.skip(why)
-    yield from _run_plane(
+    yield from run_plane(
         ControlPlane(assets=assets, crds=default_crds(assets.mcs_crd_dir), nodes=1)
     )
 

@@ -7,7 +7,6 @@ the pool runs in east and the report shows it as west sees it, through Lighthous
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 
@@ -18,6 +17,7 @@ from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.lighthouse import namespaces_refused
+from tests.leaks import surviving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -44,17 +44,9 @@ def started(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[ControlPlane]]:
     monkeypatch.setattr(ControlPlane, "stop", stop)
     yield planes
     assert planes, "dev started no control plane"
-    alive = [p for p in pids if _alive(p)]
+    alive = surviving(pids)
     assert not alive, f"dev left processes running: {alive}"
     assert not [cp.dir for cp in planes if cp.dir.exists()], "dev left a directory behind"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 async def test_dev_publishes_the_sample_pool_and_its_relay_pods_run(

@@ -46,6 +46,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, EVENTS, SERVICES, Resource
 from tests.e2e.chart_operator import DGDS, RELAYS, dgd, relay
+from tests.leaks import surviving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -111,19 +112,9 @@ def world(request: pytest.FixtureRequest) -> Iterator[lighthouse.World]:
     with lighthouse.world(assets, CLUSTERS, mcs_crd_dir=crd_dir) as w:
         pids, dirs = w.pids, w.dirs
         yield w
-    leaked = [p for p in pids if _alive(p)]
+    leaked = surviving(pids)
     assert not leaked, f"processes survived the world: {leaked}"
     assert not [d for d in dirs if d.exists()], "control-plane directories survived"
-
-
-def _alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ from tests.integration.support.race_fixtures import (
     mismatches,
     writes_nothing,
 )
-from tests.integration.support.relay_fixtures import RELAYS, condition
+from tests.integration.support.relay_fixtures import condition, relay_owner
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -214,14 +214,7 @@ async def test_feature_off_cleanup_runs_when_the_serviceexport_api_appears_later
         for doc in mcs_crds(resolve().mcs_crd_dir):
             await asyncio.to_thread(without_mcs.install_crd, doc)
         # An export an earlier operator (with an implementation set) made, and a user's.
-        owner = {
-            "apiVersion": RELAYS.api_version,
-            "kind": RELAYS.kind,
-            "name": relay["metadata"]["name"],
-            "uid": relay["metadata"]["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
+        owner = relay_owner(relay)
         ours = {
             "apiVersion": SE.api_version,
             "kind": SE.kind,

@@ -33,6 +33,7 @@ from tests.integration.support.export_fixtures import (
     states_become,
     wait_event,
 )
+from tests.integration.support.objects import controller_ref
 from tests.integration.support.relay_fixtures import DGDS, RELAYS, WORKER, dgd_body, relay_body
 
 POOL = "payments"
@@ -54,21 +55,10 @@ async def alices_pool(alice: Client, ns: str) -> dict[str, Any]:
     return dgd
 
 
-def controller(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj["metadata"]
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-    }
-
-
 def service_body(ns: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": DB_SVC, "namespace": ns}
     if owner is not None:
-        meta["ownerReferences"] = [controller(owner)]
+        meta["ownerReferences"] = [controller_ref(owner)]
     return {
         "apiVersion": "v1",
         "kind": "Service",
@@ -109,7 +99,7 @@ async def other_teams_deployment(client: Client, ns: str) -> dict[str, Any]:
 async def dcd(client: Client, ns: str, owner: dict[str, Any] | None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": DB_SVC, "namespace": ns}
     if owner is not None:
-        meta["ownerReferences"] = [controller(owner)]
+        meta["ownerReferences"] = [controller_ref(owner)]
     body = {"apiVersion": DCDS.api_version, "kind": DCD_KIND, "metadata": meta, "spec": {}}
     return await client.create(DCDS, body)
 
@@ -185,7 +175,7 @@ async def test_a_service_of_a_dcd_is_exported_while_the_dgd_controls_that_dcd(
     await second_pass_writes_nothing(mcs, namespace)
     # The DGD takes the DCD (as Dynamo's operator makes it, off the Grove path): exported.
     await client.merge_patch(
-        DCDS, DB_SVC, {"metadata": {"ownerReferences": [controller(dgd)]}}, namespace
+        DCDS, DB_SVC, {"metadata": {"ownerReferences": [controller_ref(dgd)]}}, namespace
     )
     await exports_become(client, namespace, {RELAY_SVC, DB_SVC})
     await states_become(alice, namespace, POOL, {DB_SVC: "Exported"})
@@ -206,7 +196,7 @@ async def test_a_service_changing_hands_to_another_team_withdraws_the_export(
     await mcs.settle()
     owner = await other_teams_deployment(client, namespace)
     await client.merge_patch(
-        SERVICES, DB_SVC, {"metadata": {"ownerReferences": [controller(owner)]}}, namespace
+        SERVICES, DB_SVC, {"metadata": {"ownerReferences": [controller_ref(owner)]}}, namespace
     )
     await exports_become(client, namespace, {RELAY_SVC})
     await skipped_naming(alice, namespace, "Deployment/ledger-db")

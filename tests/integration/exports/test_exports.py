@@ -37,6 +37,7 @@ from tests.integration.support.relay_fixtures import (
     RELAYS,
     WORKER,
     dgd_body,
+    relay_owner,
 )
 
 
@@ -72,16 +73,8 @@ async def test_publish_exports_relay_and_each_frontend_under_its_own_name(
     e = await export_obj(client, namespace, FRONTEND_SVC)
     assert e is not None
     assert e["metadata"]["labels"][names.DGD_NAME] == POOL
-    assert e["metadata"]["ownerReferences"] == [
-        {
-            "apiVersion": "nvidia.com/v1alpha1",
-            "kind": "DynamoPoolRelay",
-            "name": POOL,
-            "uid": relay["metadata"]["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
+    assert e["metadata"]["ownerReferences"] == [relay_owner(relay)]
+    assert relay["metadata"]["name"] == POOL
     created = await wait_event(client, namespace, "ExportCreated", name=FRONTEND_SVC)
     assert created["related"]["uid"] == e["metadata"]["uid"]
     want = {RELAY_SVC: "Exported", FRONTEND_SVC: "Exported", f"{POOL}-chatv2": "Exported"}

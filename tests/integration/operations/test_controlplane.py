@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import uuid
-from typing import Any
 
 import pytest
 
@@ -19,17 +18,9 @@ from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, SECRETS
+from tests.integration.support.objects import config_map
 
 SERVICEEXPORTS = serviceexports("v1beta1")
-
-
-def _cm(name: str, ns: str, **data: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": ns},
-        "data": data,
-    }
 
 
 async def test_version_endpoint_reports_the_pinned_release(client: Client) -> None:
@@ -40,7 +31,7 @@ async def test_version_endpoint_reports_the_pinned_release(client: Client) -> No
 
 
 async def test_server_side_apply_records_managed_fields(client: Client, namespace: str) -> None:
-    obj = await client.apply(CONFIGMAPS, _cm("ssa", namespace, a="1"), field_manager="smoke")
+    obj = await client.apply(CONFIGMAPS, config_map("ssa", namespace, a="1"), field_manager="smoke")
     managers = {m["manager"]: m for m in obj["metadata"]["managedFields"]}
     assert managers["smoke"]["operation"] == "Apply"
     assert "f:a" in managers["smoke"]["fieldsV1"]["f:data"]
@@ -49,7 +40,7 @@ async def test_server_side_apply_records_managed_fields(client: Client, namespac
 async def test_delete_with_stale_resource_version_is_refused(
     client: Client, namespace: str
 ) -> None:
-    first = await client.create(CONFIGMAPS, _cm("rv", namespace, a="1"))
+    first = await client.create(CONFIGMAPS, config_map("rv", namespace, a="1"))
     await client.merge_patch(CONFIGMAPS, "rv", {"data": {"a": "2"}}, namespace)
     with pytest.raises(errors.Conflict):
         await client.delete(
@@ -61,9 +52,9 @@ async def test_delete_with_stale_resource_version_is_refused(
 async def test_apply_with_uid_of_deleted_object_does_not_recreate_it(
     client: Client, namespace: str
 ) -> None:
-    made = await client.create(CONFIGMAPS, _cm("gone", namespace))
+    made = await client.create(CONFIGMAPS, config_map("gone", namespace))
     await client.delete(CONFIGMAPS, "gone", namespace)
-    body = _cm("gone", namespace, a="1")
+    body = config_map("gone", namespace, a="1")
     body["metadata"]["uid"] = made["metadata"]["uid"]
     with pytest.raises(errors.Conflict):
         await client.apply(CONFIGMAPS, body, field_manager="smoke")
@@ -94,7 +85,7 @@ async def test_garbage_collector_deletes_dependents_of_a_deleted_owner(
     client: Client, namespace: str, control_plane: ControlPlane
 ) -> None:
     assert control_plane.garbage_collector, "kube-controller-manager is not running"
-    owner = await client.create(CONFIGMAPS, _cm("owner", namespace))
+    owner = await client.create(CONFIGMAPS, config_map("owner", namespace))
     ref = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -150,7 +141,7 @@ async def test_restricted_user_is_forbidden_where_rbac_says_so(
         with pytest.raises(errors.Forbidden):
             await c.list(SECRETS, namespace)
         with pytest.raises(errors.Forbidden):
-            await c.create(CONFIGMAPS, _cm("nope", namespace))
+            await c.create(CONFIGMAPS, config_map("nope", namespace))
 
 
 async def test_audit_log_records_each_write_with_its_user_agent(
@@ -158,7 +149,7 @@ async def test_audit_log_records_each_write_with_its_user_agent(
 ) -> None:
     since = control_plane.audit.offset()
     async with Client(load_kubeconfig(control_plane.kubeconfig), user_agent="audit-probe/1") as c:
-        await c.create(CONFIGMAPS, _cm("audited", namespace))
+        await c.create(CONFIGMAPS, config_map("audited", namespace))
         await c.get(CONFIGMAPS, "audited", namespace)  # a read: not recorded
         await c.delete(CONFIGMAPS, "audited", namespace)
     writes = control_plane.audit.writes(since, user_agent_prefix="audit-probe/")

@@ -24,6 +24,7 @@ from tests.integration.support.relay_fixtures import (
     decision_of,
     dgd_body,
     relay_body,
+    relay_owner,
 )
 
 POOL = "llama"
@@ -66,14 +67,8 @@ async def test_publish_creates_owned_deployment_and_service(
     cond = await published(client, namespace)
     assert cond["reason"] == "Published"
 
-    owner = {
-        "apiVersion": "nvidia.com/v1alpha1",
-        "kind": "DynamoPoolRelay",
-        "name": POOL,
-        "uid": relay["metadata"]["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    owner = relay_owner(relay)
+    assert owner["name"] == POOL
     dep = await client.get(DEPLOYMENTS, RELAY_OBJ, namespace)
     svc = await client.get(SERVICES, RELAY_OBJ, namespace)
     for obj in (dep, svc):

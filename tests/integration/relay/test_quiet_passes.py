@@ -26,6 +26,7 @@ from dynamo_pool_operator.pool import reconciler as reconciler_module
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
 from tests.integration.support.export_fixtures import SE, config, exports_become
+from tests.integration.support.objects import controller_ref
 from tests.integration.support.race_fixtures import FRONTEND_SVC, POOL, RELAY_SVC, make_pool
 from tests.integration.support.relay_fixtures import DGDS
 
@@ -123,17 +124,6 @@ async def test_reconcile_again_decides_afresh(
 DCDS = Resource(DGD_GROUP, DCD_VERSION, DCD_PLURAL, DCD_KIND)
 
 
-def _controller(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj["metadata"]
-    return {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-    }
-
-
 async def _decided_afresh_then_quiet(
     op: OperatorUnderTest, plans: PlanCount, ns: str, before: int
 ) -> None:
@@ -177,13 +167,13 @@ async def test_the_dcd_of_a_frontends_service_changing_hands_is_decided_afresh(
         "metadata": {
             "name": FRONTEND_SVC,
             "namespace": namespace,
-            "ownerReferences": [_controller(dgd)],
+            "ownerReferences": [controller_ref(dgd)],
         },
         "spec": {},
     }
     dcd = await client.create(DCDS, dcd_body)
     _, service = dynamo.frontend(dgd)
-    service["metadata"] = {**service["metadata"], "ownerReferences": [_controller(dcd)]}
+    service["metadata"] = {**service["metadata"], "ownerReferences": [controller_ref(dcd)]}
     before = plans.n
     await client.create(SERVICES, service)
     await _decided_afresh_then_quiet(mcs, plans, namespace, before)

@@ -20,15 +20,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.discovery import served_versions, server_resources
 from dynamo_pool_operator.runtime.client.rest import DEFAULT_USER_AGENT, Client
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, DEPLOYMENTS
-
-
-def _cm(name: str, ns: str, **data: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": ns},
-        "data": data,
-    }
+from tests.integration.support.objects import config_map
 
 
 def _owners(obj: dict[str, Any]) -> dict[str, set[str]]:
@@ -46,20 +38,22 @@ async def test_server_side_apply_tracks_field_managers_refuses_conflicts_unless_
     """Two managers apply to one ConfigMap: each owns what it applied; applying another
     manager's field is a Conflict unless forced, and forcing moves the ownership.
     Re-applying the same intent is a no-op (same resourceVersion)."""
-    a = await client.apply(CONFIGMAPS, _cm("ssa", namespace, x="1"), field_manager="mgr-a")
-    b = await client.apply(CONFIGMAPS, _cm("ssa", namespace, y="1"), field_manager="mgr-b")
+    a = await client.apply(CONFIGMAPS, config_map("ssa", namespace, x="1"), field_manager="mgr-a")
+    b = await client.apply(CONFIGMAPS, config_map("ssa", namespace, y="1"), field_manager="mgr-b")
     assert b["data"] == {"x": "1", "y": "1"}
     assert _owners(b) == {"mgr-a": {"x"}, "mgr-b": {"y"}}
-    again = await client.apply(CONFIGMAPS, _cm("ssa", namespace, x="1"), field_manager="mgr-a")
+    again = await client.apply(
+        CONFIGMAPS, config_map("ssa", namespace, x="1"), field_manager="mgr-a"
+    )
     assert again["metadata"]["resourceVersion"] == b["metadata"]["resourceVersion"]
 
     with pytest.raises(errors.Conflict) as refused:
-        await client.apply(CONFIGMAPS, _cm("ssa", namespace, x="2"), field_manager="mgr-b")
+        await client.apply(CONFIGMAPS, config_map("ssa", namespace, x="2"), field_manager="mgr-b")
     assert refused.value.status == 409
     assert (await client.get(CONFIGMAPS, "ssa", namespace))["data"]["x"] == "1"
 
     forced = await client.apply(
-        CONFIGMAPS, _cm("ssa", namespace, x="2", y="1"), field_manager="mgr-b", force=True
+        CONFIGMAPS, config_map("ssa", namespace, x="2", y="1"), field_manager="mgr-b", force=True
     )
     assert forced["data"] == {"x": "2", "y": "1"}
     assert _owners(forced).get("mgr-a", set()) == set()
@@ -72,9 +66,9 @@ async def test_delete_with_a_uid_precondition_never_deletes_another_incarnation(
 ) -> None:
     """A delete carrying the uid of an object that was since re-created under the same
     name is refused with Conflict and the new object survives; the right uid deletes."""
-    old = await client.create(CONFIGMAPS, _cm("pre", namespace))
+    old = await client.create(CONFIGMAPS, config_map("pre", namespace))
     await client.delete(CONFIGMAPS, "pre", namespace)
-    new = await client.create(CONFIGMAPS, _cm("pre", namespace))
+    new = await client.create(CONFIGMAPS, config_map("pre", namespace))
     with pytest.raises(errors.Conflict):
         await client.delete(CONFIGMAPS, "pre", namespace, uid=old["metadata"]["uid"])
     assert (await client.get(CONFIGMAPS, "pre", namespace))["metadata"]["uid"] == new["metadata"][
@@ -113,7 +107,7 @@ async def test_list_follows_continue_tokens_page_by_page(
     continue token, and all 5 objects (once each) in the result."""
     names = [f"page-{i}" for i in range(5)]
     for name in names:
-        await client.create(CONFIGMAPS, _cm(name, namespace))
+        await client.create(CONFIGMAPS, config_map(name, namespace))
     async with CountingClient(load_kubeconfig(control_plane.kubeconfig)) as counting:
         result = await counting.list(CONFIGMAPS, namespace, limit=2)
     assert sorted(o["metadata"]["name"] for o in result.items) == names
@@ -134,7 +128,7 @@ async def test_list_maps_each_item_as_its_page_arrives(
     holding every untrimmed object at once."""
     names = [f"each-{i}" for i in range(5)]
     for name in names:
-        await client.create(CONFIGMAPS, _cm(name, namespace))
+        await client.create(CONFIGMAPS, config_map(name, namespace))
     async with CountingClient(load_kubeconfig(control_plane.kubeconfig)) as counting:
         seen: list[tuple[str, int]] = []  # (item, pages asked when it was mapped)
 
@@ -210,7 +204,7 @@ async def test_writes_carry_a_user_agent_naming_the_operator_and_its_version(
     assert f"dynamo-pool-operator/{__version__}" == DEFAULT_USER_AGENT
     since = control_plane.audit.offset()
     async with Client(load_kubeconfig(control_plane.kubeconfig)) as c:
-        await c.create(CONFIGMAPS, _cm("ua", namespace))
+        await c.create(CONFIGMAPS, config_map("ua", namespace))
     writes = await asyncio.to_thread(
         control_plane.audit.writes, since, user_agent_prefix=DEFAULT_USER_AGENT
     )
@@ -230,7 +224,7 @@ async def test_qps_paces_requests_after_the_burst(
     cfg = load_kubeconfig(control_plane.kubeconfig)
     async with Client(cfg, user_agent=agent, qps=4, burst=2) as c:
         await asyncio.gather(
-            *(c.create(CONFIGMAPS, _cm(f"paced-{i}", namespace)) for i in range(10))
+            *(c.create(CONFIGMAPS, config_map(f"paced-{i}", namespace)) for i in range(10))
         )
     writes = await asyncio.to_thread(control_plane.audit.writes, since, user_agent_prefix=agent)
     assert len(writes) == 10
@@ -250,9 +244,9 @@ async def test_errors_are_classified_from_the_servers_answers(
         await client.get(CONFIGMAPS, "missing", namespace)
     assert (nf.value.status, nf.value.reason) == (404, "NotFound")
 
-    made = await client.create(CONFIGMAPS, _cm("dup", namespace))
+    made = await client.create(CONFIGMAPS, config_map("dup", namespace))
     with pytest.raises(errors.AlreadyExists) as ae:
-        await client.create(CONFIGMAPS, _cm("dup", namespace))
+        await client.create(CONFIGMAPS, config_map("dup", namespace))
     assert (ae.value.status, ae.value.reason) == (409, "AlreadyExists")
     assert not isinstance(ae.value, errors.Conflict)
 
@@ -262,10 +256,10 @@ async def test_errors_are_classified_from_the_servers_answers(
     assert (cf.value.status, cf.value.reason) == (409, "Conflict")
 
     with pytest.raises(errors.Invalid) as bad_name:
-        await client.create(CONFIGMAPS, _cm("Not_A_Name", namespace))
+        await client.create(CONFIGMAPS, config_map("Not_A_Name", namespace))
     assert (bad_name.value.status, bad_name.value.reason) == (422, "Invalid")
     with pytest.raises(errors.Invalid):
-        await client.create(CONFIGMAPS, _cm("badkey", namespace, **{"no spaces": "x"}))
+        await client.create(CONFIGMAPS, config_map("badkey", namespace, **{"no spaces": "x"}))
     assert bad_name.value.details.get("name") == "Not_A_Name"
     assert not bad_name.value.retryable
 
@@ -274,6 +268,6 @@ async def test_errors_are_classified_from_the_servers_answers(
         with pytest.raises(errors.Forbidden) as fb:
             await restricted.get(CONFIGMAPS, "dup", namespace)
         with pytest.raises(errors.Forbidden):
-            await restricted.create(CONFIGMAPS, _cm("nope", namespace))
+            await restricted.create(CONFIGMAPS, config_map("nope", namespace))
     assert (fb.value.status, fb.value.reason) == (403, "Forbidden")
     assert user in fb.value.message

@@ -9,7 +9,6 @@ import itertools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
 
 import aiohttp
 import pytest
@@ -21,15 +20,7 @@ from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.control.controller import Controller, Request, Result
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS
 from dynamo_pool_operator.runtime.serving.server import Probes, ProbeServer
-
-
-def _cm(name: str, ns: str, **data: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": ns},
-        "data": data,
-    }
+from tests.integration.support.objects import config_map
 
 
 @contextlib.asynccontextmanager
@@ -78,7 +69,7 @@ async def test_a_key_is_never_reconciled_concurrently_and_its_last_state_is_reco
     every object's final version is what its last reconcile read."""
     names = [f"cm{i}" for i in range(4)]
     for name in names:
-        await client.create(CONFIGMAPS, _cm(name, namespace, v="0"))
+        await client.create(CONFIGMAPS, config_map(name, namespace, v="0"))
     informer = Informer(client, CONFIGMAPS, namespace)
     rec = Exclusive(informer)
     controller = Controller("exclusive", rec, workers=4, registry=CollectorRegistry())
@@ -134,7 +125,7 @@ async def test_backoff_doubles_from_5ms_on_repeated_errors_and_resets_on_success
     """A reconcile that fails 7 times is retried after 5, 10, 20 ... 320 ms (never sooner,
     give or take scheduling later); success forgets the key's history, so a failure
     after it is retried after 5 ms again."""
-    await client.create(CONFIGMAPS, _cm("flaky", namespace, v="0"))
+    await client.create(CONFIGMAPS, config_map("flaky", namespace, v="0"))
     key = (namespace, "flaky")
     informer = Informer(client, CONFIGMAPS, namespace)
     flaky = Flaky(key)
@@ -185,7 +176,7 @@ async def test_reconcile_exception_is_logged_with_the_key_and_retried_without_ki
     (Regression: logging with extra={'name': ...} collides with LogRecord.name, so the
     log call itself raised, the key was never requeued and the worker died.)"""
     caplog.set_level(logging.ERROR, logger="dynamo_pool_operator.runtime.control.controller")
-    await client.create(CONFIGMAPS, _cm("flaky", namespace, v="0"))
+    await client.create(CONFIGMAPS, config_map("flaky", namespace, v="0"))
     key = (namespace, "flaky")
     informer = Informer(client, CONFIGMAPS, namespace)
     flaky = Flaky(key)
@@ -200,7 +191,7 @@ async def test_reconcile_exception_is_logged_with_the_key_and_retried_without_ki
             return len(flaky.attempts) == 2 and controller.settled
 
         await eventually(retried, timeout=3)
-        await client.create(CONFIGMAPS, _cm("later", namespace))
+        await client.create(CONFIGMAPS, config_map("later", namespace))
 
         async def other_key_reconciled() -> bool:
             return (namespace, "later") in flaky.requests
@@ -249,7 +240,7 @@ async def test_a_stray_cancelled_error_is_a_failed_reconcile_and_the_worker_live
     """One worker. A reconcile that raises CancelledError without its worker being
     cancelled is counted as an error and retried; the same worker then reconciles a
     later object. (It used to end the worker silently: nothing reconciled again.)"""
-    await client.create(CONFIGMAPS, _cm("stray", namespace))
+    await client.create(CONFIGMAPS, config_map("stray", namespace))
     registry = CollectorRegistry()
     informer = Informer(client, CONFIGMAPS, namespace)
     deadly = Deadly((namespace, "stray"), stray_cancellation, times=1)
@@ -257,7 +248,7 @@ async def test_a_stray_cancelled_error_is_a_failed_reconcile_and_the_worker_live
     controller.for_(informer)
 
     async with running(informer, controller):
-        await client.create(CONFIGMAPS, _cm("later", namespace))
+        await client.create(CONFIGMAPS, config_map("later", namespace))
 
         async def both_reconciled() -> bool:
             return {(namespace, "stray"), (namespace, "later")} <= set(deadly.reconciled)
@@ -280,7 +271,7 @@ async def test_a_dead_worker_is_restarted_counted_and_its_key_retried(
 ) -> None:
     """One worker, killed by a bug in the middle of a key: it is replaced at once (and
     counted), the key it held is retried, and later objects are reconciled."""
-    await client.create(CONFIGMAPS, _cm("deadly", namespace))
+    await client.create(CONFIGMAPS, config_map("deadly", namespace))
     registry = CollectorRegistry()
     informer = Informer(client, CONFIGMAPS, namespace)
     deadly = Deadly((namespace, "deadly"), kill_worker, times=1)
@@ -288,7 +279,7 @@ async def test_a_dead_worker_is_restarted_counted_and_its_key_retried(
     controller.for_(informer)
 
     async with running(informer, controller):
-        await client.create(CONFIGMAPS, _cm("later", namespace))
+        await client.create(CONFIGMAPS, config_map("later", namespace))
 
         async def both_reconciled() -> bool:
             return {(namespace, "deadly"), (namespace, "later")} <= set(deadly.reconciled)
@@ -307,7 +298,7 @@ async def test_healthz_fails_once_workers_die_faster_than_they_are_restarted(
     """A key that kills every worker taking it: after `max_worker_restarts` restarts in
     the window the controller stops replacing them and /healthz answers 500 naming the
     check, so kubelet restarts the process; before that it answered 200."""
-    await client.create(CONFIGMAPS, _cm("deadly", namespace))
+    await client.create(CONFIGMAPS, config_map("deadly", namespace))
     informer = Informer(client, CONFIGMAPS, namespace)
     deadly = Deadly((namespace, "deadly"), kill_worker, times=1_000)
     registry = CollectorRegistry()

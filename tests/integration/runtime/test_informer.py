@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -41,7 +40,9 @@ from dynamo_pool_operator.runtime.client.rest import Client, ListResult
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, NAMESPACES, SECRETS, Resource
 from dynamo_pool_operator.runtime.ratelimit import Backoff
 from tests.indexes import OWNER_UID_INDEX, index_by_owner_uid, label_index
+from tests.integration.support.objects import config_map
 from tests.integration.support.tcp_proxy import TcpProxy
+from tests.leaks import run_plane
 
 #: Informer retries fast here: a restart should not cost the test seconds of backoff.
 FAST = (0.05, 0.5)
@@ -64,14 +65,7 @@ def private_cp(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
             "--watch-cache-sizes=secrets#0",
         ],
     )
-    cp.start()
-    try:
-        yield cp
-    finally:
-        pids, tmp = cp.pids, cp.dir
-        cp.stop()
-        assert not [p for p in pids if _alive(p)], "private control plane survived stop()"
-        assert not tmp.exists()
+    yield from run_plane(cp)
 
 
 @pytest.fixture
@@ -87,22 +81,7 @@ async def private_client(private_cp: ControlPlane) -> AsyncIterator[Client]:
         yield c
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 # ---------------------------------------------------------------- helpers
-def _cm(name: str, ns: str, labels: dict[str, str] | None = None, **data: str) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name, "namespace": ns}
-    if labels:
-        meta["labels"] = labels
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
-
-
 def _secret(name: str, ns: str, **data: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -229,7 +208,7 @@ async def test_watch_survives_apiserver_restart_without_losing_an_update(
     update again."""
     c, ns = private_client, private_ns
     for name in ("a", "b", "c"):
-        await c.create(CONFIGMAPS, _cm(name, ns, v="0"))
+        await c.create(CONFIGMAPS, config_map(name, ns, v="0"))
     rec = Recorder()
     informer = Informer(c, CONFIGMAPS, ns, backoff=Backoff(*FAST))
     informer.add_handler(rec)
@@ -239,7 +218,7 @@ async def test_watch_survives_apiserver_restart_without_losing_an_update(
         for v in ("1", "2", "3"):
             a = await c.merge_patch(CONFIGMAPS, "a", {"data": {"v": v}}, ns)
         await c.delete(CONFIGMAPS, "b", ns)
-        d = await c.create(CONFIGMAPS, _cm("d", ns, v="0"))
+        d = await c.create(CONFIGMAPS, config_map("d", ns, v="0"))
 
         await _converged(c, informer, CONFIGMAPS, ns)
         assert informer.has_synced
@@ -270,7 +249,7 @@ async def test_watch_ended_by_the_server_resumes_from_its_resource_version_witho
     rec = Recorder()
     informer = Informer(spy, CONFIGMAPS, namespace, watch_timeout=1, backoff=Backoff(*FAST))
     informer.add_handler(rec)
-    await client.create(CONFIGMAPS, _cm("x", namespace, v="0"))
+    await client.create(CONFIGMAPS, config_map("x", namespace, v="0"))
     async with running(informer):
         rvs = []
         for v in range(1, 13):  # over ~3 s: several watches end and resume meanwhile
@@ -411,18 +390,18 @@ async def test_indexes_stay_consistent_through_create_update_delete_and_gc(
         assert _index_contents(informer, "app") == by_app, step
 
     async with running(informer):
-        o1 = await c.create(CONFIGMAPS, _cm("o1", ns))
-        o2 = await c.create(CONFIGMAPS, _cm("o2", ns))
-        d1 = _cm("d1", ns, {"app": "web"})
+        o1 = await c.create(CONFIGMAPS, config_map("o1", ns))
+        o2 = await c.create(CONFIGMAPS, config_map("o2", ns))
+        d1 = config_map("d1", ns, {"app": "web"})
         d1["metadata"]["ownerReferences"] = [_owner_ref(o1, controller=True)]
-        d2 = _cm("d2", ns, {"app": "web"})
+        d2 = config_map("d2", ns, {"app": "web"})
         d2["metadata"]["ownerReferences"] = [
             _owner_ref(o1, controller=True),
             _owner_ref(o2, controller=False),
         ]
         await c.create(CONFIGMAPS, d1)
         await c.create(CONFIGMAPS, d2)
-        await c.create(CONFIGMAPS, _cm("d3", ns, {"app": "db"}))
+        await c.create(CONFIGMAPS, config_map("d3", ns, {"app": "db"}))
         await check("created")
         assert _index_contents(informer, OWNER_UID_INDEX)[_uid(o1)] == {"d1", "d2"}
 
@@ -465,7 +444,7 @@ async def test_a_watch_gone_silent_is_noticed_and_the_informer_recovers_when_the
     timeout of 330-390 s noticed), reconnects do not hang (TLS handshake timeout),
     and once the path works again the change made meanwhile arrives. The server ends
     each watch after 1 s here, so a healthy watch is never silent for `IDLE`."""
-    await client.create(CONFIGMAPS, _cm("a", namespace, v="0"))
+    await client.create(CONFIGMAPS, config_map("a", namespace, v="0"))
     direct = load_kubeconfig(control_plane.kubeconfig)
     target = urlsplit(direct.server)
     assert target.hostname is not None
@@ -554,7 +533,7 @@ async def test_the_initial_list_is_streamed_from_the_watch_cache_not_read_from_e
     by collection) the configmaps of every namespace an earlier test left, so the
     window waits until no other namespace is terminating."""
     for i in range(30):
-        await client.create(CONFIGMAPS, _cm(f"c{i}", namespace, v=str(i)))
+        await client.create(CONFIGMAPS, config_map(f"c{i}", namespace, v=str(i)))
 
     async def no_other_namespace_terminating() -> bool:
         listed = await client.list(NAMESPACES)

@@ -45,6 +45,18 @@ def relay_body(name: str, namespace: str, **spec: Any) -> dict[str, Any]:
     }
 
 
+def relay_owner(relay: dict[str, Any]) -> dict[str, Any]:
+    """The ownerReference every object the relay owns carries, as the API spells it."""
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoPoolRelay",
+        "name": relay["metadata"]["name"],
+        "uid": relay["metadata"]["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
 async def condition(client: Client, namespace: str, name: str, type_: str) -> dict[str, Any] | None:
     """One condition of the relay, once its status is current (observedGeneration)."""
     relay = await client.get(RELAYS, name, namespace)
