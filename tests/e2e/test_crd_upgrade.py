@@ -86,18 +86,24 @@ def previous_chart(into: Path) -> Path:
 
 
 # ====================================================================== the hook's command
+def hook_job(cp: ControlPlane, release_ns: str) -> dict[str, Any]:
+    """The hook's objects applied but its Job, which is returned (its command is run
+    here, not by a kubelet)."""
+    docs = hook_docs("dpo", release_ns)
+    for doc in docs:
+        if doc["kind"] != "Job":
+            cp.apply(doc)
+    (job,) = [d for d in docs if d["kind"] == "Job"]
+    return job
+
+
 def test_the_hook_command_upgrades_the_crd_as_the_hooks_service_account(
     plane: ControlPlane, release_ns: str
 ) -> None:
     cp = plane
     cp.install_crd(older_crd())
     assert not is_current(cp)
-    docs = hook_docs("dpo", release_ns)
-    for doc in docs:
-        if doc["kind"] != "Job":
-            cp.apply(doc)
-    (job,) = [d for d in docs if d["kind"] == "Job"]
-
+    job = hook_job(cp, release_ns)
     out = run_job_command(cp, job, release_ns)
     assert f"{CRD_NAME} configured" in out, out
     assert f"{CRD_NAME} established" in out, out
@@ -141,11 +147,7 @@ def test_the_hook_command_creates_a_missing_crd(plane: ControlPlane, release_ns:
     """`helm install --skip-crds`, or a CRD someone deleted: the hook creates it."""
     cp = plane
     assert cp.request("GET", CRD_PATH)[0] == 404
-    docs = hook_docs("dpo", release_ns)
-    for doc in docs:
-        if doc["kind"] != "Job":
-            cp.apply(doc)
-    (job,) = [d for d in docs if d["kind"] == "Job"]
+    job = hook_job(cp, release_ns)
     out = run_job_command(cp, job, release_ns)
     assert f"{CRD_NAME} created" in out, out
     assert is_current(cp)

@@ -43,6 +43,7 @@ from tests.integration.support.export_fixtures import (
     set_cluster_id,
     wait_event,
 )
+from tests.integration.support.operator import eventually_or
 from tests.integration.support.race_fixtures import (
     CLUSTER_PROPERTY_RULES,
     FRONTEND_SVC,
@@ -272,6 +273,24 @@ async def test_a_refused_feature_off_cleanup_is_retried_and_never_stops_the_oper
 
 
 # ---------------------------------------------------------------- restricted users
+async def granted_properties(
+    grants: Grants, user: str, op: OperatorUnderTest, timeout: float
+) -> Informer:
+    """Grant `user` the ClusterProperty reader role; the operator's ClusterProperty
+    cache, once it has synced."""
+    await grants.grant(f"{user}-clusterproperties", CLUSTER_PROPERTY_RULES)
+    exports = op.running.exports
+    assert exports is not None
+    props = exports.cluster_properties
+    assert props is not None
+
+    async def readable() -> bool:
+        return props.has_synced
+
+    await eventually(readable, timeout=timeout)
+    return props
+
+
 async def test_unreadable_cluster_property_is_export_failed_until_the_read_is_granted(
     client: Client, namespace: str, control_plane: ControlPlane
 ) -> None:
@@ -295,16 +314,7 @@ async def test_unreadable_cluster_property_is_export_failed_until_the_read_is_gr
                 return len(spy.errors_of(namespace)) >= 2
 
             await eventually(retried)
-            await grants.grant(f"{user}-clusterproperties", CLUSTER_PROPERTY_RULES)
-            exports = op.running.exports
-            assert exports is not None
-            props = exports.cluster_properties
-            assert props is not None
-
-            async def readable() -> bool:
-                return props.has_synced
-
-            await eventually(readable, timeout=30)
+            await granted_properties(grants, user, op, timeout=30)
             await op.settle()
             await state_becomes(client, namespace, FRONTEND_SVC, "Exported")
             failed = len(spy.emitted(namespace, "ExportFailed"))
@@ -441,16 +451,7 @@ async def test_a_cluster_property_read_that_recovers_requeues_every_relay(
             assert published["reason"] == "DGDNotFound", published
             message = (await cluster_id_said(client, namespace, withdrawn))[2]
             assert "Deployment" not in message, message
-            await grants.grant(f"{user}-clusterproperties", CLUSTER_PROPERTY_RULES)
-            exports = op.running.exports
-            assert exports is not None
-            props = exports.cluster_properties
-            assert props is not None
-
-            async def readable() -> bool:
-                return props.has_synced
-
-            await eventually(readable, timeout=45)
+            props = await granted_properties(grants, user, op, timeout=45)
             synced = time.monotonic()
             assert len(props.store) == 0
 
@@ -458,14 +459,14 @@ async def test_a_cluster_property_read_that_recovers_requeues_every_relay(
                 said = [await cluster_id_said(client, namespace, n) for n in (withdrawn, POOL)]
                 return all(s[:2] == ("True", "NoClusterProperty") for s in said)
 
-            try:
-                await eventually(both_corrected, timeout=3)
-            except AssertionError as e:
+            async def instead() -> str:
                 said = {n: await cluster_id_said(client, namespace, n) for n in (withdrawn, POOL)}
-                raise AssertionError(
+                return (
                     f"{time.monotonic() - synced:.1f}s after the ClusterProperty cache synced "
                     f"the relays still say {said}"
-                ) from e
+                )
+
+            await eventually_or(both_corrected, instead, timeout=3)
     finally:
         await grants.revoke_all()
 

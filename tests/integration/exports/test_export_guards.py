@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -52,7 +52,7 @@ from tests.integration.support.race_fixtures import (
     export_states,
     export_writes,
     make_pool,
-    operator_refused,
+    refuse_service_create,
     state_becomes,
     verbs,
     wait_event_about,
@@ -367,38 +367,6 @@ async def test_users_export_deleted_lets_the_relay_export_its_own(
 
 
 # ---------------------------------------------------------------- independence
-@contextlib.asynccontextmanager
-async def refuse_service_create(
-    cp: ControlPlane, client: Client, namespace: str, name: str
-) -> AsyncIterator[None]:
-    """While open, a ValidatingAdmissionPolicy refuses the operator's user creating the
-    Service `namespace/name` (the relay's own Service)."""
-    body = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {"ports": [{"port": 80}]},
-    }
-    rule = {
-        "apiGroups": [""],
-        "apiVersions": ["v1"],
-        "operations": ["CREATE"],
-        "resources": ["services"],
-    }
-    async with operator_refused(
-        cp,
-        policy=f"deny-svc-{namespace}",
-        namespace=namespace,
-        rule=rule,
-        name_expression="object.metadata.name",
-        name=name,
-        probe=lambda: client.request(
-            "POST", SERVICES.path(namespace), params={"dryRun": "All"}, body=body
-        ),
-    ):
-        yield
-
-
 # Guard: the plan's needs (pool/plan.py): an export waits only for the write of what
 # it points at. The relay Service's export waits for the relay Service; a frontend's
 # export (of a Service of Dynamo's) is not held back by a refused relay write.

@@ -24,7 +24,7 @@ from tests.integration.support.export_fixtures import (
     export_names,
     exports_become,
 )
-from tests.integration.support.race_fixtures import operator_refused
+from tests.integration.support.race_fixtures import refuse_service_create
 from tests.integration.support.relay_fixtures import (
     DGDS,
     RELAYS,
@@ -46,34 +46,10 @@ def operator(mcs: OperatorUnderTest) -> OperatorUnderTest:
     return mcs
 
 
-def _service_probe(client: Client, ns: str) -> Any:
-    body = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": OBJ, "namespace": ns},
-        "spec": {"ports": [{"port": 80}]},
-    }
-    return lambda: client.request("POST", SERVICES.path(ns), params={"dryRun": "All"}, body=body)
-
-
 async def test_a_refused_relay_service_keeps_the_pool_not_ready_and_says_why(
     client: Client, control_plane: ControlPlane, namespace: str, operator: OperatorUnderTest
 ) -> None:
-    rule = {
-        "apiGroups": [""],
-        "apiVersions": ["v1"],
-        "operations": ["CREATE"],
-        "resources": ["services"],
-    }
-    async with operator_refused(
-        control_plane,
-        policy=f"deny-relay-service-{namespace}",
-        namespace=namespace,
-        rule=rule,
-        name_expression="object.metadata.name",
-        name=OBJ,
-        probe=_service_probe(client, namespace),
-    ):
+    async with refuse_service_create(control_plane, client, namespace, OBJ):
         await client.create(DGDS, dgd_body(POOL, namespace))
         await client.create(RELAYS, relay_body(POOL, namespace))
 

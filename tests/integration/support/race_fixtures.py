@@ -24,7 +24,7 @@ from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventua
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
 from tests.integration.support.export_fixtures import (
     SE,
     events_for,
@@ -303,6 +303,38 @@ async def operator_refused(
         return not await _refused(probe)
 
     await _until(lifted, timeout, f"policy {policy} lifted")
+
+
+@contextlib.asynccontextmanager
+async def refuse_service_create(
+    cp: ControlPlane, client: Client, namespace: str, name: str
+) -> AsyncIterator[None]:
+    """While open, a ValidatingAdmissionPolicy refuses the operator's user creating the
+    Service `namespace/name` (the relay's own Service)."""
+    body = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"ports": [{"port": 80}]},
+    }
+    rule = {
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "operations": ["CREATE"],
+        "resources": ["services"],
+    }
+    async with operator_refused(
+        cp,
+        policy=f"deny-svc-{namespace}",
+        namespace=namespace,
+        rule=rule,
+        name_expression="object.metadata.name",
+        name=name,
+        probe=lambda: client.request(
+            "POST", SERVICES.path(namespace), params={"dryRun": "All"}, body=body
+        ),
+    ):
+        yield
 
 
 @contextlib.asynccontextmanager
