@@ -30,14 +30,15 @@ from dynamo_pool_operator.pool.controller import dgd_resource
 from dynamo_pool_operator.runtime.client.rest import Client
 from tests.integration.support.api_fixtures import fast, lines, namespace, plane
 from tests.integration.support.export_fixtures import exports_become
-from tests.integration.support.operator import admin, eventually_or, running
+from tests.integration.support.operator import admin, running
 from tests.integration.support.relay_fixtures import (
     FRONTEND,
     RELAYS,
     WORKER,
-    decision_of,
+    decided,
     relay_body,
 )
+from tests.integration.support.waiting import eventually_or
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -90,17 +91,6 @@ async def make_pool(client: Client, ns: str, name: str) -> None:
         },
     )
     await client.create(RELAYS, relay_body(name, ns))
-
-
-async def decided(client: Client, ns: str, name: str, reason: str) -> None:
-    async def probe() -> bool:
-        c = await decision_of(client, ns, name)
-        return c is not None and c["reason"] == reason
-
-    async def instead() -> str:
-        return f"Published of {ns}/{name} is {await decision_of(client, ns, name)}, want {reason}"
-
-    await eventually_or(probe, instead)
 
 
 async def test_a_dgd_version_no_longer_served_is_followed_to_one_that_is(

@@ -36,7 +36,7 @@ from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd
 from dynamo_pool_operator.runtime.client import discovery as client_discovery
 from tests.integration.support.export_fixtures import config
-from tests.integration.support.operator import LEADING, run_until_leading, stop_operator
+from tests.integration.support.operator import LEADING, messages, run_until_leading, stop_operator
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -124,10 +124,6 @@ def run_config(implementation: str) -> OperatorConfiguration:
         leaderElection={"enabled": False},
         server={"metricsAddress": "0", "healthProbeAddress": "0"},
     )
-
-
-def messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno == level]
 
 
 # ---------------------------------------------------------------- in process

@@ -43,7 +43,6 @@ from tests.integration.support.export_fixtures import (
     set_cluster_id,
     wait_event,
 )
-from tests.integration.support.operator import eventually_or
 from tests.integration.support.race_fixtures import (
     CLUSTER_PROPERTY_RULES,
     FRONTEND_SVC,
@@ -71,6 +70,7 @@ from tests.integration.support.relay_fixtures import (
     decision_of,
     relay_body,
 )
+from tests.integration.support.waiting import eventually_or
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -276,9 +276,13 @@ async def test_a_refused_feature_off_cleanup_is_retried_and_never_stops_the_oper
 async def granted_properties(
     grants: Grants, user: str, op: OperatorUnderTest, timeout: float
 ) -> Informer:
-    """Grant `user` the ClusterProperty reader role; the operator's ClusterProperty
-    cache, once it has synced."""
+    """Grant `user` the ClusterProperty reader role; `synced_properties`."""
     await grants.grant(f"{user}-clusterproperties", CLUSTER_PROPERTY_RULES)
+    return await synced_properties(op, timeout)
+
+
+async def synced_properties(op: OperatorUnderTest, timeout: float = 20) -> Informer:
+    """The operator's ClusterProperty cache, once it has synced."""
     exports = op.running.exports
     assert exports is not None
     props = exports.cluster_properties
@@ -350,15 +354,7 @@ async def test_cluster_property_cache_still_filling_is_not_a_failed_read(
     monkeypatch.setattr(Informer, "_list", slow_list)
     try:
         async with OperatorUnderTest(control_plane, config("mcs")) as op:
-            exports = op.running.exports
-            assert exports is not None
-            props = exports.cluster_properties
-            assert props is not None
-
-            async def readable() -> bool:
-                return props.has_synced
-
-            await eventually(readable)
+            await synced_properties(op)
             await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
             await op.settle()
         # The operator has stopped: its recorder has written every event.

@@ -51,6 +51,7 @@ from tests.integration.support.race_fixtures import (
     WritePause,
     export_states,
     export_writes,
+    exported_pool,
     make_pool,
     refuse_service_create,
     state_becomes,
@@ -90,14 +91,6 @@ def controller_ref(owner: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-async def published(client: Client, ns: str, op: OperatorUnderTest) -> dict[str, Any]:
-    """A published pool whose exports exist and whose operator has nothing queued."""
-    relay = await make_pool(client, ns)
-    await exports_become(client, ns, {RELAY_SVC, FRONTEND_SVC})
-    await op.settle()
-    return relay
-
-
 async def caught_up(op: OperatorUnderTest, client: Client, ns: str, name: str = POOL) -> None:
     """Settle, then wait until the relay cache holds the relay as the API server has it:
     `settle` watches only the queue, and our last status write may still be on its way
@@ -132,7 +125,7 @@ async def release(client: Client, ns: str, name: str) -> None:
 async def test_withdrawal_of_an_export_deleted_since_the_read_is_done_not_failed(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
-    await published(client, namespace, mcs)
+    await exported_pool(client, namespace, mcs)
     since = control_plane.audit.offset()
     spy = Spy(mcs)
     async with WritePause(mcs, Verb.WITHDRAW, FRONTEND_SVC, namespace) as pause:
@@ -156,7 +149,7 @@ async def test_withdrawal_of_an_export_deleted_since_the_read_is_done_not_failed
 async def test_export_being_deleted_is_shown_pending_terminating_then_created_again(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
-    await published(client, namespace, mcs)
+    await exported_pool(client, namespace, mcs)
     before = await export_obj(client, namespace, FRONTEND_SVC)
     assert before is not None
     await client.merge_patch(SE, FRONTEND_SVC, {"metadata": {"finalizers": [HOLD]}}, namespace)
@@ -188,7 +181,7 @@ async def test_export_being_deleted_is_shown_pending_terminating_then_created_ag
 async def test_withdrawal_leaves_an_export_already_being_deleted_alone(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
-    await published(client, namespace, mcs)
+    await exported_pool(client, namespace, mcs)
     await client.merge_patch(SE, FRONTEND_SVC, {"metadata": {"finalizers": [HOLD]}}, namespace)
     try:
         await client.delete(SE, FRONTEND_SVC, namespace)
@@ -237,7 +230,7 @@ async def test_withdrawal_with_the_dgd_present_leaves_a_users_export_of_a_wanted
 async def test_repair_and_withdrawal_events_name_the_export_at_the_version_read(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
-    await published(client, namespace, mcs)
+    await exported_pool(client, namespace, mcs)
     drifted = await client.merge_patch(
         SE, FRONTEND_SVC, {"metadata": {"labels": {names.DGD_NAME: "x"}}}, namespace
     )
@@ -325,7 +318,7 @@ async def test_exports_gauge_sums_states_over_relays_and_forgets_a_deleted_relay
 async def test_export_the_relay_controls_under_a_name_it_does_not_want_is_withdrawn(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
-    relay = await published(client, namespace, mcs)
+    relay = await exported_pool(client, namespace, mcs)
     stray = await client.create(
         SE,
         export_body(
@@ -576,7 +569,7 @@ class HeldWatch:
 async def test_status_follows_an_export_change_while_the_relay_cache_lags(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
-    await published(client, namespace, mcs)
+    await exported_pool(client, namespace, mcs)
     ours = await export_obj(client, namespace, FRONTEND_SVC)
     assert ours is not None
     ref = ours["metadata"]["ownerReferences"]

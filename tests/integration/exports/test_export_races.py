@@ -30,6 +30,7 @@ from tests.integration.support.race_fixtures import (
     WritePause,
     export_states,
     export_writes,
+    exported_pool,
     make_pool,
     state_becomes,
     verbs,
@@ -39,13 +40,6 @@ from tests.integration.support.race_fixtures import (
 from tests.integration.support.relay_fixtures import DGDS, RELAYS, WORKER, dgd_body
 
 pytestmark = pytest.mark.timeout(60)
-
-
-async def published(client: Client, ns: str, op: OperatorUnderTest, **kw: Any) -> dict[str, Any]:
-    relay = await make_pool(client, ns, **kw)
-    await exports_become(client, ns, {RELAY_SVC, FRONTEND_SVC})
-    await op.settle()
-    return relay
 
 
 async def only_refused(op: OperatorUnderTest, since: int, ns: str, export: str, verb: str) -> None:
@@ -65,7 +59,7 @@ def refused_as_stale(pause: WritePause) -> None:
 async def test_stale_withdrawal_is_refused_after_a_user_removed_the_controller_reference(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
-    await published(client, namespace, mcs)
+    await exported_pool(client, namespace, mcs)
     since = control_plane.audit.offset()
     spy = Spy(mcs)
     async with WritePause(mcs, Verb.WITHDRAW, FRONTEND_SVC, namespace) as pause:
@@ -155,7 +149,7 @@ async def test_stale_withdrawal_is_refused_after_another_relay_took_the_export(
 async def test_repair_is_refused_when_a_user_took_the_export_over_after_the_read(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
-    await published(client, namespace, mcs)
+    await exported_pool(client, namespace, mcs)
     since = control_plane.audit.offset()
     spy = Spy(mcs)
     async with WritePause(mcs, Verb.APPLY, FRONTEND_SVC, namespace) as pause:
@@ -185,7 +179,7 @@ async def test_repair_is_refused_when_a_user_took_the_export_over_after_the_read
 async def test_repair_never_creates_a_deleted_export(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
-    relay = await published(client, namespace, mcs)
+    relay = await exported_pool(client, namespace, mcs)
     before = await export_obj(client, namespace, FRONTEND_SVC)
     assert before is not None
     since = control_plane.audit.offset()

@@ -28,7 +28,13 @@ from tests.integration.support.export_fixtures import (
     states_become,
     wait_event,
 )
-from tests.integration.support.race_fixtures import FRONTEND_SVC, POOL, RELAY_SVC, mismatches
+from tests.integration.support.race_fixtures import (
+    FRONTEND_SVC,
+    POOL,
+    RELAY_SVC,
+    exported_pool,
+    mismatches,
+)
 from tests.integration.support.race_fixtures import make_pool as pool
 from tests.integration.support.race_fixtures import writes_nothing as second_pass_writes_nothing
 from tests.integration.support.relay_fixtures import (
@@ -39,13 +45,6 @@ from tests.integration.support.relay_fixtures import (
     dgd_body,
     relay_owner,
 )
-
-
-async def exported_pool(client: Client, ns: str, **relay_spec: Any) -> dict[str, Any]:
-    """The pool of one frontend, once its two exports exist; returns its relay."""
-    relay = await pool(client, ns, **relay_spec)
-    await exports_become(client, ns, {RELAY_SVC, FRONTEND_SVC})
-    return relay
 
 
 async def conditions(client: Client, ns: str) -> dict[str, dict[str, Any]]:

@@ -34,7 +34,7 @@ from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import DEFAULT_USER_AGENT, Client
 from dynamo_pool_operator.runtime.objects.resources import LEASES
 from tests.integration.support.export_fixtures import config, exports_become
-from tests.integration.support.operator import LEADING, run_until_leading, stop_operator
+from tests.integration.support.operator import LEADING, messages, run_until_leading, stop_operator
 from tests.integration.support.race_fixtures import FRONTEND_SVC, RELAY_SVC, make_pool
 
 pytestmark = pytest.mark.timeout(60)
@@ -74,10 +74,6 @@ def _mcs_served(cp: ControlPlane, served: bool) -> None:
     if served:
         for doc in mcs_crds(resolve().mcs_crd_dir):
             cp.install_crd(doc)
-
-
-def messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno == level]
 
 
 # ---------------------------------------------------------------- served APIs

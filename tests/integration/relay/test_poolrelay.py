@@ -15,6 +15,10 @@ from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
+from tests.integration.support.race_fixtures import published_pool
+from tests.integration.support.race_fixtures import (
+    writes_nothing as assert_second_pass_writes_nothing,
+)
 from tests.integration.support.relay_fixtures import (
     DGDS,
     FRONTEND,
@@ -23,40 +27,14 @@ from tests.integration.support.relay_fixtures import (
     absent,
     decision_of,
     dgd_body,
+    published,
     relay_body,
     relay_owner,
+    withdrawn,
 )
 
 POOL = "llama"
 RELAY_OBJ = f"{POOL}-pool-relay"
-
-
-async def published(client: Client, ns: str, name: str = POOL) -> dict[str, Any]:
-    async def probe() -> dict[str, Any] | None:
-        cond = await decision_of(client, ns, name)
-        return cond if cond and cond["status"] == "True" else None
-
-    cond: dict[str, Any] = await eventually(probe)
-    return cond
-
-
-async def withdrawn(client: Client, ns: str, reason: str, name: str = POOL) -> dict[str, Any]:
-    async def probe() -> dict[str, Any] | None:
-        cond = await decision_of(client, ns, name)
-        if not cond or cond["status"] != "False" or cond["reason"] != reason:
-            return None
-        gone = [await absent(client, r, ns, f"{name}-pool-relay") for r in (DEPLOYMENTS, SERVICES)]
-        return cond if all(gone) else None
-
-    cond: dict[str, Any] = await eventually(probe)
-    return cond
-
-
-async def assert_second_pass_writes_nothing(
-    op: OperatorUnderTest, ns: str, name: str = POOL
-) -> None:
-    writes = await op.reconcile_again((ns, name))
-    assert writes == [], f"second reconcile wrote: {[(w.verb, w.resource, w.name) for w in writes]}"
 
 
 async def test_publish_creates_owned_deployment_and_service(
@@ -129,9 +107,7 @@ def _global(ns: str) -> dict[str, Any]:
 async def test_each_dgd_reason_withdraws_and_fixing_it_publishes_again(
     client: Client, namespace: str, operator: OperatorUnderTest, reason: str, broken: Any
 ) -> None:
-    await client.create(DGDS, dgd_body(POOL, namespace))
-    relay = await client.create(RELAYS, relay_body(POOL, namespace))
-    await published(client, namespace)
+    relay = await published_pool(client, namespace)
 
     # A merge patch replaces the components list whole (an apply would keep the
     # entries the creator owns).
@@ -230,9 +206,7 @@ async def test_ownership_conflict_withdraws_ours_and_never_touches_the_foreign_o
     control_plane: ControlPlane,
     foreign_kind: str,
 ) -> None:
-    await client.create(DGDS, dgd_body(POOL, namespace))
-    await client.create(RELAYS, relay_body(POOL, namespace))
-    await published(client, namespace)
+    await published_pool(client, namespace)
     res = DEPLOYMENTS if foreign_kind == "Deployment" else SERVICES
     since = control_plane.audit.offset()
     # A user takes our object over (removes our controller reference): it is theirs now.
@@ -315,9 +289,7 @@ async def withdrawn_except(client: Client, ns: str, foreign_kind: str) -> dict[s
 async def test_manual_edit_of_an_owned_field_is_reverted_and_others_fields_kept(
     client: Client, namespace: str, operator: OperatorUnderTest
 ) -> None:
-    await client.create(DGDS, dgd_body(POOL, namespace))
-    await client.create(RELAYS, relay_body(POOL, namespace, port=9000))
-    await published(client, namespace)
+    await published_pool(client, namespace, port=9000)
     # Someone else changes fields we own (a label, the target port) and adds a label.
     await client.merge_patch(
         SERVICES,
@@ -346,9 +318,7 @@ async def test_manual_edit_of_an_owned_field_is_reverted_and_others_fields_kept(
 async def test_relay_spec_change_is_applied(
     client: Client, namespace: str, operator: OperatorUnderTest
 ) -> None:
-    await client.create(DGDS, dgd_body(POOL, namespace))
-    await client.create(RELAYS, relay_body(POOL, namespace, replicas=2, podLabels={"tier": "a"}))
-    await published(client, namespace)
+    await published_pool(client, namespace, replicas=2, podLabels={"tier": "a"})
     await client.merge_patch(RELAYS, POOL, {"spec": {"replicas": 3, "podLabels": None}}, namespace)
 
     async def applied() -> bool:
@@ -363,9 +333,7 @@ async def test_relay_spec_change_is_applied(
 async def test_deleting_the_relay_lets_gc_remove_its_objects(
     client: Client, namespace: str, operator: OperatorUnderTest
 ) -> None:
-    await client.create(DGDS, dgd_body(POOL, namespace))
-    await client.create(RELAYS, relay_body(POOL, namespace))
-    await published(client, namespace)
+    await published_pool(client, namespace)
     await client.delete(RELAYS, POOL, namespace)
 
     async def collected() -> bool:

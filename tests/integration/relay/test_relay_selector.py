@@ -16,12 +16,14 @@ from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventua
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
 from tests.integration.support.export_fixtures import events_for
+from tests.integration.support.race_fixtures import published_pool
 from tests.integration.support.relay_fixtures import (
     DGDS,
     RELAYS,
     absent,
     decision_of,
     dgd_body,
+    published,
     relay_body,
 )
 
@@ -65,15 +67,6 @@ def unlabelled_deployment(name: str, ns: str, **meta: Any) -> dict[str, Any]:
     }
 
 
-async def published(client: Client, ns: str) -> dict[str, Any]:
-    async def probe() -> dict[str, Any] | None:
-        cond = await decision_of(client, ns, POOL)
-        return cond if cond and cond["status"] == "True" else None
-
-    cond: dict[str, Any] = await eventually(probe)
-    return cond
-
-
 async def test_the_deployment_cache_never_receives_unrelated_deployments(
     client: Client,
     namespace: str,
@@ -87,9 +80,7 @@ async def test_the_deployment_cache_never_receives_unrelated_deployments(
         # alone would keep it.
         await client.create(DEPLOYMENTS, unlabelled_deployment("other-pool-relay", other))
         await client.create(DEPLOYMENTS, unlabelled_deployment("web", other))
-        await client.create(DGDS, dgd_body(POOL, namespace))
-        await client.create(RELAYS, relay_body(POOL, namespace))
-        await published(client, namespace)
+        await published_pool(client, namespace)
         caches = operator.running.reconciler.caches
         await operator.settle()
         assert caches.deployments.label_selector == RELAY_OBJECT_SELECTOR
@@ -156,9 +147,7 @@ async def _creates(op: OperatorUnderTest, since: int, ns: str) -> int:
 async def test_our_deployment_whose_labels_a_user_removed_is_repaired(
     client: Client, namespace: str, operator: OperatorUnderTest
 ) -> None:
-    await client.create(DGDS, dgd_body(POOL, namespace))
-    await client.create(RELAYS, relay_body(POOL, namespace))
-    await published(client, namespace)
+    await published_pool(client, namespace)
     ours = await client.get(DEPLOYMENTS, RELAY_OBJ, namespace)
     await client.merge_patch(
         DEPLOYMENTS,

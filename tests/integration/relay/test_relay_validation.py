@@ -10,16 +10,15 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
+from tests.integration.support.race_fixtures import make_pool
 from tests.integration.support.relay_fixtures import (
-    DGDS,
     RELAYS,
     absent,
-    decision_of,
-    dgd_body,
+    decided,
     relay_body,
 )
 
@@ -80,14 +79,8 @@ async def test_a_bad_pod_field_the_schema_lets_through_withdraws_naming_it(
     spec: dict[str, Any],
     named: str,
 ) -> None:
-    await client.create(DGDS, dgd_body(POOL, namespace))
-    await client.create(RELAYS, relay_body(POOL, namespace, **spec))
-
-    async def invalid() -> dict[str, Any] | None:
-        cond = await decision_of(client, namespace, POOL)
-        return cond if cond and cond["reason"] == "InvalidConfiguration" else None
-
-    cond = await eventually(invalid)
+    await make_pool(client, namespace, name=POOL, **spec)
+    cond = await decided(client, namespace, POOL, "InvalidConfiguration")
     assert cond["status"] == "False"
     assert named in cond["message"]
     await operator.settle()

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import TypeVar
 
 import pytest
 
@@ -20,8 +18,6 @@ from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventua
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from tests.integration.support.api_fixtures import namespace
-
-T = TypeVar("T")
 
 #: How a test starts the operator: `OperatorUnderTest` itself, or one with less RBAC.
 Start = Callable[
@@ -50,17 +46,9 @@ async def running(
         yield client, op, ns
 
 
-async def eventually_or(
-    probe: Callable[[], Awaitable[T]],
-    why: Callable[[], Awaitable[str] | str],
-    timeout: float = 30,
-) -> T:
-    """`eventually(probe)`, failing with `why()` (what is the case instead) if it never is."""
-    try:
-        return await eventually(probe, timeout=timeout)
-    except AssertionError as e:
-        said = why()
-        raise AssertionError(await said if inspect.isawaitable(said) else said) from e
+def messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    """What was logged at exactly `level`."""
+    return [r.getMessage() for r in caplog.records if r.levelno == level]
 
 
 #: What the operator logs once it leads and its controllers run.

@@ -28,10 +28,11 @@ from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
 from tests.integration.support.export_fixtures import (
     SE,
     events_for,
+    exports_become,
     relay_status,
     wait_event,
 )
-from tests.integration.support.relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
+from tests.integration.support.relay_fixtures import DGDS, RELAYS, dgd_body, published, relay_body
 
 #: The operator under test authenticates as this client-certificate user (system:masters).
 OPERATOR_USER = "admin"
@@ -449,6 +450,25 @@ async def make_pool(
     """A DGD and its DynamoPoolRelay; returns the relay as created."""
     await client.create(DGDS, dgd_body(name, ns, components))
     return await client.create(RELAYS, relay_body(name, ns, **relay_spec))
+
+
+async def exported_pool(
+    client: Client, ns: str, op: OperatorUnderTest | None = None, **relay_spec: Any
+) -> dict[str, Any]:
+    """`make_pool` of one frontend, once its two exports exist (and, given `op`, once
+    the operator has nothing queued); returns the relay as created."""
+    relay = await make_pool(client, ns, **relay_spec)
+    await exports_become(client, ns, {RELAY_SVC, FRONTEND_SVC})
+    if op is not None:
+        await op.settle()
+    return relay
+
+
+async def published_pool(client: Client, ns: str, **relay_spec: Any) -> dict[str, Any]:
+    """`make_pool`, once the relay is published; returns the relay as created."""
+    relay = await make_pool(client, ns, **relay_spec)
+    await published(client, ns)
+    return relay
 
 
 async def writes_nothing(op: OperatorUnderTest, ns: str, name: str = POOL) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.pool.controller import RELAYS as RELAYS
 from dynamo_pool_operator.pool.controller import dgd_resource
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
+from tests.integration.support.waiting import eventually_or
 
 DGDS = dgd_resource("v1beta1")
 
@@ -81,9 +83,48 @@ async def decision_of(client: Client, namespace: str, name: str) -> dict[str, An
     return await condition(client, namespace, name, "Published")
 
 
+async def decided(client: Client, namespace: str, name: str, reason: str) -> dict[str, Any]:
+    """The relay's `Published` condition once its reason is `reason`."""
+
+    async def probe() -> dict[str, Any] | None:
+        c = await decision_of(client, namespace, name)
+        return c if c is not None and c["reason"] == reason else None
+
+    async def instead() -> str:
+        said = await decision_of(client, namespace, name)
+        return f"Published of {namespace}/{name} is {said}, want {reason}"
+
+    return await eventually_or(probe, instead)
+
+
 async def absent(client: Client, res: Resource, namespace: str, name: str) -> bool:
     try:
         await client.get(res, name, namespace)
     except errors.NotFound:
         return True
     return False
+
+
+async def published(client: Client, ns: str, name: str = "llama") -> dict[str, Any]:
+    """The relay's `Published` condition once it is True."""
+
+    async def probe() -> dict[str, Any] | None:
+        cond = await decision_of(client, ns, name)
+        return cond if cond and cond["status"] == "True" else None
+
+    cond: dict[str, Any] = await eventually(probe)
+    return cond
+
+
+async def withdrawn(client: Client, ns: str, reason: str, name: str = "llama") -> dict[str, Any]:
+    """The relay's `Published` condition once False for `reason`, its objects gone."""
+
+    async def probe() -> dict[str, Any] | None:
+        cond = await decision_of(client, ns, name)
+        if not cond or cond["status"] != "False" or cond["reason"] != reason:
+            return None
+        gone = [await absent(client, r, ns, f"{name}-pool-relay") for r in (DEPLOYMENTS, SERVICES)]
+        return cond if all(gone) else None
+
+    cond: dict[str, Any] = await eventually(probe)
+    return cond
