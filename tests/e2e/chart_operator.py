@@ -326,6 +326,24 @@ def relay(name: str, namespace: str, cluster: str) -> dict[str, Any]:
     }
 
 
+@contextlib.asynccontextmanager
+async def exporting(
+    cp: ControlPlane,
+    installed: Installed,
+    cfg: OperatorConfiguration,
+    client: Client,
+    namespace: str,
+    what: str = "the pool exported",
+) -> AsyncIterator[tuple[Run, str, dict[str, Any]]]:
+    """`operator_running` with the pool published (under the cluster's ID) and exported:
+    (the run, the cluster's ID, the relay's status)."""
+    with cluster_id(cp) as cluster:
+        async with operator_running(installed, cfg, client, namespace) as run:
+            await publish_pool(client, namespace, cluster)
+            status = await run.until(lambda: exported_status(client, namespace), what)
+            yield run, cluster, status
+
+
 async def publish_pool(client: Client, namespace: str, cluster: str) -> None:
     """The pool `POOL`: a DGD with one frontend, and its relay."""
     await client.create(DGDS, dgd(POOL, namespace))

@@ -36,13 +36,10 @@ from tests.e2e.chart_operator import (
     RELAYS,
     Release,
     ReplicaProcess,
-    cluster_id,
-    exported_status,
+    exporting,
     install_as_service_account,
     mint_token,
     new_release,
-    operator_running,
-    publish_pool,
     relay,
     replicas_running,
 )
@@ -316,19 +313,16 @@ async def test_every_alert_reads_metrics_the_operator_exposes(
     stranger = mint_token(cp, release.namespace, "stranger")
     url = f"https://127.0.0.1:{port}/metrics"
 
-    with cluster_id(cp) as cluster:
-        async with operator_running(installed, cfg, client, namespace) as run:
-            await publish_pool(client, namespace, cluster)
-            await run.until(lambda: exported_status(client, namespace), "the pool exported")
+    async with exporting(cp, installed, cfg, client, namespace) as (run, _, _):
 
-            async def scraped() -> str | None:
-                status, text = await scrape(url, prometheus)
-                ready = f'relay="{POOL}",relay_namespace="{namespace}"'
-                return text if status == 200 and f"relay_ready{{{ready}}} 1.0" in text else None
+        async def scraped() -> str | None:
+            status, text = await scrape(url, prometheus)
+            ready = f'relay="{POOL}",relay_namespace="{namespace}"'
+            return text if status == 200 and f"relay_ready{{{ready}}} 1.0" in text else None
 
-            text = await run.until(scraped, "a scrape showing the relay Ready")
-            status, body = await scrape(url, stranger)
-            assert status == 403, f"an unbound token scraped: {status} {body[:200]}"
+        text = await run.until(scraped, "a scrape showing the relay Ready")
+        status, body = await scrape(url, stranger)
+        assert status == 403, f"an unbound token scraped: {status} {body[:200]}"
 
     series = exposed(text)
     for r in rules():

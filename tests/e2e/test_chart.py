@@ -51,14 +51,11 @@ from tests.e2e.chart_operator import (
     RELAYS,
     SERVICEEXPORTS,
     Release,
-    cluster_id,
     dgd,
-    exported_status,
+    exporting,
     install_as_service_account,
     mint_token,
     new_release,
-    operator_running,
-    publish_pool,
 )
 
 CLUSTER_ROLES = Resource(
@@ -660,66 +657,62 @@ async def test_the_charts_service_account_can_run_the_operator_and_nothing_more(
     assert cfg.namespace.restricted == (namespace if restricted else "")
 
     since = cp.audit.offset()
-    with cluster_id(cp) as cluster:
-        async with operator_running(installed, cfg, client, namespace) as run:
-            await publish_pool(client, namespace, cluster)
-            status = await run.until(
-                lambda: exported_status(client, namespace), "the pool published and exported"
-            )
-            published = next(c for c in status["conditions"] if c["type"] == "Published")
-            assert (published["status"], published["reason"]) == ("True", "Published")
-            assert status["clusterId"] == cluster
-            exports = {
-                e["metadata"]["name"] for e in (await client.list(SERVICEEXPORTS, namespace)).items
-            }
-            assert exports == {RELAY_SVC, FRONTEND_SVC}
-            await client.get(DEPLOYMENTS, RELAY_SVC, namespace)
-            await client.get(SERVICES, RELAY_SVC, namespace)
+    what = "the pool published and exported"
+    async with exporting(cp, installed, cfg, client, namespace, what) as (run, cluster, status):
+        published = next(c for c in status["conditions"] if c["type"] == "Published")
+        assert (published["status"], published["reason"]) == ("True", "Published")
+        assert status["clusterId"] == cluster
+        exports = {
+            e["metadata"]["name"] for e in (await client.list(SERVICEEXPORTS, namespace)).items
+        }
+        assert exports == {RELAY_SVC, FRONTEND_SVC}
+        await client.get(DEPLOYMENTS, RELAY_SVC, namespace)
+        await client.get(SERVICES, RELAY_SVC, namespace)
 
-            # `status` reads as the same identity: what a platform team would see.
-            out = io.StringIO()
-            code = await status_cmd.run(kubeconfig=str(kubeconfig), namespace=namespace, out=out)
-            assert code == 0
-            row = out.getvalue().splitlines()[1].split()
-            # This control plane runs no Deployment controller: the relay pods never run,
-            # so Ready stays False (RelayAvailable); the decision and exports are shown.
-            assert row[:2] + row[-2:] == [namespace, POOL, "2/2", "exported"], out.getvalue()
-            assert "  RelayAvailable False Progressing: " in out.getvalue()
+        # `status` reads as the same identity: what a platform team would see.
+        out = io.StringIO()
+        code = await status_cmd.run(kubeconfig=str(kubeconfig), namespace=namespace, out=out)
+        assert code == 0
+        row = out.getvalue().splitlines()[1].split()
+        # This control plane runs no Deployment controller: the relay pods never run,
+        # so Ready stays False (RelayAvailable); the decision and exports are shown.
+        assert row[:2] + row[-2:] == [namespace, POOL, "2/2", "exported"], out.getvalue()
+        assert "  RelayAvailable False Progressing: " in out.getvalue()
 
-            lease = await client.get(LEASES, cfg.leader_election.name, lease_ns)
-            assert lease["spec"]["holderIdentity"], "the operator should hold the Lease"
+        lease = await client.get(LEASES, cfg.leader_election.name, lease_ns)
+        assert lease["spec"]["holderIdentity"], "the operator should hold the Lease"
 
-            await _refused_what_it_must_not_do(kubeconfig, namespace, release, restricted)
+        await _refused_what_it_must_not_do(kubeconfig, namespace, release, restricted)
 
-            # Every write the operator made was as the chart's ServiceAccount, and allowed.
-            async def events_written() -> bool:
-                writes = cp.audit.writes(since, user=user)
-                return any(w.resource == "events" and w.code < 300 for w in writes)
-
-            await run.until(events_written, "an Event written by the ServiceAccount")
+        # Every write the operator made was as the chart's ServiceAccount, and allowed.
+        async def events_written() -> bool:
             writes = cp.audit.writes(since, user=user)
-            written = {(w.resource, w.subresource, w.verb) for w in writes if w.code < 300}
-            for want in [
-                ("leases", "", "create"),
-                ("deployments", "", "create"),
-                ("services", "", "create"),
-                ("serviceexports", "", "create"),
-                ("dynamopoolrelays", "status", "patch"),
-                ("events", "", "create"),
-            ]:
-                assert want in written, f"{want} not written by {user}; wrote {sorted(written)}"
-            # An unreadable ClusterProperty (its reader role missing) does not stop
-            # exports; the operator reports it as an ExportFailed event, which must not be
-            # there.
-            events = (await client.list(EVENTS, namespace)).items
-            failed = [e.get("note") for e in events if e.get("reason") == "ExportFailed"]
-            assert not failed, f"the operator reported export failures: {failed}"
-            operator_denied = [
-                (w.verb, w.resource, w.namespace, w.name, w.code)
-                for w in writes
-                if w.code == 403 and w.user_agent.startswith("dynamo-pool-operator/")
-            ]
-            assert not operator_denied, f"the operator was denied writes: {operator_denied}"
+            return any(w.resource == "events" and w.code < 300 for w in writes)
+
+        await run.until(events_written, "an Event written by the ServiceAccount")
+        writes = cp.audit.writes(since, user=user)
+        written = {(w.resource, w.subresource, w.verb) for w in writes if w.code < 300}
+        for want in [
+            ("leases", "", "create"),
+            ("deployments", "", "create"),
+            ("services", "", "create"),
+            ("serviceexports", "", "create"),
+            ("dynamopoolrelays", "status", "patch"),
+            ("events", "", "create"),
+        ]:
+            assert want in written, f"{want} not written by {user}; wrote {sorted(written)}"
+        # An unreadable ClusterProperty (its reader role missing) does not stop
+        # exports; the operator reports it as an ExportFailed event, which must not be
+        # there.
+        events = (await client.list(EVENTS, namespace)).items
+        failed = [e.get("note") for e in events if e.get("reason") == "ExportFailed"]
+        assert not failed, f"the operator reported export failures: {failed}"
+        operator_denied = [
+            (w.verb, w.resource, w.namespace, w.name, w.code)
+            for w in writes
+            if w.code == 403 and w.user_agent.startswith("dynamo-pool-operator/")
+        ]
+        assert not operator_denied, f"the operator was denied writes: {operator_denied}"
 
 
 async def _refused_what_it_must_not_do(

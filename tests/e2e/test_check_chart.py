@@ -16,12 +16,9 @@ from dynamo_pool_operator.runtime.client.rest import Client
 from tests.e2e.chart_helpers import one, restricted_values
 from tests.e2e.chart_operator import (
     Release,
-    cluster_id,
-    exported_status,
+    exporting,
     install_as_service_account,
     new_release,
-    operator_running,
-    publish_pool,
     relay_ready,
 )
 
@@ -68,12 +65,10 @@ async def test_check_of_a_chart_install_passes_with_the_readme_command(
     assert before["leader"] == "fail", "nothing runs yet: no leader"
     assert before["rbac"] == "ok", "the chart's RBAC is what the operator needs"
 
-    with cluster_id(cp) as cluster:
-        async with operator_running(installed, installed.configuration(), client, namespace) as op:
-            await publish_pool(client, namespace, cluster)
-            await op.until(lambda: exported_status(client, namespace), "the pool exported")
-            await op.until(lambda: relay_ready(client, namespace), "the relay Ready", 120)
-            found = await run()
+    cfg = installed.configuration()
+    async with exporting(cp, installed, cfg, client, namespace) as (op, _, _):
+        await op.until(lambda: relay_ready(client, namespace), "the relay Ready", 120)
+        found = await run()
     assert {n: s for n, s in found.items() if s != "ok"} == {"karmada-names": "skip"}, found
 
 

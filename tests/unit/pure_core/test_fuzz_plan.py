@@ -48,6 +48,7 @@ from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.pool.plan import Reason, decide
 from dynamo_pool_operator.pool.plan import decision as make_decision
 from tests.unit.fuzzing import budget
+from tests.unit.pool.exports.test_plan import run_scenario as run
 
 SE = serviceexports("v1alpha1")
 
@@ -336,18 +337,6 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         "implementation": draw(st.sampled_from(["mcs", "karmada"])),
         "cluster_id": ClusterID(draw(st.booleans()), draw(CLUSTER_PROPERTIES), "about.k8s.io/v1"),
     }
-
-
-def run(s: Mapping[str, Any], exports: Mapping[str, Any] | None = None) -> Plan:
-    return plan(
-        s["relay"],
-        s["decision"],
-        s["pool"],
-        s["exports"] if exports is None else exports,
-        implementation=Implementation(s["implementation"]),
-        resource=SE,
-        cluster_id=s["cluster_id"],
-    )
 
 
 # --------------------------------------------------------------------------- the read-model

@@ -110,6 +110,16 @@ def _comparable(obj: dict[str, Any], cluster_suffix: str = "") -> dict[str, Any]
     return out
 
 
+def _restriction(restricted: str | None) -> list[str]:
+    """The chart's `--set`s for a namespace-restricted install into `restricted`."""
+    if not restricted:
+        return []
+    return [
+        "namespaceRestriction.enabled=true",
+        f"namespaceRestriction.targetNamespace={restricted}",
+    ]
+
+
 def _key(o: dict[str, Any]) -> tuple[str, str, str]:
     return (o["kind"], o["name"], o["namespace"] or "")
 
@@ -120,12 +130,7 @@ def test_chart_rbac_is_rbac_py(restricted: str | None) -> None:
     bindings are exactly `rbac.render` for that ServiceAccount and mode (cluster-scoped
     names with the release namespace appended)."""
     ns = "dpo-system"
-    sets = []
-    if restricted:
-        sets = [
-            "namespaceRestriction.enabled=true",
-            f"namespaceRestriction.targetNamespace={restricted}",
-        ]
+    sets = _restriction(restricted)
     docs = _template(ns, *sets)
     chart = sorted((_comparable(d) for d in docs if d["kind"] in RBAC_KINDS), key=_key)
     code = sorted(
@@ -209,12 +214,7 @@ def test_chart_admission_policy_is_admission_py(restricted: str | None) -> None:
     (restricted: bound in the target namespace only), named `<fullname>-relay-pod-fields`
     with the release namespace appended."""
     ns = "dpo-system"
-    sets = []
-    if restricted:
-        sets = [
-            "namespaceRestriction.enabled=true",
-            f"namespaceRestriction.targetNamespace={restricted}",
-        ]
+    sets = _restriction(restricted)
     chart = _policies(_template(ns, *sets))
     code = _policies(admission.render(restricted, suffix=f".{ns}"))
     assert chart == code, f"the chart's admission policy differs from admission.py; {REGENERATE}"

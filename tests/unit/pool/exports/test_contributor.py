@@ -48,6 +48,19 @@ def lookup_in(store: Mapping[tuple[str, str], Mapping[str, Any]], namespace: str
     return lambda name: store.get((namespace, name))
 
 
+def published_plan(relay: Any, pool: Any, got: Any) -> Any:
+    """The plan of a published pool exported through an MCS implementation."""
+    return plan(
+        relay,
+        PUBLISHED,
+        pool,
+        got,
+        implementation=Implementation.MCS,
+        cluster_id=ClusterID(),
+        resource=SE,
+    )
+
+
 def test_relevant_exports_are_ours_by_name_plus_those_named_like_wanted_ones() -> None:
     relay, pool = make_relay(), make_pool(fe("Frontend"), fe("my_fe"), WORKER)
     mine_old = ours("pool-old")
@@ -94,15 +107,7 @@ def test_an_export_we_control_in_another_namespace_does_not_count() -> None:
     elsewhere = ours(FE, namespace=OTHER_NS)
     got = relevant_exports(relay, make_pool(WORKER), lookup_in(cache(elsewhere)), [elsewhere])
     assert got == {}
-    p = plan(
-        relay,
-        PUBLISHED,
-        make_pool(WORKER),
-        got,
-        implementation=Implementation.MCS,
-        cluster_id=ClusterID(),
-        resource=SE,
-    )
+    p = published_plan(relay, make_pool(WORKER), got)
     assert verbs(p) == [(C, RELAY_EXPORT)]
 
 
@@ -113,28 +118,12 @@ def test_a_same_named_export_in_another_namespace_does_not_block_ours() -> None:
     store = cache(users_elsewhere, others_relay)
     got = relevant_exports(relay, pool, lookup_in(store), [])
     assert got == {}
-    p = plan(
-        relay,
-        PUBLISHED,
-        pool,
-        got,
-        implementation=Implementation.MCS,
-        cluster_id=ClusterID(),
-        resource=SE,
-    )
+    p = published_plan(relay, pool, got)
     assert verbs(p) == [(C, RELAY_EXPORT), (C, FE)]
     # ...while the same export in the relay's namespace blocks it.
     here = foreign(FE, "user-no-owner")
     got = relevant_exports(relay, pool, lookup_in(cache(users_elsewhere, here)), [])
-    p = plan(
-        relay,
-        PUBLISHED,
-        pool,
-        got,
-        implementation=Implementation.MCS,
-        cluster_id=ClusterID(),
-        resource=SE,
-    )
+    p = published_plan(relay, pool, got)
     assert verbs(p) == [(C, RELAY_EXPORT), (F, FE)]
 
 

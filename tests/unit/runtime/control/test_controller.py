@@ -12,6 +12,7 @@ there to be looked at.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,7 +20,7 @@ from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import ListResult
 from dynamo_pool_operator.runtime.clock import FakeClock
-from dynamo_pool_operator.runtime.control.controller import Request
+from dynamo_pool_operator.runtime.control.controller import Controller, Request
 from dynamo_pool_operator.runtime.control.queue import LOW
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, Resource
 from tests.unit.runtime.client.fake import FakeClient
@@ -66,12 +67,23 @@ async def recovered(client: RefusedThenEmpty, clock: FakeClock, informer: Inform
     raise AssertionError("the informer never synced")
 
 
-async def test_an_optional_cache_that_syncs_late_requeues_the_keys_it_names() -> None:
+@contextlib.asynccontextmanager
+async def late_cache() -> AsyncIterator[tuple[RefusedThenEmpty, FakeClock, Informer, Controller]]:
+    """A controller watching an optional cache (`on_sync` names KEYS) whose first list
+    is refused; the cache's informer runs while the block does."""
     client, clock = RefusedThenEmpty(), FakeClock()
     informer = Informer(client, CONFIGMAPS, clock=clock)
     c = controller().watches(informer, lambda _: KEYS, wait_for_sync=False, on_sync=lambda: KEYS)
     task = asyncio.create_task(informer.run())
     try:
+        yield client, clock, informer, c
+    finally:
+        informer.stop()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_an_optional_cache_that_syncs_late_requeues_the_keys_it_names() -> None:
+    async with late_cache() as (client, clock, informer, c):
         c.optional_sync_grace = 0.0
         async with leading(c):
             await settle()
@@ -80,38 +92,21 @@ async def test_an_optional_cache_that_syncs_late_requeues_the_keys_it_names() ->
             await recovered(client, clock, informer)
             # The list had no object, so no event: the sync alone queued them, low.
             assert sorted(await drain(c)) == [(k, LOW) for k in KEYS]
-    finally:
-        informer.stop()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_a_cache_no_longer_watched_requeues_nothing_when_it_syncs() -> None:
-    client, clock = RefusedThenEmpty(), FakeClock()
-    informer = Informer(client, CONFIGMAPS, clock=clock)
-    c = controller().watches(informer, lambda _: KEYS, wait_for_sync=False, on_sync=lambda: KEYS)
-    task = asyncio.create_task(informer.run())
-    try:
+    async with late_cache() as (client, clock, informer, c):
         c.optional_sync_grace = 0.0
         async with leading(c):
             await settle()
             c.unwatch(informer)
             await recovered(client, clock, informer)
             assert await drain(c) == []
-    finally:
-        informer.stop()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 async def test_before_the_controller_leads_a_sync_queues_nothing() -> None:
     """A follower keeps no queue; its start reconciles every key anyway."""
-    client, clock = RefusedThenEmpty(), FakeClock()
-    informer = Informer(client, CONFIGMAPS, clock=clock)
-    c = controller().watches(informer, lambda _: KEYS, wait_for_sync=False, on_sync=lambda: KEYS)
-    task = asyncio.create_task(informer.run())
-    try:
+    async with late_cache() as (client, clock, informer, c):
         await settle()
         await recovered(client, clock, informer)
         assert len(c.queue) == 0
-    finally:
-        informer.stop()
-        await asyncio.gather(task, return_exceptions=True)

@@ -46,6 +46,12 @@ async def get_now(queue: WorkQueue[str]) -> str:
     return await asyncio.wait_for(queue.get(), timeout=1.0)
 
 
+async def the_only_key(queue: WorkQueue[str]) -> str:
+    """The one key queued, got (fails if another is queued with it)."""
+    assert len(queue) == 1
+    return await get_now(queue)
+
+
 def sample(registry: CollectorRegistry, metric: str, name: str = NAME) -> float | None:
     return registry.get_sample_value(metric, {"name": name})
 
@@ -117,8 +123,7 @@ async def test_many_adds_while_processing_requeue_the_key_once(queue: WorkQueue[
 
     queue.done("a")
 
-    assert len(queue) == 1
-    assert await get_now(queue) == "a"
+    assert await the_only_key(queue) == "a"
     queue.done("a")
     assert len(queue) == 0
 
@@ -222,8 +227,7 @@ async def test_add_after_adds_the_key_only_once_the_delay_has_passed(
     assert len(queue) == 0
 
     await clock.advance(0.001)
-    assert len(queue) == 1
-    assert await get_now(queue) == "a"
+    assert await the_only_key(queue) == "a"
 
 
 async def test_add_after_releases_keys_in_deadline_order(
@@ -247,8 +251,7 @@ async def test_add_after_with_an_earlier_deadline_wakes_the_sleeping_timer(
     queue.add_after("early", 1.0)
     await clock.advance(1.0)
 
-    assert len(queue) == 1
-    assert await get_now(queue) == "early"
+    assert await the_only_key(queue) == "early"
 
 
 async def test_shorter_delay_for_a_delayed_key_wins(
