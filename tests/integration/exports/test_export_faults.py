@@ -50,15 +50,11 @@ from tests.integration.support.race_fixtures import (
     POOL,
     RELAY_SVC,
     Grants,
-    Spy,
-    WritePause,
     deny_export_writes,
     export_states,
-    export_writes,
     make_pool,
     mismatches,
     state_becomes,
-    verbs,
     writes_nothing,
 )
 from tests.integration.support.relay_fixtures import (
@@ -70,6 +66,7 @@ from tests.integration.support.relay_fixtures import (
     decision_of,
     relay_body,
 )
+from tests.integration.support.spies import Spy, WritePause, export_writes, verbs
 from tests.integration.support.waiting import eventually_or
 
 pytestmark = pytest.mark.timeout(90)

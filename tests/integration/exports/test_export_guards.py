@@ -44,22 +44,25 @@ from tests.integration.support.export_fixtures import (
 )
 from tests.integration.support.planes import scratch_namespace
 from tests.integration.support.race_fixtures import (
-    FRONTEND_SVC,
-    POOL,
-    RELAY_SVC,
-    Spy,
-    WritePause,
     export_states,
-    export_writes,
     exported_pool,
     make_pool,
     refuse_service_create,
     state_becomes,
-    verbs,
     wait_event_about,
     writes_nothing,
 )
-from tests.integration.support.relay_fixtures import DGDS, FRONTEND, RELAYS, WORKER, absent
+from tests.integration.support.relay_fixtures import (
+    DGDS,
+    FRONTEND,
+    FRONTEND_SVC,
+    POOL,
+    RELAY_SVC,
+    RELAYS,
+    WORKER,
+    absent,
+)
+from tests.integration.support.spies import Spy, export_writes, paused, verbs
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -126,9 +129,11 @@ async def test_withdrawal_of_an_export_deleted_since_the_read_is_done_not_failed
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
     await exported_pool(client, namespace, mcs)
-    since = control_plane.audit.offset()
-    spy = Spy(mcs)
-    async with WritePause(mcs, Verb.WITHDRAW, FRONTEND_SVC, namespace) as pause:
+    async with paused(mcs, control_plane, Verb.WITHDRAW, FRONTEND_SVC, namespace) as (
+        pause,
+        spy,
+        since,
+    ):
         await client.delete(DGDS, POOL, namespace)  # withdraws the relay and its exports
         await pause.reached()
         await client.delete(SE, FRONTEND_SVC, namespace)  # someone else was quicker

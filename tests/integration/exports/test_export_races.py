@@ -23,21 +23,23 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from tests.integration.support.export_fixtures import SE, export_obj, exports_become
 from tests.integration.support.race_fixtures import (
-    FRONTEND_SVC,
-    POOL,
-    RELAY_SVC,
-    Spy,
-    WritePause,
     export_states,
-    export_writes,
     exported_pool,
     make_pool,
     state_becomes,
-    verbs,
     wait_event_about,
     writes_nothing,
 )
-from tests.integration.support.relay_fixtures import DGDS, RELAYS, WORKER, dgd_body
+from tests.integration.support.relay_fixtures import (
+    DGDS,
+    FRONTEND_SVC,
+    POOL,
+    RELAY_SVC,
+    RELAYS,
+    WORKER,
+    dgd_body,
+)
+from tests.integration.support.spies import WritePause, export_writes, paused, verbs
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -60,9 +62,11 @@ async def test_stale_withdrawal_is_refused_after_a_user_removed_the_controller_r
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
     await exported_pool(client, namespace, mcs)
-    since = control_plane.audit.offset()
-    spy = Spy(mcs)
-    async with WritePause(mcs, Verb.WITHDRAW, FRONTEND_SVC, namespace) as pause:
+    async with paused(mcs, control_plane, Verb.WITHDRAW, FRONTEND_SVC, namespace) as (
+        pause,
+        spy,
+        since,
+    ):
         await client.delete(DGDS, POOL, namespace)  # the relay and its exports are withdrawn
         await pause.reached()
         checked = pause.guards
@@ -110,9 +114,7 @@ async def test_stale_withdrawal_is_refused_after_another_relay_took_the_export(
     await exports_become(client, namespace, {"a-x-pool-relay", shared, "a-pool-relay"})
     await state_becomes(client, namespace, shared, "Foreign", name="a")
     await mcs.settle()
-    since = control_plane.audit.offset()
-    spy = Spy(mcs)
-    async with WritePause(mcs, Verb.WITHDRAW, shared, namespace) as pause:
+    async with paused(mcs, control_plane, Verb.WITHDRAW, shared, namespace) as (pause, spy, since):
         await client.delete(DGDS, "a-x", namespace)
         await pause.reached()
         ref = {
@@ -150,9 +152,11 @@ async def test_repair_is_refused_when_a_user_took_the_export_over_after_the_read
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
     await exported_pool(client, namespace, mcs)
-    since = control_plane.audit.offset()
-    spy = Spy(mcs)
-    async with WritePause(mcs, Verb.APPLY, FRONTEND_SVC, namespace) as pause:
+    async with paused(mcs, control_plane, Verb.APPLY, FRONTEND_SVC, namespace) as (
+        pause,
+        spy,
+        since,
+    ):
         drifted = await client.merge_patch(
             SE, FRONTEND_SVC, {"metadata": {"labels": {names.DGD_NAME: "theirs"}}}, namespace
         )
@@ -217,9 +221,11 @@ async def test_repair_never_creates_a_deleted_export(
 async def test_already_exists_from_a_stale_cache_is_no_error(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
-    since = control_plane.audit.offset()
-    spy = Spy(mcs)
-    async with WritePause(mcs, Verb.CREATE, FRONTEND_SVC, namespace) as pause:
+    async with paused(mcs, control_plane, Verb.CREATE, FRONTEND_SVC, namespace) as (
+        pause,
+        spy,
+        since,
+    ):
         await make_pool(client, namespace)
         await pause.reached()
         mine = await client.create(

@@ -29,11 +29,11 @@ from tests.integration.support.race_fixtures import (
     POOL,
     RELAY_SVC,
     export_states,
-    export_writes,
     make_pool,
     writes_nothing,
 )
 from tests.integration.support.relay_fixtures import DGDS, RELAYS, WORKER, decision_of, relay_body
+from tests.integration.support.spies import export_writes
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -24,15 +24,9 @@ from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventua
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.client.rest import MERGE_PATCH, Client
 from tests.integration.support.export_fixtures import SE, exports_become
-from tests.integration.support.race_fixtures import (
-    FRONTEND_SVC,
-    POOL,
-    RELAY_SVC,
-    Spy,
-    WritePause,
-    make_pool,
-)
+from tests.integration.support.race_fixtures import FRONTEND_SVC, POOL, RELAY_SVC, make_pool
 from tests.integration.support.relay_fixtures import DGDS, RELAYS
+from tests.integration.support.spies import Spy, WritePause
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,6 +13,10 @@ from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
 from tests.integration.support.waiting import eventually_or
 
 DGDS = dgd_resource("v1beta1")
+#: The pool most tests make, and the Services it exports.
+POOL = "llama"
+RELAY_SVC = f"{POOL}-pool-relay"
+FRONTEND_SVC = f"{POOL}-frontend"
 
 WORKER = {"name": "decode", "type": "decode", "replicas": 1}
 FRONTEND = {"name": "Frontend", "type": "frontend", "replicas": 1}

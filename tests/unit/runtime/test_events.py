@@ -107,11 +107,6 @@ def clock() -> FakeClock:
     return FakeClock(START)
 
 
-@pytest.fixture
-def registry() -> CollectorRegistry:
-    return CollectorRegistry()
-
-
 RecorderFactory = Callable[..., Awaitable[EventRecorder]]
 
 

@@ -213,11 +213,6 @@ class FakeLeaseClient(FakeClient):
 
 # ---------------------------------------------------------------- helpers
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
 def store() -> LeaseStore:
     return LeaseStore()
 

@@ -1520,16 +1520,6 @@ async def test_a_first_410_after_failures_relists_after_the_base_delay_not_the_b
 # --------------------------------------------------------------------------- watch-list
 
 
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
-
-
-@pytest.fixture
-def registry() -> CollectorRegistry:
-    return CollectorRegistry()
-
-
 def initial_end(rv: str) -> bytes:
     return ev(
         "BOOKMARK",

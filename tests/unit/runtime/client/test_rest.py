@@ -20,6 +20,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime.auth.cluster import ClusterConfig
+from dynamo_pool_operator.runtime.auth.credentials import StaticCredentials
 from dynamo_pool_operator.runtime.cache import informer as informer_mod
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client import rest as client_mod
@@ -28,17 +29,6 @@ from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS
 
 CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "default"}}
-
-
-class _PlainHttp:
-    async def ssl_context(self) -> ssl.SSLContext:
-        return ssl.create_default_context()
-
-    async def headers(self) -> dict[str, str]:
-        return {}
-
-    def invalidate(self) -> None:
-        pass
 
 
 class FakeServer:
@@ -91,7 +81,7 @@ async def server() -> AsyncIterator[FakeServer]:
 
 
 def client_for(server: FakeServer, **kw: Any) -> Client:
-    return Client(ClusterConfig(f"http://127.0.0.1:{server.port}", _PlainHttp()), **kw)
+    return Client(ClusterConfig(f"http://127.0.0.1:{server.port}", StaticCredentials()), **kw)
 
 
 Call = Callable[[Client], Awaitable[object]]
@@ -204,7 +194,7 @@ async def mute_port() -> AsyncIterator[int]:
         await server.wait_closed()
 
 
-class _Insecure(_PlainHttp):
+class _Insecure(StaticCredentials):
     async def ssl_context(self) -> ssl.SSLContext:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
@@ -320,7 +310,7 @@ async def test_every_attempt_is_counted_as_client_go_names_it(server: FakeServer
 async def test_a_request_without_an_answer_is_counted_as_an_error(server: FakeServer) -> None:
     registry = CollectorRegistry()
     dead = f"127.0.0.1:{_free_port()}"
-    c = Client(ClusterConfig(f"http://{dead}", _PlainHttp()), registry=registry)
+    c = Client(ClusterConfig(f"http://{dead}", StaticCredentials()), registry=registry)
     async with c:
         with pytest.raises(errors.ConnectionFailed):
             await c.get(CONFIGMAPS, "a", "default")
