@@ -27,7 +27,6 @@ from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd, mcs_crds
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pool.exports import cleanup
-from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
@@ -50,6 +49,7 @@ from tests.integration.support.race_fixtures import (
     refuse_service_create,
     state_becomes,
     wait_event_about,
+    withdrawal_held,
     writes_nothing,
 )
 from tests.integration.support.relay_fixtures import (
@@ -62,7 +62,7 @@ from tests.integration.support.relay_fixtures import (
     WORKER,
     absent,
 )
-from tests.integration.support.spies import Spy, export_writes, paused, verbs
+from tests.integration.support.spies import Spy, export_writes, verbs
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -128,14 +128,7 @@ async def release(client: Client, ns: str, name: str) -> None:
 async def test_withdrawal_of_an_export_deleted_since_the_read_is_done_not_failed(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
-    await exported_pool(client, namespace, mcs)
-    async with paused(mcs, control_plane, Verb.WITHDRAW, FRONTEND_SVC, namespace) as (
-        pause,
-        spy,
-        since,
-    ):
-        await client.delete(DGDS, POOL, namespace)  # withdraws the relay and its exports
-        await pause.reached()
+    async with withdrawal_held(client, mcs, namespace) as (pause, spy, since):
         await client.delete(SE, FRONTEND_SVC, namespace)  # someone else was quicker
         await pause.release()
     assert isinstance(pause.error, errors.NotFound), f"the delete ended with {pause.error!r}"

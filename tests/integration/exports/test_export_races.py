@@ -28,6 +28,7 @@ from tests.integration.support.race_fixtures import (
     make_pool,
     state_becomes,
     wait_event_about,
+    withdrawal_held,
     writes_nothing,
 )
 from tests.integration.support.relay_fixtures import (
@@ -61,14 +62,7 @@ def refused_as_stale(pause: WritePause) -> None:
 async def test_stale_withdrawal_is_refused_after_a_user_removed_the_controller_reference(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
-    await exported_pool(client, namespace, mcs)
-    async with paused(mcs, control_plane, Verb.WITHDRAW, FRONTEND_SVC, namespace) as (
-        pause,
-        spy,
-        since,
-    ):
-        await client.delete(DGDS, POOL, namespace)  # the relay and its exports are withdrawn
-        await pause.reached()
+    async with withdrawal_held(client, mcs, namespace) as (pause, spy, since):
         checked = pause.guards
         taken = await client.merge_patch(
             SE, FRONTEND_SVC, {"metadata": {"ownerReferences": None}}, namespace
@@ -114,7 +108,7 @@ async def test_stale_withdrawal_is_refused_after_another_relay_took_the_export(
     await exports_become(client, namespace, {"a-x-pool-relay", shared, "a-pool-relay"})
     await state_becomes(client, namespace, shared, "Foreign", name="a")
     await mcs.settle()
-    async with paused(mcs, control_plane, Verb.WITHDRAW, shared, namespace) as (pause, spy, since):
+    async with paused(mcs, Verb.WITHDRAW, shared, namespace) as (pause, spy, since):
         await client.delete(DGDS, "a-x", namespace)
         await pause.reached()
         ref = {
@@ -152,7 +146,7 @@ async def test_repair_is_refused_when_a_user_took_the_export_over_after_the_read
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
     await exported_pool(client, namespace, mcs)
-    async with paused(mcs, control_plane, Verb.APPLY, FRONTEND_SVC, namespace) as (
+    async with paused(mcs, Verb.APPLY, FRONTEND_SVC, namespace) as (
         pause,
         spy,
         since,
@@ -221,7 +215,7 @@ async def test_repair_never_creates_a_deleted_export(
 async def test_already_exists_from_a_stale_cache_is_no_error(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
-    async with paused(mcs, control_plane, Verb.CREATE, FRONTEND_SVC, namespace) as (
+    async with paused(mcs, Verb.CREATE, FRONTEND_SVC, namespace) as (
         pause,
         spy,
         since,

@@ -19,11 +19,11 @@ from tests.integration.support.export_fixtures import (
     CLUSTER_ID,
     CLUSTER_PROPERTIES,
     SE,
+    conditions_of,
     config,
     events_for,
     export_obj,
     exports_become,
-    relay_status,
     set_cluster_id,
     states_become,
     wait_event,
@@ -45,12 +45,6 @@ from tests.integration.support.relay_fixtures import (
     dgd_body,
     relay_owner,
 )
-
-
-async def conditions(client: Client, ns: str) -> dict[str, dict[str, Any]]:
-    """The relay's conditions by type, as they are (current or not)."""
-    status = await relay_status(client, ns, POOL)
-    return {c["type"]: c for c in status.get("conditions", [])}
 
 
 def user_export(ns: str, name: str, **meta: Any) -> dict[str, Any]:
@@ -515,7 +509,7 @@ async def test_the_status_and_the_pods_show_the_effective_cluster_id(
     the spec wins (and a mismatch is warned about)."""
 
     async def shown() -> tuple[str, str]:
-        status = await relay_status(client, namespace, POOL)
+        status = (await client.get(RELAYS, POOL, namespace)).get("status") or {}
         dep = await client.get(DEPLOYMENTS, RELAY_SVC, namespace)
         env = {
             e["name"]: e.get("value")
@@ -554,7 +548,7 @@ async def test_a_cluster_id_mismatch_is_not_ready_and_names_both_ids(
         await pool(client, namespace, clusterId="west")
 
         async def mismatched() -> dict[str, Any] | None:
-            said = await conditions(client, namespace)
+            said = await conditions_of(client, namespace)
             found = said.get("ClusterIDMatched")
             return said if found and found["reason"] == "ClusterIDMismatch" else None
 
@@ -566,7 +560,7 @@ async def test_a_cluster_id_mismatch_is_not_ready_and_names_both_ids(
         await client.merge_patch(RELAYS, POOL, {"spec": {"clusterId": "east"}}, namespace)
 
         async def matched() -> bool:
-            found = (await conditions(client, namespace)).get("ClusterIDMatched")
+            found = (await conditions_of(client, namespace)).get("ClusterIDMatched")
             return found is not None and found["status"] == "True"
 
         await eventually(matched)
@@ -587,7 +581,7 @@ async def test_an_export_nobody_confirms_is_never_exported_and_is_warned_about(
         await exported_pool(client, namespace)
 
         async def exported() -> dict[str, Any] | None:
-            return (await conditions(client, namespace)).get("Exported")
+            return (await conditions_of(client, namespace)).get("Exported")
 
         pending = await eventually(exported)
         assert (pending["status"], pending["reason"]) == ("Unknown", "Pending"), pending
@@ -614,7 +608,7 @@ async def test_with_no_confirmation_an_export_that_exists_is_exported(
     await exported_pool(client, namespace)
 
     async def exists() -> bool:
-        c = (await conditions(client, namespace)).get("Exported")
+        c = (await conditions_of(client, namespace)).get("Exported")
         return bool(c) and (c["status"], c["reason"]) == ("True", "ExportExists")
 
     await eventually(exists)

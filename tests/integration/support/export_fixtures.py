@@ -16,7 +16,7 @@ from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import EVENTS, Resource
-from tests.integration.support.relay_fixtures import RELAYS
+from tests.integration.support.relay_fixtures import POOL, RELAYS
 
 SE = serviceexports("v1beta1")
 CLUSTER_PROPERTIES = clusterproperties("v1beta1")
@@ -53,6 +53,12 @@ async def exports_become(
 
 async def relay_status(client: Client, ns: str, name: str) -> dict[str, Any]:
     return dict((await client.get(RELAYS, name, ns)).get("status") or {})
+
+
+async def conditions_of(client: Client, ns: str, name: str = POOL) -> dict[str, dict[str, Any]]:
+    """The relay's conditions by type, as they are (current or not)."""
+    status = await relay_status(client, ns, name)
+    return {c["type"]: c for c in status.get("conditions", [])}
 
 
 async def events_for(client: Client, ns: str, reason: str | None = None) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from typing import Any
 from dynamo_pool_operator import rbac
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
+from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import SERVICES
@@ -36,6 +37,7 @@ from tests.integration.support.relay_fixtures import (
     published,
     relay_body,
 )
+from tests.integration.support.spies import Spy, WritePause, paused
 
 #: The operator under test authenticates as this client-certificate user (system:masters).
 OPERATOR_USER = "admin"
@@ -293,6 +295,19 @@ async def exported_pool(
     if op is not None:
         await op.settle()
     return relay
+
+
+@contextlib.asynccontextmanager
+async def withdrawal_held(
+    client: Client, op: OperatorUnderTest, ns: str
+) -> AsyncIterator[tuple[WritePause, Spy, int]]:
+    """`exported_pool`, then its DGD deleted: `paused` once `op`'s withdrawal of the
+    frontend's export is reached."""
+    await exported_pool(client, ns, op)
+    async with paused(op, Verb.WITHDRAW, FRONTEND_SVC, ns) as (pause, spy, since):
+        await client.delete(DGDS, POOL, ns)  # the relay and its exports are withdrawn
+        await pause.reached()
+        yield pause, spy, since
 
 
 async def published_pool(client: Client, ns: str, **relay_spec: Any) -> dict[str, Any]:

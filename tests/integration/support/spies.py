@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from dynamo_pool_operator.localcluster.audit import AuditEvent
-from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.objects.resources import Resource
@@ -193,11 +192,11 @@ def verbs(writes: list[AuditEvent]) -> list[tuple[str, int]]:
 
 @contextlib.asynccontextmanager
 async def paused(
-    op: OperatorUnderTest, cp: ControlPlane, verb: Verb, name: str, namespace: str
+    op: OperatorUnderTest, verb: Verb, name: str, namespace: str
 ) -> AsyncIterator[tuple[WritePause, Spy, int]]:
     """(the pause, a `Spy` on `op`, the audit offset before it) while `op`'s `verb` of
     `namespace/name` is held (`WritePause`)."""
-    since = cp.audit.offset()
+    since = op.cp.audit.offset()
     spy = Spy(op)
     async with WritePause(op, verb, name, namespace) as pause:
         yield pause, spy, since
