@@ -99,6 +99,17 @@ async def started(feature: Feature, export: str | None, about: str | None) -> No
         assert await caches.exports.wait_synced(1)
 
 
+async def properties_read_at_alpha(feature: Feature) -> Informer:
+    """Started reading the ClusterProperty at v1alpha1; its cache, synced."""
+    await started(feature, "v1beta1", "v1alpha1")
+    caches = feature.apis.caches
+    assert caches is not None
+    old = caches.cluster_properties
+    assert old is not None
+    assert await old.wait_synced(1)
+    return old
+
+
 async def test_the_export_cache_in_effect_stays_while_the_new_one_is_made(
     feature: Feature,
 ) -> None:
@@ -145,20 +156,14 @@ async def test_with_no_usable_export_cache_each_relay_is_told_the_api_is_served(
     assert feature.contributor.listing is None
     # Gone after all: the message is the one of an API not served.
     await feature.follow(None, None, exports=())
-    assert (
-        "install the Multi-Cluster Services API CRDs" in feature.contributor.unavailable_message()
-    )
+    said = feature.contributor.unavailable_message()
+    assert "install the Multi-Cluster Services API CRDs" in said, said
 
 
 async def test_the_cluster_property_read_stays_the_old_one_until_the_new_one_syncs(
     feature: Feature,
 ) -> None:
-    await started(feature, "v1beta1", "v1alpha1")
-    caches = feature.apis.caches
-    assert caches is not None
-    old = caches.cluster_properties
-    assert old is not None
-    assert await old.wait_synced(1)
+    old = await properties_read_at_alpha(feature)
     # v1alpha1 no longer served: its informer stops (its watch would fail), its last
     # content stays what is read.
     now = await feature.follow("v1beta1", "v1beta1", abouts=("v1beta1",), times_out=True)
@@ -181,12 +186,7 @@ async def test_a_cluster_property_version_served_again_is_read_live_again(
     """Stale (v1alpha1 no longer served, v1beta1's list not done), then v1alpha1 is
     served again before v1beta1's list completes: the stopped informer's content must
     not stay what is read just because its version is the one wanted."""
-    await started(feature, "v1beta1", "v1alpha1")
-    caches = feature.apis.caches
-    assert caches is not None
-    old = caches.cluster_properties
-    assert old is not None
-    assert await old.wait_synced(1)
+    old = await properties_read_at_alpha(feature)
     await feature.follow("v1beta1", "v1beta1", abouts=("v1beta1",), times_out=True)
     assert not old.running
     (beta,) = feature.apis.pending
@@ -260,8 +260,7 @@ async def test_an_api_gone_while_its_new_cache_was_being_made_is_called_not_serv
     (pending,) = feature.apis.pending
     await feature.follow(None, None, exports=())
     assert feature.contributor.listing is None
-    assert (
-        "install the Multi-Cluster Services API CRDs" in feature.contributor.unavailable_message()
-    )
+    said = feature.contributor.unavailable_message()
+    assert "install the Multi-Cluster Services API CRDs" in said, said
     assert not pending.running
     assert feature.apis.pending == []

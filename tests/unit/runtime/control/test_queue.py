@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import AsyncIterator, Hashable
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -40,6 +41,15 @@ async def settle(rounds: int = 20) -> None:
 async def get_now(queue: WorkQueue[str]) -> str:
     """`get` a key that must already be available (fails instead of hanging)."""
     return await asyncio.wait_for(queue.get(), timeout=1.0)
+
+
+async def keys(queue: WorkQueue[Any]) -> AsyncIterator[Any]:
+    """What a worker gets from `queue`, until it shuts down."""
+    while True:
+        try:
+            yield await queue.get()
+        except ShutDown:
+            return
 
 
 async def the_only_key(queue: WorkQueue[str]) -> str:
@@ -170,11 +180,7 @@ async def test_no_key_is_held_by_two_workers_and_no_change_is_missed(
     reconciled: dict[str, int] = {}
 
     async def worker() -> None:
-        while True:
-            try:
-                key = await queue.get()
-            except ShutDown:
-                return
+        async for key in keys(queue):
             try:
                 if key in holders:
                     overlaps.append(key)
@@ -541,11 +547,7 @@ async def test_drain_waits_for_the_keys_in_flight_not_for_the_backlog() -> None:
     after_stop: list[int] = []
 
     async def worker() -> None:
-        while True:
-            try:
-                key = await queue.get()
-            except ShutDown:
-                return
+        async for key in keys(queue):
             try:
                 for _ in range(3):
                     await asyncio.sleep(0)
