@@ -33,7 +33,7 @@ from tests.integration.support.export_fixtures import (
     states_become,
     wait_event,
 )
-from tests.integration.support.objects import controller_ref
+from tests.integration.support.objects import controller_ref, deployment
 from tests.integration.support.relay_fixtures import DGDS, RELAYS, WORKER, dgd_body, relay_body
 
 POOL = "payments"
@@ -72,27 +72,8 @@ def service_body(ns: str, owner: dict[str, Any] | None = None) -> dict[str, Any]
 
 async def other_teams_deployment(client: Client, ns: str) -> dict[str, Any]:
     """The database team's Deployment (no pods here: no nodes), their Service's controller."""
-    body = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "ledger-db", "namespace": ns},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "payments-db"}},
-            "template": {
-                "metadata": {"labels": {"app": "payments-db"}},
-                "spec": {
-                    "containers": [
-                        {
-                            "name": "db",
-                            "image": "postgres:17",
-                            "securityContext": dynamo.RESTRICTED_CONTAINER,
-                        }
-                    ]
-                },
-            },
-        },
-    }
+    db = {"name": "db", "image": "postgres:17", "securityContext": dynamo.RESTRICTED_CONTAINER}
+    body = deployment("ledger-db", ns, "payments-db", db)
     return await client.create(DEPLOYMENTS, body)
 
 

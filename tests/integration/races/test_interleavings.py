@@ -207,6 +207,11 @@ async def _patch_export(w: World, name: str, patch: dict[str, Any]) -> None:
         w.user_rvs.add(out["metadata"]["resourceVersion"])
 
 
+async def _patch_dgd(w: World, patch: dict[str, Any]) -> None:
+    with contextlib.suppress(errors.NotFound):
+        await w.client.merge_patch(DGDS, POOL, patch, w.ns)
+
+
 async def _refs(w: World, name: str) -> list[dict[str, Any]] | None:
     try:
         e = await w.client.get(SE, name, w.ns)
@@ -253,13 +258,7 @@ async def run_step(w: World, step: tuple[Any, ...]) -> None:
             w.user_deletes[args[0]] -= 1
     elif kind == "frontends":
         w.frontends = args[0]
-        with contextlib.suppress(errors.NotFound):
-            await w.client.merge_patch(
-                DGDS,
-                POOL,
-                {"spec": {"components": [*FRONTEND_SETS[w.frontends], WORKER]}},
-                w.ns,
-            )
+        await _patch_dgd(w, {"spec": {"components": [*FRONTEND_SETS[w.frontends], WORKER]}})
     elif kind == "delete_dgd":
         await _delete(w, DGDS, POOL)
     elif kind == "create_dgd":
@@ -273,13 +272,7 @@ async def run_step(w: World, step: tuple[Any, ...]) -> None:
         await _create_relay(w)
     elif kind == "discovery":
         w.annotation = args[0]
-        with contextlib.suppress(errors.NotFound):
-            await w.client.merge_patch(
-                DGDS,
-                POOL,
-                {"metadata": {"annotations": {DISCOVERY_BACKEND_ANNOTATION: args[0]}}},
-                w.ns,
-            )
+        await _patch_dgd(w, {"metadata": {"annotations": {DISCOVERY_BACKEND_ANNOTATION: args[0]}}})
     elif kind == "cluster_id":
         await set_cluster_id(w.client, args[0])
     else:  # pragma: no cover

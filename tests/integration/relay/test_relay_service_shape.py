@@ -25,7 +25,12 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.meta import parse_rfc3339
 from dynamo_pool_operator.runtime.objects.resources import SERVICES
-from tests.integration.support.export_fixtures import config, events_for, exports_become
+from tests.integration.support.export_fixtures import (
+    config,
+    events_for,
+    export_failed_about,
+    exports_become,
+)
 from tests.integration.support.relay_fixtures import (
     DGDS,
     RELAYS,
@@ -235,13 +240,7 @@ async def test_a_refused_export_withdrawal_keeps_the_service_until_its_export_is
             RELAYS, POOL, {"spec": {"service": {"headless": False}}}, namespace
         )
 
-        async def refused() -> bool:
-            return any(
-                e["related"]["name"] == OBJ
-                for e in await events_for(client, namespace, "ExportFailed")
-            )
-
-        await eventually(refused)
+        await eventually(lambda: export_failed_about(client, namespace, OBJ))
         await operator.settle(timeout=10, quiet=1.0)
         still = await _service(client, namespace)
         assert still is not None, "the Service was deleted under its live export"

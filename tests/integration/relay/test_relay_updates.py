@@ -160,12 +160,7 @@ async def test_a_create_is_one_write_and_the_handover_waits_for_the_first_change
     ]
     assert sorted(written) == [("create", "deployments"), ("create", "services")], written
     for obj in await _objects(client, namespace):
-        ours = [
-            m["operation"]
-            for m in obj["metadata"].get("managedFields") or []
-            if m["manager"] == "dynamo-pool-operator"
-        ]
-        assert ours == ["Update"], obj["metadata"].get("managedFields")
+        assert _our_operations(obj) == ["Update"], obj["metadata"].get("managedFields")
     since = control_plane.audit.offset()
     await client.merge_patch(RELAYS, POOL, {"spec": {"port": 9100}}, namespace)
     await eventually(lambda: _converged(client, namespace, _port_is(9100)))
@@ -177,13 +172,17 @@ async def test_a_create_is_one_write_and_the_handover_waits_for_the_first_change
     ]
     assert all(code < 400 for *_, code in writes), writes
     for obj in await _objects(client, namespace):
-        ours = [
-            m["operation"]
-            for m in obj["metadata"].get("managedFields") or []
-            if m["manager"] == "dynamo-pool-operator"
-        ]
-        assert ours == ["Apply"], obj["metadata"].get("managedFields")
+        assert _our_operations(obj) == ["Apply"], obj["metadata"].get("managedFields")
     assert await operator.reconcile_again((namespace, POOL)) == []
+
+
+def _our_operations(obj: dict[str, Any]) -> list[str]:
+    """How the operator's field manager wrote `obj` (Update or Apply), entry by entry."""
+    return [
+        m["operation"]
+        for m in obj["metadata"].get("managedFields") or []
+        if m["manager"] == "dynamo-pool-operator"
+    ]
 
 
 async def _converged(client: Client, namespace: str, check: Check) -> bool:

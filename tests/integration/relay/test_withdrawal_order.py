@@ -23,7 +23,7 @@ from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.client.rest import MERGE_PATCH, Client
-from tests.integration.support.export_fixtures import SE, exports_become
+from tests.integration.support.export_fixtures import SE, export_failed_about, exports_become
 from tests.integration.support.race_fixtures import FRONTEND_SVC, POOL, RELAY_SVC, make_pool
 from tests.integration.support.relay_fixtures import DGDS, RELAYS
 from tests.integration.support.spies import Spy, WritePause
@@ -130,7 +130,7 @@ async def test_a_refused_export_withdrawal_keeps_the_relay_objects_until_it_is_w
     them: while an export's DELETE is refused, both stay, the status says why, and once
     the refusal lifts everything goes."""
     from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
-    from tests.integration.support.export_fixtures import events_for, relay_status
+    from tests.integration.support.export_fixtures import relay_status
     from tests.integration.support.race_fixtures import deny_export_writes
 
     await make_pool(client, namespace)
@@ -140,13 +140,7 @@ async def test_a_refused_export_withdrawal_keeps_the_relay_objects_until_it_is_w
     async with deny_export_writes(control_plane, client, namespace, RELAY_SVC, "DELETE"):
         await client.delete(DGDS, POOL, namespace)
 
-        async def refused() -> bool:
-            return any(
-                e["related"]["name"] == RELAY_SVC
-                for e in await events_for(client, namespace, "ExportFailed")
-            )
-
-        await eventually(refused)
+        await eventually(lambda: export_failed_about(client, namespace, RELAY_SVC))
         await mcs.settle(timeout=10, quiet=1.0)
         assert (await client.get(SERVICES, RELAY_SVC, namespace))["metadata"]["uid"] == (
             service["metadata"]["uid"]

@@ -20,7 +20,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.discovery import served_versions, server_resources
 from dynamo_pool_operator.runtime.client.rest import DEFAULT_USER_AGENT, Client
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, DEPLOYMENTS
-from tests.integration.support.objects import config_map
+from tests.integration.support.objects import config_map, deployment
 
 
 def _owners(obj: dict[str, Any]) -> dict[str, set[str]]:
@@ -145,19 +145,7 @@ async def test_list_maps_each_item_as_its_page_arrives(
 async def test_status_subresource_write_changes_only_status(client: Client, namespace: str) -> None:
     """A status written through /status sticks; status sent to the main resource is ignored
     (the Deployment's status subresource is the server's rule, not the client's)."""
-    body = {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "dep", "namespace": namespace},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": "dep"}},
-            "template": {
-                "metadata": {"labels": {"app": "dep"}},
-                "spec": {"containers": [{"name": "c", "image": "example.invalid/c:1"}]},
-            },
-        },
-    }
+    body = deployment("dep", namespace, "dep", {"name": "c", "image": "example.invalid/c:1"})
     await client.create(DEPLOYMENTS, body)
     await client.merge_patch(
         DEPLOYMENTS, "dep", {"status": {"observedGeneration": 7}}, namespace, field_manager="t"

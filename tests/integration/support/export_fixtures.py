@@ -66,6 +66,11 @@ async def events_for(client: Client, ns: str, reason: str | None = None) -> list
     return [e for e in items if reason is None or e.get("reason") == reason]
 
 
+async def export_failed_about(client: Client, ns: str, name: str) -> bool:
+    """Whether an ExportFailed Event names `name` as its related object."""
+    return any(e["related"]["name"] == name for e in await events_for(client, ns, "ExportFailed"))
+
+
 async def wait_event(client: Client, ns: str, reason: str, **related: str) -> dict[str, Any]:
     async def probe() -> dict[str, Any] | None:
         for e in await events_for(client, ns, reason):

@@ -15,6 +15,21 @@ def config_map(
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
 
 
+def deployment(name: str, ns: str, app: str, container: dict[str, Any]) -> dict[str, Any]:
+    """One replica of `container`, its pods labelled `app`."""
+    labels = {"app": app}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
+
+
 def controller_ref(obj: dict[str, Any], **extra: Any) -> dict[str, Any]:
     """The ownerReference that makes `obj` the controller (plus `extra` fields)."""
     meta = obj["metadata"]
