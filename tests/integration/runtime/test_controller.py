@@ -234,27 +234,37 @@ async def kill_worker() -> None:
     raise WorkerKiller
 
 
-async def test_a_stray_cancelled_error_is_a_failed_reconcile_and_the_worker_lives_on(
-    client: Client, namespace: str
-) -> None:
-    """One worker. A reconcile that raises CancelledError without its worker being
-    cancelled is counted as an error and retried; the same worker then reconciles a
-    later object. (It used to end the worker silently: nothing reconciled again.)"""
-    await client.create(CONFIGMAPS, config_map("stray", namespace))
+async def survives_one_failure(
+    client: Client, namespace: str, key: str, fail: Callable[[], Awaitable[None]], name: str
+) -> CollectorRegistry:
+    """A one-worker controller `name` whose reconcile of ConfigMap `key` fails once by
+    `fail`: it must then reconcile `key` and a later object, and stay healthy. Returns
+    the controller's metrics."""
+    await client.create(CONFIGMAPS, config_map(key, namespace))
     registry = CollectorRegistry()
     informer = Informer(client, CONFIGMAPS, namespace)
-    deadly = Deadly((namespace, "stray"), stray_cancellation, times=1)
-    controller = Controller("stray", deadly, workers=1, registry=registry)
+    deadly = Deadly((namespace, key), fail, times=1)
+    controller = Controller(name, deadly, workers=1, registry=registry)
     controller.for_(informer)
 
     async with running(informer, controller):
         await client.create(CONFIGMAPS, config_map("later", namespace))
 
         async def both_reconciled() -> bool:
-            return {(namespace, "stray"), (namespace, "later")} <= set(deadly.reconciled)
+            return {(namespace, key), (namespace, "later")} <= set(deadly.reconciled)
 
         await eventually(both_reconciled, timeout=5)
         assert controller.healthy
+    return registry
+
+
+async def test_a_stray_cancelled_error_is_a_failed_reconcile_and_the_worker_lives_on(
+    client: Client, namespace: str
+) -> None:
+    """One worker. A reconcile that raises CancelledError without its worker being
+    cancelled is counted as an error and retried; the same worker then reconciles a
+    later object. (It used to end the worker silently: nothing reconciled again.)"""
+    registry = await survives_one_failure(client, namespace, "stray", stray_cancellation, "stray")
     assert (
         registry.get_sample_value(
             "controller_runtime_reconcile_errors_total", {"controller": "stray"}
@@ -271,21 +281,7 @@ async def test_a_dead_worker_is_restarted_counted_and_its_key_retried(
 ) -> None:
     """One worker, killed by a bug in the middle of a key: it is replaced at once (and
     counted), the key it held is retried, and later objects are reconciled."""
-    await client.create(CONFIGMAPS, config_map("deadly", namespace))
-    registry = CollectorRegistry()
-    informer = Informer(client, CONFIGMAPS, namespace)
-    deadly = Deadly((namespace, "deadly"), kill_worker, times=1)
-    controller = Controller("restarts", deadly, workers=1, registry=registry)
-    controller.for_(informer)
-
-    async with running(informer, controller):
-        await client.create(CONFIGMAPS, config_map("later", namespace))
-
-        async def both_reconciled() -> bool:
-            return {(namespace, "deadly"), (namespace, "later")} <= set(deadly.reconciled)
-
-        await eventually(both_reconciled, timeout=5)
-        assert controller.healthy
+    registry = await survives_one_failure(client, namespace, "deadly", kill_worker, "restarts")
     assert (
         registry.get_sample_value("controller_worker_restarts_total", {"controller": "restarts"})
         == 1
