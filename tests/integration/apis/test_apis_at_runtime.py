@@ -36,7 +36,6 @@ from tests.integration.support.api_fixtures import (
     plane,
 )
 from tests.integration.support.export_fixtures import SE, exports_become, set_cluster_id, wait_event
-from tests.integration.support.operator import running
 from tests.integration.support.race_fixtures import (
     FRONTEND_SVC,
     RELAY_SVC,
@@ -45,6 +44,7 @@ from tests.integration.support.race_fixtures import (
     writes_nothing,
 )
 from tests.integration.support.relay_fixtures import condition, relay_owner
+from tests.integration.support.under_test import running
 from tests.integration.support.waiting import eventually_or
 
 pytestmark = pytest.mark.timeout(120)

@@ -49,7 +49,6 @@ from tests.integration.support.export_fixtures import (
     relay_status,
     set_cluster_id,
 )
-from tests.integration.support.operator import admin, running
 from tests.integration.support.race_fixtures import (
     CLUSTER_PROPERTY_RULES,
     OPERATOR_RULES,
@@ -60,6 +59,7 @@ from tests.integration.support.race_fixtures import (
 )
 from tests.integration.support.relay_fixtures import condition
 from tests.integration.support.slow_authorizer import SlowAuthorizer
+from tests.integration.support.under_test import admin, running
 from tests.integration.support.waiting import eventually_or
 
 pytestmark = pytest.mark.timeout(150)

@@ -30,7 +30,6 @@ from dynamo_pool_operator.pool.controller import dgd_resource
 from dynamo_pool_operator.runtime.client.rest import Client
 from tests.integration.support.api_fixtures import fast, lines, namespace, plane
 from tests.integration.support.export_fixtures import exports_become
-from tests.integration.support.operator import admin, running
 from tests.integration.support.relay_fixtures import (
     FRONTEND,
     RELAYS,
@@ -38,6 +37,7 @@ from tests.integration.support.relay_fixtures import (
     decided,
     relay_body,
 )
+from tests.integration.support.under_test import admin, running
 from tests.integration.support.waiting import eventually_or
 
 pytestmark = pytest.mark.timeout(120)

@@ -36,7 +36,7 @@ from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd
 from dynamo_pool_operator.runtime.client import discovery as client_discovery
 from tests.integration.support.export_fixtures import config
-from tests.integration.support.operator import LEADING, messages, run_until_leading, stop_operator
+from tests.integration.support.under_test import LEADING, messages, run_until_leading, stop_operator
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -31,9 +31,9 @@ from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.leader import LeaderElector, format_micro_time
 from dynamo_pool_operator.runtime.objects.resources import LEASES
 from tests.integration.support.export_fixtures import config, events_for
-from tests.integration.support.operator import run_until_leading
 from tests.integration.support.race_fixtures import FRONTEND_SVC, deny_export_writes, make_pool
 from tests.integration.support.relay_fixtures import RELAYS, relay_body
+from tests.integration.support.under_test import run_until_leading
 
 pytestmark = pytest.mark.timeout(240)
 

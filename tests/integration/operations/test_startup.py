@@ -34,8 +34,8 @@ from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import DEFAULT_USER_AGENT, Client
 from dynamo_pool_operator.runtime.objects.resources import LEASES
 from tests.integration.support.export_fixtures import config, exports_become
-from tests.integration.support.operator import LEADING, messages, run_until_leading, stop_operator
 from tests.integration.support.race_fixtures import FRONTEND_SVC, RELAY_SVC, make_pool
+from tests.integration.support.under_test import LEADING, messages, run_until_leading, stop_operator
 
 pytestmark = pytest.mark.timeout(60)
 
