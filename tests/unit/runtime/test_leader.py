@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import logging
 import random
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -212,6 +213,21 @@ class FakeLeaseClient(FakeClient):
 
 
 # ---------------------------------------------------------------- helpers
+def until_stopped(then: Callable[[], object]) -> Callable[[], Awaitable[None]]:
+    """Work that runs until it is cancelled, then calls `then` (awaiting what it returns
+    if that is awaitable), as a controller's clean-up runs."""
+
+    async def work() -> None:
+        try:
+            await asyncio.get_running_loop().create_future()
+        finally:
+            done = then()
+            if inspect.isawaitable(done):
+                await done
+
+    return work
+
+
 @pytest.fixture
 def store() -> LeaseStore:
     return LeaseStore()
@@ -516,11 +532,7 @@ async def test_an_unexpected_renew_failure_is_a_failed_attempt_and_ends_leadersh
     a, client = make("a")
     cancelled = asyncio.Event()
 
-    async def work() -> None:
-        try:
-            await asyncio.get_running_loop().create_future()
-        finally:
-            cancelled.set()
+    work = until_stopped(cancelled.set)
 
     task = asyncio.create_task(a.run(work))
     await tick(clock, 1)
@@ -712,11 +724,9 @@ async def test_run_stops_work_before_releasing_when_cancelled(
     a, _ = make("a")
     seen: list[str] = []
 
-    async def work() -> None:
-        try:
-            await asyncio.get_running_loop().create_future()
-        finally:
-            seen.append(f"work stopped while holder={store.spec['holderIdentity']}")
+    work = until_stopped(
+        lambda: seen.append(f"work stopped while holder={store.spec['holderIdentity']}")
+    )
 
     task = asyncio.create_task(a.run(work))
     await tick(clock, 5)
@@ -735,12 +745,11 @@ async def test_run_still_releases_when_cancelled_again_while_its_work_stops(
     a, _ = make("a")
     stopping = asyncio.Event()
 
-    async def work() -> None:
-        try:
-            await asyncio.get_running_loop().create_future()
-        finally:
-            stopping.set()
-            await asyncio.sleep(0.05)  # a slow clean-up, e.g. draining reconciles
+    async def slow_clean_up() -> None:  # e.g. draining reconciles
+        stopping.set()
+        await asyncio.sleep(0.05)
+
+    work = until_stopped(slow_clean_up)
 
     task = asyncio.create_task(a.run(work))
     await tick(clock, 5)

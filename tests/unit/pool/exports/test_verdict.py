@@ -207,35 +207,24 @@ def v(judgement: Judgement, reason: str = "", message: str = "") -> Any:
     return Verdict(judgement, reason, message)
 
 
+def both(a: Any, b: Any) -> Any:
+    """`exported` of a published pool whose exports a and b exist, with these verdicts."""
+    return exported(lines(("a", "Exported"), ("b", "Exported")), {"a": a, "b": b}, published=True)
+
+
 def test_exported_when_the_implementation_confirmed_everything() -> None:
-    e = exported(
-        lines(("a", "Exported"), ("b", "Exported")),
-        {"a": v(Judgement.CONFIRMED), "b": v(Judgement.CONFIRMED)},
-        published=True,
-    )
+    e = both(v(Judgement.CONFIRMED), v(Judgement.CONFIRMED))
     assert (e.status, e.reason) == ("True", ExportedReason.IMPLEMENTATION_READY)
 
 
 def test_unconfirmed_is_not_exported_and_says_so() -> None:
-    e = exported(
-        lines(("a", "Exported"), ("b", "Exported")),
-        {"a": v(Judgement.CONFIRMED), "b": v(Judgement.UNCONFIRMED, "Unconfirmed", "none")},
-        published=True,
-    )
-    assert (e.status, e.reason, e.message, e.about) == (
-        "Unknown",
-        ExportedReason.UNCONFIRMED,
-        "b: none",
-        "b",
-    )
+    e = both(v(Judgement.CONFIRMED), v(Judgement.UNCONFIRMED, "Unconfirmed", "none"))
+    said = (e.status, e.reason, e.message, e.about)
+    assert said == ("Unknown", ExportedReason.UNCONFIRMED, "b: none", "b")
 
 
 def test_a_conflict_next_to_ready_is_exported_with_the_conflict_quoted() -> None:
-    e = exported(
-        lines(("a", "Exported"), ("b", "Exported")),
-        {"a": v(Judgement.CONFIRMED), "b": v(Judgement.CONFLICTED, "ConflictingPorts", "ports")},
-        published=True,
-    )
+    e = both(v(Judgement.CONFIRMED), v(Judgement.CONFLICTED, "ConflictingPorts", "ports"))
     assert (e.status, e.reason, e.message, e.about) == (
         "True",
         ExportedReason.READY_WITH_CONFLICT,
@@ -245,11 +234,7 @@ def test_a_conflict_next_to_ready_is_exported_with_the_conflict_quoted() -> None
 
 
 def test_exports_that_only_exist_are_exported_and_say_only_that() -> None:
-    e = exported(
-        lines(("a", "Exported"), ("b", "Exported")),
-        {"a": v(Judgement.EXISTS), "b": v(Judgement.CONFIRMED)},
-        published=True,
-    )
+    e = both(v(Judgement.EXISTS), v(Judgement.CONFIRMED))
     assert (e.status, e.reason) == ("True", ExportedReason.EXPORT_EXISTS)
     assert e.message == (
         "the exports exist (a); the MCS implementation reports nothing on them "
