@@ -21,7 +21,6 @@ from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.pool.controller import RELAYS as RELAYS
 from dynamo_pool_operator.pool.controller import dgd_resource
-from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
 
@@ -217,11 +216,3 @@ async def namespace_gone(cp: ControlPlane, name: str, timeout: float = 90) -> No
             return
         await asyncio.sleep(0.5)
     raise AssertionError(f"namespace {name} not deleted in {timeout}s")
-
-
-async def exists(client: Client, res: Resource, ns: str, name: str) -> bool:
-    try:
-        await client.get(res, name, ns)
-    except errors.NotFound:
-        return False
-    return True

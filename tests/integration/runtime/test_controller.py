@@ -119,21 +119,38 @@ class Flaky:
         return None
 
 
+async def flaky_controller(
+    client: Client,
+    namespace: str,
+    failures: int,
+    name: str,
+    *,
+    workers: int,
+    registry: CollectorRegistry,
+) -> tuple[Request, Flaky, Informer, Controller]:
+    """Controller `name` for ConfigMaps, whose reconcile of ConfigMap `flaky` (created
+    here) fails `failures` times: (its key, the reconciler, the informer, the controller)."""
+    await client.create(CONFIGMAPS, config_map("flaky", namespace, v="0"))
+    key = (namespace, "flaky")
+    informer = Informer(client, CONFIGMAPS, namespace)
+    flaky = Flaky(key)
+    flaky.failures = failures
+    controller = Controller(name, flaky, workers=workers, registry=registry)
+    flaky.controller = controller
+    controller.for_(informer)
+    return key, flaky, informer, controller
+
+
 async def test_backoff_doubles_from_5ms_on_repeated_errors_and_resets_on_success(
     client: Client, namespace: str
 ) -> None:
     """A reconcile that fails 7 times is retried after 5, 10, 20 ... 320 ms (never sooner,
     give or take scheduling later); success forgets the key's history, so a failure
     after it is retried after 5 ms again."""
-    await client.create(CONFIGMAPS, config_map("flaky", namespace, v="0"))
-    key = (namespace, "flaky")
-    informer = Informer(client, CONFIGMAPS, namespace)
-    flaky = Flaky(key)
-    flaky.failures = 7
     registry = CollectorRegistry()
-    controller = Controller("flaky", flaky, workers=2, registry=registry)
-    flaky.controller = controller
-    controller.for_(informer)
+    key, flaky, informer, controller = await flaky_controller(
+        client, namespace, 7, "flaky", workers=2, registry=registry
+    )
 
     async with running(informer, controller):
 
@@ -176,14 +193,9 @@ async def test_reconcile_exception_is_logged_with_the_key_and_retried_without_ki
     (Regression: logging with extra={'name': ...} collides with LogRecord.name, so the
     log call itself raised, the key was never requeued and the worker died.)"""
     caplog.set_level(logging.ERROR, logger="dynamo_pool_operator.runtime.control.controller")
-    await client.create(CONFIGMAPS, config_map("flaky", namespace, v="0"))
-    key = (namespace, "flaky")
-    informer = Informer(client, CONFIGMAPS, namespace)
-    flaky = Flaky(key)
-    flaky.failures = 1
-    controller = Controller("flaky-log", flaky, workers=1, registry=CollectorRegistry())
-    flaky.controller = controller
-    controller.for_(informer)
+    _, flaky, informer, controller = await flaky_controller(
+        client, namespace, 1, "flaky-log", workers=1, registry=CollectorRegistry()
+    )
 
     async with running(informer, controller):
 

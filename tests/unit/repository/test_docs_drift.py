@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
+
+from tests.unit.repository.tool_modules import load_tool
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
 def _generator() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "generate_docs", ROOT / "tools" / "generate_docs.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("generate_docs")
 
 
 def test_the_crd_reference_sections_are_current() -> None:

@@ -8,9 +8,7 @@ so its templates cannot grant more, or less, than `rbac.py` does, in either mode
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -19,6 +17,7 @@ import pytest
 import yaml
 
 from dynamo_pool_operator import __version__, admission, rbac
+from tests.unit.repository.tool_modules import load_tool
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "deploy" / "helm" / "dynamo-pool-operator"
@@ -29,15 +28,7 @@ AGGREGATE_TO = "rbac.authorization.k8s.io/aggregate-to-"
 
 
 def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "generate_manifests", ROOT / "tools" / "generate_manifests.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("generate_manifests", module)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("generate_manifests")
 
 
 def test_generated_files_match_the_code() -> None:
