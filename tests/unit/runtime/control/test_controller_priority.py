@@ -227,15 +227,21 @@ class NeverSuspends:
         return None
 
 
+async def started_with_backlog(reconciler: Any, names: list[str]) -> Controller:
+    """A four-worker controller started with `names` (in namespace `ns`) queued low."""
+    c = Controller("prio", reconciler, registry=CollectorRegistry(), workers=4)
+    for name in names:
+        c.queue.add(("ns", name), LOW)
+    await c.start()
+    return c
+
+
 async def test_a_worker_yields_to_the_loop_between_keys() -> None:
     """A mass requeue of no-op reconciles must not hold the event loop: while the workers
     drain it, the informers must still read their watches, or a user's change is not even
     queued (let alone served first) until the whole backlog is through."""
     reconciler = NeverSuspends()
-    c = Controller("prio", reconciler, registry=CollectorRegistry(), workers=4)
-    for i in range(1000):
-        c.queue.add(("ns", f"r{i}"), LOW)
-    await c.start()
+    c = await started_with_backlog(reconciler, [f"r{i}" for i in range(1000)])
     try:
         await asyncio.sleep(0)  # one turn of the loop for anything else that is ready
         assert reconciler.done < 50, f"{reconciler.done} reconciles before the loop turned"
@@ -290,10 +296,7 @@ async def test_a_change_is_taken_at_once_while_every_other_worker_holds_a_backlo
 async def test_without_a_kept_worker_a_change_waits_for_a_backlog_key() -> None:
     """The same backlog with no worker kept: the change waits (what the kept worker is for)."""
     reconciler = HoldsLowKeys()
-    c = Controller("prio", reconciler, registry=CollectorRegistry(), workers=4)
-    for i in range(10):
-        c.queue.add(("ns", f"low{i}"), LOW)
-    await c.start()
+    c = await started_with_backlog(reconciler, [f"low{i}" for i in range(10)])
     try:
         await settle()
         c.queue.add(("ns", "change"), NORMAL)
