@@ -58,6 +58,14 @@ async def the_only_key(queue: WorkQueue[str]) -> str:
     return await get_now(queue)
 
 
+async def arrives_after(queue: WorkQueue[str], clock: FakeClock, almost: float) -> str:
+    """Nothing queued `almost` seconds on; the one key queued a millisecond later."""
+    await clock.advance(almost)
+    assert len(queue) == 0
+    await clock.advance(0.001)
+    return await the_only_key(queue)
+
+
 def sample(registry: CollectorRegistry, metric: str, name: str = NAME) -> float | None:
     return registry.get_sample_value(metric, {"name": name})
 
@@ -234,11 +242,7 @@ async def test_add_after_adds_the_key_only_once_the_delay_has_passed(
     await settle()
     assert len(queue) == 0
 
-    await clock.advance(0.999)
-    assert len(queue) == 0
-
-    await clock.advance(0.001)
-    assert await the_only_key(queue) == "a"
+    assert await arrives_after(queue, clock, 0.999) == "a"
 
 
 async def test_add_after_releases_keys_in_deadline_order(
@@ -370,17 +374,11 @@ async def test_add_rate_limited_waits_for_the_backoff_delay(
     queue: WorkQueue[str], clock: FakeClock
 ) -> None:
     queue.add_rate_limited("a")  # 5 ms
-    await clock.advance(0.004)
-    assert len(queue) == 0
-    await clock.advance(0.001)
-    assert await get_now(queue) == "a"
+    assert await arrives_after(queue, clock, 0.004) == "a"
     queue.done("a")
 
     queue.add_rate_limited("a")  # 10 ms
-    await clock.advance(0.009)
-    assert len(queue) == 0
-    await clock.advance(0.001)
-    assert await get_now(queue) == "a"
+    assert await arrives_after(queue, clock, 0.009) == "a"
 
 
 async def test_num_requeues_counts_rate_limited_adds_until_forget(
