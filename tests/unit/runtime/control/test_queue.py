@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import defaultdict
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -22,7 +22,7 @@ from dynamo_pool_operator.runtime.control.queue import (
     ShutDown,
     WorkQueue,
 )
-from dynamo_pool_operator.runtime.ratelimit import ExponentialBackoff, MaxOf, TokenBucket
+from dynamo_pool_operator.runtime.ratelimit import ExponentialBackoff
 
 NAME = "poolrelay"
 
@@ -70,9 +70,6 @@ def sample(registry: CollectorRegistry, metric: str, name: str = NAME) -> float 
     return registry.get_sample_value(metric, {"name": name})
 
 
-# --------------------------------------------------------------------------- de-duplication
-
-
 async def test_adding_a_key_that_is_already_waiting_is_a_no_op(queue: WorkQueue[str]) -> None:
     queue.add("a")
     queue.add("b")
@@ -112,9 +109,6 @@ async def test_get_parks_until_a_key_is_added(queue: WorkQueue[str]) -> None:
 
     assert getter.done()
     assert getter.result() == "a"
-
-
-# --------------------------------------------------------------------------- in-flight exclusion
 
 
 async def test_key_added_while_processing_is_not_handed_out_until_done(
@@ -232,9 +226,6 @@ async def test_cancelled_getter_passes_its_wake_up_on(queue: WorkQueue[str]) -> 
     assert second.result() == "a"
 
 
-# --------------------------------------------------------------------------- delayed adds
-
-
 async def test_add_after_adds_the_key_only_once_the_delay_has_passed(
     queue: WorkQueue[str], clock: FakeClock
 ) -> None:
@@ -314,62 +305,6 @@ async def test_delayed_key_that_is_already_queued_is_not_queued_twice(
     assert len(queue) == 1
 
 
-# --------------------------------------------------------------------------- backoff
-
-
-def test_exponential_backoff_doubles_from_5ms() -> None:
-    backoff = ExponentialBackoff()
-
-    delays = [backoff.when("a") for _ in range(5)]
-
-    assert delays == pytest.approx([0.005, 0.010, 0.020, 0.040, 0.080])
-    assert backoff.failures("a") == 5
-
-
-def test_exponential_backoff_is_capped_at_1000s() -> None:
-    backoff = ExponentialBackoff()
-
-    delays = [backoff.when("a") for _ in range(19)]
-
-    assert delays[17] == pytest.approx(0.005 * 2**17)  # 655.36 s, still under the cap
-    assert delays[18] == 1000.0
-    # Far past the point where 2**n overflows a float, still the cap, no error.
-    for _ in range(2000):
-        assert backoff.when("a") <= 1000.0
-    assert backoff.when("a") == 1000.0
-
-
-def test_exponential_backoff_is_tracked_per_key() -> None:
-    backoff = ExponentialBackoff()
-    for _ in range(4):
-        backoff.when("a")
-
-    assert backoff.when("b") == pytest.approx(0.005)
-    assert backoff.failures("a") == 4
-
-
-def test_forget_restarts_the_backoff_from_the_base() -> None:
-    backoff = ExponentialBackoff()
-    for _ in range(6):
-        backoff.when("a")
-
-    backoff.forget("a")
-
-    assert backoff.failures("a") == 0
-    assert backoff.when("a") == pytest.approx(0.005)
-
-
-def test_exponential_backoff_honours_custom_base_and_cap() -> None:
-    backoff = ExponentialBackoff(base=1.0, cap=3.0)
-
-    assert [backoff.when("a") for _ in range(4)] == [1.0, 2.0, 3.0, 3.0]
-
-
-def test_exponential_backoff_rejects_negative_settings() -> None:
-    with pytest.raises(ValueError, match=">= 0"):
-        ExponentialBackoff(base=-1.0)
-
-
 async def test_add_rate_limited_waits_for_the_backoff_delay(
     queue: WorkQueue[str], clock: FakeClock
 ) -> None:
@@ -409,71 +344,6 @@ async def test_queue_uses_the_rate_limiter_it_is_given(
     assert len(queue) == 0
     await clock.advance(0.001)
     assert len(queue) == 1
-
-
-async def test_token_bucket_allows_a_burst_then_spaces_retries_at_qps(clock: FakeClock) -> None:
-    bucket = TokenBucket(qps=10.0, burst=100, clock=clock)
-
-    burst = [bucket.when(i) for i in range(100)]
-    assert burst == [0.0] * 100
-    assert bucket.when("x") == pytest.approx(0.1)
-    assert bucket.when("y") == pytest.approx(0.2)
-
-    # After a second the 10 new tokens pay off the two borrowed ones and leave 8.
-    await clock.advance(1.0)
-    assert [bucket.when(i) for i in range(8)] == [0.0] * 8
-    assert bucket.when("z") == pytest.approx(0.1)
-
-
-async def test_token_bucket_never_saves_more_than_its_burst(clock: FakeClock) -> None:
-    bucket = TokenBucket(qps=1.0, burst=2, clock=clock)
-    await clock.advance(3600.0)
-
-    assert [bucket.when(i) for i in range(2)] == [0.0, 0.0]
-    assert bucket.when("x") == pytest.approx(1.0)
-
-
-async def test_token_bucket_take_refuses_without_going_into_debt(clock: FakeClock) -> None:
-    bucket = TokenBucket(qps=2.0, burst=3, clock=clock)
-
-    assert [bucket.take() for _ in range(3)] == [0.0] * 3
-    # Refused, and the refusals take nothing: the wait does not grow with them.
-    assert [bucket.take() for _ in range(5)] == [pytest.approx(0.5)] * 5
-    await clock.advance(0.25)
-    assert bucket.take() == pytest.approx(0.25)
-    await clock.advance(0.25)
-    assert bucket.take() == 0.0
-    assert bucket.take() == pytest.approx(0.5)
-
-
-def test_max_of_returns_the_longest_delay_and_records_the_retry_in_every_limiter() -> None:
-    slow = ExponentialBackoff(base=1.0)
-    fast = ExponentialBackoff(base=0.5)
-    combined: MaxOf[Hashable] = MaxOf(fast, slow)
-
-    assert combined.when("a") == 1.0
-    assert combined.when("a") == 2.0
-    assert slow.failures("a") == 2
-    assert fast.failures("a") == 2
-    assert combined.failures("a") == 2
-
-    combined.forget("a")
-    assert slow.failures("a") == 0
-    assert fast.failures("a") == 0
-
-
-async def test_max_of_backoff_and_bucket_applies_the_bucket_when_many_keys_fail(
-    clock: FakeClock,
-) -> None:
-    combined: MaxOf[Hashable] = MaxOf(
-        ExponentialBackoff(), TokenBucket(qps=10.0, burst=1, clock=clock)
-    )
-
-    assert combined.when("a") == pytest.approx(0.005)
-    assert combined.when("b") == pytest.approx(0.1)
-
-
-# --------------------------------------------------------------------------- shutdown
 
 
 async def test_shut_down_wakes_parked_getters_with_shutdown(queue: WorkQueue[str]) -> None:
@@ -630,9 +500,6 @@ async def test_shut_down_with_drain_returns_at_once_when_nothing_is_processing(
     assert drained is True
 
 
-# --------------------------------------------------------------------------- metrics
-
-
 async def test_adds_total_counts_accepted_adds_only(
     queue: WorkQueue[str], registry: CollectorRegistry
 ) -> None:
@@ -732,9 +599,6 @@ def test_metric_families_are_created_once_per_registry() -> None:
 
     assert QueueMetrics.for_registry(one) is QueueMetrics.for_registry(one)
     assert QueueMetrics.for_registry(one) is not QueueMetrics.for_registry(other)
-
-
-# --------------------------------------------------------------------------- priorities
 
 
 async def get_p(queue: WorkQueue[str]) -> tuple[str, int]:
@@ -944,9 +808,6 @@ async def test_priorities_never_lose_or_duplicate_a_key() -> None:
             for p in {*waiting.values(), *dirty.values()}
             if (n := sum(1 for v in (*waiting.values(), *dirty.values()) if v == p))
         }
-
-
-# --------------------------------------------------------------------------- kept getters
 
 
 async def test_a_getter_that_takes_normal_keys_leaves_low_ones(queue: WorkQueue[str]) -> None:
