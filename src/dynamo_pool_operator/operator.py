@@ -33,7 +33,7 @@ from dynamo_pool_operator.pool import controller as relay_controller
 from dynamo_pool_operator.pool import metrics as relay_metrics
 from dynamo_pool_operator.pool.exports.apis import ExportApis
 from dynamo_pool_operator.pool.exports.cleanup import withdraw_leftover_exports
-from dynamo_pool_operator.pool.exports.contributor import ExportCaches, FrontendCaches, PoolExports
+from dynamo_pool_operator.pool.exports.feature import ExportCaches, FrontendCaches, PoolExports
 from dynamo_pool_operator.pool.exports.plan import EXPORT_EVENTS
 from dynamo_pool_operator.pool.reconciler import PoolRelayReconciler, RelayCaches
 from dynamo_pool_operator.runtime import (

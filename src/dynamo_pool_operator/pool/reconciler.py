@@ -36,7 +36,7 @@ from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.pool.execute import Executor
-from dynamo_pool_operator.pool.exports.contributor import PoolExports
+from dynamo_pool_operator.pool.exports.feature import PoolExports
 from dynamo_pool_operator.pool.exports.rules import ExportRules
 from dynamo_pool_operator.pool.model import (
     Advisory,

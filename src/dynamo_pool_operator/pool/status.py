@@ -13,9 +13,9 @@ status is compared with the shown one, and each condition keeps its
 
 Conditions (their words: `api/status.py`) are typed values (`Condition`), each made
 by one rule in `RULES` from the pass: `Published` (the check chain's decision),
-`RelayAvailable` (`availability.py`), `ClusterIDMatched` (`cluster_id_matched`, where
+`RelayAvailable` (`availability`), `ClusterIDMatched` (`cluster_id_matched`, where
 the cluster ID is checked), `Exported` (with an MCS implementation, the export
-contributor's). They take one route into the status: `with_ready` orders them and adds
+feature's). They take one route into the status: `with_ready` orders them and adds
 `Ready`, True only when all the others are, with the first failing one's reason — so
 `kubectl wait --for=condition=Ready` waits for a pool that is importable — and
 `stamped` writes them with their `lastTransitionTime`. What moved is decided on the

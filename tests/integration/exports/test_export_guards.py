@@ -269,7 +269,7 @@ def exports_by_state(op: OperatorUnderTest) -> dict[str, float]:
     return {s: _sample(op, "dynamo_pool_operator_exports", state=s) for s in states}
 
 
-# Guards: contributor `_count` (each relay's lines summed, not the last relay's),
+# Guards: the feature's `_count` (each relay's lines summed, not the last relay's),
 # `report` updating it, and the reconciler forgetting a deleted relay.
 async def test_exports_gauge_sums_states_over_relays_and_forgets_a_deleted_relay(
     client: Client, namespace: str, control_plane: ControlPlane

@@ -45,7 +45,7 @@ from dynamo_pool_operator.api.mcs import ClusterID, Implementation
 from dynamo_pool_operator.api.relay import RelayDefaults, relay_from_object
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
-from dynamo_pool_operator.pool.exports.contributor import relevant_exports
+from dynamo_pool_operator.pool.exports.feature import relevant_exports
 from dynamo_pool_operator.pool.exports.plan import plan
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.pool.plan import decide

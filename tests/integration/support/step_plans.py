@@ -29,7 +29,7 @@ from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexpor
 from dynamo_pool_operator.api.relay import RelayDefaults, relay_from_object
 from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.pool.exports.cleanup import ours as cleanup_withdraws
-from dynamo_pool_operator.pool.exports.contributor import (
+from dynamo_pool_operator.pool.exports.feature import (
     ExportCaches,
     PoolExports,
     relevant_exports,

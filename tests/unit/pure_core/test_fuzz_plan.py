@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.pool.exports.contributor import relevant_exports
+from dynamo_pool_operator.pool.exports.feature import relevant_exports
 from dynamo_pool_operator.pool.exports.plan import Warn, plan
 from dynamo_pool_operator.pool.model import Contribution as Plan
 from dynamo_pool_operator.pool.model import Verb

@@ -12,7 +12,7 @@ from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
 from dynamo_pool_operator.api.relay import RelayDefaults, relay_from_object
-from dynamo_pool_operator.pool.exports.contributor import relevant_exports
+from dynamo_pool_operator.pool.exports.feature import relevant_exports
 from dynamo_pool_operator.pool.exports.plan import Warn, plan
 from dynamo_pool_operator.pool.plan import Reason, decide
 

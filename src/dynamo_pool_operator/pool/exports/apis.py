@@ -7,10 +7,11 @@ the new cache before breaking the old one (`runtime/cache/followed.py`):
 
 - a version to move to (the API appeared, or is served at a version preferred to the
   one in effect, or the one in effect is no longer served): its informer is started
-  and waited for (10 s); once it has synced it is handed to the contributor, its watch
-  declared, the old watch dropped and the old informer stopped, and every relay is
-  reconciled. A list slower than the wait is not abandoned: it goes on (retried with
-  backoff if it fails), and the switch is made when it completes;
+  and waited for (10 s); once it has synced it is handed to the feature
+  (`PoolExports.use`), its watch declared, the old watch dropped and the old informer
+  stopped, and every relay is reconciled. A list slower than the wait is not abandoned:
+  it goes on (retried with backoff if it fails), and the switch is made when it
+  completes;
 - meanwhile, the ServiceExport cache in effect stays in effect while its version is
   served. When none is usable (the old version is no longer served, or there was none)
   nothing is exported and each relay says so truthfully: the API is served, its list
@@ -24,7 +25,7 @@ the new cache before breaking the old one (`runtime/cache/followed.py`):
   used after the wait, synced or not, as at start (`DegradedChecks` reports it, each
   relay says the property is unreadable); its sync requeues every relay
   (`Controller.watches(on_sync=...)`), since a sync with no property is no event;
-- an API that went away: the contributor stops reading it first, then its watch is
+- an API that went away: the feature stops reading it first, then its watch is
   dropped and its informer stopped, so no watch keeps failing against a resource the
   server no longer has; every relay is reconciled (each says `ExportAPIUnavailable`,
   or runs without the cluster ID check).
@@ -47,7 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY, clusterproperties, serviceexports
-from dynamo_pool_operator.pool.exports.contributor import ExportCaches, PoolExports
+from dynamo_pool_operator.pool.exports.feature import ExportCaches, PoolExports
 from dynamo_pool_operator.pool.exports.wiring import (
     FRONTEND_SERVICE_INDEX,
     all_relays,
@@ -91,7 +92,7 @@ class ExportApis:
         self,
         informers: SharedInformers,
         controller: Controller,
-        contributor: PoolExports,
+        feature: PoolExports,
         degraded: DegradedChecks,
         *,
         relays: Informer,
@@ -101,7 +102,7 @@ class ExportApis:
     ) -> None:
         self.informers = informers
         self.controller = controller
-        self.contributor = contributor
+        self.feature = feature
         self.degraded = degraded
         self.relays = relays
         self.namespace = namespace
@@ -129,8 +130,8 @@ class ExportApis:
 
     @property
     def caches(self) -> ExportCaches | None:
-        """The caches the contributor reads now (None while no export cache is usable)."""
-        return self.contributor.caches
+        """The caches the feature reads now (None while no export cache is usable)."""
+        return self.feature.caches
 
     @property
     def pending(self) -> list[Informer]:
@@ -166,11 +167,11 @@ class ExportApis:
     ) -> InEffect:
         """Match the versions wanted (`*_version`, the preferred of those served, as
         `*_served`); return what is in effect afterwards."""
-        before = (self.in_effect, self.contributor.listing)
+        before = (self.in_effect, self.feature.listing)
         await self._follow_properties(about_version, about_served)
         await self._follow_exports(export_version, export_served)
         self._hand_over()
-        if (self.in_effect, self.contributor.listing) != before:
+        if (self.in_effect, self.feature.listing) != before:
             self.controller.enqueue_all(self.relays.store.keys())
         return self.in_effect
 
@@ -178,7 +179,7 @@ class ExportApis:
     async def _follow_exports(self, want: str | None, served: Sequence[str]) -> None:
         if want is None:
             await self._export_candidate.drop()
-            self.contributor.listing = None  # not served after all: say that instead
+            self.feature.listing = None  # not served after all: say that instead
             await self._drop_exports()
             return
         if want == self._export_version:
@@ -189,7 +190,7 @@ class ExportApis:
             # Its version is no longer served (writes would fail, its watch too): no
             # cache is usable until the new one has synced, and the relays say so.
             await self._drop_exports()
-            self.contributor.listing = want
+            self.feature.listing = want
         meanwhile = (
             f"{self._export_version} stays in effect until it does"
             if keep
@@ -201,7 +202,7 @@ class ExportApis:
             return
         old = self._exports
         self._exports, self._export_version = new, want
-        self.contributor.listing = None
+        self.feature.listing = None
         self._watch_exports(new)
         self._hand_over()  # no pass reads the old cache from here on
         if old is not None:
@@ -303,14 +304,14 @@ class ExportApis:
             self.controller.unwatch(old.informer)
             await old.close()
 
-    # ------------------------------------------------------------ the contributor
+    # ------------------------------------------------------------ the feature
     def _hand_over(self) -> None:
         about = self.in_effect.about_version
         if self._exports is None or self._export_version is None:
-            self.contributor.use(None, resource=None, about_version=about)
+            self.feature.use(None, resource=None, about_version=about)
             return
         properties = self._properties.informer if self._properties is not None else None
-        self.contributor.use(
+        self.feature.use(
             ExportCaches(self._exports, properties),
             resource=serviceexports(self._export_version),
             about_version=about,

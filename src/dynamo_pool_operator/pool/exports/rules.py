@@ -1,7 +1,7 @@
 """The export feature's pure half: what a pass plans and reports for the exports, from
 the snapshot and the feature's settings alone. The pure plan and report phases
 (`pool/plan.py`, `pool/status.py`) call it directly; the half that reads the caches
-(`contributor.PoolExports`) hands over its settings as they stand (`PoolExports.rules`).
+(`feature.PoolExports`) hands over its settings as they stand (`PoolExports.rules`).
 """
 
 from __future__ import annotations

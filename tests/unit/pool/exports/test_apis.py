@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY, Implementation
 from dynamo_pool_operator.pool.exports.apis import ExportApis
-from dynamo_pool_operator.pool.exports.contributor import PoolExports
+from dynamo_pool_operator.pool.exports.feature import PoolExports
 from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.cache.optional import DegradedChecks
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
@@ -41,13 +41,13 @@ class Feature:
         self.clock = FakeClock()
         self.informers = SharedInformers(self.server, clock=self.clock)
         registry = CollectorRegistry()
-        self.contributor = PoolExports(
+        self.pool_exports = PoolExports(
             None, resource=None, implementation=Implementation.MCS, about_version=None
         )
         self.apis = ExportApis(
             self.informers,
             Controller("c", Nothing(), registry=registry, workers=0),
-            self.contributor,
+            self.pool_exports,
             DegradedChecks({}, registry),
             relays=Informer(self.server, CONFIGMAPS),
             dgds=Informer(self.server, CONFIGMAPS),
@@ -121,7 +121,7 @@ async def test_the_export_cache_in_effect_stays_while_the_new_one_is_made(
     assert now.serviceexport_version == "v1alpha1"
     assert feature.apis.caches is not None
     assert feature.apis.caches.exports is old
-    assert feature.contributor.listing is None
+    assert feature.pool_exports.listing is None
     (pending,) = feature.apis.pending
     feature.server.complete("v1beta1", EXPORTS)
     await settle()
@@ -129,8 +129,8 @@ async def test_the_export_cache_in_effect_stays_while_the_new_one_is_made(
     now = await feature.follow("v1beta1", None)
     assert now.serviceexport_version == "v1beta1"
     assert feature.apis.caches.exports is pending
-    assert feature.contributor.resource is not None
-    assert feature.contributor.resource.version == "v1beta1"
+    assert feature.pool_exports.resource is not None
+    assert feature.pool_exports.resource.version == "v1beta1"
     assert not old.running
     assert feature.apis.pending == []
 
@@ -146,17 +146,17 @@ async def test_with_no_usable_export_cache_each_relay_is_told_the_api_is_served(
     assert now.serviceexport_version is None
     assert feature.apis.caches is None
     assert not old.exports.running
-    assert feature.contributor.listing == "v1beta1"
-    said = feature.contributor.unavailable_message()
+    assert feature.pool_exports.listing == "v1beta1"
+    said = feature.pool_exports.unavailable_message()
     assert "serviceexports.multicluster.x-k8s.io API at v1beta1, but its list has not" in said
     assert "install" not in said
     feature.server.complete("v1beta1", EXPORTS)
     await settle()
     assert (await feature.follow("v1beta1", None)).serviceexport_version == "v1beta1"
-    assert feature.contributor.listing is None
+    assert feature.pool_exports.listing is None
     # Gone after all: the message is the one of an API not served.
     await feature.follow(None, None, exports=())
-    said = feature.contributor.unavailable_message()
+    said = feature.pool_exports.unavailable_message()
     assert "install the Multi-Cluster Services API CRDs" in said, said
 
 
@@ -259,8 +259,8 @@ async def test_an_api_gone_while_its_new_cache_was_being_made_is_called_not_serv
     await feature.follow("v1beta1", None, exports=("v1beta1",), times_out=True)
     (pending,) = feature.apis.pending
     await feature.follow(None, None, exports=())
-    assert feature.contributor.listing is None
-    said = feature.contributor.unavailable_message()
+    assert feature.pool_exports.listing is None
+    said = feature.pool_exports.unavailable_message()
     assert "install the Multi-Cluster Services API CRDs" in said, said
     assert not pending.running
     assert feature.apis.pending == []

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import Implementation
 from dynamo_pool_operator.pool.exports.apis import ExportApis
-from dynamo_pool_operator.pool.exports.contributor import PoolExports
+from dynamo_pool_operator.pool.exports.feature import PoolExports
 from dynamo_pool_operator.pool.exports.wiring import export_changed
 from dynamo_pool_operator.runtime.cache.informer import EventType, Informer
 from dynamo_pool_operator.runtime.cache.optional import DegradedChecks

@@ -1,4 +1,4 @@
-"""Which cached exports a pass reads (pool/exports/contributor.py `relevant_exports`), and
+"""Which cached exports a pass reads (pool/exports/feature.py `relevant_exports`), and
 which Services and DCDs (`frontend_services`).
 
 The exports this relay controls (by the controller index, filtered to its namespace)
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation
-from dynamo_pool_operator.pool.exports.contributor import frontend_services, relevant_exports
+from dynamo_pool_operator.pool.exports.feature import frontend_services, relevant_exports
 from dynamo_pool_operator.pool.exports.plan import plan
 from tests.unit.pool.exports.test_plan import (
     DCD_REF,

@@ -1,5 +1,5 @@
-"""The export feature: its part of each pass of the relay reconciler, called in turn
-with the relay's own (gather, plan, report).
+"""The export feature: its caches, what each pass of the relay reconciler gathers from
+them, and the rules in effect (`rules.py` plans and reports, purely).
 
 Gather reads only caches: the exports of the relay's namespace (by name, and by
 controller UID), the Services named like a frontend with the DynamoComponentDeployments
