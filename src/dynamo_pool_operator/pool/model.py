@@ -341,6 +341,11 @@ class Snapshot:
     component_deployments: Mapping[str, Mapping[str, Any]] = field(
         metadata={VERSION: OBJECTS}, default_factory=dict
     )
+    #: The relay object as cached (not our own later write): the version the status
+    #: write is decided on.
+    decided_on: Mapping[str, Any] = field(
+        metadata={VERSION: covered_by("relay", "the cached relay")}, default_factory=dict
+    )
     #: The DGD exists but cannot be decoded and no readable version is cached: why.
     pool_unreadable: str = field(metadata={VERSION: AS_IS}, default="")
 

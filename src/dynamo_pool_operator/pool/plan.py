@@ -31,7 +31,7 @@ from dynamo_pool_operator.api.dgd import DISCOVERY_BACKEND_ANNOTATION, KUBERNETE
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.api.status import PUBLISHED_MEANINGS
 from dynamo_pool_operator.api.status import PublishedReason as Reason
-from dynamo_pool_operator.pool.exports.rules import ExportRules
+from dynamo_pool_operator.pool.exports.plan import ExportRules, plan_exports
 from dynamo_pool_operator.pool.model import (
     Action,
     Advisory,
@@ -304,6 +304,6 @@ def make_plan(
     relay_actions, contributions = with_needs(
         decision,
         plan_relay_objects(snapshot, decision),
-        (exports.plan(snapshot, decision),) if exports is not None else (),
+        (plan_exports(snapshot, decision, exports),) if exports is not None else (),
     )
     return Plan(decision, relay_actions, contributions)

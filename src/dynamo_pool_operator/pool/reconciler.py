@@ -37,7 +37,7 @@ from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.pool.execute import Executor
 from dynamo_pool_operator.pool.exports.feature import PoolExports
-from dynamo_pool_operator.pool.exports.rules import ExportRules
+from dynamo_pool_operator.pool.exports.plan import ExportRules
 from dynamo_pool_operator.pool.model import (
     Advisory,
     ExportInputs,
@@ -56,7 +56,6 @@ from dynamo_pool_operator.runtime import (
     GuardedWrites,
     Informer,
     NamespaceGoing,
-    Obj,
     Request,
     SystemClock,
     errors,
@@ -148,9 +147,15 @@ class PoolRelayReconciler:
         self.foreign_recheck = FOREIGN_RECHECK
         self.foreign_recheck_max = FOREIGN_RECHECK_MAX
 
-    def gather(self, relay_obj: Mapping[str, Any], *, own_status_unseen: bool) -> Snapshot:
-        """The pass's snapshot; `relay_obj`: the relay as the server shows it (our own
-        last status write while the relay cache does not show it yet: `own_status_unseen`)."""
+    def gather(self, request: Request) -> Snapshot | None:
+        """The pass's snapshot of the relay `request` names; None when it is gone. The
+        relay is read as the server shows it: our own last status write while the relay
+        cache does not show it yet (`own_status_unseen`)."""
+        relays = self.caches.relays.store
+        cached = relays.get(*request)
+        if cached is None:
+            return None
+        relay_obj = relays.latest(*request) or cached
         relay = relay_from_object(relay_obj, self.defaults)
         shown = relay_obj.get("status")
         dgd_obj = self.caches.dgds.store.get(relay.namespace, relay.name)
@@ -170,7 +175,8 @@ class PoolRelayReconciler:
             unreadable=inputs.unreadable,
             exports_unavailable=inputs.exports_unavailable,
             shown_status=shown if isinstance(shown, Mapping) else None,
-            own_status_unseen=own_status_unseen,
+            own_status_unseen=relays.shows_own_write(*request),
+            decided_on=cached,
             read_at=self.clock.now(),
             services=inputs.services,
             component_deployments=inputs.component_deployments,
@@ -207,18 +213,13 @@ class PoolRelayReconciler:
         return ReconcileResult(requeue_after=after)
 
     async def _reconcile(self, request: Request) -> ReconcileResult | None:
-        relays = self.caches.relays.store
-        cached = relays.get(*request)
-        if cached is None:
+        await self._read_found_again(request)
+        snapshot = self.gather(request)
+        if snapshot is None:
             self._lost.pop(request, None)
             self._quiet.pop(request, None)
             self._found.pop(request, None)
             return None  # deleted: the garbage collector removes what it controlled
-        # Our own last status write, while the relay cache does not show it yet: compared
-        # with the stale cached status, a needed write would be skipped.
-        relay_obj, own = relays.latest(*request) or cached, relays.shows_own_write(*request)
-        await self._read_found_again(request)
-        snapshot = self.gather(relay_obj, own_status_unseen=own)
         inputs = snapshot.quiet_key()
         if inputs is not None and self._quiet.get(request) == inputs:
             # A no-op pass: the same inputs as a pass that did nothing, so this one would
@@ -252,7 +253,7 @@ class PoolRelayReconciler:
         failures = list(said.failures)
         if said.changed:
             try:
-                await self.write_status(request, cached, snapshot.relay, said)
+                await self.write_status(request, snapshot.decided_on, snapshot.relay, said)
             except errors.NotFound:
                 # The relay was deleted since the cache read (its namespace is going,
                 # say): its deletion event brings the pass that forgets it.
@@ -350,7 +351,7 @@ class PoolRelayReconciler:
             self.recorder.emit(relay.reference(), related, a.type, a.reason, a.action, a.message)
 
     async def write_status(
-        self, request: Request, cached: Obj, relay: Relay, said: StatusReport
+        self, request: Request, cached: Mapping[str, Any], relay: Relay, said: StatusReport
     ) -> None:
         """Apply the status, decided on the `cached` relay; the relay cache reads the
         answer as the relay until it shows the write (`Store.wrote`)."""

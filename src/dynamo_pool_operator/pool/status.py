@@ -43,7 +43,8 @@ from dynamo_pool_operator.api.status import (
     Status,
 )
 from dynamo_pool_operator.api.status import RelayAvailableReason as AvailableReason
-from dynamo_pool_operator.pool.exports.rules import ExportRules
+from dynamo_pool_operator.pool.exports.plan import ExportRules
+from dynamo_pool_operator.pool.exports.verdict import report_exports
 from dynamo_pool_operator.pool.model import (
     Advisory,
     ConditionView,
@@ -607,8 +608,8 @@ def report(
     exported: ConditionView | None = None
     features = (exports,) if exports is not None else ()
     for feature, contribution in zip(features, plan.contributions, strict=True):
-        part = feature.report(
-            snapshot, decision, contribution, outcome.of(contribution.actions), now=now
+        part = report_exports(
+            snapshot, decision, contribution, outcome.of(contribution.actions), feature, now=now
         )
         lines += part.lines
         exported = part.condition if part.condition is not None else exported

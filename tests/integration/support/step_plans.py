@@ -34,7 +34,7 @@ from dynamo_pool_operator.pool.exports.feature import (
     PoolExports,
     relevant_exports,
 )
-from dynamo_pool_operator.pool.exports.rules import ExportRules
+from dynamo_pool_operator.pool.exports.plan import ExportRules
 from dynamo_pool_operator.pool.model import (
     ActionResult,
     Outcome,

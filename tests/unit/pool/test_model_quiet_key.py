@@ -60,6 +60,7 @@ NEVER_QUIET: dict[str, Any] = {
 UNKEYED: dict[str, Any] = {
     "shown_status": {"conditions": []},
     "read_at": datetime(2026, 1, 1, tzinfo=UTC),
+    "decided_on": {"metadata": {"name": "r", "resourceVersion": "7"}},
 }
 
 

@@ -71,20 +71,20 @@ def test_publishing_withdraws_the_relay_services_export_before_the_service() -> 
     ]
 
 
-class OneExport:
-    def __init__(self) -> None:
-        self.seen: list[Any] = []
+def test_make_plan_asks_the_exports_with_the_decision(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.unit.pool.test_status_report import export_rules
 
-    def plan(self, snap: Snapshot, d: Any) -> Contribution:
-        self.seen.append(d)
+    seen: list[Any] = []
+
+    def one_export(snap: Snapshot, d: Any, rules: Any) -> Contribution:
+        seen.append((d, rules))
         return Contribution((export_action("x"),))
 
-
-def test_make_plan_asks_the_exports_with_the_decision() -> None:
-    exports = OneExport()
-    plan = make_plan(snapshot(), exports, default_discovery_backend="kubernetes")  # type: ignore[arg-type]
+    monkeypatch.setattr("dynamo_pool_operator.pool.plan.plan_exports", one_export)
+    rules = export_rules()
+    plan = make_plan(snapshot(), rules, default_discovery_backend="kubernetes")
     assert plan.decision.publish
-    assert exports.seen == [plan.decision]
+    assert seen == [(plan.decision, rules)]
     assert [a.name for a in plan.actions] == [OBJ, OBJ, "x"]
 
 

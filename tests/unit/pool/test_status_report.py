@@ -25,7 +25,7 @@ from dynamo_pool_operator.api.status import (
 )
 from dynamo_pool_operator.pool.execute import waiting_for
 from dynamo_pool_operator.pool.exports.feature import ExportCaches, PoolExports
-from dynamo_pool_operator.pool.exports.rules import ExportRules
+from dynamo_pool_operator.pool.exports.plan import ExportRules
 from dynamo_pool_operator.pool.model import (
     ActionResult,
     Outcome,

@@ -1,5 +1,6 @@
 """The export feature: its caches, what each pass of the relay reconciler gathers from
-them, and the rules in effect (`rules.py` plans and reports, purely).
+them, and the settings in effect (`plan.ExportRules`: `plan.plan_exports` plans and
+`verdict.report_exports` reports, purely).
 
 Gather reads only caches: the exports of the relay's namespace (by name, and by
 controller UID), the Services named like a frontend with the DynamoComponentDeployments
@@ -12,7 +13,7 @@ version) is a failed read — reported as `ExportFailed` about the property and 
 — never taken for "no property": the cluster's ID is then unknown, so the relay keeps
 its last known one (its status) and a relay that never had one waits
 (`ClusterIDMatched=Unknown`); the relay pods are never rolled for it. Plan and report
-are the pure `rules.ExportRules`, with the settings in effect (`PoolExports.rules`).
+are pure, with the settings in effect (`PoolExports.rules`).
 The exports' state gauge is counted from the relays' status at scrape time
 (`pool/metrics.py`), so nothing is kept here between passes.
 """
@@ -38,8 +39,7 @@ from dynamo_pool_operator.api.mcs import (
     Implementation,
 )
 from dynamo_pool_operator.api.relay import Relay
-from dynamo_pool_operator.pool.exports import verdict
-from dynamo_pool_operator.pool.exports.rules import ExportRules
+from dynamo_pool_operator.pool.exports.plan import UNCONFIRMED_AFTER, ExportRules
 from dynamo_pool_operator.pool.model import ExportInputs
 from dynamo_pool_operator.runtime import CONTROLLER_UID_INDEX, Informer, errors
 from dynamo_pool_operator.runtime.objects import Meta, Resource, controller_is, controller_of
@@ -126,7 +126,7 @@ class PoolExports:
         resource: Resource | None,
         implementation: Implementation,
         about_version: str | None,
-        unconfirmed_after: timedelta = verdict.UNCONFIRMED_AFTER,
+        unconfirmed_after: timedelta = UNCONFIRMED_AFTER,
         confirmation: Confirmation = Confirmation.REQUIRED,
         frontends: FrontendCaches | None = None,
     ) -> None:

@@ -30,6 +30,7 @@ Rules, by export name (the rungs of the verb ladder every owned object climbs,
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -39,7 +40,12 @@ from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import DCD_KIND, KIND, Pool
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.api.events import ADVISORY_ACTIONS, EventReason, ExportWarning
-from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY, ClusterID, Implementation
+from dynamo_pool_operator.api.mcs import (
+    CLUSTER_ID_PROPERTY,
+    ClusterID,
+    Confirmation,
+    Implementation,
+)
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.api.status import ExportLineReason, ExportState
 from dynamo_pool_operator.pool.ladder import Owned, Part, Rule, Rung, drift, ladder
@@ -49,6 +55,7 @@ from dynamo_pool_operator.pool.model import (
     Contribution,
     Decision,
     EventNames,
+    Snapshot,
     StatusLine,
     Verb,
 )
@@ -71,6 +78,24 @@ EXPORT_EVENTS = EventNames(
 
 #: The Warning reasons of the export feature (declared with every Event reason).
 Warn = ExportWarning
+
+
+#: How long an export with no condition at all is waited for before it is warned about
+#: as unconfirmed (`multiCluster.unconfirmedAfter`; `confirmation: required`).
+UNCONFIRMED_AFTER = timedelta(seconds=60)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportRules:
+    """The settings the exports are planned and reported with (`PoolExports.rules`)."""
+
+    implementation: Implementation
+    #: The ServiceExport resource written; None while the API is not served.
+    resource: Resource | None
+    #: The About API's "group/version" the cluster's ID property is read at; "" for none.
+    about_version: str = ""
+    unconfirmed_after: timedelta = UNCONFIRMED_AFTER
+    confirmation: Confirmation = Confirmation.REQUIRED
 
 
 #: How long after the new relay Service exists its export is created again: time for
@@ -391,3 +416,33 @@ def plan(
         tuple(wanted.skipped + held),
         hold.recheck_at if hold is not None else None,
     )
+
+
+def plan_exports(snapshot: Snapshot, decision: Decision, rules: ExportRules) -> Contribution:
+    """The exports' part of the pass's plan; none while the API is not served."""
+    if snapshot.exports_unavailable or rules.resource is None:
+        return Contribution()
+    relay = snapshot.relay
+    hold = relay_export_hold(
+        relay, snapshot.relay_objects.get("Service"), snapshot.shown_exports, snapshot.read_at
+    )
+    out = plan(
+        relay,
+        decision,
+        snapshot.pool,
+        snapshot.exports,
+        implementation=rules.implementation,
+        cluster_id=snapshot.cluster_id,
+        resource=rules.resource,
+        hold=hold,
+        services=snapshot.services,
+        component_deployments=snapshot.component_deployments,
+    )
+    if decision.publish and snapshot.unreadable:
+        related = ClusterID(api_version=rules.about_version).reference()
+        unreadable = tuple(
+            Advisory(Warn.EXPORT_FAILED, "ReadClusterID", str(e), related)
+            for e in snapshot.unreadable
+        )
+        out = dataclasses.replace(out, advisories=unreadable + out.advisories)
+    return out

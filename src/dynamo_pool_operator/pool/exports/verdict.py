@@ -27,6 +27,7 @@ than that:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -34,14 +35,28 @@ from enum import StrEnum
 from typing import Any
 
 from dynamo_pool_operator.api.mcs import WAITING_REASONS, Confirmation, ExportCondition
-from dynamo_pool_operator.api.status import ExportedReason, ExportLineReason, ExportState, Status
-from dynamo_pool_operator.pool.model import ActionResult, Contribution, Result, StatusLine, Verb
-from dynamo_pool_operator.runtime.objects import Meta, rfc3339
+from dynamo_pool_operator.api.status import (
+    ConditionType,
+    ExportedReason,
+    ExportLineReason,
+    ExportState,
+    Status,
+)
+from dynamo_pool_operator.pool.exports.plan import UNCONFIRMED_AFTER, ExportRules
+from dynamo_pool_operator.pool.model import (
+    ActionResult,
+    ConditionView,
+    Contribution,
+    Decision,
+    Report,
+    Result,
+    Snapshot,
+    StatusLine,
+    Verb,
+)
+from dynamo_pool_operator.runtime.objects import Meta, is_controlled_by, rfc3339
 
 VALID, READY, CONFLICT = ExportCondition.VALID, ExportCondition.READY, ExportCondition.CONFLICT
-#: How long an export with no condition at all is waited for before it is warned about
-#: as unconfirmed (`multiCluster.unconfirmedAfter`; `confirmation: required`).
-UNCONFIRMED_AFTER = timedelta(seconds=60)
 #: An export not yet (or no longer) judged: just created, or with nothing written.
 AWAITING = "AwaitingImplementation"
 AWAITING_MESSAGE = "waiting for the MCS implementation to write a condition"
@@ -313,3 +328,60 @@ def lines_after(contribution: Contribution, results: Sequence[ActionResult]) -> 
         if line is not None:
             lines[line.name] = line
     return list(lines.values())
+
+
+def report_exports(
+    snapshot: Snapshot,
+    decision: Decision,
+    contribution: Contribution,
+    results: Sequence[ActionResult],
+    rules: ExportRules,
+    *,
+    now: datetime,
+) -> Report:
+    """The lines after execution, each export we hold with the implementation's own
+    view of it, and the `Exported` condition from the implementation's verdicts."""
+    relay = snapshot.relay
+    if snapshot.exports_unavailable:
+        said = api_unavailable(snapshot.exports_unavailable, published=decision.publish)
+        return Report(
+            (), ConditionView(ConditionType.EXPORTED, said.status, said.reason, said.message)
+        )
+    held = {name: obj for name, obj in snapshot.exports.items() if is_controlled_by(obj, relay.uid)}
+    # An export this pass created is not cached yet: judged as the fresh export it
+    # is (created now, nothing written), as the next pass will see it from the cache.
+    for r in results:
+        if r.action.verb is Verb.CREATE and r.result is Result.DONE:
+            held[r.action.name] = {"metadata": {"creationTimestamp": rfc3339(now)}}
+    verdicts = {
+        name: verdict(
+            obj,
+            now=now,
+            unconfirmed_after=rules.unconfirmed_after,
+            confirmation=rules.confirmation,
+        )
+        for name, obj in held.items()
+    }
+    lines = [
+        dataclasses.replace(line, implementation=verdicts[line.name].view)
+        if line.state == ExportState.EXPORTED and line.name in verdicts
+        else line
+        for line in lines_after(contribution, results)
+    ]
+    overall = exported(lines, verdicts, published=decision.publish)
+    about = snapshot.exports.get(overall.about)
+    # The resource of the plan's actions: the one in effect may have changed since.
+    resource = next((a.resource for a in contribution.actions), rules.resource)
+    related = (
+        resource.reference(dict(about)) if about is not None and resource is not None else None
+    )
+    rechecks = [t for t in (overall.recheck_at, contribution.recheck_at) if t is not None]
+    condition = ConditionView(
+        ConditionType.EXPORTED,
+        overall.status,
+        overall.reason,
+        overall.message,
+        min(rechecks, default=None),
+        related,
+    )
+    return Report(tuple(lines), condition)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import builtins
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from dynamo_pool_operator.runtime.objects.meta import controller_of
@@ -41,7 +41,7 @@ Change = tuple[Obj | None, Obj | None]
 CONTROLLER_UID_INDEX = "controller-uid"
 
 
-def object_version(obj: Obj | None) -> tuple[Any, Any]:
+def object_version(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
     """(uid, resourceVersion) of an object; (None, None) for none."""
     meta = (obj or {}).get("metadata") or {}
     return (meta.get("uid"), meta.get("resourceVersion"))
@@ -160,7 +160,7 @@ class Store:
         answers, so `latest` reads the cache meanwhile."""
         self._own.pop((namespace or "", name), None)
 
-    def wrote(self, answer: Obj, based_on: Obj) -> None:
+    def wrote(self, answer: Obj, based_on: Mapping[str, Any]) -> None:
         """Our write of an object, decided on the cached `based_on`, was answered with
         `answer`: `latest` reads it until the cache changes that object. Kept only while
         the cache still holds `based_on`'s version: a cache that moved since shows the
