@@ -75,6 +75,17 @@ class Pool:
     terminating: bool
     annotations: Mapping[str, str] = field(default_factory=dict)
     components: tuple[Component, ...] = ()
+    #: Service names of the frontends, in component order, without duplicates (two
+    #: components can normalize to the same Service name). Derived once, when decoded:
+    #: the pure phases read it as a value.
+    frontend_services: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        seen: dict[str, None] = {}
+        for c in self.components:
+            if c.is_frontend:
+                seen.setdefault(names.component_service_name(self.name, c.name), None)
+        object.__setattr__(self, "frontend_services", tuple(seen))
 
     def discovery_backend(self, default: str) -> str:
         """The annotation wins whatever its value; otherwise the operator default."""
@@ -95,14 +106,6 @@ class Pool:
     @property
     def dynamo_namespace(self) -> str:
         return names.dynamo_namespace(self.namespace, self.name)
-
-    def frontend_service_names(self) -> tuple[str, ...]:
-        """Service names of the frontends, in component order, without duplicates
-        (two components can normalize to the same Service name)."""
-        seen: dict[str, None] = {}
-        for c in self.frontends:
-            seen.setdefault(names.component_service_name(self.name, c.name), None)
-        return tuple(seen)
 
     def reference(self) -> dict[str, Any]:
         """An object reference at the resourceVersion read (for Events' `related`)."""

@@ -9,7 +9,8 @@ is recorded that is not declared here.
 
 Besides these, a condition that moves records a Warning with the condition's own
 reason (`api/status.py`'s words; for `Exported`, also the MCS implementation's):
-`CONDITION_CHANGED` says which, and `QUIET_REASONS` and `WARNING_STATES` are the rule.
+`CONDITION_CHANGED` says which, and `QUIET_REASONS` and `WARNING_STATES` say when
+(`pool/status.py`'s `warned` applies them).
 """
 
 from __future__ import annotations
@@ -189,15 +190,6 @@ WARNING_STATES: frozenset[tuple[Status, str]] = frozenset(
         (Status.TRUE, ExportedReason.READY_WITH_CONFLICT),
     }
 )
-
-
-def warns(status: Status | str, reason: str) -> bool:
-    """Whether a condition that just moved to (`status`, `reason`) records a Warning: it
-    turned False (not Unknown: `Pending` is the implementation still at work, not a
-    fault) with a reason that is not quiet, or it entered one of `WARNING_STATES`."""
-    if (status, reason) in WARNING_STATES:
-        return True
-    return status == Status.FALSE and reason not in QUIET_REASONS
 
 
 #: A condition that moved: a Warning whose reason is the condition's (docs/events.md).

@@ -60,6 +60,22 @@ class Relay:
     #: The relay Service is headless: the pool is imported as the relay pods' IPs.
     headless: bool = True
     problems: tuple[str, ...] = ()
+    #: The relay as the Events about it name it: at the version read, with its
+    #: generation, so the recorder folds the passes between our own status writes.
+    #: Derived once, when decoded.
+    reference: Mapping[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        ref = {
+            "apiVersion": API_VERSION,
+            "kind": crd.KIND,
+            "namespace": self.namespace,
+            "name": self.name,
+            "uid": self.uid,
+            "resourceVersion": self.resource_version,
+            "generation": self.generation,
+        }
+        object.__setattr__(self, "reference", ref)
 
     def reshaped(self, service: Mapping[str, Any]) -> bool:
         """The live relay Service has the other shape than this relay wants: it can only
@@ -75,19 +91,6 @@ class Relay:
             "uid": self.uid,
             "controller": True,
             "blockOwnerDeletion": True,
-        }
-
-    def reference(self) -> dict[str, Any]:
-        """The relay as the Events about it name it: at the version read, with its
-        generation, so the recorder folds the passes between our own status writes."""
-        return {
-            "apiVersion": API_VERSION,
-            "kind": crd.KIND,
-            "namespace": self.namespace,
-            "name": self.name,
-            "uid": self.uid,
-            "resourceVersion": self.resource_version,
-            "generation": self.generation,
         }
 
 

@@ -20,7 +20,7 @@ and the rule that computes it as a `Condition`, listed in `pool/status.RULES`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -201,6 +201,32 @@ class Condition:
             "observedGeneration": generation,
             "lastTransitionTime": since,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ShownCondition:
+    """A condition of ours as a status shows it, with its `lastTransitionTime` as shown."""
+
+    condition: Condition
+    since: Any
+
+
+def read_conditions(status: Mapping[str, Any] | None) -> dict[ConditionType, ShownCondition]:
+    """The conditions a status shows, read once: by type, the first of each type, where
+    it reads as one of ours (`Condition.read`); the rest compare as absent."""
+    conditions = (status or {}).get("conditions")
+    if not isinstance(conditions, Sequence) or isinstance(conditions, str):
+        return {}
+    first: dict[str, Mapping[str, Any]] = {}
+    for raw in conditions:
+        if isinstance(raw, Mapping) and isinstance(raw.get("type"), str):
+            first.setdefault(raw["type"], raw)
+    out: dict[ConditionType, ShownCondition] = {}
+    for raw in first.values():
+        read = Condition.read(raw)
+        if read is not None:
+            out[read.type] = ShownCondition(read, raw.get("lastTransitionTime"))
+    return out
 
 
 #: What each reason means and what to do: docs/crd.md's tables (generated) and the

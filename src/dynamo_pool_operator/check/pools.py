@@ -85,7 +85,7 @@ async def exports(ctx: Context) -> list[dict[str, Any]] | None:
 def wanted_exports(relay: Mapping[str, Any], pool: dgd_api.Pool | None) -> list[str]:
     """The Service names a published relay exports: its relay Service and frontends."""
     name = Meta(relay).name
-    frontends = pool.frontend_service_names() if pool else ()
+    frontends = pool.frontend_services if pool else ()
     return [names.relay_name(name), *frontends]
 
 

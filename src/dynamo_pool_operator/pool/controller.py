@@ -321,7 +321,7 @@ def relays_naming_service(caches: RelayCaches) -> MapFunc:
         name = meta.name
         for cut in (i for i, ch in enumerate(name) if ch == "-"):
             dgd = caches.dgds.store.get(meta.namespace, name[:cut])
-            if dgd is not None and name in pool_from_object(dgd).frontend_service_names():
+            if dgd is not None and name in pool_from_object(dgd).frontend_services:
                 out.append((meta.namespace, name[:cut]))
         return out
 

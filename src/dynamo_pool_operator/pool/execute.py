@@ -119,7 +119,7 @@ class Executor:
 
     async def run(self, relay: Relay, actions: Sequence[Action]) -> Outcome:
         out = Outcome()
-        regarding = relay.reference()  # at the version read, as the related objects
+        regarding = relay.reference  # at the version read, as the related objects
         done: dict[Key, ActionResult] = {}
         if sum(1 for a in actions if a.verb in _SENDS) <= 1:
             for action in actions:  # one write at most: nothing to run at once
@@ -157,7 +157,7 @@ class Executor:
         """`outcome` with each lost race as a failure, with its Warning: the relay lost
         `times` passes in a row (a race lost once is quiet; one that keeps being lost is
         something to see and to retry with backoff)."""
-        regarding = relay.reference()
+        regarding = relay.reference
         results = []
         for r in outcome.results:
             if r.result is Result.LOST:
@@ -177,7 +177,7 @@ class Executor:
         self,
         after: Sequence[asyncio.Task[ActionResult]],
         relay: Relay,
-        regarding: dict[str, Any],
+        regarding: Mapping[str, Any],
         action: Action,
         done: dict[Key, ActionResult],
     ) -> ActionResult:
@@ -187,7 +187,9 @@ class Executor:
         done[action.key] = result
         return result
 
-    async def _run(self, relay: Relay, regarding: dict[str, Any], action: Action) -> ActionResult:
+    async def _run(
+        self, relay: Relay, regarding: Mapping[str, Any], action: Action
+    ) -> ActionResult:
         kind, verb = action.resource.kind, word(action)
         try:
             result = await self._one(relay, regarding, action)
@@ -206,7 +208,9 @@ class Executor:
             self._count.labels(kind, verb, "ok").inc()
         return result
 
-    async def _one(self, relay: Relay, regarding: dict[str, Any], action: Action) -> ActionResult:
+    async def _one(
+        self, relay: Relay, regarding: Mapping[str, Any], action: Action
+    ) -> ActionResult:
         res, where = action.resource, {"namespace": action.namespace, "object": action.name}
 
         def still_ours(obj: Mapping[str, Any]) -> bool:
@@ -261,7 +265,7 @@ class Executor:
 
     def _note(
         self,
-        regarding: dict[str, Any],
+        regarding: Mapping[str, Any],
         action: Action,
         reason: str,
         obj: Mapping[str, Any],

@@ -19,7 +19,12 @@ from typing import Any, Final, Literal
 from dynamo_pool_operator.api.dgd import Pool
 from dynamo_pool_operator.api.mcs import ClusterID
 from dynamo_pool_operator.api.relay import Relay
-from dynamo_pool_operator.api.status import ConditionType, Status
+from dynamo_pool_operator.api.status import (
+    ConditionType,
+    ShownCondition,
+    Status,
+    read_conditions,
+)
 from dynamo_pool_operator.runtime.objects import Resource
 
 
@@ -348,6 +353,24 @@ class Snapshot:
     )
     #: The DGD exists but cannot be decoded and no readable version is cached: why.
     pool_unreadable: str = field(metadata={VERSION: AS_IS}, default="")
+    #: The cached relay Service has the other shape than the relay wants
+    #: (`Relay.reshaped`): it can only be replaced. Derived when the snapshot is made.
+    service_reshaped: bool = field(
+        init=False,
+        metadata={VERSION: covered_by("relay_objects", "derived from the relay's Service")},
+    )
+
+    #: The conditions `shown_status` shows, read once (`api.status.read_conditions`).
+    shown_conditions: Mapping[ConditionType, ShownCondition] = field(
+        init=False,
+        metadata={VERSION: covered_by("relay", "derived from the status shown")},
+    )
+
+    def __post_init__(self) -> None:
+        service = self.relay_objects.get("Service")
+        reshaped = service is not None and self.relay.reshaped(service)
+        object.__setattr__(self, "service_reshaped", reshaped)
+        object.__setattr__(self, "shown_conditions", read_conditions(self.shown_status))
 
     def quiet_key(self) -> tuple[Hashable, ...] | None:
         """The pass's inputs as versions, one part per field (its declared `Version`):

@@ -348,7 +348,7 @@ class PoolRelayReconciler:
         """Record each as an Event about the relay (at the version read)."""
         for a in advisories:
             related = dict(a.related) if a.related is not None else None
-            self.recorder.emit(relay.reference(), related, a.type, a.reason, a.action, a.message)
+            self.recorder.emit(relay.reference, related, a.type, a.reason, a.action, a.message)
 
     async def write_status(
         self, request: Request, cached: Mapping[str, Any], relay: Relay, said: StatusReport

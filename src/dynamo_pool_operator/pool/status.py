@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from dynamo_pool_operator.api import crd, names
-from dynamo_pool_operator.api.events import EventReason, warns
+from dynamo_pool_operator.api.events import QUIET_REASONS, WARNING_STATES, EventReason
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
 from dynamo_pool_operator.api.relay import API_VERSION, Relay
 from dynamo_pool_operator.api.status import (
@@ -40,6 +40,7 @@ from dynamo_pool_operator.api.status import (
     Condition,
     ConditionType,
     ReadyReason,
+    ShownCondition,
     Status,
 )
 from dynamo_pool_operator.api.status import RelayAvailableReason as AvailableReason
@@ -294,8 +295,12 @@ POOL_READY = EventReason.POOL_READY
 
 
 def warned(c: Condition) -> bool:
-    """Whether a condition that just moved records a Warning (`api.events.warns`)."""
-    return warns(c.status, c.reason)
+    """Whether a condition that just moved records a Warning: it turned False (not
+    Unknown: `Pending` is the implementation still at work, not a fault) with a reason
+    that is not quiet, or it entered one of `WARNING_STATES`."""
+    if (c.status, c.reason) in WARNING_STATES:
+        return True
+    return c.status == Status.FALSE and c.reason not in QUIET_REASONS
 
 
 def summary(parts: Sequence[Condition]) -> Condition:
@@ -325,16 +330,20 @@ def with_ready(parts: Sequence[Condition]) -> tuple[Condition, ...]:
 
 
 def stamped(
-    said: Sequence[Condition], shown: object, *, generation: int, now: datetime
+    said: Sequence[Condition],
+    shown: Mapping[ConditionType, ShownCondition],
+    *,
+    generation: int,
+    now: datetime,
 ) -> list[dict[str, Any]]:
     """The one way conditions enter the status: each as written, keeping the shown
     `lastTransitionTime` while its status holds (KEP-1623), so recomputing an unchanged
     condition gives the same one and the status stays unwritten."""
     out = []
     for c in said:
-        raw = find_condition(shown, c.type)
-        before, since = Condition.read(raw), raw.get("lastTransitionTime") if raw else None
-        if before is None or before.status != c.status or not since:
+        before = shown.get(c.type)
+        since = before.since if before is not None else None
+        if before is None or before.condition.status != c.status or not since:
             since = rfc3339(now)
         out.append(c.written(generation=generation, since=since))
     return out
@@ -359,7 +368,7 @@ def exported_condition(view: ConditionView | None) -> Condition | None:
 
 def desired_status(
     relay: Relay,
-    current: Mapping[str, Any] | None,
+    shown: Mapping[ConditionType, ShownCondition],
     said: Sequence[Condition],
     *,
     publish: bool,
@@ -368,15 +377,12 @@ def desired_status(
     pods: str,
     now: datetime,
 ) -> dict[str, Any]:
-    """The status the relay should show; `current` is the cached `status` (or None),
-    `said` every condition (`with_ready`). `cluster_id` None (unknown) leaves
-    `status.clusterId` out: it stays unknown, never ""."""
-    current = current or {}
+    """The status the relay should show; `shown` the conditions the relay shows
+    (`Snapshot.shown_conditions`), `said` every condition (`with_ready`). `cluster_id`
+    None (unknown) leaves `status.clusterId` out: it stays unknown, never ""."""
     status: dict[str, Any] = {
         "observedGeneration": relay.generation,
-        "conditions": stamped(
-            said, current.get("conditions"), generation=relay.generation, now=now
-        ),
+        "conditions": stamped(said, shown, generation=relay.generation, now=now),
         "serviceName": names.relay_name(relay.name) if publish else "",
         "clusterId": cluster_id,
         "relayPods": pods,
@@ -441,12 +447,11 @@ def cluster_id_matched(snapshot: Snapshot, *, published: bool) -> Condition | No
 
 
 def changed_conditions(
-    current: Mapping[str, Any] | None, said: Sequence[Condition]
+    shown: Mapping[ConditionType, ShownCondition], said: Sequence[Condition]
 ) -> list[Condition]:
     """The conditions whose status or reason differs from what the relay shows: the
     transitions worth an Event (each once, when the status that shows it is written)."""
-    shown = (current or {}).get("conditions")
-    return [c for c in said if c.moved(Condition.read(find_condition(shown, c.type)))]
+    return [c for c in said if c.moved(s.condition if (s := shown.get(c.type)) else None)]
 
 
 def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
@@ -545,7 +550,7 @@ def transitions(
     if exported is not None:
         about[exported.type] = exported.related
     out: list[Advisory] = []
-    for c in changed_conditions(snapshot.shown_status, said):
+    for c in changed_conditions(snapshot.shown_conditions, said):
         if c.type == ConditionType.READY:
             if c.true:
                 out.append(Advisory(POOL_READY, "Ready", c.message, None, "Normal"))
@@ -618,7 +623,7 @@ def report(
     said = with_ready([c for rule in RULES if (c := rule(seen)) is not None])
     status = desired_status(
         relay,
-        snapshot.shown_status,
+        snapshot.shown_conditions,
         said,
         publish=decision.publish,
         cluster_id=snapshot.effective_cluster_id,

@@ -304,7 +304,7 @@ def test_frontend_service_names_follow_the_naming_rule_in_component_order() -> N
             name="qwen3-0.6b",
         )
     )
-    assert pool.frontend_service_names() == (
+    assert pool.frontend_services == (
         "qwen3-0-6b-frontend",
         "qwen3-0-6b-edge-frontend",
     )
@@ -321,12 +321,12 @@ def test_frontend_service_names_dedups_names_that_normalize_to_the_same_service(
             }
         )
     )
-    assert pool.frontend_service_names() == ("pool-fe-a", "pool-other")
+    assert pool.frontend_services == ("pool-fe-a", "pool-other")
 
 
 def test_pool_without_frontend_has_no_frontend_services() -> None:
     pool = pool_from_object(beta({"name": "w", "type": "worker"}))
-    assert pool.frontend_service_names() == ()
+    assert pool.frontend_services == ()
 
 
 # --------------------------------------------------------------------------- discovery backend
@@ -456,7 +456,7 @@ def test_pool_from_object_never_raises_for_arbitrary_json(obj: dict[str, Any]) -
         assert isinstance(c.global_dynamo_namespace, bool)
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in pool.annotations.items())
     assert isinstance(pool.discovery_backend("kubernetes"), str)
-    for service in pool.frontend_service_names():
+    for service in pool.frontend_services:
         assert "." not in service
         assert service == service.lower()
     pool.reference()

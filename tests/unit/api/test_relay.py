@@ -416,7 +416,7 @@ def test_owner_reference_is_a_blocking_controller_reference() -> None:
 
 
 def test_reference_names_the_relay_at_the_version_read_and_its_generation() -> None:
-    assert read({}).reference() == {
+    assert read({}).reference == {
         "apiVersion": "nvidia.com/v1alpha1",
         "kind": "DynamoPoolRelay",
         "namespace": "team",

@@ -24,6 +24,7 @@ from dynamo_pool_operator.api.status import (
     ReadyReason,
     RelayAvailableReason,
     Status,
+    read_conditions,
 )
 from dynamo_pool_operator.runtime.objects.meta import MESSAGE_LIMIT
 
@@ -122,3 +123,28 @@ def test_a_shown_reason_that_is_not_a_string_never_matches() -> None:
     assert read is not None
     assert read.reason == ""
     assert Condition(ConditionType.READY, Status.TRUE, "Ready", "m").moved(read)
+
+
+def test_read_conditions_takes_the_first_of_each_type_and_only_ours() -> None:
+    shown = {
+        "conditions": [
+            {"type": "Ready", "status": "Maybe", "lastTransitionTime": "t0"},
+            {"type": "Ready", "status": "True", "reason": "Ready", "lastTransitionTime": "t1"},
+            {"type": "Published", "status": "True", "reason": "Published", "message": "m"},
+            {"type": "SomeoneElses", "status": "True"},
+            "not a condition",
+            {"type": 5, "status": "True"},
+        ]
+    }
+    read = read_conditions(shown)
+    # The first `Ready` is not one of ours (its status): it compares as absent, as a
+    # lookup of the first condition of the type would.
+    assert set(read) == {ConditionType.PUBLISHED}
+    published = read[ConditionType.PUBLISHED]
+    assert published.condition == Condition(ConditionType.PUBLISHED, Status.TRUE, "Published", "m")
+    assert published.since is None
+
+
+@pytest.mark.parametrize("status", [None, {}, {"conditions": "x"}, {"conditions": None}])
+def test_read_conditions_of_no_list_is_empty(status: dict[str, object] | None) -> None:
+    assert read_conditions(status) == {}

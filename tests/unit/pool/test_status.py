@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from dynamo_pool_operator.api.events import CONDITION_CHANGED, EVENTS, declared
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.api.status import MEANINGS, ConditionType
+from dynamo_pool_operator.api.status import MEANINGS, ConditionType, read_conditions
 from dynamo_pool_operator.api.status import Condition as Part
 from dynamo_pool_operator.pool.model import ConditionView, Decision, Snapshot, StatusLine
 from dynamo_pool_operator.pool.plan import Reason, decision
@@ -67,7 +67,7 @@ def status(
 ) -> dict[str, Any]:
     return desired_status(
         relay or make_relay(),
-        current,
+        read_conditions(current),
         said(decision, available=available, exported=exported),
         publish=decision.publish,
         cluster_id=cluster_id,
@@ -430,10 +430,13 @@ def test_the_first_failing_part_gives_the_reason(published: str, relay: str, exp
 def test_changed_conditions_are_those_whose_status_or_reason_moved() -> None:
     before = status(exported=EXPORTED_PENDING)
     now = said(exported=EXPORTED_TRUE)
-    assert [c.type for c in changed_conditions(before, now)] == ["Exported", "Ready"]
+    assert [c.type for c in changed_conditions(read_conditions(before), now)] == [
+        "Exported",
+        "Ready",
+    ]
     after = status(PUBLISHED, before, exported=EXPORTED_TRUE)
-    assert changed_conditions(after, now) == []
-    assert [c.type for c in changed_conditions(None, now)] == [
+    assert changed_conditions(read_conditions(after), now) == []
+    assert [c.type for c in changed_conditions(read_conditions(None), now)] == [
         "Published",
         "RelayAvailable",
         "Exported",

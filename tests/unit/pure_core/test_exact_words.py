@@ -258,20 +258,19 @@ def test_quantities_the_server_rewrites_are_not_drift() -> None:
     assert dep.verb is Verb.NONE
 
 
-class _Recording:
-    def __init__(self) -> None:
-        self.seen: list[Snapshot] = []
+def test_the_exports_plan_from_the_passs_snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.unit.pool.test_status_report import export_rules
 
-    def plan(self, snapshot: Snapshot, decision: Any) -> Contribution:
-        self.seen.append(snapshot)
+    seen: list[Snapshot] = []
+
+    def recording(snapshot: Snapshot, decision: Any, rules: Any) -> Contribution:
+        seen.append(snapshot)
         return Contribution()
 
-
-def test_the_exports_plan_from_the_passs_snapshot() -> None:
+    monkeypatch.setattr("dynamo_pool_operator.pool.plan.plan_exports", recording)
     snap = Snapshot(make_relay(), make_pool(), {})
-    exports = _Recording()
-    make_plan(snap, exports, default_discovery_backend="kubernetes")  # type: ignore[arg-type]
-    assert exports.seen == [snap]
+    make_plan(snap, export_rules(), default_discovery_backend="kubernetes")
+    assert seen == [snap]
 
 
 def test_the_deployment_gets_the_relays_own_cluster_id_over_the_clusters() -> None:

@@ -350,7 +350,7 @@ def test_any_dgd_of_either_version_reads_to_exactly_its_frontends(raw: dict[str,
     assert [c.name for c in pool.frontends] == expected
     dgd = raw["metadata"]["name"]
     services = list(dict.fromkeys(service_of(dgd, n) for n in expected))
-    assert list(pool.frontend_service_names()) == services
+    assert list(pool.frontend_services) == services
 
 
 # --------------------------------------------------------------------------- the plan

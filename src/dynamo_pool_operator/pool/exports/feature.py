@@ -70,7 +70,7 @@ def relevant_exports(
     out = {Meta(e).name: e for e in controlled if Meta(e).namespace == relay.namespace}
     candidates = [names.relay_name(relay.name)]
     if pool is not None:
-        candidates += pool.frontend_service_names()
+        candidates += pool.frontend_services
     for name in candidates:
         found = lookup(name)
         if found is not None:
@@ -90,7 +90,7 @@ def frontend_services(
     found: dict[str, Mapping[str, Any]] = {}
     dcds: dict[str, Mapping[str, Any]] = {}
     relay_service = names.relay_name(relay.name)
-    for name in pool.frontend_service_names() if pool is not None else ():
+    for name in pool.frontend_services if pool is not None else ():
         service = services(name) if name != relay_service else None
         if service is None:
             continue

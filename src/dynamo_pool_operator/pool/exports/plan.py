@@ -125,6 +125,8 @@ def relay_export_hold(
     service: Mapping[str, Any] | None,
     shown: Mapping[str, Mapping[str, Any]],
     now: datetime | None,
+    *,
+    reshaped: bool,
 ) -> Hold | None:
     """Whether the relay Service's export is held back (None: it is not).
 
@@ -135,7 +137,7 @@ def relay_export_hold(
     until `REEXPORT_AFTER` after its creation. A status that lost that line, a Service
     without a creation time or a pass without the time: nothing held (the export is
     created as on a first publish)."""
-    if service is not None and relay.reshaped(service):
+    if reshaped:
         return Hold(withdraw=True)
     line = shown.get(names.relay_name(relay.name)) or {}
     if line.get("reason") != ExportLineReason.SERVICE_REPLACED:
@@ -224,7 +226,7 @@ def _wanted(
 ) -> _Wanted:
     out = _Wanted()
     relay_service = names.relay_name(relay.name)
-    candidates = [relay_service, *pool.frontend_service_names()]
+    candidates = [relay_service, *pool.frontend_services]
     for name in dict.fromkeys(candidates):  # ordered, without duplicates
         # The relay Service is the relay's own: the check chain judges it (Published).
         service = services.get(name) if name != relay_service else None
@@ -356,41 +358,38 @@ def plan(
 
     relay_service = names.relay_name(relay.name)
 
-    def action(verb: Verb, name: str, live: Mapping[str, Any] | None, **kw: Any) -> Action:
-        body = export_body(resource, relay, name) if verb in (Verb.CREATE, Verb.APPLY) else None
-        # The relay Service's export points at the relay's own Service (a frontend's at
-        # a Service of Dynamo's): the plan orders and guards the two writes together.
-        points_at = (SERVICES.kind, name) if name == relay_service else None
-        return Action(
-            verb,
-            resource,
-            relay.namespace,
-            name,
-            EXPORT_EVENTS,
-            live=live,
-            body=body,
-            points_at=points_at,
-            **kw,
-        )
-
-    actions: list[Action] = []
-    held: list[StatusLine] = []
+    # Every export name with what it should be, then each through the one ladder.
+    owned: list[tuple[str, Owned]] = []
     for name in wanted.names:
-        export = exports.get(name)
         # While the relay Service is replaced its export is not created, and ours is
         # withdrawn if the hold says so (waited for while being deleted); anyone else's
         # is left alone, and ours once the Service is right is kept.
         held_back = hold is not None and name == relay_service
-        step = ladder(
-            Owned(
-                export,
-                export_body(resource, relay, name),
-                relay.uid,
-                EXPORT_DRIFT,
-                replace=held_back and hold is not None and hold.withdraw,
-                create=not held_back,
+        body = export_body(resource, relay, name)
+        owned.append(
+            (
+                name,
+                Owned(
+                    exports.get(name),
+                    body,
+                    relay.uid,
+                    EXPORT_DRIFT,
+                    replace=held_back and hold is not None and hold.withdraw,
+                    create=not held_back,
+                ),
             )
         )
+    keep = set(wanted.names)
+    owned += [
+        (name, Owned(export, None, relay.uid, EXPORT_DRIFT, wanted=False))
+        for name, export in sorted(exports.items())
+        if name not in keep
+    ]
+    steps = [ladder(o) for _, o in owned]
+
+    actions: list[Action] = []
+    held: list[StatusLine] = []
+    for (name, o), step in zip(owned, steps, strict=True):
         if step.rung in (Rung.DEFERRED, Rung.REPLACED):
             held.append(
                 StatusLine(
@@ -399,17 +398,25 @@ def plan(
             )
         if step.verb is None:
             continue
-        if step.rung is Rung.REPLACED:
-            actions.append(action(step.verb, name, export, wanted=False))
-        else:
-            actions.append(action(step.verb, name, export, fields=step.drift.fields))
-    keep = set(wanted.names)
-    for name, export in sorted(exports.items()):
-        if name in keep:
-            continue
-        step = ladder(Owned(export, None, relay.uid, EXPORT_DRIFT, wanted=False))
-        if step.verb is not None:
-            actions.append(action(step.verb, name, export, wanted=False))
+        writes = step.verb in (Verb.CREATE, Verb.APPLY)
+        # The relay Service's export points at the relay's own Service (a frontend's at
+        # a Service of Dynamo's): the plan orders and guards the two writes together.
+        points_at = (SERVICES.kind, name) if name == relay_service else None
+        replaced = step.rung is Rung.REPLACED
+        actions.append(
+            Action(
+                step.verb,
+                resource,
+                relay.namespace,
+                name,
+                EXPORT_EVENTS,
+                live=o.live,
+                body=o.body if writes else None,
+                points_at=points_at,
+                wanted=o.wanted and not replaced,
+                fields=() if replaced or not o.wanted else step.drift.fields,
+            )
+        )
     return Contribution(
         tuple(actions),
         tuple(advisories),
@@ -424,7 +431,11 @@ def plan_exports(snapshot: Snapshot, decision: Decision, rules: ExportRules) -> 
         return Contribution()
     relay = snapshot.relay
     hold = relay_export_hold(
-        relay, snapshot.relay_objects.get("Service"), snapshot.shown_exports, snapshot.read_at
+        relay,
+        snapshot.relay_objects.get("Service"),
+        snapshot.shown_exports,
+        snapshot.read_at,
+        reshaped=snapshot.service_reshaped,
     )
     out = plan(
         relay,

@@ -32,7 +32,7 @@ FRONTEND_SERVICE_INDEX = "frontend-service"
 def frontend_services(dgd: Obj) -> list[str]:
     """Index: `<namespace>/<frontend Service name>` for each frontend of a DGD."""
     pool = pool_from_object(dgd)
-    return [f"{pool.namespace}/{svc}" for svc in pool.frontend_service_names()]
+    return [f"{pool.namespace}/{svc}" for svc in pool.frontend_services]
 
 
 def is_relay_controller(ref: Any) -> bool:

@@ -242,7 +242,7 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
                     # `spec.clusterIP` is immutable: the Service of the other shape is
                     # deleted (as read: uid and resourceVersion) and created again once
                     # it is gone.
-                    replace=kind == "Service" and live is not None and relay.reshaped(live),
+                    replace=kind == "Service" and snapshot.service_reshaped,
                     # The caches watch our objects by label: one of the name without our
                     # labels shows only to a create (whose it is decides the next pass).
                     may_be_hidden=True,

@@ -1016,7 +1016,7 @@ def test_plan_covers_every_wanted_name_and_every_export_we_control(s: dict[str, 
     publishing = s["decision"].publish and pool is not None
     wanted: list[str] = []
     if publishing:
-        candidates = [names.relay_name(relay.name), *pool.frontend_service_names()]
+        candidates = [names.relay_name(relay.name), *pool.frontend_services]
         skipped = {x.name for x in p.lines}
         wanted = [n for n in dict.fromkeys(candidates) if n not in skipped]
         assert set(wanted) | skipped == set(candidates)
@@ -1131,7 +1131,9 @@ def test_the_relay_export_is_held_while_its_service_is_replaced(
     now: datetime | None,
     want: Hold | None,
 ) -> None:
-    assert relay_export_hold(make_relay(), service, shown, now) == want
+    relay = make_relay()
+    reshaped = service is not None and relay.reshaped(service)
+    assert relay_export_hold(relay, service, shown, now, reshaped=reshaped) == want
 
 
 def test_a_clusterip_relay_holds_for_a_headless_service() -> None:
@@ -1142,8 +1144,12 @@ def test_a_clusterip_relay_holds_for_a_headless_service() -> None:
         },
         DEFAULTS,
     )
-    assert relay_export_hold(flat, relay_service(), {}, T0) == Hold(withdraw=True)
-    assert relay_export_hold(flat, relay_service(headless=False), {}, T0) is None
+    headless, flat_service = relay_service(), relay_service(headless=False)
+    assert flat.reshaped(headless)
+    assert not flat.reshaped(flat_service)
+    held = relay_export_hold(flat, headless, {}, T0, reshaped=flat.reshaped(headless))
+    assert held == Hold(withdraw=True)
+    assert relay_export_hold(flat, flat_service, {}, T0, reshaped=False) is None
 
 
 def held_plan(exports: Iterable[Mapping[str, Any]], hold: Hold | None) -> Plan:
