@@ -1,4 +1,5 @@
-"""Carry out a plan: each action through the guarded writes, each result classified once.
+"""Carry out what a pass decided: its Events, each action through the guarded writes
+(each result classified once), and the relay's status.
 
 The executor decides nothing: the plan said which object gets which verb, built
 every body, named every Event and said which action needs which. An action whose
@@ -17,6 +18,10 @@ many round trips as its longest chain of needs (a new pool: Deployment, Service,
 relay Service's export; its frontends' exports with the Deployment), not one each. A
 user's change is a write or two at the API server's latency, whatever the pool still
 had to make. The results keep the plan's order.
+
+The status is written by server-side apply (it is the relay's own subresource, so no
+guard: the body carries the relay's uid), and the relay cache reads the answer until it
+shows the write (`Store.wrote`): a pass never compares with a status older than its own.
 """
 
 from __future__ import annotations
@@ -29,10 +34,19 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter
 
 from dynamo_pool_operator.api.relay import Relay
-from dynamo_pool_operator.pool.model import Action, ActionResult, Key, Outcome, Result, Verb
+from dynamo_pool_operator.pool.model import (
+    Action,
+    ActionResult,
+    Advisory,
+    Key,
+    Outcome,
+    Result,
+    Verb,
+)
 from dynamo_pool_operator.runtime import (
     EventRecorder,
     GuardedWrites,
+    Informer,
     LostRace,
     NameTaken,
     errors,
@@ -116,6 +130,24 @@ class Executor:
         self.writes = writes
         self.recorder = recorder
         self._count = write_counter(registry)
+
+    def announce(self, relay: Relay, advisories: Sequence[Advisory]) -> None:
+        """Record each as an Event about the relay (at the version read)."""
+        for a in advisories:
+            related = dict(a.related) if a.related is not None else None
+            self.recorder.emit(relay.reference, related, a.type, a.reason, a.action, a.message)
+
+    async def write_status(
+        self, relays: Informer, decided_on: Mapping[str, Any], body: dict[str, Any]
+    ) -> None:
+        """Apply the status `body`, decided on the cached relay `decided_on`; the relay
+        cache reads the answer as the relay until it shows the write."""
+        meta = body["metadata"]
+        relays.store.writing(meta["namespace"], meta["name"])  # unknown until it answers
+        answer = await self.writes.client.apply(
+            relays.resource, body, force=True, subresource="status"
+        )
+        relays.store.wrote(relays.as_cached(answer), decided_on)
 
     async def run(self, relay: Relay, actions: Sequence[Action]) -> Outcome:
         out = Outcome()

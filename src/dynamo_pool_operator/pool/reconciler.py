@@ -4,7 +4,7 @@
    inputs (the exports that matter, the cluster's ID) from caches.
 2. **Plan** (`plan.make_plan`, pure): the decision of the check chain, every owned
    object's action in write order, the advisories.
-3. **Announce** the plan's advisories (Warning Events).
+3. **Announce** the plan's advisories (Warning Events, by the executor).
 4. **Execute** (`pool.execute`): each action through the guarded writes. A write
    that lost a race ends the pass without a status write and requeues the relay at
    once (no error); it is decided again from fresh state. A create that finds its name
@@ -17,7 +17,7 @@
    Warning and backoff, so its status says what keeps failing.
 5. **Report** (`status.report`, pure): the status, whether it changed, the Events of
    its transitions, the failures and when to look again.
-6. **Write** the status, only when it changed.
+6. **Write** the status, only when it changed (the executor).
 7. **Announce** the transitions, once their status is written; then every failure is
    raised, so the queue retries the key with backoff.
 """
@@ -25,7 +25,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -39,7 +39,6 @@ from dynamo_pool_operator.pool.execute import Executor
 from dynamo_pool_operator.pool.exports.feature import PoolExports
 from dynamo_pool_operator.pool.exports.plan import ExportRules
 from dynamo_pool_operator.pool.model import (
-    Advisory,
     ExportInputs,
     Outcome,
     Result,
@@ -48,7 +47,7 @@ from dynamo_pool_operator.pool.model import (
 )
 from dynamo_pool_operator.pool.plan import make_plan
 from dynamo_pool_operator.pool.relay.objects import RELAY_OBJECTS
-from dynamo_pool_operator.pool.status import StatusReport, report, status_apply
+from dynamo_pool_operator.pool.status import report
 from dynamo_pool_operator.runtime import (
     Client,
     Clock,
@@ -228,7 +227,7 @@ class PoolRelayReconciler:
             return None
         self._quiet.pop(request, None)
         plan = make_plan(snapshot, self._export_rules(), default_discovery_backend=self.backend)
-        self.announce(snapshot.relay, plan.advisories)
+        self.executor.announce(snapshot.relay, plan.advisories)
         outcome = await self.executor.run(snapshot.relay, plan.actions)
         self._remember_found(request, outcome)
         if outcome.lost:
@@ -253,7 +252,7 @@ class PoolRelayReconciler:
         failures = list(said.failures)
         if said.changed:
             try:
-                await self.write_status(request, snapshot.decided_on, snapshot.relay, said)
+                await self.executor.write_status(self.caches.relays, snapshot.decided_on, said.body)
             except errors.NotFound:
                 # The relay was deleted since the cache read (its namespace is going,
                 # say): its deletion event brings the pass that forgets it.
@@ -262,7 +261,7 @@ class PoolRelayReconciler:
             except errors.ApiError as e:
                 failures.append(e)
             else:
-                self.announce(snapshot.relay, said.transitions)
+                self.executor.announce(snapshot.relay, said.transitions)
         if failures:
             raise failures[0] if len(failures) == 1 else ReconcileErrors(failures)
         if (
@@ -343,27 +342,6 @@ class PoolRelayReconciler:
                 found[kind] = Found(obj, now + timedelta(seconds=delay), delay)
         if not found:
             del self._found[request]
-
-    def announce(self, relay: Relay, advisories: Sequence[Advisory]) -> None:
-        """Record each as an Event about the relay (at the version read)."""
-        for a in advisories:
-            related = dict(a.related) if a.related is not None else None
-            self.recorder.emit(relay.reference, related, a.type, a.reason, a.action, a.message)
-
-    async def write_status(
-        self, request: Request, cached: Mapping[str, Any], relay: Relay, said: StatusReport
-    ) -> None:
-        """Apply the status, decided on the `cached` relay; the relay cache reads the
-        answer as the relay until it shows the write (`Store.wrote`)."""
-        relays = self.caches.relays
-        relays.store.writing(*request)  # unknown what the server shows until it answers
-        answer = await self.client.apply(
-            relays.resource,
-            status_apply(relay, said.status),
-            force=True,
-            subresource="status",
-        )
-        relays.store.wrote(relays.as_cached(answer), cached)
 
 
 #: Actions that write nothing and wait for nothing.

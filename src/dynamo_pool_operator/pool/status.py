@@ -487,6 +487,8 @@ class StatusReport:
 
     #: The status the relay should show.
     status: dict[str, Any]
+    #: The server-side apply body that writes it (`status_apply`).
+    body: dict[str, Any]
     #: It differs from what the relay shows: write it.
     changed: bool
     #: Events announcing the conditions that moved, recorded once the status is written.
@@ -634,6 +636,7 @@ def report(
     failures = (snapshot.unreadable if decision.publish else ()) + tuple(outcome.failures)
     return StatusReport(
         status,
+        status_apply(relay, status),
         status_changed(snapshot.shown_status, status),
         transitions(snapshot, said, exported),
         failures,
