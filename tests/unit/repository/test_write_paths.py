@@ -56,7 +56,7 @@ def test_only_the_guarded_writes_write_owned_objects() -> None:
             continue
         writes = client_writes(path)
         # The relay's own status is the one write of the relay pipeline itself.
-        if rel == "pool/reconciler.py":
+        if rel == "pool/execute.py":
             writes = [w for w in writes if not (w[1] == "apply" and w[2])]
         if writes:
             found[rel] = writes
@@ -67,5 +67,5 @@ def test_the_scan_finds_a_write() -> None:
     """The scan itself can fail: it sees the guarded module's own writes."""
     writes = client_writes(PACKAGE / "runtime" / "writes" / "guarded.py")
     assert {m for _, m, _ in writes} == {"create", "apply", "delete", "merge_patch"}
-    status = client_writes(PACKAGE / "pool" / "reconciler.py")
+    status = client_writes(PACKAGE / "pool" / "execute.py")
     assert [(m, s) for _, m, s in status] == [("apply", True)]
