@@ -12,7 +12,7 @@ The relay's Deployment and Service (`pool/relay/objects.py`) and each ServiceExp
 4. absent -> CREATE, or nothing while its creation is held back;
 5. being deleted -> WAIT until gone;
 6. anyone else's -> FOREIGN: never adopted, repaired or deleted;
-7. ours -> APPLY when the drift rule (`pool/ladder.py`) says an apply would change
+7. ours -> APPLY when the drift rule (`drift`, below) says an apply would change
    it, else NONE.
 
 Whose an object is is decided here, by its controller reference, and nowhere else in

@@ -427,6 +427,11 @@ class Client:
             yield event
 
     # ------------------------------------------------------------ writes
+    def _manager(self, field_manager: str | None) -> dict[str, str] | None:
+        """The write's `fieldManager` query: the one given, else the client's; none."""
+        manager = field_manager or self.field_manager
+        return {"fieldManager": manager} if manager else None
+
     async def create(
         self,
         res: Resource,
@@ -437,8 +442,7 @@ class Client:
     ) -> dict[str, Any]:
         """POST: exclusive create; `AlreadyExists` if the name is taken (never adopts)."""
         ns = namespace or body.get("metadata", {}).get("namespace")
-        manager = field_manager or self.field_manager
-        params = {"fieldManager": manager} if manager else None
+        params = self._manager(field_manager)
         result: dict[str, Any] = await self.request("POST", res.path(ns), params=params, body=body)
         return result
 
@@ -480,8 +484,7 @@ class Client:
         subresource: str | None = None,
         field_manager: str | None = None,
     ) -> dict[str, Any]:
-        manager = field_manager or self.field_manager
-        params = {"fieldManager": manager} if manager else None
+        params = self._manager(field_manager)
         result: dict[str, Any] = await self.request(
             "PATCH",
             res.path(namespace, name, subresource),
@@ -501,8 +504,7 @@ class Client:
     ) -> dict[str, Any]:
         """PUT: an optimistic update when `metadata.resourceVersion` is set (Conflict if stale)."""
         meta = body["metadata"]
-        manager = field_manager or self.field_manager
-        params = {"fieldManager": manager} if manager else None
+        params = self._manager(field_manager)
         result: dict[str, Any] = await self.request(
             "PUT",
             res.path(meta.get("namespace"), meta["name"], subresource),
