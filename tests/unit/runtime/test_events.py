@@ -21,7 +21,7 @@ from dynamo_pool_operator.runtime.client.background import in_background
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.events import EventRecorder, micro_time, truncate_note
 from dynamo_pool_operator.runtime.objects.resources import EVENTS, Resource
-from tests.unit.runtime.client.fake import FakeClient
+from tests.unit.runtime.client.fake import FakeClient, Obj
 
 START = datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)
 POOL = {
@@ -55,12 +55,7 @@ class FakeEventsApi(FakeClient):
         return [verb for verb, _, _ in self.calls]
 
     async def create(
-        self,
-        res: Resource,
-        body: dict[str, Any],
-        namespace: str | None = None,
-        *,
-        field_manager: str | None = None,
+        self, res: Resource, body: dict[str, Any], namespace: str | None = None, **_: Any
     ) -> dict[str, Any]:
         assert res == EVENTS
         assert namespace == body["metadata"]["namespace"]
@@ -76,15 +71,8 @@ class FakeEventsApi(FakeClient):
         return body
 
     async def merge_patch(
-        self,
-        res: Resource,
-        name: str,
-        patch: dict[str, Any],
-        namespace: str | None = None,
-        *,
-        subresource: str | None = None,
-        field_manager: str | None = None,
-    ) -> dict[str, Any]:
+        self, res: Resource, name: str, patch: Obj, namespace: str | None = None, **_: Any
+    ) -> Obj:
         assert res == EVENTS
         self.calls.append(("patch", name, copy.deepcopy(patch)))
         await asyncio.sleep(0)
@@ -773,26 +761,14 @@ class GatedApi(FakeEventsApi):
             self.in_flight -= 1
 
     async def create(
-        self,
-        res: Resource,
-        body: dict[str, Any],
-        namespace: str | None = None,
-        *,
-        field_manager: str | None = None,
+        self, res: Resource, body: dict[str, Any], namespace: str | None = None, **_: Any
     ) -> dict[str, Any]:
         await self._held()
         return await super().create(res, body, namespace)
 
     async def merge_patch(
-        self,
-        res: Resource,
-        name: str,
-        patch: dict[str, Any],
-        namespace: str | None = None,
-        *,
-        subresource: str | None = None,
-        field_manager: str | None = None,
-    ) -> dict[str, Any]:
+        self, res: Resource, name: str, patch: Obj, namespace: str | None = None, **_: Any
+    ) -> Obj:
         await self._held()
         return await super().merge_patch(res, name, patch, namespace)
 

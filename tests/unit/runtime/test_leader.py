@@ -183,26 +183,14 @@ class FakeLeaseClient(FakeClient):
         return result
 
     async def create(
-        self,
-        res: Resource,
-        body: dict[str, Any],
-        namespace: str | None = None,
-        *,
-        field_manager: str | None = None,
+        self, res: Resource, body: dict[str, Any], namespace: str | None = None, **_: Any
     ) -> dict[str, Any]:
         await self._enter(res)
         result = self.store.create(copy.deepcopy(body), namespace)
         self._exit()
         return result
 
-    async def replace(
-        self,
-        res: Resource,
-        body: dict[str, Any],
-        *,
-        subresource: str | None = None,
-        field_manager: str | None = None,
-    ) -> dict[str, Any]:
+    async def replace(self, res: Resource, body: dict[str, Any], **_: Any) -> dict[str, Any]:
         await self._enter(res)
         result = self.store.replace(copy.deepcopy(body))
         self._exit()

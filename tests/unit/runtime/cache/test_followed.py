@@ -50,12 +50,8 @@ class Server(FakeClient):
         res: Resource,
         namespace: str | None = None,
         *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int = 500,
         each: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None,
-        resource_version: str | None = None,
-        resource_version_match: str | None = None,
+        **_: Any,
     ) -> ListResult:
         self.lists[res.version] += 1
         await self._done[f"{res.plural}/{res.version}"].wait()
@@ -69,12 +65,8 @@ class Server(FakeClient):
         res: Resource,
         namespace: str | None = None,
         *,
-        resource_version: str,
-        allow_bookmarks: bool = True,
-        timeout_seconds: int = 300,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
         send_initial_events: bool = False,
+        **_: Any,
     ) -> AsyncIterator[bytes]:
         if send_initial_events:
             raise errors.Invalid("no streaming lists here", status=422)

@@ -57,7 +57,7 @@ from tests.indexes import (
     index_by_owner_uid,
     label_index,
 )
-from tests.unit.runtime.client.fake import FakeClient
+from tests.unit.runtime.client.fake import FakeClient, arguments
 
 RES = CONFIGMAPS
 
@@ -134,27 +134,11 @@ class StubClient(FakeClient):
         self.streams = False
         self.closed_watches = 0
 
-    async def list(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        limit: int = 500,
-        each: Callable[[Obj], Obj | None] | None = None,
-        resource_version: str | None = None,
-        resource_version_match: str | None = None,
-    ) -> ListResult:
-        self.list_calls.append(
-            {
-                "res": res,
-                "namespace": namespace,
-                "label_selector": label_selector,
-                "field_selector": field_selector,
-                "limit": limit,
-            }
-        )
+    async def list(self, res: Resource, namespace: str | None = None, **kw: Any) -> ListResult:
+        call = arguments(Client.list, res, namespace, **kw)
+        recorded = ("res", "namespace", "label_selector", "field_selector", "limit")
+        self.list_calls.append({name: call[name] for name in recorded})
+        each = call["each"]
         await asyncio.sleep(0)
         if not self.lists:
             await asyncio.Event().wait()
@@ -169,31 +153,14 @@ class StubClient(FakeClient):
         return ListResult(items, step.resource_version, list(step.undecodable))
 
     async def watch_lines(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        resource_version: str,
-        allow_bookmarks: bool = True,
-        timeout_seconds: int = 300,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        send_initial_events: bool = False,
+        self, res: Resource, namespace: str | None = None, **kw: Any
     ) -> AsyncIterator[bytes]:
-        if send_initial_events and not self.streams:
+        call = arguments(Client.watch_lines, res, namespace, **kw)
+        if call["send_initial_events"] and not self.streams:
             # A server without watch-list (these scripts are lists): refused, unrecorded.
             raise errors.Invalid("sendInitialEvents is forbidden")
-        self.watch_calls.append(
-            {
-                "namespace": namespace,
-                "resource_version": resource_version,
-                "allow_bookmarks": allow_bookmarks,
-                "timeout_seconds": timeout_seconds,
-                "label_selector": label_selector,
-                "field_selector": field_selector,
-                "send_initial_events": send_initial_events,
-            }
-        )
+        del call["res"]
+        self.watch_calls.append(call)
         script = self.watches.pop(0) if self.watches else [HANG]
         try:
             for step in script:

@@ -15,12 +15,14 @@ import ssl
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import orjson
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime.auth.cluster import ClusterConfig
-from dynamo_pool_operator.runtime.client.rest import JSON, Client
+from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import Resource
+
+#: An object as the client sends and answers it.
+Obj = dict[str, Any]
 
 #: Where a fake "lives": a reserved name that never resolves.
 FAKE_SERVER = "https://fake-apiserver.invalid"
@@ -98,32 +100,22 @@ class FakeClient(Client):
     def __init__(self) -> None:
         super().__init__(ClusterConfig(FAKE_SERVER, _NoCredentials()), registry=CollectorRegistry())
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, str] | None = None,
-        body: Any = None,
-        content_type: str = JSON,
-        accept: str = JSON,
-        decode: Callable[[bytes], Any] = orjson.loads,
-    ) -> Any:
+    async def request(self, method: str, path: str, **_: Any) -> Any:
         raise AssertionError(f"{type(self).__name__} does not play {method} {path}")
 
     async def watch_lines(
-        self,
-        res: Resource,
-        namespace: str | None = None,
-        *,
-        resource_version: str,
-        allow_bookmarks: bool = True,
-        timeout_seconds: int = 300,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-        send_initial_events: bool = False,
+        self, res: Resource, namespace: str | None = None, **_: Any
     ) -> AsyncIterator[bytes]:
         raise AssertionError(
             f"{type(self).__name__} does not play watches of {res.path(namespace)}"
         )
         yield b""  # an async generator, as the client's
+
+
+def arguments(verb: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Every parameter of the client's `verb` (a `Client` method) as this call binds it,
+    defaults included: a fake that absorbs what it ignores with `**kwargs` still records
+    the whole call, and a keyword the client does not take fails here as it would there."""
+    bound = inspect.signature(verb).bind(None, *args, **kwargs)
+    bound.apply_defaults()
+    return {name: value for name, value in bound.arguments.items() if name != "self"}

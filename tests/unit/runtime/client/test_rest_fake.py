@@ -13,7 +13,7 @@ import pytest
 
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, Resource
-from tests.unit.runtime.client.fake import FakeClient, _drift
+from tests.unit.runtime.client.fake import FakeClient, _drift, arguments
 
 
 async def _get_without_namespace(self: Any, res: Resource, name: str) -> dict[str, Any]:
@@ -128,3 +128,19 @@ async def test_a_request_no_fake_plays_fails_the_test_naming_it() -> None:
     with pytest.raises(AssertionError, match="does not play watches of /api/v1/configmaps"):
         async for _ in client.watch_lines(CONFIGMAPS, resource_version="1"):
             pass
+
+
+def test_a_call_a_fake_absorbed_is_recorded_whole_and_a_stray_keyword_fails() -> None:
+    call = arguments(Client.list, CONFIGMAPS, "ns", label_selector="app=x")
+    assert call == {
+        "res": CONFIGMAPS,
+        "namespace": "ns",
+        "label_selector": "app=x",
+        "field_selector": None,
+        "limit": 500,
+        "each": None,
+        "resource_version": None,
+        "resource_version_match": None,
+    }
+    with pytest.raises(TypeError, match="selector"):
+        arguments(Client.list, CONFIGMAPS, "ns", selector="app=x")

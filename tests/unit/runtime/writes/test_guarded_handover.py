@@ -16,7 +16,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.objects import meta as handover
 from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
 from dynamo_pool_operator.runtime.writes import guarded
-from tests.unit.runtime.client.fake import FakeClient
+from tests.unit.runtime.client.fake import FakeClient, Obj
 
 ME = "dynamo-pool-operator"
 
@@ -122,15 +122,8 @@ class Server(FakeClient):
         return dict(answer)
 
     async def merge_patch(
-        self,
-        res: Resource,
-        name: str,
-        patch: dict[str, Any],
-        namespace: str | None = None,
-        *,
-        subresource: str | None = None,
-        field_manager: str | None = None,
-    ) -> dict[str, Any]:
+        self, res: Resource, name: str, patch: Obj, namespace: str | None = None, **_: Any
+    ) -> Obj:
         self.sent.append(patch)
         answer = self.patches.pop(0)
         if isinstance(answer, Exception):
