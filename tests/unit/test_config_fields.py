@@ -540,53 +540,48 @@ def test_lease_duration_must_be_whole_seconds() -> None:
     ]
 
 
-def test_lease_not_longer_than_renew_deadline_message() -> None:
-    data = document(leaderElection={"leaseDuration": "10s", "renewDeadline": "12s"})
-    assert problems(data) == [
-        (
-            "leaderElection.leaseDuration",
-            '"10s" is not longer than renewDeadline ("12s"); lengthen it or shorten '
-            "renewDeadline, so a leader stops writing before another replica may take over",
-        )
-    ]
-
-
-def test_renew_deadline_not_longer_than_jittered_retry_period_message() -> None:
-    data = document(leaderElection={"renewDeadline": "3s", "retryPeriod": "2.5s"})
-    assert problems(data) == [
-        (
-            "leaderElection.renewDeadline",
-            '"3s" is not longer than 1.2 x retryPeriod ("3s"); lengthen it or shorten '
-            "retryPeriod, so a failed renewal can be retried before the deadline",
-        )
-    ]
-
-
 def test_invalid_retry_period_does_not_cause_a_follow_on_renew_deadline_error() -> None:
     # The invalid retryPeriod is left at its 2s default, which a 2s renewDeadline would fail.
     data = document(leaderElection={"renewDeadline": "2s", "retryPeriod": "soon"})
     assert [path for path, _ in problems(data)] == ["leaderElection.retryPeriod"]
 
 
-def test_lease_namespace_outside_the_restricted_namespace_message() -> None:
-    data = document(namespace={"restricted": "team-a"}, leaderElection={"namespace": "ops"})
-    assert problems(data) == [
-        (
+@pytest.mark.parametrize(
+    ("sections", "path", "message"),
+    [
+        pytest.param(
+            {"leaderElection": {"leaseDuration": "10s", "renewDeadline": "12s"}},
+            "leaderElection.leaseDuration",
+            '"10s" is not longer than renewDeadline ("12s"); lengthen it or shorten '
+            "renewDeadline, so a leader stops writing before another replica may take over",
+            id="lease-not-longer-than-renew-deadline",
+        ),
+        pytest.param(
+            {"leaderElection": {"renewDeadline": "3s", "retryPeriod": "2.5s"}},
+            "leaderElection.renewDeadline",
+            '"3s" is not longer than 1.2 x retryPeriod ("3s"); lengthen it or shorten '
+            "retryPeriod, so a failed renewal can be retried before the deadline",
+            id="renew-deadline-not-longer-than-jittered-retry-period",
+        ),
+        pytest.param(
+            {"namespace": {"restricted": "team-a"}, "leaderElection": {"namespace": "ops"}},
             "leaderElection.namespace",
             '"ops" is outside the restricted namespace "team-a"; leave it empty or set '
             '"team-a", the only namespace the operator may write in',
-        )
-    ]
-
-
-def test_shared_port_message_names_both_addresses() -> None:
-    data = document(server={"metricsAddress": "127.0.0.1:9000", "healthProbeAddress": ":9000"})
-    assert problems(data) == [
-        (
+            id="lease-namespace-outside-the-restricted-namespace",
+        ),
+        pytest.param(
+            {"server": {"metricsAddress": "127.0.0.1:9000", "healthProbeAddress": ":9000"}},
             "server.healthProbeAddress",
             '":9000" uses the same port as metricsAddress ("127.0.0.1:9000"); choose another port',
-        )
-    ]
+            id="shared-port-names-both-addresses",
+        ),
+    ],
+)
+def test_a_rule_between_fields_names_the_field_and_both_values(
+    sections: dict[str, Any], path: str, message: str
+) -> None:
+    assert problems(document(**sections)) == [(path, message)]
 
 
 @pytest.mark.parametrize(

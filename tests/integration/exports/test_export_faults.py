@@ -37,6 +37,7 @@ from tests.integration.support.export_fixtures import (
     SE,
     config,
     events_for,
+    existing_export,
     export_obj,
     exports_become,
     relay_status,
@@ -125,8 +126,7 @@ async def test_refused_create_is_recorded_retried_and_converges_when_lifted(
     # Nothing else changes from here: only the queue's retries can requeue the relay.
     await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC, CHAT_SVC})
     await state_becomes(client, namespace, CHAT_SVC, "Exported")
-    created = await export_obj(client, namespace, CHAT_SVC)
-    assert created is not None
+    created = await existing_export(client, namespace, CHAT_SVC)
     assert created["metadata"]["ownerReferences"][0]["name"] == POOL
     await wait_event(client, namespace, "ExportCreated", name=CHAT_SVC)
     assert (await client.get(DGDS, POOL, namespace))["metadata"]["resourceVersion"] == dgd_version
@@ -138,8 +138,7 @@ async def test_refused_delete_is_recorded_retried_and_converges_when_lifted(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
     await steady_pool(client, namespace, mcs)
-    export = await export_obj(client, namespace, FRONTEND_SVC)
-    assert export is not None
+    export = await existing_export(client, namespace, FRONTEND_SVC)
     since = control_plane.audit.offset()
     async with deny_export_writes(control_plane, client, namespace, FRONTEND_SVC, "DELETE"):
         # Renaming the frontend withdraws its export.
@@ -174,8 +173,7 @@ async def test_refused_repair_is_recorded_as_export_failed_and_retried(
     admission policy) is a failed write like any other (docs/exports.md, 'Ownership, repair and
     withdrawal': only a 409 or a taken name is a lost race)."""
     await steady_pool(client, namespace, mcs)
-    export = await export_obj(client, namespace, FRONTEND_SVC)
-    assert export is not None
+    export = await existing_export(client, namespace, FRONTEND_SVC)
     async with WritePause(mcs, Verb.APPLY, FRONTEND_SVC, namespace) as pause:
         await client.merge_patch(
             SE, FRONTEND_SVC, {"metadata": {"labels": {names.DGD_NAME: "drifted"}}}, namespace

@@ -35,6 +35,7 @@ from tests.integration.support.export_fixtures import (
     SE,
     config,
     events_for,
+    existing_export,
     export_names,
     export_obj,
     exports_become,
@@ -80,6 +81,19 @@ def export_body(ns: str, name: str, **meta: Any) -> dict[str, Any]:
         "kind": SE.kind,
         "metadata": {"name": name, "namespace": ns, **meta},
     }
+
+
+async def foreign_beside_pool(
+    client: Client, namespace: str, mcs: OperatorUnderTest, name: str
+) -> dict[str, Any]:
+    """A user's export of `name`, then a pool that would export that name too: the
+    relay makes its own exports and marks the user's Foreign. Returns the user's export."""
+    mine = await client.create(SE, export_body(namespace, name))
+    await make_pool(client, namespace)
+    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await state_becomes(client, namespace, name, "Foreign")
+    await mcs.settle()
+    return mine
 
 
 def controller_ref(owner: dict[str, Any]) -> dict[str, Any]:
@@ -148,8 +162,7 @@ async def test_export_being_deleted_is_shown_pending_terminating_then_created_ag
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
     await exported_pool(client, namespace, mcs)
-    before = await export_obj(client, namespace, FRONTEND_SVC)
-    assert before is not None
+    before = await existing_export(client, namespace, FRONTEND_SVC)
     await client.merge_patch(SE, FRONTEND_SVC, {"metadata": {"finalizers": [HOLD]}}, namespace)
     try:
         await client.delete(SE, FRONTEND_SVC, namespace)
@@ -206,18 +219,13 @@ async def test_withdrawal_leaves_an_export_already_being_deleted_alone(
 async def test_withdrawal_with_the_dgd_present_leaves_a_users_export_of_a_wanted_name(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
-    mine = await client.create(SE, export_body(namespace, FRONTEND_SVC))
-    await make_pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
-    await state_becomes(client, namespace, FRONTEND_SVC, "Foreign")
-    await mcs.settle()
+    mine = await foreign_beside_pool(client, namespace, mcs, FRONTEND_SVC)
     since = control_plane.audit.offset()
     await client.merge_patch(DGDS, POOL, {"spec": {"components": [FRONTEND]}}, namespace)
     await exports_become(client, namespace, {FRONTEND_SVC})
     await mcs.settle()
     await second_pass_writes_nothing(mcs, client, namespace)
-    kept = await export_obj(client, namespace, FRONTEND_SVC)
-    assert kept is not None
+    kept = await existing_export(client, namespace, FRONTEND_SVC)
     assert kept["metadata"]["resourceVersion"] == mine["metadata"]["resourceVersion"]
     assert await export_writes(mcs, since, namespace, FRONTEND_SVC) == []
 
@@ -246,8 +254,7 @@ async def test_repair_and_withdrawal_events_name_the_export_at_the_version_read(
     assert repaired["regarding"]["name"] == POOL
     assert repaired["action"] == "Repair"
     await mcs.settle()
-    current = await export_obj(client, namespace, FRONTEND_SVC)
-    assert current is not None
+    current = await existing_export(client, namespace, FRONTEND_SVC)
     assert current["metadata"]["labels"][names.DGD_NAME] == POOL
     await client.delete(DGDS, POOL, namespace)
     deleted = await wait_event(client, namespace, "ExportDeleted", name=FRONTEND_SVC)
@@ -338,11 +345,7 @@ async def test_export_the_relay_controls_under_a_name_it_does_not_want_is_withdr
 async def test_users_export_deleted_lets_the_relay_export_its_own(
     client: Client, namespace: str, mcs: OperatorUnderTest, name: str
 ) -> None:
-    mine = await client.create(SE, export_body(namespace, name))
-    await make_pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
-    await state_becomes(client, namespace, name, "Foreign")
-    await mcs.settle()
+    mine = await foreign_beside_pool(client, namespace, mcs, name)
     await client.delete(SE, name, namespace)  # only this deletion can wake the relay
 
     async def ours() -> dict[str, Any] | None:
@@ -424,8 +427,7 @@ async def test_feature_off_cleanup_leaves_an_export_another_kind_controls(
     )
     async with OperatorUnderTest(control_plane, config("")):
         await exports_become(client, namespace, {"dynamos-own"})
-    kept = await export_obj(client, namespace, "dynamos-own")
-    assert kept is not None
+    kept = await existing_export(client, namespace, "dynamos-own")
     assert kept["metadata"]["resourceVersion"] == theirs["metadata"]["resourceVersion"]
 
 
@@ -495,8 +497,7 @@ async def test_feature_off_cleanup_decides_again_on_what_changed_since_its_list(
             RELAY_SVC: [("delete", 404)],
             API_SVC: [],
         }
-        held = await export_obj(client, namespace, API_SVC)
-        assert held is not None
+        held = await existing_export(client, namespace, API_SVC)
         assert held["metadata"].get("deletionTimestamp")
     finally:
         await release(client, namespace, API_SVC)
@@ -568,8 +569,7 @@ async def test_status_follows_an_export_change_while_the_relay_cache_lags(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
     await exported_pool(client, namespace, mcs)
-    ours = await export_obj(client, namespace, FRONTEND_SVC)
-    assert ours is not None
+    ours = await existing_export(client, namespace, FRONTEND_SVC)
     ref = ours["metadata"]["ownerReferences"]
     await caught_up(mcs, client, namespace)
     held = HeldWatch(mcs.running.caches.relays)

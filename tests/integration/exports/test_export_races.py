@@ -21,7 +21,12 @@ from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventua
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
-from tests.integration.support.export_fixtures import SE, export_obj, exports_become
+from tests.integration.support.export_fixtures import (
+    SE,
+    existing_export,
+    export_obj,
+    exports_become,
+)
 from tests.integration.support.race_fixtures import (
     export_states,
     exported_pool,
@@ -74,8 +79,7 @@ async def test_stale_withdrawal_is_refused_after_a_user_removed_the_controller_r
     # The relay's own export, still controlled, is withdrawn as usual in the same pass.
     await exports_become(client, namespace, {FRONTEND_SVC})
     await mcs.settle()
-    kept = await export_obj(client, namespace, FRONTEND_SVC)
-    assert kept is not None
+    kept = await existing_export(client, namespace, FRONTEND_SVC)
     assert kept["metadata"]["resourceVersion"] == taken["metadata"]["resourceVersion"]
     assert "ownerReferences" not in kept["metadata"]
     await only_refused(mcs, since, namespace, FRONTEND_SVC, "delete")
@@ -89,8 +93,7 @@ async def test_stale_withdrawal_is_refused_after_a_user_removed_the_controller_r
     await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
     await state_becomes(client, namespace, FRONTEND_SVC, "Foreign")
     await writes_nothing(mcs, namespace)
-    still = await export_obj(client, namespace, FRONTEND_SVC)
-    assert still is not None
+    still = await existing_export(client, namespace, FRONTEND_SVC)
     assert still["metadata"]["resourceVersion"] == taken["metadata"]["resourceVersion"]
     await only_refused(mcs, since, namespace, FRONTEND_SVC, "delete")
 
@@ -130,8 +133,7 @@ async def test_stale_withdrawal_is_refused_after_another_relay_took_the_export(
     await exports_become(client, namespace, {shared, "a-pool-relay"})
     await state_becomes(client, namespace, shared, "Exported", name="a")
     await mcs.settle()
-    kept = await export_obj(client, namespace, shared)
-    assert kept is not None
+    kept = await existing_export(client, namespace, shared)
     assert kept["metadata"]["resourceVersion"] == taken["metadata"]["resourceVersion"]
     assert kept["metadata"]["ownerReferences"] == [ref]
     await only_refused(mcs, since, namespace, shared, "delete")
@@ -164,8 +166,7 @@ async def test_repair_is_refused_when_a_user_took_the_export_over_after_the_read
     refused_as_stale(pause)
     await state_becomes(client, namespace, FRONTEND_SVC, "Foreign")
     await mcs.settle()
-    kept = await export_obj(client, namespace, FRONTEND_SVC)
-    assert kept is not None
+    kept = await existing_export(client, namespace, FRONTEND_SVC)
     assert kept["metadata"]["resourceVersion"] == taken["metadata"]["resourceVersion"]
     assert kept["metadata"]["labels"][names.DGD_NAME] == "theirs"
     assert "ownerReferences" not in kept["metadata"]
@@ -178,8 +179,7 @@ async def test_repair_never_creates_a_deleted_export(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
     relay = await exported_pool(client, namespace, mcs)
-    before = await export_obj(client, namespace, FRONTEND_SVC)
-    assert before is not None
+    before = await existing_export(client, namespace, FRONTEND_SVC)
     since = control_plane.audit.offset()
     async with WritePause(mcs, Verb.APPLY, FRONTEND_SVC, namespace) as pause:
         await client.merge_patch(
@@ -241,8 +241,7 @@ async def test_already_exists_from_a_stale_cache_is_no_error(
     await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
     await state_becomes(client, namespace, FRONTEND_SVC, "Foreign")
     await mcs.settle()
-    kept = await export_obj(client, namespace, FRONTEND_SVC)
-    assert kept is not None
+    kept = await existing_export(client, namespace, FRONTEND_SVC)
     assert kept["metadata"]["resourceVersion"] == mine["metadata"]["resourceVersion"]
     await only_refused(mcs, since, namespace, FRONTEND_SVC, "create")
     assert spy.errors_of(namespace) == [], "AlreadyExists failed a reconcile"

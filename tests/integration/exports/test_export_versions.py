@@ -23,7 +23,13 @@ from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventua
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from tests.integration.support.api_fixtures import namespace, plane
-from tests.integration.support.export_fixtures import SE, config, export_obj, exports_become
+from tests.integration.support.export_fixtures import (
+    SE,
+    config,
+    existing_export,
+    export_obj,
+    exports_become,
+)
 from tests.integration.support.race_fixtures import (
     FRONTEND_SVC,
     POOL,
@@ -76,8 +82,7 @@ async def test_exports_are_created_repaired_and_withdrawn_at_the_served_version(
         await make_pool(client, ns)
         await exports_become(client, ns, {RELAY_SVC, FRONTEND_SVC}, se)
         # Repair: a changed DGD label is restored on the same export.
-        before = await export_obj(client, ns, FRONTEND_SVC, se)
-        assert before is not None
+        await existing_export(client, ns, FRONTEND_SVC, se)
         await client.merge_patch(
             se, FRONTEND_SVC, {"metadata": {"labels": {names.DGD_NAME: "x"}}}, ns
         )

@@ -22,6 +22,7 @@ from tests.integration.support.export_fixtures import (
     conditions_of,
     config,
     events_for,
+    existing_export,
     export_obj,
     exports_become,
     set_cluster_id,
@@ -63,8 +64,7 @@ async def test_publish_exports_relay_and_each_frontend_under_its_own_name(
         client, namespace, [FRONTEND, {"name": "ChatV2", "type": "frontend"}, WORKER]
     )
     await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC, f"{POOL}-chatv2"})
-    e = await export_obj(client, namespace, FRONTEND_SVC)
-    assert e is not None
+    e = await existing_export(client, namespace, FRONTEND_SVC)
     assert e["metadata"]["labels"][names.DGD_NAME] == POOL
     assert e["metadata"]["ownerReferences"] == [relay_owner(relay)]
     assert relay["metadata"]["name"] == POOL
@@ -124,8 +124,7 @@ async def test_users_export_is_neither_adopted_nor_deleted(
     since = control_plane.audit.offset()
     await exported_pool(client, namespace)
     await mcs.settle()
-    after = await export_obj(client, namespace, FRONTEND_SVC)
-    assert after is not None
+    after = await existing_export(client, namespace, FRONTEND_SVC)
     assert after["metadata"]["resourceVersion"] == mine["metadata"]["resourceVersion"]
     touched = [
         w
@@ -158,8 +157,7 @@ async def test_another_relays_export_is_left_alone(
     await exports_become(client, namespace, {"a-pool-relay", "a-x-frontend"})
     await pool(client, namespace, [{"name": "frontend", "type": "frontend"}, WORKER], name="a-x")
     await exports_become(client, namespace, {"a-pool-relay", "a-x-frontend", "a-x-pool-relay"})
-    shared = await export_obj(client, namespace, "a-x-frontend")
-    assert shared is not None
+    shared = await existing_export(client, namespace, "a-x-frontend")
     assert shared["metadata"]["ownerReferences"][0]["name"] == "a"
     await states_become(client, namespace, "a-x", {"a-x-frontend": "Foreign"})
     await second_pass_writes_nothing(mcs, namespace, "a-x")
@@ -173,8 +171,7 @@ async def test_same_named_export_in_another_namespace_does_not_count(
     try:
         await client.create(SE, user_export(other, FRONTEND_SVC))
         await exported_pool(client, namespace)
-        e = await export_obj(client, namespace, FRONTEND_SVC)
-        assert e is not None
+        e = await existing_export(client, namespace, FRONTEND_SVC)
         assert e["metadata"]["ownerReferences"][0]["kind"] == "DynamoPoolRelay"
     finally:
         control_plane.delete_namespace(other)
@@ -234,8 +231,7 @@ async def test_dgd_replaced_while_the_operator_was_stopped_swaps_the_exports(
     await pool(client, namespace)
     async with OperatorUnderTest(control_plane, config("mcs")):
         await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
-    kept = await export_obj(client, namespace, RELAY_SVC)
-    assert kept is not None
+    kept = await existing_export(client, namespace, RELAY_SVC)
     await client.delete(DGDS, POOL, namespace)
     renamed = [{"name": "Api", "type": "frontend"}, WORKER]
     await client.create(DGDS, dgd_body(POOL, namespace, renamed))
@@ -244,8 +240,7 @@ async def test_dgd_replaced_while_the_operator_was_stopped_swaps_the_exports(
         want = {RELAY_SVC: "Exported", f"{POOL}-api": "Exported"}
         lines = await states_become(client, namespace, POOL, want)
         assert set(lines) == set(want), lines
-        again = await export_obj(client, namespace, RELAY_SVC)
-        assert again is not None
+        again = await existing_export(client, namespace, RELAY_SVC)
         assert again["metadata"]["uid"] == kept["metadata"]["uid"]
         await second_pass_writes_nothing(op, namespace)
 
@@ -265,8 +260,7 @@ async def test_export_being_deleted_is_left_until_gone_then_recreated(
         SE, FRONTEND_SVC, {"metadata": {"labels": {names.DGD_NAME: "x"}}}, namespace
     )
     await mcs.settle()
-    e = await export_obj(client, namespace, FRONTEND_SVC)
-    assert e is not None
+    e = await existing_export(client, namespace, FRONTEND_SVC)
     assert e["metadata"]["labels"][names.DGD_NAME] == "x", "an export being deleted was repaired"
     await second_pass_writes_nothing(mcs, namespace)
     await client.merge_patch(SE, FRONTEND_SVC, {"metadata": {"finalizers": None}}, namespace)
@@ -296,8 +290,7 @@ async def test_repair_restores_label_and_controller_reference_on_the_same_export
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
     relay = await exported_pool(client, namespace)
-    before = await export_obj(client, namespace, FRONTEND_SVC)
-    assert before is not None
+    before = await existing_export(client, namespace, FRONTEND_SVC)
     ref = dict(before["metadata"]["ownerReferences"][0], blockOwnerDeletion=False)
     await client.merge_patch(
         SE,
@@ -341,8 +334,7 @@ async def test_export_a_user_took_over_stays_theirs(
         SE, FRONTEND_SVC, {"metadata": {"ownerReferences": None}}, namespace
     )
     await mcs.settle()
-    e = await export_obj(client, namespace, FRONTEND_SVC)
-    assert e is not None
+    e = await existing_export(client, namespace, FRONTEND_SVC)
     assert e["metadata"]["resourceVersion"] == taken["metadata"]["resourceVersion"]
     await client.delete(RELAYS, POOL, namespace)  # GC must not take it either
     await exports_become(client, namespace, {FRONTEND_SVC})

@@ -10,11 +10,14 @@ with a self-signed certificate; what the API server answers decides every respon
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 import pytest
@@ -105,68 +108,83 @@ def registry() -> CollectorRegistry:
     return reg
 
 
-async def serve(registry: CollectorRegistry, auth: DelegatedAuth) -> tuple[ProbeServer, str, str]:
-    server = ProbeServer(
-        Probes(liveness={"ping": lambda: True}),
-        registry,
-        health_address="127.0.0.1:0",
-        metrics_address="127.0.0.1:0",
-        metrics_tls=ServingCertificate(),
-        metrics_auth=auth,
-    )
-    await server.start()
-    mhost, mport = server.bound["metrics"]
-    hhost, hport = server.bound["health"]
-    return server, f"https://{mhost}:{mport}/metrics", f"http://{hhost}:{hport}/healthz"
+@dataclass(frozen=True)
+class Served:
+    server: ProbeServer
+    auth: DelegatedAuth
+    url: str  # the metrics endpoint, HTTPS
+    health: str  # the liveness probe, plain HTTP
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    scene: Scene, registry: CollectorRegistry, reviewer: str = "operator", **auth: Any
+) -> AsyncIterator[Served]:
+    """The metrics server, its reviews made as ServiceAccount `reviewer` with `auth`'s
+    options; stopped on the way out."""
+    async with scene.client(reviewer) as client:
+        delegated = DelegatedAuth(client, **auth)
+        server = ProbeServer(
+            Probes(liveness={"ping": lambda: True}),
+            registry,
+            health_address="127.0.0.1:0",
+            metrics_address="127.0.0.1:0",
+            metrics_tls=ServingCertificate(),
+            metrics_auth=delegated,
+        )
+        await server.start()
+        mhost, mport = server.bound["metrics"]
+        hhost, hport = server.bound["health"]
+        try:
+            yield Served(
+                server,
+                delegated,
+                f"https://{mhost}:{mport}/metrics",
+                f"http://{hhost}:{hport}/healthz",
+            )
+        finally:
+            await server.stop()
 
 
 async def test_a_permitted_token_scrapes_and_every_other_is_refused(
     scene: Scene, registry: CollectorRegistry
 ) -> None:
-    async with scene.client("operator") as reviewer:
-        server, url, health = await serve(registry, DelegatedAuth(reviewer))
-        try:
-            status, body = await scrape(url, scene.tokens["scraper"])
-            assert status == 200, body
-            assert f"{SERIES} 1.0" in body
+    async with serving(scene, registry) as served:
+        url = served.url
+        status, body = await scrape(url, scene.tokens["scraper"])
+        assert status == 200, body
+        assert f"{SERIES} 1.0" in body
 
-            status, body = await scrape(url, scene.tokens["stranger"])
-            assert status == 403, body
-            assert f"denied for user {sa_user(scene.ns, 'stranger')}" in body
-            assert SERIES not in body
+        status, body = await scrape(url, scene.tokens["stranger"])
+        assert status == 403, body
+        assert f"denied for user {sa_user(scene.ns, 'stranger')}" in body
+        assert SERIES not in body
 
-            status, body = await scrape(url, None)
-            assert (status, SERIES in body) == (401, False)
-            status, body = await scrape(url, "not-a-token")
-            assert (status, SERIES in body) == (401, False)
+        status, body = await scrape(url, None)
+        assert (status, SERIES in body) == (401, False)
+        status, body = await scrape(url, "not-a-token")
+        assert (status, SERIES in body) == (401, False)
 
-            # Plain HTTP on the metrics port is not served at all...
-            plain = url.replace("https://", "http://")
-            with pytest.raises(aiohttp.ClientError):
-                await scrape(plain, scene.tokens["scraper"])
-            # ... while the probes stay plain HTTP for kubelet, on their own listener.
-            assert server.bound["health"] != server.bound["metrics"]
-            async with aiohttp.ClientSession() as http, http.get(health) as resp:
-                assert resp.status == 200
-        finally:
-            await server.stop()
+        # Plain HTTP on the metrics port is not served at all...
+        plain = url.replace("https://", "http://")
+        with pytest.raises(aiohttp.ClientError):
+            await scrape(plain, scene.tokens["scraper"])
+        # ... while the probes stay plain HTTP for kubelet, on their own listener.
+        assert served.server.bound["health"] != served.server.bound["metrics"]
+        async with aiohttp.ClientSession() as http, http.get(served.health) as resp:
+            assert resp.status == 200
 
 
 async def test_reviews_are_cached_so_a_busy_scraper_costs_two_reviews(
     scene: Scene, registry: CollectorRegistry
 ) -> None:
-    async with scene.client("operator") as reviewer:
-        auth = DelegatedAuth(reviewer)
-        server, url, _ = await serve(registry, auth)
-        try:
-            for _ in range(5):
-                assert (await scrape(url, scene.tokens["scraper"]))[0] == 200
-            assert auth.reviews == 2  # one TokenReview, one SubjectAccessReview
-            assert (await scrape(url, scene.tokens["stranger"]))[0] == 403
-            assert (await scrape(url, scene.tokens["stranger"]))[0] == 403
-            assert auth.reviews == 4
-        finally:
-            await server.stop()
+    async with serving(scene, registry) as served:
+        for _ in range(5):
+            assert (await scrape(served.url, scene.tokens["scraper"]))[0] == 200
+        assert served.auth.reviews == 2  # one TokenReview, one SubjectAccessReview
+        assert (await scrape(served.url, scene.tokens["stranger"]))[0] == 403
+        assert (await scrape(served.url, scene.tokens["stranger"]))[0] == 403
+        assert served.auth.reviews == 4
 
 
 async def test_an_operator_without_the_review_rules_answers_500_not_401(
@@ -174,34 +192,26 @@ async def test_an_operator_without_the_review_rules_answers_500_not_401(
 ) -> None:
     """The stranger may not create reviews: the API server refuses them, and a scraper
     with a good token must not be told that its token is bad."""
-    async with scene.client("stranger") as reviewer:
-        server, url, _ = await serve(registry, DelegatedAuth(reviewer))
-        try:
-            status, body = await scrape(url, scene.tokens["scraper"])
-            assert status == 500, body
-            assert "Authentication failed" in body
-            assert SERIES not in body
-        finally:
-            await server.stop()
+    async with serving(scene, registry, "stranger") as served:
+        status, body = await scrape(served.url, scene.tokens["scraper"])
+        assert status == 500, body
+        assert "Authentication failed" in body
+        assert SERIES not in body
 
 
 async def test_a_grant_made_later_is_honoured_once_the_denial_expires(
     scene: Scene, registry: CollectorRegistry
 ) -> None:
-    async with scene.client("operator") as reviewer:
-        # No denial caching here, so the test need not wait the 30 s TTL out.
-        server, url, _ = await serve(registry, DelegatedAuth(reviewer, deny_ttl=0))
-        try:
-            assert (await scrape(url, scene.tokens["stranger"]))[0] == 403
-            await scene.grant("stranger", "reader", rbac.metrics_reader_rules())
-            for _ in range(100):  # the RBAC cache of the API server follows within ms
-                if (await scrape(url, scene.tokens["stranger"]))[0] == 200:
-                    break
-                await asyncio.sleep(0.1)
-            else:
-                pytest.fail("the stranger's new grant was never honoured")
-        finally:
-            await server.stop()
+    # No denial caching here, so the test need not wait the 30 s TTL out.
+    async with serving(scene, registry, deny_ttl=0) as served:
+        assert (await scrape(served.url, scene.tokens["stranger"]))[0] == 403
+        await scene.grant("stranger", "reader", rbac.metrics_reader_rules())
+        for _ in range(100):  # the RBAC cache of the API server follows within ms
+            if (await scrape(served.url, scene.tokens["stranger"]))[0] == 200:
+                break
+            await asyncio.sleep(0.1)
+        else:
+            pytest.fail("the stranger's new grant was never honoured")
 
 
 async def token_reviews_since(cp: ControlPlane, since: int) -> int:
@@ -244,22 +254,19 @@ async def test_one_unknown_token_costs_one_token_review_however_often_it_asks(
     """Fifty requests at once with one token the API server rejects make one review
     (single flight), and the rejection is remembered: asking again makes none."""
     cp = scene.cp
-    async with scene.client("operator") as reviewer:
-        server, url, _ = await serve(registry, DelegatedAuth(reviewer))
-        try:
-            unknown = secrets.token_urlsafe(24)
-            connector = aiohttp.TCPConnector(limit=0)
-            async with aiohttp.ClientSession(connector=connector) as http:
-                since = cp.audit.offset()
-                same = await scrape_many(http, url, [unknown] * 50)
-                assert {s for s, _ in same} == {401}, same
-                assert await token_reviews_since(cp, since) == 1
+    async with serving(scene, registry) as served:
+        url = served.url
+        unknown = secrets.token_urlsafe(24)
+        connector = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=connector) as http:
             since = cp.audit.offset()
-            again = [await scrape(url, unknown) for _ in range(5)]
-            assert {s for s, _ in again} == {401}
-            assert await token_reviews_since(cp, since) == 0
-        finally:
-            await server.stop()
+            same = await scrape_many(http, url, [unknown] * 50)
+            assert {s for s, _ in same} == {401}, same
+            assert await token_reviews_since(cp, since) == 1
+        since = cp.audit.offset()
+        again = [await scrape(url, unknown) for _ in range(5)]
+        assert {s for s, _ in again} == {401}
+        assert await token_reviews_since(cp, since) == 0
 
 
 async def test_a_flood_of_unknown_tokens_makes_a_bounded_number_of_token_reviews(
@@ -270,35 +277,35 @@ async def test_a_flood_of_unknown_tokens_makes_a_bounded_number_of_token_reviews
     token the API server accepted before is served at once during the flood even though
     its review has expired."""
     cp = scene.cp
-    async with scene.client("operator") as reviewer, aiohttp.ClientSession() as scraper:
-        # The scraper's review expires at once, so its scrape during the flood needs a
-        # new TokenReview: the budget must not shut out a token seen accepted.
-        server, url, _ = await serve(registry, DelegatedAuth(reviewer, authn_ttl=0.001))
-        try:
-            assert (await scrape(url, scene.tokens["scraper"], scraper))[0] == 200
-            since = cp.audit.offset()
-            start = time.monotonic()
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
-                # 300 connections open first (no token: no review), so that the flood's
-                # requests arrive at once, and the scraper's latency is the server's
-                # answer and not 300 TLS handshakes in this process.
-                assert {s for s, _ in await scrape_many(http, url, [None] * 300)} == {401}
-                at_once, (status, body, scraper_took) = await asyncio.gather(
-                    scrape_many(http, url, random_tokens(300)),
-                    timed_scrape(scraper, url, scene.tokens["scraper"], after=0.01),
-                )
-            async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=20)) as http:
-                spread = await scrape_many(http, url, random_tokens(300))
-            took = time.monotonic() - start
-            reviews = await token_reviews_since(cp, since)
-            budget = REVIEW_BURST + math.ceil(REVIEW_QPS * took) + 1  # + the scraper's
-            assert reviews <= budget, f"{reviews} TokenReviews in {took:.2f}s, budget {budget}"
-            assert (status, SERIES in body) == (200, True), body
-            assert scraper_took < 1, f"the permitted scrape took {scraper_took:.2f}s"
-            for answers in (at_once, spread):
-                statuses = {s for s, _ in answers}
-                assert statuses == {401, 429}, statuses
-                refused = [retry for s, retry in answers if s == 429]
-                assert all(r is not None and int(r) >= 1 for r in refused), refused
-        finally:
-            await server.stop()
+    # The scraper's review expires at once, so its scrape during the flood needs a
+    # new TokenReview: the budget must not shut out a token seen accepted.
+    async with (
+        serving(scene, registry, authn_ttl=0.001) as served,
+        aiohttp.ClientSession() as scraper,
+    ):
+        url = served.url
+        assert (await scrape(url, scene.tokens["scraper"], scraper))[0] == 200
+        since = cp.audit.offset()
+        start = time.monotonic()
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+            # 300 connections open first (no token: no review), so that the flood's
+            # requests arrive at once, and the scraper's latency is the server's
+            # answer and not 300 TLS handshakes in this process.
+            assert {s for s, _ in await scrape_many(http, url, [None] * 300)} == {401}
+            at_once, (status, body, scraper_took) = await asyncio.gather(
+                scrape_many(http, url, random_tokens(300)),
+                timed_scrape(scraper, url, scene.tokens["scraper"], after=0.01),
+            )
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=20)) as http:
+            spread = await scrape_many(http, url, random_tokens(300))
+        took = time.monotonic() - start
+        reviews = await token_reviews_since(cp, since)
+        budget = REVIEW_BURST + math.ceil(REVIEW_QPS * took) + 1  # + the scraper's
+        assert reviews <= budget, f"{reviews} TokenReviews in {took:.2f}s, budget {budget}"
+        assert (status, SERIES in body) == (200, True), body
+        assert scraper_took < 1, f"the permitted scrape took {scraper_took:.2f}s"
+        for answers in (at_once, spread):
+            statuses = {s for s, _ in answers}
+            assert statuses == {401, 429}, statuses
+            refused = [retry for s, retry in answers if s == 429]
+            assert all(r is not None and int(r) >= 1 for r in refused), refused

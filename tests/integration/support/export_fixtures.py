@@ -92,6 +92,13 @@ async def export_obj(
         return None
 
 
+async def existing_export(client: Client, ns: str, name: str, res: Resource = SE) -> dict[str, Any]:
+    """The export `name`, which must exist here: the test fails, naming it, when not."""
+    found = await export_obj(client, ns, name, res)
+    assert found is not None, f"no export {ns}/{name}"
+    return found
+
+
 async def states_become(client: Client, ns: str, name: str, want: dict[str, str]) -> dict[str, Any]:
     """Wait until the relay's status.exports shows (at least) these name -> state pairs;
     the status is written after the exports in the same reconcile, so poll for it."""

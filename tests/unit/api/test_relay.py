@@ -439,34 +439,30 @@ LABEL_VALUE = (
 )
 
 
+def _bad_key(field: str, id: str) -> Any:
+    """A map field with a key that is no label key, and the problem named for it."""
+    return pytest.param(
+        {field: {"bad key!": "v"}}, f"spec.{field}[bad key!]: invalid key: {NAME_PART}", id=id
+    )
+
+
+def _bad_value(field: str, key: str, id: str) -> Any:
+    """A map field with a value that is no label value, and the problem named for it."""
+    return pytest.param(
+        {field: {key: "not valid!"}},
+        f"spec.{field}[{key}]: invalid value 'not valid!': {LABEL_VALUE}",
+        id=id,
+    )
+
+
 @pytest.mark.parametrize(
     ("spec", "problem"),
     [
-        pytest.param(
-            {"podLabels": {"bad key!": "v"}},
-            f"spec.podLabels[bad key!]: invalid key: {NAME_PART}",
-            id="pod-label-key",
-        ),
-        pytest.param(
-            {"podLabels": {"team": "not valid!"}},
-            f"spec.podLabels[team]: invalid value 'not valid!': {LABEL_VALUE}",
-            id="pod-label-value",
-        ),
-        pytest.param(
-            {"podAnnotations": {"bad key!": "v"}},
-            f"spec.podAnnotations[bad key!]: invalid key: {NAME_PART}",
-            id="pod-annotation-key",
-        ),
-        pytest.param(
-            {"nodeSelector": {"bad key!": "v"}},
-            f"spec.nodeSelector[bad key!]: invalid key: {NAME_PART}",
-            id="node-selector-key",
-        ),
-        pytest.param(
-            {"nodeSelector": {"pool": "not valid!"}},
-            f"spec.nodeSelector[pool]: invalid value 'not valid!': {LABEL_VALUE}",
-            id="node-selector-value",
-        ),
+        _bad_key("podLabels", "pod-label-key"),
+        _bad_value("podLabels", "team", "pod-label-value"),
+        _bad_key("podAnnotations", "pod-annotation-key"),
+        _bad_key("nodeSelector", "node-selector-key"),
+        _bad_value("nodeSelector", "pool", "node-selector-value"),
         pytest.param(
             {"podLabels": {names.APP_NAME: "x"}},
             f"spec.podLabels[{names.APP_NAME}]: is set by the operator to select the relay "

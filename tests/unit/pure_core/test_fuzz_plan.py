@@ -150,6 +150,18 @@ TYPES = st.sampled_from(
 GLOBAL = st.sampled_from([False, False, False, True, "true", 1, None])
 
 
+def spec_of(
+    field: str, value: st.SearchStrategy[Any], other: str, others: st.SearchStrategy[Any]
+) -> st.SearchStrategy[Any]:
+    """A spec whose components sit in `field` (its version's shape), now and then with
+    `other` (the other version's shape, which is ignored) beside them or instead."""
+    return pick(
+        st.fixed_dictionaries({field: value}),
+        st.fixed_dictionaries({field: value}),
+        st.fixed_dictionaries({}, optional={field: value | JUNK, other: others}),
+    )
+
+
 def v1beta1_spec() -> st.SearchStrategy[Any]:
     usual = st.fixed_dictionaries(
         {"name": COMPONENT_NAMES, "type": TYPES},
@@ -164,17 +176,8 @@ def v1beta1_spec() -> st.SearchStrategy[Any]:
         },
     )
     components = st.lists(pick(usual, usual, usual, odd, JUNK), max_size=6)
-    return pick(
-        st.fixed_dictionaries({"components": components}),
-        st.fixed_dictionaries({"components": components}),
-        st.fixed_dictionaries(
-            {},
-            optional={  # the other version's shape is ignored
-                "components": components | JUNK,
-                "services": st.dictionaries(UNICODE, st.just({"componentType": "frontend"})),
-            },
-        ),
-    )
+    services = st.dictionaries(UNICODE, st.just({"componentType": "frontend"}))
+    return spec_of("components", components, "services", services)
 
 
 def v1alpha1_spec() -> st.SearchStrategy[Any]:
@@ -190,17 +193,8 @@ def v1alpha1_spec() -> st.SearchStrategy[Any]:
         optional={"componentType": JUNK, "subComponentType": JUNK, "globalDynamoNamespace": JUNK},
     )
     services = st.dictionaries(COMPONENT_NAMES, pick(usual, usual, usual, odd, JUNK), max_size=6)
-    return pick(
-        st.fixed_dictionaries({"services": services}),
-        st.fixed_dictionaries({"services": services}),
-        st.fixed_dictionaries(
-            {},
-            optional={  # the other version's shape is ignored
-                "services": services | JUNK,
-                "components": st.lists(st.just({"name": "x", "type": "frontend"}), max_size=1),
-            },
-        ),
-    )
+    components = st.lists(st.just({"name": "x", "type": "frontend"}), max_size=1)
+    return spec_of("services", services, "components", components)
 
 
 # DGD (= relay) names: object names the API server accepts (DNS-1123 subdomains, so dots
