@@ -442,27 +442,6 @@ def test_lease_namespace_must_be_the_restricted_namespace() -> None:
     assert parse_configuration(same).leader_election.namespace == "team-a"
 
 
-@pytest.mark.parametrize(
-    ("metrics", "probes", "clash"),
-    [
-        (":8080", ":8080", True),
-        ("127.0.0.1:9000", ":9000", True),
-        ("127.0.0.1:9000", "127.0.0.2:9000", False),
-        (":0", ":0", False),
-        ("0", ":8080", False),
-        (":8080", ":8081", False),
-    ],
-)
-def test_metrics_and_probe_addresses_must_not_share_a_port(
-    metrics: str, probes: str, clash: bool
-) -> None:
-    data = with_field("server.metricsAddress", metrics, server__healthProbeAddress=probes)
-    if clash:
-        assert paths(rejected(data)) == ["server.healthProbeAddress"]
-    else:
-        parse_configuration(data)
-
-
 @pytest.mark.parametrize(("secure", "refused"), [(True, False), (False, True)])
 def test_a_metrics_certificate_needs_secure_metrics(secure: bool, refused: bool) -> None:
     """A mounted certificate with plain-HTTP metrics is a mistake worth stopping for: the
