@@ -42,6 +42,7 @@ from tests.integration.support.export_fixtures import (
     exports_become,
     relay_status,
     set_cluster_id,
+    stopped_after_exporting,
     wait_event,
 )
 from tests.integration.support.race_fixtures import (
@@ -157,7 +158,7 @@ async def test_refused_delete_is_recorded_retried_and_converges_when_lifted(
         assert refused
         assert all((w.verb, w.code) == ("delete", 422) for w in refused), verbs(refused)
         # The new frontend's export did not wait for the failed withdrawal.
-        assert await export_obj(client, namespace, GATEWAY_SVC) is not None
+        await existing_export(client, namespace, GATEWAY_SVC)
         dgd_version = (await client.get(DGDS, POOL, namespace))["metadata"]["resourceVersion"]
     await exports_become(client, namespace, {RELAY_SVC, GATEWAY_SVC})
     await wait_event(client, namespace, "ExportDeleted", name=FRONTEND_SVC)
@@ -210,8 +211,7 @@ async def test_a_skipped_export_whose_withdrawal_fails_is_one_status_line(
     long_frontend = {"name": "g" * 50, "type": "frontend"}
     long_name = f"{POOL}-{'g' * 50}"
     await make_pool(client, namespace, [long_frontend, WORKER])
-    async with OperatorUnderTest(control_plane, config("mcs")):
-        await exports_become(client, namespace, {RELAY_SVC, long_name})
+    await stopped_after_exporting(control_plane, client, namespace, {RELAY_SVC, long_name})
     op = OperatorUnderTest(control_plane, config("karmada"))
     try:
         async with deny_export_writes(control_plane, client, namespace, long_name, "DELETE"):
@@ -240,8 +240,7 @@ async def test_a_refused_feature_off_cleanup_is_retried_and_never_stops_the_oper
     leader's startup: exit 1, nothing reconciled. It is retried with backoff in the
     background, each refusal logged and counted, and the relays are served meanwhile."""
     await make_pool(client, namespace)
-    async with OperatorUnderTest(control_plane, config("mcs")):
-        await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await stopped_after_exporting(control_plane, client, namespace, {RELAY_SVC, FRONTEND_SVC})
     op = OperatorUnderTest(control_plane, config(""))
     try:
         async with deny_export_writes(control_plane, client, namespace, FRONTEND_SVC, "DELETE"):

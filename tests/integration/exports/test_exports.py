@@ -27,6 +27,7 @@ from tests.integration.support.export_fixtures import (
     exports_become,
     set_cluster_id,
     states_become,
+    stopped_after_exporting,
     wait_event,
 )
 from tests.integration.support.race_fixtures import (
@@ -229,8 +230,7 @@ async def test_dgd_replaced_while_the_operator_was_stopped_swaps_the_exports(
     the stale export, creates the new one and keeps the relay's own export (same
     uid), from the state alone."""
     await pool(client, namespace)
-    async with OperatorUnderTest(control_plane, config("mcs")):
-        await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    await stopped_after_exporting(control_plane, client, namespace, {RELAY_SVC, FRONTEND_SVC})
     kept = await existing_export(client, namespace, RELAY_SVC)
     await client.delete(DGDS, POOL, namespace)
     renamed = [{"name": "Api", "type": "frontend"}, WORKER]
@@ -348,8 +348,9 @@ async def test_karmada_skips_and_withdraws_a_name_over_55_that_mcs_exports(
     longer = {"name": "g" * 50, "type": "frontend"}  # llama- + 50 = 56 > 55
     await pool(client, namespace, [frontend, longer, WORKER])
     long_name = f"{POOL}-{'g' * 50}"
-    async with OperatorUnderTest(control_plane, config("mcs")):
-        await exports_become(client, namespace, {RELAY_SVC, f"{POOL}-{'f' * 44}", long_name})
+    await stopped_after_exporting(
+        control_plane, client, namespace, {RELAY_SVC, f"{POOL}-{'f' * 44}", long_name}
+    )
     async with OperatorUnderTest(control_plane, config("karmada")) as op:
         await exports_become(client, namespace, {RELAY_SVC, f"{POOL}-{'f' * 44}"})
         warning = await wait_event(client, namespace, "ServiceNameTooLong")
@@ -459,8 +460,9 @@ async def test_feature_off_withdraws_our_exports_once_at_startup(
 ) -> None:
     await pool(client, namespace)
     await client.create(SE, user_export(namespace, "users-own", labels={names.DGD_NAME: POOL}))
-    async with OperatorUnderTest(control_plane, config("mcs")):
-        await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC, "users-own"})
+    await stopped_after_exporting(
+        control_plane, client, namespace, {RELAY_SVC, FRONTEND_SVC, "users-own"}
+    )
     async with OperatorUnderTest(control_plane, config("")) as op:
         await exports_become(client, namespace, {"users-own"})
         await op.settle()

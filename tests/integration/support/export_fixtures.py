@@ -12,7 +12,8 @@ from dynamo_pool_operator.config import (
     OperatorConfiguration,
     parse_configuration,
 )
-from dynamo_pool_operator.localcluster.harness import eventually
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import EVENTS, Resource
@@ -31,6 +32,15 @@ def config(implementation: str = "mcs", **sections: Any) -> OperatorConfiguratio
     }
     doc.update(sections)
     return parse_configuration(doc)
+
+
+async def stopped_after_exporting(
+    cp: ControlPlane, client: Client, ns: str, want: set[str]
+) -> None:
+    """An operator with MCS exports runs until `want` are the exports, then stops: what
+    the next operator, configured otherwise, starts from."""
+    async with OperatorUnderTest(cp, config("mcs")):
+        await exports_become(client, ns, want)
 
 
 async def export_names(client: Client, ns: str, res: Resource = SE) -> set[str]:

@@ -404,12 +404,18 @@ def test_arbitrary_spec_never_raises_and_yields_usable_values(spec: Any) -> None
 # --------------------------------------------------------------------------- references
 
 
+#: What both references say of the relay read by `read`.
+THE_RELAY = {
+    "apiVersion": "nvidia.com/v1alpha1",
+    "kind": "DynamoPoolRelay",
+    "name": "pool",
+    "uid": "r-uid",
+}
+
+
 def test_owner_reference_is_a_blocking_controller_reference() -> None:
     assert read({}).owner_reference() == {
-        "apiVersion": "nvidia.com/v1alpha1",
-        "kind": "DynamoPoolRelay",
-        "name": "pool",
-        "uid": "r-uid",
+        **THE_RELAY,
         "controller": True,
         "blockOwnerDeletion": True,
     }
@@ -417,11 +423,8 @@ def test_owner_reference_is_a_blocking_controller_reference() -> None:
 
 def test_reference_names_the_relay_at_the_version_read_and_its_generation() -> None:
     assert read({}).reference == {
-        "apiVersion": "nvidia.com/v1alpha1",
-        "kind": "DynamoPoolRelay",
+        **THE_RELAY,
         "namespace": "team",
-        "name": "pool",
-        "uid": "r-uid",
         "resourceVersion": "42",
         "generation": 3,
     }
