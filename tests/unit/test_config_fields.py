@@ -195,21 +195,23 @@ def test_field_declared_without_a_helper_is_refused_by_name() -> None:
 
 
 # --------------------------------------------------------------------------- value rules
+NOT_A_NAMESPACE = (
+    '"{}" is not a valid namespace name; use at most 63 lower-case letters, '
+    "digits or '-', starting and ending with a letter or digit"
+)
+NOT_AN_OBJECT_NAME = (
+    '"{}" is not a valid object name; use at most 253 lower-case letters, digits, '
+    "'-' or '.', starting and ending with a letter or digit"
+)
+
+
 @pytest.mark.parametrize(
     ("value", "problem"),
     [
         ("", None),
         ("a" * 63, None),
-        (
-            "a" * 64,
-            f'"{"a" * 64}" is not a valid namespace name; use at most 63 lower-case letters, '
-            "digits or '-', starting and ending with a letter or digit",
-        ),
-        (
-            "Team_A",
-            '"Team_A" is not a valid namespace name; use at most 63 lower-case letters, '
-            "digits or '-', starting and ending with a letter or digit",
-        ),
+        ("a" * 64, NOT_A_NAMESPACE.format("a" * 64)),
+        ("Team_A", NOT_A_NAMESPACE.format("Team_A")),
     ],
 )
 def test_namespace_name_rule_and_message(value: str, problem: str | None) -> None:
@@ -222,16 +224,8 @@ def test_namespace_name_rule_and_message(value: str, problem: str | None) -> Non
         ("a", None),
         ("a" * 253, None),
         ("my.lease-1", None),
-        (
-            "",
-            '"" is not a valid object name; use at most 253 lower-case letters, digits, '
-            "'-' or '.', starting and ending with a letter or digit",
-        ),
-        (
-            "Lease",
-            '"Lease" is not a valid object name; use at most 253 lower-case letters, digits, '
-            "'-' or '.', starting and ending with a letter or digit",
-        ),
+        ("", NOT_AN_OBJECT_NAME.format("")),
+        ("Lease", NOT_AN_OBJECT_NAME.format("Lease")),
     ],
 )
 def test_object_name_rule_and_message(value: str, problem: str | None) -> None:

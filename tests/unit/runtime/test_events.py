@@ -138,6 +138,12 @@ def warn(rec: EventRecorder, reason: str = "ExportFailed", **kw: Any) -> None:
     rec.emit(**args)
 
 
+async def warned(rec: EventRecorder, reason: str = "ExportFailed", **kw: Any) -> None:
+    """`warn`, then wait until the recorder has written all it will write of it."""
+    warn(rec, reason, **kw)
+    await rec.wait_idle()
+
+
 async def until(condition: Callable[[], bool]) -> None:
     """Let the loop run until `condition` holds (the fake API and clock never block)."""
     for _ in range(100):
@@ -163,8 +169,7 @@ async def test_first_occurrence_creates_one_event_v1_body(
     make: RecorderFactory, api: FakeEventsApi, registry: CollectorRegistry
 ) -> None:
     rec = await make()
-    warn(rec, related=SVC_1)
-    await rec.wait_idle()
+    await warned(rec, related=SVC_1)
 
     assert api.verbs() == ["create"]
     _, name, body = api.calls[0]
@@ -197,8 +202,7 @@ async def test_events_are_written_as_background_writes(
     """Never urgent: during a mass event they wait for the backlog's write slots."""
     rec = await make()
     warn(rec)
-    warn(rec, reason="Other")
-    await rec.wait_idle()
+    await warned(rec, reason="Other")
     assert api.background == [True, True]
 
 
@@ -206,8 +210,7 @@ async def test_singleton_has_no_series_and_no_related_when_none(
     make: RecorderFactory, api: FakeEventsApi
 ) -> None:
     rec = await make()
-    warn(rec)
-    await rec.wait_idle()
+    await warned(rec)
     body = api.calls[0][2]
     assert "series" not in body
     assert "related" not in body
@@ -218,8 +221,7 @@ async def test_cluster_scoped_regarding_records_event_in_default_namespace(
 ) -> None:
     rec = await make()
     node = {"apiVersion": "v1", "kind": "Node", "name": "node-1", "uid": "n1"}
-    warn(rec, regarding=node)
-    await rec.wait_idle()
+    await warned(rec, regarding=node)
     assert api.calls[0][2]["metadata"]["namespace"] == "default"
     assert ("default", api.calls[0][1]) in api.stored
 
@@ -240,8 +242,7 @@ async def test_event_name_falls_back_to_uuid_when_not_a_dns_subdomain(
 ) -> None:
     rec = await make()
     role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole"}
-    warn(rec, regarding={**role, "name": "system:Controller"})
-    await rec.wait_idle()
+    await warned(rec, regarding={**role, "name": "system:Controller"})
     assert re.fullmatch(
         r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", api.calls[0][1]
     )
@@ -254,11 +255,9 @@ async def test_first_repeat_patches_existing_event_with_series_count_two(
     make: RecorderFactory, api: FakeEventsApi, clock: FakeClock
 ) -> None:
     rec = await make()
-    warn(rec)
-    await rec.wait_idle()
+    await warned(rec)
     await clock.advance(5)
-    warn(rec)
-    await rec.wait_idle()
+    await warned(rec)
 
     assert api.verbs() == ["create", "patch"]
     created, patched = api.calls[0][1], api.calls[1][1]
@@ -273,8 +272,7 @@ async def test_later_repeats_stay_in_memory_until_heartbeat_writes_latest_count(
 ) -> None:
     rec = await make(heartbeat=60)
     for _ in range(5):
-        warn(rec)
-        await rec.wait_idle()
+        await warned(rec)
         await clock.advance(1)
     assert api.verbs() == ["create", "patch"]  # repeats 3..5 cost no API call
 
@@ -308,8 +306,7 @@ async def test_series_end_writes_final_count_and_next_occurrence_creates_new_eve
 ) -> None:
     rec = await make()  # client-go defaults: window 6 min, heartbeat 30 min
     for _ in range(3):
-        warn(rec)
-        await rec.wait_idle()
+        await warned(rec)
     await clock.advance(6 * 60 + 1)
     await rec.wait_idle()
     await clock.advance(6 * 60)  # the sweep after the window found the series ended
@@ -317,8 +314,7 @@ async def test_series_end_writes_final_count_and_next_occurrence_creates_new_eve
     assert api.verbs() == ["create", "patch", "patch"]
     assert api.calls[2][2]["series"]["count"] == 3
 
-    warn(rec)
-    await rec.wait_idle()
+    await warned(rec)
     assert api.verbs()[-1] == "create"
     assert api.calls[-1][1] != api.calls[0][1]
     assert "series" not in api.calls[-1][2]
@@ -328,11 +324,9 @@ async def test_repeat_after_window_of_singleton_creates_new_event(
     make: RecorderFactory, api: FakeEventsApi, clock: FakeClock
 ) -> None:
     rec = await make()
-    warn(rec)
-    await rec.wait_idle()
+    await warned(rec)
     await clock.advance(6 * 60 + 0.5)  # the sweep at 6 min found it live: emit checks too
-    warn(rec)
-    await rec.wait_idle()
+    await warned(rec)
     assert api.verbs() == ["create", "create"]
     assert api.calls[0][1] != api.calls[1][1]
 
@@ -341,11 +335,9 @@ async def test_repeat_just_inside_window_joins_series(
     make: RecorderFactory, api: FakeEventsApi, clock: FakeClock
 ) -> None:
     rec = await make()
-    warn(rec)
-    await rec.wait_idle()
+    await warned(rec)
     await clock.advance(6 * 60 - 1)
-    warn(rec)
-    await rec.wait_idle()
+    await warned(rec)
     assert api.verbs() == ["create", "patch"]
 
 
@@ -354,8 +346,7 @@ async def test_series_window_restarts_at_each_repeat(
 ) -> None:
     rec = await make(heartbeat=24 * 3600)
     for _ in range(4):  # 15 minutes of repeats, never 6 min apart
-        warn(rec)
-        await rec.wait_idle()
+        await warned(rec)
         await clock.advance(5 * 60)
     assert api.verbs() == ["create", "patch"]
 
@@ -376,10 +367,8 @@ async def test_each_key_field_separates_series(
     make: RecorderFactory, api: FakeEventsApi, change: dict[str, Any]
 ) -> None:
     rec = await make()
-    warn(rec, related=SVC_1)
-    await rec.wait_idle()
-    warn(rec, **{"related": SVC_1, **change})
-    await rec.wait_idle()
+    await warned(rec, related=SVC_1)
+    await warned(rec, **{"related": SVC_1, **change})
     assert api.verbs() == ["create", "create"]
 
 
@@ -388,8 +377,7 @@ async def test_distinct_related_objects_stay_distinct_series(
 ) -> None:
     rec = await make()
     for related in (SVC_1, SVC_2, SVC_1, SVC_2):
-        warn(rec, related=related)
-        await rec.wait_idle()
+        await warned(rec, related=related)
     assert api.verbs() == ["create", "create", "patch", "patch"]
     assert api.calls[2][1] == api.calls[0][1]
     assert api.calls[3][1] == api.calls[1][1]
@@ -401,16 +389,13 @@ async def test_the_regarding_object_is_keyed_by_uid_and_generation_not_resource_
     """A controller writes the status of the object its Events regard: that moves the
     resourceVersion, not the problem. The body keeps the first occurrence's version."""
     rec = await make()
-    warn(rec, regarding={**POOL, "generation": 1})
-    await rec.wait_idle()
-    warn(rec, regarding={**POOL, "resourceVersion": "43", "generation": 1})
-    await rec.wait_idle()
+    await warned(rec, regarding={**POOL, "generation": 1})
+    await warned(rec, regarding={**POOL, "resourceVersion": "43", "generation": 1})
     assert api.verbs() == ["create", "patch"]
     assert api.calls[0][2]["regarding"]["resourceVersion"] == "42"
     assert "generation" not in api.calls[0][2]["regarding"]
 
-    warn(rec, regarding={**POOL, "resourceVersion": "44", "generation": 2})
-    await rec.wait_idle()
+    await warned(rec, regarding={**POOL, "resourceVersion": "44", "generation": 2})
     assert api.verbs() == ["create", "patch", "create"], "a spec change starts a new Event"
 
 
@@ -420,12 +405,9 @@ async def test_the_related_object_is_keyed_at_its_resource_version(
     """The related object is what the problem is about, at the version read: an edit of
     it is a new problem, so a new Event."""
     rec = await make()
-    warn(rec, related={**SVC_1, "resourceVersion": "7"})
-    await rec.wait_idle()
-    warn(rec, related={**SVC_1, "resourceVersion": "7"})
-    await rec.wait_idle()
-    warn(rec, related={**SVC_1, "resourceVersion": "8"})
-    await rec.wait_idle()
+    await warned(rec, related={**SVC_1, "resourceVersion": "7"})
+    await warned(rec, related={**SVC_1, "resourceVersion": "7"})
+    await warned(rec, related={**SVC_1, "resourceVersion": "8"})
     assert api.verbs() == ["create", "patch", "create"]
 
 
@@ -433,10 +415,8 @@ async def test_note_is_not_part_of_the_key_and_first_note_is_kept(
     make: RecorderFactory, api: FakeEventsApi
 ) -> None:
     rec = await make()
-    warn(rec, note="first")
-    await rec.wait_idle()
-    warn(rec, note="second")
-    await rec.wait_idle()
+    await warned(rec, note="first")
+    await warned(rec, note="second")
     assert api.verbs() == ["create", "patch"]
     assert "note" not in api.calls[1][2]
     assert next(iter(api.stored.values()))["note"] == "first"
@@ -447,13 +427,10 @@ async def test_lru_bound_evicts_least_recent_series(
 ) -> None:
     rec = await make(max_keys=2)
     for reason in ("A", "B", "A", "A", "C"):  # C evicts B (A was used more recently)
-        warn(rec, reason=reason)
-        await rec.wait_idle()
+        await warned(rec, reason=reason)
     assert api.verbs() == ["create", "create", "patch", "create"]
-    warn(rec, reason="A")
-    await rec.wait_idle()
-    warn(rec, reason="B")
-    await rec.wait_idle()
+    await warned(rec, reason="A")
+    await warned(rec, reason="B")
     assert api.verbs()[4:] == ["create"]  # A still cached (no write), B forgotten: new Event
 
 
@@ -462,10 +439,8 @@ async def test_evicted_series_writes_its_unwritten_count(
 ) -> None:
     rec = await make(max_keys=1)
     for _ in range(4):
-        warn(rec, reason="A")
-        await rec.wait_idle()
-    warn(rec, reason="B")
-    await rec.wait_idle()
+        await warned(rec, reason="A")
+    await warned(rec, reason="B")
     assert api.verbs() == ["create", "patch", "create", "patch"]  # B created, A finished
     patches = [c for c in api.calls if c[0] == "patch"]
     assert patches[-1][2]["series"]["count"] == 4
@@ -476,8 +451,7 @@ async def test_stop_flushes_unwritten_series_counts(
 ) -> None:
     rec = await make()
     for _ in range(4):
-        warn(rec)
-        await rec.wait_idle()
+        await warned(rec)
     await rec.stop()
     assert api.verbs() == ["create", "patch", "patch"]
     assert api.calls[-1][2]["series"]["count"] == 4
@@ -513,8 +487,7 @@ async def test_abandon_writes_nothing_more_and_counts_what_it_dropped(
     an Event still queued are dropped and counted; nothing is sent, then or later."""
     rec = await make()
     for _ in range(2):
-        warn(rec)
-        await rec.wait_idle()
+        await warned(rec)
     assert api.verbs() == ["create", "patch"]
     warn(rec)  # count 3, in memory until a heartbeat or stop()
     warn(rec, reason="Other")  # queued, not yet taken by a writer
@@ -535,12 +508,10 @@ async def test_patch_not_found_creates_new_event_carrying_the_series(
     make: RecorderFactory, api: FakeEventsApi, clock: FakeClock
 ) -> None:
     rec = await make(heartbeat=60)
-    warn(rec)
-    await rec.wait_idle()
+    await warned(rec)
     api.stored.clear()  # the server's event TTL removed it
     await clock.advance(1)
-    warn(rec)
-    await rec.wait_idle()
+    await warned(rec)
 
     assert api.verbs() == ["create", "patch", "create"]
     first, recreated = api.calls[0][1], api.calls[2][1]
@@ -600,11 +571,9 @@ async def test_refused_series_update_is_counted_and_retried_at_heartbeat(
     make: RecorderFactory, api: FakeEventsApi, clock: FakeClock, registry: CollectorRegistry
 ) -> None:
     rec = await make(heartbeat=60)
-    warn(rec)
-    await rec.wait_idle()
+    await warned(rec)
     api.fail("patch", errors.Forbidden("no patch", status=403, reason="Forbidden"))
-    warn(rec)
-    await rec.wait_idle()
+    await warned(rec)
     assert dropped(registry, "Forbidden") == 1.0
 
     await clock.advance(60)
@@ -663,8 +632,7 @@ async def test_invalid_type_is_dropped_not_raised(
     rec = await make()
     warn(rec, type="Error")
     warn(rec, reason="")
-    warn(rec, regarding={"kind": "Pod"})
-    await rec.wait_idle()
+    await warned(rec, regarding={"kind": "Pod"})
     assert api.calls == []
     assert dropped(registry, "invalid") == 3.0
 
@@ -679,11 +647,9 @@ async def test_unexpected_client_exception_does_not_kill_the_writer(
 
     original = api.create
     api.create = broken  # type: ignore[method-assign]
-    warn(rec, reason="A")
-    await rec.wait_idle()
+    await warned(rec, reason="A")
     api.create = original  # type: ignore[method-assign]
-    warn(rec, reason="B")
-    await rec.wait_idle()
+    await warned(rec, reason="B")
     assert dropped(registry, "error") == 1.0
     assert [c[2]["reason"] for c in api.calls] == ["B"]
 
@@ -720,8 +686,7 @@ def test_note_is_truncated_to_1024_bytes_without_splitting_characters() -> None:
 
 async def test_emitted_note_is_truncated(make: RecorderFactory, api: FakeEventsApi) -> None:
     rec = await make()
-    warn(rec, note="y" * 5000)
-    await rec.wait_idle()
+    await warned(rec, note="y" * 5000)
     assert len(api.calls[0][2]["note"].encode()) == 1024
 
 
