@@ -242,6 +242,39 @@ def make(
     return informer, rec
 
 
+async def cached_after_listing(listed: Obj, **kw: Any) -> Obj:
+    """`listed` (named "a") as an informer made with `kw` caches it from its first list."""
+    informer, _ = make(StubClient(lists=[ListResult([listed], "1")]), **kw)
+    async with running(informer):
+        assert await informer.wait_synced(timeout=5)
+    cached = informer.store.get("default", "a")
+    assert cached is not None
+    return cached
+
+
+async def run_until(
+    client: StubClient, cond: Callable[[], bool], what: str, clock: FakeClock | None = None
+) -> tuple[Informer, asyncio.Task[None]]:
+    """An informer on `client`, run as a task the test itself ends, once `cond` holds."""
+    informer, _ = make(client, clock)
+    task = asyncio.create_task(informer.run())
+    await until(cond, what)
+    return informer, task
+
+
+async def resumed_without_relisting(
+    client: StubClient, clock: FakeClock | None = None, *, at: str
+) -> Recorder:
+    """Run an informer until it opens its second watch; that watch starts `at` the
+    resourceVersion given, and nothing was listed again before it."""
+    informer, rec = make(client, clock)
+    async with running(informer):
+        await until(lambda: len(client.watch_calls) == 2, "second watch")
+    assert client.watch_calls[1]["resource_version"] == at
+    assert len(client.list_calls) == 1
+    return rec
+
+
 # --------------------------------------------------------------------------- store
 def test_store_keys_objects_by_namespace_and_name_with_empty_namespace_for_cluster_scoped() -> None:
     store = Store()
@@ -727,13 +760,8 @@ async def test_no_cached_object_keeps_kubectls_last_applied_copy_of_itself() -> 
         "kubectl.kubernetes.io/last-applied-configuration": '{"spec": "large"}',
         "team": "infra",
     }
-    client = StubClient(lists=[ListResult([applied], "10")])
-    informer, _ = make(client)
-    async with running(informer):
-        assert await informer.wait_synced(timeout=5)
-        cached = informer.store.get("default", "a")
-        assert cached is not None
-        assert cached["metadata"]["annotations"] == {"team": "infra"}
+    cached = await cached_after_listing(applied)
+    assert cached["metadata"]["annotations"] == {"team": "infra"}
 
 
 async def test_list_asks_for_pages_of_500_in_the_namespace_with_both_selectors() -> None:
@@ -765,12 +793,7 @@ async def test_cached_objects_lose_managed_fields_gain_kind_and_pass_the_transfo
         o.pop("data", None)
         return o
 
-    client = StubClient(lists=[ListResult([listed], "1")])
-    informer, _ = make(client, transform=drop_data)
-    async with running(informer):
-        await informer.wait_synced(timeout=5)
-    cached = informer.store.get("default", "a")
-    assert cached is not None
+    cached = await cached_after_listing(listed, transform=drop_data)
     assert "managedFields" not in cached["metadata"]  # stripped although a transform was given
     assert "data" not in cached
     assert (cached["apiVersion"], cached["kind"]) == ("v1", "ConfigMap")
@@ -779,12 +802,7 @@ async def test_cached_objects_lose_managed_fields_gain_kind_and_pass_the_transfo
 async def test_keep_managed_fields_opts_out_of_stripping() -> None:
     listed = obj("a")
     listed["metadata"]["managedFields"] = [{"manager": "x"}]
-    client = StubClient(lists=[ListResult([listed], "1")])
-    informer, _ = make(client, keep_managed_fields=True)
-    async with running(informer):
-        await informer.wait_synced(timeout=5)
-    cached = informer.store.get("default", "a")
-    assert cached is not None
+    cached = await cached_after_listing(listed, keep_managed_fields=True)
     assert cached["metadata"]["managedFields"] == [{"manager": "x"}]
 
 
@@ -794,11 +812,7 @@ async def test_failing_transform_caches_the_object_untransformed(
     def broken(o: Obj) -> Obj:
         raise RuntimeError("boom")
 
-    client = StubClient(lists=[ListResult([obj("a")], "1")])
-    informer, _ = make(client, transform=broken)
-    async with running(informer):
-        assert await informer.wait_synced(timeout=5)
-    assert informer.store.get("default", "a") is not None
+    await cached_after_listing(obj("a"), transform=broken)
     assert "transform failed" in caplog.text
 
 
@@ -952,22 +966,14 @@ async def test_dropped_connection_resumes_watch_from_last_rv_without_relisting()
         lists=[ListResult([], "10")],
         watches=[[ev("ADDED", obj("a", "11")), bookmark("12"), errors.ConnectionFailed("reset")]],
     )
-    informer, rec = make(client, clock)
-    async with running(informer):
-        await until(lambda: len(client.watch_calls) == 2, "second watch")
-    assert client.watch_calls[1]["resource_version"] == "12"
-    assert len(client.list_calls) == 1
+    rec = await resumed_without_relisting(client, clock, at="12")
     assert clock.slept == []  # the watch had made progress: reconnect at once
     assert rec.events == [("ADDED", None, "a@11")]
 
 
 async def test_clean_watch_end_rewatches_from_last_rv_without_relisting() -> None:
     client = StubClient(lists=[ListResult([], "10")], watches=[[bookmark("20")]])
-    informer, _ = make(client)
-    async with running(informer):
-        await until(lambda: len(client.watch_calls) == 2, "second watch")
-    assert client.watch_calls[1]["resource_version"] == "20"
-    assert len(client.list_calls) == 1
+    await resumed_without_relisting(client, at="20")
 
 
 async def test_in_stream_410_relists_with_synthesized_delete_and_modified() -> None:
@@ -1029,11 +1035,7 @@ async def test_in_stream_non_410_error_resumes_the_watch_without_relisting() -> 
         lists=[ListResult([], "10")],
         watches=[[bookmark("15"), error_event(500, "InternalError")]],
     )
-    informer, _ = make(client)
-    async with running(informer):
-        await until(lambda: len(client.watch_calls) == 2, "second watch")
-    assert client.watch_calls[1]["resource_version"] == "15"
-    assert len(client.list_calls) == 1
+    await resumed_without_relisting(client, at="15")
 
 
 async def test_undecodable_watch_line_relists_and_closes_the_watch() -> None:
@@ -1198,9 +1200,7 @@ async def test_indexes_stay_consistent_through_create_update_delete_and_relist()
 # --------------------------------------------------------------------------- lifecycle
 async def test_stop_ends_run_promptly_while_the_watch_is_silent() -> None:
     client = StubClient(lists=[ListResult([], "10")])
-    informer, _ = make(client)
-    task = asyncio.create_task(informer.run())
-    await until(lambda: len(client.watch_calls) == 1, "watching")
+    informer, task = await run_until(client, lambda: len(client.watch_calls) == 1, "watching")
     informer.stop()
     await asyncio.wait_for(task, timeout=1.0)
     assert task.result() is None
@@ -1211,9 +1211,7 @@ async def test_stop_ends_run_promptly_while_the_watch_is_silent() -> None:
 async def test_stop_ends_run_promptly_during_a_backoff_sleep() -> None:
     clock = FakeClock()
     client = StubClient(lists=[errors.ConnectionFailed("refused")])
-    informer, _ = make(client, clock)
-    task = asyncio.create_task(informer.run())
-    await until(lambda: clock.sleepers == 1, "backing off")
+    informer, task = await run_until(client, lambda: clock.sleepers == 1, "backing off", clock)
     informer.stop()
     await asyncio.wait_for(task, timeout=1.0)
     assert len(client.list_calls) == 1
@@ -1221,9 +1219,7 @@ async def test_stop_ends_run_promptly_during_a_backoff_sleep() -> None:
 
 async def test_run_after_stop_returns_at_once_and_double_run_is_refused() -> None:
     client = StubClient(lists=[ListResult([], "1")])
-    informer, _ = make(client)
-    task = asyncio.create_task(informer.run())
-    await until(lambda: len(client.list_calls) == 1, "listing")
+    informer, task = await run_until(client, lambda: len(client.list_calls) == 1, "listing")
     with pytest.raises(RuntimeError, match="already running"):
         await informer.run()
     informer.stop()
@@ -1234,9 +1230,7 @@ async def test_run_after_stop_returns_at_once_and_double_run_is_refused() -> Non
 
 async def test_cancelling_the_caller_of_run_propagates_cancellation() -> None:
     client = StubClient(lists=[ListResult([], "1")])
-    informer, _ = make(client)
-    task = asyncio.create_task(informer.run())
-    await until(lambda: len(client.watch_calls) == 1, "watching")
+    informer, task = await run_until(client, lambda: len(client.watch_calls) == 1, "watching")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 1)
