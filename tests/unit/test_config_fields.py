@@ -581,19 +581,19 @@ def test_a_rule_between_fields_names_the_field_and_both_values(
 @pytest.mark.parametrize(
     ("metrics", "probes", "clash"),
     [
+        (":8080", ":8080", True),
         ("127.0.0.1:9000", "127.0.0.1:9000", True),
+        ("127.0.0.1:9000", ":9000", True),
         ("0.0.0.0:9000", "127.0.0.1:9000", True),
         ("127.0.0.1:9000", "0.0.0.0:9000", True),
         ("[::]:9000", "127.0.0.1:9000", True),
         ("127.0.0.1:9000", "[::]:9000", True),
+        (":8080", ":8081", False),
+        ("127.0.0.1:9000", "127.0.0.2:9000", False),
         ("localhost:9000", "127.0.0.1:9000", False),
         ("0.0.0.0:0", "0.0.0.0:0", False),  # port 0: each listener gets its own free port
-        (":8080", ":8080", True),
-        ("127.0.0.1:9000", ":9000", True),
-        ("127.0.0.1:9000", "127.0.0.2:9000", False),
         (":0", ":0", False),
         ("0", ":8080", False),  # metrics off
-        (":8080", ":8081", False),
     ],
 )
 def test_addresses_clash_on_the_same_port_of_the_same_or_any_interface(
