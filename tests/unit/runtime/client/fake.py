@@ -6,6 +6,8 @@ interceptor client overrides the functions a test scripts. A request a fake does
 play fails the test, naming it. An override that does not take exactly what the
 `Client`'s verb takes (names, kinds, defaults; awaited or iterated as the verb is) is
 refused when its class is made, so a fake cannot drift from the client it stands in for.
+A fake names the parameters it reads and absorbs the rest with `**kwargs`, so no fake
+need restate a verb's signature; `arguments` gives it the whole call when it records one.
 """
 
 from __future__ import annotations

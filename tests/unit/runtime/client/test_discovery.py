@@ -3,10 +3,7 @@ group versions that cannot be read named instead of failing the walk."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
-
-import orjson
 
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.discovery import (
@@ -28,17 +25,7 @@ class Documents(FakeClient):
         self.docs = docs
         self.accepts: dict[str, str] = {}
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: dict[str, str] | None = None,
-        body: Any = None,
-        content_type: str = JSON,
-        accept: str = JSON,
-        decode: Callable[[bytes], Any] = orjson.loads,
-    ) -> Any:
+    async def request(self, method: str, path: str, *, accept: str = JSON, **_: Any) -> Any:
         assert method == "GET"
         self.accepts[path] = accept
         doc = self.docs[path]
