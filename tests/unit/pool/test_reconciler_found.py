@@ -7,17 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-
-from dynamo_pool_operator.api.relay import RelayDefaults
-from dynamo_pool_operator.pool import controller
 from dynamo_pool_operator.pool.model import Action, ActionResult, EventNames, Outcome, Verb
 from dynamo_pool_operator.pool.model import Result as Res
-from dynamo_pool_operator.pool.reconciler import PoolRelayReconciler
-from dynamo_pool_operator.runtime.cache.shared import SharedInformers
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, Resource
+from tests.unit.pool.support import reconciler
 from tests.unit.runtime.client.fake import FakeClient
 
 NS, POOL, OBJ, UID = "ns", "p", "p-pool-relay", "relay-uid"
@@ -50,25 +45,6 @@ class Server(FakeClient):
 
     async def apply(self, res: Resource, body: Any, **kwargs: Any) -> Any:
         return body  # the relay's status
-
-
-class Events:
-    def emit(self, *args: Any) -> None:
-        pass
-
-
-def reconciler(server: Server, clock: FakeClock) -> PoolRelayReconciler:
-    informers = SharedInformers(FakeClient())
-    caches = controller.relay_caches(informers, namespace=None, dgd_version="v1beta1")
-    return PoolRelayReconciler(
-        server,
-        caches,
-        defaults=RelayDefaults(image="i", port=1),
-        default_discovery_backend="kubernetes",
-        recorder=Events(),  # type: ignore[arg-type]
-        registry=CollectorRegistry(),
-        clock=clock,
-    )
 
 
 def found(obj: dict[str, Any]) -> Outcome:

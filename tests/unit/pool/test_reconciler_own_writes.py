@@ -7,14 +7,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-
-from dynamo_pool_operator.api.relay import RelayDefaults
-from dynamo_pool_operator.pool import controller
-from dynamo_pool_operator.pool.reconciler import PoolRelayReconciler
-from dynamo_pool_operator.runtime.cache.shared import SharedInformers
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.objects.resources import Resource
+from tests.unit.pool.support import reconciler
 from tests.unit.runtime.client.fake import FakeClient
 
 NS, POOL, UID = "ns", "p", "relay-uid"
@@ -51,25 +45,6 @@ class Server(FakeClient):
     ) -> dict[str, Any]:
         self.applied.append(body)
         return relay(str(1 + len(self.applied)), copy.deepcopy(body["status"]))
-
-
-class Events:
-    def emit(self, *args: Any) -> None:
-        pass
-
-
-def reconciler(server: Server) -> PoolRelayReconciler:
-    informers = SharedInformers(FakeClient())
-    caches = controller.relay_caches(informers, namespace=None, dgd_version="v1beta1")
-    return PoolRelayReconciler(
-        server,
-        caches,
-        defaults=RelayDefaults(image="i", port=1),
-        default_discovery_backend="kubernetes",
-        recorder=Events(),  # type: ignore[arg-type]
-        registry=CollectorRegistry(),
-        clock=FakeClock(),
-    )
 
 
 async def test_a_pass_before_the_cache_shows_our_status_write_compares_with_it() -> None:
