@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from dynamo_pool_operator.api.dgd import DiscoveryBackend
-from dynamo_pool_operator.api.mcs import Confirmation, Implementation
+from dynamo_pool_operator.api.mcs import CONFIRMATION_ALIASES, Confirmation, Implementation
 from dynamo_pool_operator.api.podfields import PullPolicy
 from dynamo_pool_operator.config_fields import (
     ConfigurationError,
@@ -114,19 +114,24 @@ class MultiClusterConfig:
     )
     confirmation: Confirmation = choice(
         Confirmation.DEFAULT,
-        "Whether the MCS implementation must confirm an export (write a condition on it) "
-        "before the pool is `Exported`: `required` for implementations that write "
-        "`Valid`/`Ready`/`Conflict` (Submariner Lighthouse, Cilium): an export with nothing "
-        "written stays `Exported=Unknown`; `none` for those that write no condition (Karmada, "
-        "AWS Cloud Map): an export that exists is `Exported=True ExportExists`. Empty: "
-        "`required` with `mcs`, `none` with `karmada`.",
+        "What the MCS implementation must write on an export before the pool is "
+        "`Exported`: `ready` waits for `Ready=True` (Submariner Lighthouse, Cilium write it); "
+        "`valid` for `Valid=True` or `Ready=True` (Antrea writes only `Valid`); with either, "
+        "an export with nothing written stays `Exported=Unknown`. `none` for those that "
+        "write no condition (Karmada, AWS Cloud Map, Clusternet): an export that exists is "
+        "`Exported=True ExportExists`. A refusal or conflict written is read at every level. "
+        "Empty: `valid` with `mcs`, `none` with `karmada`. `required` is the old name of "
+        "`ready`.",
+        aliases=tuple(CONFIRMATION_ALIASES),
     )
     unconfirmed_after: float = duration(
         "60s",
-        "With confirmation `required`: how long an export on which the MCS implementation has "
-        "written no condition is waited for (`Exported=Unknown Pending`) before a Warning says "
-        "so (`Exported=Unknown Unconfirmed`; still not exported). Lighthouse writes its "
-        "conditions within seconds. 0s: warn at once.",
+        "With confirmation `ready` or `valid`: how long an export on which the MCS "
+        "implementation has written no condition (under `ready`: no `Ready`) is waited for "
+        "(`Exported=Unknown Pending`) before a Warning says so (`Exported=Unknown "
+        "Unconfirmed`; still not exported), and how long a withdrawn export may stay "
+        "being deleted before its status line says what holds it (`Withdrawing`). "
+        "Lighthouse writes its conditions within seconds. 0s: warn at once.",
         check=_not_negative,
         allowed=">= 0",
     )

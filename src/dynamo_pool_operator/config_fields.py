@@ -102,11 +102,12 @@ def string(
     return dataclasses.field(default=default, metadata={"spec": spec})
 
 
-def choice(default: E, doc: str) -> E:
+def choice(default: E, doc: str, *, aliases: tuple[str, ...] = ()) -> E:
     """One of an enum's values in the file, the enum's member in Python: the code
-    compares members, never spelled-out strings."""
+    compares members, never spelled-out strings. `aliases`: old names still accepted
+    (the enum maps each to its member)."""
     enum = type(default)
-    spec = FieldSpec("string", doc, tuple(m.value for m in enum), enum=enum)
+    spec = FieldSpec("string", doc, (*(m.value for m in enum), *aliases), enum=enum)
     return dataclasses.field(default=default, metadata={"spec": spec})
 
 

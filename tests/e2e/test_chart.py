@@ -204,7 +204,7 @@ def test_values_reach_the_configuration() -> None:
     docs = template(values)
     cfg = rendered_configuration(docs)
     assert cfg.multi_cluster.mcs_implementation == "karmada"
-    assert cfg.multi_cluster.confirmation == "required"
+    assert cfg.multi_cluster.confirmation == "ready"  # `required` is its old name
     assert cfg.multi_cluster.unconfirmed_after == 0
     assert cfg.multi_cluster.api_discovery_interval == 10
     assert cfg.discovery.backend == "etcd"

@@ -109,7 +109,10 @@ VALID = [
     ("multiCluster.mcsImplementation", "mcs", "mcs"),
     ("multiCluster.mcsImplementation", "karmada", "karmada"),
     ("multiCluster.mcsImplementation", "", ""),
-    ("multiCluster.confirmation", "required", "required"),
+    ("multiCluster.confirmation", "ready", "ready"),
+    ("multiCluster.confirmation", "valid", "valid"),
+    # The old name of `ready`, still accepted: read as `ready`.
+    ("multiCluster.confirmation", "required", "ready"),
     ("multiCluster.confirmation", "none", "none"),
     ("multiCluster.confirmation", "", ""),
     ("multiCluster.unconfirmedAfter", "0s", 0.0),
@@ -167,7 +170,11 @@ def test_valid_field_value_is_accepted(path: str, value: Any, expected: Any) -> 
 INVALID = [
     ("multiCluster.mcsImplementation", "istio", 'use one of "", "mcs", "karmada"'),
     ("multiCluster.mcsImplementation", "MCS", "is not supported"),
-    ("multiCluster.confirmation", "optional", 'use one of "", "required", "none"'),
+    (
+        "multiCluster.confirmation",
+        "optional",
+        'use one of "", "ready", "valid", "none", "required"',
+    ),
     ("multiCluster.unconfirmedAfter", "-1s", "must not be negative"),
     ("multiCluster.unconfirmedAfter", "soon", "invalid duration"),
     ("multiCluster.apiDiscoveryInterval", "0s", "must be greater than 0"),

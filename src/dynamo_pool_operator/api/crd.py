@@ -261,6 +261,12 @@ def status_schema() -> dict[str, Any]:
                         "state": {"type": "string"},
                         "reason": {"type": "string"},
                         "message": {"type": "string"},
+                        "finalizers": {
+                            "type": "array",
+                            "description": "Withdrawing: the finalizers that hold the "
+                            "export (someone else's; it goes once they are removed).",
+                            "items": {"type": "string"},
+                        },
                         **{
                             key: _implementation_view(type_)
                             for key, type_ in ((str(c).lower(), str(c)) for c in ExportCondition)

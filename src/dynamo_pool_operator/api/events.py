@@ -53,6 +53,8 @@ class ExportWarning(StrEnum):
     #: The cluster ID could not be read: the same reason as a failed export write.
     EXPORT_FAILED = EventReason.EXPORT_FAILED.value
     FOREIGN_SERVICE = "ForeignService"
+    #: A withdrawn export of ours held past `unconfirmedAfter` by others' finalizers.
+    EXPORT_STUCK_TERMINATING = "ExportStuckTerminating"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,12 +159,25 @@ EVENTS: dict[str, Event] = {
         "mcs only: `spec.clusterId` differs from `cluster.clusterset.k8s.io`.",
         "Set `spec.clusterId` to the property's value.",
     ),
+    ExportWarning.EXPORT_STUCK_TERMINATING: Event(
+        "Warning",
+        "Withdraw",
+        "the export",
+        "A withdrawn export of ours has been being deleted for longer than "
+        "`multiCluster.unconfirmedAfter` (60s): finalizers someone else added (AWS Cloud "
+        "Map's, Clusternet's, ...) hold it, and the implementation may still import it. "
+        "The note names them; the relay's `status.exports[]` shows the export "
+        "`Withdrawing` with them. Once per export, when its line turns `Withdrawing`.",
+        "Find why the finalizer's controller does not finish (is it running? its logs), "
+        "or remove the finalizer by hand once its cleanup is done.",
+    ),
 }
 
 #: The action of each export advisory that is not `Export`.
 ADVISORY_ACTIONS: dict[ExportWarning, str] = {
     ExportWarning.CLUSTER_ID_MISMATCH: "CheckClusterID",
     ExportWarning.EXPORT_FAILED: "ReadClusterID",
+    ExportWarning.EXPORT_STUCK_TERMINATING: "Withdraw",
 }
 
 #: False reasons that record no Warning: the cause has its own Event already (a refused

@@ -43,15 +43,28 @@ CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
 
 
 class Confirmation(StrEnum):
-    """`multiCluster.confirmation`: must the implementation confirm an export (write a
-    condition on it) before the pool counts as exported?"""
+    """`multiCluster.confirmation`: what the implementation must write on an export
+    before the pool counts as exported. What it does write (a refusal, a conflict,
+    `Ready=False`) is read at every level."""
 
-    #: By the implementation: `required` with `mcs`, `none` with `karmada`.
+    #: By the implementation: `valid` with `mcs`, `none` with `karmada`.
     DEFAULT = ""
-    #: Lighthouse and Cilium write `Valid`/`Ready`/`Conflict`: wait for them.
-    REQUIRED = "required"
-    #: Karmada and AWS Cloud Map write no condition: the export existing is all there is.
+    #: `Ready=True`: the export reached the ClusterSet (Lighthouse, Cilium write it).
+    READY = "ready"
+    #: `Valid=True` (or `Ready=True`), nothing refusing it: every implementation that
+    #: writes conditions writes `Valid`; Antrea writes nothing else.
+    VALID = "valid"
+    #: Karmada, AWS Cloud Map and Clusternet write no condition: the export existing is
+    #: all there is.
     NONE = "none"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Confirmation | None:
+        return cls.READY if value in CONFIRMATION_ALIASES else None
+
+
+#: Earlier names of a level, still accepted in the configuration.
+CONFIRMATION_ALIASES = {"required": Confirmation.READY}
 
 
 class Implementation(StrEnum):
@@ -63,10 +76,13 @@ class Implementation(StrEnum):
 
     def confirmation(self, configured: Confirmation) -> Confirmation:
         """The confirmation rule in effect: the configured one, else this
-        implementation's default (Karmada writes no condition on a member's exports)."""
+        implementation's default. Karmada writes no condition on a member's exports;
+        every standard implementation that writes conditions writes `Valid`, and only
+        some of them `Ready` (Antrea never does): `valid` waits for what they all write,
+        and still reads a `Ready` or `Conflict` where one is written."""
         if configured is not Confirmation.DEFAULT:
             return configured
-        return Confirmation.NONE if self is Implementation.KARMADA else Confirmation.REQUIRED
+        return Confirmation.NONE if self is Implementation.KARMADA else Confirmation.VALID
 
     @property
     def checks_cluster_id(self) -> bool:

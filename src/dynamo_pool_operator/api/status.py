@@ -127,6 +127,9 @@ class ExportState(StrEnum):
     FAILED = "Failed"
     FOREIGN = "Foreign"
     SKIPPED = "Skipped"
+    #: Ours, withdrawn, and still being deleted past `multiCluster.unconfirmedAfter`:
+    #: someone else's finalizers hold it (the line names them).
+    WITHDRAWING = "Withdrawing"
 
 
 class ExportLineReason(StrEnum):
@@ -144,6 +147,8 @@ class ExportLineReason(StrEnum):
     SERVICE_REPLACED = "ServiceReplaced"
     #: A frontend's Service is someone else's (not the DGD's): not exported.
     FOREIGN_SERVICE = "ForeignService"
+    #: A withdrawn export stays, held by finalizers that are not ours (`Withdrawing`).
+    HELD_BY_FINALIZERS = "HeldByFinalizers"
 
 
 #: Our words by their text: a shown condition is read on every pass, and a dict lookup
@@ -306,14 +311,17 @@ EXPORTED_MEANINGS: dict[ExportedReason, str] = {
     "(`Conflict=True`; KEP-1645: the oldest export's properties win); the conflict is "
     "quoted and a Warning recorded.",
     ExportedReason.EXPORT_EXISTS: "True (`multiCluster.confirmation: none`): every export "
-    "exists and the implementation writes no condition (Karmada, AWS Cloud Map): nothing "
+    "exists and the implementation writes no condition (Karmada, AWS Cloud Map, Clusternet): "
+    "nothing "
     "more is known.",
-    ExportedReason.UNCONFIRMED: "Unknown (`multiCluster.confirmation: required`): the "
-    "implementation has written no condition on an export for longer than "
-    "`multiCluster.unconfirmedAfter` (60s); a Warning says so. Is it running? One that "
-    "never writes conditions wants `confirmation: none`.",
+    ExportedReason.UNCONFIRMED: "Unknown (`multiCluster.confirmation: valid` or `ready`): "
+    "the implementation has written no condition on an export for longer than "
+    "`multiCluster.unconfirmedAfter` (60s), or (`ready`) only `Valid=True` and no `Ready`; "
+    "a Warning says so. Is it running? One that never writes conditions wants "
+    "`confirmation: none`, one that never writes `Ready` (Antrea) `valid`.",
     ExportedReason.PENDING: "Unknown: the implementation is still working (`Ready=False` "
-    "`AwaitingExport`, no condition yet on a new export), an export is being deleted, it "
+    "`AwaitingExport`, no condition yet on a new export, `AwaitingReady` under "
+    "`confirmation: ready`), an export is being deleted, it "
     "waits for its Service (`Waiting`), or the relay Service's export waits for its "
     "replaced Service (`ServiceReplaced`).",
     ExportedReason.EXPORT_FAILED: "False: a write of an export failed (see the "

@@ -180,6 +180,8 @@ class StatusLine:
     #: What the MCS implementation wrote on the export ("valid", "ready", "conflict":
     #: status, reason, message, lastTransitionTime), verbatim.
     implementation: Mapping[str, Mapping[str, str]] | None = None
+    #: `Withdrawing`: the finalizers that hold the export.
+    finalizers: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "state": self.state}
@@ -187,6 +189,8 @@ class StatusLine:
             out["reason"] = self.reason
         if self.message:
             out["message"] = self.message
+        if self.finalizers:
+            out["finalizers"] = list(self.finalizers)
         for key, value in sorted((self.implementation or {}).items()):
             out[key] = dict(value)
         return out
@@ -212,6 +216,8 @@ class Report:
 
     lines: tuple[StatusLine, ...] = ()
     condition: ConditionView | None = None
+    #: Events about lines that moved, recorded once the status is written.
+    transitions: tuple[Advisory, ...] = ()
 
 
 #: Where a `Snapshot` field declares its `Version` (`dataclasses.field` metadata).

@@ -613,12 +613,14 @@ def report(
     decision, relay = plan.decision, snapshot.relay
     lines: list[StatusLine] = []
     exported: ConditionView | None = None
+    moved: list[Advisory] = []
     features = (exports,) if exports is not None else ()
     for feature, contribution in zip(features, plan.contributions, strict=True):
         part = report_exports(
             snapshot, decision, contribution, outcome.of(contribution.actions), feature, now=now
         )
         lines += part.lines
+        moved += part.transitions
         exported = part.condition if part.condition is not None else exported
     available = relay_availability(snapshot, plan, outcome)
     seen = Pass(snapshot, plan, outcome, available, exported)
@@ -638,7 +640,7 @@ def report(
         status,
         status_apply(relay, status),
         status_changed(snapshot.shown_status, status),
-        transitions(snapshot, said, exported),
+        transitions(snapshot, said, exported) + tuple(moved),
         failures,
         exported.recheck_at if exported is not None else None,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dynamo_pool_operator.api import mcs
 from dynamo_pool_operator.runtime.objects.resources import Resource
 
@@ -37,8 +39,16 @@ def test_the_effective_cluster_id_is_the_spec_then_the_clusters_then_the_last_kn
 
 def test_the_confirmation_in_effect_is_the_configured_one_else_the_implementations() -> None:
     c, i = mcs.Confirmation, mcs.Implementation
-    assert i.MCS.confirmation(c.DEFAULT) is c.REQUIRED
+    # Every standard implementation that writes conditions writes Valid; Antrea no Ready.
+    assert i.MCS.confirmation(c.DEFAULT) is c.VALID
     assert i.KARMADA.confirmation(c.DEFAULT) is c.NONE  # Karmada writes no condition
     for implementation in (i.MCS, i.KARMADA):
-        assert implementation.confirmation(c.NONE) is c.NONE
-        assert implementation.confirmation(c.REQUIRED) is c.REQUIRED
+        for level in (c.NONE, c.VALID, c.READY):
+            assert implementation.confirmation(level) is level
+
+
+def test_required_is_the_old_name_of_ready() -> None:
+    assert mcs.Confirmation("required") is mcs.Confirmation.READY
+    assert mcs.Confirmation("ready") is mcs.Confirmation.READY
+    with pytest.raises(ValueError, match="optional"):
+        mcs.Confirmation("optional")

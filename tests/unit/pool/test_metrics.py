@@ -85,6 +85,7 @@ def test_exports_by_state_sum_every_relays_status_lines_with_every_state_present
         'dynamo_pool_operator_exports{state="Foreign"}': "1.0",
         'dynamo_pool_operator_exports{state="Pending"}': "0.0",
         'dynamo_pool_operator_exports{state="Skipped"}': "1.0",
+        'dynamo_pool_operator_exports{state="Withdrawing"}': "0.0",
     }
 
 

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
+from dynamo_pool_operator.api.events import ExportWarning
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.api.status import (
@@ -532,3 +533,78 @@ def test_a_dgd_gone_warns_about_nothing_but_the_relay() -> None:
     _, said = run(gone, export_rules())
     warnings = [t for t in said.transitions if t.type == "Warning"]
     assert [(t.reason, t.related) for t in warnings] == [("DGDNotFound", None)]
+
+
+# --------------------------------------------------------------------------- withdrawals
+HELD_BY = ["multicluster.k8s.aws/service-export-finalizer"]
+
+
+def going(obj: dict[str, Any], since: timedelta) -> dict[str, Any]:
+    """`obj` being deleted for `since`, held by someone else's finalizer."""
+    out = copy.deepcopy(obj)
+    out["metadata"].update(deletionTimestamp=rfc3339(NOW - since), finalizers=list(HELD_BY))
+    return out
+
+
+def stuck(relay: Relay, since: timedelta) -> Snapshot:
+    """A withdrawn pool whose two exports are still being deleted for `since`."""
+    snap = dataclasses.replace(steady(relay), pool=make_pool(workers=False))
+    return dataclasses.replace(snap, exports={n: going(e, since) for n, e in snap.exports.items()})
+
+
+def test_a_withdrawal_within_the_grace_shows_no_line_and_is_rechecked_when_it_ends() -> None:
+    relay = make_relay()
+    _, said = run(stuck(relay, timedelta(seconds=20)), export_rules())
+    assert said.status["exports"] == []
+    assert ExportWarning.EXPORT_STUCK_TERMINATING not in [t.reason for t in said.transitions]
+    assert said.recheck_at == NOW + timedelta(seconds=40)
+
+
+def test_a_withdrawal_held_past_the_grace_says_withdrawing_and_warns_once() -> None:
+    relay = make_relay()
+    snap = stuck(relay, timedelta(seconds=61))
+    _, said = run(snap, export_rules())
+    since = rfc3339(NOW - timedelta(seconds=61))
+    assert said.status["exports"] == [
+        {
+            "name": name,
+            "state": "Withdrawing",
+            "reason": "HeldByFinalizers",
+            "message": f"withdrawn, and being deleted since {since}, longer than "
+            "multiCluster.unconfirmedAfter (60s): held by finalizers "
+            "multicluster.k8s.aws/service-export-finalizer; the MCS implementation may "
+            "still import it",
+            "finalizers": HELD_BY,
+        }
+        for name in (FRONTEND, RELAY_SVC)  # withdrawals in name order
+    ]
+    warned = [t for t in said.transitions if t.reason == ExportWarning.EXPORT_STUCK_TERMINATING]
+    assert [(t.type, t.action) for t in warned] == [("Warning", "Withdraw")] * 2
+    assert [t.related["name"] for t in warned if t.related] == [FRONTEND, RELAY_SVC]
+    assert HELD_BY[0] in warned[0].message
+    assert said.recheck_at is None
+    # The next pass sees its own status: the same lines, no write, no second Warning.
+    shown = dataclasses.replace(snap, shown_status=said.status)
+    _, again = run(shown, export_rules())
+    assert not again.changed
+    assert [
+        t for t in again.transitions if t.reason == ExportWarning.EXPORT_STUCK_TERMINATING
+    ] == []
+
+
+def test_a_withdrawing_export_leaves_a_published_pool_exported() -> None:
+    relay = make_relay()
+    snap = steady(relay)
+    old = going(confirmed_export(f"{NAME}-old", relay), timedelta(minutes=5))
+    snap = dataclasses.replace(snap, exports={**snap.exports, f"{NAME}-old": old})
+    _, said = run(snap, export_rules())
+    assert [(x["name"], x["state"]) for x in said.status["exports"]] == [
+        (RELAY_SVC, "Exported"),
+        (FRONTEND, "Exported"),
+        (f"{NAME}-old", "Withdrawing"),
+    ]
+    exported = condition(said, ConditionType.EXPORTED)
+    assert (exported["status"], exported["reason"]) == (
+        Status.TRUE,
+        ExportedReason.IMPLEMENTATION_READY,
+    )

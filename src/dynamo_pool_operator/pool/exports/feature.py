@@ -127,7 +127,7 @@ class PoolExports:
         implementation: Implementation,
         about_version: str | None,
         unconfirmed_after: timedelta = UNCONFIRMED_AFTER,
-        confirmation: Confirmation = Confirmation.REQUIRED,
+        confirmation: Confirmation = Confirmation.VALID,
         frontends: FrontendCaches | None = None,
     ) -> None:
         #: None: no Service is read, so every frontend is taken to have none yet.

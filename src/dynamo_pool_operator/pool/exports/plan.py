@@ -81,7 +81,7 @@ Warn = ExportWarning
 
 
 #: How long an export with no condition at all is waited for before it is warned about
-#: as unconfirmed (`multiCluster.unconfirmedAfter`; `confirmation: required`).
+#: as unconfirmed (`multiCluster.unconfirmedAfter`; `confirmation: ready` or `valid`).
 UNCONFIRMED_AFTER = timedelta(seconds=60)
 
 
@@ -95,7 +95,7 @@ class ExportRules:
     #: The About API's "group/version" the cluster's ID property is read at; "" for none.
     about_version: str = ""
     unconfirmed_after: timedelta = UNCONFIRMED_AFTER
-    confirmation: Confirmation = Confirmation.REQUIRED
+    confirmation: Confirmation = Confirmation.VALID
 
 
 #: How long after the new relay Service exists its export is created again: time for

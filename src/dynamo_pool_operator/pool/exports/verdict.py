@@ -15,11 +15,14 @@ than that:
 - `Conflict=True` next to `Ready=True`: **conflicted** — still imported (KEP-1645: the
   oldest export's properties win and the others join under them), the conflict quoted
   and warned about;
-- `Ready=True`, or `Valid=True` with no `Ready`: **confirmed**;
+- `Ready=True`, or `Valid=True` with no `Ready` (`multiCluster.confirmation: valid`, the
+  default with `mcs`, or `none`): **confirmed**; under `ready` an export with `Valid=True`
+  and no `Ready` is **pending**, and once it has waited `unconfirmedAfter`
+  **unconfirmed** (Antrea never writes `Ready`);
 - `Ready=False` waiting (`AwaitingExport`, ...) or `Unknown`: **pending**;
 - nothing written: with `multiCluster.confirmation: none` (an implementation that
-  writes no conditions: Karmada, AWS Cloud Map) the export **exists**, and that is all
-  that is claimed; with `required` (Lighthouse, Cilium) **pending**, and once it has
+  writes no conditions: Karmada, AWS Cloud Map, Clusternet) the export **exists**, and
+  that is all that is claimed; with `ready` or `valid` **pending**, and once it has
   waited `unconfirmedAfter` **unconfirmed**: still not exported, and warned about;
 - a condition whose `observedGeneration` is older than the export's generation
   says nothing about the export as it is: ignored (an old `Conflict` is no refusal).
@@ -34,6 +37,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from dynamo_pool_operator.api.events import ADVISORY_ACTIONS, ExportWarning
 from dynamo_pool_operator.api.mcs import WAITING_REASONS, Confirmation, ExportCondition
 from dynamo_pool_operator.api.status import (
     ConditionType,
@@ -45,6 +49,7 @@ from dynamo_pool_operator.api.status import (
 from dynamo_pool_operator.pool.exports.plan import UNCONFIRMED_AFTER, ExportRules
 from dynamo_pool_operator.pool.model import (
     ActionResult,
+    Advisory,
     ConditionView,
     Contribution,
     Decision,
@@ -54,12 +59,17 @@ from dynamo_pool_operator.pool.model import (
     StatusLine,
     Verb,
 )
-from dynamo_pool_operator.runtime.objects import Meta, is_controlled_by, rfc3339
+from dynamo_pool_operator.runtime.objects import Meta, is_controlled_by, rfc3339, seconds_since
 
 VALID, READY, CONFLICT = ExportCondition.VALID, ExportCondition.READY, ExportCondition.CONFLICT
 #: An export not yet (or no longer) judged: just created, or with nothing written.
 AWAITING = "AwaitingImplementation"
 AWAITING_MESSAGE = "waiting for the MCS implementation to write a condition"
+#: `confirmation: ready`, and the export is accepted (`Valid=True`) but not yet `Ready`.
+AWAITING_READY = "AwaitingReady"
+AWAITING_READY_MESSAGE = (
+    "the MCS implementation accepted the export (Valid=True); waiting for Ready"
+)
 
 
 class Judgement(StrEnum):
@@ -123,7 +133,7 @@ def verdict(
     *,
     now: datetime,
     unconfirmed_after: timedelta = UNCONFIRMED_AFTER,
-    confirmation: Confirmation = Confirmation.REQUIRED,
+    confirmation: Confirmation = Confirmation.VALID,
 ) -> Verdict:
     view = view_of(export) or None
     valid, ready, conflict = (_current(export, t) for t in (VALID, READY, CONFLICT))
@@ -146,13 +156,16 @@ def verdict(
         if status == Status.FALSE and reason not in WAITING_REASONS:
             return Verdict(Judgement.REFUSED, reason or "NotReady", _said(ready), view)
         return Verdict(Judgement.PENDING, reason or "Unknown", _said(ready), view)
-    if valid is not None and valid.get("status") == Status.TRUE:
+    accepted = valid is not None and valid.get("status") == Status.TRUE
+    if accepted and confirmation is not Confirmation.READY:
         return Verdict(Judgement.CONFIRMED, view=view)
-    if valid is not None:
+    if valid is not None and not accepted:
         return Verdict(Judgement.PENDING, str(valid.get("reason") or "Unknown"), _said(valid), view)
     if confirmation is Confirmation.NONE:
         return Verdict(Judgement.EXISTS, view=view)
     created = Meta(export).created
+    if accepted:
+        return _awaiting_ready(export, created, now, unconfirmed_after, view)
     if created is not None and now < created + unconfirmed_after:
         return Verdict(
             Judgement.PENDING, AWAITING, AWAITING_MESSAGE, view, created + unconfirmed_after
@@ -165,6 +178,36 @@ def verdict(
         f"multiCluster.unconfirmedAfter ({unconfirmed_after.total_seconds():.0f}s): is it "
         "running? (an implementation that never writes conditions wants "
         "multiCluster.confirmation: none)",
+        view,
+    )
+
+
+def _awaiting_ready(
+    export: Mapping[str, Any],
+    created: datetime | None,
+    now: datetime,
+    unconfirmed_after: timedelta,
+    view: Mapping[str, Mapping[str, str]] | None,
+) -> Verdict:
+    """`confirmation: ready` and the implementation accepted the export (`Valid=True`)
+    but wrote no `Ready`: pending, and unconfirmed once it has waited `unconfirmed_after`
+    (an implementation that never writes `Ready` leaves it so for good)."""
+    if created is not None and now < created + unconfirmed_after:
+        return Verdict(
+            Judgement.PENDING,
+            AWAITING_READY,
+            AWAITING_READY_MESSAGE,
+            view,
+            created + unconfirmed_after,
+        )
+    since = f" since it was created at {rfc3339(created)}" if created is not None else ""
+    return Verdict(
+        Judgement.UNCONFIRMED,
+        ExportedReason.UNCONFIRMED,
+        f"the MCS implementation accepted the export (Valid=True) but has written no Ready"
+        f"{since}, longer than multiCluster.unconfirmedAfter "
+        f"({unconfirmed_after.total_seconds():.0f}s): an implementation that never writes "
+        "Ready (Antrea) wants multiCluster.confirmation: valid",
         view,
     )
 
@@ -204,7 +247,9 @@ def exported(
     the implementation's verdict on each export we hold."""
     if not published:
         return NOT_PUBLISHED
-    wanted = [line for line in lines if line.state != ExportState.SKIPPED]
+    wanted = [
+        line for line in lines if line.state not in (ExportState.SKIPPED, ExportState.WITHDRAWING)
+    ]
     if not wanted:
         return Exported(
             Status.FALSE, ExportedReason.NOTHING_TO_EXPORT, "no Service of the pool can be exported"
@@ -330,6 +375,73 @@ def lines_after(contribution: Contribution, results: Sequence[ActionResult]) -> 
     return list(lines.values())
 
 
+@dataclass(frozen=True, slots=True)
+class Withdrawals:
+    """Withdrawn exports of ours still being deleted: the lines of those held past the
+    grace, the Warnings of those whose line just appeared, and when the next grace ends."""
+
+    lines: tuple[StatusLine, ...] = ()
+    warnings: tuple[Advisory, ...] = ()
+    recheck_at: datetime | None = None
+
+
+def withdrawals(
+    results: Sequence[ActionResult],
+    shown: Mapping[str, Mapping[str, Any]],
+    lines: Mapping[str, StatusLine],
+    *,
+    grace: timedelta,
+    now: datetime,
+) -> Withdrawals:
+    """A withdrawn export of ours goes once every finalizer on it is removed; ours adds
+    none, so one still being deleted `grace` after its deletion began is held by someone
+    else's (AWS Cloud Map and Clusternet add theirs to every export). Its line says
+    `Withdrawing` and names them; the Warning is recorded when that line appears (`shown`:
+    the lines the relay shows by name), so once per export, however many passes see it.
+    `lines`: this pass's lines by name; a line of the name other than a skip (the relay
+    Service's `ServiceReplaced`, read back by the hold) stays, and no Withdrawing is said
+    (one line per name)."""
+    out: list[StatusLine] = []
+    warnings: list[Advisory] = []
+    rechecks: list[datetime] = []
+    for r in results:
+        a, live = r.action, r.action.live
+        if a.verb is not Verb.WAIT or a.wanted or r.result is not Result.DONE or live is None:
+            continue
+        meta = live.get("metadata") or {}
+        since = meta.get("deletionTimestamp")
+        waited = seconds_since(since, now)
+        present = lines.get(a.name)
+        if waited is None or (present is not None and present.state != ExportState.SKIPPED):
+            continue
+        if waited < grace.total_seconds():
+            rechecks.append(now + grace - timedelta(seconds=waited))
+            continue
+        raw = meta.get("finalizers")
+        held_by = tuple(str(f) for f in raw) if isinstance(raw, list) else ()
+        named = ", ".join(held_by) or "none left (the deletion should complete at once)"
+        line = StatusLine(
+            a.name,
+            ExportState.WITHDRAWING,
+            ExportLineReason.HELD_BY_FINALIZERS,
+            f"withdrawn, and being deleted since {since}, longer than "
+            f"multiCluster.unconfirmedAfter ({grace.total_seconds():.0f}s): held by "
+            f"finalizers {named}; the MCS implementation may still import it",
+            finalizers=held_by,
+        )
+        out.append(line)
+        if (shown.get(a.name) or {}).get("state") != ExportState.WITHDRAWING:
+            warnings.append(
+                Advisory(
+                    ExportWarning.EXPORT_STUCK_TERMINATING,
+                    ADVISORY_ACTIONS[ExportWarning.EXPORT_STUCK_TERMINATING],
+                    f"export {a.name}: {line.message}",
+                    a.resource.reference(dict(live)) if a.resource is not None else None,
+                )
+            )
+    return Withdrawals(tuple(out), tuple(warnings), min(rechecks, default=None))
+
+
 def report_exports(
     snapshot: Snapshot,
     decision: Decision,
@@ -368,6 +480,12 @@ def report_exports(
         else line
         for line in lines_after(contribution, results)
     ]
+    by_name = {line.name: line for line in lines}
+    going = withdrawals(
+        results, snapshot.shown_exports, by_name, grace=rules.unconfirmed_after, now=now
+    )
+    by_name.update((line.name, line) for line in going.lines)
+    lines = list(by_name.values())
     overall = exported(lines, verdicts, published=decision.publish)
     about = snapshot.exports.get(overall.about)
     # The resource of the plan's actions: the one in effect may have changed since.
@@ -375,7 +493,9 @@ def report_exports(
     related = (
         resource.reference(dict(about)) if about is not None and resource is not None else None
     )
-    rechecks = [t for t in (overall.recheck_at, contribution.recheck_at) if t is not None]
+    rechecks = [
+        t for t in (overall.recheck_at, contribution.recheck_at, going.recheck_at) if t is not None
+    ]
     condition = ConditionView(
         ConditionType.EXPORTED,
         overall.status,
@@ -384,4 +504,4 @@ def report_exports(
         min(rechecks, default=None),
         related,
     )
-    return Report(tuple(lines), condition)
+    return Report(tuple(lines), condition, going.warnings)

@@ -735,6 +735,7 @@ def test_warning_reasons_are_the_spec_event_reasons() -> None:
         "NoFrontend",
         "ClusterIDMismatch",
         "ForeignService",
+        "ExportStuckTerminating",
     }
 
 

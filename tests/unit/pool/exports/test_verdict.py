@@ -167,6 +167,61 @@ def test_with_no_confirmation_required_an_export_with_nothing_written_exists() -
     assert got.judgement is Judgement.REFUSED
 
 
+ANTREA_VALID = cond("Valid", "True", "Succeed")  # Antrea writes nothing else
+
+
+def test_under_valid_an_export_counts_once_valid_is_true() -> None:
+    from dynamo_pool_operator.api.mcs import Confirmation
+
+    for when in (NOW, NOW + UNCONFIRMED_AFTER):
+        got = verdict(export(ANTREA_VALID, created=JUST_NOW), now=when)
+        assert got.judgement is Judgement.CONFIRMED
+        got = verdict(
+            export(ANTREA_VALID, created=JUST_NOW), now=when, confirmation=Confirmation.VALID
+        )
+        assert got.judgement is Judgement.CONFIRMED
+    # Ready and Conflict are still read where they are written.
+    waiting = cond("Ready", "False", "AwaitingExport", "awaiting")
+    got = verdict(export(ANTREA_VALID, waiting), now=NOW, confirmation=Confirmation.VALID)
+    assert (got.judgement, got.reason) == (Judgement.PENDING, "AwaitingExport")
+    clash = cond("Conflict", "True", "ConflictingType", "types differ")
+    got = verdict(export(ANTREA_VALID, clash), now=NOW, confirmation=Confirmation.VALID)
+    assert (got.judgement, got.reason) == (Judgement.REFUSED, "ConflictingType")
+
+
+def test_under_ready_valid_alone_is_pending_then_unconfirmed() -> None:
+    from dynamo_pool_operator.api.mcs import Confirmation
+
+    ready = Confirmation.READY
+    fresh = verdict(export(ANTREA_VALID, created=JUST_NOW), now=NOW, confirmation=ready)
+    assert (fresh.judgement, fresh.reason) == (Judgement.PENDING, "AwaitingReady")
+    assert (
+        fresh.message
+        == "the MCS implementation accepted the export (Valid=True); waiting for Ready"
+    )
+    assert (
+        fresh.recheck_at
+        == datetime.fromisoformat(JUST_NOW.replace("Z", "+00:00")) + UNCONFIRMED_AFTER
+    )
+    later = verdict(
+        export(ANTREA_VALID, created=JUST_NOW), now=NOW + UNCONFIRMED_AFTER, confirmation=ready
+    )
+    assert (later.judgement, later.reason) == (Judgement.UNCONFIRMED, "Unconfirmed")
+    assert later.message == (
+        "the MCS implementation accepted the export (Valid=True) but has written no Ready "
+        f"since it was created at {JUST_NOW}, longer than multiCluster.unconfirmedAfter "
+        "(60s): an implementation that never writes Ready (Antrea) wants "
+        "multiCluster.confirmation: valid"
+    )
+    assert later.recheck_at is None
+    assert later.view == {"valid": {"status": "True", "reason": "Succeed", "lastTransitionTime": T}}
+    # Ready=True confirms, and nothing written is unconfirmed as under `valid`.
+    got = verdict(export(ANTREA_VALID, cond("Ready", "True")), now=NOW, confirmation=ready)
+    assert got.judgement is Judgement.CONFIRMED
+    got = verdict(export(), now=NOW, confirmation=ready)
+    assert got.message == verdict(export(), now=NOW).message
+
+
 def test_a_conflict_about_an_older_generation_is_no_refusal() -> None:
     old = cond("Conflict", "True", "ConflictingPorts", observedGeneration=1)
     got = verdict(export(cond("Ready", "True"), old, generation=2), now=NOW)
@@ -270,6 +325,14 @@ def test_exports_that_only_exist_are_exported_and_say_only_that() -> None:
         (lines(("a", "Exported")), {}, "Unknown", ExportedReason.PENDING, ""),
         (lines(("a", "Pending")), {}, "Unknown", ExportedReason.PENDING, ""),
         (lines(("a", "Skipped")), {}, "False", ExportedReason.NOTHING_TO_EXPORT, ""),
+        # A withdrawal held by someone else's finalizer is not an export the pool wants.
+        (
+            lines(("a", "Skipped"), ("old", "Withdrawing")),
+            {},
+            "False",
+            ExportedReason.NOTHING_TO_EXPORT,
+            "",
+        ),
     ],
     ids=[
         "write-failed",
@@ -279,6 +342,7 @@ def test_exports_that_only_exist_are_exported_and_say_only_that() -> None:
         "not-cached",
         "being-deleted",
         "all-skipped",
+        "skipped-and-withdrawing",
     ],
 )
 def test_exported_is_not_true_until_every_export_is(

@@ -79,3 +79,41 @@ def test_a_skipped_name_whose_withdrawal_fails_is_one_failed_line() -> None:
 def test_a_lost_race_gives_no_line() -> None:
     p = run(pool=make_pool(WORKER))
     assert lines_after(p, _results(p, {RELAY_EXPORT: Result.LOST})) == []
+
+
+def test_a_held_withdrawal_replaces_a_skip_of_its_name_and_nothing_else() -> None:
+    """One line per name: a frontend skipped (its Service someone else's) whose export of
+    ours is held shows Withdrawing; the relay Service's `ServiceReplaced` line, which the
+    hold reads back, stays."""
+    from datetime import UTC, datetime, timedelta
+
+    from dynamo_pool_operator.api.mcs import serviceexports
+    from dynamo_pool_operator.pool.exports.plan import EXPORT_EVENTS
+    from dynamo_pool_operator.pool.exports.verdict import withdrawals
+    from dynamo_pool_operator.pool.model import Action, StatusLine, Verb
+
+    now = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    live = {"metadata": {"deletionTimestamp": "2026-12-01T11:50:00Z", "finalizers": ["x/y"]}}
+
+    def held(name: str) -> ActionResult:
+        a = Action(
+            Verb.WAIT, serviceexports("v1beta1"), "team", name, EXPORT_EVENTS, live, wanted=False
+        )
+        return ActionResult(a, Result.DONE)
+
+    present = {
+        "skipped": StatusLine("skipped", "Skipped", "ForeignService", "not the DGD's"),
+        "replaced": StatusLine("replaced", "Pending", "ServiceReplaced", "held"),
+    }
+    got = withdrawals(
+        [held("skipped"), held("replaced"), held("gone")],
+        {},
+        present,
+        grace=timedelta(seconds=60),
+        now=now,
+    )
+    assert [(x.name, x.state, x.finalizers) for x in got.lines] == [
+        ("skipped", "Withdrawing", ("x/y",)),
+        ("gone", "Withdrawing", ("x/y",)),
+    ]
+    assert [w.message.split(":")[0] for w in got.warnings] == ["export skipped", "export gone"]
