@@ -67,6 +67,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     dev.add_argument("--config", metavar="PATH", help="OperatorConfiguration for the operator")
     dev.add_argument(
+        "--log-format",
+        choices=["auto", "json", "console"],
+        help="overrides logging.format; auto (the default): console lines "
+        "(time level logger message key=value) when stderr is a terminal, else JSON",
+    )
+    dev.add_argument(
         "--exit-when-ready",
         action="store_true",
         help="stop once the sample pool is published (for scripts and tests)",
@@ -300,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as e:
         print(str(e), file=sys.stderr)
         return EXIT_USAGE
-    logs.setup(config.logging.level, config.logging.format)
+    logs.setup(config.logging.level, getattr(args, "log_format", None) or config.logging.format)
     if args.command == "run":
         from dynamo_pool_operator import process
 

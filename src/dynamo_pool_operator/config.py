@@ -84,7 +84,16 @@ class LogLevel(StrEnum):
 class LogFormat(StrEnum):
     AUTO = "auto"
     JSON = "json"
-    TEXT = "text"
+    #: `time level logger message key=value`, for people.
+    CONSOLE = "console"
+
+    @classmethod
+    def _missing_(cls, value: object) -> LogFormat | None:
+        return cls.CONSOLE if value in LOG_FORMAT_ALIASES else None
+
+
+#: Earlier names of a log format, still accepted.
+LOG_FORMAT_ALIASES = {"text": LogFormat.CONSOLE}
 
 
 def _whole_seconds(seconds: float) -> str | None:
@@ -316,7 +325,10 @@ class LoggingConfig:
     level: LogLevel = choice(LogLevel.INFO, "Lowest level written.")
     format: LogFormat = choice(
         LogFormat.AUTO,
-        "`auto`: JSON when stderr is not a terminal (in a pod), readable text in a terminal.",
+        "`auto`: JSON when stderr is not a terminal (in a pod), `console` in a terminal: "
+        "`time level logger message key=value` lines for people. `text` is the old name of "
+        "`console`.",
+        aliases=tuple(LOG_FORMAT_ALIASES),
     )
 
 

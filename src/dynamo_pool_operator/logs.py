@@ -38,26 +38,49 @@ class JSONFormatter(logging.Formatter):
         return orjson.dumps(doc, default=str).decode()
 
 
-class TextFormatter(logging.Formatter):
-    """`HH:MM:SS LEVEL logger: message key=value ...` for people at a terminal."""
+def _value(value: object) -> str:
+    """A field's value as one word: quoted (JSON) when it has a space, quote or `=`."""
+    text = str(value)
+    if not text or any(c in text for c in ' "=\t\n'):
+        return orjson.dumps(text).decode()
+    return text
+
+
+class ConsoleFormatter(logging.Formatter):
+    """`time level logger message key=value ...`, for people at a terminal: the time of
+    day to the millisecond, the level padded so messages line up, the extras as
+    `key=value` words."""
 
     def format(self, record: logging.LogRecord) -> str:
-        when = datetime.fromtimestamp(record.created).strftime("%H:%M:%S")
-        fields = " ".join(f"{k}={v}" for k, v in _extras(record).items())
-        line = f"{when} {record.levelname:<7} {record.name}: {record.getMessage()}"
-        if fields:
-            line += f"  {fields}"
+        when = datetime.fromtimestamp(record.created).strftime("%H:%M:%S.%f")[:-3]
+        words = [when, f"{record.levelname:<7}", record.name, record.getMessage()]
+        words += [f"{k}={_value(v)}" for k, v in _extras(record).items()]
+        line = " ".join(words)
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
 
 
-def setup(level: str = "info", fmt: str = "auto") -> None:
+#: `logging.format` values.
+AUTO, JSON, CONSOLE = "auto", "json", "console"
+#: Earlier names of a format, still accepted.
+FORMAT_ALIASES = {"text": CONSOLE}
+
+
+def resolve(fmt: str, *, terminal: bool) -> str:
+    """The format in effect: `auto` is console when stderr is a terminal (a person runs
+    it), JSON otherwise (a pod, a pipe)."""
+    fmt = FORMAT_ALIASES.get(fmt, fmt)
+    if fmt == AUTO:
+        return CONSOLE if terminal else JSON
+    return fmt
+
+
+def setup(level: str = "info", fmt: str = AUTO) -> None:
     """Configure the root logger once, for the whole process."""
-    if fmt == "auto":
-        fmt = "text" if sys.stderr.isatty() else "json"
+    fmt = resolve(fmt, terminal=sys.stderr.isatty())
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JSONFormatter() if fmt == "json" else TextFormatter())
+    handler.setFormatter(JSONFormatter() if fmt == JSON else ConsoleFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

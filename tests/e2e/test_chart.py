@@ -219,7 +219,7 @@ def test_values_reach_the_configuration() -> None:
     )
     assert cfg.controller.workers == 8
     assert (cfg.client_connection.qps, cfg.client_connection.burst) == (50, 75)
-    assert (cfg.logging.level, cfg.logging.format) == ("debug", "text")
+    assert (cfg.logging.level, cfg.logging.format) == ("debug", "console")  # text: old name
     assert (cfg.server.metrics_address, cfg.server.health_probe_address) == (":9090", ":9091")
     (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == {

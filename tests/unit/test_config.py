@@ -158,7 +158,9 @@ VALID = [
     ("logging.level", "warning", "warning"),
     ("logging.level", "error", "error"),
     ("logging.format", "json", "json"),
-    ("logging.format", "text", "text"),
+    ("logging.format", "console", "console"),
+    # The old name of `console`, still accepted: read as `console`.
+    ("logging.format", "text", "console"),
 ]  # fmt: skip
 
 
@@ -232,7 +234,7 @@ INVALID = [
     ("controller.cacheSyncTimeout", "forever", "invalid duration"),
     ("logging.level", "trace", '"debug", "info", "warning", "error"'),
     ("logging.level", "INFO", "is not supported"),
-    ("logging.format", "yaml", '"auto", "json", "text"'),
+    ("logging.format", "yaml", '"auto", "json", "console", "text"'),
     ("logging.format", ["json"], "must be a string, got a list"),
 ]  # fmt: skip
 

@@ -398,7 +398,7 @@ def valid_documents(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     put("clientConnection.qps", draw(st.integers(0, 100_000)))
     put("clientConnection.burst", draw(st.integers(1, 100_000)))
     put("logging.level", draw(st.sampled_from(["debug", "info", "warning", "error"])))
-    put("logging.format", draw(st.sampled_from(["auto", "json", "text"])))
+    put("logging.format", draw(st.sampled_from(["auto", "json", "console"])))
 
     doc: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND}
     for path, value in written.items():
