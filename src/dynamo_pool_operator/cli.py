@@ -115,7 +115,8 @@ api-server, relay-crd (installed, and the version this binary serves), dgd-crd,
 serviceexport-api (multicluster.x-k8s.io, or which other group is there), cluster-id
 (About API property vs relays' clusterId), karmada-names (55 characters), rbac
 (SelfSubjectAccessReview of every rule in rbac.py, as --as), leader (the Lease's holder
-and age), exports-terminating, foreign-exports, relays-ready.
+and age), exports-terminating, confirmation (exports the configured
+multiCluster.confirmation cannot be met for), foreign-exports, relays-ready.
 
 Reads only. The operator's configuration (which implementation, namespace restriction,
 Lease) comes from --configmap or --config; without them, from the chart's ConfigMap

@@ -61,6 +61,7 @@ CHECKS: list[tuple[str, Check]] = [
     ("rbac", cluster.rbac_check),
     ("leader", cluster.leader),
     ("exports-terminating", pools.exports_terminating),
+    ("confirmation", pools.confirmation),
     ("foreign-exports", pools.foreign_exports),
     ("relays-ready", pools.relays_ready),
 ]

@@ -9,8 +9,8 @@ export is or whether a relay is Ready.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import UTC, datetime
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from dynamo_pool_operator.api import crd, names
@@ -23,11 +23,15 @@ from dynamo_pool_operator.api.mcs import (
     MCS_GROUP,
     SERVICEEXPORT_VERSIONS,
     SERVICEEXPORTS,
+    Confirmation,
+    ExportCondition,
+    Implementation,
 )
 from dynamo_pool_operator.api.status import ConditionType, ReadyReason, Status
 from dynamo_pool_operator.check.framework import Context, Result, human
 from dynamo_pool_operator.check.framework import Status as CheckStatus
 from dynamo_pool_operator.discovery import pick
+from dynamo_pool_operator.pool.exports.verdict import Judgement, verdict
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.objects import (
     Meta,
@@ -172,6 +176,71 @@ async def exports_terminating(ctx: Context) -> Result:
         )
         return Result(name, CheckStatus.FAIL, line, fix, tuple(stuck))
     return Result(name, CheckStatus.OK, "no pool export is stuck deleting")
+
+
+def unconfirmed(
+    found: Sequence[Mapping[str, Any]],
+    level: Confirmation,
+    unconfirmed_after: timedelta,
+    now: datetime,
+) -> Result:
+    """Whether the pool exports that have waited `unconfirmed_after` satisfy the
+    confirmation `level`, judged as the operator judges them (`verdict`): an export the
+    implementation accepted (`Valid=True`) but never made `Ready` under `ready` is one
+    the level cannot be met for (Antrea writes no `Ready`), one with nothing written
+    under `ready` or `valid` one whose implementation writes nothing or is not running."""
+    name = "confirmation"
+    if level is Confirmation.NONE:
+        return Result(name, CheckStatus.OK, "confirmation none: an export that exists counts")
+    valid_only, silent = [], []
+    for e in found:
+        meta = Meta(e)
+        if meta.terminating or names.DGD_NAME not in meta.labels:
+            continue
+        v = verdict(e, now=now, unconfirmed_after=unconfirmed_after, confirmation=level)
+        if v.judgement is not Judgement.UNCONFIRMED:
+            continue
+        valid = meta.condition(ExportCondition.VALID)
+        if valid is not None and valid.get("status") == Status.TRUE:
+            valid_only.append(
+                f"{_ref(e)}: Valid=True ({valid.get('reason') or 'no reason'}), no Ready"
+            )
+        else:
+            silent.append(f"{_ref(e)}: no condition written")
+    after = human(unconfirmed_after.total_seconds())
+    if valid_only:
+        line = (
+            f"{len(valid_only)} pool export(s) older than unconfirmedAfter ({after}) have "
+            f"Valid but no Ready: confirmation {level} cannot be met for them"
+        )
+        fix = (
+            "set multiCluster.confirmation: valid (the implementation writes Valid and never "
+            "Ready, as Antrea's does)"
+        )
+        return Result(name, CheckStatus.FAIL, line, fix, tuple(valid_only + silent))
+    if silent:
+        line = (
+            f"{len(silent)} pool export(s) older than unconfirmedAfter ({after}) have no "
+            f"condition: confirmation {level} is not met for them"
+        )
+        fix = (
+            "is the MCS implementation running? One that writes no condition (Karmada, AWS "
+            "Cloud Map, Clusternet) wants multiCluster.confirmation: none"
+        )
+        return Result(name, CheckStatus.FAIL, line, fix, tuple(silent))
+    return Result(name, CheckStatus.OK, f"every pool export meets confirmation {level}")
+
+
+async def confirmation(ctx: Context) -> Result:
+    name = "confirmation"
+    if not ctx.implementation:
+        return Result(name, CheckStatus.SKIP, "exports are off")
+    found = await exports(ctx)
+    if found is None:
+        return Result(name, CheckStatus.SKIP, "no ServiceExport API")
+    mc = ctx.config.multi_cluster
+    level = Implementation(ctx.implementation).confirmation(mc.confirmation)
+    return unconfirmed(found, level, timedelta(seconds=mc.unconfirmed_after), datetime.now(UTC))
 
 
 async def foreign_exports(ctx: Context) -> Result:

@@ -186,6 +186,7 @@ async def test_a_working_installation_passes_every_check(scene: Scene) -> None:
         "rbac": "ok",
         "leader": "ok",
         "exports-terminating": "ok",
+        "confirmation": "ok",
         "foreign-exports": "ok",
         "relays-ready": "ok",
     }, found
@@ -324,6 +325,44 @@ async def test_an_export_stuck_deleting_fails(scene: Scene) -> None:
     finally:
         patch = {"metadata": {"finalizers": None}}
         await scene.client.merge_patch(SE, export["metadata"]["name"], patch, scene.ns)
+
+
+async def test_exports_with_valid_only_cannot_meet_confirmation_ready(scene: Scene) -> None:
+    """What Antrea writes (Valid=True, never Ready) fails `ready` once the export has
+    waited `unconfirmedAfter`, and meets `valid`."""
+    name = f"{POOL}-pool-relay"
+    export = {
+        "apiVersion": SE.api_version,
+        "kind": SE.kind,
+        "metadata": {
+            "name": name,
+            "namespace": scene.ns,
+            "labels": {"nvidia.com/dynamo-graph-deployment-name": POOL},
+        },
+    }
+    await scene.client.create(SE, export)
+    valid = {
+        "type": "Valid",
+        "status": "True",
+        "reason": "Succeed",
+        "message": "",
+        "lastTransitionTime": "2026-12-01T00:00:00Z",
+    }
+    await scene.client.merge_patch(
+        SE, name, {"status": {"conditions": [valid]}}, scene.ns, subresource="status"
+    )
+    multi = {"mcsImplementation": "mcs", "unconfirmedAfter": "0s"}
+    _, found = await scene.check(
+        config=scene.config(multiCluster={**multi, "confirmation": "ready"})
+    )
+    c = found["confirmation"]
+    assert c["status"] == "fail", c
+    assert c["details"] == [f"{scene.ns}/{name}: Valid=True (Succeed), no Ready"]
+    assert "multiCluster.confirmation: valid" in c["fix"]
+    _, found = await scene.check(
+        config=scene.config(multiCluster={**multi, "confirmation": "valid"})
+    )
+    assert found["confirmation"]["status"] == "ok", found["confirmation"]
 
 
 async def test_an_export_of_a_pool_someone_else_controls_warns(scene: Scene) -> None:
