@@ -567,7 +567,7 @@ async def test_a_cluster_id_mismatch_is_not_ready_and_names_both_ids(
 async def test_an_export_nobody_confirms_is_never_exported_and_is_warned_about(
     client: Client, namespace: str, control_plane: ControlPlane
 ) -> None:
-    """With `confirmation: required` (the default with mcs) an export on which no
+    """With `confirmation: valid` (the default with mcs) an export on which no
     implementation writes a condition stays `Exported=Unknown`: `Pending`, then, after
     `unconfirmedAfter`, `Unconfirmed` with one Warning naming the export — never True."""
     cfg = config("mcs", multiCluster={"mcsImplementation": "mcs", "unconfirmedAfter": "2s"})

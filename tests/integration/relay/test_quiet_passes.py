@@ -54,7 +54,7 @@ class PlanCount:
 
 @pytest.fixture
 async def mcs(control_plane: ControlPlane) -> AsyncIterator[OperatorUnderTest]:
-    # No implementation runs here: with confirmation required, every pass would ask
+    # No implementation runs here: with confirmation valid or ready, every pass would ask
     # for a later look (the unconfirmed export's Warning) and none would be quiet.
     multi_cluster = {"mcsImplementation": "mcs", "confirmation": "none"}
     async with OperatorUnderTest(control_plane, config(multiCluster=multi_cluster)) as op:
