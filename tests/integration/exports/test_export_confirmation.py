@@ -27,7 +27,7 @@ from tests.integration.support.race_fixtures import (
     exported_pool,
 )
 from tests.integration.support.race_fixtures import writes_nothing as second_pass_writes_nothing
-from tests.integration.support.relay_fixtures import DGDS
+from tests.integration.support.relay_fixtures import DGDS, RELAYS
 
 HELD_BY = "mcs.example/cleanup"
 
@@ -46,10 +46,10 @@ async def write_valid_only(client: Client, ns: str, name: str) -> None:
     )
 
 
-async def exported_when(client: Client, ns: str, reason: str) -> dict[str, Any]:
+async def exported_when(client: Client, ns: str, reason: str, saying: str = "") -> dict[str, Any]:
     async def probe() -> dict[str, Any] | None:
         c = (await conditions_of(client, ns)).get("Exported")
-        return c if c and c["reason"] == reason else None
+        return c if c and c["reason"] == reason and saying in c["message"] else None
 
     found: dict[str, Any] = await eventually(probe, timeout=20)
     return found
@@ -59,7 +59,8 @@ async def exported_when(client: Client, ns: str, reason: str) -> dict[str, Any]:
 async def test_valid_only_is_exported_under_valid_and_unconfirmed_under_ready(
     client: Client, namespace: str, control_plane: ControlPlane, level: str
 ) -> None:
-    multi = {"mcsImplementation": "mcs", "confirmation": level, "unconfirmedAfter": "3s"}
+    # Long enough to see Pending for Ready under load, short for a test.
+    multi = {"mcsImplementation": "mcs", "confirmation": level, "unconfirmedAfter": "8s"}
     async with OperatorUnderTest(control_plane, config("mcs", multiCluster=multi)) as op:
         await exported_pool(client, namespace)
         for name in (RELAY_SVC, FRONTEND_SVC):
@@ -68,8 +69,8 @@ async def test_valid_only_is_exported_under_valid_and_unconfirmed_under_ready(
             said = await exported_when(client, namespace, "ImplementationReady")
             assert said["status"] == "True"
         else:
-            pending = await exported_when(client, namespace, "Pending")
-            assert "waiting for Ready" in pending["message"], pending
+            # Pending, now for Ready (before the test wrote Valid: for any condition).
+            await exported_when(client, namespace, "Pending", "waiting for Ready")
             said = await exported_when(client, namespace, "Unconfirmed")
             assert said["status"] == "Unknown"
             assert "multiCluster.confirmation: valid" in said["message"]
@@ -98,6 +99,15 @@ async def test_a_withdrawal_held_by_a_finalizer_says_withdrawing_and_warns_once(
         await op.settle()
         await second_pass_writes_nothing(op, namespace)
         await op.reconcile_again((namespace, POOL), include_events=True)
+        # A status written again for another cause (the relay's cluster ID) while the
+        # line stays Withdrawing: still the one Warning.
+        await client.merge_patch(RELAYS, POOL, {"spec": {"clusterId": "elsewhere"}}, namespace)
+
+        async def rewritten() -> bool:
+            return (await relay_status(client, namespace, POOL)).get("clusterId") == "elsewhere"
+
+        await eventually(rewritten)
+        await op.settle()
         await op.running.recorder.wait_idle()
         warned = await events_for(client, namespace, "ExportStuckTerminating")
         assert len(warned) == 1, warned

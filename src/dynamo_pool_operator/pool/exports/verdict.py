@@ -165,7 +165,7 @@ def verdict(
         return Verdict(Judgement.EXISTS, view=view)
     created = Meta(export).created
     if accepted:
-        return _awaiting_ready(export, created, now, unconfirmed_after, view)
+        return _awaiting_ready(created, now, unconfirmed_after, view)
     if created is not None and now < created + unconfirmed_after:
         return Verdict(
             Judgement.PENDING, AWAITING, AWAITING_MESSAGE, view, created + unconfirmed_after
@@ -183,7 +183,6 @@ def verdict(
 
 
 def _awaiting_ready(
-    export: Mapping[str, Any],
     created: datetime | None,
     now: datetime,
     unconfirmed_after: timedelta,
@@ -436,7 +435,7 @@ def withdrawals(
                     ExportWarning.EXPORT_STUCK_TERMINATING,
                     ADVISORY_ACTIONS[ExportWarning.EXPORT_STUCK_TERMINATING],
                     f"export {a.name}: {line.message}",
-                    a.resource.reference(dict(live)) if a.resource is not None else None,
+                    a.resource.reference(dict(live)),
                 )
             )
     return Withdrawals(tuple(out), tuple(warnings), min(rechecks, default=None))
