@@ -373,8 +373,8 @@ def dev_configuration(
     so the sample pool shows the whole feature (its control plane serves the MCS and
     About APIs). With one cluster no MCS implementation runs, so nothing will ever write
     a condition on the exports: `confirmation: none` (as for Karmada or AWS Cloud Map).
-    With two, Submariner Lighthouse writes them: `required`, the default for `mcs` (as
-    for Cilium). A configuration file is used as written."""
+    With two, Submariner Lighthouse writes them: `valid`, the default for `mcs` (as
+    for Cilium and Antrea). A configuration file is used as written."""
     if config != OperatorConfiguration():
         return config
     multi_cluster = dataclasses.replace(config.multi_cluster, mcs_implementation=Implementation.MCS)
