@@ -6,6 +6,8 @@
   over `<dgd name>-<lower(component name)>`).
 - A Service name must be a DNS-1035 label: at most 63 characters of `a-z`,
   `0-9`, `-`, starting with a letter and ending with a letter or digit.
+- A frontend's Service, as the Global Router finds it in another cluster:
+  `<dgd>-frontend` (the suffix is the rule: Dynamo's `Frontend` component).
 - Karmada labels a collected EndpointSlice `derived-<service>` and a label value
   holds at most 63 characters, so with Karmada an exported name may be at most
   55 characters.
@@ -16,6 +18,9 @@ from __future__ import annotations
 import re
 
 RELAY_SUFFIX = "-pool-relay"
+#: The Global Router finds a pool's frontends by this suffix (a name rule works with
+#: every MCS implementation; copied labels do not).
+FRONTEND_SUFFIX = "-frontend"
 DNS1035_MAX = 63
 KARMADA_DERIVED_PREFIX = "derived-"
 KARMADA_MAX_SERVICE_NAME = DNS1035_MAX - len(KARMADA_DERIVED_PREFIX)  # 55
@@ -38,6 +43,19 @@ def pool_of(relay_object: str) -> str | None:
     or None for any other name."""
     if relay_object.endswith(RELAY_SUFFIX) and len(relay_object) > len(RELAY_SUFFIX):
         return relay_object[: -len(RELAY_SUFFIX)]
+    return None
+
+
+def frontend_service_name(dgd: str) -> str:
+    """The frontend Service the Global Router looks for beside the pool `dgd`'s relay."""
+    return f"{dgd}{FRONTEND_SUFFIX}"
+
+
+def pool_of_frontend(service: str) -> str | None:
+    """The inverse of `frontend_service_name`: the pool a `<dgd>-frontend` name belongs
+    to, or None for any other name."""
+    if service.endswith(FRONTEND_SUFFIX) and len(service) > len(FRONTEND_SUFFIX):
+        return service[: -len(FRONTEND_SUFFIX)]
     return None
 
 
@@ -174,3 +192,35 @@ def owned_object_labels(dgd: str) -> dict[str, str]:
         APP_MANAGED_BY: MANAGED_BY,
         DGD_NAME: dgd,
     }
+
+
+# The keys an imported EndpointSlice carries, by who imports it (read by `discover`, as
+# the Global Router reads them).
+
+#: Standard MCS (KEP-1645): the imported Service's name, and the exporting cluster's ID.
+MCS_SERVICE_NAME = "multicluster.kubernetes.io/service-name"
+MCS_SOURCE_CLUSTER = "multicluster.kubernetes.io/source-cluster"
+#: Kubernetes' own: the Service a slice belongs to, and who manages the slice.
+SLICE_SERVICE_NAME = "kubernetes.io/service-name"
+SLICE_MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
+#: Karmada: the manager of the slices it collects onto its control plane (labelled
+#: `derived-<service>`), and the Work each came from, in `karmada-es-<member>`.
+KARMADA_SLICE_MANAGER = "endpointslice-controller.karmada.io"
+KARMADA_WORK_NAMESPACE = "work.karmada.io/namespace"
+KARMADA_WORK_NAME = "work.karmada.io/name"
+KARMADA_EXECUTION_SPACE_PREFIX = "karmada-es-"
+
+
+def karmada_derived_service(label: str) -> str | None:
+    """The Service a Karmada `derived-<service>` label value names, or None."""
+    if label.startswith(KARMADA_DERIVED_PREFIX) and len(label) > len(KARMADA_DERIVED_PREFIX):
+        return label[len(KARMADA_DERIVED_PREFIX) :]
+    return None
+
+
+def karmada_member(execution_space: str) -> str | None:
+    """The member cluster a Karmada execution namespace `karmada-es-<member>` is for."""
+    prefix = KARMADA_EXECUTION_SPACE_PREFIX
+    if execution_space.startswith(prefix) and len(execution_space) > len(prefix):
+        return execution_space[len(prefix) :]
+    return None

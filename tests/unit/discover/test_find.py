@@ -1,0 +1,348 @@
+"""`discover`'s rules (discover/find.py): the pools the Global Router would find in the
+imported EndpointSlices, and what it would skip, with why. One test per rule, each
+failing when its guard goes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynamo_pool_operator.discover.find import (
+    Discovered,
+    Endpoint,
+    Mode,
+    Skipped,
+    endpoints_of,
+    find,
+)
+
+NS = "dynamo"
+
+
+def mcs_slice(
+    service: str,
+    cluster: str | None = "east",
+    endpoints: list[tuple[str, bool | None]] | None = None,
+    *,
+    name: str | None = None,
+    namespace: str = NS,
+) -> dict[str, Any]:
+    """An EndpointSlice as a standard MCS implementation imports it (Lighthouse's shape)."""
+    labels = {
+        "multicluster.kubernetes.io/service-name": service,
+        "endpointslice.kubernetes.io/managed-by": "lighthouse-agent.submariner.io",
+    }
+    if cluster is not None:
+        labels["multicluster.kubernetes.io/source-cluster"] = cluster
+    eps: list[dict[str, Any]] = []
+    for address, ready in endpoints if endpoints is not None else [("10.0.0.1", True)]:
+        ep: dict[str, Any] = {"addresses": [address]}
+        if ready is not None:
+            ep["conditions"] = {"ready": ready}
+        eps.append(ep)
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": name or f"{service}-{cluster}",
+            "namespace": namespace,
+            "labels": labels,
+        },
+        "addressType": "IPv4",
+        "endpoints": eps,
+    }
+
+
+def karmada_slice(
+    service: str,
+    member: str | None = "member1",
+    endpoints: list[tuple[str, bool | None]] | None = None,
+    *,
+    label: str | None = None,
+    work: str = "w1",
+) -> dict[str, Any]:
+    """An EndpointSlice as Karmada collects it onto its control plane."""
+    s = mcs_slice(service, "x", endpoints, name=f"{member}-{service}")
+    s["metadata"]["labels"] = {
+        "kubernetes.io/service-name": label if label is not None else f"derived-{service}",
+        "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.karmada.io",
+        "work.karmada.io/permanent-id": "abc",
+    }
+    s["metadata"]["annotations"] = (
+        {"work.karmada.io/namespace": f"karmada-es-{member}", "work.karmada.io/name": work}
+        if member is not None
+        else {}
+    )
+    return s
+
+
+def work(member: str, name: str, *, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": f"karmada-es-{member}"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-03T00:00:00Z"
+    return {"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work", "metadata": meta}
+
+
+def whys(found: Discovered) -> list[str]:
+    return [s.why for s in found.skipped]
+
+
+# ------------------------------------------------------------------ the pool key
+
+
+def test_a_relay_slice_is_a_pool_keyed_by_cluster_namespace_and_dgd() -> None:
+    found = find([mcs_slice("llama-pool-relay", "east", [("10.0.0.4", True)])])
+    (pool,) = found.pools
+    assert (pool.cluster, pool.namespace, pool.name) == ("east", NS, "llama")
+    assert pool.key == "east/dynamo/llama"
+    assert pool.relay.service == "llama-pool-relay"
+    assert pool.relay.endpoints == (Endpoint("10.0.0.4", True),)
+
+
+def test_the_same_pool_from_two_clusters_is_two_pools() -> None:
+    found = find([mcs_slice("llama-pool-relay", "east"), mcs_slice("llama-pool-relay", "west")])
+    assert [p.key for p in found.pools] == ["east/dynamo/llama", "west/dynamo/llama"]
+
+
+def test_the_slices_of_one_service_from_one_cluster_are_merged() -> None:
+    found = find(
+        [
+            mcs_slice("llama-pool-relay", endpoints=[("10.0.0.5", True)], name="a"),
+            mcs_slice("llama-pool-relay", endpoints=[("10.0.0.4", False)], name="b"),
+        ]
+    )
+    (pool,) = found.pools
+    assert pool.relay.endpoints == (Endpoint("10.0.0.4", False), Endpoint("10.0.0.5", True))
+
+
+def test_an_address_in_two_slices_is_ready_when_either_says_so() -> None:
+    found = find(
+        [
+            mcs_slice("llama-pool-relay", endpoints=[("10.0.0.4", False)], name="a"),
+            mcs_slice("llama-pool-relay", endpoints=[("10.0.0.4", True)], name="b"),
+        ]
+    )
+    assert found.pools[0].relay.endpoints == (Endpoint("10.0.0.4", True),)
+
+
+# ------------------------------------------------------------------ live
+
+
+def test_live_while_a_relay_endpoint_is_ready() -> None:
+    found = find([mcs_slice("llama-pool-relay", endpoints=[("1.1.1.1", False), ("1.1.1.2", True)])])
+    assert found.pools[0].live
+    assert not any("not live" in p for p in found.pools[0].problems)
+    assert found.skipped == ()
+
+
+def test_no_ready_relay_endpoint_is_not_live_and_skipped_with_why() -> None:
+    found = find([mcs_slice("llama-pool-relay", endpoints=[("1.1.1.1", False)])])
+    (pool,) = found.pools
+    assert not pool.live
+    assert any("no ready relay endpoint" in p for p in pool.problems)
+    assert found.skipped == (
+        Skipped(
+            NS, "llama-pool-relay", "no ready relay endpoint: pool east/dynamo/llama is not live"
+        ),
+    )
+
+
+def test_a_relay_with_no_endpoints_is_not_live() -> None:
+    found = find([mcs_slice("llama-pool-relay", endpoints=[])])
+    (pool,) = found.pools
+    assert not pool.live
+    assert pool.problems[0] == "llama-pool-relay has no endpoints: not live"
+
+
+def test_an_endpoint_without_a_ready_condition_counts_as_ready() -> None:
+    # The EndpointSlice API: a nil `ready` is to be read as true.
+    assert endpoints_of(mcs_slice("x", endpoints=[("1.1.1.1", None)])) == [
+        Endpoint("1.1.1.1", True)
+    ]
+
+
+def test_each_address_of_an_endpoint_is_listed() -> None:
+    s = mcs_slice("x", endpoints=[])
+    s["endpoints"] = [{"addresses": ["1.1.1.1", "1.1.1.2"], "conditions": {"ready": False}}]
+    assert endpoints_of(s) == [Endpoint("1.1.1.1", False), Endpoint("1.1.1.2", False)]
+
+
+# ------------------------------------------------------------------ frontends
+
+
+def test_the_frontend_of_the_same_cluster_and_namespace_belongs_to_the_pool() -> None:
+    found = find(
+        [
+            mcs_slice("llama-pool-relay", "east"),
+            mcs_slice("llama-frontend", "east", [("10.96.0.9", True)]),
+            mcs_slice("llama-frontend", "west", [("10.97.0.9", True)]),
+            mcs_slice("llama-pool-relay", "west"),
+        ]
+    )
+    east, west = found.pools
+    assert [(f.service, f.endpoints) for f in east.frontends] == [
+        ("llama-frontend", (Endpoint("10.96.0.9", True),))
+    ]
+    assert [f.endpoints for f in west.frontends] == [(Endpoint("10.97.0.9", True),)]
+    assert east.problems == west.problems == ()
+
+
+def test_a_pool_without_its_frontend_says_so() -> None:
+    (pool,) = find([mcs_slice("llama-pool-relay")]).pools
+    assert pool.frontends == ()
+    assert pool.problems == (
+        "no llama-frontend imported from cluster east: the router finds no frontend for this pool",
+    )
+
+
+def test_a_frontend_without_a_ready_endpoint_is_a_problem_not_a_skip() -> None:
+    found = find(
+        [mcs_slice("llama-pool-relay"), mcs_slice("llama-frontend", endpoints=[("1.1.1.1", False)])]
+    )
+    assert found.pools[0].live
+    assert found.pools[0].problems == ("frontend llama-frontend has no ready endpoint",)
+    assert found.skipped == ()
+
+
+def test_a_frontend_without_a_relay_is_skipped() -> None:
+    found = find([mcs_slice("llama-frontend", "east"), mcs_slice("llama-pool-relay", "west")])
+    assert (
+        Skipped(
+            NS,
+            "llama-frontend",
+            "a frontend without a relay: no llama-pool-relay imported from cluster east (the "
+            "router finds a pool by its relay)",
+        )
+        in found.skipped
+    )
+    (pool,) = found.pools
+    assert pool.cluster == "west"
+    assert pool.frontends == ()
+
+
+def test_a_frontend_in_another_namespace_is_not_the_pools() -> None:
+    found = find([mcs_slice("llama-pool-relay"), mcs_slice("llama-frontend", namespace="other")])
+    assert found.pools[0].frontends == ()
+    assert [s.namespace for s in found.skipped] == ["other"]
+
+
+# ------------------------------------------------------------------ what is skipped
+
+
+def test_a_slice_without_the_source_cluster_label_is_skipped() -> None:
+    found = find([mcs_slice("llama-pool-relay", None, name="s1")])
+    assert found.pools == ()
+    assert found.skipped == (
+        Skipped(
+            NS,
+            "llama-pool-relay",
+            "EndpointSlice s1 has no multicluster.kubernetes.io/source-cluster label: the "
+            "router cannot tell which cluster it came from",
+        ),
+    )
+
+
+def test_a_service_name_without_the_suffix_is_skipped() -> None:
+    found = find([mcs_slice("llama-relay")])
+    assert found.pools == ()
+    assert whys(found) == [
+        "not a pool's Service: the name ends in neither -pool-relay nor -frontend"
+    ]
+
+
+def test_the_bare_suffix_is_no_pool() -> None:
+    found = find([mcs_slice("-pool-relay"), mcs_slice("-frontend")])
+    assert found.pools == ()
+    assert len(found.skipped) == 2
+
+
+def test_a_slice_that_is_no_import_is_not_read() -> None:
+    # The router lists by the service-name label: a local Service's slice is not an import.
+    local = mcs_slice("llama-pool-relay")
+    del local["metadata"]["labels"]["multicluster.kubernetes.io/service-name"]
+    local["metadata"]["labels"]["kubernetes.io/service-name"] = "llama-pool-relay"
+    assert find([local]) == Discovered()
+
+
+def test_skipped_entries_are_sorted_and_not_repeated() -> None:
+    found = find([mcs_slice("zz"), mcs_slice("aa", name="a1"), mcs_slice("aa", name="a2")])
+    assert [s.service for s in found.skipped] == ["aa", "zz"]
+
+
+# ------------------------------------------------------------------ Karmada
+
+
+def test_karmada_derived_slices_are_keyed_by_the_member() -> None:
+    found = find(
+        [
+            karmada_slice("llama-pool-relay", "member1", [("10.1.0.4", True)]),
+            karmada_slice("llama-frontend", "member1", [("10.1.0.9", True)]),
+        ],
+        Mode.KARMADA,
+    )
+    (pool,) = found.pools
+    assert (pool.cluster, pool.name, pool.live) == ("member1", "llama", True)
+    assert pool.relay.service == "llama-pool-relay"
+    assert [f.service for f in pool.frontends] == ["llama-frontend"]
+    assert pool.problems == ()
+
+
+def test_karmada_reads_only_the_slices_karmadas_controller_manages() -> None:
+    mcs = mcs_slice("llama-pool-relay")
+    theirs = karmada_slice("llama-pool-relay")
+    theirs["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] = "someone-else"
+    assert find([mcs, theirs], Mode.KARMADA) == Discovered()
+    # ... and standard MCS does not read Karmada's.
+    assert find([karmada_slice("llama-pool-relay")], Mode.MCS) == Discovered()
+
+
+def test_karmada_slice_without_the_derived_prefix_is_skipped() -> None:
+    found = find([karmada_slice("llama-pool-relay", label="llama-pool-relay")], Mode.KARMADA)
+    assert found.pools == ()
+    assert whys(found) == [
+        "EndpointSlice member1-llama-pool-relay is Karmada's but labelled "
+        "kubernetes.io/service-name='llama-pool-relay', not derived-<service>"
+    ]
+
+
+def test_karmada_slice_without_the_work_namespace_is_skipped() -> None:
+    found = find([karmada_slice("llama-pool-relay", None)], Mode.KARMADA)
+    assert found.pools == ()
+    assert len(found.skipped) == 1
+    assert "no work.karmada.io/namespace annotation" in found.skipped[0].why
+    assert found.skipped[0].service == "llama-pool-relay"
+
+
+def test_karmada_work_namespace_must_be_an_execution_space() -> None:
+    s = karmada_slice("llama-pool-relay")
+    s["metadata"]["annotations"]["work.karmada.io/namespace"] = "default"
+    found = find([s], Mode.KARMADA)
+    assert found.pools == ()
+    assert "(default)" in found.skipped[0].why
+
+
+def test_karmada_works_point_out_a_slice_whose_work_is_gone() -> None:
+    slices = [
+        karmada_slice("llama-pool-relay", work="w1"),
+        karmada_slice("llama-frontend", work="w2"),
+    ]
+    found = find(slices, Mode.KARMADA, [work("member1", "w2")])
+    (pool,) = found.pools
+    assert pool.live  # the router does not read Works: the pool stays as it sees it
+    assert pool.problems == (
+        "llama-pool-relay: its Work karmada-es-member1/w1 is gone or going, yet its slices "
+        "stay (Karmada keeps them after a member fails) and the router reads them",
+    )
+
+
+def test_karmada_a_work_being_deleted_counts_as_gone() -> None:
+    found = find(
+        [karmada_slice("llama-pool-relay", work="w1"), karmada_slice("llama-frontend", work="w1")],
+        Mode.KARMADA,
+        [work("member1", "w1", deleting=True)],
+    )
+    assert len(found.pools[0].problems) == 2
+
+
+def test_karmada_without_works_read_nothing_is_said_of_them() -> None:
+    found = find([karmada_slice("llama-pool-relay"), karmada_slice("llama-frontend")], Mode.KARMADA)
+    assert found.pools[0].problems == ()
