@@ -1,8 +1,9 @@
-"""`dynamo-pool-operator`: run | dev | status | check | manifests | version.
+"""`dynamo-pool-operator`: run | dev | status | discover | check | manifests | version.
 
 Exit codes: 0 success; 1 runtime failure (startup, lost leadership, `status` could not
-read the cluster, a `check` failed); 2 invalid configuration or usage (nothing was
-started).
+read the cluster, a `check` failed, the pool `discover --pool` names is not live); 2
+invalid configuration or usage (nothing was started; for `discover`, also a cluster it
+cannot read).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ runs the pool's relay (a Deployment and the Service <dgd>-pool-relay) and keeps 
 pool's Multi-Cluster Services ServiceExports right.
 
 exit codes: 0 ok, 1 runtime failure (startup, lost leadership, cluster unreadable),
-2 invalid configuration or usage
+2 invalid configuration or usage (see each command's --help)
 """
 
 
@@ -103,6 +104,46 @@ def _parser() -> argparse.ArgumentParser:
     )
     scope.add_argument(
         "-A", "--all-namespaces", action="store_true", help="relays of every namespace"
+    )
+
+    disc = sub.add_parser(
+        "discover",
+        help="show the pools a consuming cluster imports, as the Global Router finds them",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="""\
+Reads the imported EndpointSlices, as the Global Router does (never the exports nor the
+ServiceImports), and prints every pool it would find: the pool key (source cluster,
+namespace, DGD name), the relay endpoints and their readiness, the frontend Services
+imported for it, live or not; then what it would not use, and why. Reads only: it needs
+`list` on endpointslices.discovery.k8s.io (and works.work.karmada.io with --karmada).
+
+Standard MCS: slices labelled multicluster.kubernetes.io/service-name and
+multicluster.kubernetes.io/source-cluster. --karmada: point it at the Karmada control
+plane; slices derived-<service> from Karmada's endpointslice controller, the cluster
+from their Work's namespace karmada-es-<member>.
+exit codes: 0 read, 1 the --pool named is not live, 2 bad usage or cannot read""",
+    )
+    disc.add_argument(
+        "--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, ~/.kube/config, in-cluster"
+    )
+    disc.add_argument("--context", help="kubeconfig context (default: current-context)")
+    disc.add_argument(
+        "--karmada",
+        action="store_true",
+        help="the cluster is a Karmada control plane: read the slices Karmada collects",
+    )
+    disc_scope = disc.add_mutually_exclusive_group()
+    disc_scope.add_argument(
+        "-n", "--namespace", help="only this namespace (default: the context's namespace)"
+    )
+    disc_scope.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="pools of every namespace"
+    )
+    disc.add_argument("-o", "--output", choices=["table", "json"], default="table")
+    disc.add_argument(
+        "--pool",
+        metavar="CLUSTER/NAMESPACE/NAME",
+        help="show only this pool (in its namespace unless -A) and exit 1 unless it is live",
     )
 
     check = sub.add_parser(
@@ -291,6 +332,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         docs = manifests(args.what, namespace=args.namespace, restricted=args.restricted)
         sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False))
         return 0
+    if args.command == "discover":
+        from dynamo_pool_operator.discover import command as discover_cmd
+
+        return asyncio.run(
+            discover_cmd.run(
+                discover_cmd.Options(
+                    kubeconfig=args.kubeconfig,
+                    context=args.context,
+                    karmada=args.karmada,
+                    namespace=args.namespace,
+                    all_namespaces=args.all_namespaces,
+                    output=args.output,
+                    pool=args.pool,
+                )
+            )
+        )
     if args.command == "status":
         from dynamo_pool_operator import status_cmd
 

@@ -72,7 +72,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "version") == (0, f"dynamo-pool-operator {__version__}\n", "")
 
 
-@pytest.mark.parametrize("command", ["manifests", "status", "check", "run", "dev"])
+@pytest.mark.parametrize("command", ["manifests", "status", "discover", "check", "run", "dev"])
 def test_every_command_has_help(capsys: pytest.CaptureFixture[str], command: str) -> None:
     with pytest.raises(SystemExit) as exc:
         cli.main([command, "--help"])

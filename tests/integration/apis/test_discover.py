@@ -1,0 +1,241 @@
+"""`dynamo-pool-operator discover` against a real kube-apiserver: imported EndpointSlices
+created as an MCS implementation (or Karmada) writes them, read by the command line as
+a user would run it; its table and JSON, its exit codes, and a user holding nothing but
+`list` on EndpointSlices (docs/exports.md, "As the Global Router sees it")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from dynamo_pool_operator import cli
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
+from tests.integration.support.tenants import grant
+
+pytestmark = pytest.mark.timeout(120)
+
+MANAGER = "lighthouse-agent.submariner.io"
+
+
+def imported(
+    ns: str,
+    service: str,
+    cluster: str | None,
+    endpoints: list[tuple[str, bool]],
+    *,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """An EndpointSlice as a standard MCS implementation imports it."""
+    labels = {
+        "multicluster.kubernetes.io/service-name": service,
+        "endpointslice.kubernetes.io/managed-by": MANAGER,
+    }
+    if cluster is not None:
+        labels["multicluster.kubernetes.io/source-cluster"] = cluster
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {"name": name or f"{service}-{cluster}", "namespace": ns, "labels": labels},
+        "addressType": "IPv4",
+        "ports": [{"name": "relay", "port": 9000, "protocol": "TCP"}],
+        "endpoints": [
+            {"addresses": [address], "conditions": {"ready": ready}} for address, ready in endpoints
+        ],
+    }
+
+
+def collected(ns: str, service: str, member: str, address: str) -> dict[str, Any]:
+    """An EndpointSlice as Karmada collects it onto its control plane."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{member}-{service}",
+            "namespace": ns,
+            "labels": {
+                "kubernetes.io/service-name": f"derived-{service}",
+                "endpointslice.kubernetes.io/managed-by": "endpointslice-controller.karmada.io",
+            },
+            "annotations": {
+                "work.karmada.io/namespace": f"karmada-es-{member}",
+                "work.karmada.io/name": f"{service}-work",
+            },
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+    }
+
+
+def discover(
+    capsys: pytest.CaptureFixture[str], kubeconfig: Path | str, *args: str
+) -> tuple[int, str, str]:
+    code = cli.main(["discover", "--kubeconfig", str(kubeconfig), *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def scene(control_plane: ControlPlane, namespace: str) -> str:
+    """east's `llama` live with its frontend, west's `qwen` not live, a slice without its
+    source cluster, an unrelated import, and a local Service's slice (not an import)."""
+    ns = namespace
+    for obj in (
+        imported(ns, "llama-pool-relay", "east", [("10.244.0.5", True), ("10.244.0.4", True)]),
+        imported(ns, "llama-frontend", "east", [("10.96.234.89", True)]),
+        imported(ns, "qwen-pool-relay", "west", [("10.245.0.7", False)]),
+        imported(ns, "mistral-pool-relay", None, [("10.246.0.1", True)], name="nocluster"),
+        imported(ns, "redis", "east", [("10.97.0.8", True)]),
+    ):
+        control_plane.apply(obj)
+    local = imported(ns, "local-pool-relay", "east", [("10.0.0.1", True)], name="local")
+    del local["metadata"]["labels"]["multicluster.kubernetes.io/service-name"]
+    local["metadata"]["labels"]["kubernetes.io/service-name"] = "local-pool-relay"
+    control_plane.apply(local)
+    return ns
+
+
+def test_json_is_every_pool_as_the_router_finds_it(
+    control_plane: ControlPlane, scene: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = discover(capsys, control_plane.kubeconfig, "-n", scene, "-o", "json")
+    assert (code, err) == (0, "")
+    doc = json.loads(out)
+    assert [(p["cluster"], p["name"], p["live"]) for p in doc["pools"]] == [
+        ("east", "llama", True),
+        ("west", "qwen", False),
+    ]
+    llama = doc["pools"][0]
+    assert llama == {
+        "cluster": "east",
+        "namespace": scene,
+        "name": "llama",
+        "live": True,
+        "relay": {
+            "service": "llama-pool-relay",
+            "endpoints": [
+                {"address": "10.244.0.4", "ready": True},
+                {"address": "10.244.0.5", "ready": True},
+            ],
+        },
+        "frontends": [
+            {
+                "service": "llama-frontend",
+                "endpoints": [{"address": "10.96.234.89", "ready": True}],
+            }
+        ],
+        "problems": [],
+    }
+    skipped = {s["service"]: s["why"] for s in doc["skipped"]}
+    assert set(skipped) == {"mistral-pool-relay", "qwen-pool-relay", "redis"}
+    assert "no multicluster.kubernetes.io/source-cluster label" in skipped["mistral-pool-relay"]
+    assert "not live" in skipped["qwen-pool-relay"]
+    assert "not a pool's Service" in skipped["redis"]
+
+
+def test_the_table(
+    control_plane: ControlPlane, scene: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = discover(capsys, control_plane.kubeconfig, "-n", scene)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["CLUSTER", "NAMESPACE", "NAME", "LIVE", "RELAY", "FRONTENDS"]
+    assert lines[1].split() == [
+        "east",
+        scene,
+        "llama",
+        "yes",
+        "2/2",
+        "ready",
+        "llama-frontend",
+        "(1/1",
+        "ready)",
+    ]
+    assert lines[2].split() == ["west", scene, "qwen", "no", "0/1", "ready", "-"]
+    assert "  relay llama-pool-relay: 10.244.0.4 ready, 10.244.0.5 ready" in lines
+    assert "Not used by the router:" in lines
+
+
+def test_all_namespaces_and_another_namespace(
+    control_plane: ControlPlane, scene: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = discover(capsys, control_plane.kubeconfig, "-A", "-o", "json")
+    assert code == 0
+    assert {p["name"] for p in json.loads(out)["pools"] if p["namespace"] == scene} == {
+        "llama",
+        "qwen",
+    }
+    code, out, _ = discover(capsys, control_plane.kubeconfig, "-n", "default", "-o", "json")
+    assert code == 0
+    assert all(p["namespace"] == "default" for p in json.loads(out)["pools"])
+
+
+def test_pool_exits_1_unless_it_is_live(
+    control_plane: ControlPlane, scene: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kc = control_plane.kubeconfig
+    code, out, err = discover(capsys, kc, "--pool", f"east/{scene}/llama", "-o", "json")
+    assert (code, err) == (0, "")
+    assert [p["name"] for p in json.loads(out)["pools"]] == ["llama"]
+    code, _, err = discover(capsys, kc, "--pool", f"west/{scene}/qwen")
+    assert code == 1
+    assert f"pool west/{scene}/qwen is not live" in err
+    code, _, err = discover(capsys, kc, "--pool", f"west/{scene}/llama")
+    assert code == 1
+    assert "not found" in err
+    # Its relay pods go unready in east: the router drops the pool.
+    control_plane.apply(
+        imported(scene, "llama-pool-relay", "east", [("10.244.0.5", False), ("10.244.0.4", False)])
+    )
+    code, out, _ = discover(capsys, kc, "--pool", f"east/{scene}/llama", "-o", "json")
+    assert code == 1
+    assert json.loads(out)["pools"][0]["live"] is False
+
+
+def test_a_user_who_may_only_list_endpointslices(
+    control_plane: ControlPlane, scene: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = [
+        {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]}
+    ]
+    grant(control_plane, scene, rules, user="router-reader")
+    kc = control_plane.user_kubeconfig("router-reader")
+    code, out, err = discover(capsys, kc, "-n", scene, "-o", "json")
+    assert (code, err) == (0, "")
+    assert [p["name"] for p in json.loads(out)["pools"]] == ["llama", "qwen"]
+    # ... and nothing beyond its namespace: a read it may not make is a usage error.
+    code, out, err = discover(capsys, kc, "-A")
+    assert (code, out) == (2, "")
+    assert "not allowed to list EndpointSlices in any namespace" in err
+
+
+def test_karmada_reads_the_slices_karmada_collects(
+    control_plane: ControlPlane, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    control_plane.apply(collected(namespace, "llama-pool-relay", "member1", "10.1.0.4"))
+    control_plane.apply(collected(namespace, "llama-frontend", "member1", "10.1.0.9"))
+    control_plane.apply(imported(namespace, "qwen-pool-relay", "east", [("10.2.0.1", True)]))
+    code, out, err = discover(
+        capsys, control_plane.kubeconfig, "--karmada", "-n", namespace, "-o", "json"
+    )
+    assert code == 0
+    (pool,) = json.loads(out)["pools"]  # the standard MCS import is not Karmada's
+    assert (pool["cluster"], pool["name"], pool["live"]) == ("member1", "llama", True)
+    assert [f["service"] for f in pool["frontends"]] == ["llama-frontend"]
+    # This control plane serves no Works: said once, and the pools are still shown.
+    assert err.startswith("note: the Works are not read")
+
+
+def test_unreachable_cluster_exits_2(
+    control_plane: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = yaml.safe_load(control_plane.kubeconfig.read_text())
+    cfg["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(cfg))
+    code, out, err = discover(capsys, path, "-n", "default")
+    assert (code, out) == (2, "")
+    assert err.startswith("error: cannot list EndpointSlices in namespace 'default'")
