@@ -236,3 +236,25 @@ def test_pool_of_is_the_inverse_of_relay_name(name: str, pool: str | None) -> No
     assert names.pool_of(name) == pool
     if pool is not None:
         assert names.relay_name(pool) == name
+
+
+# --------------------------------------------------------------------------- what the router reads
+
+
+def test_frontend_service_name_and_its_inverse() -> None:
+    assert names.frontend_service_name("llama") == "llama-frontend"
+    assert names.pool_of_frontend("llama-frontend") == "llama"
+    assert names.pool_of_frontend("llama-frontend-x") is None
+    assert names.pool_of_frontend("-frontend") is None
+
+
+def test_karmada_derived_service() -> None:
+    assert names.karmada_derived_service("derived-llama-pool-relay") == "llama-pool-relay"
+    assert names.karmada_derived_service("llama-pool-relay") is None
+    assert names.karmada_derived_service("derived-") is None
+
+
+def test_karmada_member_of_an_execution_space() -> None:
+    assert names.karmada_member("karmada-es-member1") == "member1"
+    assert names.karmada_member("default") is None
+    assert names.karmada_member("karmada-es-") is None
