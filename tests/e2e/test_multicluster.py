@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import json
 import logging
 import time
 import uuid
@@ -37,6 +39,7 @@ import pytest
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
+from dynamo_pool_operator.discover import command as discover_cmd
 from dynamo_pool_operator.localcluster import dynamo, kwok, lighthouse
 from dynamo_pool_operator.localcluster.assets import pinned_versions, resolve
 from dynamo_pool_operator.localcluster.audit import AuditEvent
@@ -697,3 +700,104 @@ async def test_a_conflict_next_to_ready_is_still_imported_and_warned_about(
             )
 
         await eventually(warned, timeout=30)
+
+
+async def discovered_from(
+    world: lighthouse.World, cluster: str, ns: str, key: str | None = None
+) -> tuple[int, dict[str, Any]]:
+    """`discover -n NS [--pool KEY] -o json` run against `cluster`, as a user runs it."""
+    out, err = io.StringIO(), io.StringIO()
+    opts = discover_cmd.Options(
+        kubeconfig=str(world.members[cluster].kubeconfig), namespace=ns, output="json", pool=key
+    )
+    code = await discover_cmd.run(opts, out=out, err=err)
+    assert code in (0, 1), err.getvalue()
+    return code, json.loads(out.getvalue())
+
+
+async def ready_pod_ips(client: Client, ns: str, selector: str) -> list[str]:
+    pods = (await client.list(kwok.PODS, ns, label_selector=selector)).items
+    return sorted(
+        p["status"]["podIP"]
+        for p in pods
+        if kwok.running(p)
+        and p["status"].get("podIP")
+        and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in p["status"].get("conditions") or []
+        )
+    )
+
+
+async def test_discover_in_west_finds_the_east_pool_as_the_router_would(
+    world: lighthouse.World, ns: str
+) -> None:
+    """Read from west's imported EndpointSlices, written by the real Lighthouse agent: the
+    east pool keyed by the east relay's cluster ID, live while its relay pods are Ready,
+    not live scaled to 0, and gone once withdrawn."""
+    async with operators(world), clients(world, USER) as users:
+        east = users["east"]
+        await run_pool(east, "llama", ns, "east")
+
+        async def cluster_id() -> str:
+            return str(
+                ((await east.get(RELAYS, "llama", ns)).get("status") or {}).get("clusterId") or ""
+            )
+
+        key = f"{await eventually(cluster_id, timeout=60, interval=0.2)}/{ns}/llama"
+        seen: list[Any] = []
+
+        async def live_with_the_relay_pods() -> bool:
+            """Live, its ready relay endpoints exactly east's Ready relay pods (read anew:
+            a rollout replaces them)."""
+            pods = await ready_pod_ips(east, ns, relay_pods("llama"))
+            code, doc = await discovered_from(world, "west", ns, key)
+            seen[:] = [code, doc, pods]
+            if code != 0 or not pods:
+                return False
+            (pool,) = doc["pools"]
+            addresses = sorted(e["address"] for e in pool["relay"]["endpoints"] if e["ready"])
+            return bool(pool["live"]) and addresses == pods
+
+        try:
+            await eventually(live_with_the_relay_pods, timeout=60, interval=0.5)
+        except AssertionError:
+            pytest.fail(f"west does not find {key} live with its relay pods: {seen}")
+
+        async def with_its_frontend() -> bool:
+            """Every pool west finds is east's, keyed by the east relay's cluster ID, with
+            its frontend and nothing wrong."""
+            code, doc = await discovered_from(world, "west", ns)
+            seen[:] = [code, doc]
+            keys = ["/".join((p["cluster"], p["namespace"], p["name"])) for p in doc["pools"]]
+            if code != 0 or keys != [key]:
+                return False
+            (pool,) = doc["pools"]
+            return [f["service"] for f in pool["frontends"]] == ["llama-frontend"] and (
+                pool["problems"] == []
+            )
+
+        try:
+            await eventually(with_its_frontend, timeout=60, interval=0.5)
+        except AssertionError:
+            pytest.fail(f"west does not find {key} alone with its frontend: {seen}")
+
+        async def not_live() -> bool:
+            code, doc = await discovered_from(world, "west", ns, key)
+            return code == 1 and all(not p["live"] for p in doc["pools"])
+
+        await east.merge_patch(RELAYS, "llama", {"spec": {"replicas": 0}}, ns)
+        await eventually(not_live, timeout=60, interval=0.5)
+
+        await east.merge_patch(RELAYS, "llama", {"spec": {"replicas": None}}, ns)
+        try:
+            await eventually(live_with_the_relay_pods, timeout=60, interval=0.5)
+        except AssertionError:
+            pytest.fail(f"west does not find {key} live again with its relay pods: {seen}")
+
+        async def gone() -> bool:
+            code, doc = await discovered_from(world, "west", ns, key)
+            return code == 1 and doc["pools"] == []
+
+        await east.delete(DGDS, "llama", ns)
+        await eventually(gone, timeout=60, interval=0.5)
