@@ -273,17 +273,21 @@ def with_needs(
     relay = {a.key: a for a in relay_actions}
     others = [a for c in contributions for a in c.actions]
     relay_actions = tuple(
-        dataclasses.replace(a, needs=_relay_needs(a, decision, relay, others))
-        for a in relay_actions
+        _needing(a, _relay_needs(a, decision, relay, others)) for a in relay_actions
     )
-    contributions = tuple(
-        dataclasses.replace(
-            c,
-            actions=tuple(dataclasses.replace(a, needs=_other_needs(a, relay)) for a in c.actions),
-        )
-        for c in contributions
-    )
+    contributions = tuple(_contribution_needing(c, relay) for c in contributions)
     return relay_actions, contributions
+
+
+def _needing(action: Action, needs: tuple[Key, ...]) -> Action:
+    """`action` with `needs` (itself when it needs nothing: no copy in a quiet pass)."""
+    return dataclasses.replace(action, needs=needs) if needs != action.needs else action
+
+
+def _contribution_needing(c: Contribution, relay: dict[Key, Action]) -> Contribution:
+    actions = tuple(_needing(a, _other_needs(a, relay)) for a in c.actions)
+    same = all(a is b for a, b in zip(actions, c.actions, strict=True))
+    return c if same else dataclasses.replace(c, actions=actions)
 
 
 def make_plan(

@@ -95,16 +95,21 @@ class Verdict:
     recheck_at: datetime | None = None
 
 
-def _current(export: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
-    """The condition `type_`, unless it describes an older generation of the export."""
+def _currents(
+    export: Mapping[str, Any],
+) -> tuple[Mapping[str, Any] | None, Mapping[str, Any] | None, Mapping[str, Any] | None]:
+    """`Valid`, `Ready` and `Conflict`, each unless it describes an older generation of
+    the export (read in one walk of the conditions: a verdict reads all three)."""
     meta = Meta(export)
-    c = meta.condition(type_)
-    if c is None:
-        return None
-    observed = c.get("observedGeneration")
-    if isinstance(observed, int) and meta.generation and observed < meta.generation:
-        return None
-    return c
+    generation = meta.generation
+    out: list[Mapping[str, Any] | None] = []
+    for type_ in (VALID, READY, CONFLICT):
+        c = meta.condition(type_)
+        observed = c.get("observedGeneration") if c is not None else None
+        if isinstance(observed, int) and generation and observed < generation:
+            c = None
+        out.append(c)
+    return out[0], out[1], out[2]
 
 
 def _said(c: Mapping[str, Any]) -> str:
@@ -116,9 +121,14 @@ def _said(c: Mapping[str, Any]) -> str:
 
 def view_of(export: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     """The implementation's conditions as a status line shows them (current ones)."""
+    return _view(_currents(export))
+
+
+def _view(
+    currents: tuple[Mapping[str, Any] | None, ...],
+) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
-    for type_ in (VALID, READY, CONFLICT):
-        c = _current(export, type_)
+    for type_, c in zip((VALID, READY, CONFLICT), currents, strict=True):
         if c is not None:
             shown = {"status": str(c.get("status", ""))}
             for key in ("reason", "message", "lastTransitionTime"):
@@ -135,8 +145,9 @@ def verdict(
     unconfirmed_after: timedelta = UNCONFIRMED_AFTER,
     confirmation: Confirmation = Confirmation.VALID,
 ) -> Verdict:
-    view = view_of(export) or None
-    valid, ready, conflict = (_current(export, t) for t in (VALID, READY, CONFLICT))
+    currents = _currents(export)
+    view = _view(currents) or None
+    valid, ready, conflict = currents
     conflicting = conflict is not None and conflict.get("status") == Status.TRUE
     if valid is not None and valid.get("status") == Status.FALSE:
         return Verdict(Judgement.REFUSED, str(valid.get("reason") or "Invalid"), _said(valid), view)

@@ -49,7 +49,10 @@ def find_condition(conditions: object, type_: str) -> Mapping[str, Any] | None:
     """The condition of `type_` in a (possibly malformed) list, or None."""
     if not isinstance(conditions, Sequence) or isinstance(conditions, str):
         return None
-    return next((c for c in conditions if isinstance(c, Mapping) and c.get("type") == type_), None)
+    for c in conditions:
+        if (type(c) is dict or isinstance(c, Mapping)) and c.get("type") == type_:
+            return c
+    return None
 
 
 # ----------------------------------------------------------------------
@@ -65,10 +68,10 @@ def find_condition(conditions: object, type_: str) -> Mapping[str, Any] | None:
 
 def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The controller owner reference of `obj`, if any (None for a malformed object)."""
-    meta = obj.get("metadata") if isinstance(obj, Mapping) else None
-    refs = meta.get("ownerReferences") if isinstance(meta, Mapping) else None
+    meta = _mapping(obj).get("metadata")
+    refs = _mapping(meta).get("ownerReferences")
     for ref in refs if isinstance(refs, list) else ():
-        if isinstance(ref, Mapping) and ref.get("controller") is True:
+        if (type(ref) is dict or isinstance(ref, Mapping)) and ref.get("controller") is True:
             return ref
     return None
 
@@ -101,7 +104,8 @@ _EMPTY: Mapping[str, Any] = {}
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else _EMPTY
+    # A decoded object is dicts: `type() is dict` first spares the ABC check per field.
+    return value if type(value) is dict or isinstance(value, Mapping) else _EMPTY
 
 
 def _text(value: object) -> str:
