@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator import cli
-from dynamo_pool_operator.discover import command
-from dynamo_pool_operator.discover.find import Discovered, find
+from dynamo_pool_operator.discover import command, view
+from dynamo_pool_operator.discover.find import Discovered, Mode, find
 from tests.unit.discover.test_find import mcs_slice
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,7 +31,7 @@ def sample() -> Discovered:
 
 def test_the_json_shape_is_pinned() -> None:
     """Exactly the shape docs/exports.md documents: keys, types, order of the lists."""
-    assert json.loads(command.format_json(sample())) == {
+    assert json.loads(view.format_json(sample())) == {
         "pools": [
             {
                 "cluster": "east",
@@ -100,13 +100,13 @@ def test_the_documented_json_example_has_the_shape_of_the_output() -> None:
     text = (ROOT / "docs" / "exports.md").read_text()
     start = text.index("```json\n", text.index("## As the Global Router sees it"))
     documented = json.loads(text[start + len("```json\n") : text.index("```", start + 7)])
-    printed = json.loads(command.format_json(sample()))
+    printed = json.loads(view.format_json(sample()))
     assert _keys(documented["pools"][0]) == _keys(printed["pools"][0])
     assert _keys(documented["skipped"][0]) == _keys(printed["skipped"][0])
 
 
 def test_the_table() -> None:
-    lines = command.format_table(sample()).splitlines()
+    lines = view.format_table(sample()).splitlines()
     assert lines[:3] == [
         "CLUSTER   NAMESPACE   NAME    LIVE   RELAY       FRONTENDS",
         "east      dynamo      llama   yes    1/2 ready   llama-frontend (1/1 ready)",
@@ -121,21 +121,21 @@ def test_the_table() -> None:
 
 
 def test_the_table_with_no_pool() -> None:
-    assert command.format_table(Discovered()) == (
+    assert view.format_table(Discovered()) == (
         "No pools found: no imported relay Service (<dgd>-pool-relay).\n"
     )
 
 
 def test_narrowed_to_one_pool() -> None:
-    found = command.narrowed(sample(), "west/dynamo/qwen")
+    found = view.narrowed(sample(), "west/dynamo/qwen")
     assert [p.key for p in found.pools] == ["west/dynamo/qwen"]
     assert {s.namespace for s in found.skipped} == {"dynamo"}
-    assert command.narrowed(sample(), "east/other/llama").skipped == ()
+    assert view.narrowed(sample(), "east/other/llama").skipped == ()
 
 
 def test_the_karmada_selector_and_the_mcs_selector() -> None:
-    assert command.selector(command.Mode.MCS) == "multicluster.kubernetes.io/service-name"
-    assert command.selector(command.Mode.KARMADA) == (
+    assert view.selector(Mode.MCS) == "multicluster.kubernetes.io/service-name"
+    assert view.selector(Mode.KARMADA) == (
         "endpointslice.kubernetes.io/managed-by=endpointslice-controller.karmada.io"
     )
 

@@ -1,0 +1,128 @@
+"""The pools of a consuming cluster as the router finds them: read, and shown.
+
+Both `discover` and `dev --clusters 2` show them, so the reading and the table live
+here, below the commands, which never import each other. Reading lists only what the
+router lists (the imported EndpointSlices) and, with Karmada, the Works, only to explain.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from dynamo_pool_operator.api import names
+from dynamo_pool_operator.discover.find import Discovered, Imported, Mode, Pool, find
+from dynamo_pool_operator.runtime import Client, errors
+from dynamo_pool_operator.runtime.objects import Resource
+
+ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
+WORKS = Resource("work.karmada.io", "v1alpha1", "works", "Work")
+HEADER = ("CLUSTER", "NAMESPACE", "NAME", "LIVE", "RELAY", "FRONTENDS")
+
+
+def selector(mode: Mode) -> str:
+    """The slices the router lists (then narrows by name)."""
+    if mode is Mode.KARMADA:
+        return f"{names.SLICE_MANAGED_BY}={names.KARMADA_SLICE_MANAGER}"
+    return names.MCS_SERVICE_NAME
+
+
+def _ready(imported: Imported) -> str:
+    return f"{len(imported.ready)}/{len(imported.endpoints)} ready"
+
+
+def _addresses(imported: Imported) -> str:
+    if not imported.endpoints:
+        return "no endpoints"
+    return ", ".join(
+        f"{e.address} {'ready' if e.ready else 'not ready'}" for e in imported.endpoints
+    )
+
+
+def _pool_block(p: Pool) -> list[str]:
+    lines = [f"{p.key}:", f"  relay {p.relay.service}: {_addresses(p.relay)}"]
+    lines += [f"  frontend {f.service}: {_addresses(f)}" for f in p.frontends]
+    lines += [f"  problem: {problem}" for problem in p.problems]
+    return lines
+
+
+def format_table(found: Discovered) -> str:
+    """The pools, one line each, then each pool's endpoints and problems, then what the
+    router would not use and why."""
+    lines: list[str] = []
+    if not found.pools:
+        lines.append("No pools found: no imported relay Service (<dgd>-pool-relay).")
+    else:
+        cells = [HEADER] + [
+            (
+                p.cluster,
+                p.namespace,
+                p.name,
+                "yes" if p.live else "no",
+                _ready(p.relay),
+                ", ".join(f"{f.service} ({_ready(f)})" for f in p.frontends) or "-",
+            )
+            for p in found.pools
+        ]
+        widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
+        lines += [
+            "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            for row in cells
+        ]
+        for p in found.pools:
+            lines += ["", *_pool_block(p)]
+    if found.skipped:
+        lines += ["", "Not used by the router:"]
+        lines += [f"  {s.namespace}/{s.service}: {s.why}" for s in found.skipped]
+    return "\n".join(lines) + "\n"
+
+
+def format_json(found: Discovered) -> str:
+    return json.dumps(found.to_json(), indent=2) + "\n"
+
+
+def narrowed(found: Discovered, key: str) -> Discovered:
+    """Only the pool `key` and what was skipped in its namespace."""
+    namespace = key.split("/")[1]
+    return Discovered(
+        tuple(p for p in found.pools if p.key == key),
+        tuple(s for s in found.skipped if s.namespace == namespace),
+    )
+
+
+def explain(e: errors.ApiError, what: str, namespace: str | None) -> str:
+    """A refused list, said as what to look at."""
+    where = f"namespace {namespace!r}" if namespace else "any namespace"
+    if isinstance(e, errors.Forbidden):
+        return f"not allowed to list {what} in {where}: {e}"
+    if isinstance(e, errors.Unauthorized):
+        return f"the cluster did not accept the credentials: {e}"
+    if isinstance(e, errors.NotFound):
+        return f"the {what} API is not served here: {e}"
+    return f"cannot list {what} in {where}: {e}"
+
+
+async def read(
+    client: Client, mode: Mode, namespace: str | None
+) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]] | None, str]:
+    """The slices the router would list and (Karmada) the Works, or None with a note
+    when they cannot be read: they only explain, so discover goes on without them."""
+    slices = (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(mode))).items
+    if mode is not Mode.KARMADA:
+        return list(slices), None, ""
+    try:
+        works = (await client.list(WORKS, None)).items
+    except errors.ApiError as e:
+        note = (
+            f"note: the Works are not read ({explain(e, 'Works', None)}); a slice whose "
+            "Work is gone is not pointed out"
+        )
+        return list(slices), None, note
+    return list(slices), list(works), ""
+
+
+async def discovered(client: Client, mode: Mode, namespace: str | None) -> Discovered:
+    """What the router would find in `namespace` (all with None), the Works' note dropped."""
+    slices, works, _ = await read(client, mode, namespace)
+    return find(slices, mode, works)
