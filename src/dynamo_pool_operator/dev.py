@@ -9,8 +9,8 @@ happened and how to look: the pool's exports and its relay pods Running.
 `--clusters 2` shows the multi-cluster picture instead: "east" and "west", each with a
 kwok Node, its cluster ID and the operator, joined through a broker by Submariner
 Lighthouse agents (localcluster/lighthouse.py). The sample pool runs in east; the report
-ends with the pool as west sees it: the ServiceImports Lighthouse made there and their
-ready endpoints.
+ends with the pool as the Global Router in west finds it: `discover`'s table over the
+EndpointSlices Lighthouse imported there, printed once the pool is live in it.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from dynamo_pool_operator.api.mcs import (
 )
 from dynamo_pool_operator.api.status import ConditionType, ExportState, Status
 from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.discover.find import Discovered, Mode
+from dynamo_pool_operator.discover.view import discovered, format_table
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE
 from dynamo_pool_operator.pool import controller as relay_controller
 from dynamo_pool_operator.runtime import Client, errors, load_kubeconfig
@@ -299,7 +301,8 @@ async def _two_clusters(
 
 
 async def _as_west_sees_it(world: World, assets: Assets) -> list[str]:
-    """The sample pool in east, then the report: east's view, and west's imports."""
+    """The sample pool in east, then the report: east's view, and the pool as the router
+    in west finds it, once live there with every relay pod and its frontend."""
     east, west = TWO_CLUSTERS
     agent = "dynamo-pool-operator-dev"
     async with (
@@ -312,58 +315,44 @@ async def _as_west_sees_it(world: World, assets: Assets) -> list[str]:
         exports = [e["name"] for e in relay["status"].get("exports") or []]
         if not exports:
             raise RuntimeError("the configuration exports nothing: see multiCluster")
-        seen = await _until(
-            lambda: _imported(wc, exports, east), f"{west} did not import the pool from {east}"
+        key = f"{relay['status'].get('clusterId') or east}/{NAMESPACE}/{POOL}"
+        found = await _until(
+            lambda: _live(wc, key, len(pods)), f"the router in {west} does not find {key} live"
         )
     kubectl = str(assets.kubectl) if assets.kubectl else "kubectl"
     lines = _report(
         relay, exports, pods, str(world.members[east].kubeconfig), kubectl, f" in {east}"
     )
-    lines += ["", f"As {west} sees it (Submariner Lighthouse made these):"]
-    for name, (clusters, endpoints) in sorted(seen.items()):
-        lines.append(
-            f"  ServiceImport {NAMESPACE}/{name}: from {', '.join(clusters)}; "
-            f"ready endpoints {', '.join(endpoints)}"
-        )
+    lines += ["", *as_seen_from(found, west)]
     lines += [
+        "",
         f"  (Lighthouse imports a headless Service, as the relay's is, as {east}'s Ready "
         "pod IPs, and a ClusterIP Service as its ClusterIP)",
         f"  export KUBECONFIG={world.members[west].kubeconfig}",
+        f"  dynamo-pool-operator discover -n {NAMESPACE}",
         f"  {kubectl} get serviceimports,endpointslices -n {NAMESPACE}",
         "",
     ]
     return lines
 
 
-async def _imported(
-    client: Client, exports: list[str], source: str
-) -> dict[str, tuple[list[str], list[str]]] | None:
-    """Each export's ServiceImport, once it lists `source` and has a ready endpoint from
-    it: name -> (clusters, ready endpoint addresses)."""
-    from dynamo_pool_operator.localcluster import kwok, lighthouse
+def as_seen_from(found: Discovered, cluster: str) -> list[str]:
+    """`discover -n NAMESPACE`'s table, as read in `cluster`, under its heading."""
+    heading = (
+        f"As {cluster} sees it (the Global Router's view: "
+        f"dynamo-pool-operator discover -n {NAMESPACE}):"
+    )
+    return [heading, *(f"  {line}" if line else "" for line in format_table(found).splitlines())]
 
-    imports = {
-        i["metadata"]["name"]: sorted(
-            c["cluster"] for c in (i.get("status") or {}).get("clusters") or []
-        )
-        for i in (await client.list(lighthouse.service_imports(), NAMESPACE)).items
-    }
-    key, value = lighthouse.MANAGED_BY
-    out = {}
-    for name in exports:
-        slices = (
-            await client.list(
-                kwok.ENDPOINT_SLICES,
-                NAMESPACE,
-                label_selector=f"{key}={value},{lighthouse.SOURCE_CLUSTER_LABEL}={source},"
-                f"multicluster.kubernetes.io/service-name={name}",
-            )
-        ).items
-        ready = kwok.endpoint_addresses(slices, ready=True)
-        if source not in imports.get(name, []) or not ready:
-            return None
-        out[name] = (imports[name], ready)
-    return out or None
+
+async def _live(client: Client, key: str, relay_pods: int) -> Discovered | None:
+    """What the router finds, once pool `key` is live with a ready endpoint for each
+    relay pod and nothing wrong (its frontend imported and ready)."""
+    found = await discovered(client, Mode.MCS, NAMESPACE)
+    pool = found.pool(key)
+    if pool is None or not pool.live or pool.problems or len(pool.relay.ready) < relay_pods:
+        return None
+    return found
 
 
 def dev_configuration(

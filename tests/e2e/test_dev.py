@@ -72,14 +72,19 @@ async def test_dev_with_two_clusters_shows_the_pool_as_the_other_cluster_sees_it
     assert "Pool dynamo-demo/llama in east: Ready=True relay Service llama-pool-relay" in out, out
     assert "relay pods Running: llama-pool-relay-" in out, out
     west = out[out.index("As west sees it") :]
-    # The relay Service is headless: its import is the relay pods' IPs (kwok's pod
-    # CIDR), two of them; the frontend's is a ClusterIP Service, imported as its ClusterIP.
+    # discover's table as read in west, printed once the pool is live there: keyed by
+    # east's cluster ID, its relay Service headless, so imported as the relay pods' IPs
+    # (kwok's pod CIDR), both Ready; the frontend's a ClusterIP Service, imported as its
+    # ClusterIP.
     assert re.search(
-        r"ServiceImport dynamo-demo/llama-pool-relay: from east; "
-        r"ready endpoints 10\.244\.\d+\.\d+, 10\.244\.",
+        r"\n  east\s+dynamo-demo\s+llama\s+yes\s+2/2 ready\s+llama-frontend \(1/1 ready\)\n",
         west,
     ), out
     assert re.search(
-        r"ServiceImport dynamo-demo/llama-frontend: from east; ready endpoints 10\.96\.", west
+        r"\n    relay llama-pool-relay: 10\.244\.\d+\.\d+ ready, 10\.244\.\d+\.\d+ ready\n",
+        west,
     ), out
+    assert re.search(r"\n    frontend llama-frontend: 10\.96\.\d+\.\d+ ready\n", west), out
+    assert "problem:" not in west, out
+    assert "Not used by the router" not in west, out
     assert len(started) == 3, "broker, east, west"

@@ -1,4 +1,7 @@
-"""The README's `kubectl get dynamopoolrelays -A` sample is what kubectl prints for our CRD.
+"""The README's samples are what is printed: `kubectl get dynamopoolrelays -A` for our
+CRD, and the end of `make dev CLUSTERS=2`.
+
+`kubectl get dynamopoolrelays -A`: the README's sample is what kubectl prints for our CRD.
 
 kubectl shows the printer columns of priority 0 (the others only with `-o wide`), names
 upper-cased, after NAMESPACE and NAME with `-A`, each column starting where its header
@@ -15,6 +18,7 @@ from dynamo_pool_operator import dev
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api.status import ReadyReason
 from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.discover.find import Discovered, Endpoint, Imported, Pool
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 COMMAND = "$ kubectl get dynamopoolrelays -A"
@@ -57,3 +61,23 @@ def test_the_readme_sample_row_is_the_dev_pool_ready_and_aligned() -> None:
         "EXPORTED": "True",
         "CLUSTER": dev.CLUSTER_ID,
     }
+
+
+def _west_sample() -> list[str]:
+    """The lines of the README's `make dev CLUSTERS=2` sample, from "As west sees it" to
+    the end of its block."""
+    lines = README.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("As west sees it"))
+    return lines[at : lines.index("```", at)]
+
+
+def test_the_readme_two_cluster_sample_is_what_dev_prints() -> None:
+    """dev's closing table for the pool of the sample's addresses (east's two relay pods,
+    its frontend's ClusterIP), line for line."""
+    relay = Imported(
+        "llama-pool-relay", (Endpoint("10.244.0.4", True), Endpoint("10.244.0.5", True))
+    )
+    frontend = Imported("llama-frontend", (Endpoint("10.96.234.89", True),))
+    east, west = dev.TWO_CLUSTERS
+    found = Discovered((Pool(east, dev.NAMESPACE, dev.POOL, relay, (frontend,)),))
+    assert _west_sample() == dev.as_seen_from(found, west)
