@@ -19,13 +19,22 @@ Karmada member's name is the same string) each run the operator. The test checks
   every relay writes nothing;
 - the operator never writes a ServiceImport or an export's status: those are the
   implementation's.
+
+And, in a world where pods run (kwok) with a third control plane playing Karmada's, on
+which the stand-in writes what Karmada writes for the consuming side (Works and
+`derived-<service>` EndpointSlices), `discover --karmada` there finds a pool as the
+Global Router would: keyed by its member's name, live while its relay pods are Ready,
+not live scaled to 0, gone once withdrawn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import json
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -33,20 +42,24 @@ import pytest
 
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
+from dynamo_pool_operator.discover import command as discover_cmd
+from dynamo_pool_operator.localcluster import dynamo, kwok
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import default_crds
 from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects.resources import SERVICES
+from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
 from tests.e2e.chart_operator import CLUSTER_ID_PROPERTY, DGDS, RELAYS, dgd, relay
 from tests.e2e.mcs_simulator import (
     SERVICE_EXPORTS,
     SERVICE_IMPORTS,
     USER_AGENT,
+    WORKS,
     ClusterSetSimulator,
     Member,
+    work_crd,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -78,10 +91,11 @@ def implementation() -> str:
     return "karmada"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def clusterset(implementation: str) -> Iterator[dict[str, ControlPlane]]:
     """Two fresh control planes, each with every API the operator uses and its cluster
-    ID (a Karmada member's name is the same string)."""
+    ID (a Karmada member's name is the same string). Gone after its test, so it never
+    runs next to the Karmada world."""
     assets = resolve()
     planes = {
         cluster: ControlPlane(
@@ -289,3 +303,175 @@ async def _reported(client: Client, export: str) -> dict[str, Any] | None:
     if any(c.get("type") == "Ready" and c.get("reason") == "Exported" for c in conditions):
         return obj
     return None
+
+
+# ------------------------------------------------------------------ discover --karmada
+
+
+def set_cluster_id(cp: ControlPlane, cluster: str) -> None:
+    cp.apply(
+        {
+            "apiVersion": "about.k8s.io/v1beta1",
+            "kind": "ClusterProperty",
+            "metadata": {"name": CLUSTER_ID_PROPERTY},
+            "spec": {"value": cluster},
+        }
+    )
+
+
+@pytest.fixture
+def karmada_world() -> Iterator[tuple[ControlPlane, dict[str, ControlPlane]]]:
+    """The Karmada control plane (serving Works, with each member's execution namespace)
+    and two members where pods run (kwok), each with its cluster ID, its member name."""
+    assets = resolve()
+    if why := assets.missing_peers("kwok"):
+        pytest.skip(why)
+    plane = ControlPlane(assets=assets, garbage_collector=False)
+    members = {
+        cluster: ControlPlane(assets=assets, crds=default_crds(assets.mcs_crd_dir), nodes=1)
+        for cluster in POOLS
+    }
+    planes = [plane, *members.values()]
+    try:
+        with ThreadPoolExecutor(len(planes)) as pool:
+            for done in [pool.submit(cp.start) for cp in planes]:
+                done.result()
+        if plane.request("GET", f"/apis/{WORKS.group}/{WORKS.version}")[0] != 200:
+            plane.install_crd(work_crd())
+        plane.create_namespace(NS)
+        for cluster, cp in members.items():
+            plane.create_namespace(f"{names.KARMADA_EXECUTION_SPACE_PREFIX}{cluster}")
+            set_cluster_id(cp, cluster)
+            cp.create_namespace(NS)
+        yield plane, members
+    finally:
+        for cp in planes:
+            cp.stop()
+
+
+async def run_pool_with_pods(client: Client, pool: str, cluster: str) -> None:
+    """The DGD, what Dynamo's operator makes of it (the frontend's Deployment and
+    Service, owned by the DGD), and the pool's relay."""
+    created = await client.create(DGDS, dgd(pool, NS))
+    deployment, service = dynamo.frontend(created)
+    await client.create(DEPLOYMENTS, deployment)
+    await client.create(SERVICES, service)
+    await client.create(RELAYS, relay(pool, NS, cluster))
+
+
+async def discovered_on(plane: ControlPlane, key: str | None = None) -> tuple[int, dict[str, Any]]:
+    """`discover --karmada -n NS [--pool KEY] -o json` against the Karmada control plane."""
+    out, err = io.StringIO(), io.StringIO()
+    opts = discover_cmd.Options(
+        kubeconfig=str(plane.kubeconfig), karmada=True, namespace=NS, output="json", pool=key
+    )
+    code = await discover_cmd.run(opts, out=out, err=err)
+    assert code in (0, 1), err.getvalue()
+    assert "note:" not in err.getvalue(), "the Works were not read"
+    return code, json.loads(out.getvalue())
+
+
+async def ready_relay_ips(client: Client, pool: str) -> list[str]:
+    selector = ",".join(f"{k}={v}" for k, v in names.selector(pool).items())
+    pods = (await client.list(kwok.PODS, NS, label_selector=selector)).items
+    return sorted(
+        p["status"]["podIP"]
+        for p in pods
+        if kwok.running(p)
+        and p["status"].get("podIP")
+        and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in p["status"].get("conditions") or []
+        )
+    )
+
+
+@pytest.mark.timeout(420)
+async def test_discover_on_the_karmada_plane_finds_the_pool_by_its_member(
+    karmada_world: tuple[ControlPlane, dict[str, ControlPlane]],
+) -> None:
+    """Read from the `derived-<service>` slices on the Karmada control plane (and the
+    Works, to explain): the east pool keyed by the member name, which is the east relay's
+    cluster ID, live while its relay pods are Ready, not live scaled to 0, gone once
+    withdrawn."""
+    plane, members = karmada_world
+    cfg = parse_configuration(
+        {"apiVersion": API_VERSION, "kind": KIND, "multiCluster": {"mcsImplementation": "karmada"}}
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        for cp in members.values():
+            await stack.enter_async_context(OperatorUnderTest(cp, cfg))
+        users = await stack.enter_async_context(clients(members, USER))
+        sim_clients = await stack.enter_async_context(clients(members, USER_AGENT))
+        karmada = await stack.enter_async_context(
+            Client(load_kubeconfig(plane.kubeconfig), user_agent=USER_AGENT)
+        )
+        sim = ClusterSetSimulator([Member(c, sim_clients[c]) for c in members], NS, karmada=karmada)
+        await stack.enter_async_context(sim.running())
+        east = users["east"]
+        await run_pool_with_pods(east, "llama", "east")
+
+        async def cluster_id() -> str:
+            status = (await east.get(RELAYS, "llama", NS)).get("status") or {}
+            return str(status.get("clusterId") or "")
+
+        assert await eventually(cluster_id, timeout=60, interval=0.2) == "east"
+        key = f"east/{NS}/llama"
+        seen: list[Any] = []
+
+        async def live_with_the_relay_pods() -> bool:
+            """Live, with its frontend and nothing wrong (its Works are there), its ready
+            relay endpoints exactly east's Ready relay pods."""
+            pods = await ready_relay_ips(east, "llama")
+            code, doc = await discovered_on(plane, key)
+            seen[:] = [code, doc, pods]
+            if code != 0 or not pods:
+                return False
+            (pool,) = doc["pools"]
+            addresses = sorted(e["address"] for e in pool["relay"]["endpoints"] if e["ready"])
+            return (
+                pool["live"] is True
+                and addresses == pods
+                and [f["service"] for f in pool["frontends"]] == ["llama-frontend"]
+                and pool["problems"] == []
+            )
+
+        try:
+            await eventually(live_with_the_relay_pods, timeout=90, interval=0.5)
+        except AssertionError:
+            pytest.fail(f"the Karmada plane does not show {key} live with its relay pods: {seen}")
+        code, doc = await discovered_on(plane)
+        assert code == 0, doc
+        assert [(p["cluster"], p["namespace"], p["name"]) for p in doc["pools"]] == [
+            ("east", NS, "llama")
+        ], doc
+        assert doc["skipped"] == [], doc
+
+        async def not_live() -> bool:
+            code, doc = await discovered_on(plane, key)
+            seen[:] = [code, doc]
+            return code == 1 and all(not p["live"] for p in doc["pools"])
+
+        await east.merge_patch(RELAYS, "llama", {"spec": {"replicas": 0}}, NS)
+        try:
+            await eventually(not_live, timeout=60, interval=0.5)
+        except AssertionError:
+            pytest.fail(f"{key} stays live with its relay scaled to 0: {seen}")
+
+        await east.merge_patch(RELAYS, "llama", {"spec": {"replicas": None}}, NS)
+        try:
+            await eventually(live_with_the_relay_pods, timeout=90, interval=0.5)
+        except AssertionError:
+            pytest.fail(f"{key} is not live again with its relay pods: {seen}")
+
+        async def gone() -> bool:
+            code, doc = await discovered_on(plane, key)
+            seen[:] = [code, doc]
+            return code == 1 and doc["pools"] == []
+
+        await east.delete(DGDS, "llama", NS)
+        try:
+            await eventually(gone, timeout=60, interval=0.5)
+        except AssertionError:
+            pytest.fail(f"{key} stays after its withdrawal: {seen}")
+        assert (await karmada.list(WORKS, None)).items == [], "the withdrawn pool's Works stay"
