@@ -367,8 +367,13 @@ class Snapshot:
     )
 
     #: The conditions `shown_status` shows, read once (`api.status.read_conditions`).
-    shown_conditions: Mapping[ConditionType, ShownCondition] = field(
+    #: The conditions `shown_status` shows, read when a pass first asks
+    #: (`shown_conditions`): a quiet pass never does.
+    _shown_conditions: Mapping[ConditionType, ShownCondition] | None = field(
         init=False,
+        default=None,
+        repr=False,
+        compare=False,
         metadata={VERSION: covered_by("relay", "derived from the status shown")},
     )
 
@@ -376,7 +381,16 @@ class Snapshot:
         service = self.relay_objects.get("Service")
         reshaped = service is not None and self.relay.reshaped(service)
         object.__setattr__(self, "service_reshaped", reshaped)
-        object.__setattr__(self, "shown_conditions", read_conditions(self.shown_status))
+
+    @property
+    def shown_conditions(self) -> Mapping[ConditionType, ShownCondition]:
+        """The conditions the relay shows, typed (`api.status.read_conditions`), read
+        once per snapshot."""
+        read = self._shown_conditions
+        if read is None:
+            read = read_conditions(self.shown_status)
+            object.__setattr__(self, "_shown_conditions", read)
+        return read
 
     def quiet_key(self) -> tuple[Hashable, ...] | None:
         """The pass's inputs as versions, one part per field (its declared `Version`):
