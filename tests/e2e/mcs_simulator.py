@@ -43,6 +43,7 @@ from dynamo_pool_operator.api.mcs import serviceexports
 
 # The Works at the version `discover --karmada` reads them.
 from dynamo_pool_operator.discover.view import ENDPOINT_SLICES, WORKS
+from dynamo_pool_operator.localcluster.crds import free_form_crd
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
@@ -65,29 +66,7 @@ DERIVED_SLICE_PREFIX = "imported"
 def work_crd() -> dict[str, Any]:
     """A minimal Work CRD (`work.karmada.io/v1alpha1`, namespaced), for a control plane
     that serves none: its spec is kept as written, which is all the stand-in needs."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{WORKS.plural}.{WORKS.group}"},
-        "spec": {
-            "group": WORKS.group,
-            "scope": "Namespaced",
-            "names": {"plural": WORKS.plural, "singular": "work", "kind": WORKS.kind},
-            "versions": [
-                {
-                    "name": WORKS.version,
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    return free_form_crd(WORKS.group, WORKS.version, WORKS.kind, WORKS.plural)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -49,6 +49,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, EVENTS, SERVICES, Resource
 from tests.e2e.chart_operator import DGDS, RELAYS, dgd, relay
+from tests.e2e.observed import at_rest, cached_at, ready_pod_ips
 from tests.leaks import surviving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -204,19 +205,6 @@ async def every_cluster_sees(users: dict[str, Client], namespace: str, want: Vie
 
 def relay_pods(pool: str) -> str:
     return ",".join(f"{k}={v}" for k, v in names.selector(pool).items())
-
-
-async def cached_at(op: OperatorUnderTest, namespace: str, export: str, rv: str) -> bool:
-    """The operator's export cache holds `export` at resourceVersion `rv`."""
-    exports = op.running.exports
-    assert exports is not None
-    cached = exports.exports.store.get(namespace, export)
-    return cached is not None and cached["metadata"]["resourceVersion"] == rv
-
-
-async def at_rest(op: OperatorUnderTest) -> None:
-    await op.settle()
-    await op.running.recorder.wait_idle()
 
 
 def agent_status_writes(events: list[AuditEvent], export: str = "") -> list[AuditEvent]:
@@ -713,20 +701,6 @@ async def discovered_from(
     code = await discover_cmd.run(opts, out=out, err=err)
     assert code in (0, 1), err.getvalue()
     return code, json.loads(out.getvalue())
-
-
-async def ready_pod_ips(client: Client, ns: str, selector: str) -> list[str]:
-    pods = (await client.list(kwok.PODS, ns, label_selector=selector)).items
-    return sorted(
-        p["status"]["podIP"]
-        for p in pods
-        if kwok.running(p)
-        and p["status"].get("podIP")
-        and any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in p["status"].get("conditions") or []
-        )
-    )
 
 
 async def test_discover_in_west_finds_the_east_pool_as_the_router_would(

@@ -43,7 +43,7 @@ import pytest
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
 from dynamo_pool_operator.discover import command as discover_cmd
-from dynamo_pool_operator.localcluster import dynamo, kwok
+from dynamo_pool_operator.localcluster import dynamo
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import default_crds
@@ -61,6 +61,7 @@ from tests.e2e.mcs_simulator import (
     Member,
     work_crd,
 )
+from tests.e2e.observed import at_rest, cached_at, ready_pod_ips
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -162,20 +163,6 @@ async def imported(client: Client) -> dict[str, list[str]]:
     }
 
 
-async def cached_at(op: OperatorUnderTest, export: str, resource_version: str) -> bool:
-    """The operator's export cache holds `export` at `resource_version`."""
-    exports = op.running.exports
-    assert exports is not None
-    cached = exports.exports.store.get(NS, export)
-    return cached is not None and cached["metadata"]["resourceVersion"] == resource_version
-
-
-async def at_rest(op: OperatorUnderTest) -> None:
-    """Nothing queued or in flight, and every Event written."""
-    await op.settle()
-    await op.running.recorder.wait_idle()
-
-
 @contextlib.asynccontextmanager
 async def clients(
     planes: dict[str, ControlPlane], user_agent: str
@@ -247,7 +234,7 @@ async def test_each_pool_is_imported_from_the_clusters_it_runs_in_and_withdrawn_
             cleared = {"status": {"conditions": None}}  # the simulator writes them again
             await user.merge_patch(SERVICE_EXPORTS, export, cleared, NS, subresource="status")
             reported = await eventually(partial(_reported, user, export), timeout=30)
-            seen = partial(cached_at, op, export, reported["metadata"]["resourceVersion"])
+            seen = partial(cached_at, op, NS, export, reported["metadata"]["resourceVersion"])
             await eventually(seen, timeout=15)
             await at_rest(op)
             writes = [w for w in await op.writes_since(offset) if w.resource != "leases"]
@@ -373,17 +360,7 @@ async def discovered_on(plane: ControlPlane, key: str | None = None) -> tuple[in
 
 async def ready_relay_ips(client: Client, pool: str) -> list[str]:
     selector = ",".join(f"{k}={v}" for k, v in names.selector(pool).items())
-    pods = (await client.list(kwok.PODS, NS, label_selector=selector)).items
-    return sorted(
-        p["status"]["podIP"]
-        for p in pods
-        if kwok.running(p)
-        and p["status"].get("podIP")
-        and any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in p["status"].get("conditions") or []
-        )
-    )
+    return await ready_pod_ips(client, NS, selector)
 
 
 @pytest.mark.timeout(420)

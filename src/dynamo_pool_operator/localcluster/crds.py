@@ -188,6 +188,30 @@ def dcd_crd() -> dict[str, Any]:
     }
 
 
+def free_form_crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any]:
+    """A namespaced CRD whose objects are kept as written: the stand-in for another
+    project's API that a test only needs served (another group's ServiceExport,
+    Karmada's Work)."""
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}"},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": _PRESERVE},
+                }
+            ],
+        },
+    }
+
+
 def cluster_property_crd(versions: tuple[str, ...] = ("v1alpha1", "v1beta1")) -> dict[str, Any]:
     """The About API ClusterProperty: cluster-scoped, `spec.value` required (min 1 char)."""
     schema = {

@@ -29,7 +29,12 @@ from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.config import API_VERSION, KIND
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
-from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd, mcs_crds
+from dynamo_pool_operator.localcluster.crds import (
+    cluster_property_crd,
+    dgd_crd,
+    free_form_crd,
+    mcs_crds,
+)
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.leader import format_micro_time
 from dynamo_pool_operator.runtime.objects.resources import LEASES
@@ -438,29 +443,7 @@ def bare() -> Iterator[ControlPlane]:
 
 def gke_serviceexport_crd() -> dict[str, Any]:
     """A ServiceExport of another group, as GKE's multi-cluster Services serves it."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "serviceexports.net.gke.io"},
-        "spec": {
-            "group": "net.gke.io",
-            "scope": "Namespaced",
-            "names": {"kind": "ServiceExport", "plural": "serviceexports"},
-            "versions": [
-                {
-                    "name": "v1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "x-kubernetes-preserve-unknown-fields": True,
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    return free_form_crd("net.gke.io", "v1", "ServiceExport", "serviceexports")
 
 
 def older_relay_crd() -> dict[str, Any]:
