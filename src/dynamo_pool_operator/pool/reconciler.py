@@ -212,7 +212,8 @@ class PoolRelayReconciler:
         return ReconcileResult(requeue_after=after)
 
     async def _reconcile(self, request: Request) -> ReconcileResult | None:
-        await self._read_found_again(request)
+        if request in self._found and self.caches.relays.store.get(*request) is not None:
+            await self._read_found_again(request)  # a relay gone forgets them unread
         snapshot = self.gather(request)
         if snapshot is None:
             self._lost.pop(request, None)

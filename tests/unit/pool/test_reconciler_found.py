@@ -121,3 +121,14 @@ async def test_a_standing_conflict_asks_for_a_look_when_due_and_a_deleted_relay_
     r.caches.relays.store.delete(NS, POOL)
     assert await r.reconcile(REQUEST) is None  # deleted: forgotten
     assert REQUEST not in r._found
+
+
+async def test_a_relay_gone_forgets_what_its_creates_found_without_reading_it() -> None:
+    clock = FakeClock()
+    server = Server(deployment("someone"))
+    r = reconciler(server, clock)
+    r._remember_found(REQUEST, found(deployment("someone")))
+    await clock.advance(31)  # its read is due, but the relay is no longer cached
+    assert await r.reconcile(REQUEST) is None
+    assert server.reads == 0
+    assert REQUEST not in r._found

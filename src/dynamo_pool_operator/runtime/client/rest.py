@@ -406,19 +406,13 @@ class Client:
         namespace: str | None = None,
         *,
         resource_version: str,
-        allow_bookmarks: bool = True,
         timeout_seconds: int = 300,
-        label_selector: str | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        """Like `watch_lines`, decoded to `{"type": ..., "object": {...}}`. An in-stream
-        ERROR event carrying a 410 is raised as `Gone`."""
+        """Like `watch_lines` (with bookmarks), decoded to `{"type": ..., "object": {...}}`:
+        for tools and tests that follow one resource. An in-stream ERROR event carrying a
+        410 is raised as `Gone`."""
         async for line in self.watch_lines(
-            res,
-            namespace,
-            resource_version=resource_version,
-            allow_bookmarks=allow_bookmarks,
-            timeout_seconds=timeout_seconds,
-            label_selector=label_selector,
+            res, namespace, resource_version=resource_version, timeout_seconds=timeout_seconds
         ):
             event = orjson.loads(line)
             if event.get("type") == "ERROR":
