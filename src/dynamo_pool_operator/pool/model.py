@@ -365,8 +365,6 @@ class Snapshot:
         init=False,
         metadata={VERSION: covered_by("relay_objects", "derived from the relay's Service")},
     )
-
-    #: The conditions `shown_status` shows, read once (`api.status.read_conditions`).
     #: The conditions `shown_status` shows, read when a pass first asks
     #: (`shown_conditions`): a quiet pass never does.
     _shown_conditions: Mapping[ConditionType, ShownCondition] | None = field(
