@@ -496,6 +496,21 @@ class Shape:
         """Each open value of `obj` by where it is, with its open path."""
         out: dict[str, tuple[str, Any]] = {}
         for path, parts in self._split.items():
+            # Through maps only (the common case), the value is at the path itself: no
+            # recursion, and the path's own string names it. A list on the way (a keyed
+            # list's elements) is walked by `_open`.
+            value: Any = obj
+            for part in parts:
+                if type(value) is not dict:
+                    break
+                value = value.get(part, _ABSENT)
+                if value is _ABSENT:
+                    break
+            else:
+                out[path] = (path, value)
+                continue
+            if value is _ABSENT:
+                continue
             found: dict[str, Any] = {}
             _open(obj, parts, self.closed, "", found)
             out.update((at, (path, v)) for at, v in found.items())

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.runtime.objects.diff import Shape, needs_apply, with_hash
+from dynamo_pool_operator.runtime.objects.diff import Shape, _open, needs_apply, with_hash
 
 HASH = "example.com/render-hash"
 QUANTITIES = frozenset({"spec.containers.resources.limits", "spec.containers.resources.requests"})
@@ -291,3 +291,34 @@ def test_quantities_under_a_keyed_list_are_kept_and_compared_by_value() -> None:
         edit(_main(edited)["resources"])
         assert needs_apply(edited, body, quantities=QUANTITIES)
         assert shape().drifted(shape().view(edited), body, None)
+
+
+def _walked(s: Shape, obj: Any) -> dict[str, Any]:
+    """Every open value of `obj` as the general walk (`_open`) finds it, path by path."""
+    out: dict[str, Any] = {}
+    for path in s.open_paths:
+        _open(obj, tuple(path.split(".")), s.closed, "", out)
+    return out
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda o: None,
+        lambda o: o["spec"].__setitem__("nodeSelector", {"zone": "a"}),
+        lambda o: o["spec"].__setitem__("nodeSelector", None),
+        lambda o: o["spec"].__setitem__("nodeSelector", ["not", "a", "map"]),
+        lambda o: o["metadata"].pop("ownerReferences"),
+        lambda o: o.__setitem__("metadata", None),
+        lambda o: o.__setitem__("spec", [{"name": "main"}]),
+        lambda o: o["spec"].__setitem__("containers", {"name": "main"}),
+        lambda o: _main(o).__setitem__("resources", RESOURCES),
+    ],
+)
+def test_the_open_values_through_maps_are_what_the_general_walk_finds(edit: Any) -> None:
+    """A path through maps only is read without the walk; what it finds (and misses)
+    is what the walk would."""
+    live = as_served(render())
+    edit(live)
+    s = shape()
+    assert s.open_values(live) == _walked(s, live)
