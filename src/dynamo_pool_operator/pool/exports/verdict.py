@@ -62,6 +62,8 @@ from dynamo_pool_operator.pool.model import (
 from dynamo_pool_operator.runtime.objects import Meta, is_controlled_by, rfc3339, seconds_since
 
 VALID, READY, CONFLICT = ExportCondition.VALID, ExportCondition.READY, ExportCondition.CONFLICT
+#: The conditions a verdict reads, in `_currents`' order.
+_JUDGED = (VALID, READY, CONFLICT)
 #: An export not yet (or no longer) judged: just created, or with nothing written.
 AWAITING = "AwaitingImplementation"
 AWAITING_MESSAGE = "waiting for the MCS implementation to write a condition"
@@ -102,9 +104,20 @@ def _currents(
     the export (read in one walk of the conditions: a verdict reads all three)."""
     meta = Meta(export)
     generation = meta.generation
+    status = export.get("status")
+    conditions = status.get("conditions") if type(status) is dict else None
+    if type(conditions) is not list:  # not decoded JSON: read as `Meta` reads any value
+        firsts = [meta.condition(t) for t in _JUDGED]
+    else:
+        found: dict[str, Mapping[str, Any]] = {}
+        for c in conditions:  # one walk; the first of each type, as `Meta.condition`
+            if type(c) is dict or isinstance(c, Mapping):
+                type_ = c.get("type")
+                if type_ in _JUDGED and type_ not in found:
+                    found[type_] = c
+        firsts = [found.get(t) for t in _JUDGED]
     out: list[Mapping[str, Any] | None] = []
-    for type_ in (VALID, READY, CONFLICT):
-        c = meta.condition(type_)
+    for c in firsts:
         observed = c.get("observedGeneration") if c is not None else None
         if isinstance(observed, int) and generation and observed < generation:
             c = None

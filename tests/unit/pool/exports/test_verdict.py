@@ -679,3 +679,20 @@ def test_an_export_that_only_exists_keeps_what_the_implementation_did_write() ->
     got = verdict(e, now=NOW, confirmation=Confirmation.NONE)
     assert got == Verdict(Judgement.EXISTS, view=view_of(e))
     assert got.view == {"conflict": shown("False", "NoConflict")}
+
+
+def test_the_first_condition_of_each_type_is_read_and_malformed_entries_are_skipped() -> None:
+    """One walk reads the three conditions a verdict needs as `Meta.condition` reads each:
+    the first of its type; entries that are no condition (not a map) are skipped."""
+    e = export(
+        "not a condition",  # type: ignore[arg-type]
+        cond("Ready", "True"),
+        cond("Valid", "False", "First", "first"),
+        cond("Valid", "True", "Second"),
+        cond("Ready", "False", "Later"),
+    )
+    got = verdict(e, now=NOW)
+    assert (got.judgement, got.reason) == (Judgement.REFUSED, "First")
+    assert view_of(e)["ready"]["status"] == "True"
+    e["status"]["conditions"] = "not a list"
+    assert verdict(e, now=NOW).judgement is Judgement.UNCONFIRMED
