@@ -37,6 +37,7 @@ from typing import Any
 
 from dynamo_pool_operator.runtime.client.rest import Client
 
+from .cpfloor import Recorder
 from .latency import _replaced, percentile
 from .objects import CLUSTER_ID, DGDS, EXPORTS, components, set_cluster_id
 from .procs import OperatorProcess
@@ -189,26 +190,37 @@ class QueueProbe:
 
 
 async def cluster_property_change(
-    client: Client, changes: Changes, probe: QueueProbe, count: int, gap: float, timeout: float
+    client: Client,
+    changes: Changes,
+    probe: QueueProbe,
+    recorder: Recorder,
+    count: int,
+    gap: float,
+    timeout: float,
 ) -> dict[str, Any]:
     """Change the cluster ID under N converged pools (every relay is requeued: each
     reconcile records a ClusterIDMismatch Warning) and make the changes meanwhile;
-    then set it back (untimed) and let the fleet settle again."""
+    `recorder` notes what the operator wrote until the event's end (for its floor,
+    bench/cpfloor.py); then set it back (untimed) and let the fleet settle again."""
     done = False
     await probe.mark()
+    await recorder.start()
     await set_cluster_id(client, OTHER_CLUSTER_ID)
     runner = asyncio.create_task(changes.run(count, gap, lambda: not done, deletes=True))
     try:
         drained = await probe.wait_done(timeout)
     finally:
         done = True
+        recorder.over()
     samples = await runner
+    written = await recorder.end()
     await probe.mark()
     await set_cluster_id(client, CLUSTER_ID)
     set_back = await probe.wait_done(timeout)
     return {
         "mass_event_seconds": round(drained, 3),
         "set_back_seconds": round(set_back, 3),
+        **written,
         "changes_gap_seconds": gap,
         "summary": summary(samples),
         "samples": samples,

@@ -30,7 +30,7 @@ from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 
-from . import fairness, floor, inproc, objects, procs, soak
+from . import cpfloor, fairness, floor, inproc, objects, procs, soak
 from .latency import reaction_latency
 from .restart import restart
 from .tracker import Tracker
@@ -300,20 +300,37 @@ async def fairness_phases(
     await probe.wait_done(args.timeout)  # the cold start's tail: the queue empties
     probe.n = n
     changes = fairness.Changes(client, tracker, pools, seed=13, timeout=args.timeout)
-    out["during_cluster_property_change"] = await fairness.cluster_property_change(
-        client, changes, probe, args.fairness_changes, args.fairness_gap, args.timeout
+    recorder = cpfloor.Recorder(cp, client, pools)
+    event = out["during_cluster_property_change"] = await fairness.cluster_property_change(
+        client, changes, probe, recorder, args.fairness_changes, args.fairness_gap, args.timeout
     )
     log(
-        "changes during the ClusterProperty change: "
-        f"{out['during_cluster_property_change']['summary']} "
-        f"(mass event {out['during_cluster_property_change']['mass_event_seconds']}s)"
+        f"changes during the ClusterProperty change: {event['summary']} "
+        f"(mass event {event['mass_event_seconds']}s, operator writes {event['operator_writes']})"
     )
     out["rss_after"] = op.status()
+    # Its floor with the operator stopped (it would undo the floor's writes), on the
+    # settled fleet, which the floor leaves as it found it.
     op.stop()
+    levels = [int(x) for x in args.floor_concurrency.split(",")]
+    event["floor"] = await cpfloor.measure(recorder, levels)
+    for level in event["floor"]["levels"]:
+        log(f"ClusterProperty change floor: {level}")
+    event["ratio"] = round(event["mass_event_seconds"] / event["floor"]["best_seconds"], 2)
+    log(
+        f"ClusterProperty change: mass event {event['mass_event_seconds']}s, floor "
+        f"{event['floor']['best_seconds']}s at {event['floor']['best_concurrency']}: "
+        f"ratio {event['ratio']}"
+    )
+    # Restarted on the converged fleet: the window includes its start and a reconcile of
+    # every relay, and shows the floor left nothing to repair.
+    window = asyncio.create_task(steady(cp, args.steady, restarted=True))
+    await asyncio.sleep(0.5)  # the window's audit mark comes first
     out["restart"], op = await restart(
         cp, n, args.workers, args.out.with_suffix(".operator.log"), timeout=args.timeout
     )
     log(f"restart: {out['restart']}")
+    out["steady_state"] = await window
     if args.compare_python:
         op.stop()
         out["restart_compared"], op = await restart(

@@ -1,0 +1,223 @@
+"""The write floor of a ClusterProperty change: the operator's writes of that mass
+event issued by a bare concurrent client, on the same server, in the same run.
+
+`Recorder` notes what the operator wrote while the event ran (the audit log, by verb
+and resource) and, at its end, what every relay showed and which Events the operator
+created about the property (those of the user changes made meanwhile are counted, not
+copied). Relays that keep their `spec.clusterId` (the bench's) keep their Deployment:
+the event's per-relay writes are one status apply (`ClusterIDMatched` turns False) and
+the Events of that transition.
+
+`measure` runs with the operator stopped, once the property is set back and the fleet
+settled: at each concurrency level, for every relay, the status apply of what it showed
+at the event's end (its settled status with the event's conditions: same fields, same
+size, the operator's field manager) and copies of the operator's Events about the property for
+it (timed: the floor); then every relay's settled status applied back (timed and
+reported apart), so the operator restarted afterwards finds the fleet as it left it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api.mcs import CLUSTERPROPERTY_KIND
+from dynamo_pool_operator.localcluster.audit import AuditEvent
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
+from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
+from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import EVENTS
+
+from .floor import _patient
+from .objects import RELAYS, bounded
+
+Key = tuple[str, str]
+#: What the floor writes, as `tally` names it.
+FLOOR_KINDS = frozenset({"patch dynamopoolrelays/status", "create events"})
+Job = Callable[[], Awaitable[Any]]
+
+#: Server-set Event fields, left out of the copies (as the operator's creates do).
+_SERVER_SET = (
+    "metadata",
+    "deprecatedFirstTimestamp",
+    "deprecatedLastTimestamp",
+    "deprecatedCount",
+    "deprecatedSource",
+)
+
+
+def tally(writes: list[AuditEvent]) -> dict[str, int]:
+    """Writes by verb and resource (and subresource): `patch relays/status` is the status
+    apply, `patch deployments` a Deployment apply, `create events` an Event."""
+    counts = Counter(
+        f"{w.verb} {w.resource}{'/' + w.subresource if w.subresource else ''}" for w in writes
+    )
+    return dict(sorted(counts.items()))
+
+
+async def _statuses(client: Client, pools: set[Key]) -> dict[Key, dict[str, Any]]:
+    relays = (await client.list(RELAYS)).items
+    out = {}
+    for r in relays:
+        key = (r["metadata"]["namespace"], r["metadata"]["name"])
+        if key in pools:
+            out[key] = {"uid": r["metadata"]["uid"], "status": r.get("status") or {}}
+    return out
+
+
+def _received(w: AuditEvent) -> str:
+    """When the API server received the write (RFC 3339, UTC, microseconds: sortable)."""
+    stamp = str(w.raw.get("requestReceivedTimestamp", ""))
+    return stamp.replace("Z", "+00:00")
+
+
+class Recorder:
+    """What the operator wrote during the ClusterProperty change, and what it left."""
+
+    def __init__(self, cp: ControlPlane, client: Client, pools: list[Key]) -> None:
+        self.cp = cp
+        self.client = client
+        self.pools = set(pools)
+        self._since = 0
+        self._over = ""
+        self.writes: dict[str, int] = {}
+        self.at_end: dict[Key, dict[str, Any]] = {}
+        self.events: dict[Key, list[dict[str, Any]]] = {}
+
+    async def start(self) -> None:
+        """Right before the change: every earlier write is in the log before the mark."""
+        self._since = await asyncio.to_thread(self.cp.audit.sync)
+
+    def over(self) -> None:
+        """The event's end: writes the API server received later are not counted."""
+        self._over = datetime.now(UTC).isoformat(timespec="microseconds")
+
+    async def end(self) -> dict[str, Any]:
+        """After the event's end (untimed): the operator's writes from `start` to `over`,
+        by kind; every relay's status and the Events the operator created."""
+        logged = await asyncio.to_thread(
+            self.cp.audit.writes, self._since, user_agent_prefix=OPERATOR_AGENT
+        )
+        writes = [w for w in logged if _received(w) <= self._over]
+        self.writes = tally(writes)
+        created = {
+            (w.namespace, w.name) for w in writes if w.resource == "events" and w.verb == "create"
+        }
+        self.at_end = await _statuses(self.client, self.pools)
+        self.events = {}
+        reasons: Counter[str] = Counter()
+        for e in (await self.client.list(EVENTS)).items:
+            meta = e["metadata"]
+            key = (meta["namespace"], str((e.get("regarding") or {}).get("name")))
+            if (meta["namespace"], meta["name"]) not in created or key not in self.pools:
+                continue
+            about_property = (e.get("related") or {}).get("kind") == CLUSTERPROPERTY_KIND
+            reasons[
+                f"{e.get('reason')}{'' if about_property else ' (not about the property)'}"
+            ] += 1
+            if about_property:  # not those of the user changes made meanwhile
+                body = {k: v for k, v in e.items() if k not in _SERVER_SET}
+                self.events.setdefault(key, []).append(body)
+        return {
+            "operator_event_creates_by_reason": dict(sorted(reasons.items())),
+            "operator_writes": self.writes,
+            "operator_writes_total": sum(self.writes.values()),
+            "operator_writes_per_relay": round(sum(self.writes.values()) / len(self.pools), 3),
+            "operator_writes_after_the_end_while_changes_ran": len(logged) - len(writes),
+        }
+
+
+def _status_apply(client: Client, key: Key, uid: str, status: dict[str, Any]) -> Job:
+    body = {
+        "apiVersion": RELAYS.api_version,
+        "kind": RELAYS.kind,
+        "metadata": {"name": key[1], "namespace": key[0], "uid": uid},
+        "status": status,
+    }
+    return functools.partial(
+        client.apply,
+        RELAYS,
+        body,
+        field_manager=names.FIELD_MANAGER,
+        force=True,
+        subresource="status",
+    )
+
+
+def _event_create(client: Client, body: dict[str, Any], ns: str, name: str) -> Job:
+    out = copy.deepcopy(body)
+    out["metadata"] = {"name": name, "namespace": ns}
+    return functools.partial(client.create, EVENTS, out, ns)
+
+
+async def _timed(jobs: list[Job], concurrency: int) -> tuple[float, int]:
+    retried: list[int] = []
+    t0 = time.perf_counter()
+    await bounded([functools.partial(_patient, j, retried) for j in jobs], concurrency)
+    return time.perf_counter() - t0, len(retried)
+
+
+async def measure(rec: Recorder, levels: list[int]) -> dict[str, Any]:
+    """The floor at each level (operator stopped, fleet settled); each level leaves
+    every relay's status as it found it."""
+    client = rec.client
+    settled = await _statuses(client, rec.pools)
+    changed = {}
+    differing = 0
+    for key, now in settled.items():
+        end = rec.at_end.get(key, now)["status"]
+        status = copy.deepcopy(now["status"])
+        status["conditions"] = copy.deepcopy(end.get("conditions") or [])
+        differing += status != now["status"]
+        changed[key] = status
+    out: list[dict[str, Any]] = []
+    for c in levels:
+        forward: list[Job] = []
+        for key, now in sorted(settled.items()):
+            forward.append(_status_apply(client, key, now["uid"], changed[key]))
+            for i, ev in enumerate(rec.events.get(key, [])):
+                name = f"{key[1]}.cpfloor{c}-{i}"
+                forward.append(_event_create(client, ev, key[0], name))
+        seconds, retried = await _timed(forward, c)
+        back = [
+            _status_apply(client, key, now["uid"], now["status"])
+            for key, now in sorted(settled.items())
+        ]
+        back_seconds, back_retried = await _timed(back, c)
+        out.append(
+            {
+                "concurrency": c,
+                "writes": len(forward),
+                "seconds": round(seconds, 3),
+                "writes_per_second": round(len(forward) / seconds, 1),
+                "retried_after_timeout": retried,
+                "set_back_writes": len(back),
+                "set_back_seconds": round(back_seconds, 3),
+                "set_back_writes_per_second": round(len(back) / back_seconds, 1),
+                "set_back_retried_after_timeout": back_retried,
+            }
+        )
+    best = min(out, key=lambda x: float(x["seconds"]))
+    return {
+        "levels": out,
+        "best_seconds": best["seconds"],
+        "best_concurrency": best["concurrency"],
+        "relays": len(settled),
+        "relays_whose_status_changes": differing,
+        "event_copies_per_level": sum(len(v) for v in rec.events.values()),
+        # The operator's writes of kinds the floor does not make (the user changes' export
+        # writes; a Deployment apply if the relays took the cluster's ID): said, not hidden.
+        "operator_writes_of_other_kinds": {
+            k: v for k, v in rec.writes.items() if k not in FLOOR_KINDS
+        },
+        "what": "per relay: the status apply of its event-end conditions (the operator's "
+        "field manager) and copies of the Events the operator created about the property; "
+        "then its settled status applied back",
+    }
