@@ -35,6 +35,7 @@ from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import EVENTS
 
+from .cpu import CpuMeter, processes
 from .floor import _patient
 from .objects import RELAYS, bounded
 
@@ -81,10 +82,15 @@ def _received(w: AuditEvent) -> str:
 class Recorder:
     """What the operator wrote during the ClusterProperty change, and what it left."""
 
-    def __init__(self, cp: ControlPlane, client: Client, pools: list[Key]) -> None:
+    def __init__(
+        self, cp: ControlPlane, client: Client, pools: list[Key], operator_pid: int | None = None
+    ) -> None:
         self.cp = cp
         self.client = client
         self.pools = set(pools)
+        #: Each process's CPU seconds from the change to the event's end.
+        self.meter = CpuMeter(processes(cp.named_pids, operator_pid))
+        self.cpu: dict[str, float] = {}
         self._since = 0
         self._over = ""
         self.writes: dict[str, int] = {}
@@ -94,10 +100,12 @@ class Recorder:
     async def start(self) -> None:
         """Right before the change: every earlier write is in the log before the mark."""
         self._since = await asyncio.to_thread(self.cp.audit.sync)
+        self.meter.start()
 
     def over(self) -> None:
         """The event's end: writes the API server received later are not counted."""
         self._over = datetime.now(UTC).isoformat(timespec="microseconds")
+        self.cpu = self.meter.stop()
 
     async def end(self) -> dict[str, Any]:
         """After the event's end (untimed): the operator's writes from `start` to `over`,
@@ -126,6 +134,7 @@ class Recorder:
                 body = {k: v for k, v in e.items() if k not in _SERVER_SET}
                 self.events.setdefault(key, []).append(body)
         return {
+            "cpu_seconds": self.cpu,
             "operator_event_creates_by_reason": dict(sorted(reasons.items())),
             "operator_writes": self.writes,
             "operator_writes_total": sum(self.writes.values()),
@@ -185,7 +194,10 @@ async def measure(rec: Recorder, levels: list[int]) -> dict[str, Any]:
             for i, ev in enumerate(rec.events.get(key, [])):
                 name = f"{key[1]}.cpfloor{c}-{i}"
                 forward.append(_event_create(client, ev, key[0], name))
+        meter = CpuMeter(processes(rec.cp.named_pids))
+        meter.start()
         seconds, retried = await _timed(forward, c)
+        cpu = meter.stop()
         back = [
             _status_apply(client, key, now["uid"], now["status"])
             for key, now in sorted(settled.items())
@@ -197,6 +209,7 @@ async def measure(rec: Recorder, levels: list[int]) -> dict[str, Any]:
                 "writes": len(forward),
                 "seconds": round(seconds, 3),
                 "writes_per_second": round(len(forward) / seconds, 1),
+                "cpu_seconds": cpu,
                 "retried_after_timeout": retried,
                 "set_back_writes": len(back),
                 "set_back_seconds": round(back_seconds, 3),

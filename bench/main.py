@@ -258,7 +258,7 @@ async def measure_floor(
         levels.append(await floor.floor_at(client, tpl, n, c))
         log(f"floor: {levels[-1]}")
     best = min(levels, key=lambda x: float(x["seconds"] or 0))
-    with_events = await floor.floor_at(client, tpl, n, best["concurrency"], events=True)
+    with_events = await floor.floor_at(client, tpl, n, int(best["concurrency"] or 0), events=True)
     log(f"floor with events: {with_events}")
     if not args.stop_after_floor:
         t = time.perf_counter()
@@ -300,13 +300,14 @@ async def fairness_phases(
     await probe.wait_done(args.timeout)  # the cold start's tail: the queue empties
     probe.n = n
     changes = fairness.Changes(client, tracker, pools, seed=13, timeout=args.timeout)
-    recorder = cpfloor.Recorder(cp, client, pools)
+    recorder = cpfloor.Recorder(cp, client, pools, op.popen.pid if op.popen else None)
     event = out["during_cluster_property_change"] = await fairness.cluster_property_change(
         client, changes, probe, recorder, args.fairness_changes, args.fairness_gap, args.timeout
     )
     log(
         f"changes during the ClusterProperty change: {event['summary']} "
-        f"(mass event {event['mass_event_seconds']}s, operator writes {event['operator_writes']})"
+        f"(mass event {event['mass_event_seconds']}s, operator writes {event['operator_writes']}, "
+        f"CPU seconds {event['cpu_seconds']})"
     )
     out["rss_after"] = op.status()
     # Its floor with the operator stopped (it would undo the floor's writes), on the

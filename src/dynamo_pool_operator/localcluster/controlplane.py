@@ -243,6 +243,11 @@ class ControlPlane:
         return [p.popen.pid for p in self._procs.values() if p.popen is not None]
 
     @property
+    def named_pids(self) -> dict[str, int]:
+        """Each running process by name (`etcd`, `kube-apiserver`, ...): for CPU accounting."""
+        return {n: p.popen.pid for n, p in self._procs.items() if p.popen is not None}
+
+    @property
     def garbage_collector(self) -> bool:
         return "kube-controller-manager" in self._procs
 
