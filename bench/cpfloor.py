@@ -79,6 +79,16 @@ def _received(w: AuditEvent) -> str:
     return stamp.replace("Z", "+00:00")
 
 
+def _answered(w: AuditEvent) -> str:
+    """When the API server answered the write (its audit stage's time), as `_received`."""
+    stamp = str(w.raw.get("stageTimestamp") or w.raw.get("requestReceivedTimestamp", ""))
+    return stamp.replace("Z", "+00:00")
+
+
+def _seconds(since: str, until: str) -> float:
+    return (datetime.fromisoformat(until) - datetime.fromisoformat(since)).total_seconds()
+
+
 class Recorder:
     """What the operator wrote during the ClusterProperty change, and what it left."""
 
@@ -91,6 +101,10 @@ class Recorder:
         #: Each process's CPU seconds from the change to the event's end.
         self.meter = CpuMeter(processes(cp.named_pids, operator_pid))
         self.cpu: dict[str, float] = {}
+        #: Seconds from the change to the event's last write answered (the server's
+        #: clock), and that moment (Unix time), once `end` read them.
+        self.event_seconds: float | None = None
+        self.ended_at: float | None = None
         self._since = 0
         self._over = ""
         self.writes: dict[str, int] = {}
@@ -115,6 +129,26 @@ class Recorder:
         )
         writes = [w for w in logged if _received(w) <= self._over]
         self.writes = tally(writes)
+        # The event's own writes: each relay's first status write after the change (a
+        # user change made meanwhile may write it again) and the Events about the
+        # property (below). The event lasts from the server's receipt of the change to
+        # its answer to the last of them: the server's clock, no probe in between.
+        first_status: dict[Key, str] = {}
+        for w in writes:
+            if w.resource == RELAYS.plural and w.subresource == "status":
+                key, at = (w.namespace, w.name), _answered(w)
+                if key not in first_status or at < first_status[key]:
+                    first_status[key] = at
+        answered = {(w.namespace, w.name): _answered(w) for w in writes}
+        changed_at = min(
+            (
+                _received(w)
+                for w in await asyncio.to_thread(self.cp.audit.writes, self._since)
+                if w.resource == "clusterproperties"
+            ),
+            default="",
+        )
+        ends = list(first_status.values())
         created = {
             (w.namespace, w.name) for w in writes if w.resource == "events" and w.verb == "create"
         }
@@ -133,7 +167,13 @@ class Recorder:
             if about_property:  # not those of the user changes made meanwhile
                 body = {k: v for k, v in e.items() if k not in _SERVER_SET}
                 self.events.setdefault(key, []).append(body)
+                ends.append(answered[(meta["namespace"], meta["name"])])
+        ended_at = max(ends, default="")
+        self.event_seconds = _seconds(changed_at, ended_at) if changed_at and ended_at else None
+        self.ended_at = datetime.fromisoformat(ended_at).timestamp() if ended_at else None
         return {
+            "event_seconds_at_the_server": self.event_seconds,
+            "relays_whose_status_was_written": len(first_status),
             "cpu_seconds": self.cpu,
             "operator_event_creates_by_reason": dict(sorted(reasons.items())),
             "operator_writes": self.writes,

@@ -36,7 +36,7 @@ async def restart(
     op = procs.OperatorProcess(cp, workers, log, python)
     t0 = time.perf_counter()
     op.start()
-    await QueueProbe(op, n).wait_done(timeout)
+    await QueueProbe(op, n, every=0.1).wait_done(timeout)
     seconds = time.perf_counter() - t0
     status = op.status()
     out = {
