@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import copy
 import sys
 import uuid
 from typing import Any
 
 import orjson
+import pytest
 
+from dynamo_pool_operator.api.dgd import pool_from_object
+from dynamo_pool_operator.api.mcs import serviceexports
+from dynamo_pool_operator.api.relay import RelayDefaults, relay_from_object
 from dynamo_pool_operator.pool import controller
+from dynamo_pool_operator.pool.exports.plan import EXPORT_DRIFT, export_body
+from dynamo_pool_operator.pool.ladder import NO_DRIFT, Rule, drift
+from dynamo_pool_operator.pool.relay import objects as relay_objects
+from dynamo_pool_operator.runtime.cache import informer as informer_mod
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
 from tests.unit.runtime.client.fake import FakeClient
 
@@ -72,3 +81,111 @@ def test_the_relay_objects_are_watched_by_the_labels_only_they_carry() -> None:
     )
     assert exported.deployments.label_selector == selector
     assert exported.services.label_selector is None
+
+
+def _served(body: dict[str, Any], **more: Any) -> dict[str, Any]:
+    """`body` as the API server answers it: identity, a field manager's entry, more."""
+    out = copy.deepcopy(body)
+    out["metadata"] |= {
+        "uid": "0c4b2a8e-7a1b-4a40-9e0b-000000000001",
+        "resourceVersion": "3",
+        "generation": 1,
+        "creationTimestamp": "2026-12-03T10:00:00Z",
+        "managedFields": [
+            {
+                "manager": "dynamo-pool-operator",
+                "operation": "Apply",
+                "apiVersion": body.get("apiVersion", "v1"),
+                "time": "2026-12-03T10:00:00Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:labels": {".": {}}}},
+            }
+        ],
+    }
+    return out | more
+
+
+def _realistic() -> dict[str, tuple[Any, dict[str, Any], Rule | None, dict[str, Any] | None]]:
+    """Each kind the relay controller caches: its informer, an object as served, and
+    for the objects a relay owns, the drift rule and the body it compares with."""
+    informers = SharedInformers(FakeClient())
+    caches = controller.relay_caches(
+        informers, namespace=None, dgd_version="v1beta1", frontends=True, dcd_version="v1beta1"
+    )
+    exports = informers.get(serviceexports("v1beta1"), None)
+    meta = {"name": "pool", "namespace": "team", "uid": "0c4b2a8e-7a1b-4a40-9e0b-000000000002"}
+    relay = relay_from_object({"metadata": meta, "spec": {}}, RelayDefaults("relay:1", 8090))
+    pool = pool_from_object({"metadata": {"name": "pool", "namespace": "team"}})
+    deployment = relay_objects.deployment(relay, pool, "c")
+    service = relay_objects.service(relay)
+    export = export_body(serviceexports("v1beta1"), relay, "pool-pool-relay")
+    stamp = "2026-12-03T10:00:01Z"
+    relay_status = {
+        "observedGeneration": 1,
+        "clusterId": "east",
+        "conditions": [
+            {
+                "type": t,
+                "status": "True",
+                "reason": t,
+                "message": f"{t}: pool-pool-relay",
+                "lastTransitionTime": stamp,
+                "observedGeneration": 1,
+            }
+            for t in ("Published", "RelayAvailable", "Exported", "Ready")
+        ],
+        "exports": [{"name": "pool-pool-relay", "state": "Exported"}],
+    }
+    dgd = {
+        "apiVersion": "nvidia.com/v1beta1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": "pool", "namespace": "team"},
+        "spec": {"components": [{"name": "Frontend", "type": "frontend", "replicas": 1}]},
+    }
+    return {
+        "relay": (
+            caches.relays,
+            _served(
+                {
+                    "apiVersion": "nvidia.com/v1alpha1",
+                    "kind": "DynamoPoolRelay",
+                    "metadata": dict(meta),
+                    "spec": {"clusterId": "east"},
+                },
+                status=relay_status,
+            ),
+            None,
+            None,
+        ),
+        "dgd": (caches.dgds, _served(dgd), None, None),
+        "deployment": (
+            caches.deployments,
+            _served(deployment, status={"observedGeneration": 1, "replicas": 2}),
+            relay_objects.rule("Deployment"),
+            deployment,
+        ),
+        "service": (
+            caches.services,
+            _served(service, status={"loadBalancer": {}}),
+            relay_objects.rule("Service"),
+            service,
+        ),
+        "export": (exports, _served(export), EXPORT_DRIFT, export),
+    }
+
+
+@pytest.mark.parametrize("kind", ["relay", "dgd", "deployment", "service", "export"])
+def test_what_the_caches_share_changes_no_value_and_no_decision(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The caches make equal parts of their objects one (`share_common_parts`): keys,
+    namespaces, owner references, the vocabulary. A reader sees exactly what the kind's
+    transform keeps, keys in order, and the drift rule decides alike on it."""
+    informer, served, rule, body = _realistic()[kind]
+    with monkeypatch.context() as m:
+        m.setattr(informer_mod, "share_common_parts", lambda obj, vocabulary=(): obj)
+        unshared = informer.as_cached(orjson.loads(orjson.dumps(served)))
+    cached = informer.as_cached(orjson.loads(orjson.dumps(served)))
+    assert orjson.dumps(cached) == orjson.dumps(unshared)
+    if rule is not None and body is not None:
+        assert drift(rule, cached, body) == drift(rule, unshared, body) == NO_DRIFT

@@ -63,6 +63,7 @@ from dynamo_pool_operator.runtime.client.rest import Client, jittered
 from dynamo_pool_operator.runtime.client.undecodable import Undecodable, named, skim
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.metricsets import per_registry
+from dynamo_pool_operator.runtime.objects.diff import VIEW
 from dynamo_pool_operator.runtime.objects.resources import Resource
 from dynamo_pool_operator.runtime.ratelimit import Backoff
 
@@ -256,6 +257,72 @@ def _intern_one(parent: Any, at: str | int, value: Any, trie: _Trie) -> None:
         _intern_in(value, trie)
 
 
+class _Canon:
+    """One string for each distinct value it is given, for up to `limit` distinct
+    values; past that, a value not yet held is returned as it is. A plain table, not
+    `sys.intern`: nothing it holds is immortal, and it never holds more than `limit`
+    strings, however many a long-lived process sees."""
+
+    __slots__ = ("limit", "table")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.table: dict[str, str] = {}
+
+    def __call__(self, value: str) -> str:
+        held = self.table.get(value)
+        if held is not None:
+            return held
+        if len(self.table) < self.limit:
+            self.table[value] = value
+        return value
+
+
+#: Keys of cached objects: the decoder shares equal keys only while its small cache
+#: holds them (the field sets of `managedFields` crowd them out), so most objects came
+#: with their own `metadata`, `namespace`, `ownerReferences`, ... A fleet's schema has a
+#: few hundred; user-chosen label and annotation keys fill the rest of the table.
+_KEYS = _Canon(16_384)
+#: Namespace names: one per namespace, not one per cached object (seven a pool).
+_NAMESPACES = _Canon(16_384)
+#: Where a trimmed object's view (`runtime.objects.diff`) keeps the owner references it
+#: compares: a copy of the metadata's, shared like them.
+_VIEW_OWNERS = "metadata.ownerReferences"
+
+
+def _compact_dict(node: dict[str, Any], seen: dict[str, str]) -> None:
+    """Canonical keys (`_KEYS`), and one string for equal values within one object
+    (`seen`: a relay's status conditions share their transition time, a view repeats
+    the metadata's uid)."""
+    held = _KEYS.table
+    for key in node:
+        if held.get(key) is not key:
+            canon = _KEYS
+            items = [(canon(k), v) for k, v in node.items()]
+            node.clear()
+            node.update(items)
+            break
+    for key, value in node.items():
+        kind = type(value)
+        if kind is str:
+            node[key] = seen.setdefault(value, value)  # the same key: no size change
+        elif kind is dict:
+            _compact_dict(value, seen)
+        elif kind is list:  # not a `_SharedList`: other objects' already
+            _compact_list(value, seen)
+
+
+def _compact_list(node: list[Any], seen: dict[str, str]) -> None:
+    for i, value in enumerate(node):
+        kind = type(value)
+        if kind is str:
+            node[i] = seen.setdefault(value, value)
+        elif kind is dict:
+            _compact_dict(value, seen)
+        elif kind is list:
+            _compact_list(value, seen)
+
+
 def _owners_key(refs: list[Any]) -> int | None:
     try:
         return hash(orjson.dumps(refs))
@@ -263,27 +330,45 @@ def _owners_key(refs: list[Any]) -> int | None:
         return None
 
 
+def _shared_owners(refs: list[Any]) -> list[Any]:
+    """The one list every cached object with owner references equal to `refs` holds."""
+    key = _owners_key(refs)
+    if key is None:
+        return refs
+    shared = _SHARED_OWNERS.get(key)
+    if shared is None:
+        shared = _SharedList(refs)
+        _SHARED_OWNERS[key] = shared
+    elif shared != refs:
+        return refs  # a hash collision: keep its own list
+    return shared
+
+
 def share_common_parts(obj: Obj, vocabulary: frozenset[VocabularyPath] = frozenset()) -> Obj:
-    """Make equal parts of cached objects one object: the owner references list, and the
-    values of the bounded vocabulary (`VOCABULARY`, plus the kind's own `vocabulary`).
-    Cached objects are read-only (store.py), so sharing is safe; at 10,000 pools it is
-    a tenth of the caches."""
+    """Make equal parts of cached objects one object: keys (`_KEYS`), namespace names
+    (`_NAMESPACES`), equal strings within the object, the owner references list (the
+    metadata's, and the copy a view keeps), and the values of the bounded vocabulary
+    (`VOCABULARY`, plus the kind's own `vocabulary`). Nothing changes value. Cached
+    objects are read-only (store.py), so sharing is safe; at 10,000 pools it is a
+    fifth of the caches."""
+    if type(obj) is not dict:
+        return obj
+    _compact_dict(obj, {})
+    # After the walk: it would swap an interned value for an equal one met before it.
     _intern_in(obj, _vocabulary_trie(vocabulary))
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return obj
+    namespace = meta.get("namespace")
+    if type(namespace) is str:
+        meta["namespace"] = _NAMESPACES(namespace)
     refs = meta.get("ownerReferences")
     if type(refs) is list and refs:
-        key = _owners_key(refs)
-        if key is None:
-            return obj
-        shared = _SHARED_OWNERS.get(key)
-        if shared is None:
-            shared = _SharedList(refs)
-            _SHARED_OWNERS[key] = shared
-        elif shared != refs:
-            return obj  # a hash collision: keep its own list
-        meta["ownerReferences"] = shared
+        shared = meta["ownerReferences"] = _shared_owners(refs)
+        view = obj.get(VIEW)
+        open_ = view.get("open") if type(view) is dict else None
+        if type(open_) is dict and open_.get(_VIEW_OWNERS) == shared:
+            open_[_VIEW_OWNERS] = shared
     return obj
 
 

@@ -43,6 +43,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client, ListResult
 from dynamo_pool_operator.runtime.client.undecodable import Undecodable
 from dynamo_pool_operator.runtime.clock import FakeClock
+from dynamo_pool_operator.runtime.objects.diff import VIEW
 from dynamo_pool_operator.runtime.objects.resources import (
     CONFIGMAPS,
     DEPLOYMENTS,
@@ -559,6 +560,141 @@ def test_the_bounded_vocabulary_is_one_string_each() -> None:
     assert a["metadata"]["creationTimestamp"] is not b["metadata"]["creationTimestamp"]
     assert a["metadata"]["resourceVersion"] is not b["metadata"]["resourceVersion"]
     assert ca["observedGeneration"] == 1
+
+
+def _fresh(value: str) -> str:
+    """An equal string that is no other string object (as a decoder whose key cache
+    was crowded out hands it over)."""
+    return "".join(list(value))
+
+
+def _fresh_keys(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {_fresh(k): _fresh_keys(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_fresh_keys(v) for v in node]
+    return _fresh(node) if isinstance(node, str) else node
+
+
+def test_keys_and_namespaces_are_one_string_each_across_cached_objects() -> None:
+    """Every cached object holds `metadata`, `namespace`, `uid`, ... and its namespace's
+    name: one string each, however many objects (a pool caches seven)."""
+
+    def export(name: str) -> Obj:
+        return share_common_parts(
+            _fresh_keys(
+                {
+                    "apiVersion": "multicluster.x-k8s.io/v1beta1",
+                    "kind": "ServiceExport",
+                    "metadata": {
+                        "name": name,
+                        "namespace": "team-a",
+                        "uid": f"uid-{name}",
+                        "labels": {"nvidia.com/dynamo-graph-deployment-name": name},
+                    },
+                }
+            )
+        )
+
+    a, b = export("a"), export("b")
+    assert all(x is y for x, y in zip(a, b, strict=True))
+    assert all(x is y for x, y in zip(a["metadata"], b["metadata"], strict=True))
+    assert all(
+        x is y for x, y in zip(a["metadata"]["labels"], b["metadata"]["labels"], strict=True)
+    )
+    assert a["metadata"]["namespace"] is b["metadata"]["namespace"]
+    assert a["metadata"]["name"] is not b["metadata"]["name"]
+
+
+def test_equal_strings_within_one_object_are_one() -> None:
+    """A relay's conditions moved at once share their transition time; a value met in
+    another object is not taken from it (only the vocabulary and namespaces are)."""
+    stamp = "2026-12-03T10:00:00Z"
+
+    def relay() -> Obj:
+        return share_common_parts(
+            _fresh_keys(
+                {
+                    "metadata": {"name": "pool", "namespace": "ns", "creationTimestamp": stamp},
+                    "status": {
+                        "conditions": [
+                            {"type": t, "status": "True", "lastTransitionTime": stamp}
+                            for t in ("Ready", "Published", "Exported")
+                        ]
+                    },
+                }
+            )
+        )
+
+    a, b = relay(), relay()
+    times = [c["lastTransitionTime"] for c in a["status"]["conditions"]]
+    assert all(t is a["metadata"]["creationTimestamp"] for t in times)
+    assert b["metadata"]["creationTimestamp"] is not a["metadata"]["creationTimestamp"]
+
+
+def test_sharing_changes_no_value_and_no_order() -> None:
+    """What readers see of a shared object is what was decoded: equal, keys in order."""
+    o = _fresh_keys(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {
+                "name": "pool-pool-relay",
+                "namespace": "team",
+                "ownerReferences": [{"uid": "u", "name": "pool", "controller": True}],
+                "labels": {"z": "1", "a": "1"},
+            },
+            "spec": {"replicas": 2, "template": {"spec": {"containers": [{"args": ["a", "a"]}]}}},
+            VIEW: {
+                "open": {
+                    "metadata.ownerReferences": [{"uid": "u", "name": "pool", "controller": True}]
+                }
+            },
+        }
+    )
+    before = orjson.dumps(o)
+    assert orjson.dumps(share_common_parts(o)) == before
+
+
+def test_a_views_owner_references_are_the_metadatas_shared_list() -> None:
+    """A trimmed relay object's view keeps the owner references it compares: the same
+    list as the metadata's, itself shared with the relay's other objects."""
+    refs = [{"apiVersion": "nvidia.com/v1alpha1", "uid": "u9", "name": "pool", "controller": True}]
+
+    def trimmed(name: str) -> Obj:
+        return share_common_parts(
+            _fresh_keys(
+                {
+                    "metadata": {"name": name, "namespace": "ns", "ownerReferences": refs},
+                    VIEW: {"digest": "d", "open": {"metadata.ownerReferences": refs}},
+                }
+            )
+        )
+
+    a, b = trimmed("a"), trimmed("b")
+    assert a[VIEW]["open"]["metadata.ownerReferences"] is a["metadata"]["ownerReferences"]
+    assert a["metadata"]["ownerReferences"] is b["metadata"]["ownerReferences"]
+    other = trimmed("c")
+    other_view = _fresh_keys({"open": {"metadata.ownerReferences": [{"uid": "other"}]}})
+    other[VIEW] = other_view
+    share_common_parts(other)
+    assert other[VIEW]["open"]["metadata.ownerReferences"] == [{"uid": "other"}]
+
+
+def test_the_shared_string_tables_are_bounded() -> None:
+    """Keys and namespace names are held in plain tables, not interned (see the next
+    tests), and never more than their limit: a process that sees new names for months
+    keeps at most that many."""
+    from dynamo_pool_operator.runtime.cache.informer import _Canon
+
+    canon = _Canon(2)
+    first, second, third = _fresh("team-a"), _fresh("team-b"), _fresh("team-c")
+    assert canon(first) is first
+    assert canon(second) is second
+    assert canon(_fresh("team-a")) is first
+    assert canon(third) is third
+    assert canon(_fresh("team-c")) is not third  # past the limit: not held
+    assert len(canon.table) == 2
 
 
 def test_a_vocabulary_path_reaches_list_items_and_map_values_and_nothing_else() -> None:
