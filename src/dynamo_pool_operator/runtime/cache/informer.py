@@ -177,11 +177,24 @@ class _SharedList(list[Any]):
     __slots__ = ("__weakref__",)
 
 
+class _SharedDict(dict[str, Any]):
+    """A map several cached objects hold (weakly tabled, so it goes with the last)."""
+
+    __slots__ = ("__weakref__",)
+
+
 #: Owner references by the hash of their JSON: a pool's relay owns five objects, each
 #: with the same one-reference list (~760 bytes of Python objects); one list serves them
 #: all. The key is an int, not the JSON itself: an `orjson.dumps` result keeps the 4 kB
 #: buffer it was written in (82 MB for the 20,000 lists of 10,000 pools).
 _SHARED_OWNERS: weakref.WeakValueDictionary[int, _SharedList] = weakref.WeakValueDictionary()
+#: The other parts of the metadata equal across many objects, by the hash of their
+#: JSON as above: a pool's three exports carry the same labels, each relay object the
+#: same summary of who wrote it (`summarize_managed_fields`).
+_SHARED_METADATA_FIELDS = ("labels", "managedFields")
+_SHARED_METADATA: weakref.WeakValueDictionary[int, _SharedList | _SharedDict] = (
+    weakref.WeakValueDictionary()
+)
 
 #: A place in an object: keys from its root, "*" for every item of a list or value of
 #: a map (`("status", "conditions", "*", "type")`).
@@ -323,31 +336,37 @@ def _compact_list(node: list[Any], seen: dict[str, str]) -> None:
             _compact_list(value, seen)
 
 
-def _owners_key(refs: list[Any]) -> int | None:
+def _owners_key(refs: list[Any] | dict[str, Any]) -> int | None:
     try:
         return hash(orjson.dumps(refs))
     except TypeError:
         return None
 
 
-def _shared_owners(refs: list[Any]) -> list[Any]:
-    """The one list every cached object with owner references equal to `refs` holds."""
-    key = _owners_key(refs)
+def _shared(
+    value: list[Any] | dict[str, Any],
+    table: weakref.WeakValueDictionary[int, Any],
+) -> list[Any] | dict[str, Any]:
+    """The one list or map every cached object with a part equal to `value` holds."""
+    key = _owners_key(value)
     if key is None:
-        return refs
-    shared = _SHARED_OWNERS.get(key)
+        return value
+    shared = table.get(key)
     if shared is None:
-        shared = _SharedList(refs)
-        _SHARED_OWNERS[key] = shared
-    elif shared != refs:
-        return refs  # a hash collision: keep its own list
+        shared = _SharedList(value) if type(value) is list else _SharedDict(value)
+        table[key] = shared
+    elif type(shared) is not (_SharedList if type(value) is list else _SharedDict) or (
+        shared != value
+    ):
+        return value  # a hash collision: keep its own
     return shared
 
 
 def share_common_parts(obj: Obj, vocabulary: frozenset[VocabularyPath] = frozenset()) -> Obj:
     """Make equal parts of cached objects one object: keys (`_KEYS`), namespace names
     (`_NAMESPACES`), equal strings within the object, the owner references list (the
-    metadata's, and the copy a view keeps), and the values of the bounded vocabulary
+    metadata's, and the copy a view keeps), the labels and the field managers' summary
+    (`_SHARED_METADATA_FIELDS`), and the values of the bounded vocabulary
     (`VOCABULARY`, plus the kind's own `vocabulary`). Nothing changes value. Cached
     objects are read-only (store.py), so sharing is safe; at 10,000 pools it is a
     fifth of the caches."""
@@ -362,9 +381,13 @@ def share_common_parts(obj: Obj, vocabulary: frozenset[VocabularyPath] = frozens
     namespace = meta.get("namespace")
     if type(namespace) is str:
         meta["namespace"] = _NAMESPACES(namespace)
+    for field in _SHARED_METADATA_FIELDS:
+        part = meta.get(field)
+        if type(part) is list or type(part) is dict:
+            meta[field] = _shared(part, _SHARED_METADATA)
     refs = meta.get("ownerReferences")
     if type(refs) is list and refs:
-        shared = meta["ownerReferences"] = _shared_owners(refs)
+        shared = meta["ownerReferences"] = _shared(refs, _SHARED_OWNERS)
         view = obj.get(VIEW)
         open_ = view.get("open") if type(view) is dict else None
         if type(open_) is dict and open_.get(_VIEW_OWNERS) == shared:

@@ -681,6 +681,41 @@ def test_a_views_owner_references_are_the_metadatas_shared_list() -> None:
     assert other[VIEW]["open"]["metadata.ownerReferences"] == [{"uid": "other"}]
 
 
+def test_equal_labels_and_field_manager_summaries_are_one_part() -> None:
+    """A pool's three exports carry the same labels, its relay objects the same summary
+    of who wrote them: one map, one list, shared until the last holder goes."""
+    import gc
+
+    from dynamo_pool_operator.runtime.cache import informer as informer_mod
+
+    token = uuid.uuid4().hex[:8]
+
+    def export(name: str, pool: str) -> Obj:
+        return share_common_parts(
+            _fresh_keys(
+                {
+                    "metadata": {
+                        "name": name,
+                        "namespace": "ns",
+                        "labels": {"nvidia.com/dynamo-graph-deployment-name": pool},
+                        "managedFields": [{"manager": f"op-{token}", "operation": "Update"}],
+                    }
+                }
+            )
+        )
+
+    a, b, c = export("a", "p1"), export("b", "p1"), export("c", "p2")
+    assert a["metadata"]["labels"] is b["metadata"]["labels"]
+    assert c["metadata"]["labels"] is not a["metadata"]["labels"]
+    assert c["metadata"]["labels"] == {"nvidia.com/dynamo-graph-deployment-name": "p2"}
+    assert a["metadata"]["managedFields"] is c["metadata"]["managedFields"]
+    assert orjson.dumps(a) == orjson.dumps(_fresh_keys(a))  # plain JSON as before
+    before = len(informer_mod._SHARED_METADATA)
+    del a, b
+    gc.collect()
+    assert len(informer_mod._SHARED_METADATA) == before - 1  # c's labels and list stay
+
+
 def test_the_shared_string_tables_are_bounded() -> None:
     """Keys and namespace names are held in plain tables, not interned (see the next
     tests), and never more than their limit: a process that sees new names for months
