@@ -94,6 +94,12 @@ DGD_VOCABULARY: frozenset[VocabularyPath] = frozenset(
 )
 
 
+#: Each relay's and DGD's `spec` as cached (the DGD's as `_keep_dgd_fields` keeps it):
+#: a fleet's pools are made from few templates, so one copy of each distinct spec.
+RELAY_SHARED: frozenset[VocabularyPath] = frozenset({("spec",)})
+DGD_SHARED: frozenset[VocabularyPath] = frozenset({("spec",)})
+
+
 def dgd_resource(version: str) -> Resource:
     return Resource(DGD_GROUP, version, DGD_PLURAL, DGD_KIND)
 
@@ -243,7 +249,11 @@ def trim_service(obj: Obj) -> Obj:
 def dgd_cache(informers: SharedInformers, *, namespace: str | None, version: str) -> Informer:
     """The DGD informer at `version` (at start, and when the DGD API moves to another)."""
     return informers.get(
-        dgd_resource(version), namespace, transform=_keep_dgd_fields, vocabulary=DGD_VOCABULARY
+        dgd_resource(version),
+        namespace,
+        transform=_keep_dgd_fields,
+        vocabulary=DGD_VOCABULARY,
+        shared=DGD_SHARED,
     )
 
 
@@ -261,7 +271,7 @@ def relay_caches(
     else only the relay Services. The relay Deployments (and Services, but with
     exports on) are watched by `RELAY_OBJECT_SELECTOR`."""
     return RelayCaches(
-        relays=informers.get(RELAYS, namespace, vocabulary=RELAY_VOCABULARY),
+        relays=informers.get(RELAYS, namespace, vocabulary=RELAY_VOCABULARY, shared=RELAY_SHARED),
         dgds=dgd_cache(informers, namespace=namespace, version=dgd_version),
         # Who wrote the relay objects how (not the field sets): an object whose create
         # was never handed over to the apply manager shows there.

@@ -63,6 +63,32 @@ def test_relays_and_dgds_intern_their_own_vocabulary_and_not_their_names() -> No
     assert caches.relays.vocabulary == controller.RELAY_VOCABULARY
 
 
+def test_relays_and_dgds_made_alike_share_one_spec() -> None:
+    """A fleet's pools come from few templates: one cached spec per distinct one."""
+    caches = _caches()
+    assert caches.relays.shared == controller.RELAY_SHARED
+    assert caches.dgds.shared == controller.DGD_SHARED
+
+    def dgd(name: str, chat: str) -> Any:
+        components = [
+            {"name": "Frontend", "type": "frontend", "replicas": 1},
+            {"name": chat, "type": "frontend", "replicas": 1},
+        ]
+        body = {"metadata": {"name": name, "namespace": "ns"}, "spec": {"components": components}}
+        return caches.dgds._prepare(orjson.loads(orjson.dumps(body)))
+
+    def relay(name: str, cluster: str) -> Any:
+        body = {"metadata": {"name": name, "namespace": "ns"}, "spec": {"clusterId": cluster}}
+        return caches.relays._prepare(orjson.loads(orjson.dumps(body)))
+
+    a, b, c = dgd("a", "Chat"), dgd("b", "Chat"), dgd("c", "Other")
+    assert a["spec"] is b["spec"]
+    assert c["spec"] is not a["spec"]
+    assert [x["name"] for x in c["spec"]["components"]] == ["Frontend", "Other"]
+    assert relay("a", "east")["spec"] is relay("b", "east")["spec"]
+    assert relay("c", "west")["spec"] == {"clusterId": "west"}
+
+
 def test_the_relay_objects_are_watched_by_the_labels_only_they_carry() -> None:
     """The API server sends no other Deployment (decision 0006); with exports on, every
     Service is watched (a foreign one of a frontend's name must be seen), as stubs."""
@@ -183,7 +209,7 @@ def test_what_the_caches_share_changes_no_value_and_no_decision(
     transform keeps, keys in order, and the drift rule decides alike on it."""
     informer, served, rule, body = _realistic()[kind]
     with monkeypatch.context() as m:
-        m.setattr(informer_mod, "share_common_parts", lambda obj, vocabulary=(): obj)
+        m.setattr(informer_mod, "share_common_parts", lambda obj, *parts: obj)
         unshared = informer.as_cached(orjson.loads(orjson.dumps(served)))
     cached = informer.as_cached(orjson.loads(orjson.dumps(served)))
     assert orjson.dumps(cached) == orjson.dumps(unshared)

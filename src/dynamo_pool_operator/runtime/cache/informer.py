@@ -188,9 +188,10 @@ class _SharedDict(dict[str, Any]):
 #: all. The key is an int, not the JSON itself: an `orjson.dumps` result keeps the 4 kB
 #: buffer it was written in (82 MB for the 20,000 lists of 10,000 pools).
 _SHARED_OWNERS: weakref.WeakValueDictionary[int, _SharedList] = weakref.WeakValueDictionary()
-#: The other parts of the metadata equal across many objects, by the hash of their
-#: JSON as above: a pool's three exports carry the same labels, each relay object the
-#: same summary of who wrote it (`summarize_managed_fields`).
+#: The other parts of the metadata equal across many objects, by the hash of their JSON
+#: as above: a pool's three exports carry the same labels, each relay object the same
+#: summary of who wrote it (`summarize_managed_fields`). A kind's own shared parts
+#: (`Informer.shared`) are tabled here too.
 _SHARED_METADATA_FIELDS = ("labels", "managedFields")
 _SHARED_METADATA: weakref.WeakValueDictionary[int, _SharedList | _SharedDict] = (
     weakref.WeakValueDictionary()
@@ -362,12 +363,27 @@ def _shared(
     return shared
 
 
-def share_common_parts(obj: Obj, vocabulary: frozenset[VocabularyPath] = frozenset()) -> Obj:
+def _share_at(obj: Obj, path: VocabularyPath) -> None:
+    node: Any = obj
+    for key in path[:-1]:
+        node = node.get(key) if type(node) is dict else None
+    if type(node) is dict:
+        part = node.get(path[-1])
+        if type(part) is list or type(part) is dict:
+            node[path[-1]] = _shared(part, _SHARED_METADATA)
+
+
+def share_common_parts(
+    obj: Obj,
+    vocabulary: frozenset[VocabularyPath] = frozenset(),
+    shared: frozenset[VocabularyPath] = frozenset(),
+) -> Obj:
     """Make equal parts of cached objects one object: keys (`_KEYS`), namespace names
     (`_NAMESPACES`), equal strings within the object, the owner references list (the
     metadata's, and the copy a view keeps), the labels and the field managers' summary
-    (`_SHARED_METADATA_FIELDS`), and the values of the bounded vocabulary
-    (`VOCABULARY`, plus the kind's own `vocabulary`). Nothing changes value. Cached
+    (`_SHARED_METADATA_FIELDS`), the kind's own `shared` parts (maps or lists; no
+    `*` in their paths), and the values of the bounded vocabulary (`VOCABULARY`, plus
+    the kind's own `vocabulary`). Nothing changes value. Cached
     objects are read-only (store.py), so sharing is safe; at 10,000 pools it is a
     fifth of the caches."""
     if type(obj) is not dict:
@@ -375,6 +391,8 @@ def share_common_parts(obj: Obj, vocabulary: frozenset[VocabularyPath] = frozens
     _compact_dict(obj, {})
     # After the walk: it would swap an interned value for an equal one met before it.
     _intern_in(obj, _vocabulary_trie(vocabulary))
+    for path in shared:
+        _share_at(obj, path)
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return obj
@@ -387,11 +405,11 @@ def share_common_parts(obj: Obj, vocabulary: frozenset[VocabularyPath] = frozens
             meta[field] = _shared(part, _SHARED_METADATA)
     refs = meta.get("ownerReferences")
     if type(refs) is list and refs:
-        shared = meta["ownerReferences"] = _shared(refs, _SHARED_OWNERS)
+        owners = meta["ownerReferences"] = _shared(refs, _SHARED_OWNERS)
         view = obj.get(VIEW)
         open_ = view.get("open") if type(view) is dict else None
-        if type(open_) is dict and open_.get(_VIEW_OWNERS) == shared:
-            open_[_VIEW_OWNERS] = shared
+        if type(open_) is dict and open_.get(_VIEW_OWNERS) == owners:
+            open_[_VIEW_OWNERS] = owners
     return obj
 
 
@@ -425,6 +443,7 @@ class Informer:
         keep: Keep | None = None,
         keep_managed_fields: bool = False,
         vocabulary: Iterable[VocabularyPath] = (),
+        shared: Iterable[VocabularyPath] = (),
         clock: Clock | None = None,
         backoff: Backoff | None = None,
         page_size: int = PAGE_SIZE,
@@ -443,6 +462,9 @@ class Informer:
         self.keep_managed_fields = keep_managed_fields
         #: Where this kind's own bounded vocabulary lives, beyond `VOCABULARY`.
         self.vocabulary = frozenset(vocabulary)
+        #: Parts of this kind often equal across objects (a fleet's DGDs made from one
+        #: template): one copy each (`share_common_parts`).
+        self.shared = frozenset(shared)
         self.store = Store()
         self._clock: Clock = clock or SystemClock()
         self._backoff = backoff or Backoff()
@@ -900,7 +922,7 @@ class Informer:
                     *object_key(obj),
                 )
         # After the transform: only what is kept is shared.
-        return share_common_parts(obj, self.vocabulary)
+        return share_common_parts(obj, self.vocabulary, self.shared)
 
     def _dispatch(self, old: Obj | None, new: Obj | None) -> None:
         """Turn a store change into events. A different UID under the same name is a

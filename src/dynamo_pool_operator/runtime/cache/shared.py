@@ -60,6 +60,7 @@ class SharedInformers:
         keep: Keep | None = None,
         keep_managed_fields: bool = False,
         vocabulary: Iterable[VocabularyPath] = (),
+        shared: Iterable[VocabularyPath] = (),
     ) -> Informer:
         """The shared informer for this key, created on first use.
 
@@ -67,10 +68,12 @@ class SharedInformers:
         than the informer already has is an error rather than a silent surprise.
         `keep_managed_fields` leaves `metadata.managedFields` for the transform to
         trim (they are dropped by default). `vocabulary` adds where the kind's own
-        bounded vocabulary lives (interned: see `informer.VOCABULARY`).
+        bounded vocabulary lives (interned: see `informer.VOCABULARY`), `shared` the
+        parts often equal across its objects (one copy each: `share_common_parts`).
         """
         ns = namespace if namespace and resource.namespaced else None
         vocabulary = frozenset(vocabulary)
+        shared = frozenset(shared)
         key = (resource, ns, label_selector or None)
         informer = self._informers.get(key)
         if informer is None:
@@ -85,6 +88,7 @@ class SharedInformers:
                 keep=keep,
                 keep_managed_fields=keep_managed_fields,
                 vocabulary=vocabulary,
+                shared=shared,
                 clock=self._clock,
                 registry=self._registry,
             )
@@ -95,10 +99,11 @@ class SharedInformers:
             (transform is not None and informer.transform != transform)
             or (keep is not None and informer.keep != keep)
             or (vocabulary and informer.vocabulary != vocabulary)
+            or (shared and informer.shared != shared)
         ):
             raise ValueError(
                 f"informer {informer.description} already exists with another transform, "
-                "filter or vocabulary"
+                "filter, vocabulary or shared parts"
             )
         return informer
 

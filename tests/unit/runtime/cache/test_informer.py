@@ -716,6 +716,30 @@ def test_equal_labels_and_field_manager_summaries_are_one_part() -> None:
     assert len(informer_mod._SHARED_METADATA) == before - 1  # c's labels and list stay
 
 
+def test_a_kinds_shared_parts_are_one_copy_across_its_objects() -> None:
+    """Parts an informer is told are often alike (a fleet's specs, made from one
+    template): equal ones are one map or list; others, and other places, their own."""
+    informer = Informer(
+        StubClient(), RES, shared=[("spec",), ("status", "items"), ("a", "b")], clock=FakeClock()
+    )
+
+    def cached(name: str, image: str) -> Obj:
+        o = _fresh_keys(obj(name))
+        o["spec"] = _fresh_keys({"image": image, "ports": [8090]})
+        o["status"] = _fresh_keys({"items": [{"n": 1}], "other": [{"n": 1}]})
+        o["a"] = "not a map"
+        return informer._prepare(o)
+
+    a, b, c = cached("a", "relay:1"), cached("b", "relay:1"), cached("c", "relay:2")
+    assert a["spec"] is b["spec"]
+    assert a["spec"] == {"image": "relay:1", "ports": [8090]}
+    assert c["spec"] is not a["spec"]
+    assert c["spec"] == {"image": "relay:2", "ports": [8090]}
+    assert a["status"]["items"] is c["status"]["items"]
+    assert a["status"]["other"] is not b["status"]["other"]  # not a shared part
+    assert a["a"] == "not a map"
+
+
 def test_the_shared_string_tables_are_bounded() -> None:
     """Keys and namespace names are held in plain tables, not interned (see the next
     tests), and never more than their limit: a process that sees new names for months
@@ -1466,6 +1490,15 @@ def test_shared_informers_refuse_a_second_different_vocabulary() -> None:
     assert shared.get(RES, "ns") is inf
     with pytest.raises(ValueError, match="vocabulary"):
         shared.get(RES, "ns", vocabulary=[("status", "other")])
+
+
+def test_shared_informers_refuse_second_different_shared_parts() -> None:
+    shared = SharedInformers(StubClient(), clock=FakeClock())
+    inf = shared.get(RES, "ns", shared=[("spec",)])
+    assert inf.shared == frozenset({("spec",)})
+    assert shared.get(RES, "ns") is inf
+    with pytest.raises(ValueError, match="shared parts"):
+        shared.get(RES, "ns", shared=[("status",)])
 
 
 async def test_shared_informers_start_sync_late_start_and_stop_all() -> None:
