@@ -98,6 +98,9 @@ DGD_VOCABULARY: frozenset[VocabularyPath] = frozenset(
 #: a fleet's pools are made from few templates, so one copy of each distinct spec.
 RELAY_SHARED: frozenset[VocabularyPath] = frozenset({("spec",)})
 DGD_SHARED: frozenset[VocabularyPath] = frozenset({("spec",)})
+#: Of a relay object, what its trim keeps of the spec (a replica count, a headless
+#: Service's `clusterIP`) and of the status: alike for most pools.
+RELAY_OBJECT_SHARED: frozenset[VocabularyPath] = frozenset({("spec",), ("status",)})
 
 
 def dgd_resource(version: str) -> Resource:
@@ -282,6 +285,7 @@ def relay_caches(
             keep=is_relay_object,
             keep_managed_fields=True,
             transform=trim_deployment,
+            shared=RELAY_OBJECT_SHARED,
         ),
         services=informers.get(
             SERVICES,
@@ -290,6 +294,7 @@ def relay_caches(
             keep=None if frontends else is_relay_object,
             keep_managed_fields=True,
             transform=trim_service,
+            shared=RELAY_OBJECT_SHARED,
         ),
         component_deployments=(
             dcd_cache(informers, namespace=namespace, version=dcd_version)

@@ -215,3 +215,26 @@ def test_what_the_caches_share_changes_no_value_and_no_decision(
     assert orjson.dumps(cached) == orjson.dumps(unshared)
     if rule is not None and body is not None:
         assert drift(rule, cached, body) == drift(rule, unshared, body) == NO_DRIFT
+
+
+def test_relay_objects_alike_share_what_their_trim_keeps_of_spec_and_status() -> None:
+    """Every pool's relay Deployment keeps `{"replicas": 2}` of its spec, every relay
+    Service `{"clusterIP": "None"}`: one copy each; a different one is its own."""
+    realistic = _realistic()
+    deployments, deployment = realistic["deployment"][:2]
+    services, service = realistic["service"][:2]
+    assert deployments.shared == services.shared == controller.RELAY_OBJECT_SHARED
+
+    def cached(informer: Any, served: dict[str, Any], replicas: int | None = None) -> Any:
+        body = orjson.loads(orjson.dumps(served))
+        if replicas is not None:
+            body["spec"]["replicas"] = replicas
+        return informer.as_cached(body)
+
+    a, b = cached(deployments, deployment), cached(deployments, deployment)
+    c = cached(deployments, deployment, replicas=3)
+    assert a["spec"] is b["spec"]
+    assert a["status"] is b["status"]
+    assert c["spec"] == {"replicas": 3}
+    assert c["spec"] is not a["spec"]
+    assert cached(services, service)["spec"] is cached(services, service)["spec"]
