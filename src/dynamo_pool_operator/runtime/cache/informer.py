@@ -304,26 +304,24 @@ _NAMESPACES = _Canon(16_384)
 _VIEW_OWNERS = "metadata.ownerReferences"
 
 
-def _compact_dict(node: dict[str, Any], seen: dict[str, str]) -> None:
-    """Canonical keys (`_KEYS`), and one string for equal values within one object
-    (`seen`: a relay's status conditions share their transition time, a view repeats
-    the metadata's uid)."""
+def _compact_dict(node: dict[str, Any], seen: dict[str, str]) -> dict[str, Any]:
+    """`node` anew with canonical keys (`_KEYS`) and one string for equal values within
+    one object (`seen`: a relay's status conditions share their transition time, a view
+    repeats the metadata's uid). A new map costs less than fixing keys in place, and is
+    no larger than it needs to be (a stripped field leaves no empty slot)."""
     held = _KEYS.table
-    for key in node:
-        if held.get(key) is not key:
-            canon = _KEYS
-            items = [(canon(k), v) for k, v in node.items()]
-            node.clear()
-            node.update(items)
-            break
+    out: dict[str, Any] = {}
     for key, value in node.items():
         kind = type(value)
         if kind is str:
-            node[key] = seen.setdefault(value, value)  # the same key: no size change
+            value = seen.setdefault(value, value)
         elif kind is dict:
-            _compact_dict(value, seen)
+            value = _compact_dict(value, seen)
         elif kind is list:  # not a `_SharedList`: other objects' already
             _compact_list(value, seen)
+        canon = held.get(key)
+        out[_KEYS(key) if canon is None else canon] = value
+    return out
 
 
 def _compact_list(node: list[Any], seen: dict[str, str]) -> None:
@@ -332,7 +330,7 @@ def _compact_list(node: list[Any], seen: dict[str, str]) -> None:
         if kind is str:
             node[i] = seen.setdefault(value, value)
         elif kind is dict:
-            _compact_dict(value, seen)
+            node[i] = _compact_dict(value, seen)
         elif kind is list:
             _compact_list(value, seen)
 
@@ -388,7 +386,9 @@ def share_common_parts(
     fifth of the caches."""
     if type(obj) is not dict:
         return obj
-    _compact_dict(obj, {})
+    compact = _compact_dict(obj, {})
+    obj.clear()  # the same map: a caller may hold it
+    obj.update(compact)
     # After the walk: it would swap an interned value for an equal one met before it.
     _intern_in(obj, _vocabulary_trie(vocabulary))
     for path in shared:
