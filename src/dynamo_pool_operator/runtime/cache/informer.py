@@ -381,9 +381,10 @@ def share_common_parts(
     metadata's, and the copy a view keeps), the labels and the field managers' summary
     (`_SHARED_METADATA_FIELDS`), the kind's own `shared` parts (maps or lists; no
     `*` in their paths), and the values of the bounded vocabulary (`VOCABULARY`, plus
-    the kind's own `vocabulary`). Nothing changes value. Cached
-    objects are read-only (store.py), so sharing is safe; at 10,000 pools it is a
-    fifth of the caches."""
+    the kind's own `vocabulary`). Nothing changes value, nor the order of keys. Cached
+    objects are read-only (store.py), so sharing is safe; at 10,000 pools it keeps the
+    caches at about 120 MB of Python objects, of 170 MB sharing only the owners and
+    the vocabulary."""
     if type(obj) is not dict:
         return obj
     compact = _compact_dict(obj, {})
