@@ -92,6 +92,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="create N Deployments of no pool (other workloads) before the operator starts",
     )
     p.add_argument(
+        "--then-unrelated-deployments",
+        type=int,
+        default=0,
+        help="with --convergence-only --and-restart: then create N Deployments of no pool and "
+        "restart once more (the RSS beside them, same fleet, same run)",
+    )
+    p.add_argument(
         "--compare-python",
         help="also restart the fleet with this interpreter (another checkout's operator)",
     )
@@ -471,6 +478,26 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
                                 python=args.compare_python,
                             )
                             log(f"restart ({args.compare_python}): {result['restart_compared']}")
+                        if args.then_unrelated_deployments:
+                            # The same fleet once other workloads are there: what the
+                            # operator caches of them (nothing, by its selectors).
+                            op.stop()
+                            t = time.perf_counter()
+                            await objects.create_unrelated_deployments(
+                                client, args.then_unrelated_deployments
+                            )
+                            result["then_unrelated_deployments"] = args.then_unrelated_deployments
+                            result["then_unrelated_setup_seconds"] = round(
+                                time.perf_counter() - t, 1
+                            )
+                            result["restart_with_unrelated"], op = await restart(
+                                cp,
+                                n,
+                                args.workers,
+                                args.out.with_suffix(".operator.log"),
+                                timeout=args.timeout,
+                            )
+                            log(f"restart with unrelated: {result['restart_with_unrelated']}")
                     return result
                 # The floor right after the cold start, on the same server in the same
                 # state, so the ratio compares like with like (the operator is stopped:
