@@ -105,8 +105,10 @@ def _currents(
     meta = Meta(export)
     generation = meta.generation
     status = export.get("status")
-    conditions = status.get("conditions") if type(status) is dict else None
-    if type(conditions) is not list:  # not decoded JSON: read as `Meta` reads any value
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    if conditions is None:  # none written yet (or no status at all)
+        firsts: list[Mapping[str, Any] | None] = [None, None, None]
+    elif not isinstance(conditions, list):  # not decoded JSON: as `Meta` reads any value
         firsts = [meta.condition(t) for t in _JUDGED]
     else:
         found: dict[str, Mapping[str, Any]] = {}
