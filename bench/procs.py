@@ -92,10 +92,12 @@ class OperatorProcess:
         out["cpu_ticks"] = int(fields[11]) + int(fields[12])
         return out
 
-    def metrics(self) -> dict[str, float]:
+    def metrics(self, names: tuple[str, ...] = ()) -> dict[str, float]:
         """The operator's own /metrics, summed by family sample name and labels
-        (`name{k="v",...}` keys); {} while it does not answer yet."""
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        (`name{k="v",...}` keys); {} while it does not answer yet. `names`: only those
+        series (`?name[]=`; an operator that does not know the parameter sends all)."""
+        query = "&".join(f"name[]={n}" for n in names)
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics" + (f"?{query}" if query else "")
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
                 body = resp.read().decode()

@@ -3,9 +3,12 @@ HTTP endpoints on one shared port (HTTPS metrics are tested in test_tls.py)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily
 
 from dynamo_pool_operator.runtime.serving.server import Probes, ProbeServer, parse_address
 
@@ -75,5 +78,38 @@ async def test_one_address_serves_probes_and_metrics() -> None:
             async with session.get(base + "/metrics") as r:
                 assert r.status == 200
                 assert "served_things_total 1.0" in await r.text()
+    finally:
+        await server.stop()
+
+
+async def test_metrics_by_name_serve_only_those_and_run_no_other_collector() -> None:
+    """`/metrics?name[]=…` (prometheus_client's own parameter): a scrape of a few series
+    does not pay for a collector that renders one per relay."""
+    registry = CollectorRegistry()
+    Counter("served_things", "things served", registry=registry).inc()
+    called = []
+
+    class Expensive:
+        def describe(self) -> list[Any]:
+            return [GaugeMetricFamily("per_relay", "one series per relay")]
+
+        def collect(self) -> list[Any]:
+            called.append(True)
+            return [GaugeMetricFamily("per_relay", "one series per relay", value=1.0)]
+
+    registry.register(Expensive())  # type: ignore[arg-type]
+    server = ProbeServer(Probes(), registry, health_address="0", metrics_address="127.0.0.1:0")
+    await server.start()
+    try:
+        base = f"http://127.0.0.1:{server.bound['metrics'][1]}"
+        async with aiohttp.ClientSession() as session:
+            async with session.get(base + "/metrics?name[]=served_things_total") as r:
+                text = await r.text()
+            assert "served_things_total 1.0" in text
+            assert "per_relay" not in text
+            assert not called
+            async with session.get(base + "/metrics") as r:
+                assert "per_relay 1.0" in await r.text()
+            assert called
     finally:
         await server.stop()
