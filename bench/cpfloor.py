@@ -14,6 +14,10 @@ at the event's end (its settled status with the event's conditions: same fields,
 size, the operator's field manager) and copies of the operator's Events about the property for
 it (timed: the floor); then every relay's settled status applied back (timed and
 reported apart), so the operator restarted afterwards finds the fleet as it left it.
+Each level also gives one write's round trip under its load: more writes in flight make
+the floor faster and every write meanwhile slower, a user's change's among them, so the
+floor an operator can reach while it keeps a user's change within its budget is the
+fastest level whose p99 fits that budget.
 """
 
 from __future__ import annotations
@@ -37,12 +41,16 @@ from dynamo_pool_operator.runtime.objects.resources import EVENTS
 
 from .cpu import CpuMeter, processes
 from .floor import _patient
+from .latency import percentile
 from .objects import RELAYS, bounded
 
 Key = tuple[str, str]
 #: What the floor writes, as `tally` names it.
 FLOOR_KINDS = frozenset({"patch dynamopoolrelays/status", "create events"})
 Job = Callable[[], Awaitable[Any]]
+#: A user's change's p99 during a mass event (target 3); it is answered after at least
+#: one write of the operator's, so one write's p99 must fit in it.
+USER_CHANGE_BUDGET_MS = 100.0
 
 #: Server-set Event fields, left out of the copies (as the operator's creates do).
 _SERVER_SET = (
@@ -206,11 +214,29 @@ def _event_create(client: Client, body: dict[str, Any], ns: str, name: str) -> J
     return functools.partial(client.create, EVENTS, out, ns)
 
 
-async def _timed(jobs: list[Job], concurrency: int) -> tuple[float, int]:
+async def _timed(jobs: list[Job], concurrency: int) -> tuple[float, int, list[float]]:
+    """Seconds for all the jobs, how many were retried, and each one's milliseconds
+    (from its slot to the server's answer): what a write made meanwhile waits."""
     retried: list[int] = []
+    ms: list[float] = []
+
+    async def one(job: Job) -> None:
+        t = time.perf_counter()
+        await _patient(job, retried)
+        ms.append((time.perf_counter() - t) * 1000)
+
     t0 = time.perf_counter()
-    await bounded([functools.partial(_patient, j, retried) for j in jobs], concurrency)
-    return time.perf_counter() - t0, len(retried)
+    await bounded([functools.partial(one, j) for j in jobs], concurrency)
+    return time.perf_counter() - t0, len(retried), ms
+
+
+def write_latency(ms: list[float]) -> dict[str, float]:
+    """Percentiles of one write's round trip under a level's load. A user's change is
+    answered after at least one such write of the operator's (its export create or
+    delete), so a level whose p99 is past the change's budget cannot meet it."""
+    if not ms:
+        return {}
+    return {f"p{q}_ms": round(percentile(ms, q), 2) for q in (50, 95, 99)}
 
 
 async def measure(rec: Recorder, levels: list[int]) -> dict[str, Any]:
@@ -236,13 +262,13 @@ async def measure(rec: Recorder, levels: list[int]) -> dict[str, Any]:
                 forward.append(_event_create(client, ev, key[0], name))
         meter = CpuMeter(processes(rec.cp.named_pids))
         meter.start()
-        seconds, retried = await _timed(forward, c)
+        seconds, retried, ms = await _timed(forward, c)
         cpu = meter.stop()
         back = [
             _status_apply(client, key, now["uid"], now["status"])
             for key, now in sorted(settled.items())
         ]
-        back_seconds, back_retried = await _timed(back, c)
+        back_seconds, back_retried, _ = await _timed(back, c)
         out.append(
             {
                 "concurrency": c,
@@ -250,6 +276,7 @@ async def measure(rec: Recorder, levels: list[int]) -> dict[str, Any]:
                 "seconds": round(seconds, 3),
                 "writes_per_second": round(len(forward) / seconds, 1),
                 "cpu_seconds": cpu,
+                "write_round_trip": write_latency(ms),
                 "retried_after_timeout": retried,
                 "set_back_writes": len(back),
                 "set_back_seconds": round(back_seconds, 3),
@@ -258,10 +285,17 @@ async def measure(rec: Recorder, levels: list[int]) -> dict[str, Any]:
             }
         )
     best = min(out, key=lambda x: float(x["seconds"]))
+    fit = [x for x in out if x["write_round_trip"].get("p99_ms", 0.0) <= USER_CHANGE_BUDGET_MS]
+    within = min(fit, key=lambda x: float(x["seconds"])) if fit else None
     return {
         "levels": out,
         "best_seconds": best["seconds"],
         "best_concurrency": best["concurrency"],
+        # The fastest level at which a write made meanwhile still fits a user change's
+        # budget (target 3): the floor an operator that keeps that budget can reach.
+        "user_change_budget_ms": USER_CHANGE_BUDGET_MS,
+        "best_within_budget_seconds": within["seconds"] if within else None,
+        "best_within_budget_concurrency": within["concurrency"] if within else None,
         "relays": len(settled),
         "relays_whose_status_changes": differing,
         "event_copies_per_level": sum(len(v) for v in rec.events.values()),

@@ -324,11 +324,16 @@ async def fairness_phases(
     event["floor"] = await cpfloor.measure(recorder, levels)
     for level in event["floor"]["levels"]:
         log(f"ClusterProperty change floor: {level}")
-    event["ratio"] = round(event["mass_event_seconds"] / event["floor"]["best_seconds"], 2)
+    floor = event["floor"]
+    event["ratio"] = round(event["mass_event_seconds"] / floor["best_seconds"], 2)
+    within = floor["best_within_budget_seconds"]
+    seconds = event["mass_event_seconds"]
+    event["ratio_within_budget"] = round(seconds / within, 2) if within else None
     log(
         f"ClusterProperty change: mass event {event['mass_event_seconds']}s, floor "
-        f"{event['floor']['best_seconds']}s at {event['floor']['best_concurrency']}: "
-        f"ratio {event['ratio']}"
+        f"{floor['best_seconds']}s at {floor['best_concurrency']}: ratio {event['ratio']}; "
+        f"within a write p99 of {floor['user_change_budget_ms']:.0f} ms: {within}s at "
+        f"{floor['best_within_budget_concurrency']}, ratio {event['ratio_within_budget']}"
     )
     # Restarted on the converged fleet: the window includes its start and a reconcile of
     # every relay, and shows the floor left nothing to repair.
