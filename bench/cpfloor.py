@@ -23,6 +23,7 @@ fastest level whose p99 fits that budget.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import functools
 import time
@@ -250,9 +251,58 @@ def fastest_within_budget(levels: list[dict[str, Any]]) -> dict[str, Any] | None
     return min(fit, key=lambda x: float(x["seconds"])) if fit else None
 
 
-async def measure(rec: Recorder, levels: list[int]) -> dict[str, Any]:
+def parse_levels(spec: str) -> list[tuple[int, bool]]:
+    """`--floor-concurrency`: "4,4w,16" is 4 and 16 in flight, and 4 again with the
+    relays watched (`w`)."""
+    out = []
+    for part in spec.split(","):
+        part = part.strip()
+        watched = part.endswith("w")
+        digits = part[:-1] if watched else part
+        if not digits.isdigit() or int(digits) < 1:
+            raise ValueError(
+                f"--floor-concurrency: {part!r}: writes in flight, at least 1 (4, or 4w)"
+            )
+        c = int(digits)
+        out.append((c, watched))
+    return out
+
+
+class _RelayWatch:
+    """A watch on every relay, held while a level runs: the API server sends it an event
+    for each status write, as it does the operator's watch during the event. Lines are
+    counted, not decoded, so the watcher's own cost stays small."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.lines = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        # An empty namespace's list: the current resourceVersion, with no initial events.
+        version = (await self.client.list(RELAYS, "default", limit=1)).resource_version
+        self._task = asyncio.create_task(self._follow(version))
+
+    async def _follow(self, version: str) -> None:
+        async for _ in self.client.watch_lines(
+            RELAYS, resource_version=version, allow_bookmarks=False, timeout_seconds=3600
+        ):
+            self.lines += 1
+
+    async def stop(self) -> int:
+        await asyncio.sleep(1.0)  # the level's last events are on their way
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        return self.lines
+
+
+async def measure(rec: Recorder, levels: list[tuple[int, bool]]) -> dict[str, Any]:
     """The floor at each level (operator stopped, fleet settled); each level leaves
-    every relay's status as it found it."""
+    every relay's status as it found it. A watched level holds a watch on every relay
+    while its writes run (`_RelayWatch`): the server's cost of telling a watcher, which
+    the event has and a bare client's floor does not."""
     client = rec.client
     settled = await _statuses(client, rec.pools)
     changed = {}
@@ -264,17 +314,21 @@ async def measure(rec: Recorder, levels: list[int]) -> dict[str, Any]:
         differing += status != now["status"]
         changed[key] = status
     out: list[dict[str, Any]] = []
-    for c in levels:
+    for level, (c, watched) in enumerate(levels):
         forward: list[Job] = []
         for key, now in sorted(settled.items()):
             forward.append(_status_apply(client, key, now["uid"], changed[key]))
             for i, ev in enumerate(rec.events.get(key, [])):
-                name = f"{key[1]}.cpfloor{c}-{i}"
+                name = f"{key[1]}.cpfloor{level}-{c}-{i}"  # unique to the level: they stay
                 forward.append(_event_create(client, ev, key[0], name))
         meter = CpuMeter(processes(rec.cp.named_pids))
+        watch = _RelayWatch(client) if watched else None
+        if watch is not None:
+            await watch.start()
         meter.start()
         seconds, retried, ms = await _timed(forward, c)
         cpu = meter.stop()
+        watch_events = await watch.stop() if watch is not None else None
         back = [
             _status_apply(client, key, now["uid"], now["status"])
             for key, now in sorted(settled.items())
@@ -283,6 +337,8 @@ async def measure(rec: Recorder, levels: list[int]) -> dict[str, Any]:
         out.append(
             {
                 "concurrency": c,
+                "relays_watched": watched,
+                **({"watch_events": watch_events} if watched else {}),
                 "writes": len(forward),
                 "seconds": round(seconds, 3),
                 "writes_per_second": round(len(forward) / seconds, 1),
@@ -295,10 +351,14 @@ async def measure(rec: Recorder, levels: list[int]) -> dict[str, Any]:
                 "set_back_retried_after_timeout": back_retried,
             }
         )
-    best = min(out, key=lambda x: float(x["seconds"]))
-    within = fastest_within_budget(out)
+    bare = [x for x in out if not x["relays_watched"]] or out
+    best = min(bare, key=lambda x: float(x["seconds"]))
+    within = fastest_within_budget(bare)
+    watched_levels = [x for x in out if x["relays_watched"]]
+    watched_within = fastest_within_budget(watched_levels)
     return {
         "levels": out,
+        # The floor the target names: a bare client's writes, nobody watching.
         "best_seconds": best["seconds"],
         "best_concurrency": best["concurrency"],
         # The fastest level at which a write made meanwhile still fits a user change's
@@ -306,6 +366,12 @@ async def measure(rec: Recorder, levels: list[int]) -> dict[str, Any]:
         "user_change_budget_ms": USER_CHANGE_BUDGET_MS,
         "best_within_budget_seconds": within["seconds"] if within else None,
         "best_within_budget_concurrency": within["concurrency"] if within else None,
+        # The same with the relays watched: what the server spends telling a watcher
+        # of each write is in it (any controller watches what it writes).
+        "watched_best_within_budget_seconds": watched_within["seconds"] if watched_within else None,
+        "watched_best_within_budget_concurrency": (
+            watched_within["concurrency"] if watched_within else None
+        ),
         "relays": len(settled),
         "relays_whose_status_changes": differing,
         "event_copies_per_level": sum(len(v) for v in rec.events.values()),

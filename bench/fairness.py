@@ -211,6 +211,7 @@ async def cluster_property_change(
     count: int,
     gap: float,
     timeout: float,
+    ended: Callable[[], None] = lambda: None,
 ) -> dict[str, Any]:
     """Change the cluster ID under N converged pools (every relay is requeued: each
     reconcile records a ClusterIDMismatch Warning) and make the changes meanwhile;
@@ -227,6 +228,7 @@ async def cluster_property_change(
         done = True
         recorder.over()
     samples = await runner
+    ended()  # e.g. stop a profile of the event (it blocks the loop) before the set-back
     written = await recorder.end()
     if recorder.ended_at is not None:
         # During: made before the event's last write was answered (the server's clock;

@@ -51,9 +51,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steady", type=float, help="steady-state window seconds (default 60)")
     p.add_argument("--workers", type=int, default=4, help="operator workers (default 4)")
     p.add_argument(
-        "--floor-concurrency", default="8,32,64", help="write-floor levels (default 8,32,64)"
+        "--floor-concurrency",
+        default="8,32,64",
+        help="write-floor levels (default 8,32,64); with --fairness, a level ending in w "
+        "(4w) runs again with every relay watched",
     )
     p.add_argument("--profile", type=Path, help="py-spy raw profile of the cold start")
+    p.add_argument(
+        "--profile-event",
+        type=Path,
+        help="with --fairness: py-spy raw profile of the operator during the ClusterProperty "
+        "change",
+    )
     p.add_argument(
         "--profile-noop", type=Path, help="cProfile stats of no-op reconciles that decide afresh"
     )
@@ -255,7 +264,10 @@ async def measure_floor(
     n = len(pools)
     tpl = await floor.templates(client, *pools[0])
     levels = []
-    concurrency = [int(x) for x in args.floor_concurrency.split(",")]
+    parsed = cpfloor.parse_levels(args.floor_concurrency)
+    if any(watched for _, watched in parsed):
+        raise SystemExit("--floor-concurrency: a watched level (w) is for --fairness only")
+    concurrency = [c for c, _ in parsed]
     if args.floor_events_only:
         concurrency = concurrency[:1]
     for c in concurrency:
@@ -308,8 +320,17 @@ async def fairness_phases(
     probe.n = n
     changes = fairness.Changes(client, tracker, pools, seed=13, timeout=args.timeout)
     recorder = cpfloor.Recorder(cp, client, pools, op.popen.pid if op.popen else None)
+    if args.profile_event:
+        log(f"profiling the event: {op.start_profile(args.profile_event.resolve())}")
     event = out["during_cluster_property_change"] = await fairness.cluster_property_change(
-        client, changes, probe, recorder, args.fairness_changes, args.fairness_gap, args.timeout
+        client,
+        changes,
+        probe,
+        recorder,
+        args.fairness_changes,
+        args.fairness_gap,
+        args.timeout,
+        ended=op.stop_profile,
     )
     log(
         f"changes during the ClusterProperty change: {event['summary']} "
@@ -320,8 +341,7 @@ async def fairness_phases(
     # Its floor with the operator stopped (it would undo the floor's writes), on the
     # settled fleet, which the floor leaves as it found it.
     op.stop()
-    levels = [int(x) for x in args.floor_concurrency.split(",")]
-    event["floor"] = await cpfloor.measure(recorder, levels)
+    event["floor"] = await cpfloor.measure(recorder, cpfloor.parse_levels(args.floor_concurrency))
     for level in event["floor"]["levels"]:
         log(f"ClusterProperty change floor: {level}")
     floor = event["floor"]
@@ -329,11 +349,15 @@ async def fairness_phases(
     within = floor["best_within_budget_seconds"]
     seconds = event["mass_event_seconds"]
     event["ratio_within_budget"] = round(seconds / within, 2) if within else None
+    watched = floor["watched_best_within_budget_seconds"]
+    event["ratio_within_budget_watched"] = round(seconds / watched, 2) if watched else None
     log(
         f"ClusterProperty change: mass event {event['mass_event_seconds']}s, floor "
         f"{floor['best_seconds']}s at {floor['best_concurrency']}: ratio {event['ratio']}; "
         f"within a write p99 of {floor['user_change_budget_ms']:.0f} ms: {within}s at "
-        f"{floor['best_within_budget_concurrency']}, ratio {event['ratio_within_budget']}"
+        f"{floor['best_within_budget_concurrency']}, ratio {event['ratio_within_budget']}; "
+        f"relays watched: {watched}s at {floor['watched_best_within_budget_concurrency']}, "
+        f"ratio {event['ratio_within_budget_watched']}"
     )
     # Restarted on the converged fleet: the window includes its start and a reconcile of
     # every relay, and shows the floor left nothing to repair.

@@ -41,9 +41,24 @@ def frames(stack: str) -> list[tuple[str, str]]:
     return out
 
 
+#: Functions whose inclusive share is printed as well: the phases of a pass, the writes
+#: and the watch, so a profile of a mass event says how much of it is deciding.
+FUNCTIONS = (
+    ("a pass (PoolRelayReconciler.reconcile)", "PoolRelayReconciler.reconcile"),
+    ("  its snapshot (gather)", "PoolRelayReconciler.gather"),
+    ("  its plan (pool/plan.py plan)", "plan (dynamo_pool_operator/pool/plan.py"),
+    ("  its report (pool/status.py report)", "report (dynamo_pool_operator/pool/status.py"),
+    ("  its writes (Executor.run)", "Executor.run"),
+    ("a request (Client._request)", "Client._request"),
+    ("the Event recorder (runtime/events.py)", "dynamo_pool_operator/runtime/events.py"),
+    ("a watch event read (Informer._handle_line)", "Informer._handle_line"),
+)
+
+
 def summarise(path: Path, top: int) -> str:
     self_time: Counter[str] = Counter()
     area: Counter[str] = Counter()
+    function: Counter[str] = Counter()
     idle = total = 0
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -63,10 +78,15 @@ def summarise(path: Path, top: int) -> str:
         for name, needles in AREAS:
             if any(x in files for x in needles):
                 area[name] += n
+        for name, needle in FUNCTIONS:
+            if needle in stack:
+                function[name] += n
     busy = max(total - idle, 1)
     lines = [f"samples: {total}, idle in selector: {idle} ({100 * idle / max(total, 1):.0f}%)"]
     lines.append("\ninclusive, % of busy samples (areas overlap):")
     lines += [f"  {100 * v / busy:5.1f}%  {k}" for k, v in area.most_common()]
+    lines.append("\ninclusive, % of busy samples, by function:")
+    lines += [f"  {100 * function[k] / busy:5.1f}%  {k}" for k, _ in FUNCTIONS]
     lines.append(f"\nself time, top {top}, % of busy samples:")
     lines += [f"  {100 * v / busy:5.1f}%  {k}" for k, v in self_time.most_common(top)]
     return "\n".join(lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from bench import cpfloor
 
 
@@ -25,3 +26,10 @@ def test_a_level_with_no_timed_write_is_not_within_the_budget() -> None:
     chosen = cpfloor.fastest_within_budget([level(4, 1.0, None), level(8, 9.0, 50.0)])
     assert chosen is not None
     assert chosen["concurrency"] == 8
+
+
+def test_a_level_ending_in_w_is_run_with_the_relays_watched() -> None:
+    assert cpfloor.parse_levels("4, 4w,16") == [(4, False), (4, True), (16, False)]
+    for bad in ("0w", "w", "four"):
+        with pytest.raises(ValueError, match="at least 1"):
+            cpfloor.parse_levels(bad)
