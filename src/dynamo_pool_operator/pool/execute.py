@@ -222,6 +222,10 @@ class Executor:
     async def _run(
         self, relay: Relay, regarding: Mapping[str, Any], action: Action
     ) -> ActionResult:
+        if action.verb not in _SENDS:
+            # Nothing to send (the object is right, someone else's or being deleted):
+            # done as it is, with no request, count or Event (a settled fleet's actions).
+            return ActionResult(action, Result.DONE)
         kind, verb = action.resource.kind, word(action)
         try:
             result = await self._one(relay, regarding, action)
