@@ -220,11 +220,14 @@ def read_conditions(status: Mapping[str, Any] | None) -> dict[ConditionType, Sho
     """The conditions a status shows, read once: by type, the first of each type, where
     it reads as one of ours (`Condition.read`); the rest compare as absent."""
     conditions = (status or {}).get("conditions")
-    if not isinstance(conditions, Sequence) or isinstance(conditions, str):
+    # A decoded status is lists and dicts: `type() is` first spares the ABC checks.
+    if type(conditions) is not list and (
+        not isinstance(conditions, Sequence) or isinstance(conditions, str)
+    ):
         return {}
     first: dict[str, Mapping[str, Any]] = {}
     for raw in conditions:
-        if isinstance(raw, Mapping) and isinstance(raw.get("type"), str):
+        if (type(raw) is dict or isinstance(raw, Mapping)) and isinstance(raw.get("type"), str):
             first.setdefault(raw["type"], raw)
     out: dict[ConditionType, ShownCondition] = {}
     for raw in first.values():

@@ -183,6 +183,13 @@ class StatusLine:
     #: `Withdrawing`: the finalizers that hold the export.
     finalizers: tuple[str, ...] = ()
 
+    def seen_as(self, implementation: Mapping[str, Mapping[str, str]] | None) -> StatusLine:
+        """This line with what the implementation wrote on its export: made directly,
+        not by `dataclasses.replace` (a report makes one per export, every pass)."""
+        return StatusLine(
+            self.name, self.state, self.reason, self.message, implementation, self.finalizers
+        )
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "state": self.state}
         if self.reason:

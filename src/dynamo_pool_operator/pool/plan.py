@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dynamo_pool_operator.api import names
@@ -219,10 +219,19 @@ class Plan:
     decision: Decision
     relay_actions: tuple[Action, ...]
     contributions: tuple[Contribution, ...]
+    #: Every action, in the order they are carried out (`actions`); ordered once, since
+    #: a pass reads it more than once.
+    _ordered: tuple[Action, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_ordered", self._order())
 
     @property
     def actions(self) -> tuple[Action, ...]:
         """Every action, in the order they are carried out."""
+        return self._ordered
+
+    def _order(self) -> tuple[Action, ...]:
         others = tuple(a for c in self.contributions for a in c.actions)
         if self.decision.publish:
             relay_names = {a.name for a in self.relay_actions}

@@ -30,7 +30,6 @@ than that:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -500,7 +499,7 @@ def report_exports(
         for name, obj in held.items()
     }
     lines = [
-        dataclasses.replace(line, implementation=verdicts[line.name].view)
+        line.seen_as(verdicts[line.name].view)
         if line.state == ExportState.EXPORTED and line.name in verdicts
         else line
         for line in lines_after(contribution, results)
