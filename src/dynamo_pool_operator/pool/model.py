@@ -198,8 +198,9 @@ class StatusLine:
             out["message"] = self.message
         if self.finalizers:
             out["finalizers"] = list(self.finalizers)
-        for key, value in sorted((self.implementation or {}).items()):
-            out[key] = dict(value)
+        if self.implementation:
+            for key, value in sorted(self.implementation.items()):
+                out[key] = dict(value)
         return out
 
 

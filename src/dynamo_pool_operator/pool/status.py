@@ -47,6 +47,7 @@ from dynamo_pool_operator.api.status import RelayAvailableReason as AvailableRea
 from dynamo_pool_operator.pool.exports.plan import ExportRules
 from dynamo_pool_operator.pool.exports.verdict import report_exports
 from dynamo_pool_operator.pool.model import (
+    ActionResult,
     Advisory,
     ConditionView,
     Decision,
@@ -499,33 +500,34 @@ class StatusReport:
     recheck_at: datetime | None
 
 
-def refused_writes(plan: Plan, outcome: Outcome) -> str:
+def refused_writes(results: Sequence[ActionResult]) -> str:
     """The relay objects' refused writes, for `RelayAvailable` ("" when none)."""
-    return "; ".join(r.message for r in outcome.of(plan.relay_actions) if r.result is Result.FAILED)
+    return "; ".join(r.message for r in results if r.result is Result.FAILED)
 
 
 def relay_availability(snapshot: Snapshot, plan: Plan, outcome: Outcome) -> Availability:
     """`RelayAvailable` from the cached relay objects and what this pass wrote of them."""
     relay = snapshot.relay
+    results = outcome.of(plan.relay_actions)
     created = frozenset(
         r.action.resource.kind
-        for r in outcome.of(plan.relay_actions)
+        for r in results
         if r.action.verb is Verb.CREATE and r.result is Result.DONE
     )
     objects = dict(snapshot.relay_objects)
-    for r in outcome.of(plan.relay_actions):
+    for r in results:
         if r.action.verb is Verb.APPLY and r.result is Result.DONE and r.written is not None:
             objects[r.action.resource.kind] = r.written
     pending = "; ".join(
         f"{r.action.resource.kind} {r.action.name} {r.message}"
-        for r in outcome.of(plan.relay_actions)
+        for r in results
         if r.result is Result.SKIPPED
     )
     return availability(
         objects.get("Deployment"),
         objects.get("Service"),
         published=plan.decision.publish,
-        refused=refused_writes(plan, outcome),
+        refused=refused_writes(results),
         name=names.relay_name(relay.name),
         created=created,
         replicas=relay.replicas,
