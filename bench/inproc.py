@@ -7,6 +7,7 @@ import asyncio
 import cProfile
 import json
 import pstats
+import statistics
 import sys
 import tempfile
 import time
@@ -75,6 +76,39 @@ async def _measure_in(python: str, cp: ControlPlane, workers: int) -> dict[str, 
     writes = await asyncio.to_thread(cp.audit.writes, since, user_agent_prefix=OPERATOR_AGENT)
     out["writes_by_restart_and_noop_reconciles"] = len(writes)
     out["python"] = python
+    return out
+
+
+async def alternate(cp: ControlPlane, workers: int, compared: str, rounds: int) -> dict[str, Any]:
+    """The fresh pass of this checkout and of `compared`, each in a child process,
+    `rounds` times in alternating order (this, compared; compared, this; ...): the box's
+    speed drifts within a run by as much as the two differ, and a drift hits both alike
+    only when they take turns. Where the compared tree decodes with this tree's code (as
+    5b95fa6 does), the decode phase's ratio says how alike the turns ran."""
+    this = sys.executable
+    runs: dict[str, list[dict[str, Any]]] = {"this": [], "compared": []}
+    for i in range(rounds):
+        order = [("this", this), ("compared", compared)]
+        for name, python in order if i % 2 == 0 else order[::-1]:
+            runs[name].append(await _measure_in(python, cp, workers))
+    out: dict[str, Any] = {"rounds": rounds, "compared_python": compared}
+    for name, measured in runs.items():
+        fresh = [m["cpu_seconds_per_fresh_noop_reconcile"] * 1e6 for m in measured]
+        phases = [m["fresh_pass_phases_cpu_us"] for m in measured]
+        decode = [p["decode"] for p in phases if isinstance(p, dict)]
+        out[name] = {
+            "fresh_us": [round(x, 1) for x in fresh],
+            "decode_us": [round(x, 1) for x in decode],
+            "fresh_us_median": round(statistics.median(fresh), 1),
+            "fresh_us_min": round(min(fresh), 1),
+            "decode_us_median": round(statistics.median(decode), 1) if decode else None,
+            "phases_cpu_us": phases,
+        }
+    a, b = out["this"], out["compared"]
+    out["ratio_fresh_median"] = round(a["fresh_us_median"] / b["fresh_us_median"], 3)
+    out["ratio_fresh_min"] = round(a["fresh_us_min"] / b["fresh_us_min"], 3)
+    if a["decode_us_median"] and b["decode_us_median"]:
+        out["ratio_decode_median"] = round(a["decode_us_median"] / b["decode_us_median"], 3)
     return out
 
 

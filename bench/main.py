@@ -66,6 +66,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--profile-noop", type=Path, help="cProfile stats of no-op reconciles that decide afresh"
     )
+    p.add_argument(
+        "--fresh-rounds",
+        type=int,
+        default=3,
+        help="with --compare-python: rounds of the fresh pass measured in turns, each tree "
+        "in a child process (default 3; 0: none)",
+    )
     p.add_argument("--timeout", type=float, default=600, help="convergence timeout (s)")
     p.add_argument(
         "--convergence-only",
@@ -572,6 +579,16 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
                 result["in_process_compared"] = await inproc.measure(
                     cp, args.workers, python=args.compare_python
                 )
+                if args.fresh_rounds:
+                    turns = result["fresh_pass_turns"] = await inproc.alternate(
+                        cp, args.workers, args.compare_python, args.fresh_rounds
+                    )
+                    log(
+                        f"fresh pass in turns: {turns['this']['fresh_us']} us against "
+                        f"{turns['compared']['fresh_us']} us; median ratio "
+                        f"{turns['ratio_fresh_median']} (decode: "
+                        f"{turns.get('ratio_decode_median')})"
+                    )
         for key in ("in_process", "in_process_compared"):
             if key in result:
                 cpu = result[key]["cpu_seconds_per_noop_reconcile"]

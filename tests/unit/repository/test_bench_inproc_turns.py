@@ -1,0 +1,34 @@
+"""The fresh pass measured in turns (bench/inproc.alternate): the two trees take turns,
+in alternating order, and the ratios are of their medians."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+import pytest
+from bench import inproc
+
+
+def test_the_trees_take_turns_in_alternating_order_and_medians_are_compared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    order: list[str] = []
+    fresh = {sys.executable: iter([300, 200, 250]), "other": iter([400, 100, 380])}
+
+    async def measured(python: str, cp: object, workers: int) -> dict[str, Any]:
+        order.append("this" if python == sys.executable else "compared")
+        us = next(fresh[python])
+        return {
+            "cpu_seconds_per_fresh_noop_reconcile": us / 1e6,
+            "fresh_pass_phases_cpu_us": {"decode": us / 10},
+        }
+
+    monkeypatch.setattr(inproc, "_measure_in", measured)
+    out = asyncio.run(inproc.alternate(object(), 4, "other", 3))  # type: ignore[arg-type]
+    assert order == ["this", "compared", "compared", "this", "this", "compared"]
+    assert out["this"]["fresh_us"] == [300, 200, 250]
+    assert out["ratio_fresh_median"] == round(250 / 380, 3)
+    assert out["ratio_fresh_min"] == round(200 / 100, 3)
+    assert out["ratio_decode_median"] == round(25 / 38, 3)
