@@ -20,10 +20,10 @@ and the rule that computes it as a `Condition`, listed in `pool/status.RULES`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from dynamo_pool_operator.runtime.objects import MESSAGE_LIMIT
 
@@ -157,6 +157,17 @@ _TYPES: dict[str, ConditionType] = {t.value: t for t in ConditionType}
 _STATUSES: dict[str, Status] = {s.value: s for s in Status}
 
 
+class Stated(Protocol):
+    """A condition's status and reason: a `Condition`, or one as a status shows it
+    (`api.shown.ShownCondition`)."""
+
+    @property
+    def status(self) -> str | None: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Condition:
     """One condition as a rule computes it (before its times and generation), or as a
@@ -192,7 +203,7 @@ class Condition:
             message if isinstance(message, str) else "",
         )
 
-    def moved(self, before: Condition | None) -> bool:
+    def moved(self, before: Stated | None) -> bool:
         """A transition: the status or reason differs from what was shown (or nothing was)."""
         return before is None or (before.status, before.reason) != (self.status, self.reason)
 
@@ -206,35 +217,6 @@ class Condition:
             "observedGeneration": generation,
             "lastTransitionTime": since,
         }
-
-
-@dataclass(frozen=True, slots=True)
-class ShownCondition:
-    """A condition of ours as a status shows it, with its `lastTransitionTime` as shown."""
-
-    condition: Condition
-    since: Any
-
-
-def read_conditions(status: Mapping[str, Any] | None) -> dict[ConditionType, ShownCondition]:
-    """The conditions a status shows, read once: by type, the first of each type, where
-    it reads as one of ours (`Condition.read`); the rest compare as absent."""
-    conditions = (status or {}).get("conditions")
-    # A decoded status is lists and dicts: `type() is` first spares the ABC checks.
-    if type(conditions) is not list and (
-        not isinstance(conditions, Sequence) or isinstance(conditions, str)
-    ):
-        return {}
-    first: dict[str, Mapping[str, Any]] = {}
-    for raw in conditions:
-        if (type(raw) is dict or isinstance(raw, Mapping)) and isinstance(raw.get("type"), str):
-            first.setdefault(raw["type"], raw)
-    out: dict[ConditionType, ShownCondition] = {}
-    for raw in first.values():
-        read = Condition.read(raw)
-        if read is not None:
-            out[read.type] = ShownCondition(read, raw.get("lastTransitionTime"))
-    return out
 
 
 #: What each reason means and what to do: docs/crd.md's tables (generated) and the

@@ -36,7 +36,7 @@ from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL, pool_from_object
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.api.dgd import KIND as DGD_KIND
 from dynamo_pool_operator.api.dgd import PLURAL as DGD_PLURAL
-from dynamo_pool_operator.api.mcs import ExportCondition
+from dynamo_pool_operator.api.shown import ShownStatus
 from dynamo_pool_operator.pool.reconciler import RelayCaches
 from dynamo_pool_operator.pool.relay.objects import shape
 from dynamo_pool_operator.pool.status import shown_inputs
@@ -66,22 +66,6 @@ CONTROLLER_NAME = "dynamopoolrelay"
 
 RELAYS = crd.RELAYS
 
-#: The relays' own bounded vocabulary, interned in the cache beyond the runtime's
-#: generic one (`runtime.informer.VOCABULARY`): each export line's state and reason,
-#: the implementation's conditions shown on it, the cluster ID and the pod count.
-RELAY_VOCABULARY: frozenset[VocabularyPath] = frozenset(
-    {
-        ("status", "exports", "*", "state"),
-        ("status", "exports", "*", "reason"),
-        *(
-            ("status", "exports", "*", str(c).lower(), key)
-            for c in ExportCondition
-            for key in ("status", "reason")
-        ),
-        ("status", "clusterId"),
-        ("status", "relayPods"),
-    }
-)
 #: The DGDs' own: component names and types (`spec.components` of v1beta1, the
 #: component types of v1alpha1's `spec.services`, whose names are keys).
 DGD_VOCABULARY: frozenset[VocabularyPath] = frozenset(
@@ -137,6 +121,14 @@ def relay_of_object(obj: Obj) -> Iterable[Request]:
 def is_relay_object(obj: Obj) -> bool:
     """Only objects named `<D>-pool-relay` concern us (ours, or a conflicting one)."""
     return bool(relay_of_object(obj))
+
+
+def keep_relay_fields(obj: Obj) -> Obj:
+    """An informer transform: a relay's status as the passes and the metrics read it
+    (`api.shown.ShownStatus`), not its messages and views (most of a cached relay)."""
+    if "status" in obj:
+        obj["status"] = ShownStatus.read(obj["status"])
+    return obj
 
 
 def _keep_dgd_fields(obj: Obj) -> Obj:
@@ -274,7 +266,7 @@ def relay_caches(
     else only the relay Services. The relay Deployments (and Services, but with
     exports on) are watched by `RELAY_OBJECT_SELECTOR`."""
     return RelayCaches(
-        relays=informers.get(RELAYS, namespace, vocabulary=RELAY_VOCABULARY, shared=RELAY_SHARED),
+        relays=informers.get(RELAYS, namespace, transform=keep_relay_fields, shared=RELAY_SHARED),
         dgds=dgd_cache(informers, namespace=namespace, version=dgd_version),
         # Who wrote the relay objects how (not the field sets): an object whose create
         # was never handed over to the apply manager shows there.

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from dynamo_pool_operator.api.shown import ShownStatus
 from dynamo_pool_operator.api.status import ConditionType, ExportState, ReadyReason, Status
 from dynamo_pool_operator.runtime.objects import Meta
 
@@ -39,25 +40,16 @@ READY = ConditionType.READY
 RelaySource = Callable[[], Iterable[Mapping[str, Any]]]
 
 
-def _conditions(relay: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+def _conditions(shown: ShownStatus) -> list[tuple[str, str, str]]:
     """(type, status, reason) of each condition; Ready=Unknown NotReconciled if none."""
-    found = []
-    for c in (relay.get("status") or {}).get("conditions") or ():
-        if isinstance(c, Mapping) and isinstance(c.get("type"), str):
-            status = str(c.get("status") or Status.UNKNOWN)
-            found.append((c["type"], status, str(c.get("reason") or "")))
+    found = [(c.type, c.status or Status.UNKNOWN, c.reason) for c in shown.conditions]
     if not any(t == READY for t, _, _ in found):
         found.append((READY, Status.UNKNOWN, ReadyReason.NOT_RECONCILED))
     return found
 
 
-def _export_states(relay: Mapping[str, Any]) -> list[str]:
-    lines = (relay.get("status") or {}).get("exports")
-    return [
-        str(line.get("state"))
-        for line in (lines if isinstance(lines, list) else ())
-        if isinstance(line, Mapping) and isinstance(line.get("state"), str)
-    ]
+def _export_states(shown: ShownStatus) -> list[str]:
+    return [line.state for line in shown.exports if isinstance(line.state, str)]
 
 
 class RelayStatusCollector(Collector):
@@ -101,9 +93,10 @@ class RelayStatusCollector(Collector):
         tally: Counter[tuple[str, str, str]] = Counter()
         states: Counter[str] = Counter({str(s): 0 for s in ExportState})
         for relay in self._current():
-            states.update(_export_states(relay))
+            shown = ShownStatus.of(relay.get("status"))  # the relay cache keeps it read
+            states.update(_export_states(shown))
             meta = Meta(relay)
-            conditions = _conditions(relay)
+            conditions = _conditions(shown)
             tally.update(conditions)
             is_ready = any(t == READY and s == Status.TRUE for t, s, _ in conditions)
             ready.add_metric(

@@ -19,12 +19,8 @@ from typing import Any, Final, Literal
 from dynamo_pool_operator.api.dgd import Pool
 from dynamo_pool_operator.api.mcs import ClusterID
 from dynamo_pool_operator.api.relay import Relay
-from dynamo_pool_operator.api.status import (
-    ConditionType,
-    ShownCondition,
-    Status,
-    read_conditions,
-)
+from dynamo_pool_operator.api.shown import ShownCondition, ShownLine, ShownStatus
+from dynamo_pool_operator.api.status import ConditionType, Status
 from dynamo_pool_operator.runtime.objects import Resource
 
 
@@ -343,10 +339,13 @@ class Snapshot:
     #: they can. Read once with the rest, so one pass plans and reports the same thing
     #: however the API changes while it runs.
     exports_unavailable: str = field(metadata={VERSION: AS_IS}, default="")
-    #: The relay's status as the server shows it (after our own last write; None before
-    #: the first): what the report compares with, and one rule goes on from what an
-    #: earlier pass said (the relay Service is replaced).
-    shown_status: Mapping[str, Any] | None = field(metadata={VERSION: SHOWN}, default=None)
+    #: The relay's status as the server shows it (after our own last write): what the
+    #: report compares with, and one rule goes on from what an earlier pass said (the
+    #: relay Service is replaced). The relay cache keeps it read (`ShownStatus`); a
+    #: mapping given here is read when the snapshot is made.
+    shown_status: ShownStatus | Mapping[str, Any] | None = field(
+        metadata={VERSION: SHOWN}, default=None
+    )
     #: The status shown is our own last write, which the relay cache does not show yet:
     #: no version read says what the server shows.
     own_status_unseen: bool = field(metadata={VERSION: NEVER_QUIET_IF_SET}, default=False)
@@ -387,14 +386,21 @@ class Snapshot:
         service = self.relay_objects.get("Service")
         reshaped = service is not None and self.relay.reshaped(service)
         object.__setattr__(self, "service_reshaped", reshaped)
+        if type(self.shown_status) is not ShownStatus:
+            object.__setattr__(self, "shown_status", ShownStatus.of(self.shown_status))
+
+    @property
+    def shown(self) -> ShownStatus:
+        """The status the relay shows, read (`ShownStatus`)."""
+        return ShownStatus.of(self.shown_status)
 
     @property
     def shown_conditions(self) -> Mapping[ConditionType, ShownCondition]:
-        """The conditions the relay shows, typed (`api.status.read_conditions`), read
+        """The conditions the relay shows, typed (`ShownStatus.by_type`), read
         once per snapshot."""
         read = self._shown_conditions
         if read is None:
-            read = read_conditions(self.shown_status)
+            read = self.shown.by_type()
             object.__setattr__(self, "_shown_conditions", read)
         return read
 
@@ -415,20 +421,12 @@ class Snapshot:
     def effective_cluster_id(self) -> str | None:
         """What the relay's pods get as DYN_CLUSTER_ID and its status shows: None while
         the cluster's ID cannot be read and no earlier one is known."""
-        shown = (self.shown_status or {}).get("clusterId")
-        return self.cluster_id.effective(self.relay.cluster_id, shown)
+        return self.cluster_id.effective(self.relay.cluster_id, self.shown.cluster_id)
 
     @property
-    def shown_exports(self) -> dict[str, Mapping[str, Any]]:
+    def shown_exports(self) -> dict[str, ShownLine]:
         """`status.exports[]` as shown, by name (entries without a name skipped)."""
-        lines = (self.shown_status or {}).get("exports")
-        if not isinstance(lines, list):
-            return {}
-        return {
-            str(line["name"]): line
-            for line in lines
-            if isinstance(line, Mapping) and isinstance(line.get("name"), str)
-        }
+        return self.shown.lines()
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
+from dynamo_pool_operator.api.shown import ShownStatus
 from dynamo_pool_operator.pool.execute import Executor
 from dynamo_pool_operator.pool.exports.feature import PoolExports
 from dynamo_pool_operator.pool.exports.plan import ExportRules
@@ -156,7 +157,7 @@ class PoolRelayReconciler:
             return None
         relay_obj = relays.latest(*request) or cached
         relay = relay_from_object(relay_obj, self.defaults)
-        shown = relay_obj.get("status")
+        shown = relay_obj.get("status")  # read by the cache (`api.shown.ShownStatus`)
         dgd_obj = self.caches.dgds.store.get(relay.namespace, relay.name)
         pool = pool_from_object(dgd_obj) if dgd_obj is not None else None
         inputs = self.exports.gather(relay, pool) if self.exports is not None else ExportInputs()
@@ -173,7 +174,7 @@ class PoolRelayReconciler:
             cluster_id=inputs.cluster_id,
             unreadable=inputs.unreadable,
             exports_unavailable=inputs.exports_unavailable,
-            shown_status=shown if isinstance(shown, Mapping) else None,
+            shown_status=shown if isinstance(shown, ShownStatus | Mapping) else None,
             own_status_unseen=relays.shows_own_write(*request),
             decided_on=cached,
             read_at=self.clock.now(),

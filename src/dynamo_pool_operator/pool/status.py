@@ -34,13 +34,13 @@ from dynamo_pool_operator.api import crd, names
 from dynamo_pool_operator.api.events import QUIET_REASONS, WARNING_STATES, EventReason
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
 from dynamo_pool_operator.api.relay import API_VERSION, Relay
+from dynamo_pool_operator.api.shown import ShownCondition, ShownStatus
 from dynamo_pool_operator.api.status import (
     READY_PARTS,
     ClusterIDMatchedReason,
     Condition,
     ConditionType,
     ReadyReason,
-    ShownCondition,
     Status,
 )
 from dynamo_pool_operator.api.status import RelayAvailableReason as AvailableReason
@@ -344,7 +344,7 @@ def stamped(
     for c in said:
         before = shown.get(c.type)
         since = before.since if before is not None else None
-        if before is None or before.condition.status != c.status or not since:
+        if before is None or before.status != c.status or not since:
             since = rfc3339(now)
         out.append(c.written(generation=generation, since=since))
     return out
@@ -452,23 +452,19 @@ def changed_conditions(
 ) -> list[Condition]:
     """The conditions whose status or reason differs from what the relay shows: the
     transitions worth an Event (each once, when the status that shows it is written)."""
-    return [c for c in said if c.moved(s.condition if (s := shown.get(c.type)) else None)]
+    return [c for c in said if c.moved(shown.get(c.type))]
 
 
-def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
-    """True when writing `desired` would change what the relay shows.
+def status_changed(
+    current: ShownStatus | Mapping[str, Any] | None, desired: Mapping[str, Any]
+) -> bool:
+    """True when writing `desired` would change what the relay shows
+    (`ShownStatus.differs`).
 
     An empty list or map in `desired` matches an absent field: applying `exports: []`
     over a list we own removes its items, and the server then omits the field, so the
     next pass must not write the same empty list again."""
-    current = current or {}
-    return any(not _same(current.get(k), v) for k, v in desired.items())
-
-
-def _same(shown: Any, desired: Any) -> bool:
-    if isinstance(desired, list | dict) and not desired:
-        return not shown
-    return bool(shown == desired)
+    return ShownStatus.of(current).differs(desired)
 
 
 def status_apply(relay: Relay, status: Mapping[str, Any]) -> dict[str, Any]:
@@ -641,7 +637,7 @@ def report(
     return StatusReport(
         status,
         status_apply(relay, status),
-        status_changed(snapshot.shown_status, status),
+        snapshot.shown.differs(status),
         transitions(snapshot, said, exported) + tuple(moved),
         failures,
         exported.recheck_at if exported is not None else None,

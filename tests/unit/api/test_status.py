@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.api.shown import ShownCondition, read_conditions
 from dynamo_pool_operator.api.status import (
     EXPORTED_MEANINGS,
     MEANINGS,
@@ -24,7 +25,6 @@ from dynamo_pool_operator.api.status import (
     ReadyReason,
     RelayAvailableReason,
     Status,
-    read_conditions,
 )
 from dynamo_pool_operator.runtime.objects.meta import MESSAGE_LIMIT
 
@@ -140,9 +140,7 @@ def test_read_conditions_takes_the_first_of_each_type_and_only_ours() -> None:
     # The first `Ready` is not one of ours (its status): it compares as absent, as a
     # lookup of the first condition of the type would.
     assert set(read) == {ConditionType.PUBLISHED}
-    published = read[ConditionType.PUBLISHED]
-    assert published.condition == Condition(ConditionType.PUBLISHED, Status.TRUE, "Published", "m")
-    assert published.since is None
+    assert read[ConditionType.PUBLISHED] == ShownCondition("Published", "True", "Published", None)
 
 
 @pytest.mark.parametrize("status", [None, {}, {"conditions": "x"}, {"conditions": None}])

@@ -13,6 +13,7 @@ import pytest
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.api.relay import RelayDefaults, relay_from_object
+from dynamo_pool_operator.api.shown import ShownLine, ShownStatus, read_conditions
 from dynamo_pool_operator.pool import controller
 from dynamo_pool_operator.pool.exports.plan import EXPORT_DRIFT, export_body
 from dynamo_pool_operator.pool.ladder import NO_DRIFT, Rule, drift
@@ -29,7 +30,8 @@ def _caches() -> Any:
 
 def test_relays_and_dgds_intern_their_own_vocabulary_and_not_their_names() -> None:
     """Export states and component types repeat across a fleet's relays and DGDs: one
-    string each. Names (the pool's, an export's) are each object's own."""
+    string each (a relay's as its cache reads the status, `ShownStatus`). Names (the
+    pool's, an export's) are each object's own."""
     token = uuid.uuid4().hex[:8]
     state, kind = (sys.intern("".join([w, token])) for w in ("Exported", "frontend"))
     name = sys.intern("".join(["pool-", token]))
@@ -46,9 +48,9 @@ def test_relays_and_dgds_intern_their_own_vocabulary_and_not_their_names() -> No
             }
         )
     )
-    line = caches.relays._prepare(relay)["status"]["exports"][0]
-    assert line["state"] is state
-    assert line["name"] is not name
+    (line,) = caches.relays._prepare(relay)["status"].exports
+    assert line.state is state
+    assert line.name is not name
     dgd = orjson.loads(
         orjson.dumps(
             {
@@ -60,7 +62,75 @@ def test_relays_and_dgds_intern_their_own_vocabulary_and_not_their_names() -> No
     component = caches.dgds._prepare(dgd)["spec"]["components"][0]
     assert component["type"] is kind
     assert caches.dgds.vocabulary == controller.DGD_VOCABULARY
-    assert caches.relays.vocabulary == controller.RELAY_VOCABULARY
+
+
+def _full_status(token: str) -> dict[str, Any]:
+    """A relay's status as the operator writes it, every message and view naming `token`."""
+
+    def condition(type_: str, status: str, reason: str) -> dict[str, Any]:
+        return {
+            "type": type_,
+            "status": status,
+            "reason": reason,
+            "message": f"{type_} is {status}: {token} " + "x" * 120,
+            "observedGeneration": 1,
+            "lastTransitionTime": "2026-12-04T10:00:00Z",
+        }
+
+    return {
+        "observedGeneration": 1,
+        "conditions": [
+            condition("Published", "True", "Published"),
+            condition("RelayAvailable", "False", "Progressing"),
+            condition("ClusterIDMatched", "True", "Matched"),
+            condition("Exported", "True", "ExportExists"),
+            condition("Ready", "False", "Progressing"),
+        ],
+        "serviceName": "pool-pool-relay",
+        "clusterId": "east",
+        "relayPods": "0/2",
+        "exports": [
+            {"name": "pool-pool-relay", "state": "Exported"},
+            {
+                "name": "pool-frontend",
+                "state": "Pending",
+                "reason": "Waiting",
+                "message": f"waiting: {token}",
+                "valid": {"status": "True", "reason": "ServiceExportValid", "message": token},
+            },
+        ],
+    }
+
+
+def test_the_relay_cache_keeps_what_the_passes_read_of_a_status_not_its_messages() -> None:
+    """Messages and the implementations' views were most of a cached relay, and no pass
+    reads them: the cache keeps the status read (`ShownStatus`), and a pass on it
+    decides as on the whole status."""
+    token = uuid.uuid4().hex
+    caches = _caches()
+    status = _full_status(token)
+    relay = {"metadata": {"name": "pool", "namespace": "ns"}, "status": copy.deepcopy(status)}
+    cached = caches.relays._prepare(orjson.loads(orjson.dumps(relay)))["status"]
+    assert token not in repr(cached)
+    assert cached == ShownStatus.read(status)
+    assert not cached.differs(status)
+    said = read_conditions(cached)
+    assert [(c.status, c.reason) for c in said.values()] == [
+        ("True", "Published"),
+        ("False", "Progressing"),
+        ("True", "Matched"),
+        ("True", "ExportExists"),
+        ("False", "Progressing"),
+    ]
+    assert {c.since for c in said.values()} == {"2026-12-04T10:00:00Z"}
+    assert cached.lines()["pool-frontend"] == ShownLine("pool-frontend", "Pending", "Waiting")
+    assert cached.cluster_id == "east"
+    moved = copy.deepcopy(status)
+    moved["conditions"][0]["message"] = "another message"
+    assert cached.differs(moved)
+    viewed = copy.deepcopy(status)
+    viewed["exports"][1]["valid"]["reason"] = "Conflict"
+    assert cached.differs(viewed)
 
 
 def test_relays_and_dgds_made_alike_share_one_spec() -> None:

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from dynamo_pool_operator.api.events import CONDITION_CHANGED, EVENTS, declared
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.api.status import MEANINGS, ConditionType, read_conditions
+from dynamo_pool_operator.api.shown import STATUS_FIELDS, read_conditions
+from dynamo_pool_operator.api.status import MEANINGS, ConditionType
 from dynamo_pool_operator.api.status import Condition as Part
 from dynamo_pool_operator.pool.model import ConditionView, Decision, Snapshot, StatusLine
 from dynamo_pool_operator.pool.plan import Reason, decision
@@ -515,3 +516,8 @@ def test_a_condition_without_its_words_never_enters_the_status_silently() -> Non
         "RelayAvailable",
         "Ready",
     ]
+
+
+def test_the_status_writes_the_fields_a_cached_status_keeps_a_digest_of() -> None:
+    """A field written but not in `STATUS_FIELDS` would never read as shown."""
+    assert set(status(exports=(StatusLine("a", "Exported"),))) == set(STATUS_FIELDS)

@@ -47,6 +47,7 @@ from dynamo_pool_operator.api.mcs import (
     Implementation,
 )
 from dynamo_pool_operator.api.relay import Relay
+from dynamo_pool_operator.api.shown import ShownLine
 from dynamo_pool_operator.api.status import ExportLineReason, ExportState
 from dynamo_pool_operator.pool.ladder import Owned, Part, Rule, Rung, drift, ladder
 from dynamo_pool_operator.pool.model import (
@@ -123,7 +124,7 @@ class Hold:
 def relay_export_hold(
     relay: Relay,
     service: Mapping[str, Any] | None,
-    shown: Mapping[str, Mapping[str, Any]],
+    shown: Mapping[str, ShownLine],
     now: datetime | None,
     *,
     reshaped: bool,
@@ -139,8 +140,8 @@ def relay_export_hold(
     created as on a first publish)."""
     if reshaped:
         return Hold(withdraw=True)
-    line = shown.get(names.relay_name(relay.name)) or {}
-    if line.get("reason") != ExportLineReason.SERVICE_REPLACED:
+    line = shown.get(names.relay_name(relay.name))
+    if line is None or line.reason != ExportLineReason.SERVICE_REPLACED:
         return None
     if service is None or Meta(service).terminating:
         return Hold(withdraw=False)

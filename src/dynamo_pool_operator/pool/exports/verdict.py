@@ -38,6 +38,7 @@ from typing import Any
 
 from dynamo_pool_operator.api.events import ADVISORY_ACTIONS, ExportWarning
 from dynamo_pool_operator.api.mcs import WAITING_REASONS, Confirmation, ExportCondition
+from dynamo_pool_operator.api.shown import ShownLine
 from dynamo_pool_operator.api.status import (
     ConditionType,
     ExportedReason,
@@ -411,7 +412,7 @@ class Withdrawals:
 
 def withdrawals(
     results: Sequence[ActionResult],
-    shown: Mapping[str, Mapping[str, Any]],
+    shown: Mapping[str, ShownLine],
     lines: Mapping[str, StatusLine],
     *,
     grace: timedelta,
@@ -454,7 +455,8 @@ def withdrawals(
             finalizers=held_by,
         )
         out.append(line)
-        if (shown.get(a.name) or {}).get("state") != ExportState.WITHDRAWING:
+        before = shown.get(a.name)
+        if (before.state if before is not None else None) != ExportState.WITHDRAWING:
             warnings.append(
                 Advisory(
                     ExportWarning.EXPORT_STUCK_TERMINATING,

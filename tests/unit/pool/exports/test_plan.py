@@ -31,6 +31,7 @@ from dynamo_pool_operator.api.mcs import (
 )
 from dynamo_pool_operator.api.names import DGD_NAME
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
+from dynamo_pool_operator.api.shown import ShownStatus
 from dynamo_pool_operator.api.status import ExportLineReason
 from dynamo_pool_operator.pool.exports.plan import (
     REEXPORT_AFTER,
@@ -1113,7 +1114,8 @@ def test_the_relay_export_is_held_while_its_service_is_replaced(
 ) -> None:
     relay = make_relay()
     reshaped = service is not None and relay.reshaped(service)
-    assert relay_export_hold(relay, service, shown, now, reshaped=reshaped) == want
+    lines = ShownStatus.read({"exports": list(shown.values())}).lines()
+    assert relay_export_hold(relay, service, lines, now, reshaped=reshaped) == want
 
 
 def test_a_clusterip_relay_holds_for_a_headless_service() -> None:

@@ -1,0 +1,234 @@
+"""A relay's status as the operator reads it back: `ShownStatus`.
+
+A pass reads four things of the status the relay shows: its conditions' type, status,
+reason and `lastTransitionTime` (transitions and their Events), the export lines'
+name, state and reason (two rules go on from them), the cluster ID shown (kept while
+the cluster's own cannot be read), and whether the status it would write differs
+from the one shown. The metrics count the same conditions and states. Nothing reads
+the messages, the implementations' views on the lines or the pod count, yet they
+were most of a cached relay (its ~2 kB of conditions, docs/performance.md). So the
+relay cache keeps a `ShownStatus` in place of the status (`pool/controller`'s
+transform): those fields, and a digest of each top-level field for the comparison.
+
+`ShownStatus.read` is the one reader: of the cached status, of our own write's
+answer (through the same transform) and of a status given as a mapping (a test's, or
+a relay the transform could not read).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from dynamo_pool_operator.api.status import (
+    ClusterIDMatchedReason,
+    ConditionType,
+    ExportedReason,
+    ExportLineReason,
+    ExportState,
+    PublishedReason,
+    ReadyReason,
+    RelayAvailableReason,
+    Status,
+)
+
+#: The status's top-level fields, as the report writes them (`pool/status.desired_status`):
+#: a `ShownStatus` keeps a digest of each. A field written but not listed here would
+#: read as never shown, and be written on every pass (a test holds the report to it).
+STATUS_FIELDS: tuple[str, ...] = (
+    "observedGeneration",
+    "conditions",
+    "serviceName",
+    "clusterId",
+    "relayPods",
+    "exports",
+)
+_FIELD_AT = {name: i for i, name in enumerate(STATUS_FIELDS)}
+
+#: Our words by their text, each one string for every relay that shows it (a fleet's
+#: statuses say the same few dozen words). Another short word (an implementation's
+#: reason, the cluster ID) is interned, as the informer interns a kind's vocabulary;
+#: longer text is kept as shown.
+_WORDS: dict[str, str] = {
+    str(w): str(w)
+    for words in (
+        ConditionType,
+        Status,
+        PublishedReason,
+        RelayAvailableReason,
+        ClusterIDMatchedReason,
+        ExportedReason,
+        ReadyReason,
+        ExportState,
+        ExportLineReason,
+    )
+    for w in words
+}
+#: Our condition types and statuses, typed: what `read_conditions` keeps.
+_TYPES: dict[str, ConditionType] = {t.value: t for t in ConditionType}
+_STATUSES: dict[str, Status] = {s.value: s for s in Status}
+
+
+_SHORT_WORD = 64
+
+
+def _word(value: Any) -> Any:
+    if type(value) is not str:
+        return value
+    word = _WORDS.get(value)
+    if word is not None:
+        return word
+    return sys.intern(value) if len(value) <= _SHORT_WORD else value
+
+
+@dataclass(frozen=True, slots=True)
+class ShownCondition:
+    """A condition as a status shows it, without its message (only the digest compares
+    that): its type, its status (None when not a string), its reason ("" when not a
+    string) and its `lastTransitionTime` as shown."""
+
+    type: str
+    status: str | None
+    reason: str
+    since: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ShownLine:
+    """An entry of `status.exports[]` as shown: its name, state and reason as written."""
+
+    name: str
+    state: Any = None
+    reason: Any = None
+
+
+def digest(value: Any) -> int:
+    """A field's digest: equal for equal JSON values (maps in any key order). Kept only
+    in this process's memory, so Python's hash of the canonical bytes serves (64 bits:
+    a collision would skip one status write)."""
+    try:
+        return hash(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
+    except TypeError:
+        return hash(repr(value))  # not JSON (only a test's status): still compared
+
+
+def _unset(value: Any) -> bool:
+    """An empty list or map written matches a field shown as anything false: the
+    server omits the empty field we apply."""
+    return type(value) in (list, dict) and not value
+
+
+@dataclass(frozen=True, slots=True)
+class ShownStatus:
+    """What a relay's status shows, as the passes and the metrics read it."""
+
+    #: `status.clusterId` as shown (None when absent).
+    cluster_id: Any = None
+    #: Every condition whose type is a string, in the order shown.
+    conditions: tuple[ShownCondition, ...] = ()
+    #: Every export line whose name is a string, in the order shown.
+    exports: tuple[ShownLine, ...] = ()
+    #: `digest` of each of `STATUS_FIELDS`, in that order.
+    digests: tuple[int, ...] = ()
+    #: The `STATUS_FIELDS` shown as nothing (absent, or false: "", 0, an empty list or
+    #: map), a bit each, in that order.
+    unset: int = (1 << len(STATUS_FIELDS)) - 1
+
+    @classmethod
+    def read(cls, status: Mapping[str, Any] | None) -> ShownStatus:
+        """The status `status` shows (none, or not a map: an empty one)."""
+        if type(status) is not dict and not isinstance(status, Mapping):
+            return _NOTHING
+        conditions: list[ShownCondition] = []
+        raw = status.get("conditions")
+        if type(raw) is list or (isinstance(raw, Sequence) and not isinstance(raw, str)):
+            times: dict[str, str] = {}  # one string for the times the conditions share
+            for c in raw:
+                if not (type(c) is dict or isinstance(c, Mapping)):
+                    continue
+                type_ = c.get("type")
+                if type(type_) is not str and not isinstance(type_, str):
+                    continue
+                stated, reason, since = (
+                    c.get("status"),
+                    c.get("reason"),
+                    c.get("lastTransitionTime"),
+                )
+                if isinstance(since, str):
+                    since = times.setdefault(since, since)
+                conditions.append(
+                    ShownCondition(
+                        _word(type_),
+                        _word(stated) if isinstance(stated, str) else None,
+                        _word(reason) if isinstance(reason, str) else "",
+                        since,
+                    )
+                )
+        lines: list[ShownLine] = []
+        raw = status.get("exports")
+        if type(raw) is list or (isinstance(raw, Sequence) and not isinstance(raw, str)):
+            lines = [
+                ShownLine(line["name"], _word(line.get("state")), _word(line.get("reason")))
+                for line in raw
+                if (type(line) is dict or isinstance(line, Mapping))
+                and isinstance(line.get("name"), str)
+            ]
+        values = [status.get(name) for name in STATUS_FIELDS]
+        return cls(
+            _word(status.get("clusterId")),
+            tuple(conditions),
+            tuple(lines),
+            tuple(digest(v) for v in values),
+            sum(1 << i for i, v in enumerate(values) if not v),
+        )
+
+    @classmethod
+    def of(cls, status: ShownStatus | Mapping[str, Any] | None) -> ShownStatus:
+        """`status` as a `ShownStatus` (read, when it is a mapping)."""
+        return status if type(status) is ShownStatus else cls.read(status)  # type: ignore[arg-type]
+
+    def differs(self, desired: Mapping[str, Any]) -> bool:
+        """Whether writing `desired` would change what this status shows: a field of
+        `desired` differs from the one shown (an empty one matches an absent one).
+        `desired` writes `STATUS_FIELDS` only (ValueError for another: it would never
+        read as shown)."""
+        for name, value in desired.items():
+            at = _FIELD_AT.get(name)
+            if at is None:
+                raise ValueError(f"status.{name} is not one of STATUS_FIELDS: add it there")
+            if _unset(value):
+                if not self.unset >> at & 1:
+                    return True
+            elif not self.digests or self.digests[at] != digest(value):
+                return True
+        return False
+
+    def by_type(self) -> dict[ConditionType, ShownCondition]:
+        """The conditions that read as ours, by type: the first of each type, where its
+        type and status are ours (the rest compare as absent)."""
+        first: dict[str, ShownCondition] = {}
+        for c in self.conditions:
+            first.setdefault(c.type, c)
+        return {
+            _TYPES[c.type]: c
+            for c in first.values()
+            if c.type in _TYPES and c.status is not None and c.status in _STATUSES
+        }
+
+    def lines(self) -> dict[str, ShownLine]:
+        """The export lines by name (the last of each)."""
+        return {line.name: line for line in self.exports}
+
+
+_NOTHING = ShownStatus()
+
+
+def read_conditions(
+    status: ShownStatus | Mapping[str, Any] | None,
+) -> dict[ConditionType, ShownCondition]:
+    """The conditions a status shows that read as ours, by type (`ShownStatus.by_type`)."""
+    return ShownStatus.of(status).by_type()

@@ -1,0 +1,158 @@
+"""A relay's status as read back (`api.shown.ShownStatus`): the relay cache keeps it in
+place of the status, so every pass compares with it and reads its conditions from it."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from dynamo_pool_operator.api.shown import (
+    STATUS_FIELDS,
+    ShownCondition,
+    ShownLine,
+    ShownStatus,
+    read_conditions,
+)
+from dynamo_pool_operator.api.status import ConditionType
+
+
+def compared_whole(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """The rule as it reads on whole statuses: a field of `desired` differs from the one
+    shown, an empty list or map matching anything false."""
+    current = current or {}
+
+    def same(shown: Any, want: Any) -> bool:
+        if isinstance(want, list | dict) and not want:
+            return not shown
+        return bool(shown == want)
+
+    return any(not same(current.get(k), v) for k, v in desired.items())
+
+
+CONDITION = {"type": "Ready", "status": "True", "reason": "Ready", "message": "m"}
+#: Values each field takes in the cases below: absent (None), empty, false and set.
+VALUES: dict[str, list[Any]] = {
+    "observedGeneration": [None, 0, 1, 2],
+    "conditions": [None, [], [CONDITION], [{**CONDITION, "message": "other"}]],
+    "serviceName": [None, "", "p-pool-relay"],
+    "clusterId": [None, "", "east", "west"],
+    "relayPods": [None, "", "0/2", "2/2"],
+    "exports": [None, [], [{"name": "a", "state": "Exported"}], [{"name": "a", "state": "Failed"}]],
+}
+
+
+def _status(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+@pytest.mark.parametrize("field", STATUS_FIELDS)
+def test_differs_is_the_whole_status_comparison_field_by_field(field: str) -> None:
+    """For every value a field may be shown with and written as, the digest decides as
+    the comparison of whole statuses does (the rest of the status equal)."""
+    base = {k: v[-1] for k, v in VALUES.items()}
+    for shown, desired in itertools.product(VALUES[field], repeat=2):
+        current = _status({**base, field: shown})
+        want = _status({**base, field: desired})
+        if field not in want:
+            continue  # a field the report does not write is not compared
+        assert ShownStatus.read(current).differs(want) is compared_whole(current, want), (
+            shown,
+            desired,
+        )
+
+
+def test_an_empty_field_written_matches_one_shown_as_nothing() -> None:
+    """The server omits an empty list applied: the next pass must not write it again."""
+    shown = ShownStatus.read({"exports": [{"name": "a"}]})
+    assert shown.differs({"exports": []})
+    for nothing in ({}, {"exports": []}, {"exports": None}):
+        assert not ShownStatus.read(nothing).differs({"exports": [], "conditions": {}})
+    assert ShownStatus.read(None).differs({"serviceName": ""})
+    assert not ShownStatus.read({"serviceName": ""}).differs({"serviceName": ""})
+
+
+def test_maps_compare_in_any_key_order() -> None:
+    a = {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready"}]}
+    b = {"conditions": [{"reason": "Ready", "status": "True", "type": "Ready"}]}
+    assert not ShownStatus.read(a).differs(b)
+
+
+def test_a_field_not_listed_is_refused_not_written_forever() -> None:
+    with pytest.raises(ValueError, match=r"status\.newField"):
+        ShownStatus.read({}).differs({"newField": 1})
+
+
+def test_nothing_shown_differs_from_any_value() -> None:
+    for shown in (None, "not a map", ["a"]):
+        read = ShownStatus.read(shown)  # type: ignore[arg-type]
+        assert read == ShownStatus()
+        assert read.differs({"observedGeneration": 1})
+
+
+def test_conditions_keep_type_status_reason_and_time_not_the_message() -> None:
+    shown = ShownStatus.read(
+        {
+            "conditions": [
+                {"type": "Ready", "status": "Maybe", "lastTransitionTime": "t0"},
+                {**CONDITION, "lastTransitionTime": "t1"},
+                {"type": "Published", "status": True, "reason": 5},
+                {"type": "Someone", "status": "True", "reason": "Theirs"},
+                "not a condition",
+                {"type": 5, "status": "True"},
+            ]
+        }
+    )
+    assert shown.conditions == (
+        ShownCondition("Ready", "Maybe", "", "t0"),
+        ShownCondition("Ready", "True", "Ready", "t1"),
+        ShownCondition("Published", None, "", None),
+        ShownCondition("Someone", "True", "Theirs", None),
+    )
+    # The first of a type decides; one whose type or status is not ours reads as absent.
+    assert read_conditions(shown) == {}
+    ours = read_conditions({"conditions": [CONDITION]})
+    assert ours == {ConditionType.READY: ShownCondition("Ready", "True", "Ready", None)}
+
+
+def test_lines_by_name_the_last_of_each() -> None:
+    shown = ShownStatus.read(
+        {
+            "exports": [
+                {"name": "a", "state": "Pending"},
+                {"state": "Exported"},
+                {"name": "a", "state": "Exported", "reason": "R", "message": "m"},
+                {"name": 5},
+            ]
+        }
+    )
+    assert shown.lines() == {"a": ShownLine("a", "Exported", "R")}
+    assert [line.state for line in shown.exports] == ["Pending", "Exported"]
+
+
+def test_our_words_are_one_string_for_every_relay() -> None:
+    """A fleet's statuses say the same words: each is held once, not once a relay."""
+    words = ["".join(w) for w in (("Rea", "dy"), ("Tr", "ue"), ("Expor", "ted"))]
+    assert words[0] is not "Ready"  # noqa: F632 - a string of its own, as decoded
+    a, b = (
+        ShownStatus.read(
+            {
+                "conditions": [{"type": words[0], "status": words[1], "reason": words[0]}],
+                "exports": [{"name": "x", "state": words[2]}],
+                "clusterId": "".join(("ea", "st")),
+            }
+        )
+        for _ in range(2)
+    )
+    assert a.conditions[0].type is b.conditions[0].type
+    assert a.exports[0].state is b.exports[0].state
+    assert a.cluster_id is b.cluster_id
+
+
+def test_of_reads_a_mapping_and_keeps_a_status_read() -> None:
+    read = ShownStatus.read({"clusterId": "east"})
+    assert ShownStatus.of(read) is read
+    assert ShownStatus.of({"clusterId": "east"}) == read
+    assert ShownStatus.of(None) == ShownStatus()
