@@ -69,6 +69,10 @@ class _Index:
     Remembering each key's values (rather than recomputing them from the old
     object on update) makes removal exact even if the index function is not a
     pure function of the object.
+
+    Most values name one object (a frontend Service's name, one DGD) and most objects
+    one value: a bucket of one key is the key itself, and one value is kept as the
+    string, not a map or tuple of one (~200 bytes an entry at 10,000 pools' scale).
     """
 
     __slots__ = ("buckets", "description", "fn", "name", "values")
@@ -77,9 +81,9 @@ class _Index:
         self.name = name
         self.description = description
         self.fn = fn
-        # dict used as an insertion-ordered set, so results are deterministic.
-        self.buckets: dict[str, dict[Key, None]] = {}
-        self.values: dict[Key, tuple[str, ...]] = {}
+        # A bucket: one key, or a dict used as an insertion-ordered set (deterministic).
+        self.buckets: dict[str, Key | dict[Key, None]] = {}
+        self.values: dict[Key, str | tuple[str, ...]] = {}
 
     def empty_copy(self) -> _Index:
         return _Index(self.name, self.fn, self.description)
@@ -102,21 +106,43 @@ class _Index:
             return (values,)
         return tuple(dict.fromkeys(v for v in values if isinstance(v, str)))
 
+    def keys(self, value: str) -> Iterable[Key]:
+        """The keys filed under `value`, in the order they were filed."""
+        bucket = self.buckets.get(value)
+        if bucket is None:
+            return ()
+        return (bucket,) if isinstance(bucket, tuple) else bucket
+
     def add(self, key: Key, obj: Obj) -> None:
         values = self.compute(obj)
         if not values:
             return
-        self.values[key] = values
+        self.values[key] = values[0] if len(values) == 1 else values
+        buckets = self.buckets
         for v in values:
-            self.buckets.setdefault(v, {})[key] = None
+            bucket = buckets.get(v)
+            if bucket is None:
+                buckets[v] = key
+            elif isinstance(bucket, tuple):
+                if bucket != key:
+                    buckets[v] = {bucket: None, key: None}
+            else:
+                bucket[key] = None
 
     def remove(self, key: Key) -> None:
-        for v in self.values.pop(key, ()):
+        filed = self.values.pop(key, ())
+        for v in (filed,) if isinstance(filed, str) else filed:
             bucket = self.buckets.get(v)
             if bucket is None:
                 continue
+            if isinstance(bucket, tuple):
+                if bucket == key:
+                    del self.buckets[v]
+                continue
             bucket.pop(key, None)
-            if not bucket:
+            if len(bucket) == 1:
+                (self.buckets[v],) = bucket  # one key left: the key itself
+            elif not bucket:
                 del self.buckets[v]  # no empty buckets left behind: long-lived caches churn
 
 
@@ -218,12 +244,12 @@ class Store:
 
     def index_keys(self, name: str, value: str) -> builtins.list[Key]:
         """Keys of the objects filed under `value` in index `name` (KeyError if no such index)."""
-        return list(self._indexes[name].buckets.get(value, ()))
+        return list(self._indexes[name].keys(value))
 
     def by_index(self, name: str, value: str) -> builtins.list[Obj]:
         """The objects filed under `value` in index `name` (KeyError if no such index)."""
         out: builtins.list[Obj] = []
-        for ns, obj_name in self._indexes[name].buckets.get(value, ()):
+        for ns, obj_name in self._indexes[name].keys(value):
             obj = self._objects[ns][obj_name]
             out.append(obj)
         return out
