@@ -20,6 +20,16 @@ RUNS = (
     ("20261202T0630Z-fair-n5000.json", ("restart", "VmRSS"), ("rss_after", "VmHWM")),
     ("20261202T0622Z-held-n10000.json", ("restart", "VmRSS"), ("cold_start", "peak_rss_bytes")),
     ("20261202T1046Z-held-n10000.json", ("restart", "VmRSS"), ("cold_start", "peak_rss_bytes")),
+    (
+        "20261204T1257Z-decide-fast-shown-status-n1000.json",
+        ("restart", "VmRSS"),
+        ("cold_start", "peak_rss_bytes"),
+    ),
+    (
+        "20261204T1249Z-decide-fast-rss-shown-status-n10000.json",
+        ("restart", "VmRSS"),
+        ("cold_start", "peak_rss_bytes"),
+    ),
 )
 
 
