@@ -52,6 +52,11 @@ CONTROLLER = '"dynamopoolrelay"'
 #: The series the queue probe reads: only these are rendered for it (`?name[]=`), not
 #: the per-relay ones (~0.1 s of the operator's loop a scrape at 5,000 relays).
 _PROBED = ("controller_runtime_reconcile_total", "workqueue_depth")
+#: The operator's garbage-collection pauses (`runtime/gcpauses.py`), read around an event.
+_GC = "dynamo_pool_operator_gc_pause_seconds"
+_GC_SERIES = (f"{_GC}_bucket", f"{_GC}_count", f"{_GC}_sum")
+#: A full collection longer than this is a user's change's whole budget.
+_GC_LONG = "0.1"
 
 #: The cluster ID the ClusterProperty is changed to (the relays keep spec.clusterId).
 OTHER_CLUSTER_ID = "bench-west"
@@ -188,6 +193,26 @@ class QueueProbe:
     async def mark(self) -> None:
         self._base = (await self._sample())[0]
 
+    async def gc_pauses(self) -> dict[str, float]:
+        """The operator's full collections so far: how many, their seconds in all, and
+        how many took longer than `_GC_LONG` seconds (an operator without the series:
+        all 0)."""
+        m = await asyncio.to_thread(self.op.metrics, _GC_SERIES)
+        full = 'generation="2"'
+        count = sum(v for k, v in m.items() if k.startswith(f"{_GC}_count{{") and full in k)
+        within = sum(
+            v
+            for k, v in m.items()
+            if k.startswith(f"{_GC}_bucket{{") and full in k and f'le="{_GC_LONG}"' in k
+        )
+        return {
+            "full_collections": count,
+            "full_collection_seconds": sum(
+                v for k, v in m.items() if k.startswith(f"{_GC}_sum{{") and full in k
+            ),
+            f"full_collections_over_{_GC_LONG}s": count - within,
+        }
+
     async def wait_done(self, timeout: float) -> float:
         """Seconds until the mass event is over (polled every `every` seconds)."""
         t0 = time.perf_counter()
@@ -219,6 +244,7 @@ async def cluster_property_change(
     bench/cpfloor.py); then set it back (untimed) and let the fleet settle again."""
     done = False
     await probe.mark()
+    gc_before = await probe.gc_pauses()
     await recorder.start()
     await set_cluster_id(client, OTHER_CLUSTER_ID)
     runner = asyncio.create_task(changes.run(count, gap, lambda: not done, deletes=True))
@@ -228,6 +254,7 @@ async def cluster_property_change(
         done = True
         recorder.over()
     samples = await runner
+    gc_after = await probe.gc_pauses()
     ended()  # e.g. stop a profile of the event (it blocks the loop) before the set-back
     written = await recorder.end()
     if recorder.ended_at is not None:
@@ -245,6 +272,8 @@ async def cluster_property_change(
         "set_back_seconds": round(set_back, 3),
         **written,
         "changes_gap_seconds": gap,
+        # Until the changes ended (the probe's last scrape): the operator's loop stopped.
+        "operator_gc_during": {k: round(gc_after[k] - gc_before[k], 4) for k in gc_before},
         "summary": summary(samples),
         "samples": samples,
     }

@@ -51,6 +51,7 @@ from dynamo_pool_operator.runtime import (
     load_config,
     metrics,
 )
+from dynamo_pool_operator.runtime.gcpauses import watch_gc_pauses
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ async def run(
                 log.error("cannot serve secure metrics: %s", e)
                 return EXIT_FAILURE
             auth = DelegatedAuth(review_client)
+        watch_gc_pauses(metrics.REGISTRY)  # the full collections walk every cached object
         server = ProbeServer(
             probes,
             metrics.REGISTRY,

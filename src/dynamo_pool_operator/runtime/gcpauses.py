@@ -1,0 +1,62 @@
+"""How long the interpreter's cyclic garbage collector stops the event loop.
+
+A collection of the oldest generation walks every tracked object the process holds,
+and an operator holds its caches: tens of containers a pool. While it runs nothing
+else does: no reconcile, no watch event, no probe. So its pauses are measured, by
+generation, in `dynamo_pool_operator_gc_pause_seconds` (prometheus_client's own
+`python_gc_*` counts collections, not their length).
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+import weakref
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Histogram
+
+#: Buckets from a young collection (well under a millisecond) to a full one of a large
+#: fleet's caches (tens of microseconds a pool).
+BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+_WATCHED: weakref.WeakKeyDictionary[CollectorRegistry, _Pauses] = weakref.WeakKeyDictionary()
+
+
+class _Pauses:
+    """A `gc.callbacks` entry that times each collection into `histogram`."""
+
+    def __init__(self, histogram: Histogram) -> None:
+        self.histogram = histogram
+        self.started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self.started = time.perf_counter()
+        elif phase == "stop" and self.started:
+            took = time.perf_counter() - self.started
+            self.started = 0.0
+            self.histogram.labels(str(info.get("generation", ""))).observe(took)
+
+
+def watch_gc_pauses(registry: CollectorRegistry) -> None:
+    """Time every collection into `registry` from now on (once per registry)."""
+    if registry in _WATCHED:
+        return
+    histogram = Histogram(
+        "dynamo_pool_operator_gc_pause_seconds",
+        "How long each cyclic garbage collection stopped the process, by generation "
+        "(2: the full one, which walks every cached object)",
+        ["generation"],
+        registry=registry,
+        buckets=BUCKETS,
+    )
+    pauses = _WATCHED[registry] = _Pauses(histogram)
+    gc.callbacks.append(pauses)
+
+
+def unwatch_gc_pauses(registry: CollectorRegistry) -> None:
+    """Stop timing collections into `registry` (a test's, or a stopped operator's)."""
+    pauses = _WATCHED.pop(registry, None)
+    if pauses is not None and pauses in gc.callbacks:
+        gc.callbacks.remove(pauses)

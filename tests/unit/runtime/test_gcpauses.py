@@ -1,0 +1,36 @@
+"""Each garbage collection is timed into the registry, by generation."""
+
+from __future__ import annotations
+
+import gc
+
+from prometheus_client import CollectorRegistry
+
+from dynamo_pool_operator.runtime.gcpauses import unwatch_gc_pauses, watch_gc_pauses
+
+
+def _count(registry: CollectorRegistry, generation: str) -> float:
+    value = registry.get_sample_value(
+        "dynamo_pool_operator_gc_pause_seconds_count", {"generation": generation}
+    )
+    return value or 0.0
+
+
+def test_a_full_collection_is_timed_once_per_registry() -> None:
+    registry = CollectorRegistry()
+    watch_gc_pauses(registry)
+    watch_gc_pauses(registry)  # once: a second watch adds no second callback
+    try:
+        gc.collect(2)
+        assert _count(registry, "2") == 1
+        gc.collect(0)
+        assert _count(registry, "0") >= 1
+        total = registry.get_sample_value(
+            "dynamo_pool_operator_gc_pause_seconds_sum", {"generation": "2"}
+        )
+        assert total is not None
+        assert total > 0
+    finally:
+        unwatch_gc_pauses(registry)
+    gc.collect(2)
+    assert _count(registry, "2") == 1  # no longer watched
