@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import weakref
 
+import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.gcpauses import unwatch_gc_pauses, watch_gc_pauses
+from dynamo_pool_operator.runtime import gcpauses
+from dynamo_pool_operator.runtime.gcpauses import (
+    collect_and_freeze,
+    unwatch_gc_pauses,
+    watch_gc_pauses,
+)
 
 
 def _count(registry: CollectorRegistry, generation: str) -> float:
@@ -34,3 +42,62 @@ def test_a_full_collection_is_timed_once_per_registry() -> None:
         unwatch_gc_pauses(registry)
     gc.collect(2)
     assert _count(registry, "2") == 1  # no longer watched
+
+
+def test_what_survives_a_full_collection_is_frozen_and_cycles_of_garbage_are_not() -> None:
+    class Node:
+        def __init__(self) -> None:
+            self.me = self
+
+    alive = Node()
+    try:
+        doomed = weakref.ref(Node())  # garbage, but only the collector can free a cycle
+        assert collect_and_freeze() > 0
+        assert doomed() is None
+        assert gc.get_freeze_count() > 0
+        late = Node()
+        gone = weakref.ref(late)
+        del late
+        # Frozen: a full collection skips the cache-like objects, and still frees new garbage.
+        gc.collect()
+        assert gone() is None
+        assert alive.me is alive
+    finally:
+        gc.unfreeze()
+
+
+async def test_it_collects_at_the_first_quiet_moment_then_each_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [0.0]
+    quiet = [False]
+    rounds: list[float] = []
+
+    def counted() -> int:
+        rounds.append(now[0])
+        return 0
+
+    monkeypatch.setattr(gcpauses, "collect_and_freeze", counted)
+    task = asyncio.create_task(
+        gcpauses.collect_when_idle(lambda: quiet[0], every=10.0, check=0.001, clock=lambda: now[0])
+    )
+    try:
+
+        async def at(t: float, is_quiet: bool) -> None:
+            now[0], quiet[0] = t, is_quiet
+            await asyncio.sleep(0.01)
+
+        await at(0.0, False)
+        assert rounds == []  # busy: nothing
+        await at(1.0, True)
+        assert rounds == [1.0]  # the first quiet moment
+        await at(5.0, True)
+        assert rounds == [1.0]  # not again before the interval
+        await at(12.0, False)
+        assert rounds == [1.0]  # due, but busy
+        await at(13.0, True)
+        assert rounds == [1.0, 13.0]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert gc.get_freeze_count() == 0  # cancelled: nothing left frozen
