@@ -66,37 +66,51 @@ def test_what_survives_a_full_collection_is_frozen_and_cycles_of_garbage_are_not
         gc.unfreeze()
 
 
-async def test_it_collects_at_the_first_quiet_moment_then_each_interval(
+async def test_a_round_when_idle_after_work_that_left_many_objects(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     now = [0.0]
     quiet = [False]
+    grown = [0]
     rounds: list[float] = []
 
     def counted() -> int:
         rounds.append(now[0])
-        return 0
+        grown[0] = 0  # all frozen now
+        return 100_000
 
     monkeypatch.setattr(gcpauses, "collect_and_freeze", counted)
     task = asyncio.create_task(
-        gcpauses.collect_when_idle(lambda: quiet[0], every=10.0, check=0.001, clock=lambda: now[0])
+        gcpauses.collect_when_idle(
+            lambda: quiet[0],
+            check=0.001,
+            least=1_000,
+            longest=100.0,
+            clock=lambda: now[0],
+            unfrozen=lambda: grown[0],
+            frozen=lambda: 100_000 if rounds else 0,
+        )
     )
     try:
 
-        async def at(t: float, is_quiet: bool) -> None:
-            now[0], quiet[0] = t, is_quiet
+        async def at(t: float, is_quiet: bool, objects: int) -> None:
+            now[0], quiet[0], grown[0] = t, is_quiet, objects
             await asyncio.sleep(0.01)
 
-        await at(0.0, False)
-        assert rounds == []  # busy: nothing
-        await at(1.0, True)
-        assert rounds == [1.0]  # the first quiet moment
-        await at(5.0, True)
-        assert rounds == [1.0]  # not again before the interval
-        await at(12.0, False)
-        assert rounds == [1.0]  # due, but busy
-        await at(13.0, True)
-        assert rounds == [1.0, 13.0]
+        await at(0.0, False, 50_000)
+        assert rounds == []  # busy: never
+        await at(1.0, True, 50_000)
+        assert rounds == [1.0]  # idle after the caches filled
+        await at(2.0, False, 10_000)
+        await at(3.0, True, 10_000)
+        assert rounds == [1.0]  # fewer than a quarter of the frozen ones
+        await at(4.0, False, 30_000)
+        await at(5.0, True, 30_000)
+        assert rounds == [1.0, 5.0]  # a mass event's worth
+        await at(6.0, True, 30_000)
+        assert rounds == [1.0, 5.0]  # no work since: nothing to look at
+        await at(200.0, True, 0)
+        assert rounds == [1.0, 5.0, 200.0]  # overdue: a round whatever is held
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
