@@ -272,7 +272,9 @@ async def cluster_property_change(
         "set_back_seconds": round(set_back, 3),
         **written,
         "changes_gap_seconds": gap,
-        # Until the changes ended (the probe's last scrape): the operator's loop stopped.
+        # Since the operator started (its cold start, and the rounds at quiet moments of
+        # `runtime/gcpauses.py`), then until the changes ended: its loop stopped.
+        "operator_gc_before": {k: round(v, 4) for k, v in gc_before.items()},
         "operator_gc_during": {k: round(gc_after[k] - gc_before[k], 4) for k in gc_before},
         "summary": summary(samples),
         "samples": samples,
