@@ -51,7 +51,7 @@ from dynamo_pool_operator.runtime import (
     load_config,
     metrics,
 )
-from dynamo_pool_operator.runtime.gcpauses import collect_when_idle, watch_gc_pauses
+from dynamo_pool_operator.runtime.gcpauses import watch_gc_pauses
 
 log = logging.getLogger(__name__)
 
@@ -207,9 +207,6 @@ async def _run_with_server(
         op.client.write_gate = lambda: elector is not None and elector.is_leader
     work = asyncio.create_task(elector.run(lead) if elector else lead())
     stopper = asyncio.create_task(stop.wait())
-    # The full garbage collections at moments the controller has nothing to do (a
-    # follower's never has): a mass event then walks what changed, not every cache.
-    collections = asyncio.create_task(collect_when_idle(lambda: op.controller.settled))
     code = EXIT_OK
     try:
         done, _ = await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -234,7 +231,6 @@ async def _run_with_server(
         code = EXIT_FAILURE
     finally:
         stopper.cancel()
-        collections.cancel()
         await op.stop(drain_timeout=10)
     return code
 
