@@ -25,6 +25,8 @@ from typing import Any
 import orjson
 
 from dynamo_pool_operator.api.status import (
+    CONDITION_TYPES,
+    STATUSES,
     ClusterIDMatchedReason,
     ConditionType,
     ExportedReason,
@@ -68,9 +70,6 @@ _WORDS: dict[str, str] = {
     )
     for w in words
 }
-#: Our condition types and statuses, typed: what `read_conditions` keeps.
-_TYPES: dict[str, ConditionType] = {t.value: t for t in ConditionType}
-_STATUSES: dict[str, Status] = {s.value: s for s in Status}
 
 
 _SHORT_WORD = 64
@@ -214,9 +213,9 @@ class ShownStatus:
         for c in self.conditions:
             first.setdefault(c.type, c)
         return {
-            _TYPES[c.type]: c
+            CONDITION_TYPES[c.type]: c
             for c in first.values()
-            if c.type in _TYPES and c.status is not None and c.status in _STATUSES
+            if c.type in CONDITION_TYPES and c.status is not None and c.status in STATUSES
         }
 
     def lines(self) -> dict[str, ShownLine]:

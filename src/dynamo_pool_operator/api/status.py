@@ -153,8 +153,8 @@ class ExportLineReason(StrEnum):
 
 #: Our words by their text: a shown condition is read on every pass, and a dict lookup
 #: is what the enum's own constructor does, at a fraction of its cost.
-_TYPES: dict[str, ConditionType] = {t.value: t for t in ConditionType}
-_STATUSES: dict[str, Status] = {s.value: s for s in Status}
+CONDITION_TYPES: dict[str, ConditionType] = {t.value: t for t in ConditionType}
+STATUSES: dict[str, Status] = {s.value: s for s in Status}
 
 
 class Stated(Protocol):
@@ -192,7 +192,7 @@ class Condition:
         type_, status = shown.get("type"), shown.get("status")
         if not (isinstance(type_, str) and isinstance(status, str)):
             return None
-        typed, stated = _TYPES.get(type_), _STATUSES.get(status)
+        typed, stated = CONDITION_TYPES.get(type_), STATUSES.get(status)
         if typed is None or stated is None:
             return None
         reason, message = shown.get("reason"), shown.get("message")
