@@ -17,6 +17,7 @@ a relay the transform could not read).
 
 from __future__ import annotations
 
+import struct
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -115,6 +116,12 @@ def digest(value: Any) -> int:
         return hash(repr(value))  # not JSON (only a test's status): still compared
 
 
+#: The digests of `STATUS_FIELDS` packed, and one of them (native signed 64 bits: the
+#: width of Python's hash on the 64-bit builds the operator runs on).
+_DIGESTS = struct.Struct(f"={len(STATUS_FIELDS)}q")
+_DIGEST = struct.Struct("=q")
+
+
 def _unset(value: Any) -> bool:
     """An empty list or map written matches a field shown as anything false: the
     server omits the empty field we apply."""
@@ -131,8 +138,9 @@ class ShownStatus:
     conditions: tuple[ShownCondition, ...] = ()
     #: Every export line whose name is a string, in the order shown.
     exports: tuple[ShownLine, ...] = ()
-    #: `digest` of each of `STATUS_FIELDS`, in that order.
-    digests: tuple[int, ...] = ()
+    #: `digest` of each of `STATUS_FIELDS`, in that order, packed (`_DIGESTS`): one
+    #: object of 81 bytes a relay, not a tuple of six ints (280).
+    digests: bytes = b""
     #: The `STATUS_FIELDS` shown as nothing (absent, or false: "", 0, an empty list or
     #: map), a bit each, in that order.
     unset: int = (1 << len(STATUS_FIELDS)) - 1
@@ -181,7 +189,7 @@ class ShownStatus:
             _word(status.get("clusterId")),
             tuple(conditions),
             tuple(lines),
-            tuple(digest(v) for v in values),
+            _DIGESTS.pack(*(digest(v) for v in values)),
             sum(1 << i for i, v in enumerate(values) if not v),
         )
 
@@ -202,7 +210,7 @@ class ShownStatus:
             if _unset(value):
                 if not self.unset >> at & 1:
                     return True
-            elif not self.digests or self.digests[at] != digest(value):
+            elif not self.digests or _DIGEST.unpack_from(self.digests, 8 * at)[0] != digest(value):
                 return True
         return False
 
