@@ -245,9 +245,11 @@ class WorkQueue(Generic[K]):
         self._timer: asyncio.Task[None] | None = None
 
         family = QueueMetrics.for_registry(registry if registry is not None else metrics.REGISTRY)
-        self._m_depth = family.depth.labels(name=name)
+        # The depths are read when scraped, not set on every add and get: a mass
+        # requeue adds every relay in one go on the event loop, and two gauge writes an
+        # add were two thirds of its cost.
+        family.depth.labels(name=name).set_function(lambda: len(self._dirty))
         self._m_depth_by_priority = family.depth_by_priority
-        self._m_depth_series: dict[int, Gauge] = {}
         for priority in (NORMAL, LOW):  # the series exist from the start, at 0
             self._depth_by_priority[priority] = 0
             self._gauge(priority)
@@ -258,7 +260,6 @@ class WorkQueue(Generic[K]):
         # Computed when scraped rather than kept up to date on a timer.
         family.unfinished_work.labels(name=name).set_function(self._unfinished_work_seconds)
         family.longest_running.labels(name=name).set_function(self._longest_running_seconds)
-        self._m_depth.set(0)
 
     # ------------------------------------------------------------------ adding
 
@@ -284,7 +285,6 @@ class WorkQueue(Generic[K]):
         self._count(priority, +1)
         self._added_at[key] = self._clock.monotonic()
         self._m_adds.inc()
-        self._m_depth.set(len(self._dirty))
         if key in self._processing:
             return
         self._push(key, priority)
@@ -378,7 +378,6 @@ class WorkQueue(Generic[K]):
         self._processing[key] = now
         self._idle.clear()
         self._m_queue_duration.observe(max(now - self._added_at.pop(key, now), 0.0))
-        self._m_depth.set(len(self._dirty))
         return key, priority
 
     def done(self, key: K) -> None:
@@ -445,9 +444,7 @@ class WorkQueue(Generic[K]):
         self._dirty.clear()
         for priority in list(self._depth_by_priority):
             self._depth_by_priority[priority] = 0
-            self._gauge(priority)
         self._added_at.clear()
-        self._m_depth.set(0)
         self._delayed.clear()
         self._deadline.clear()
         self._delayed_priority.clear()
@@ -519,16 +516,18 @@ class WorkQueue(Generic[K]):
         self._count(new, +1)
 
     def _count(self, priority: int, delta: int) -> None:
-        self._depth_by_priority[priority] = self._depth_by_priority.get(priority, 0) + delta
-        self._gauge(priority)
+        depth = self._depth_by_priority.get(priority)
+        if depth is None:
+            self._gauge(priority)
+            depth = 0
+        self._depth_by_priority[priority] = depth + delta
 
     def _gauge(self, priority: int) -> None:
-        series = self._m_depth_series.get(priority)
-        if series is None:
-            series = self._m_depth_series[priority] = self._m_depth_by_priority.labels(
-                name=self.name, priority=str(priority)
-            )
-        series.set(self._depth_by_priority[priority])
+        """The depth series of `priority`, read when scraped (from the first key of it)."""
+        self._depth_by_priority.setdefault(priority, 0)
+        self._m_depth_by_priority.labels(name=self.name, priority=str(priority)).set_function(
+            lambda: self._depth_by_priority.get(priority, 0)
+        )
 
     def _wake_one_getter(self, priority: int) -> None:
         """Wake the first parked getter that takes a key of `priority`."""
