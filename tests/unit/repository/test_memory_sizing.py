@@ -30,6 +30,11 @@ RUNS = (
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
     ),
+    (
+        "20261204T1611Z-decide-fast-rss-quiet-hash-n10000.json",
+        ("restart", "VmRSS"),
+        ("cold_start", "peak_rss_bytes"),
+    ),
 )
 
 
