@@ -123,11 +123,23 @@ def is_relay_object(obj: Obj) -> bool:
     return bool(relay_of_object(obj))
 
 
+#: A creation time no pass reads: a relay's, a DGD's, a relay Deployment's (a relay
+#: Service's ends a hold, `exports/plan.py`; an export's a grace, `exports/verdict.py`).
+_UNREAD_METADATA = "creationTimestamp"
+
+
+def _drop_unread_metadata(obj: Obj) -> None:
+    meta = obj.get("metadata")
+    if type(meta) is dict:
+        meta.pop(_UNREAD_METADATA, None)
+
+
 def keep_relay_fields(obj: Obj) -> Obj:
     """An informer transform: a relay's status as the passes and the metrics read it
     (`api.shown.ShownStatus`), not its messages and views (most of a cached relay)."""
     if "status" in obj:
         obj["status"] = ShownStatus.read(obj["status"])
+    _drop_unread_metadata(obj)
     return obj
 
 
@@ -153,6 +165,7 @@ def _keep_dgd_fields(obj: Obj) -> Obj:
             for n, s in services.items()
             if isinstance(s, dict)
         }
+    _drop_unread_metadata(obj)
     return {"apiVersion": obj.get("apiVersion"), "metadata": obj.get("metadata"), "spec": slim_spec}
 
 
@@ -175,8 +188,8 @@ _DEPLOYMENT_STATUS = ("observedGeneration", "replicas", "updatedReplicas", "avai
 _DEPLOYMENT_CONDITIONS = ("ReplicaFailure", "Progressing", "Available")
 
 
-def _trimmed_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: meta[k] for k in _RELAY_OBJECT_METADATA if k in meta}
+def _trimmed_metadata(meta: Mapping[str, Any], drop: str | None = None) -> dict[str, Any]:
+    out = {k: meta[k] for k in _RELAY_OBJECT_METADATA if k in meta and k != drop}
     annotations = meta.get("annotations")
     if isinstance(annotations, Mapping) and names.RENDER_HASH in annotations:
         out["annotations"] = {names.RENDER_HASH: annotations[names.RENDER_HASH]}
@@ -201,7 +214,7 @@ def trim_deployment(obj: Obj) -> Obj:
     return {
         "apiVersion": obj.get("apiVersion"),
         "kind": obj.get("kind"),
-        "metadata": _trimmed_metadata(meta),
+        "metadata": _trimmed_metadata(meta, drop=_UNREAD_METADATA),
         "spec": {"replicas": spec["replicas"]} if "replicas" in spec else {},
         "status": kept_status,
         VIEW: shape("Deployment").view(obj),
