@@ -167,3 +167,48 @@ def test_the_digests_are_one_small_object_a_relay() -> None:
     shown = ShownStatus.read({name: [name] for name in STATUS_FIELDS})
     assert not gc.get_referents(shown.digests)
     assert sys.getsizeof(shown.digests) <= 40 + 8 * len(STATUS_FIELDS)
+
+
+def _stamped(ready: str, since: str) -> dict[str, Any]:
+    """A status as decoded: every string its own object."""
+
+    def own(text: str) -> str:
+        return "".join((text[:2], text[2:]))
+
+    return {
+        "conditions": [
+            {"type": own(t), "status": own(s), "reason": own(t), "lastTransitionTime": own(since)}
+            for t, s in (("Published", "True"), ("Ready", ready))
+        ]
+    }
+
+
+def test_conditions_read_alike_are_held_once_for_every_relay() -> None:
+    """A mass event or a cold start stamps the same second on many relays' conditions:
+    held once, not once a relay (five records and their time a relay, and the fewer
+    new objects an event leaves, the fewer full collections it causes)."""
+    since = "2026-12-04T10:00:00Z"
+    a, b = ShownStatus.read(_stamped("True", since)), ShownStatus.read(_stamped("True", since))
+    assert a.conditions == b.conditions
+    assert a.conditions is b.conditions
+    c = ShownStatus.read(_stamped("False", since))
+    assert c.conditions is not a.conditions
+    assert c.conditions[0] is a.conditions[0]  # the condition alike is still one
+    assert c.conditions[1] != a.conditions[1]
+    d = ShownStatus.read(_stamped("True", "2026-12-04T10:00:01Z"))
+    assert d.conditions[1].since == "2026-12-04T10:00:01Z"
+
+
+def test_a_condition_with_a_time_of_any_shape_is_read_as_shown() -> None:
+    """A `lastTransitionTime` that is no string (written by someone else) cannot be
+    held in the table: it is read as it is."""
+    odd = {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": {"x": 1}}]}
+    assert ShownStatus.read(odd).conditions[0].since == {"x": 1}
+
+
+def test_the_table_of_conditions_read_alike_stays_bounded() -> None:
+    from dynamo_pool_operator.api import shown
+
+    for second in range(3 * shown._ALIKE_LIMIT):
+        ShownStatus.read(_stamped("True", f"2026-12-04T10:{second // 60:02d}:{second % 60:02d}Z"))
+        assert len(shown._ALIKE) <= shown._ALIKE_LIMIT
