@@ -35,6 +35,11 @@ RUNS = (
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
     ),
+    (
+        "20261204T1641Z-decide-fast-rss-alike-conditions-n10000.json",
+        ("restart", "VmRSS"),
+        ("cold_start", "peak_rss_bytes"),
+    ),
 )
 
 
