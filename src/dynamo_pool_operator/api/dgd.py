@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypeGuard
 
 from dynamo_pool_operator.api import names
 
@@ -123,11 +123,16 @@ def _str(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
+def _is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
+    # A decoded DGD is dicts: the exact type first spares the ABC check per field.
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _components_v1beta1(spec: Mapping[str, Any]) -> tuple[Component, ...]:
     out = []
     raw = spec.get("components")
     for entry in raw if isinstance(raw, list) else ():
-        if not isinstance(entry, Mapping):
+        if not _is_map(entry):
             continue
         name = _str(entry.get("name"))
         if not name:
@@ -147,8 +152,8 @@ def _components_v1alpha1(spec: Mapping[str, Any]) -> tuple[Component, ...]:
     decode) refines a `componentType` of worker, as the alpha API used it."""
     out = []
     raw = spec.get("services")
-    for name, entry in raw.items() if isinstance(raw, Mapping) else ():
-        if not isinstance(name, str) or not name or not isinstance(entry, Mapping):
+    for name, entry in raw.items() if _is_map(raw) else ():
+        if not isinstance(name, str) or not name or not _is_map(entry):
             continue
         ctype = _str(entry.get("componentType"))
         sub = _str(entry.get("subComponentType"))
@@ -167,9 +172,9 @@ def _components_v1alpha1(spec: Mapping[str, Any]) -> tuple[Component, ...]:
 def pool_from_object(obj: Mapping[str, Any]) -> Pool:
     """Read a DGD object of either served version into a `Pool`."""
     meta = obj.get("metadata")
-    meta = meta if isinstance(meta, Mapping) else {}
+    meta = meta if _is_map(meta) else {}
     spec = obj.get("spec")
-    spec = spec if isinstance(spec, Mapping) else {}
+    spec = spec if _is_map(spec) else {}
     api_version = _str(obj.get("apiVersion")) or f"{GROUP}/v1beta1"
     if api_version.endswith("/v1alpha1"):
         components = _components_v1alpha1(spec)
@@ -185,7 +190,7 @@ def pool_from_object(obj: Mapping[str, Any]) -> Pool:
         terminating=bool(meta.get("deletionTimestamp")),
         annotations={
             k: v
-            for k, v in (annotations.items() if isinstance(annotations, Mapping) else ())
+            for k, v in (annotations.items() if _is_map(annotations) else ())
             if isinstance(k, str) and isinstance(v, str)
         },
         components=components,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from dynamo_pool_operator.api import crd, names, podfields
 
@@ -152,6 +152,10 @@ def _headless(spec: Mapping[str, Any], default: bool, problems: list[str]) -> bo
     return raw
 
 
+def _is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _generation(meta: Mapping[str, Any]) -> int:
     raw = meta.get("generation")
     return raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
@@ -165,9 +169,10 @@ def relay_from_object(obj: Mapping[str, Any], defaults: RelayDefaults) -> Relay:
     so the relay says which field to change instead of failing every retry.
     """
     meta_raw = obj.get("metadata")
-    meta: Mapping[str, Any] = meta_raw if isinstance(meta_raw, Mapping) else {}
+    # A decoded relay is dicts: the exact type first spares the ABC check.
+    meta: Mapping[str, Any] = meta_raw if _is_map(meta_raw) else {}
     spec_raw = obj.get("spec")
-    spec: Mapping[str, Any] = spec_raw if isinstance(spec_raw, Mapping) else {}
+    spec: Mapping[str, Any] = spec_raw if _is_map(spec_raw) else {}
     problems: list[str] = []
 
     pod_labels = _string_map(spec, "podLabels", problems)
@@ -217,7 +222,7 @@ def relay_from_object(obj: Mapping[str, Any], defaults: RelayDefaults) -> Relay:
         image_pull_policy=defaults.image_pull_policy,
         port=_int(spec, "port", defaults.port, 1, 65535, problems),
         service_account_name=sa,
-        resources=copy.deepcopy(dict(resources)) if isinstance(resources, Mapping) else {},
+        resources=copy.deepcopy(dict(resources)) if _is_map(resources) else {},
         pod_labels={
             k: v
             for k, v in pod_labels.items()

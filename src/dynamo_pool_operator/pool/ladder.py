@@ -93,19 +93,23 @@ class Drift:
 
 #: Nothing would change.
 NO_DRIFT = Drift()
+#: An apply would change the object (a kind compared whole: no parts to name).
+_DRIFTED = Drift(True)
 
 
 def drift(rule: Rule, live: Mapping[str, Any], body: Mapping[str, Any]) -> Drift:
     """Would applying `body` change `live` (as the kind's cache keeps it)?"""
     if rule.parts:
         fields = tuple(p.name for p in rule.parts if not contains(p.of(live), p.of(body)))
-        return Drift(bool(fields), fields)
+        return Drift(True, fields) if fields else NO_DRIFT
     view = live.get(VIEW)
     if rule.view is not None and isinstance(view, Mapping):
         # The body's render hash keys the shape's digest of it: one digest per render.
         hashed = (body.get("metadata") or {}).get("annotations") or {}
-        return Drift(rule.view.drifted(view, body, hashed.get(names.RENDER_HASH)))
-    return Drift(needs_apply(live, body, quantities=rule.quantities))
+        return (
+            _DRIFTED if rule.view.drifted(view, body, hashed.get(names.RENDER_HASH)) else NO_DRIFT
+        )
+    return _DRIFTED if needs_apply(live, body, quantities=rule.quantities) else NO_DRIFT
 
 
 # ----------------------------------------------------------------------
@@ -165,33 +169,46 @@ class Step:
     read_if_taken: bool = False
 
 
-def _delete(live: Mapping[str, Any], rung: Rung) -> Step:
-    return Step(Verb.WAIT if Meta(live).terminating else Verb.WITHDRAW, rung)
+# The answers that carry nothing of the object: made once, not once per object and pass
+# (every settled object of a fleet gets `_RIGHT` on every pass).
+_UNTOUCHED = Step(None, Rung.UNTOUCHED)
+_HELD = Step(Verb.HOLD, Rung.HELD)
+_DEFERRED = Step(None, Rung.DEFERRED)
+_DELETING = Step(Verb.WAIT, Rung.DELETING)
+_FOREIGN = Step(Verb.FOREIGN, Rung.FOREIGN)
+_RIGHT = Step(Verb.NONE, Rung.RIGHT, NO_DRIFT)
+
+
+def _delete(terminating: bool, rung: Rung) -> Step:
+    return Step(Verb.WAIT if terminating else Verb.WITHDRAW, rung)
 
 
 def ladder(o: Owned) -> Step:
     """The verb for `o` (see the module's rungs)."""
     live = o.live
-    ours = live is not None and is_controlled_by(live, o.owner_uid)
-    if not o.wanted:
-        if live is None or not ours:
-            return Step(None, Rung.UNTOUCHED)
-        return _delete(live, Rung.UNWANTED)
-    if o.body is None:
-        return Step(Verb.HOLD, Rung.HELD)
-    if o.replace and live is not None and ours:
-        return _delete(live, Rung.REPLACED)
     if live is None:
+        if not o.wanted:
+            return _UNTOUCHED
+        if o.body is None:
+            return _HELD
         if not o.create:
-            return Step(None, Rung.DEFERRED)
+            return _DEFERRED
         return Step(Verb.CREATE, Rung.ABSENT, read_if_taken=o.may_be_hidden)
-    if Meta(live).terminating:
-        return Step(Verb.WAIT, Rung.DELETING)
+    ours = is_controlled_by(live, o.owner_uid)
+    terminating = Meta(live).terminating
+    if not o.wanted:
+        return _delete(terminating, Rung.UNWANTED) if ours else _UNTOUCHED
+    if o.body is None:
+        return _HELD
+    if o.replace and ours:
+        return _delete(terminating, Rung.REPLACED)
+    if terminating:
+        return _DELETING
     if not ours:
-        return Step(Verb.FOREIGN, Rung.FOREIGN)
+        return _FOREIGN
     verdict = drift(o.rule, live, o.body)
     if not verdict:
-        return Step(Verb.NONE, Rung.RIGHT, verdict)
+        return _RIGHT
     # The create's fields go to the apply manager only when an apply needs them
     # (decision 0003): one write per created object, none meanwhile.
     hand_over = bool(o.apply_manager) and needs_handover(live, o.apply_manager)

@@ -181,7 +181,10 @@ class StatusLine:
 
     def seen_as(self, implementation: Mapping[str, Mapping[str, str]] | None) -> StatusLine:
         """This line with what the implementation wrote on its export: made directly,
-        not by `dataclasses.replace` (a report makes one per export, every pass)."""
+        not by `dataclasses.replace` (a report makes one per export, every pass), and
+        not at all when the line already shows that (nothing written: None)."""
+        if implementation is self.implementation:
+            return self
         return StatusLine(
             self.name, self.state, self.reason, self.message, implementation, self.finalizers
         )

@@ -540,23 +540,30 @@ def transitions(
     has its own Warning already; a withdrawn pool's parts say so once, on Published), a
     Normal one when the pool becomes Ready. One series per cause: the related object is
     the one the condition is about (the DGD, the relay Deployment, an export)."""
-    pool, deployment = snapshot.pool, snapshot.relay_objects.get("Deployment")
-    about: dict[str, Mapping[str, Any] | None] = {
-        ConditionType.PUBLISHED: pool.reference() if pool is not None else None,
-        ConditionType.RELAY_AVAILABLE: (
-            DEPLOYMENTS.reference(dict(deployment)) if deployment is not None else None
-        ),
-    }
-    if exported is not None:
-        about[exported.type] = exported.related
     out: list[Advisory] = []
     for c in changed_conditions(snapshot.shown_conditions, said):
         if c.type == ConditionType.READY:
             if c.true:
                 out.append(Advisory(POOL_READY, "Ready", c.message, None, "Normal"))
         elif warned(c):
-            out.append(Advisory(c.reason, c.type, c.message, about.get(c.type)))
+            out.append(Advisory(c.reason, c.type, c.message, _about(snapshot, c.type, exported)))
     return tuple(out)
+
+
+def _about(
+    snapshot: Snapshot, type_: ConditionType, exported: ConditionView | None
+) -> Mapping[str, Any] | None:
+    """The object a condition's Warning is about (`transitions`). Made only for a Warning:
+    a settled pass moves no condition, and needs no reference."""
+    if exported is not None and type_ == exported.type:
+        return exported.related
+    if type_ == ConditionType.PUBLISHED:
+        pool = snapshot.pool
+        return pool.reference() if pool is not None else None
+    if type_ == ConditionType.RELAY_AVAILABLE:
+        deployment = snapshot.relay_objects.get("Deployment")
+        return DEPLOYMENTS.reference(dict(deployment)) if deployment is not None else None
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,3 +25,14 @@ def test_seen_as_is_the_line_with_only_its_implementation_replaced() -> None:
         if f.default is not dataclasses.MISSING
     )
     assert line.seen_as(view) == dataclasses.replace(line, implementation=view)
+
+
+def test_seen_as_the_view_the_line_shows_is_the_line_itself() -> None:
+    # An export with nothing written (every export until its implementation writes):
+    # the line is kept, not copied.
+    line = StatusLine("llama-frontend", "Exported")
+    assert line.seen_as(None) is line
+    view = {"valid": {"status": "True"}}
+    shown = line.seen_as(view)
+    assert shown.seen_as(view) is shown
+    assert shown.seen_as({"valid": {"status": "True"}}) == shown

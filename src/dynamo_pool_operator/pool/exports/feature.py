@@ -67,7 +67,11 @@ def relevant_exports(
     """The `exports` argument of `plan`: the exports this relay controls (an index
     lookup, filtered to its namespace) and those named like a wanted one (`lookup`
     reads the relay's namespace by name). Nothing else can matter."""
-    out = {Meta(e).name: e for e in controlled if Meta(e).namespace == relay.namespace}
+    out: dict[str, Mapping[str, Any]] = {}
+    for export in controlled:
+        meta = Meta(export)  # read once: its namespace, then its name
+        if meta.namespace == relay.namespace:
+            out[meta.name] = export
     candidates = [names.relay_name(relay.name)]
     if pool is not None:
         candidates += pool.frontend_services

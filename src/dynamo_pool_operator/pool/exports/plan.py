@@ -284,24 +284,25 @@ def _advisories(
     implementation: Implementation,
     cluster_id: ClusterID,
 ) -> list[Advisory]:
-    dgd = pool.reference()
     out: list[Advisory] = []
 
     def warn(reason: Warn, message: str, related: Mapping[str, Any]) -> None:
         out.append(Advisory(reason, ADVISORY_ACTIONS.get(reason, "Export"), message, related))
 
+    # The DGD as the Warnings about it name it: made only for a Warning (a settled
+    # pool's pass warns of nothing).
     if wanted.invalid:
         warn(
             Warn.INVALID_SERVICE_NAME,
             f"not exported, not a valid Service name: {', '.join(wanted.invalid)}",
-            dgd,
+            pool.reference(),
         )
     if wanted.too_long:
         warn(
             Warn.SERVICE_NAME_TOO_LONG,
             f"not exported, longer than Karmada's {names.KARMADA_MAX_SERVICE_NAME} "
             f"characters: {', '.join(wanted.too_long)}",
-            dgd,
+            pool.reference(),
         )
     for service, whose in wanted.foreign:
         name = Meta(service).name
@@ -316,7 +317,7 @@ def _advisories(
         warn(
             Warn.NO_FRONTEND,
             f"DGD {pool.name!r} has no frontend component; only the relay Service is exported",
-            dgd,
+            pool.reference(),
         )
     # The cluster ID is an About API notion: the check is standard MCS only. A relay
     # without spec.clusterId takes the cluster's own ID: nothing to disagree with.

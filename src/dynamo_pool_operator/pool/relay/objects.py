@@ -180,10 +180,11 @@ def shape(kind: str) -> Shape:
     return Shape(sample, open_paths=OPEN_PATHS[kind], quantities=QUANTITY_PATHS)
 
 
+@functools.cache
 def rule(kind: str) -> Rule:
     """How the relay `kind` is compared with its render (`pool/ladder.py`): from the view
     its cache keeps (the relay object caches keep views, not pod templates), else
-    whole."""
+    whole. Made once per kind: it is configuration, read by every pass."""
     return Rule(view=shape(kind), quantities=QUANTITY_PATHS)
 
 
