@@ -13,11 +13,12 @@ hold anything the CRD admits. Entries that cannot be components are skipped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import StrEnum
 from typing import Any, TypeGuard
 
 from dynamo_pool_operator.api import names
+from dynamo_pool_operator.runtime.objects import record
 
 GROUP = "nvidia.com"
 PLURAL = "dynamographdeployments"
@@ -46,7 +47,7 @@ FRONTEND = "frontend"
 WORKER_TYPES = frozenset({"worker", "prefill", "decode"})
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Component:
     """One component of a DGD as the operator sees it."""
 
@@ -63,7 +64,7 @@ class Component:
         return self.type == FRONTEND
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Pool:
     """A DGD reduced to the facts that decide publication and exports."""
 

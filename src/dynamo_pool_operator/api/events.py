@@ -15,7 +15,6 @@ reason (`api/status.py`'s words; for `Exported`, also the MCS implementation's):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
 
@@ -27,6 +26,7 @@ from dynamo_pool_operator.api.status import (
     RelayAvailableReason,
     Status,
 )
+from dynamo_pool_operator.runtime.objects import record
 
 EventType = Literal["Normal", "Warning"]
 
@@ -57,7 +57,7 @@ class ExportWarning(StrEnum):
     EXPORT_STUCK_TERMINATING = "ExportStuckTerminating"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Event:
     """What an Event is: its type, action and related object, when it is recorded
     and what to do about it (docs/events.md's row)."""

@@ -9,11 +9,10 @@ cluster's ID property.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from dynamo_pool_operator.runtime.objects import Meta, Resource
+from dynamo_pool_operator.runtime.objects import Meta, Resource, record
 
 MCS_GROUP = "multicluster.x-k8s.io"
 SERVICEEXPORTS = "serviceexports"
@@ -98,7 +97,7 @@ def clusterproperties(version: str) -> Resource:
     return Resource(ABOUT_GROUP, version, CLUSTERPROPERTIES, CLUSTERPROPERTY_KIND, namespaced=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ClusterID:
     """The cluster's ID property as the operator read it: `checked` when the check runs
     (mcs with the About API served), with the property object (None when absent), or

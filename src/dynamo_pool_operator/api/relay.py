@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeGuard
 
 from dynamo_pool_operator.api import crd, names, podfields
+from dynamo_pool_operator.runtime.objects import record
 
 API_VERSION = f"{crd.GROUP}/{crd.VERSION}"
 #: `spec.clusterIP` of a headless Service.
@@ -25,7 +26,7 @@ def is_headless(service: Mapping[str, Any]) -> bool:
     return (service.get("spec") or {}).get("clusterIP") == HEADLESS_CLUSTER_IP
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RelayDefaults:
     """What a relay gets when its spec leaves a field out (from OperatorConfiguration)."""
 
@@ -36,7 +37,7 @@ class RelayDefaults:
     headless: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Relay:
     """A DynamoPoolRelay with defaults applied; `problems` lists invalid spec fields."""
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import struct
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -38,6 +37,7 @@ from dynamo_pool_operator.api.status import (
     RelayAvailableReason,
     Status,
 )
+from dynamo_pool_operator.runtime.objects import record
 
 #: The status's top-level fields, as the report writes them (`pool/status.desired_status`):
 #: a `ShownStatus` keeps a digest of each. A field written but not listed here would
@@ -85,7 +85,7 @@ def _word(value: Any) -> Any:
     return sys.intern(value) if len(value) <= _SHORT_WORD else value
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ShownCondition:
     """A condition as a status shows it, without its message (only the digest compares
     that): its type, its status (None when not a string), its reason ("" when not a
@@ -97,7 +97,7 @@ class ShownCondition:
     since: Any
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ShownLine:
     """An entry of `status.exports[]` as shown: its name, state and reason as written."""
 
@@ -150,7 +150,7 @@ def _unset(value: Any) -> bool:
     return type(value) in (list, dict) and not value
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ShownStatus:
     """What a relay's status shows, as the passes and the metrics read it."""
 

@@ -21,11 +21,10 @@ and the rule that computes it as a `Condition`, listed in `pool/status.RULES`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
-from dynamo_pool_operator.runtime.objects import MESSAGE_LIMIT
+from dynamo_pool_operator.runtime.objects import MESSAGE_LIMIT, record
 
 
 class Status(StrEnum):
@@ -168,7 +167,7 @@ class Stated(Protocol):
     def reason(self) -> str: ...
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Condition:
     """One condition as a rule computes it (before its times and generation), or as a
     status shows it (`read`): transitions are decided on these, never on dicts."""

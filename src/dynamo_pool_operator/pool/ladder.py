@@ -22,7 +22,6 @@ the plan; the Events an action records follow from its verb (`model.EventNames`)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -36,6 +35,7 @@ from dynamo_pool_operator.runtime.objects import (
     is_controlled_by,
     needs_apply,
     needs_handover,
+    record,
 )
 
 # The one drift rule: would applying what we want change the object the cache shows?
@@ -53,7 +53,7 @@ from dynamo_pool_operator.runtime.objects import (
 #   is compared part by part, each part named.
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Part:
     """A named part of an object we own: its name as an Event note says it, and where it
     is in an object (the same for the live object and the body)."""
@@ -62,7 +62,7 @@ class Part:
     of: Callable[[Mapping[str, Any]], Any]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Rule:
     """How one kind we own is compared with what an apply of it would write."""
 
@@ -79,7 +79,7 @@ class Rule:
             raise ValueError("quantities are compared at paths of the whole object: no parts")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Drift:
     """Whether an apply would change the object, and which named parts it would."""
 
@@ -130,7 +130,7 @@ class Rung(StrEnum):
     RIGHT = "right"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Owned:
     """One object of a relay's as one pass sees it."""
 
@@ -154,7 +154,7 @@ class Owned:
     apply_manager: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Step:
     """The ladder's answer for one object."""
 

@@ -21,7 +21,7 @@ from dynamo_pool_operator.api.mcs import ClusterID
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.api.shown import ShownCondition, ShownLine, ShownStatus
 from dynamo_pool_operator.api.status import ConditionType, Status
-from dynamo_pool_operator.runtime.objects import Resource
+from dynamo_pool_operator.runtime.objects import Resource, record
 
 
 class Verb(StrEnum):
@@ -46,7 +46,7 @@ class Verb(StrEnum):
 Key = tuple[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EventNames:
     """The Events an action records about its object: a Normal one per successful
     write (empty: none) and the Warning reason of a failed one."""
@@ -57,7 +57,7 @@ class EventNames:
     withdrawn: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Action:
     """One object's verb, with everything the executor needs and nothing it decides."""
 
@@ -94,7 +94,7 @@ class Action:
         return (self.resource.kind, self.name)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Advisory:
     """An Event to record about the relay: a problem the user can fix that does not stop
     the reconcile (a skipped name, a missing frontend, a mismatched ID: the plan's, before
@@ -120,7 +120,7 @@ class Result(StrEnum):
         return self in (Result.DONE, Result.GONE)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ActionResult:
     action: Action
     result: Result
@@ -156,7 +156,7 @@ class Outcome:
         return [r for r in self.results if id(r.action) in mine]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Decision:
     """Publish, or withdraw with exactly one reason (and what to change)."""
 
@@ -165,7 +165,7 @@ class Decision:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StatusLine:
     """One line of `status.exports[]`: a Service the pool exports or skips, and why."""
 
@@ -203,7 +203,7 @@ class StatusLine:
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ConditionView:
     """The condition the exports add to the relay's status (`Exported`), and when the
     pass should look again without an event (a grace period ending)."""
@@ -217,7 +217,7 @@ class ConditionView:
     related: Mapping[str, Any] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Report:
     """The exports' part of the status after execution."""
 
@@ -241,7 +241,7 @@ class _NeverQuiet:
 NEVER_QUIET: Final = _NeverQuiet()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Version:
     """How one snapshot field takes part in the quiet-pass key (`Snapshot.quiet_key`):
     `of` maps the field's value to its part of the key (NEVER_QUIET: the pass must
@@ -319,7 +319,7 @@ def _key_parts(cls: type) -> _KeyParts:
     return parts
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Snapshot:
     """Everything one pass decides on, read once from the caches.
 
@@ -432,7 +432,7 @@ class Snapshot:
         return self.shown.lines()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ExportInputs:
     """What the exports read from their caches for a pass: the snapshot carries each."""
 
@@ -444,7 +444,7 @@ class ExportInputs:
     component_deployments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Contribution:
     """The exports' part of a plan: their actions, advisories and status lines (the
     lines are what the status shows if every action succeeds; `report` adjusts)."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from dynamo_pool_operator.api import names
@@ -42,7 +42,7 @@ from dynamo_pool_operator.pool.model import (
     Verb,
 )
 from dynamo_pool_operator.pool.relay.objects import plan_relay_objects
-from dynamo_pool_operator.runtime.objects import describe_controller, is_controlled_by
+from dynamo_pool_operator.runtime.objects import describe_controller, is_controlled_by, record
 
 # Publish or withdraw a pool's relay: an ordered chain of named pure checks.
 #
@@ -58,7 +58,7 @@ def decision(reason: Reason, message: str) -> Decision:
     return Decision(reason is Reason.PUBLISHED, reason, message)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Facts:
     """What the checks look at: the relay, its pool (None: no DGD), the objects named
     `<name>-pool-relay` by kind, and the operator's default discovery backend."""
@@ -71,7 +71,7 @@ class Facts:
     pool_unreadable: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Check:
     """One rule: `withdraws(facts)` is the message (what to change) when it stops the
     pool, None when it does not. The rule in a line is the reason's meaning
@@ -214,7 +214,7 @@ def precedence_table() -> str:
 # ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Plan:
     decision: Decision
     relay_actions: tuple[Action, ...]

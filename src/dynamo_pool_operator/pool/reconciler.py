@@ -61,7 +61,7 @@ from dynamo_pool_operator.runtime import (
     errors,
 )
 from dynamo_pool_operator.runtime import Result as ReconcileResult
-from dynamo_pool_operator.runtime.objects import is_controlled_by
+from dynamo_pool_operator.runtime.objects import is_controlled_by, record
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ FOREIGN_RECHECK = 30.0
 FOREIGN_RECHECK_MAX = 120.0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Found:
     """An object of a relay object's name that the caches do not show, as last read
     (cache-shaped), and when to read it again."""

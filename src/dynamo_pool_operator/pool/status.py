@@ -26,7 +26,6 @@ typed values (`Condition.read`, `Condition.moved`), and a move records the Event
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -58,7 +57,7 @@ from dynamo_pool_operator.pool.model import (
     Verb,
 )
 from dynamo_pool_operator.pool.plan import Plan
-from dynamo_pool_operator.runtime.objects import DEPLOYMENTS, Meta, find_condition, rfc3339
+from dynamo_pool_operator.runtime.objects import DEPLOYMENTS, Meta, find_condition, record, rfc3339
 
 # `RelayAvailable`: does the pool's relay run? Pure, from the Deployment's own status.
 #
@@ -79,7 +78,7 @@ from dynamo_pool_operator.runtime.objects import DEPLOYMENTS, Meta, find_conditi
 # does not carry the pods' `ErrImagePull`; `kubectl describe pod` does).
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Availability:
     status: Status
     reason: AvailableReason
@@ -478,7 +477,7 @@ def status_apply(relay: Relay, status: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StatusReport:
     """What a pass comes to after its writes: the report phase's whole answer."""
 
@@ -566,7 +565,7 @@ def _about(
     return None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Pass:
     """What one pass saw, decided and came to: the input of every condition rule."""
 

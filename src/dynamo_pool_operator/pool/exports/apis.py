@@ -45,7 +45,6 @@ instead of at the end of its interval.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY, clusterproperties, serviceexports
 from dynamo_pool_operator.pool.exports.feature import ExportCaches, PoolExports
@@ -69,7 +68,7 @@ from dynamo_pool_operator.runtime import (
     index_by_controller_uid,
     poke_on_not_found,
 )
-from dynamo_pool_operator.runtime.objects import Meta
+from dynamo_pool_operator.runtime.objects import Meta, record
 
 #: The name of the cluster ID check among the optional caches (`DegradedChecks`).
 CLUSTER_ID_CHECK = "clusterID"
@@ -77,7 +76,7 @@ _EXPORTS_API = "the ServiceExport API (serviceexports.multicluster.x-k8s.io)"
 _ABOUT_API = "the About API (clusterproperties.about.k8s.io)"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InEffect:
     """The versions the feature uses now (None: not served, the part is off)."""
 

@@ -68,6 +68,7 @@ from dynamo_pool_operator.runtime.objects import (
     controller_of,
     describe_controller,
     is_controlled_by,
+    record,
 )
 
 EXPORT_EVENTS = EventNames(
@@ -86,7 +87,7 @@ Warn = ExportWarning
 UNCONFIRMED_AFTER = timedelta(seconds=60)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ExportRules:
     """The settings the exports are planned and reported with (`PoolExports.rules`)."""
 
@@ -111,7 +112,7 @@ REPLACED_MESSAGE = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Hold:
     """The relay Service's export is held back while that Service is replaced."""
 

@@ -31,7 +31,6 @@ than that:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -59,7 +58,13 @@ from dynamo_pool_operator.pool.model import (
     StatusLine,
     Verb,
 )
-from dynamo_pool_operator.runtime.objects import Meta, is_controlled_by, rfc3339, seconds_since
+from dynamo_pool_operator.runtime.objects import (
+    Meta,
+    is_controlled_by,
+    record,
+    rfc3339,
+    seconds_since,
+)
 
 VALID, READY, CONFLICT = ExportCondition.VALID, ExportCondition.READY, ExportCondition.CONFLICT
 #: The conditions a verdict reads, in `_currents`' order.
@@ -86,7 +91,7 @@ class Judgement(StrEnum):
     REFUSED = "Refused"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Verdict:
     judgement: Judgement
     reason: str = ""
@@ -237,7 +242,7 @@ def _awaiting_ready(
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Exported:
     """The `Exported` condition as the export feature contributes it."""
 
@@ -400,7 +405,7 @@ def lines_after(contribution: Contribution, results: Sequence[ActionResult]) -> 
     return list(lines.values())
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Withdrawals:
     """Withdrawn exports of ours still being deleted: the lines of those held past the
     grace, the Warnings of those whose line just appeared, and when the next grace ends."""

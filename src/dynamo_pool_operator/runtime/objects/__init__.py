@@ -1,7 +1,8 @@
 """What any object is, read without I/O: where it lives (`Resource`), its metadata and
 conditions (`Meta`, ownership, the hand-over rules) and whether an apply would change it
-(`needs_apply`, `Shape`). The pure planning imports this face and nothing else of the
-runtime; `make lint` holds it to that."""
+(`needs_apply`, `Shape`); and how the pure core's values are made (`record`). The pure
+planning imports this face and nothing else of the runtime; `make lint` holds it to
+that."""
 
 from dynamo_pool_operator.runtime.objects.diff import (
     VIEW,
@@ -24,6 +25,7 @@ from dynamo_pool_operator.runtime.objects.meta import (
     seconds_since,
     summarize_managed_fields,
 )
+from dynamo_pool_operator.runtime.objects.record import record
 from dynamo_pool_operator.runtime.objects.resources import (
     CONFIGMAPS,
     CRDS,
@@ -53,6 +55,7 @@ __all__ = [
     "needs_apply",
     "needs_handover",
     "parse_quantity",
+    "record",
     "rfc3339",
     "seconds_since",
     "summarize_managed_fields",
