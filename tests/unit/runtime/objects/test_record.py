@@ -31,7 +31,8 @@ def test_equal_records_are_equal_and_hash_alike() -> None:
     """They are shared (module constants, tables of values read alike): as frozen
     dataclasses, equal values are one key."""
     a, b = Point(1, "a", ("t",)), Point(1, "a", ("t",))
-    assert a == b and a is not b
+    assert a == b
+    assert a is not b
     assert hash(a) == hash(b)
     assert {a: 1}[b] == 1
     assert Point(1) != Point(2)
