@@ -36,6 +36,11 @@ RUNS = (
         ("cold_start", "peak_rss_bytes"),
     ),
     (
+        "20261204T1650Z-decide-fast-records-n1000.json",
+        ("restart", "VmRSS"),
+        ("cold_start", "peak_rss_bytes"),
+    ),
+    (
         "20261204T1641Z-decide-fast-rss-alike-conditions-n10000.json",
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
