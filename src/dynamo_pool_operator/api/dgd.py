@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import field
 from enum import StrEnum
-from typing import Any, TypeGuard
+from typing import Any
 
 from dynamo_pool_operator.api import names
-from dynamo_pool_operator.runtime.objects import record
+from dynamo_pool_operator.runtime.objects import is_map, record
 
 GROUP = "nvidia.com"
 PLURAL = "dynamographdeployments"
@@ -124,16 +124,11 @@ def _str(v: Any) -> str | None:
     return v if isinstance(v, str) else None
 
 
-def _is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
-    # A decoded DGD is dicts: the exact type first spares the ABC check per field.
-    return type(value) is dict or isinstance(value, Mapping)
-
-
 def _components_v1beta1(spec: Mapping[str, Any]) -> tuple[Component, ...]:
     out = []
     raw = spec.get("components")
     for entry in raw if isinstance(raw, list) else ():
-        if not _is_map(entry):
+        if not is_map(entry):
             continue
         name = _str(entry.get("name"))
         if not name:
@@ -153,8 +148,8 @@ def _components_v1alpha1(spec: Mapping[str, Any]) -> tuple[Component, ...]:
     decode) refines a `componentType` of worker, as the alpha API used it."""
     out = []
     raw = spec.get("services")
-    for name, entry in raw.items() if _is_map(raw) else ():
-        if not isinstance(name, str) or not name or not _is_map(entry):
+    for name, entry in raw.items() if is_map(raw) else ():
+        if not isinstance(name, str) or not name or not is_map(entry):
             continue
         ctype = _str(entry.get("componentType"))
         sub = _str(entry.get("subComponentType"))
@@ -173,9 +168,9 @@ def _components_v1alpha1(spec: Mapping[str, Any]) -> tuple[Component, ...]:
 def pool_from_object(obj: Mapping[str, Any]) -> Pool:
     """Read a DGD object of either served version into a `Pool`."""
     meta = obj.get("metadata")
-    meta = meta if _is_map(meta) else {}
+    meta = meta if is_map(meta) else {}
     spec = obj.get("spec")
-    spec = spec if _is_map(spec) else {}
+    spec = spec if is_map(spec) else {}
     api_version = _str(obj.get("apiVersion")) or f"{GROUP}/v1beta1"
     if api_version.endswith("/v1alpha1"):
         components = _components_v1alpha1(spec)
@@ -191,7 +186,7 @@ def pool_from_object(obj: Mapping[str, Any]) -> Pool:
         terminating=bool(meta.get("deletionTimestamp")),
         annotations={
             k: v
-            for k, v in (annotations.items() if _is_map(annotations) else ())
+            for k, v in (annotations.items() if is_map(annotations) else ())
             if isinstance(k, str) and isinstance(v, str)
         },
         components=components,

@@ -11,10 +11,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import field
-from typing import Any, TypeGuard
+from typing import Any
 
 from dynamo_pool_operator.api import crd, names, podfields
-from dynamo_pool_operator.runtime.objects import record
+from dynamo_pool_operator.runtime.objects import is_map, record
 
 API_VERSION = f"{crd.GROUP}/{crd.VERSION}"
 #: `spec.clusterIP` of a headless Service.
@@ -153,10 +153,6 @@ def _headless(spec: Mapping[str, Any], default: bool, problems: list[str]) -> bo
     return raw
 
 
-def _is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
-    return type(value) is dict or isinstance(value, Mapping)
-
-
 def _generation(meta: Mapping[str, Any]) -> int:
     raw = meta.get("generation")
     return raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
@@ -170,10 +166,9 @@ def relay_from_object(obj: Mapping[str, Any], defaults: RelayDefaults) -> Relay:
     so the relay says which field to change instead of failing every retry.
     """
     meta_raw = obj.get("metadata")
-    # A decoded relay is dicts: the exact type first spares the ABC check.
-    meta: Mapping[str, Any] = meta_raw if _is_map(meta_raw) else {}
+    meta: Mapping[str, Any] = meta_raw if is_map(meta_raw) else {}
     spec_raw = obj.get("spec")
-    spec: Mapping[str, Any] = spec_raw if _is_map(spec_raw) else {}
+    spec: Mapping[str, Any] = spec_raw if is_map(spec_raw) else {}
     problems: list[str] = []
 
     pod_labels = _string_map(spec, "podLabels", problems)
@@ -223,7 +218,7 @@ def relay_from_object(obj: Mapping[str, Any], defaults: RelayDefaults) -> Relay:
         image_pull_policy=defaults.image_pull_policy,
         port=_int(spec, "port", defaults.port, 1, 65535, problems),
         service_account_name=sa,
-        resources=copy.deepcopy(dict(resources)) if _is_map(resources) else {},
+        resources=copy.deepcopy(dict(resources)) if is_map(resources) else {},
         pod_labels={
             k: v
             for k, v in pod_labels.items()

@@ -37,7 +37,7 @@ from dynamo_pool_operator.api.status import (
     RelayAvailableReason,
     Status,
 )
-from dynamo_pool_operator.runtime.objects import record
+from dynamo_pool_operator.runtime.objects import is_map, record
 
 #: The status's top-level fields, as the report writes them (`pool/status.desired_status`):
 #: a `ShownStatus` keeps a digest of each. A field written but not listed here would
@@ -177,7 +177,7 @@ class ShownStatus:
         if type(raw) is list or (isinstance(raw, Sequence) and not isinstance(raw, str)):
             times: dict[str, str] = {}  # one string for the times the conditions share
             for c in raw:
-                if not (type(c) is dict or isinstance(c, Mapping)):
+                if not is_map(c):
                     continue
                 type_ = c.get("type")
                 if type(type_) is not str and not isinstance(type_, str):
@@ -205,8 +205,7 @@ class ShownStatus:
             lines = [
                 ShownLine(line["name"], _word(line.get("state")), _word(line.get("reason")))
                 for line in raw
-                if (type(line) is dict or isinstance(line, Mapping))
-                and isinstance(line.get("name"), str)
+                if is_map(line) and isinstance(line.get("name"), str)
             ]
         values = [status.get(name) for name in STATUS_FIELDS]
         return cls(

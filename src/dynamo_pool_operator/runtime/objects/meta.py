@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 # metav1.Condition lists: find_condition one by type, and the timestamps conditions carry.
 #
@@ -103,9 +103,14 @@ def describe_controller(obj: Mapping[str, Any]) -> str:
 _EMPTY: Mapping[str, Any] = {}
 
 
+def is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """Whether `value` is a map. A decoded object is dicts: `type() is dict` first
+    spares the ABC check per field."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def _mapping(value: object) -> Mapping[str, Any]:
-    # A decoded object is dicts: `type() is dict` first spares the ABC check per field.
-    return value if type(value) is dict or isinstance(value, Mapping) else _EMPTY
+    return value if is_map(value) else _EMPTY
 
 
 def _text(value: object) -> str:

@@ -104,3 +104,17 @@ def test_reading_any_object_never_raises(meta: Any, status: Any) -> None:
     assert isinstance(m.terminating, bool)
     _ = (m.labels, m.annotations, m.owner_references, m.controller, m.created)
     _ = m.condition("Ready")
+
+
+def test_is_map_takes_any_mapping_and_nothing_else() -> None:
+    """Decoded objects are dicts, but a reader may hand any mapping (a read-only
+    view of a cached object): both are maps; a list, a string or None is not."""
+    from types import MappingProxyType
+
+    from dynamo_pool_operator.runtime.objects import Meta, is_map
+
+    view = MappingProxyType({"metadata": MappingProxyType({"name": "p"})})
+    assert is_map({})
+    assert is_map(view)
+    assert not any(is_map(v) for v in ([], "metadata", None, 1))
+    assert Meta(view).name == "p"
