@@ -516,11 +516,9 @@ class WorkQueue(Generic[K]):
         self._count(new, +1)
 
     def _count(self, priority: int, delta: int) -> None:
-        depth = self._depth_by_priority.get(priority)
-        if depth is None:
+        if priority not in self._depth_by_priority:
             self._gauge(priority)
-            depth = 0
-        self._depth_by_priority[priority] = depth + delta
+        self._depth_by_priority[priority] += delta
 
     def _gauge(self, priority: int) -> None:
         """The depth series of `priority`, read when scraped (from the first key of it)."""
