@@ -170,7 +170,8 @@ def _keep_dgd_fields(obj: Obj) -> Obj:
 
 
 #: Kept of a relay object's metadata: what the checks, the guarded writes, the status
-#: and the hand-over read (labels and the rest are in the view's digest).
+#: and the hand-over read. Labels, annotations (our render hash among them) and the
+#: rest we render are in the view's digest.
 _RELAY_OBJECT_METADATA = (
     "name",
     "namespace",
@@ -189,11 +190,7 @@ _DEPLOYMENT_CONDITIONS = ("ReplicaFailure", "Progressing", "Available")
 
 
 def _trimmed_metadata(meta: Mapping[str, Any], drop: str | None = None) -> dict[str, Any]:
-    out = {k: meta[k] for k in _RELAY_OBJECT_METADATA if k in meta and k != drop}
-    annotations = meta.get("annotations")
-    if isinstance(annotations, Mapping) and names.RENDER_HASH in annotations:
-        out["annotations"] = {names.RENDER_HASH: annotations[names.RENDER_HASH]}
-    return out
+    return {k: meta[k] for k in _RELAY_OBJECT_METADATA if k in meta and k != drop}
 
 
 def trim_deployment(obj: Obj) -> Obj:
