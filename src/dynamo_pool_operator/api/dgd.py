@@ -12,7 +12,7 @@ hold anything the CRD admits. Entries that cannot be components are skipped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import field
 from enum import StrEnum
 from typing import Any
@@ -191,3 +191,20 @@ def pool_from_object(obj: Mapping[str, Any]) -> Pool:
         },
         components=components,
     )
+
+
+def pools_naming_service(
+    service: str, dgd_named: Callable[[str], Mapping[str, Any] | None]
+) -> list[str]:
+    """The DGDs, by name, whose pool has a frontend Service called `service`.
+
+    A frontend's Service is `<D>-<component>` (`names.component_service_name`), and a
+    relay's name, its DGD's, has no dot (else its relay Service name is invalid and
+    nothing is exported), so D is one of the name's prefixes before a dash: each is
+    read by name (`dgd_named`), and no index of DGDs by Service is needed."""
+    out: list[str] = []
+    for cut in (i for i, ch in enumerate(service) if ch == "-"):
+        dgd = dgd_named(service[:cut])
+        if dgd is not None and service in pool_from_object(dgd).frontend_services:
+            out.append(service[:cut])
+    return out

@@ -32,7 +32,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dynamo_pool_operator.api import crd, names
-from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL, pool_from_object
+from dynamo_pool_operator.api.dgd import (
+    DCD_KIND,
+    DCD_PLURAL,
+    pools_naming_service,
+)
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.api.dgd import KIND as DGD_KIND
 from dynamo_pool_operator.api.dgd import PLURAL as DGD_PLURAL
@@ -329,18 +333,13 @@ def deployment_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bo
 
 def relays_naming_service(caches: RelayCaches) -> MapFunc:
     """A Service -> its relay if it is named `<D>-pool-relay`, and each relay whose DGD
-    (in the DGD cache in effect) names it as a frontend's Service: `<D>-<component>`,
-    so D is one of the name's prefixes before a dash."""
+    (in the DGD cache in effect) names it as a frontend's Service (`pools_naming_service`)."""
 
     def relays(obj: Obj) -> Iterable[Request]:
         meta = Meta(obj)
-        out = list(relay_of_object(obj))
-        name = meta.name
-        for cut in (i for i, ch in enumerate(name) if ch == "-"):
-            dgd = caches.dgds.store.get(meta.namespace, name[:cut])
-            if dgd is not None and name in pool_from_object(dgd).frontend_services:
-                out.append((meta.namespace, name[:cut]))
-        return out
+        ns, store = meta.namespace, caches.dgds.store
+        found = pools_naming_service(meta.name, lambda dgd: store.get(ns, dgd))
+        return [*relay_of_object(obj), *((ns, dgd) for dgd in found)]
 
     return relays
 

@@ -339,7 +339,7 @@ async def test_export_the_relay_controls_under_a_name_it_does_not_want_is_withdr
 
 
 # Guards: wiring `export_mapper`, an export maps to relay D by its name `<D>-pool-relay`,
-# and to every relay whose pool has a frontend Service of its name (the frontend index),
+# and to every relay whose pool has a frontend Service of its name (`pools_naming_service`),
 # even when nobody controls it: a foreign export's deletion must wake the relay.
 @pytest.mark.parametrize("name", [RELAY_SVC, FRONTEND_SVC], ids=["relay-service", "frontend"])
 async def test_users_export_deleted_lets_the_relay_export_its_own(

@@ -48,13 +48,7 @@ from collections.abc import Callable, Sequence
 
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY, clusterproperties, serviceexports
 from dynamo_pool_operator.pool.exports.feature import ExportCaches, PoolExports
-from dynamo_pool_operator.pool.exports.wiring import (
-    FRONTEND_SERVICE_INDEX,
-    all_relays,
-    export_changed,
-    export_mapper,
-    frontend_services,
-)
+from dynamo_pool_operator.pool.exports.wiring import all_relays, export_changed, export_mapper
 from dynamo_pool_operator.runtime import (
     CONTROLLER_UID_INDEX,
     LOW,
@@ -141,8 +135,6 @@ class ExportApis:
 
     def use_dgds(self, dgds: Informer) -> None:
         """Map export events through this DGD cache from now on (the DGD API moved)."""
-        if not dgds.store.has_index(FRONTEND_SERVICE_INDEX):
-            dgds.store.add_index(FRONTEND_SERVICE_INDEX, frontend_services)
         self.dgds = dgds
 
     def begin(self, export_version: str | None, about_version: str | None) -> None:

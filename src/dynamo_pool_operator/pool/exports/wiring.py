@@ -21,18 +21,10 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from dynamo_pool_operator.api import crd, names
-from dynamo_pool_operator.api.dgd import pool_from_object
+from dynamo_pool_operator.api.dgd import pools_naming_service
 from dynamo_pool_operator.pool.exports.verdict import view_of
 from dynamo_pool_operator.runtime import EventType, Informer, Obj, Request
 from dynamo_pool_operator.runtime.objects import Meta, controller_is
-
-FRONTEND_SERVICE_INDEX = "frontend-service"
-
-
-def frontend_services(dgd: Obj) -> list[str]:
-    """Index: `<namespace>/<frontend Service name>` for each frontend of a DGD."""
-    pool = pool_from_object(dgd)
-    return [f"{pool.namespace}/{svc}" for svc in pool.frontend_services]
 
 
 def is_relay_controller(ref: Any) -> bool:
@@ -54,8 +46,8 @@ def export_mapper(dgds: Callable[[], Informer]) -> Any:
         pool = names.pool_of(name)
         if pool is not None:
             keys.add((ns, pool))
-        for dgd in dgds().store.by_index(FRONTEND_SERVICE_INDEX, f"{ns}/{name}"):
-            keys.add((ns, Meta(dgd).name))
+        store = dgds().store
+        keys.update((ns, dgd) for dgd in pools_naming_service(name, lambda d: store.get(ns, d)))
         return keys
 
     return relays_for

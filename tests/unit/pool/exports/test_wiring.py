@@ -19,9 +19,10 @@ from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import Implementation
+from dynamo_pool_operator.pool.controller import dgd_resource
 from dynamo_pool_operator.pool.exports.apis import ExportApis
 from dynamo_pool_operator.pool.exports.feature import PoolExports
-from dynamo_pool_operator.pool.exports.wiring import export_changed
+from dynamo_pool_operator.pool.exports.wiring import export_changed, export_mapper
 from dynamo_pool_operator.runtime.cache.informer import EventType, Informer
 from dynamo_pool_operator.runtime.cache.optional import DegradedChecks
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
@@ -158,3 +159,29 @@ def test_a_cluster_property_change_requeues_every_relay_at_low_priority() -> Non
     assert caches is not None
     assert caches.cluster_properties is not None
     assert rec.priorities == {caches.exports: None, caches.cluster_properties: LOW}
+
+
+def _dgd(name: str, *frontends: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "nvidia.com/v1beta1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
+        "spec": {"components": [{"name": f, "type": "frontend"} for f in frontends]},
+    }
+
+
+def test_an_export_wakes_each_relay_whose_dgd_names_it_read_from_the_dgd_cache_as_is() -> None:
+    """An export named like a frontend Service `<D>-<component>` wakes relay D when D's
+    pool names it: D is one of the name's prefixes before a dash (a relay's name has no
+    dot), so the DGD cache is read by name and needs no index of its own (~400 bytes a
+    DGD at 10,000 pools)."""
+    dgds = Informer(FakeClient(), dgd_resource("v1beta1"))
+    for obj in (_dgd("pay", "ments-db"), _dgd("pay-ments", "db"), _dgd("pay-ments-db", "db")):
+        dgds.store.put(obj)
+    relays_for = export_mapper(lambda: dgds)
+    named = {"metadata": {"name": "pay-ments-db", "namespace": "ns"}}
+    assert sorted(relays_for(named)) == [("ns", "pay"), ("ns", "pay-ments")]
+    assert sorted(relays_for({"metadata": {"name": "pay-web", "namespace": "ns"}})) == []
+    assert sorted(relays_for({"metadata": {"name": "pay-ments-db", "namespace": "x"}})) == []
+    relay_service = {"metadata": {"name": "pay-pool-relay", "namespace": "ns"}}
+    assert sorted(relays_for(relay_service)) == [("ns", "pay")]
