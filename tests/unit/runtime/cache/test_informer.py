@@ -492,6 +492,25 @@ def test_sharing_owner_references_keeps_little_per_owner() -> None:
     assert grown / len(objs) < 1000, f"{grown / len(objs):.0f} bytes per owner list"
 
 
+def test_owner_references_alike_in_any_key_order_are_one_list() -> None:
+    """The server writes a reference's keys in the order its kind's codec has: a relay
+    Deployment's start with `apiVersion, kind`, a ServiceExport's (a CRD) are sorted.
+    Equal all the same: one list for the relay's Deployment, Service and exports."""
+    ref = {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoPoolRelay",
+        "name": "pool-k",
+        "uid": "u-key-order",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    a, b = obj("a"), obj("b")
+    a["metadata"]["ownerReferences"] = [dict(ref)]
+    b["metadata"]["ownerReferences"] = [dict(sorted(ref.items()))]
+    shared = [share_common_parts(x)["metadata"]["ownerReferences"] for x in (a, b)]
+    assert shared[0] is shared[1]
+
+
 def test_an_owner_list_is_shared_only_with_an_equal_one() -> None:
     """The table is keyed by a hash: two lists that hash alike but differ stay apart."""
     from dynamo_pool_operator.runtime.cache import informer as informer_mod
