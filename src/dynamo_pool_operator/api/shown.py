@@ -37,7 +37,7 @@ from dynamo_pool_operator.api.status import (
     RelayAvailableReason,
     Status,
 )
-from dynamo_pool_operator.runtime.objects import is_map, record
+from dynamo_pool_operator.runtime.objects import Alike, is_map, record
 
 #: The status's top-level fields, as the report writes them (`pool/status.desired_status`):
 #: a `ShownStatus` keeps a digest of each. A field written but not listed here would
@@ -125,23 +125,9 @@ _DIGEST = struct.Struct("=q")
 #: Conditions read alike, and whole lists of them, held once for every relay that shows
 #: them: a cold start or a mass event stamps the same second on many relays (at 10,000
 #: pools about 650 bytes a relay, and fewer new objects for the garbage collector to
-#: count towards a full collection). Bounded: emptied when full, as old times fade.
-_ALIKE: dict[Any, Any] = {}
-_ALIKE_LIMIT = 4096
-
-
-def _held(value: Any) -> Any:
-    """The one object equal to `value` the table holds (`value` itself, held now)."""
-    try:
-        held = _ALIKE.get(value)
-    except TypeError:  # a time of another shape than a string: not hashable
-        return value
-    if held is not None:
-        return held
-    if len(_ALIKE) >= _ALIKE_LIMIT:
-        _ALIKE.clear()
-    _ALIKE[value] = value
-    return value
+#: count towards a full collection). Bounded: emptied when full, as old times fade. A
+#: time of another shape than a string cannot be hashed: it is read as it is.
+_held: Alike[Any] = Alike(4096, renew=True)
 
 
 def _unset(value: Any) -> bool:

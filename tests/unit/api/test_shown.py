@@ -189,7 +189,7 @@ def test_conditions_read_alike_are_held_once_for_every_relay() -> None:
     new objects an event leaves, the fewer full collections it causes)."""
     from dynamo_pool_operator.api import shown
 
-    shown._ALIKE.clear()  # an empty table: no emptying when full within this test
+    shown._held.clear()  # an empty table: no emptying when full within this test
     since = "2026-12-04T10:00:00Z"
     a, b = ShownStatus.read(_stamped("True", since)), ShownStatus.read(_stamped("True", since))
     assert a.conditions == b.conditions
@@ -212,6 +212,6 @@ def test_a_condition_with_a_time_of_any_shape_is_read_as_shown() -> None:
 def test_the_table_of_conditions_read_alike_stays_bounded() -> None:
     from dynamo_pool_operator.api import shown
 
-    for second in range(3 * shown._ALIKE_LIMIT):
+    for second in range(3 * shown._held.limit):
         ShownStatus.read(_stamped("True", f"2026-12-04T10:{second // 60:02d}:{second % 60:02d}Z"))
-        assert len(shown._ALIKE) <= shown._ALIKE_LIMIT
+        assert len(shown._held) <= shown._held.limit

@@ -63,6 +63,7 @@ from dynamo_pool_operator.runtime.client.rest import Client, jittered
 from dynamo_pool_operator.runtime.client.undecodable import Undecodable, named, skim
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.metricsets import per_registry
+from dynamo_pool_operator.runtime.objects.alike import Alike
 from dynamo_pool_operator.runtime.objects.diff import VIEW
 from dynamo_pool_operator.runtime.objects.resources import Resource
 from dynamo_pool_operator.runtime.ratelimit import Backoff
@@ -271,34 +272,16 @@ def _intern_one(parent: Any, at: str | int, value: Any, trie: _Trie) -> None:
         _intern_in(value, trie)
 
 
-class _Canon:
-    """One string for each distinct value it is given, for up to `limit` distinct
-    values; past that, a value not yet held is returned as it is. A plain table, not
-    `sys.intern`: nothing it holds is immortal, and it never holds more than `limit`
-    strings, however many a long-lived process sees."""
-
-    __slots__ = ("limit", "table")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.table: dict[str, str] = {}
-
-    def __call__(self, value: str) -> str:
-        held = self.table.get(value)
-        if held is not None:
-            return held
-        if len(self.table) < self.limit:
-            self.table[value] = value
-        return value
-
-
 #: Keys of cached objects: the decoder shares equal keys only while its small cache
 #: holds them (the field sets of `managedFields` crowd them out), so most objects came
 #: with their own `metadata`, `namespace`, `ownerReferences`, ... A fleet's schema has a
 #: few hundred; user-chosen label and annotation keys fill the rest of the table.
-_KEYS = _Canon(16_384)
+_KEYS: Alike[str] = Alike(16_384)
 #: Namespace names: one per namespace, not one per cached object (seven a pool).
-_NAMESPACES = _Canon(16_384)
+_NAMESPACES: Alike[str] = Alike(16_384)
+#: Creation times: a cold start, or a pool's exports made together, stamp one second
+#: on many objects (~70 bytes each). They move on with time: the table starts over.
+_TIMES: Alike[str] = Alike(4096, renew=True)
 #: Where a trimmed object's view (`runtime.objects.diff`) keeps the owner references it
 #: compares: a copy of the metadata's, shared like them.
 _VIEW_OWNERS = "metadata.ownerReferences"
@@ -379,12 +362,13 @@ def share_common_parts(
     shared: frozenset[VocabularyPath] = frozenset(),
 ) -> Obj:
     """Make equal parts of cached objects one object: keys (`_KEYS`), namespace names
-    (`_NAMESPACES`), equal strings within the object, the owner references list (the
-    metadata's, and the copy a view keeps), the labels and the field managers' summary
-    (`_SHARED_METADATA_FIELDS`), the kind's own `shared` parts (maps or lists; no
-    `*` in their paths), and the values of the bounded vocabulary (`VOCABULARY`, plus
-    the kind's own `vocabulary`). Nothing changes value; a shared part has the key order
-    of the first object that held it (equal maps compare equal in any order). Cached
+    (`_NAMESPACES`), creation times (`_TIMES`), equal strings within the object, the
+    owner references list (the metadata's, and the copy a view keeps), the labels and
+    the field managers' summary (`_SHARED_METADATA_FIELDS`), the kind's own `shared`
+    parts (maps or lists; no `*` in their paths), and the values of the bounded
+    vocabulary (`VOCABULARY`, plus the kind's own `vocabulary`). Nothing changes value;
+    a shared part has the key order of the first object that held it (equal maps
+    compare equal in any order). Cached
     objects are read-only (store.py), so sharing is safe; at 10,000 pools it keeps the
     caches at about 120 MB of Python objects, of 170 MB sharing only the owners and
     the vocabulary."""
@@ -403,6 +387,9 @@ def share_common_parts(
     namespace = meta.get("namespace")
     if type(namespace) is str:
         meta["namespace"] = _NAMESPACES(namespace)
+    created = meta.get("creationTimestamp")
+    if type(created) is str:
+        meta["creationTimestamp"] = _TIMES(created)
     for field in _SHARED_METADATA_FIELDS:
         part = meta.get(field)
         if type(part) is list or type(part) is dict:
