@@ -13,8 +13,8 @@ the write replaced; the first change the cache sees of that object ends it (vers
 are opaque: a change cannot be told to come before or after ours, and each is the
 server's word from then on). `get`, `list` and the indexes are the cache alone.
 
-Indexes map a string value (an owner UID, a label value, ...) to the keys of
-the objects that produce it, so a controller can find "the Services owned by
+Indexes map a string value (an owner UID, a label value, ...) to the objects
+that produce it, so a controller can find "the Services owned by
 this relay" without scanning the whole cache. They are kept in step with every
 put, delete and replace.
 """
@@ -63,27 +63,38 @@ def index_by_controller_uid(obj: Obj) -> list[str]:
 
 
 # ---------------------------------------------------------------- indexes
+#: A bucket of up to this many objects is a tuple of them; a larger one a `_Many`.
+_SMALL = 8
+
+
+class _Many(dict[Key, Obj]):
+    """A large bucket: key -> object, in filing order (removal need not scan)."""
+
+    __slots__ = ()
+
+
+#: One object, a tuple of 2 to `_SMALL` objects, or a `_Many`.
+_Bucket = Obj | tuple[Obj, ...] | _Many
+
+
 class _Index:
-    """One named index: value -> ordered set of keys, and key -> the values it was filed under.
+    """One named index: value -> the objects filed under it, in filing order.
 
-    Remembering each key's values (rather than recomputing them from the old
-    object on update) makes removal exact even if the index function is not a
-    pure function of the object.
-
-    Most values name one object (a frontend Service's name, one DGD) and most objects
-    one value: a bucket of one key is the key itself, and one value is kept as the
-    string, not a map or tuple of one (~200 bytes an entry at 10,000 pools' scale).
+    An object is removed under the values its index function gives for it, read
+    again: index functions must be pure functions of the object (cached objects are
+    read-only), as client-go's indexers are. A bucket holds the objects themselves:
+    most hold one (the object) or a few (a relay's three exports under its uid: a
+    tuple), so an index costs a few bytes an object, not a key tuple and map entries
+    (~550 bytes a pool at 10,000 pools).
     """
 
-    __slots__ = ("buckets", "description", "fn", "name", "values")
+    __slots__ = ("buckets", "description", "fn", "name")
 
     def __init__(self, name: str, fn: IndexFunc, description: str) -> None:
         self.name = name
         self.description = description
         self.fn = fn
-        # A bucket: one key, or a dict used as an insertion-ordered set (deterministic).
-        self.buckets: dict[str, Key | dict[Key, None]] = {}
-        self.values: dict[Key, str | tuple[str, ...]] = {}
+        self.buckets: dict[str, _Bucket] = {}
 
     def empty_copy(self) -> _Index:
         return _Index(self.name, self.fn, self.description)
@@ -106,44 +117,52 @@ class _Index:
             return (values,)
         return tuple(dict.fromkeys(v for v in values if isinstance(v, str)))
 
-    def keys(self, value: str) -> Iterable[Key]:
-        """The keys filed under `value`, in the order they were filed."""
+    def objects(self, value: str) -> Iterable[Obj]:
+        """The objects filed under `value`, in the order they were filed."""
         bucket = self.buckets.get(value)
         if bucket is None:
             return ()
-        return (bucket,) if isinstance(bucket, tuple) else bucket
+        if isinstance(bucket, tuple):
+            return bucket
+        if isinstance(bucket, _Many):
+            return bucket.values()
+        return (bucket,)
 
-    def add(self, key: Key, obj: Obj) -> None:
-        values = self.compute(obj)
-        if not values:
-            return
-        self.values[key] = values[0] if len(values) == 1 else values
+    def add(self, obj: Obj) -> None:
         buckets = self.buckets
-        for v in values:
+        for v in self.compute(obj):
             bucket = buckets.get(v)
             if bucket is None:
-                buckets[v] = key
+                buckets[v] = obj
             elif isinstance(bucket, tuple):
-                if bucket != key:
-                    buckets[v] = {bucket: None, key: None}
+                if len(bucket) < _SMALL:
+                    buckets[v] = (*bucket, obj)
+                else:
+                    many = _Many((object_key(o), o) for o in bucket)
+                    many[object_key(obj)] = obj
+                    buckets[v] = many
+            elif isinstance(bucket, _Many):
+                bucket[object_key(obj)] = obj
             else:
-                bucket[key] = None
+                buckets[v] = (bucket, obj)
 
-    def remove(self, key: Key) -> None:
-        filed = self.values.pop(key, ())
-        for v in (filed,) if isinstance(filed, str) else filed:
-            bucket = self.buckets.get(v)
+    def remove(self, obj: Obj) -> None:
+        buckets = self.buckets
+        for v in self.compute(obj):
+            bucket = buckets.get(v)
             if bucket is None:
                 continue
-            if isinstance(bucket, tuple):
-                if bucket == key:
-                    del self.buckets[v]
-                continue
-            bucket.pop(key, None)
-            if len(bucket) == 1:
-                (self.buckets[v],) = bucket  # one key left: the key itself
-            elif not bucket:
-                del self.buckets[v]  # no empty buckets left behind: long-lived caches churn
+            if bucket is obj:
+                del buckets[v]
+            elif isinstance(bucket, tuple):
+                rest = tuple(o for o in bucket if o is not obj)
+                buckets[v] = rest[0] if len(rest) == 1 else rest
+            elif isinstance(bucket, _Many):
+                key = object_key(obj)
+                if bucket.get(key) is obj:
+                    del bucket[key]
+                if len(bucket) == 1:
+                    (buckets[v],) = bucket.values()  # one object left: the object itself
 
 
 # ---------------------------------------------------------------- store
@@ -234,9 +253,9 @@ class Store:
         if name in self._indexes:
             raise ValueError(f"index {name!r} already exists")
         index = _Index(name, fn, self.description)
-        for ns, by_name in self._objects.items():
-            for obj_name, obj in by_name.items():
-                index.add((ns, obj_name), obj)
+        for by_name in self._objects.values():
+            for obj in by_name.values():
+                index.add(obj)
         self._indexes[name] = index
 
     def has_index(self, name: str) -> bool:
@@ -244,15 +263,11 @@ class Store:
 
     def index_keys(self, name: str, value: str) -> builtins.list[Key]:
         """Keys of the objects filed under `value` in index `name` (KeyError if no such index)."""
-        return list(self._indexes[name].keys(value))
+        return [object_key(obj) for obj in self._indexes[name].objects(value)]
 
     def by_index(self, name: str, value: str) -> builtins.list[Obj]:
         """The objects filed under `value` in index `name` (KeyError if no such index)."""
-        out: builtins.list[Obj] = []
-        for ns, obj_name in self._indexes[name].keys(value):
-            obj = self._objects[ns][obj_name]
-            out.append(obj)
-        return out
+        return list(self._indexes[name].objects(value))
 
     def index_values(self, name: str) -> builtins.list[str]:
         """Every value index `name` currently holds (e.g. all owner UIDs seen)."""
@@ -270,8 +285,9 @@ class Store:
         if old is None:
             self._count += 1
         for index in self._indexes.values():
-            index.remove(key)
-            index.add(key, obj)
+            if old is not None:
+                index.remove(old)
+            index.add(obj)
         return old
 
     def delete(self, namespace: str | None, name: str) -> Obj | None:
@@ -286,7 +302,7 @@ class Store:
             del self._objects[ns]
         self._count -= 1
         for index in self._indexes.values():
-            index.remove((ns, name))
+            index.remove(old)
         return old
 
     def replace(self, objs: Iterable[Obj]) -> builtins.list[Change]:
@@ -306,10 +322,10 @@ class Store:
                 count += 1
             by_name[name] = obj  # a duplicate key in the list: the last one wins
         indexes = {n: idx.empty_copy() for n, idx in self._indexes.items()}
-        for ns, by_name in objects.items():
-            for name, obj in by_name.items():
+        for by_name in objects.values():
+            for obj in by_name.values():
                 for index in indexes.values():
-                    index.add((ns, name), obj)
+                    index.add(obj)
 
         changes: builtins.list[Change] = []
         for ns, by_name in self._objects.items():
