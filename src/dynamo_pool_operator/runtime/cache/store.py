@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 #: (namespace, name); namespace is "" for cluster-scoped objects.
 Key = tuple[str, str]
-#: Maps an object to the index values it is found under (none, one or several).
+#: Maps an object to the index values it is found under (none, one or several): a pure
+#: function of the object, since removal reads the old object's values again.
 IndexFunc = Callable[[Obj], list[str]]
 #: (old, new): old is None for an object that appeared, new is None for one that vanished.
 Change = tuple[Obj | None, Obj | None]
