@@ -38,6 +38,8 @@ from typing import Any
 
 import orjson
 
+from dynamo_pool_operator.runtime.objects.record import record
+
 # Kubernetes resource quantities (`resource.Quantity`): their value. Pure.
 #
 # The API server keeps a quantity in its canonical form, not as it was written: `1000m`
@@ -294,7 +296,7 @@ def with_hash(obj: dict[str, Any], hash_annotation: str) -> dict[str, Any]:
 # Deployment decodes to ~13 kB of Python objects, most of it the pod template and the
 # server's defaults in it, for a question about a few dozen fields. So the cache keeps
 # a *view* of each owned object instead (`Shape.view`, run by the informer's
-# transform): a digest of the fields we render, and a few fields verbatim.
+# transform): a `View`, the digest of the fields we render and a few fields verbatim.
 #
 # A `Shape` is made from a rendered sample. It splits what a render holds into:
 #
@@ -321,6 +323,23 @@ def with_hash(obj: dict[str, Any], hash_annotation: str) -> dict[str, Any]:
 
 #: Where a trimmed cached object keeps its view (not a Kubernetes field name).
 VIEW = "owned"
+
+
+@record
+class View:
+    """What a cache keeps of an object we own for `Shape.drifted` (`Shape.view`). A
+    record, not a map of its two parts: 48 bytes where a map is 184 (CPython 3.11),
+    and a cache holds one for each object it keeps a view of. Equal views are equal (a
+    controller tells a changed object by its view); like the map of open values it
+    holds, a view cannot be hashed."""
+
+    #: `Shape.digest` of the object: its closed fields.
+    digest: str
+    #: Its open values by where they are (`Shape.open_values`). Read-only, as the
+    #: cached object that holds the view.
+    open: dict[str, Any]
+
+
 #: A node of the closed shape: a map of keys to nodes, a keyed list (`_Keyed`), or
 #: None for a value compared whole (a scalar, a list of scalars).
 Node = Any
@@ -519,9 +538,9 @@ class Shape:
     def open_values(self, obj: Mapping[str, Any]) -> dict[str, Any]:
         return {at: v for at, (_, v) in self._open_values(obj).items()}
 
-    def view(self, live: Mapping[str, Any]) -> dict[str, Any]:
+    def view(self, live: Mapping[str, Any]) -> View:
         """What a cache keeps of a live object for `drifted`."""
-        return {"digest": self.digest(live), "open": self.open_values(live)}
+        return View(self.digest(live), self.open_values(live))
 
     def exempt(self, path: str) -> bool:
         """`path` is open, or lies under one that is."""
@@ -535,9 +554,7 @@ class Shape:
         _check(body, self.closed, "", "", self, out)
         return out
 
-    def drifted(
-        self, view: Mapping[str, Any], body: Mapping[str, Any], render_hash: str | None
-    ) -> bool:
+    def drifted(self, view: View, body: Mapping[str, Any], render_hash: str | None) -> bool:
         """`not contains(live, body, quantities=quantities)`, from the live object's view."""
         digest = self._bodies.get(render_hash) if render_hash else None
         if digest is None:
@@ -546,9 +563,9 @@ class Shape:
                 if len(self._bodies) >= 16384:
                     self._bodies.clear()  # bounded: a fleet's worth, then start over
                 self._bodies[render_hash] = digest
-        if view.get("digest") != digest:
+        if view.digest != digest:
             return True
-        live_open = view.get("open") or {}
+        live_open = view.open
         for at, (path, value) in self._open_values(body).items():
             if at in live_open:
                 if not contains(live_open[at], value, quantities=self.quantities, path=path):
