@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 import uuid
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.mcs import serviceexports
-from dynamo_pool_operator.api.relay import RelayDefaults, relay_from_object
+from dynamo_pool_operator.api.relay import HEADLESS_CLUSTER_IP, RelayDefaults, relay_from_object
 from dynamo_pool_operator.api.shown import ShownLine, ShownStatus, read_conditions
 from dynamo_pool_operator.pool import controller
 from dynamo_pool_operator.pool.exports.plan import EXPORT_DRIFT, export_body
@@ -165,8 +166,6 @@ def test_relays_and_dgds_made_alike_share_one_spec() -> None:
 def test_the_relay_objects_are_watched_by_the_labels_only_they_carry() -> None:
     """The API server sends no other Deployment (decision 0006); with exports on, every
     Service is watched (a foreign one of a frontend's name must be seen), as stubs."""
-    from dynamo_pool_operator.api import names
-
     caches = _caches()
     selector = controller.RELAY_OBJECT_SELECTOR
     assert caches.deployments.label_selector == selector
@@ -344,19 +343,39 @@ def test_a_relay_objects_render_hash_is_kept_in_its_digest_only(kind: str) -> No
     assert not drift(rule, cached, body)
 
 
-def _cached_relay_objects(name: str) -> dict[str, Any]:
+def _cached_relay_objects(name: str, *, cluster_ip: str | None = None) -> dict[str, Any]:
     """A relay's Deployment and Service as their caches keep them, each decoded anew (no
-    string of one is another's, as from the API server)."""
+    string of one is another's, as from the API server). `cluster_ip`: the Service is
+    not headless, and the server gave it this one."""
     caches = _caches()
     meta = {"name": name, "namespace": "team", "uid": str(uuid.uuid4())}
-    relay = relay_from_object({"metadata": meta, "spec": {}}, RelayDefaults("relay:1", 8090))
+    spec = {} if cluster_ip is None else {"service": {"headless": False}}
+    relay = relay_from_object({"metadata": meta, "spec": spec}, RelayDefaults("relay:1", 8090))
     pool = pool_from_object({"metadata": {"name": name, "namespace": "team"}})
     deployment = _served(relay_objects.deployment(relay, pool, "c"))
     service = _served(relay_objects.service(relay))
+    if cluster_ip is not None:
+        service["spec"]["clusterIP"] = cluster_ip
     return {
         "deployment": caches.deployments.as_cached(orjson.loads(orjson.dumps(deployment))),
         "service": caches.services.as_cached(orjson.loads(orjson.dumps(service))),
     }
+
+
+def _held(value: Any, wanted: str) -> list[str]:
+    """The strings equal to `wanted` that `value` holds, through maps, lists and a
+    record's fields: whatever form a view takes."""
+    if type(value) is str:
+        return [value] if value == wanted else []
+    if isinstance(value, dict):
+        items = list(value.values())
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    elif dataclasses.is_dataclass(value):
+        items = [getattr(value, f.name) for f in dataclasses.fields(value)]
+    else:
+        return []
+    return [s for item in items for s in _held(item, wanted)]
 
 
 @pytest.mark.parametrize("kind", ["deployment", "service"])
@@ -366,6 +385,29 @@ def test_a_cached_view_is_no_map_around_its_open_values(kind: str) -> None:
     bytes on CPython 3.11)."""
     view = _cached_relay_objects("pool")[kind][VIEW]
     assert sys.getsizeof(view) < sys.getsizeof({})
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"), [("deployment", names.RELAY_APP), ("service", HEADLESS_CLUSTER_IP)]
+)
+def test_what_every_render_holds_is_one_string_in_every_pools_view(kind: str, value: str) -> None:
+    """Every relay Deployment's view holds its pods' `app.kubernetes.io/name`, every
+    headless relay Service's its `clusterIP: None`: one string for all pools, not one
+    each."""
+    a, b = (_cached_relay_objects(f"pool-{uuid.uuid4().hex[:8]}")[kind][VIEW] for _ in "ab")
+    (x,) = _held(a, value)
+    (y,) = _held(b, value)
+    assert x is y
+
+
+def test_a_views_string_no_render_holds_is_its_own() -> None:
+    """Only what a render holds is shared across views: a ClusterIP (the server's, one a
+    Service) is each view's own, so nothing that grows without bound is kept."""
+    ip = "10.96.0.10"
+    a, b = (_cached_relay_objects("pool", cluster_ip=ip)["service"][VIEW] for _ in "ab")
+    (x,) = _held(a, ip)
+    (y,) = _held(b, ip)
+    assert x is not y
 
 
 @pytest.mark.parametrize("kind", ["deployment", "service"])

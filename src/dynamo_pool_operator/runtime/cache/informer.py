@@ -378,7 +378,9 @@ def share_common_parts(
     view = obj.get(VIEW)
     open_: dict[str, Any] | None = None
     if type(view) is View:
-        # A record, which the walk does not enter: its open values are walked here.
+        # A record, which the walk does not enter: its open values are walked here, and
+        # first, so the strings they share with the shape's sample (`Shape.view`) stay
+        # those and the object's equal strings become them.
         open_ = _compact_dict(view.open, seen)
         obj[VIEW] = View(view.digest, open_)
     compact = _compact_dict(obj, seen)

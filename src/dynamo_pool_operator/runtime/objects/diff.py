@@ -313,7 +313,11 @@ def with_hash(obj: dict[str, Any], hash_annotation: str) -> dict[str, Any]:
 #   `spec.containers[name=relay].resources`) and they are compared with `contains`, as
 #   before: another manager's key next to ours there (the `restartedAt` of `kubectl
 #   rollout restart`) is no drift. Quantities among them are compared by value
-#   (`contains(quantities=...)`): the server keeps their canonical form.
+#   (`contains(quantities=...)`): the server keeps their canonical form. A string of
+#   them equal to the sample's at the same place is held as the sample's: what every
+#   render puts there (the pods' `app.kubernetes.io/name`, a headless Service's
+#   `clusterIP: None`) is then one string in every view, and since only the sample's
+#   strings are shared, what is shared stays bounded.
 #
 # Equal digests mean `contains` holds for the closed fields; the open fields are
 # checked by `contains` itself, so `Shape.drifted(view, body)` is
@@ -422,6 +426,17 @@ def _project(value: Any, node: Node) -> Any:
     return out or _ABSENT
 
 
+def _as_sample(value: Any, sample: Any) -> Any:
+    """`value` with each string equal to `sample`'s at the same place (through maps)
+    made `sample`'s: one string for what every render holds there. Lists are left as
+    they are (their elements are matched by key, not by place)."""
+    if type(value) is str:
+        return sample if type(sample) is str and value == sample else value
+    if type(value) is dict and type(sample) is dict:
+        return {k: _as_sample(v, sample.get(k)) for k, v in value.items()}
+    return value
+
+
 def _open(value: Any, parts: tuple[str, ...], node: Node, at: str, out: dict[str, Any]) -> None:
     """`out[at]` = the value at an open path (`parts` of it still to walk) in `value`,
     for each place it is: through maps, and through keyed lists element by element
@@ -500,6 +515,8 @@ class Shape:
         self.quantities = quantities
         self.closed: Node = _shape(sample, "", open_paths)
         self._split = {p: tuple(p.split(".")) for p in open_paths}
+        #: The sample's open values, whose strings a view shares (`view`).
+        self._sample_open = self.open_values(sample)
         # The digest of each rendered body, by its render hash: a body is rendered again
         # on every pass, its digest need not be (~200 bytes an entry, bounded).
         self._bodies: dict[str, str] = {}
@@ -539,8 +556,14 @@ class Shape:
         return {at: v for at, (_, v) in self._open_values(obj).items()}
 
     def view(self, live: Mapping[str, Any]) -> View:
-        """What a cache keeps of a live object for `drifted`."""
-        return View(self.digest(live), self.open_values(live))
+        """What a cache keeps of a live object for `drifted`; an open string equal to the
+        sample's at the same place is the sample's (one string for what every render
+        puts there, and nothing but the sample's strings shared)."""
+        sample = self._sample_open
+        return View(
+            self.digest(live),
+            {at: _as_sample(v, sample.get(at)) for at, v in self.open_values(live).items()},
+        )
 
     def exempt(self, path: str) -> bool:
         """`path` is open, or lies under one that is."""

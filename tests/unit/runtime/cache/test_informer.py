@@ -708,23 +708,38 @@ def test_a_views_owner_references_are_the_metadatas_shared_list() -> None:
 
 def test_a_views_open_values_are_compacted_as_the_objects_own_fields() -> None:
     """A view is a record, which the walk of an object's maps does not enter: its open
-    values get the canonical keys and the object's own equal strings all the same."""
+    values get the canonical keys and the object's own equal strings all the same, and
+    a string a view shares across objects (its shape's sample's) stays the shared one,
+    also where the object holds it before the view."""
+    sample = _fresh("dynamo-pool-relay")
 
     def trimmed(name: str) -> Obj:
-        obj = _fresh_keys({"metadata": {"name": name, "namespace": "ns"}})
+        obj = _fresh_keys(
+            {"metadata": {"name": name, "namespace": "ns"}, "spec": {"app": "dynamo-pool-relay"}}
+        )
         labels = _fresh_keys({"app.kubernetes.io/instance": name})
+        labels[_fresh("app.kubernetes.io/name")] = sample
         obj[VIEW] = View(_fresh("d"), {_fresh("spec.template.metadata.labels"): labels})
         return share_common_parts(obj)
 
     a, b = trimmed("a"), trimmed("b")
     assert type(a[VIEW]) is View
     assert a[VIEW] == View(
-        "d", {"spec.template.metadata.labels": {"app.kubernetes.io/instance": "a"}}
+        "d",
+        {
+            "spec.template.metadata.labels": {
+                "app.kubernetes.io/instance": "a",
+                "app.kubernetes.io/name": "dynamo-pool-relay",
+            }
+        },
     )
     ((at_a, labels_a),), ((at_b, labels_b),) = a[VIEW].open.items(), b[VIEW].open.items()
     assert at_a is at_b
     assert all(x is y for x, y in zip(labels_a, labels_b, strict=True))  # keys
     assert labels_a["app.kubernetes.io/instance"] is a["metadata"]["name"]
+    assert labels_a["app.kubernetes.io/name"] is sample
+    assert labels_b["app.kubernetes.io/name"] is sample
+    assert a["spec"]["app"] is sample
 
 
 def test_equal_labels_and_field_manager_summaries_are_one_part() -> None:
