@@ -31,6 +31,7 @@ from dynamo_pool_operator.runtime.objects import (
     VIEW,
     Meta,
     Shape,
+    View,
     contains,
     is_controlled_by,
     needs_apply,
@@ -103,7 +104,7 @@ def drift(rule: Rule, live: Mapping[str, Any], body: Mapping[str, Any]) -> Drift
         fields = tuple(p.name for p in rule.parts if not contains(p.of(live), p.of(body)))
         return Drift(True, fields) if fields else NO_DRIFT
     view = live.get(VIEW)
-    if rule.view is not None and isinstance(view, Mapping):
+    if rule.view is not None and type(view) is View:
         # The body's render hash keys the shape's digest of it: one digest per render.
         hashed = (body.get("metadata") or {}).get("annotations") or {}
         return (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 import uuid
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.mcs import serviceexports
-from dynamo_pool_operator.api.relay import RelayDefaults, relay_from_object
+from dynamo_pool_operator.api.relay import HEADLESS_CLUSTER_IP, RelayDefaults, relay_from_object
 from dynamo_pool_operator.api.shown import ShownLine, ShownStatus, read_conditions
 from dynamo_pool_operator.pool import controller
 from dynamo_pool_operator.pool.exports.plan import EXPORT_DRIFT, export_body
@@ -22,6 +23,7 @@ from dynamo_pool_operator.pool.relay import objects as relay_objects
 from dynamo_pool_operator.runtime import EventType
 from dynamo_pool_operator.runtime.cache import informer as informer_mod
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
+from dynamo_pool_operator.runtime.objects import VIEW
 from tests.unit.runtime.client.fake import FakeClient
 
 
@@ -164,8 +166,6 @@ def test_relays_and_dgds_made_alike_share_one_spec() -> None:
 def test_the_relay_objects_are_watched_by_the_labels_only_they_carry() -> None:
     """The API server sends no other Deployment (decision 0006); with exports on, every
     Service is watched (a foreign one of a frontend's name must be seen), as stubs."""
-    from dynamo_pool_operator.api import names
-
     caches = _caches()
     selector = controller.RELAY_OBJECT_SELECTOR
     assert caches.deployments.label_selector == selector
@@ -341,3 +341,97 @@ def test_a_relay_objects_render_hash_is_kept_in_its_digest_only(kind: str) -> No
     assert controller.relay_object_changed(EventType.MODIFIED, cached, recached)
     assert drift(rule, recached, body)
     assert not drift(rule, cached, body)
+
+
+def _cached_relay_objects(name: str, *, cluster_ip: str | None = None) -> dict[str, Any]:
+    """A relay's Deployment and Service as their caches keep them, each decoded anew (no
+    string of one is another's, as from the API server). `cluster_ip`: the Service is
+    not headless, and the server gave it this one."""
+    caches = _caches()
+    meta = {"name": name, "namespace": "team", "uid": str(uuid.uuid4())}
+    spec = {} if cluster_ip is None else {"service": {"headless": False}}
+    relay = relay_from_object({"metadata": meta, "spec": spec}, RelayDefaults("relay:1", 8090))
+    pool = pool_from_object({"metadata": {"name": name, "namespace": "team"}})
+    deployment = _served(relay_objects.deployment(relay, pool, "c"))
+    service = _served(relay_objects.service(relay))
+    if cluster_ip is not None:
+        service["spec"]["clusterIP"] = cluster_ip
+    return {
+        "deployment": caches.deployments.as_cached(orjson.loads(orjson.dumps(deployment))),
+        "service": caches.services.as_cached(orjson.loads(orjson.dumps(service))),
+    }
+
+
+def _held(value: Any, wanted: str) -> list[str]:
+    """The strings equal to `wanted` that `value` holds, through maps, lists and a
+    record's fields: whatever form a view takes."""
+    if type(value) is str:
+        return [value] if value == wanted else []
+    if isinstance(value, dict):
+        items = list(value.values())
+    elif isinstance(value, list | tuple):
+        items = list(value)
+    elif dataclasses.is_dataclass(value):
+        items = [getattr(value, f.name) for f in dataclasses.fields(value)]
+    else:
+        return []
+    return [s for item in items for s in _held(item, wanted)]
+
+
+@pytest.mark.parametrize("kind", ["deployment", "service"])
+def test_a_cached_view_is_no_map_around_its_open_values(kind: str) -> None:
+    """A cache keeps a view of each relay object, two a pool: the digest and the open
+    values in a record smaller than the smallest map, not in a map of their own (184
+    bytes on CPython 3.11)."""
+    view = _cached_relay_objects("pool")[kind][VIEW]
+    assert sys.getsizeof(view) < sys.getsizeof({})
+
+
+@pytest.mark.parametrize(
+    ("kind", "value"), [("deployment", names.RELAY_APP), ("service", HEADLESS_CLUSTER_IP)]
+)
+def test_what_every_render_holds_is_one_string_in_every_pools_view(kind: str, value: str) -> None:
+    """Every relay Deployment's view holds its pods' `app.kubernetes.io/name`, every
+    headless relay Service's its `clusterIP: None`: one string for all pools, not one
+    each."""
+    a, b = (_cached_relay_objects(f"pool-{uuid.uuid4().hex[:8]}")[kind][VIEW] for _ in "ab")
+    (x,) = _held(a, value)
+    (y,) = _held(b, value)
+    assert x is y
+
+
+def test_a_views_string_no_render_holds_is_its_own() -> None:
+    """Only what a render holds is shared across views: a ClusterIP (the server's, one a
+    Service) is each view's own, so nothing that grows without bound is kept."""
+    ip = "10.96.0.10"
+    a, b = (_cached_relay_objects("pool", cluster_ip=ip)["service"][VIEW] for _ in "ab")
+    (x,) = _held(a, ip)
+    (y,) = _held(b, ip)
+    assert x is not y
+
+
+@pytest.mark.parametrize("kind", ["deployment", "service"])
+def test_a_views_owner_references_are_the_cached_metadatas(kind: str) -> None:
+    """The owner references a view compares are the metadata's list, shared with the
+    relay's other objects (`share_common_parts`)."""
+    cached = _cached_relay_objects("pool")[kind]
+    assert cached[VIEW].open["metadata.ownerReferences"] is cached["metadata"]["ownerReferences"]
+
+
+@pytest.mark.parametrize("kind", ["deployment", "service"])
+def test_a_relay_object_changed_as_its_view_says(kind: str) -> None:
+    """Views are compared by value: the same object decoded again has not changed, an
+    edit of a field we render (kept only in the digest) has."""
+    informer, served = _realistic()[kind][:2]
+
+    def cached(edit: bool = False) -> Any:
+        body = orjson.loads(orjson.dumps(served))
+        if edit and kind == "deployment":
+            body["spec"]["template"]["spec"]["containers"][0]["image"] = "edited"
+        elif edit:
+            body["spec"]["ports"][0]["port"] = 1
+        return informer.as_cached(body)
+
+    old = cached()
+    assert not controller.relay_object_changed(EventType.MODIFIED, old, cached())
+    assert controller.relay_object_changed(EventType.MODIFIED, old, cached(edit=True))

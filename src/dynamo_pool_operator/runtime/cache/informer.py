@@ -64,7 +64,7 @@ from dynamo_pool_operator.runtime.client.undecodable import Undecodable, named, 
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.metricsets import per_registry
 from dynamo_pool_operator.runtime.objects.alike import Alike
-from dynamo_pool_operator.runtime.objects.diff import VIEW
+from dynamo_pool_operator.runtime.objects.diff import VIEW, View
 from dynamo_pool_operator.runtime.objects.resources import Resource
 from dynamo_pool_operator.runtime.ratelimit import Backoff
 
@@ -374,7 +374,16 @@ def share_common_parts(
     the vocabulary."""
     if type(obj) is not dict:
         return obj
-    compact = _compact_dict(obj, {})
+    seen: dict[str, str] = {}
+    view = obj.get(VIEW)
+    open_: dict[str, Any] | None = None
+    if type(view) is View:
+        # A record, which the walk does not enter: its open values are walked here, and
+        # first, so the strings they share with the shape's sample (`Shape.view`) stay
+        # those and the object's equal strings become them.
+        open_ = _compact_dict(view.open, seen)
+        obj[VIEW] = View(view.digest, open_)
+    compact = _compact_dict(obj, seen)
     obj.clear()  # the same map: a caller may hold it
     obj.update(compact)
     # After the walk: it would swap an interned value for an equal one met before it.
@@ -397,9 +406,7 @@ def share_common_parts(
     refs = meta.get("ownerReferences")
     if type(refs) is list and refs:
         owners = meta["ownerReferences"] = _shared(refs, _SHARED_OWNERS)
-        view = obj.get(VIEW)
-        open_ = view.get("open") if type(view) is dict else None
-        if type(open_) is dict and open_.get(_VIEW_OWNERS) == owners:
+        if open_ is not None and open_.get(_VIEW_OWNERS) == owners:
             open_[_VIEW_OWNERS] = owners
     return obj
 

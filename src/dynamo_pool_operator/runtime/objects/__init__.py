@@ -8,6 +8,7 @@ from dynamo_pool_operator.runtime.objects.alike import Alike
 from dynamo_pool_operator.runtime.objects.diff import (
     VIEW,
     Shape,
+    View,
     contains,
     needs_apply,
     parse_quantity,
@@ -49,6 +50,7 @@ __all__ = [
     "Meta",
     "Resource",
     "Shape",
+    "View",
     "contains",
     "controller_is",
     "controller_of",

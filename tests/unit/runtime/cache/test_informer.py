@@ -43,7 +43,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client, ListResult
 from dynamo_pool_operator.runtime.client.undecodable import Undecodable
 from dynamo_pool_operator.runtime.clock import FakeClock
-from dynamo_pool_operator.runtime.objects.diff import VIEW
+from dynamo_pool_operator.runtime.objects.diff import VIEW, View
 from dynamo_pool_operator.runtime.objects.resources import (
     CONFIGMAPS,
     DEPLOYMENTS,
@@ -667,12 +667,16 @@ def test_sharing_changes_no_value_and_no_order() -> None:
                 "labels": {"z": "1", "a": "1"},
             },
             "spec": {"replicas": 2, "template": {"spec": {"containers": [{"args": ["a", "a"]}]}}},
-            VIEW: {
-                "open": {
-                    "metadata.ownerReferences": [{"uid": "u", "name": "pool", "controller": True}]
-                }
-            },
         }
+    )
+    o[VIEW] = View(
+        "d",
+        _fresh_keys(
+            {
+                "metadata.ownerReferences": [{"uid": "u", "name": "pool", "controller": True}],
+                "spec.template.metadata.labels": {"app": "pool", "z": "1"},
+            }
+        ),
     )
     before = orjson.dumps(o)
     assert orjson.dumps(share_common_parts(o)) == before
@@ -688,19 +692,54 @@ def test_a_views_owner_references_are_the_metadatas_shared_list() -> None:
             _fresh_keys(
                 {
                     "metadata": {"name": name, "namespace": "ns", "ownerReferences": refs},
-                    VIEW: {"digest": "d", "open": {"metadata.ownerReferences": refs}},
+                    VIEW: View("d", _fresh_keys({"metadata.ownerReferences": refs})),
                 }
             )
         )
 
     a, b = trimmed("a"), trimmed("b")
-    assert a[VIEW]["open"]["metadata.ownerReferences"] is a["metadata"]["ownerReferences"]
+    assert a[VIEW].open["metadata.ownerReferences"] is a["metadata"]["ownerReferences"]
     assert a["metadata"]["ownerReferences"] is b["metadata"]["ownerReferences"]
     other = trimmed("c")
-    other_view = _fresh_keys({"open": {"metadata.ownerReferences": [{"uid": "other"}]}})
-    other[VIEW] = other_view
+    other[VIEW] = View("d", _fresh_keys({"metadata.ownerReferences": [{"uid": "other"}]}))
     share_common_parts(other)
-    assert other[VIEW]["open"]["metadata.ownerReferences"] == [{"uid": "other"}]
+    assert other[VIEW].open["metadata.ownerReferences"] == [{"uid": "other"}]
+
+
+def test_a_views_open_values_are_compacted_as_the_objects_own_fields() -> None:
+    """A view is a record, which the walk of an object's maps does not enter: its open
+    values get the canonical keys and the object's own equal strings all the same, and
+    a string a view shares across objects (its shape's sample's) stays the shared one,
+    also where the object holds it before the view."""
+    sample = _fresh("dynamo-pool-relay")
+
+    def trimmed(name: str) -> Obj:
+        obj = _fresh_keys(
+            {"metadata": {"name": name, "namespace": "ns"}, "spec": {"app": "dynamo-pool-relay"}}
+        )
+        labels = _fresh_keys({"app.kubernetes.io/instance": name})
+        labels[_fresh("app.kubernetes.io/name")] = sample
+        obj[VIEW] = View(_fresh("d"), {_fresh("spec.template.metadata.labels"): labels})
+        return share_common_parts(obj)
+
+    a, b = trimmed("a"), trimmed("b")
+    assert type(a[VIEW]) is View
+    assert a[VIEW] == View(
+        "d",
+        {
+            "spec.template.metadata.labels": {
+                "app.kubernetes.io/instance": "a",
+                "app.kubernetes.io/name": "dynamo-pool-relay",
+            }
+        },
+    )
+    ((at_a, labels_a),), ((at_b, labels_b),) = a[VIEW].open.items(), b[VIEW].open.items()
+    assert at_a is at_b
+    assert all(x is y for x, y in zip(labels_a, labels_b, strict=True))  # keys
+    assert labels_a["app.kubernetes.io/instance"] is a["metadata"]["name"]
+    assert labels_a["app.kubernetes.io/name"] is sample
+    assert labels_b["app.kubernetes.io/name"] is sample
+    assert a["spec"]["app"] is sample
 
 
 def test_equal_labels_and_field_manager_summaries_are_one_part() -> None:

@@ -271,7 +271,7 @@ def test_quantities_under_a_keyed_list_are_kept_and_compared_by_value() -> None:
     body = render(resources=RESOURCES)
     live = as_served(body)
     live["spec"]["containers"][1]["resources"] = {"limits": {"cpu": "9"}}  # the sidecar's
-    assert shape().view(live)["open"] == {
+    assert shape().view(live).open == {
         "metadata.ownerReferences": body["metadata"]["ownerReferences"],
         "spec.containers[name=main].resources": RESOURCES,
     }
