@@ -45,6 +45,16 @@ RUNS = (
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
     ),
+    (
+        "20261204T1937Z-decide-fast-rss-index-objects-n10000.json",
+        ("restart", "VmRSS"),
+        ("cold_start", "peak_rss_bytes"),
+    ),
+    (
+        "20261204T1947Z-decide-fast-rss-view-record-n10000.json",
+        ("restart", "VmRSS"),
+        ("cold_start", "peak_rss_bytes"),
+    ),
 )
 
 
