@@ -46,6 +46,11 @@ RUNS = (
         ("cold_start", "peak_rss_bytes"),
     ),
     (
+        "20261204T1958Z-decide-fast-caches-n1000.json",
+        ("restart", "VmRSS"),
+        ("cold_start", "peak_rss_bytes"),
+    ),
+    (
         "20261204T1937Z-decide-fast-rss-index-objects-n10000.json",
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
