@@ -46,6 +46,16 @@ RUNS = (
         ("cold_start", "peak_rss_bytes"),
     ),
     (
+        "20261204T2003Z-decide-fast-fair-caches-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
+        "20261204T2013Z-decide-fast-fair-caches-again-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
         "20261204T1958Z-decide-fast-caches-n1000.json",
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
