@@ -21,6 +21,7 @@ from dynamo_pool_operator.api.dgd import (
     Component,
     Pool,
     pool_from_object,
+    pools_naming_service,
 )
 
 V1BETA1 = "nvidia.com/v1beta1"
@@ -460,3 +461,29 @@ def test_pool_from_object_never_raises_for_arbitrary_json(obj: dict[str, Any]) -
         assert "." not in service
         assert service == service.lower()
     pool.reference()
+
+
+# --------------------------------------------------------------------------- by Service
+
+
+def test_the_pools_naming_a_service_are_read_by_the_names_prefixes() -> None:
+    """`<D>-<component>`: D is a prefix before a dash; each prefix is read by name, and
+    a DGD found counts only when its pool names the Service as a frontend's."""
+    fe = {"name": "ments-db", "type": "frontend"}
+    dgds = {
+        "pay": beta(fe, name="pay"),
+        "pay-ments": beta({"name": "db", "type": "frontend"}, name="pay-ments"),
+        "pay-ments-db": beta({"name": "db", "type": "frontend"}, name="pay-ments-db"),
+        "web": beta({"name": "ui", "type": "worker"}, name="web"),
+    }
+    asked: list[str] = []
+
+    def named(name: str) -> dict[str, Any] | None:
+        asked.append(name)
+        return dgds.get(name)
+
+    assert pools_naming_service("pay-ments-db", named) == ["pay", "pay-ments"]
+    assert asked == ["pay", "pay-ments"]
+    assert pools_naming_service("web-ui", named) == []  # a worker's Service: no frontend
+    assert pools_naming_service("pay-other", named) == []
+    assert pools_naming_service("nodash", named) == []

@@ -322,3 +322,30 @@ def test_the_open_values_through_maps_are_what_the_general_walk_finds(edit: Any)
     edit(live)
     s = shape()
     assert s.open_values(live) == _walked(s, live)
+
+
+def _fresh(value: str) -> str:
+    """An equal string that is no other string object (as a decoder hands it over)."""
+    return "".join(list(value))
+
+
+def test_a_views_open_strings_equal_to_the_samples_are_the_samples_and_no_others() -> None:
+    """What every render puts at an open place is one string in every view (the
+    sample's); a value of the live object's own stays its own, and so does a list
+    (its elements are matched by key, not by place)."""
+    sample = render(resources=copy.deepcopy(RESOURCES))
+    s = Shape(sample, open_paths=OPEN, quantities=QUANTITIES)
+    live = as_served(render(resources=copy.deepcopy(RESOURCES)))
+    limits = live["spec"]["containers"][0]["resources"]["limits"]
+    limits["cpu"], limits["memory"] = _fresh("500m"), _fresh("250Mi")
+    view = s.view(live)
+    held = view.open["spec.containers[name=main].resources"]["limits"]
+    assert held["cpu"] is sample["spec"]["containers"][0]["resources"]["limits"]["cpu"]
+    assert held["memory"] is limits["memory"]  # not the sample's value: its own
+    assert held == limits
+    owners = view.open["metadata.ownerReferences"]
+    assert owners is live["metadata"]["ownerReferences"]
+    body = render(resources=copy.deepcopy(RESOURCES))
+    assert s.drifted(view, body, None)  # 250Mi is not the 1Gi rendered
+    served = s.view(as_served(render(resources=copy.deepcopy(RESOURCES))))
+    assert not s.drifted(served, body, None)
