@@ -444,17 +444,20 @@ def test_equal_owner_references_are_one_list_and_go_with_the_last_holder() -> No
         }
         return o
 
-    a, b, c = (share_common_parts(owned(n, u)) for n, u in (("a", "u1"), ("b", "u1"), ("c", "u2")))
+    # Owners no other test holds: what the table keeps is this test's alone.
+    u1, u2 = (f"u-{uuid.uuid4().hex}" for _ in range(2))
+    a, b, c = (share_common_parts(owned(n, u)) for n, u in (("a", u1), ("b", u1), ("c", u2)))
     refs = [x["metadata"]["ownerReferences"] for x in (a, b, c)]
     assert refs[0] is refs[1]
     assert refs[0] is not refs[2]
-    assert refs[0] == [{"uid": "u1", "controller": True, "name": "r"}]
+    assert refs[0] == [{"uid": u1, "controller": True, "name": "r"}]
     managed_by = [x["metadata"]["labels"]["app.kubernetes.io/managed-by"] for x in (a, b)]
     assert managed_by[0] is managed_by[1]  # a well-known label's value: vocabulary
-    before = len(informer_mod._SHARED_OWNERS)
+    key_a, key_c = (informer_mod._owners_key(refs[i]) for i in (0, 2))
     del a, b, refs
     gc.collect()
-    assert len(informer_mod._SHARED_OWNERS) == before - 1  # c's is still held
+    assert key_a not in informer_mod._SHARED_OWNERS
+    assert key_c in informer_mod._SHARED_OWNERS  # c's is still held
 
 
 def test_sharing_owner_references_keeps_little_per_owner() -> None:
