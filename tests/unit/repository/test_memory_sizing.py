@@ -56,6 +56,16 @@ RUNS = (
         ("rss_after", "VmHWM"),
     ),
     (
+        "20261204T2055Z-decide-fast-fair-caches-third-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
+        "20261204T2103Z-decide-fast-fair-caches-fourth-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
         "20261204T1958Z-decide-fast-caches-n1000.json",
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
