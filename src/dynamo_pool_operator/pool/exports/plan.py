@@ -68,6 +68,7 @@ from dynamo_pool_operator.runtime.objects import (
     controller_of,
     describe_controller,
     is_controlled_by,
+    labels_of,
     record,
 )
 
@@ -172,7 +173,7 @@ def export_body(resource: Resource, relay: Relay, name: str) -> dict[str, Any]:
 #: as any reference of the relay's uid: that one is what makes the export ours.
 EXPORT_DRIFT = Rule(
     parts=(
-        Part("label", lambda obj: Meta(obj).labels),
+        Part("label", labels_of),
         Part("controllerReference", controller_of),
     )
 )

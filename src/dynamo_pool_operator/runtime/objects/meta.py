@@ -68,9 +68,10 @@ def find_condition(conditions: object, type_: str) -> Mapping[str, Any] | None:
 
 def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The controller owner reference of `obj`, if any (None for a malformed object)."""
-    meta = _mapping(obj).get("metadata")
-    refs = _mapping(meta).get("ownerReferences")
-    for ref in refs if isinstance(refs, list) else ():
+    refs = _meta_of(obj).get("ownerReferences")
+    if not isinstance(refs, list):
+        return None
+    for ref in refs:
         if (type(ref) is dict or isinstance(ref, Mapping)) and ref.get("controller") is True:
             return ref
     return None
@@ -78,8 +79,10 @@ def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def is_controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
     """True when `obj`'s controller is the object with `uid` (a non-empty uid)."""
+    if not uid:
+        return False
     ref = controller_of(obj)
-    return bool(uid) and ref is not None and ref.get("uid") == uid
+    return ref is not None and ref.get("uid") == uid
 
 
 def controller_is(ref: Mapping[str, Any] | None, group: str, kind: str) -> bool:
@@ -104,13 +107,31 @@ _EMPTY: Mapping[str, Any] = {}
 
 
 def is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
-    """Whether `value` is a map. A decoded object is dicts: `type() is dict` first
-    spares the ABC check per field."""
-    return type(value) is dict or isinstance(value, Mapping)
+    """Whether `value` is a map. A decoded object is dicts (or the cache's dicts of
+    shared parts): telling them by type first spares the ABC check per field."""
+    return (
+        type(value) is dict
+        or isinstance(value, dict)
+        or (value is not None and isinstance(value, Mapping))
+    )
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
     return value if is_map(value) else _EMPTY
+
+
+def _meta_of(obj: object) -> Mapping[str, Any]:
+    """`obj`'s metadata (empty when either is no map). Every pass reads it of each
+    object it sees: a decoded object's dicts are read without a call per level."""
+    meta = obj.get("metadata") if type(obj) is dict else _mapping(obj).get("metadata")
+    return meta if type(meta) is dict else _mapping(meta)
+
+
+def labels_of(obj: object) -> Mapping[str, Any]:
+    """`Meta(obj).labels`, without making the view: the drift rule of each export
+    reads it on every pass."""
+    labels = _meta_of(obj).get("labels")
+    return labels if type(labels) is dict else _mapping(labels)
 
 
 def _text(value: object) -> str:
@@ -127,8 +148,8 @@ class Meta:
     __slots__ = ("_meta", "_obj")
 
     def __init__(self, obj: object) -> None:
-        self._obj = _mapping(obj)
-        self._meta = _mapping(self._obj.get("metadata"))
+        self._obj = obj if type(obj) is dict else _mapping(obj)
+        self._meta = _meta_of(obj)
 
     @property
     def name(self) -> str:
@@ -153,7 +174,8 @@ class Meta:
 
     @property
     def labels(self) -> Mapping[str, Any]:
-        return _mapping(self._meta.get("labels"))
+        labels = self._meta.get("labels")
+        return labels if type(labels) is dict else _mapping(labels)
 
     @property
     def annotations(self) -> Mapping[str, Any]:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamo_pool_operator.runtime.objects.meta import Meta
+from dynamo_pool_operator.runtime.objects.meta import Meta, labels_of
 
 WHOLE: dict[str, Any] = {
     "metadata": {
@@ -76,6 +76,7 @@ def test_a_malformed_object_reads_as_absent_values(obj: Any) -> None:
     assert m.age(datetime(2026, 1, 1, tzinfo=UTC)) is None
     assert m.controller is None
     assert m.condition("Ready") is None
+    assert dict(labels_of(obj)) == {}
 
 
 JSON = st.recursive(
@@ -104,6 +105,7 @@ def test_reading_any_object_never_raises(meta: Any, status: Any) -> None:
     assert isinstance(m.terminating, bool)
     _ = (m.labels, m.annotations, m.owner_references, m.controller, m.created)
     _ = m.condition("Ready")
+    assert labels_of({"metadata": meta, "status": status}) == m.labels
 
 
 def test_is_map_takes_any_mapping_and_nothing_else() -> None:
@@ -118,3 +120,29 @@ def test_is_map_takes_any_mapping_and_nothing_else() -> None:
     assert is_map(view)
     assert not any(is_map(v) for v in ([], "metadata", None, 1))
     assert Meta(view).name == "p"
+
+
+def test_the_labels_read_without_the_view_are_the_views_labels() -> None:
+    """`labels_of` (the drift rule's reader) and `Meta.labels` are one reading: of a
+    whole object, of read-only mappings at any level, and of the cache's dict subclass."""
+    from types import MappingProxyType
+
+    class Shared(dict[str, Any]):
+        pass
+
+    assert labels_of(WHOLE) == {"a": "b"}
+    for obj in (
+        MappingProxyType({"metadata": MappingProxyType({"labels": MappingProxyType({"a": "b"})})}),
+        {"metadata": Shared(labels=Shared(a="b"))},
+    ):
+        assert labels_of(obj) == Meta(obj).labels == {"a": "b"}
+
+
+def test_a_dict_subclass_is_a_map() -> None:
+    from dynamo_pool_operator.runtime.objects import is_map
+
+    class Shared(dict[str, Any]):
+        pass
+
+    assert is_map(Shared())
+    assert Meta({"metadata": Shared(name="p")}).name == "p"
