@@ -312,10 +312,12 @@ _KEY_PARTS: dict[type, _KeyParts] = {}
 
 def _key_parts(cls: type) -> _KeyParts:
     """Each field of a snapshot class with its version's `of`, read once per class (a
-    pass builds the key on every reconcile). A field without a `Version` raises here."""
+    pass builds the key on every reconcile). A field without a `Version` raises here;
+    one whose part is always empty (`_nothing`) is left out: it adds nothing to a key."""
     parts = _KEY_PARTS.get(cls)
     if parts is None:
-        parts = _KEY_PARTS[cls] = tuple((f.name, f.metadata[VERSION].of) for f in fields(cls))
+        versions = [(f.name, f.metadata[VERSION].of) for f in fields(cls)]
+        parts = _KEY_PARTS[cls] = tuple((n, of) for n, of in versions if of is not _nothing)
     return parts
 
 
