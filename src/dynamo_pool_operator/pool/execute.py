@@ -100,6 +100,13 @@ def waiting_for(action: Action, done: Mapping[Key, ActionResult]) -> ActionResul
     return None
 
 
+def _unsent(action: Action) -> ActionResult | None:
+    """DONE for an action that sends nothing (the object is right, someone else's or
+    being deleted): done as it is, with no request, count or Event (a settled fleet's
+    actions, settled without a coroutine each). None: it sends a write."""
+    return ActionResult(action, Result.DONE) if action.verb not in _SENDS else None
+
+
 def _state(result: ActionResult) -> str:
     """Why a need that neither failed nor lost a race did not settle its object."""
     verb = result.action.verb
@@ -155,8 +162,11 @@ class Executor:
         done: dict[Key, ActionResult] = {}
         if sum(1 for a in actions if a.verb in _SENDS) <= 1:
             for action in actions:  # one write at most: nothing to run at once
-                blocked = waiting_for(action, done)
-                result = blocked or await self._run(relay, regarding, action)
+                result = (
+                    waiting_for(action, done)
+                    or _unsent(action)
+                    or await self._run(relay, regarding, action)
+                )
                 done[action.key] = result
                 out.results.append(result)
             return out
@@ -222,10 +232,9 @@ class Executor:
     async def _run(
         self, relay: Relay, regarding: Mapping[str, Any], action: Action
     ) -> ActionResult:
-        if action.verb not in _SENDS:
-            # Nothing to send (the object is right, someone else's or being deleted):
-            # done as it is, with no request, count or Event (a settled fleet's actions).
-            return ActionResult(action, Result.DONE)
+        unsent = _unsent(action)
+        if unsent is not None:
+            return unsent
         kind, verb = action.resource.kind, word(action)
         try:
             result = await self._one(relay, regarding, action)
