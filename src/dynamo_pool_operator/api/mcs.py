@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from dynamo_pool_operator.runtime.objects import Meta, Resource, record
+from dynamo_pool_operator.runtime.objects import Meta, Resource, is_map, record
 
 MCS_GROUP = "multicluster.x-k8s.io"
 SERVICEEXPORTS = "serviceexports"
@@ -112,7 +112,7 @@ class ClusterID:
     @property
     def value(self) -> str:
         spec = (self.obj or {}).get("spec")
-        value = spec.get("value") if isinstance(spec, Mapping) else None
+        value = spec.get("value") if is_map(spec) else None
         return value if isinstance(value, str) else ""
 
     def effective(self, spec_cluster_id: str, last_known: object = None) -> str | None:

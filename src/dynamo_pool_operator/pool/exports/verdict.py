@@ -61,6 +61,7 @@ from dynamo_pool_operator.pool.model import (
 from dynamo_pool_operator.runtime.objects import (
     Meta,
     is_controlled_by,
+    is_map,
     record,
     rfc3339,
     seconds_since,
@@ -110,7 +111,7 @@ def _currents(
     meta = Meta(export)
     generation = meta.generation
     status = export.get("status")
-    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    conditions = status.get("conditions") if is_map(status) else None
     if conditions is None:  # none written yet (or no status at all)
         firsts: list[Mapping[str, Any] | None] = [None, None, None]
     elif not isinstance(conditions, list):  # not decoded JSON: as `Meta` reads any value

@@ -457,7 +457,7 @@ def _open(value: Any, parts: tuple[str, ...], node: Node, at: str, out: dict[str
             else:
                 _open(item, parts, None, f"{at}[{tag}]", out)
         return
-    if not isinstance(value, Mapping) or parts[0] not in value:
+    if not (type(value) is dict or isinstance(value, Mapping)) or parts[0] not in value:
         return
     sub = node.get(parts[0]) if type(node) is dict else None
     _open(value[parts[0]], parts[1:], sub, f"{at}.{parts[0]}" if at else parts[0], out)
