@@ -80,6 +80,31 @@ RUNS = (
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
     ),
+    (
+        "20261204T2222Z-decide-fast-meta-reads-n1000.json",
+        ("restart", "VmRSS"),
+        ("cold_start", "peak_rss_bytes"),
+    ),
+    (
+        "20261204T2228Z-decide-fast-fair-meta-reads-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
+        "20261204T2234Z-decide-fast-fair-meta-reads-again-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
+        "20261204T2239Z-decide-fast-fair-meta-reads-third-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
+        "20261204T2245Z-decide-fast-fair-meta-reads-fourth-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
 )
 
 
