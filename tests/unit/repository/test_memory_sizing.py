@@ -81,6 +81,11 @@ RUNS = (
         ("cold_start", "peak_rss_bytes"),
     ),
     (
+        "20261204T2307Z-decide-fast-rss-meta-reads-n10000.json",
+        ("restart", "VmRSS"),
+        ("cold_start", "peak_rss_bytes"),
+    ),
+    (
         "20261204T2222Z-decide-fast-meta-reads-n1000.json",
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
