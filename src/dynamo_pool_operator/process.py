@@ -51,7 +51,7 @@ from dynamo_pool_operator.runtime import (
     load_config,
     metrics,
 )
-from dynamo_pool_operator.runtime.gcpauses import watch_gc_pauses
+from dynamo_pool_operator.runtime.gcpauses import collector_tuned, watch_gc_pauses
 
 log = logging.getLogger(__name__)
 
@@ -154,10 +154,12 @@ async def run(
             log.error("cannot serve the probes and metrics: %s", e)
             await server.stop()
             return EXIT_FAILURE
-        try:
-            return await _run_with_server(op, lease_client, config, identity, stop)
-        finally:
-            await server.stop()
+        # Rare full collections while it runs: a mass event's objects in flight die young.
+        with collector_tuned():
+            try:
+                return await _run_with_server(op, lease_client, config, identity, stop)
+            finally:
+                await server.stop()
 
 
 async def _run_with_server(

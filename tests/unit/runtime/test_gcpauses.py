@@ -6,7 +6,12 @@ import gc
 
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.gcpauses import unwatch_gc_pauses, watch_gc_pauses
+from dynamo_pool_operator.runtime.gcpauses import (
+    THRESHOLDS,
+    collector_tuned,
+    unwatch_gc_pauses,
+    watch_gc_pauses,
+)
 
 
 def _count(registry: CollectorRegistry, generation: str) -> float:
@@ -34,3 +39,11 @@ def test_a_full_collection_is_timed_once_per_registry() -> None:
         unwatch_gc_pauses(registry)
     gc.collect(2)
     assert _count(registry, "2") == 1  # no longer watched
+
+
+def test_the_operator_runs_with_rare_collections_and_restores_the_thresholds_after() -> None:
+    before = gc.get_threshold()
+    with collector_tuned():
+        assert gc.get_threshold() == THRESHOLDS
+        assert THRESHOLDS[0] >= 50_000  # a mass event's objects in flight die young
+    assert gc.get_threshold() == before
