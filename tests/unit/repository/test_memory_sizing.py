@@ -81,6 +81,11 @@ RUNS = (
         ("cold_start", "peak_rss_bytes"),
     ),
     (
+        "20261204T2348Z-decide-fast-fair-young-gen-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
         "20261204T2307Z-decide-fast-rss-meta-reads-n10000.json",
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
