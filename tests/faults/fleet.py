@@ -175,7 +175,7 @@ class Fleet:
         and Services; exports named after a pool's relay or frontends (never a user's).
         Anything else — another resource, another namespace, a user's export, the
         relay's spec — is a violation, whatever its response code (except a create
-        refused by RBAC, which the audit log cannot name).
+        refused before its body was read, which the audit log cannot name).
         """
         relay_objects = {f"{p}-pool-relay" for p in self.pools}
         bad = []
@@ -187,9 +187,10 @@ class Fleet:
                 or (where == ("dynamopoolrelays", "status") and w.name in self.pools)
                 or (where in (("deployments", ""), ("services", "")) and w.name in relay_objects)
                 or (where == ("serviceexports", "") and w.name in self.ever_ours)
-                # A create the authorizer refused is logged before its body (the name)
-                # is read: nothing was written and there is nothing to attribute.
-                or (w.verb == "create" and w.name == "" and w.code == 403)
+                # A create refused before its body (the name) is read, by the authorizer
+                # (403) or by a server whose storage is still starting (429, 503): nothing
+                # was written and there is nothing to attribute.
+                or (w.verb == "create" and w.name == "" and w.code in (403, 429, 503))
             )
             if not ok:
                 what = f"{w.resource}/{w.subresource} {w.namespace}/{w.name}"
