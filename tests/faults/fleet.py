@@ -187,15 +187,24 @@ class Fleet:
                 or (where == ("dynamopoolrelays", "status") and w.name in self.pools)
                 or (where in (("deployments", ""), ("services", "")) and w.name in relay_objects)
                 or (where == ("serviceexports", "") and w.name in self.ever_ours)
-                # A create refused before its body (the name) is read, by the authorizer
-                # (403) or by a server whose storage is still starting (429, 503): nothing
-                # was written and there is nothing to attribute.
-                or (w.verb == "create" and w.name == "" and w.code in (403, 429, 503))
+                # A create refused before its body (the name) is read: nothing was
+                # written and there is nothing to attribute. By the authorizer (403), or,
+                # for a kind the operator creates, by a server whose storage is still
+                # starting (429, 503).
+                or (
+                    w.verb == "create"
+                    and w.name == ""
+                    and (w.code == 403 or (w.code in (429, 503) and w.resource in _CREATES))
+                )
             )
             if not ok:
                 what = f"{w.resource}/{w.subresource} {w.namespace}/{w.name}"
                 bad.append(f"{w.user} {w.verb} {what} -> {w.code}")
         return bad
+
+
+#: The kinds the operator creates in a pool's namespace.
+_CREATES = frozenset({"events", "deployments", "services", "serviceexports"})
 
 
 def _controller(obj: dict[str, Any]) -> str | None:
