@@ -91,6 +91,11 @@ RUNS = (
         ("cold_start", "peak_rss_bytes"),
     ),
     (
+        "20261205T0152Z-decide-fast-rss-young-gen-n10000.json",
+        ("restart", "VmRSS"),
+        ("cold_start", "peak_rss_bytes"),
+    ),
+    (
         "20261204T2222Z-decide-fast-meta-reads-n1000.json",
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
