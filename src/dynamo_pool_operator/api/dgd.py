@@ -177,6 +177,9 @@ def pool_from_object(obj: Mapping[str, Any]) -> Pool:
     else:
         components = _components_v1beta1(spec)
     annotations = meta.get("annotations")
+    # Each key and value is checked below: read untyped, as any value of an object made
+    # by hand may be (the compiled core checks a declared type where it reads one).
+    annotated: Any = annotations.items() if is_map(annotations) else ()
     return Pool(
         namespace=_str(meta.get("namespace")) or "",
         name=_str(meta.get("name")) or "",
@@ -184,11 +187,7 @@ def pool_from_object(obj: Mapping[str, Any]) -> Pool:
         resource_version=_str(meta.get("resourceVersion")) or "",
         api_version=api_version,
         terminating=bool(meta.get("deletionTimestamp")),
-        annotations={
-            k: v
-            for k, v in (annotations.items() if is_map(annotations) else ())
-            if isinstance(k, str) and isinstance(v, str)
-        },
+        annotations={k: v for k, v in annotated if isinstance(k, str) and isinstance(v, str)},
         components=components,
     )
 
