@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from dynamo_pool_operator.api.events import CONDITION_CHANGED, EVENTS, declared
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.api.shown import STATUS_FIELDS, read_conditions
-from dynamo_pool_operator.api.status import MEANINGS, ConditionType
+from dynamo_pool_operator.api.status import MEANINGS, ConditionType, Status
 from dynamo_pool_operator.api.status import Condition as Part
 from dynamo_pool_operator.pool.model import ConditionView, Decision, Snapshot, StatusLine
 from dynamo_pool_operator.pool.plan import Reason, decision
@@ -42,12 +42,17 @@ from dynamo_pool_operator.pool.status import (
 )
 
 NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
-RUNNING = Availability("True", AvailableReason.AVAILABLE, "2/2 relay pods available", "2/2")
+RUNNING = Availability(Status.TRUE, AvailableReason.AVAILABLE, "2/2 relay pods available", "2/2")
 PUBLISHED_TYPE = "Published"
 NOW_TEXT = "2024-05-06T07:08:09Z"
 EARLIER = "2024-01-02T03:04:05Z"
 PUBLISHED = decision(Reason.PUBLISHED, "published as pool-pool-relay")
 WITHDRAWN = decision(Reason.NO_WORKERS, "the DGD has no worker component")
+
+
+def part(type_: str, state: str, reason: str, message: str) -> Part:
+    """A condition as a rule computes it (typed), from the words a status shows."""
+    return Part(ConditionType(type_), Status(state), reason, message)
 
 
 def make_relay(generation: int = 4) -> Relay:
@@ -368,8 +373,12 @@ def test_a_withdrawn_relay_is_not_ready_for_its_withdrawal_reason() -> None:
     assert condition_of(st, "RelayAvailable")["reason"] == "Withdrawn"
 
 
-EXPORTED_TRUE = ConditionView("Exported", "True", "ImplementationReady", "confirmed a, b")
-EXPORTED_PENDING = ConditionView("Exported", "Unknown", "Pending", "a: AwaitingExport")
+EXPORTED_TRUE = ConditionView(
+    ConditionType.EXPORTED, Status.TRUE, "ImplementationReady", "confirmed a, b"
+)
+EXPORTED_PENDING = ConditionView(
+    ConditionType.EXPORTED, Status.UNKNOWN, "Pending", "a: AwaitingExport"
+)
 
 
 def test_with_an_implementation_ready_needs_exported_true() -> None:
@@ -398,11 +407,11 @@ def test_ready_is_true_iff_every_part_is_true(
     relay_state: str, exported_state: str, with_exports: bool
 ) -> None:
     parts = [
-        Part("Published", "True", "Published", "p"),
-        Part("RelayAvailable", relay_state, "R", "r"),
+        part("Published", "True", "Published", "p"),
+        part("RelayAvailable", relay_state, "R", "r"),
     ]
     if with_exports:
-        parts.append(Part("Exported", exported_state, "E", "e"))
+        parts.append(part("Exported", exported_state, "E", "e"))
     result = summary(parts)
     assert (result.status == "True") is all(p.status == "True" for p in parts)
     if result.status != "True":
@@ -413,9 +422,9 @@ def test_ready_is_true_iff_every_part_is_true(
 @given(st.sampled_from(["True", "False"]), STATES, STATES)
 def test_the_first_failing_part_gives_the_reason(published: str, relay: str, exported: str) -> None:
     parts = [
-        Part("Published", published, "P", "p"),
-        Part("RelayAvailable", relay, "R", "r"),
-        Part("Exported", exported, "E", "e"),
+        part("Published", published, "P", "p"),
+        part("RelayAvailable", relay, "R", "r"),
+        part("Exported", exported, "E", "e"),
     ]
     result = summary(parts)
     if published != "True":
@@ -463,7 +472,7 @@ def test_changed_conditions_are_those_whose_status_or_reason_moved() -> None:
 def test_a_changed_condition_warns_only_when_it_turned_false_for_a_cause_of_its_own(
     status: str, reason: str, warns: bool
 ) -> None:
-    assert warned(Part("Published", status, reason, "m")) is warns
+    assert warned(part("Published", status, reason, "m")) is warns
 
 
 @pytest.mark.parametrize(
@@ -479,7 +488,7 @@ def test_a_changed_condition_warns_only_when_it_turned_false_for_a_cause_of_its_
     ],
 )
 def test_which_transitions_warn(status: str, reason: str, warns: bool) -> None:
-    assert warned(Part("Exported", status, reason, "m")) is warns
+    assert warned(part("Exported", status, reason, "m")) is warns
 
 
 REASONS = st.sampled_from(
@@ -494,7 +503,7 @@ def test_every_transition_event_is_declared_in_the_events_home(
 ) -> None:
     """Whatever moved, each Event the report records has a reason `api/events.py`
     declares, with the type it declares."""
-    parts = {t: Part(t, s, r, "m") for (t, r), s in now}
+    parts = {t: part(t, s, r, "m") for (t, r), s in now}
     said_ = with_ready(list(parts.values())) if parts else ()
     shown_ = {"conditions": [{"type": t, "status": s, "reason": r} for (t, r), s in before]}
     snapshot = Snapshot(make_relay(), None, {}, shown_status=shown_)
@@ -508,7 +517,7 @@ def test_a_condition_without_its_words_never_enters_the_status_silently() -> Non
     """Every condition enters the status through `with_ready`: one whose type is not in
     `READY_PARTS` (its words were not declared), or one said twice, is a bug."""
     with pytest.raises(ValueError, match="READY_PARTS"):
-        with_ready([published(PUBLISHED), Part("Imported", "True", "Fine", "m")])
+        with_ready([published(PUBLISHED), part("Ready", "True", "Fine", "m")])
     with pytest.raises(ValueError, match="twice"):
         with_ready([published(PUBLISHED), published(WITHDRAWN)])
     assert [c.type for c in with_ready([RUNNING.condition, published(PUBLISHED)])] == [

@@ -18,7 +18,7 @@ from dynamo_pool_operator.api import podfields
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.api.status import Condition, ReadyReason
+from dynamo_pool_operator.api.status import Condition, ConditionType, ReadyReason, Status
 from dynamo_pool_operator.config import API_VERSION as CONFIG_API_VERSION
 from dynamo_pool_operator.config import ConfigurationError, parse_configuration
 from dynamo_pool_operator.pool import plan, status
@@ -258,6 +258,7 @@ def test_quantities_the_server_rewrites_are_not_drift() -> None:
     assert dep.verb is Verb.NONE
 
 
+@pytest.mark.interpreted
 def test_the_exports_plan_from_the_passs_snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.unit.pool.test_status_report import export_rules
 
@@ -309,7 +310,7 @@ def test_a_relay_held_terminating_says_what_holds_it() -> None:
 
 
 def _part(type_: str, message: str, state: str = "True") -> Condition:
-    return Condition(type_, state, "Fine", message)
+    return Condition(ConditionType(type_), Status(state), "Fine", message)
 
 
 def test_a_ready_summary_quotes_every_part_after_the_decision() -> None:
