@@ -6,7 +6,7 @@ Only the modules in `MODULES` are compiled: pure, `mypy --strict` clean, and fre
 what mypyc does not compile the same (monkeypatched calls, dynamic attributes).
 
     python tools/compile_core.py               # a compiled copy of src/, cached; prints its path
-    python tools/compile_core.py --in-place D  # compile the package installed under D
+    python tools/compile_core.py --in-place D  # compile the package under D (the image's builder)
 
 The copy lives under ~/.cache/dynamo-pool-operator/compiled/, keyed by a hash of the
 sources, the interpreter and mypy's version: `PYTHONPATH=<that path>` runs the operator,
@@ -65,15 +65,17 @@ def _key() -> str:
     return h.hexdigest()[:16]
 
 
-def compile_in_place(root: Path) -> None:
+def compile_in_place(root: Path, python: str | None = None) -> None:
     """Compile `MODULES` of the package under `root` (the directory holding it),
-    leaving each extension beside its source."""
+    leaving each extension beside its source. `python`: the interpreter whose installed
+    packages the type check reads (the image's virtualenv; default: this one)."""
     files = [f"{PACKAGE}/{m}" for m in MODULES]
     missing = [f for f in files if not (root / f).is_file()]
     if missing:
         raise SystemExit(f"compile_core: not found under {root}: {', '.join(missing)}")
+    where = ["--python-executable", python] if python else []
     subprocess.run(
-        [sys.executable, "-m", "mypyc", *files],
+        [sys.executable, "-m", "mypyc", *where, *files],
         cwd=root,
         check=True,
         stdout=subprocess.DEVNULL,
@@ -110,9 +112,10 @@ def compiled_tree() -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--in-place", type=Path, help="compile the package under this directory")
+    parser.add_argument("--python-executable", help="whose installed packages to type check with")
     args = parser.parse_args()
     if args.in_place is not None:
-        compile_in_place(args.in_place)
+        compile_in_place(args.in_place, args.python_executable)
         return
     print(compiled_tree())
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -41,7 +42,9 @@ CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 #: What the Python stand-in is made of; part of its cache key.
 SUITE = "bookworm"
-PACKAGES = ("python3",)
+#: python3-dev: the headers python:3.11-slim carries, which the builder's mypyc compiles
+#: against (Debian keeps them out of python3).
+PACKAGES = ("python3", "python3-dev")
 #: mmdebstrap's customize hook, run with the new root as $1 (before it is packed).
 SHAPE_LIKE_PYTHON_SLIM = r"""
 set -eu
@@ -58,6 +61,16 @@ BASE_ENV = {
     "LANG": "C.UTF-8",
     "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
 }
+
+
+def compiled_modules() -> tuple[str, ...]:
+    """The modules the Dockerfile's builder compiles (tools/compile_core.py's list)."""
+    spec = importlib.util.spec_from_file_location("compile_core", ROOT / "tools/compile_core.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return tuple(module.MODULES)
 
 
 def cache_root() -> Path:
