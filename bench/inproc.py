@@ -18,6 +18,7 @@ from dynamo_pool_operator.config import parse_configuration
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest
 
+from . import core
 from .procs import operator_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +69,14 @@ async def _measure_in(python: str, cp: ControlPlane, workers: int) -> dict[str, 
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "inproc.json"
         proc = await asyncio.create_subprocess_exec(
-            python, "-m", "bench.inproc", str(cp.kubeconfig), str(workers), str(result), cwd=ROOT
+            python,
+            "-m",
+            "bench.inproc",
+            str(cp.kubeconfig),
+            str(workers),
+            str(result),
+            cwd=ROOT,
+            env=core.env_for(python),
         )
         if await proc.wait() != 0:
             raise RuntimeError(f"in-process measurement with {python} failed")
