@@ -101,6 +101,10 @@ def compiled_tree() -> Path:
             ignore=shutil.ignore_patterns("__pycache__", "*.so"),
         )
         compile_in_place(work)
+        # The local control plane finds its pinned versions above its own module: the
+        # copy points back at this checkout's.
+        (work / "tools").mkdir()
+        (work / "tools" / "controlplane").symlink_to(ROOT / "tools" / "controlplane")
         (work / ".complete").write_text("")
         for old in cache_dir().iterdir():  # one tree kept: the sources' latest
             if old.name != Path(tmp).name:
