@@ -96,6 +96,16 @@ RUNS = (
         ("cold_start", "peak_rss_bytes"),
     ),
     (
+        "20261205T0232Z-decide-fast-rss-compiled-n10000.json",
+        ("restart", "VmRSS"),
+        ("cold_start", "peak_rss_bytes"),
+    ),
+    (
+        "20261205T0225Z-decide-fast-fair-compiled-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
         "20261204T2222Z-decide-fast-meta-reads-n1000.json",
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
