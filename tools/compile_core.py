@@ -48,6 +48,11 @@ MODULES = (
 )
 
 
+#: Trees kept: the newest few, so a run still on an older one (a bench started before an
+#: edit) keeps its files.
+KEEP = 3
+
+
 def cache_dir() -> Path:
     base = os.environ.get("DPO_CACHE_DIR") or Path.home() / ".cache" / "dynamo-pool-operator"
     return Path(base) / "compiled"
@@ -106,11 +111,17 @@ def compiled_tree() -> Path:
         (work / "tools").mkdir()
         (work / "tools" / "controlplane").symlink_to(ROOT / "tools" / "controlplane")
         (work / ".complete").write_text("")
-        for old in cache_dir().iterdir():  # one tree kept: the sources' latest
-            if old.name != Path(tmp).name:
-                shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)  # a build that did not complete
         work.rename(out)
+    _prune(keep=KEEP)
     return out
+
+
+def _prune(keep: int) -> None:
+    trees = [p for p in cache_dir().iterdir() if (p / ".complete").is_file()]
+    trees.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in trees[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def main() -> None:
