@@ -9,10 +9,10 @@ what mypyc does not compile the same (monkeypatched calls, dynamic attributes).
     python tools/compile_core.py --in-place D  # compile the package under D (the image's builder)
 
 The copy lives under ~/.cache/dynamo-pool-operator/compiled/, keyed by a hash of the
-sources, the interpreter and mypy's version: `PYTHONPATH=<that path>` runs the operator,
-the tests or the benchmark on the compiled core (an extension module is imported before
-a source file of the same name). The checkout's own `src/` is never compiled in place:
-the tests' coverage and the mutation runs read its sources.
+sources, the checkout's path, the interpreter and mypy's version: `PYTHONPATH=<that
+path>` runs the operator, the tests or the benchmark on the compiled core (an extension
+module is imported before a source file of the same name). The checkout's own `src/` is
+never compiled in place: the tests' coverage and the mutation runs read its sources.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ def _key() -> str:
 
     h = hashlib.sha256()
     h.update(f"{sys.version} {sysconfig.get_platform()} {mypy.version.__version__}".encode())
+    h.update(str(ROOT).encode())  # the copy links back to this checkout (below)
     for path in sorted((ROOT / "src" / PACKAGE).rglob("*.py")):
         h.update(str(path.relative_to(ROOT)).encode())
         h.update(path.read_bytes())
