@@ -111,6 +111,11 @@ RUNS = (
         ("rss_after", "VmHWM"),
     ),
     (
+        "20261205T0359Z-decide-fast-fair-compiled-third-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
         "20261204T2222Z-decide-fast-meta-reads-n1000.json",
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
