@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -36,6 +35,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from tests.unit.repository.tool_modules import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -65,12 +66,7 @@ BASE_ENV = {
 
 def compiled_modules() -> tuple[str, ...]:
     """The modules the Dockerfile's builder compiles (tools/compile_core.py's list)."""
-    spec = importlib.util.spec_from_file_location("compile_core", ROOT / "tools/compile_core.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return tuple(module.MODULES)
+    return tuple(load_tool("compile_core").MODULES)
 
 
 def cache_root() -> Path:
