@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -30,7 +31,7 @@ from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 
-from . import core, cpfloor, fairness, floor, inproc, objects, procs, soak
+from . import core, cores, cpfloor, fairness, floor, inproc, objects, procs, soak
 from .latency import reaction_latency
 from .restart import restart
 from .tracker import Tracker
@@ -122,6 +123,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--fairness",
         action="store_true",
         help="user changes during a cold start and during a ClusterProperty change only",
+    )
+    p.add_argument(
+        "--separate-cores",
+        action="store_true",
+        help="with --fairness: the control plane on the first half of the cores, the "
+        "operator and the bench on the rest, for the ClusterProperty change and its floor "
+        "(bench/cores.py)",
     )
     p.add_argument(
         "--fairness-changes", type=int, default=100, help="changes per mass event (default 100)"
@@ -306,6 +314,44 @@ async def measure_floor(
     }
 
 
+async def _event_and_floor(
+    client: Client,
+    cp: ControlPlane,
+    op: procs.OperatorProcess,
+    changes: fairness.Changes,
+    probe: fairness.QueueProbe,
+    recorder: cpfloor.Recorder,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """The ClusterProperty change, then its floor with the operator stopped."""
+    out: dict[str, Any] = {}
+    if args.profile_event:
+        log(f"profiling the event: {op.start_profile(args.profile_event.resolve())}")
+    event = out["during_cluster_property_change"] = await fairness.cluster_property_change(
+        client,
+        changes,
+        probe,
+        recorder,
+        args.fairness_changes,
+        args.fairness_gap,
+        args.timeout,
+        ended=op.stop_profile,
+    )
+    log(
+        f"changes during the ClusterProperty change: {event['summary']} "
+        f"(mass event {event['mass_event_seconds']}s, operator writes {event['operator_writes']}, "
+        f"CPU seconds {event['cpu_seconds']})"
+    )
+    out["rss_after"] = op.status()
+    # Its floor with the operator stopped (it would undo the floor's writes), on the
+    # settled fleet, which the floor leaves as it found it.
+    op.stop()
+    event["floor"] = await cpfloor.measure(recorder, cpfloor.parse_levels(args.floor_concurrency))
+    for level in event["floor"]["levels"]:
+        log(f"ClusterProperty change floor: {level}")
+    return out
+
+
 async def fairness_phases(
     client: Client,
     cp: ControlPlane,
@@ -334,30 +380,15 @@ async def fairness_phases(
     probe.n = n
     changes = fairness.Changes(client, tracker, pools, seed=13, timeout=args.timeout)
     recorder = cpfloor.Recorder(cp, client, pools, op.popen.pid if op.popen else None)
-    if args.profile_event:
-        log(f"profiling the event: {op.start_profile(args.profile_event.resolve())}")
-    event = out["during_cluster_property_change"] = await fairness.cluster_property_change(
-        client,
-        changes,
-        probe,
-        recorder,
-        args.fairness_changes,
-        args.fairness_gap,
-        args.timeout,
-        ended=op.stop_profile,
-    )
-    log(
-        f"changes during the ClusterProperty change: {event['summary']} "
-        f"(mass event {event['mass_event_seconds']}s, operator writes {event['operator_writes']}, "
-        f"CPU seconds {event['cpu_seconds']})"
-    )
-    out["rss_after"] = op.status()
-    # Its floor with the operator stopped (it would undo the floor's writes), on the
-    # settled fleet, which the floor leaves as it found it.
-    op.stop()
-    event["floor"] = await cpfloor.measure(recorder, cpfloor.parse_levels(args.floor_concurrency))
-    for level in event["floor"]["levels"]:
-        log(f"ClusterProperty change floor: {level}")
+    separated = None
+    if args.separate_cores:
+        clients = [os.getpid(), *([op.popen.pid] if op.popen else [])]
+        separated = cores.Separated(cp.named_pids.values(), clients)
+    with separated or contextlib.nullcontext():
+        out.update(await _event_and_floor(client, cp, op, changes, probe, recorder, args))
+    event = out["during_cluster_property_change"]
+    if separated is not None:
+        event["cores"] = separated.describe()
     floor = event["floor"]
     event["ratio"] = round(event["mass_event_seconds"] / floor["best_seconds"], 2)
     within = floor["best_within_budget_seconds"]
