@@ -116,6 +116,26 @@ RUNS = (
         ("rss_after", "VmHWM"),
     ),
     (
+        "20261205T0523Z-decide-fast-fair-separate-cores-profiled-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
+        "20261205T0536Z-decide-fast-fair-separate-cores-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
+        "20261205T0549Z-decide-fast-fair-separate-cores-again-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
+        "20261205T0602Z-decide-fast-fair-shared-cores-n5000.json",
+        ("restart", "VmRSS"),
+        ("rss_after", "VmHWM"),
+    ),
+    (
         "20261204T2222Z-decide-fast-meta-reads-n1000.json",
         ("restart", "VmRSS"),
         ("cold_start", "peak_rss_bytes"),
