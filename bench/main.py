@@ -166,6 +166,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(default), or its sources",
     )
     a = p.parse_args(argv)
+    if a.separate_cores and not a.fairness:
+        p.error("--separate-cores binds the ClusterProperty change and its floor: --fairness only")
+    if a.separate_cores:
+        try:
+            cores.split(cores.allowed(0))
+        except ValueError as e:
+            p.error(f"--separate-cores: {e}")
     if a.soak and a.pools == 1000:
         a.pools = 300
     if a.quick:

@@ -62,3 +62,12 @@ def test_a_process_gone_meanwhile_is_no_error() -> None:
     assert cores.bind(gone.pid, [0]) == 0
     with cores.Separated([gone.pid], []):
         pass
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_separate_cores_is_refused_outside_the_fairness_phases() -> None:
+    from bench import main
+
+    with pytest.raises(SystemExit):
+        main.parse_args(["--separate-cores"])
+    assert main.parse_args(["--fairness", "--separate-cores"]).separate_cores
