@@ -56,8 +56,7 @@ def allowed(pid: int) -> list[int]:
 
 class Separated:
     """`with Separated(server_pids, client_pids):` binds them apart; leaving it binds
-    every one (still running) back to every core the bench was allowed at entry.
-    `add_client` binds a client started meanwhile."""
+    every one (still running) back to every core the bench was allowed at entry."""
 
     def __init__(self, server: Iterable[int], clients: Iterable[int]) -> None:
         self.server_pids = list(server)
@@ -65,17 +64,13 @@ class Separated:
         self.all = allowed(0)
         self.server_cpus, self.client_cpus = split(self.all)
 
-    def add_client(self, pid: int) -> None:
-        self.client_pids.append(pid)
-        bind(pid, self.client_cpus)
-
     def describe(self) -> dict[str, object]:
         return {
             "control_plane_cpus": self.server_cpus,
             "client_cpus": self.client_cpus,
-            "what": "the API server, etcd and kube-controller-manager bound to the first "
-            "cores, the operator and the bench (its bare client too) to the rest, from the "
-            "event's start to the floor's end",
+            "what": "the control plane's processes (the API server and etcd) bound to the "
+            "first cores, the operator and the bench (its bare client too) to the rest, from "
+            "the event's start to the floor's end",
         }
 
     def __enter__(self) -> Separated:
