@@ -32,6 +32,7 @@ def child() -> Iterator[int]:
             if len(cores.threads(proc.pid)) >= 2:
                 break
             time.sleep(0.01)
+        assert len(cores.threads(proc.pid)) >= 2, "the child's second thread never started"
         yield proc.pid
     finally:
         proc.kill()
