@@ -136,5 +136,23 @@ async def test_the_relay_of_an_undecodable_dgd_says_it_cannot_be_read(
         assert "depth" in published["message"], published["message"]
 
 
+async def test_deleting_an_undecodable_dgd_tells_its_relay_it_is_gone(
+    control_plane: ControlPlane, client: Client, namespace: str
+) -> None:
+    """The DGD that never could be read is deleted: its relay is decided again and says
+    `DGDNotFound` (no event carries the object: the informer tells by its identity)."""
+    async with OperatorUnderTest(control_plane):
+        await client.create(RELAYS, relay_body("deep", namespace))
+
+        async def reason() -> str:
+            c = await decision_of(client, namespace, "deep")
+            return str(c["reason"]) if c else ""
+
+        await create_too_deep(control_plane, namespace, "deep")
+        await eventually(lambda: _is(reason, "DGDUnreadable"), timeout=20)
+        await client.delete(DGDS, "deep", namespace)
+        await eventually(lambda: _is(reason, "DGDNotFound"), timeout=20)
+
+
 async def _is(read: Callable[[], Awaitable[str]], want: str) -> bool:
     return await read() == want

@@ -2076,3 +2076,31 @@ async def test_a_skip_handler_hears_of_each_undecodable_version_once(
     assert bad is not None
     assert bad.resource_version == "12"
     assert informer.undecodable("default", "c") is None
+
+
+async def test_a_skip_handler_hears_when_an_undecodable_object_goes_with_nothing_cached(
+    registry: CollectorRegistry,
+) -> None:
+    """A key held only as undecodable (nothing cached under it) that is deleted, or
+    that a relist no longer shows, reaches the same handlers: whoever waited on it
+    decides again (it is gone) instead of saying "cannot be read" for ever."""
+    client = StubClient(
+        lists=[
+            ListResult([], "10", [undecodable_listed("a", "9"), undecodable_listed("b", "9")]),
+            ListResult([], "20"),
+        ],
+        watches=[[too_deep("DELETED", "a", "11"), error_event(410, "Expired")]],
+    )
+    informer, rec = make(client, registry=registry)
+    heard: list[tuple[str, str]] = []
+    informer.add_skip_handler(lambda bad: heard.append((bad.name, bad.resource_version)))
+    async with running(informer):
+        await until(
+            lambda: len(client.list_calls) == 2 and informer.last_resource_version == "20",
+            "relist",
+        )
+        assert informer.undecodable("default", "a") is None
+        assert informer.undecodable("default", "b") is None
+        assert gauge(registry, "informer_undecodable_objects") == 0
+    assert heard == [("a", "9"), ("b", "9"), ("a", "11"), ("b", "9")]
+    assert rec.events == [], "nothing was cached: no object event"
