@@ -584,8 +584,9 @@ class Informer:
 
     def add_skip_handler(self, handler: Callable[[Undecodable], None]) -> None:
         """Call `handler` with each object kept out of the cache because it cannot be
-        decoded, once per version: no event carries it (there is no object to pass),
-        yet whoever maps objects to work by their identity has news."""
+        decoded, once per version, and once more when it goes (deleted, or no longer
+        listed) with nothing cached under its key: no event carries it (there is no
+        object to pass), yet whoever maps objects to work by their identity has news."""
         self._skip_handlers.append(handler)
 
     def remove_skip_handler(self, handler: Callable[[Undecodable], None]) -> None:
@@ -703,7 +704,11 @@ class Informer:
             held[bad.key] = bad
             if (last := self.store.get(*bad.key)) is not None:
                 items.append(last)
+        listed = {object_key(o) for o in items}
+        gone = [b for k, b in self._undecodable.items() if k not in held and k not in listed]
         self._undecodable = held
+        for bad in gone:
+            self._tell(bad)
         self._m_held.set(len(held))
         self._m_failing.set(0)
         changes = self.store.replace(items)
@@ -791,11 +796,7 @@ class Informer:
         self._m_skipped.inc()
         known = self._undecodable.get(bad.key)
         if known is None or known.resource_version != bad.resource_version:
-            for handler in tuple(self._skip_handlers):
-                try:
-                    handler(bad)
-                except Exception:
-                    log.exception("informer %s: skip handler failed", self.description)
+            self._tell(bad)
             log.warning(
                 "informer %s: skipped %s object %s, which cannot be decoded (%s); its "
                 "last decodable version stays cached",
@@ -805,6 +806,15 @@ class Informer:
                 bad.error,
                 extra={"namespace": bad.namespace, "object": bad.name},
             )
+
+    def _tell(self, bad: Undecodable) -> None:
+        """The skip handlers: a key held as undecodable arrived at a new version, or left
+        with nothing cached in its place (no object event can say either)."""
+        for handler in tuple(self._skip_handlers):
+            try:
+                handler(bad)
+            except Exception:
+                log.exception("informer %s: skip handler failed", self.description)
 
     def _undecodable_line(self, line: bytes, error: orjson.JSONDecodeError) -> None:
         """A watch event whose object cannot be decoded, though the event is well formed
@@ -830,11 +840,13 @@ class Informer:
             return
         self._w = watcher.seen(self._w, bad.resource_version)
         if etype == "DELETED":
-            self._undecodable.pop(bad.key, None)
+            held = self._undecodable.pop(bad.key, None)
             gone = self.store.get(*bad.key)
             if gone is not None:
                 self.store.delete(*bad.key)
                 self._emit(EventType.DELETED, gone, None)
+            elif held is not None:
+                self._tell(bad)
         else:
             self._skip(bad, "watched")
             self._undecodable[bad.key] = bad
