@@ -7,6 +7,7 @@ reserved LogRecord attribute, and logging refuses to overwrite it.)
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from datetime import UTC, datetime
@@ -35,12 +36,25 @@ class JSONFormatter(logging.Formatter):
         }
         if record.exc_info:
             doc["error"] = self.formatException(record.exc_info)
-        return orjson.dumps(doc, default=str).decode()
+        try:
+            return orjson.dumps(doc, default=str).decode()
+        except TypeError:  # a lone surrogate (no UTF-8 for it): escaped, not lost
+            return json.dumps(doc, default=str)
+
+
+def _utf8(text: str) -> str:
+    """`text` with what UTF-8 cannot hold (a lone surrogate) escaped: the stream writes
+    UTF-8, and a line it cannot encode is lost."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def _value(value: object) -> str:
     """A field's value as one word: quoted (JSON) when it has a space, quote or `=`."""
-    text = str(value)
+    text = _utf8(str(value))
     if not text or any(c in text for c in ' "=\t\n'):
         return orjson.dumps(text).decode()
     return text
@@ -53,7 +67,7 @@ class ConsoleFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         when = datetime.fromtimestamp(record.created).strftime("%H:%M:%S.%f")[:-3]
-        words = [when, f"{record.levelname:<7}", record.name, record.getMessage()]
+        words = [when, f"{record.levelname:<7}", record.name, _utf8(record.getMessage())]
         words += [f"{k}={_value(v)}" for k, v in _extras(record).items()]
         line = " ".join(words)
         if record.exc_info:

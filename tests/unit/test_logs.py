@@ -41,6 +41,19 @@ def test_json_lines_keep_their_fields() -> None:
     )
 
 
+@pytest.mark.parametrize("formatter", [logs.ConsoleFormatter, logs.JSONFormatter])
+def test_a_lone_surrogate_in_a_value_or_the_message_loses_no_line(
+    formatter: type[logging.Formatter],
+) -> None:
+    """A name decoded from the API server can hold what UTF-8 cannot (a lone surrogate,
+    "\\udc80"): the line is written with it escaped, not lost to an encoding error."""
+    r = record("read \udc80 here", namespace="team", object="bad \udc80 name")
+    line = formatter().format(r)
+    line.encode("utf-8")  # what the stream will do with it
+    assert "team" in line
+    assert "udc80" in line
+
+
 @pytest.mark.parametrize(
     ("fmt", "terminal", "effective"),
     [
