@@ -931,8 +931,17 @@ class Informer:
                     self.description,
                     *object_key(obj),
                 )
-        # After the transform: only what is kept is shared.
-        return share_common_parts(obj, self.vocabulary, self.shared)
+        # After the transform: only what is kept is shared. An object nested past the
+        # interpreter's recursion (orjson decodes deeper) is cached unshared, not lost.
+        try:
+            return share_common_parts(obj, self.vocabulary, self.shared)
+        except RecursionError:
+            log.warning(
+                "informer %s: %s/%s is nested too deep to share its parts; cached as it is",
+                self.description,
+                *object_key(obj),
+            )
+            return obj
 
     def _dispatch(self, old: Obj | None, new: Obj | None) -> None:
         """Turn a store change into events. A different UID under the same name is a

@@ -2104,3 +2104,18 @@ async def test_a_skip_handler_hears_when_an_undecodable_object_goes_with_nothing
         assert gauge(registry, "informer_undecodable_objects") == 0
     assert heard == [("a", "9"), ("b", "9"), ("a", "11"), ("b", "9")]
     assert rec.events == [], "nothing was cached: no object event"
+
+
+def test_an_object_nested_past_the_interpreters_recursion_is_still_cached() -> None:
+    """orjson decodes up to 1,024 levels; Python recurses to about 1,000. An object nested
+    in between, in a part the cache shares, must fail no list (that would hold the
+    informer unsynced for ever): every listed or watched object goes through the same
+    preparation (`as_cached`), and keeps this one as it is, unshared."""
+    deep: dict[str, Any] = {}
+    node = deep
+    for _ in range(1010):
+        node["a"] = {}
+        node = node["a"]
+    informer = Informer(StubClient(), RES, "default", shared=[("spec",)])
+    kept = informer.as_cached({**obj("a", "1"), "spec": deep})
+    assert kept["spec"] is deep
