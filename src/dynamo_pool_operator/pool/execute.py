@@ -61,6 +61,8 @@ WORDS = {Verb.CREATE: "Create", Verb.APPLY: "Apply", Verb.WITHDRAW: "Delete", Ve
 #: Verbs that send a write; of them, those that make or change an object.
 _SENDS = frozenset({Verb.CREATE, Verb.APPLY, Verb.WITHDRAW})
 _MAKES = frozenset({Verb.CREATE, Verb.APPLY})
+#: Verbs that send a request: the writes, and a read by name.
+_ASKS = _SENDS | {Verb.LOOK}
 
 
 @per_registry
@@ -80,6 +82,8 @@ def word(action: Action) -> str:
     what someone changed: "Repair")."""
     if action.verb is Verb.APPLY and action.fields:
         return "Repair"
+    if action.verb is Verb.LOOK:
+        return "Read"
     return WORDS.get(action.verb, action.verb.value)
 
 
@@ -103,8 +107,8 @@ def waiting_for(action: Action, done: Mapping[Key, ActionResult]) -> ActionResul
 def _unsent(action: Action) -> ActionResult | None:
     """DONE for an action that sends nothing (the object is right, someone else's or
     being deleted): done as it is, with no request, count or Event (a settled fleet's
-    actions, settled without a coroutine each). None: it sends a write."""
-    return ActionResult(action, Result.DONE) if action.verb not in _SENDS else None
+    actions, settled without a coroutine each). None: it sends a request."""
+    return ActionResult(action, Result.DONE) if action.verb not in _ASKS else None
 
 
 def _state(result: ActionResult) -> str:
@@ -160,7 +164,7 @@ class Executor:
         out = Outcome()
         regarding = relay.reference  # at the version read, as the related objects
         done: dict[Key, ActionResult] = {}
-        if sum(1 for a in actions if a.verb in _SENDS) <= 1:
+        if sum(1 for a in actions if a.verb in _ASKS) <= 1:
             for action in actions:  # one write at most: nothing to run at once
                 result = (
                     waiting_for(action, done)
@@ -178,7 +182,7 @@ class Executor:
             after = [started[k] for k in action.needs if k in started]
             if action.verb is Verb.WITHDRAW:
                 after += [started[a.key] for a in actions[:i] if a.verb in _MAKES]
-            if action.verb in _SENDS or after:
+            if action.verb in _ASKS or after:
                 started[action.key] = asyncio.create_task(
                     self._after(after, relay, regarding, action, done)
                 )
@@ -243,7 +247,8 @@ class Executor:
             found = e.found if isinstance(e, NameTaken) else None
             return ActionResult(action, Result.LOST, str(e), e, found=found)
         except errors.ApiError as e:
-            self._count.labels(kind, verb, "error").inc()
+            if action.verb in _SENDS:
+                self._count.labels(kind, verb, "error").inc()
             what = f"{verb.lower()} {kind} {action.name}: {e}"
             self.recorder.emit(
                 regarding, related(action), "Warning", action.events.failed, verb, what
@@ -261,6 +266,11 @@ class Executor:
         def still_ours(obj: Mapping[str, Any]) -> bool:
             return is_controlled_by(obj, relay.uid)
 
+        if action.verb is Verb.LOOK:
+            # The caches may hide it (they watch by label): whose it is, if it is,
+            # goes to the next pass, which decides on it like a cached one.
+            got = await self.writes.read(res, action.namespace, action.name)
+            return ActionResult(action, Result.DONE, found=got)
         if action.verb is Verb.CREATE:
             assert action.body is not None
             try:

@@ -4,7 +4,9 @@ The relay's Deployment and Service (`pool/relay/objects.py`) and each ServiceExp
 (`pool/exports/plan.py`) climb the same rungs, first match wins:
 
 1. not wanted: absent or anyone else's -> nothing (never touched); ours being
-   deleted -> WAIT; ours -> WITHDRAW;
+   deleted -> WAIT; ours -> WITHDRAW; absent from a cache that may hide it (it watches
+   by label selector) and not read by name since -> LOOK (read the name once: whose the
+   object is, if any, goes to the next pass);
 2. wanted but its body cannot be made (an input cannot be read) -> HOLD, left as it is;
 3. wanted, ours, but to be replaced (a field that cannot change in place, a hold
    that takes it away meanwhile) -> WAIT while being deleted, else WITHDRAW; created
@@ -120,6 +122,7 @@ class Rung(StrEnum):
     """Which rung decided (why the verb)."""
 
     UNTOUCHED = "untouched"  # not wanted, and absent or anyone else's: no action
+    HIDDEN = "hidden"  # not wanted, absent from a cache that may hide it: read the name
     UNWANTED = "unwanted"  # ours and not wanted
     HELD = "held"  # wanted, its body cannot be made
     REPLACED = "replaced"  # wanted, ours, deleted to be created again
@@ -149,7 +152,8 @@ class Owned:
     #: False: an absent one is not created in this pass (rung 4).
     create: bool = True
     #: The kind's cache may hide an object of the name (it watches by label): a create
-    #: that finds the name taken reads what holds it.
+    #: that finds the name taken reads what holds it; not wanted and absent, the name is
+    #: read (the caller says so only until it was read once).
     may_be_hidden: bool = False
     #: The manager a create's fields are handed over to before the first apply ("": none).
     apply_manager: str = ""
@@ -173,6 +177,7 @@ class Step:
 # The answers that carry nothing of the object: made once, not once per object and pass
 # (every settled object of a fleet gets `_RIGHT` on every pass).
 _UNTOUCHED = Step(None, Rung.UNTOUCHED)
+_LOOK = Step(Verb.LOOK, Rung.HIDDEN)
 _HELD = Step(Verb.HOLD, Rung.HELD)
 _DEFERRED = Step(None, Rung.DEFERRED)
 _DELETING = Step(Verb.WAIT, Rung.DELETING)
@@ -189,7 +194,7 @@ def ladder(o: Owned) -> Step:
     live = o.live
     if live is None:
         if not o.wanted:
-            return _UNTOUCHED
+            return _LOOK if o.may_be_hidden else _UNTOUCHED
         if o.body is None:
             return _HELD
         if not o.create:

@@ -34,12 +34,14 @@ class Verb(StrEnum):
     FOREIGN = "Foreign"  # someone else's: never touched
     NONE = "None"  # ours and right
     HOLD = "Hold"  # wanted, but an input it needs cannot be read: left as it is (`cause`)
+    LOOK = "Look"  # not wanted, and a cache that may hide it shows none: read by name
 
     @property
     def settles(self) -> bool:
         """Whether the action, once done, leaves its object as the plan wants it (what a
-        dependent action may rely on): not a wait, a hold or someone else's object."""
-        return self not in (Verb.WAIT, Verb.FOREIGN, Verb.HOLD)
+        dependent action may rely on): not a wait, a hold, a read or someone else's
+        object."""
+        return self not in (Verb.WAIT, Verb.FOREIGN, Verb.HOLD, Verb.LOOK)
 
 
 #: An action's object by kind and name: what other actions name as what they need.
@@ -131,8 +133,9 @@ class ActionResult:
     #: DONE apply: the object as the server answered (what the cache will show next),
     #: so the report judges what was written, not the version read before it.
     written: Mapping[str, Any] | None = None
-    #: LOST create of an action that reads a name found taken: the object of that name
-    #: as the API server has it (ours, or someone else's), for the next pass to decide on.
+    #: LOST create of an action that reads a name found taken, or DONE look: the object
+    #: of that name as the API server has it (ours, or someone else's; a look that found
+    #: nothing: None), for the next pass to decide on.
     found: Mapping[str, Any] | None = None
 
 
@@ -364,6 +367,10 @@ class Snapshot:
     component_deployments: Mapping[str, Mapping[str, Any]] = field(
         metadata={VERSION: OBJECTS}, default_factory=dict
     )
+    #: The relay objects' kinds whose caches may hide one of the name (they watch by
+    #: label selector), show none, and whose name was not read since they last did:
+    #: a withdrawal reads each once (`Verb.LOOK`), since one of ours may be hidden.
+    hidden_unread: frozenset[str] = field(metadata={VERSION: AS_IS}, default=frozenset())
     #: The relay object as cached (not our own later write): the version the status
     #: write is decided on.
     decided_on: Mapping[str, Any] = field(

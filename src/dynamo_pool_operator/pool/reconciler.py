@@ -82,6 +82,11 @@ class RelayCaches:
         """The cache of the relay objects of `kind` ("Deployment", "Service")."""
         return self.deployments if kind == "Deployment" else self.services
 
+    def hides(self, kind: str) -> bool:
+        """Whether the cache of `kind` may hide a relay object (it watches by label
+        selector: one whose labels were removed is not shown)."""
+        return self.of_kind(kind).label_selector is not None
+
     def relay_objects(self, namespace: str, relay: str) -> dict[str, Mapping[str, Any] | None]:
         name = names.relay_name(relay)
         return {
@@ -146,8 +151,12 @@ class PoolRelayReconciler:
         # next change, is as likely as a random guess of 64 bits.
         self._quiet: dict[Request, int] = {}
         #: Objects of the relay objects' names the caches do not show, per relay and kind
-        #: (`Found`): read after a create found the name taken.
+        #: (`Found`): read after a create found the name taken, or by a withdrawal.
         self._found: dict[Request, dict[str, Found]] = {}
+        #: The relay objects' kinds, per relay, whose name was read (or whose object we
+        #: deleted) since their cache last showed one: none of ours is hidden there, so a
+        #: withdrawal reads it no more (`Snapshot.hidden_unread`).
+        self._looked: dict[Request, frozenset[str]] = {}
         self.foreign_recheck = FOREIGN_RECHECK
         self.foreign_recheck_max = FOREIGN_RECHECK_MAX
 
@@ -170,6 +179,7 @@ class PoolRelayReconciler:
             relay.uid,
             self.caches.relay_objects(relay.namespace, relay.name),
         )
+        hidden_unread = self._hidden_unread((relay.namespace, relay.name), objects)
         return Snapshot(
             relay=relay,
             pool=pool,
@@ -185,6 +195,27 @@ class PoolRelayReconciler:
             services=inputs.services,
             component_deployments=inputs.component_deployments,
             pool_unreadable=self._dgd_unreadable(relay, dgd_obj),
+            hidden_unread=hidden_unread,
+        )
+
+    def _hidden_unread(
+        self, request: Request, objects: Mapping[str, Mapping[str, Any] | None]
+    ) -> frozenset[str]:
+        """The kinds whose cache may hide an object of the relay object's name, shows
+        none, and whose name was not read since it last showed one."""
+        looked = self._looked.get(request)
+        if looked:
+            shown = frozenset(k for k, obj in objects.items() if obj is not None)
+            if looked & shown:  # shown again: it may be hidden again later
+                looked = looked - shown
+                if looked:
+                    self._looked[request] = looked
+                else:
+                    del self._looked[request]
+        return frozenset(
+            kind
+            for kind, obj in objects.items()
+            if obj is None and (not looked or kind not in looked) and self.caches.hides(kind)
         )
 
     def _export_rules(self) -> ExportRules | None:
@@ -224,6 +255,7 @@ class PoolRelayReconciler:
             self._lost.pop(request, None)
             self._quiet.pop(request, None)
             self._found.pop(request, None)
+            self._looked.pop(request, None)
             return None  # deleted: the garbage collector removes what it controlled
         key = snapshot.quiet_key()
         inputs = None if key is None else hash(key)
@@ -237,6 +269,7 @@ class PoolRelayReconciler:
         self.executor.announce(snapshot.relay, plan.advisories)
         outcome = await self.executor.run(snapshot.relay, plan.actions)
         self._remember_found(request, outcome)
+        hidden_ours = self._remember_looked(request, snapshot.relay.uid, outcome)
         if outcome.lost:
             # A namespace being deleted is no race to report: the relay goes with it; a
             # name found taken by an object the caches do not show is decided next pass.
@@ -271,6 +304,8 @@ class PoolRelayReconciler:
                 self.executor.announce(snapshot.relay, said.transitions)
         if failures:
             raise failures[0] if len(failures) == 1 else ReconcileErrors(failures)
+        if hidden_ours:
+            return ReconcileResult(requeue=True)  # withdrawn by the next pass, at once
         if (
             inputs is not None
             and not said.changed
@@ -308,11 +343,33 @@ class PoolRelayReconciler:
             del self._found[request]
         return out
 
+    def _remember_looked(self, request: Request, uid: str, outcome: Outcome) -> bool:
+        """Mark each relay object kind whose name was read and showed none of ours, or
+        whose object this pass deleted; keep one of ours a read found hidden (as the
+        cache would keep it), for the next pass to withdraw. True: one was found."""
+        looked = self._looked.get(request, frozenset())
+        hidden_ours = False
+        for r in outcome.results:
+            kind, verb = r.action.resource.kind, r.action.verb
+            if not r.result.succeeded or kind not in _RELAY_KINDS:
+                continue
+            if verb is Verb.LOOK and r.found is not None and is_controlled_by(r.found, uid):
+                obj = self.caches.of_kind(kind).as_cached(dict(r.found))
+                delay = self.foreign_recheck  # decided on by the next pass, not read again
+                due = self.clock.now() + timedelta(seconds=delay)
+                self._found.setdefault(request, {})[kind] = Found(obj, due, delay)
+                hidden_ours = True
+            elif verb in (Verb.LOOK, Verb.WITHDRAW):
+                looked |= {kind}
+        if looked:
+            self._looked[request] = looked
+        return hidden_ours
+
     def _remember_found(self, request: Request, outcome: Outcome) -> None:
         """Keep each object a create found of its name (as the cache would keep it)."""
         now = self.clock.now()
         for r in outcome.results:
-            if r.found is None:
+            if r.found is None or r.action.verb is Verb.LOOK:
                 continue
             kind = r.action.resource.kind
             obj = self.caches.of_kind(kind).as_cached(dict(r.found))
@@ -353,6 +410,8 @@ class PoolRelayReconciler:
 
 #: Actions that write nothing and wait for nothing.
 _QUIET_VERBS = frozenset({Verb.NONE, Verb.FOREIGN})
+#: The relay's own objects' kinds (not its exports).
+_RELAY_KINDS = frozenset(kind for kind, _ in RELAY_OBJECTS)
 
 
 def _where(request: Request) -> dict[str, str]:

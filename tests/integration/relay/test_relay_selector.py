@@ -13,6 +13,8 @@ import pytest
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
+from dynamo_pool_operator.pool.model import Verb
+from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
 from tests.integration.support.export_fixtures import events_for
@@ -21,11 +23,13 @@ from tests.integration.support.relay_fixtures import (
     DGDS,
     RELAYS,
     absent,
+    decided,
     decision_of,
     dgd_body,
     published,
     relay_body,
 )
+from tests.integration.support.spies import WritePause
 
 POOL = "llama"
 RELAY_OBJ = f"{POOL}-pool-relay"
@@ -171,3 +175,73 @@ async def test_our_deployment_whose_labels_a_user_removed_is_repaired(
     assert cond is not None
     assert cond["status"] == "True", cond
     assert await operator.reconcile_again((namespace, POOL)) == []
+
+
+UNLABELLED = {"metadata": {"labels": {names.APP_MANAGED_BY: None, names.APP_COMPONENT: None}}}
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "Service"])
+async def test_our_object_unlabelled_while_the_operator_was_down_is_withdrawn_with_its_pool(
+    client: Client, namespace: str, control_plane: ControlPlane, kind: str
+) -> None:
+    """The selector hides our object once our labels are gone, so at start no cache
+    shows it: a withdrawal reads the name once, and deletes what the relay controls
+    (with exports off the relay Service is watched by the selector too)."""
+    res = DEPLOYMENTS if kind == "Deployment" else SERVICES
+    async with OperatorUnderTest(control_plane) as op:
+        await published_pool(client, namespace)
+        await op.settle()
+    ours = await client.get(res, RELAY_OBJ, namespace)
+    await client.merge_patch(res, RELAY_OBJ, UNLABELLED, namespace)
+    await client.delete(DGDS, POOL, namespace)
+    async with OperatorUnderTest(control_plane) as op:
+        await decided(client, namespace, POOL, "DGDNotFound")
+        await eventually(lambda: absent(client, res, namespace, RELAY_OBJ))
+        assert await op.reconcile_again((namespace, POOL)) == []
+    assert ours["metadata"]["ownerReferences"][0]["kind"] == "DynamoPoolRelay"
+
+
+async def test_our_deployment_unlabelled_during_its_withdrawal_is_withdrawn(
+    client: Client, namespace: str, operator: OperatorUnderTest
+) -> None:
+    """The labels go while the withdrawal's delete is on its way: the delete is refused
+    (the object changed), and the next pass no longer sees it in the cache."""
+    await published_pool(client, namespace)
+    await operator.settle()
+    async with WritePause(
+        operator, Verb.WITHDRAW, RELAY_OBJ, namespace, resource=DEPLOYMENTS
+    ) as pause:
+        await client.delete(DGDS, POOL, namespace)
+        await pause.reached()
+        await client.merge_patch(DEPLOYMENTS, RELAY_OBJ, UNLABELLED, namespace)
+        await pause.release()
+        assert isinstance(pause.error, errors.Conflict), pause.error
+    await decided(client, namespace, POOL, "DGDNotFound")
+    await eventually(lambda: absent(client, DEPLOYMENTS, namespace, RELAY_OBJ))
+    assert await operator.reconcile_again((namespace, POOL)) == []
+
+
+async def test_a_withdrawn_relay_reads_a_hidden_name_once_not_every_pass(
+    client: Client, namespace: str, operator: OperatorUnderTest
+) -> None:
+    """The read by name is for an object the caches cannot show: once per withdrawal,
+    not a GET on every pass of a relay that stays withdrawn."""
+    await client.create(RELAYS, relay_body(POOL, namespace))  # no DGD: withdrawn from the start
+    await decided(client, namespace, POOL, "DGDNotFound")
+    await operator.settle()
+    sent: list[tuple[str, str]] = []
+    seam: Any = operator.client
+    original = seam.request
+
+    async def recording(method: str, path: str, **kw: Any) -> Any:
+        sent.append((method, path))
+        return await original(method, path, **kw)
+
+    seam.request = recording
+    try:
+        for _ in range(3):
+            operator.running.reconciler.inputs_changed()
+            await operator.running.reconciler.reconcile((namespace, POOL))
+    finally:
+        seam.request = original
+    assert [(m, p) for m, p in sent if p.endswith(f"/{RELAY_OBJ}")] == []

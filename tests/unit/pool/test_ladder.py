@@ -52,6 +52,15 @@ CASES = [
     ),
     pytest.param(owned(obj(), wanted=False), Verb.WITHDRAW, Rung.UNWANTED, id="1-unwanted-ours"),
     pytest.param(
+        owned(None, wanted=False, may_be_hidden=True), Verb.LOOK, Rung.HIDDEN, id="1-hidden"
+    ),
+    pytest.param(
+        owned(obj(owner="other"), wanted=False, may_be_hidden=True),
+        None,
+        Rung.UNTOUCHED,
+        id="1-hidden-only-absent",
+    ),
+    pytest.param(
         owned(obj(terminating=True), wanted=False),
         Verb.WAIT,
         Rung.UNWANTED,

@@ -50,6 +50,7 @@ MOVED: dict[str, Any] = {
     "services": {"s": obj("s"), "t": obj("t")},
     "component_deployments": {},
     "pool_unreadable": "cannot decode",
+    "hidden_unread": frozenset({"Deployment"}),
 }
 #: For each field that keeps any pass from being skipped: a value that does so.
 NEVER_QUIET: dict[str, Any] = {

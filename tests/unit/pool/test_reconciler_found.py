@@ -103,7 +103,8 @@ async def test_a_found_object_is_kept_as_the_cache_keeps_it() -> None:
 
 async def test_a_standing_conflict_asks_for_a_look_when_due_and_a_deleted_relay_forgets() -> None:
     clock = FakeClock()
-    r = reconciler(Server(), clock)
+    # Withdrawn (no DGD): the relay Service's name, which its cache may hide, is read once.
+    r = reconciler(Server(errors.NotFound("no Service")), clock)
     r.caches.relays.store.put(
         {
             "apiVersion": "nvidia.com/v1alpha1",
@@ -131,4 +132,70 @@ async def test_a_relay_gone_forgets_what_its_creates_found_without_reading_it() 
     await clock.advance(31)  # its read is due, but the relay is no longer cached
     assert await r.reconcile(REQUEST) is None
     assert server.reads == 0
+    assert REQUEST not in r._found
+
+
+def relay_obj() -> dict[str, Any]:
+    return {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "DynamoPoolRelay",
+        "metadata": {"name": POOL, "namespace": NS, "uid": UID, "resourceVersion": "1"},
+        "spec": {},
+    }
+
+
+class Recorded(Server):
+    """`Server`, recording the deletes it is sent."""
+
+    def __init__(self, *answers: Any) -> None:
+        super().__init__(*answers)
+        self.deletes: list[tuple[str, dict[str, Any]]] = []
+
+    async def delete(
+        self, res: Resource, name: str, namespace: str | None = None, **kw: Any
+    ) -> Any:
+        self.deletes.append((name, {k: kw[k] for k in ("uid", "resource_version")}))
+        return {}
+
+
+async def test_a_withdrawal_reads_a_hidden_name_once_and_withdraws_ours_the_next_pass() -> None:
+    """Withdrawn (no DGD), the caches show no relay object: each name is read once; one
+    of ours found hidden (our labels removed) is deleted, as read, by the next pass."""
+    server = Recorded(deployment(UID, rv="9"), errors.NotFound("no Service"))
+    r = reconciler(server)
+    r.caches.relays.store.put(relay_obj())
+    first = await r.reconcile(REQUEST)
+    assert server.reads == 2
+    assert first is not None
+    assert first.requeue, "ours was found: withdrawn at once, not after a delay"
+    await r.reconcile(REQUEST)
+    assert server.deletes == [(OBJ, {"uid": "d", "resource_version": "9"})]
+    assert server.reads == 2, "the names are not read again"
+    r.inputs_changed()
+    await r.reconcile(REQUEST)
+    assert server.reads == 2, "a relay that stays withdrawn reads no name again"
+
+
+async def test_a_name_is_read_again_only_after_its_cache_showed_one_and_lost_it() -> None:
+    server = Server(errors.NotFound("no Deployment"), errors.NotFound("no Service"))
+    r = reconciler(server)
+    r.caches.relays.store.put(relay_obj())
+    await r.reconcile(REQUEST)
+    assert server.reads == 2
+    assert r._hidden_unread(REQUEST, dict(NONE)) == frozenset()
+    shown = {"Deployment": deployment(UID), "Service": None}
+    assert r._hidden_unread(REQUEST, shown) == frozenset()
+    # Shown once, then gone from the cache (deleted, or its labels removed): read again.
+    assert r._hidden_unread(REQUEST, dict(NONE)) == frozenset({"Deployment"})
+
+
+async def test_someone_elses_object_found_by_a_withdrawals_read_is_left_alone() -> None:
+    server = Recorded(deployment("someone"), errors.NotFound("no Service"))
+    r = reconciler(server)
+    r.caches.relays.store.put(relay_obj())
+    assert await r.reconcile(REQUEST) is None
+    r.inputs_changed()
+    await r.reconcile(REQUEST)
+    assert server.deletes == []
+    assert server.reads == 2
     assert REQUEST not in r._found

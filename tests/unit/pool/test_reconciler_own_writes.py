@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.objects.resources import Resource
 from tests.unit.pool.support import reconciler
 from tests.unit.runtime.client.fake import FakeClient
@@ -28,11 +29,15 @@ def relay(rv: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 class Server(FakeClient):
-    """Answers each status apply as the API server would: the relay at a new version."""
+    """Answers each status apply as the API server would: the relay at a new version;
+    has no relay object (the relay has no DGD: its withdrawal reads each name once)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.applied: list[dict[str, Any]] = []
+
+    async def get(self, res: Resource, name: str, namespace: str | None = None) -> Any:
+        raise errors.NotFound(f"{res.kind} {name} not found")
 
     async def apply(
         self,

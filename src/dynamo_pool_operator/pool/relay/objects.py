@@ -287,7 +287,9 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
         return ()  # no object can carry that name
     for kind, res in RELAY_OBJECTS:
         live = snapshot.relay_objects.get(kind)
-        step = ladder(Owned(live, None, relay.uid, rule(kind), wanted=False))
+        # One of ours the caches cannot show (our labels removed) is read by name once.
+        hidden = kind in snapshot.hidden_unread
+        step = ladder(Owned(live, None, relay.uid, rule(kind), wanted=False, may_be_hidden=hidden))
         if step.verb is None:
             continue  # absent, or someone else's: never touched
         actions.append(
