@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from dynamo_pool_operator import __version__
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import ExportCondition
 from dynamo_pool_operator.api.podfields import QUANTITY_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
 from dynamo_pool_operator.api.status import ConditionType, Status
@@ -31,12 +32,78 @@ RELAYS = Resource(GROUP, VERSION, PLURAL, KIND)
 _DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
 
-def _string_map(description: str) -> dict[str, Any]:
+def _cel(pattern: str) -> str:
+    """`pattern` (`api/names.py`), anchored, as a CEL string literal."""
+    return "'^" + pattern.replace("\\", "\\\\") + "$'"
+
+
+def _is_key(k: str) -> str:
+    """CEL: `k` is a valid label or annotation key (`names.qualified_name_errors`)."""
+    return (
+        f"{k}.matches({_cel(names.LABEL_KEY_PATTERN)}) && ({k}.contains('/') ? "
+        f"{k}.indexOf('/') <= {names.KEY_PREFIX_MAX} && "
+        f"size({k}) - {k}.indexOf('/') - 1 <= {names.DNS1035_MAX} : "
+        f"size({k}) <= {names.DNS1035_MAX})"
+    )
+
+
+#: What a key must be, as the API server's refusal says it.
+_KEY_RULE = (
+    "must be a valid label key: [prefix/]name, the name 1-63 characters of alphanumerics, "
+    "'-', '_' or '.', starting and ending with an alphanumeric character, the prefix a DNS "
+    "subdomain (e.g. example.com)"
+)
+#: Keys a relay's label, annotation and node selector maps may hold, at most: bounds the
+#: cost of the rules over their keys.
+MAX_MAP_KEYS = 64
+
+
+def _keys_valid() -> dict[str, Any]:
+    return {
+        "rule": f"self.all(k, {_is_key('k')})",
+        # A double-quoted CEL literal: the rule's words hold single quotes.
+        "messageExpression": f"'key ' + self.filter(k, !({_is_key('k')}))[0] + \" {_KEY_RULE}\"",
+        "reason": "FieldValueInvalid",
+    }
+
+
+def _string_map(description: str, *, label_values: bool) -> dict[str, Any]:
+    """A map of strings whose keys are label keys; `label_values`: so are its values
+    label values (labels, a node selector), not free text (annotations)."""
+    value: dict[str, Any] = {"type": "string"}
+    if label_values:
+        value |= {"maxLength": names.DNS1035_MAX, "pattern": f"^{names.LABEL_VALUE_PATTERN}$"}
     return {
         "type": "object",
         "description": description,
-        "additionalProperties": {"type": "string"},
+        "maxProperties": MAX_MAP_KEYS,
+        "additionalProperties": value,
+        "x-kubernetes-validations": [_keys_valid()],
     }
+
+
+def _pod_labels() -> dict[str, Any]:
+    """Extra labels on the relay pods; the keys that select pods are not theirs to set."""
+    schema = _string_map("Extra labels on the relay pods.", label_values=True)
+    reserved = ", ".join(f"'{k}'" for k in sorted(names.RESERVED_POD_LABELS))
+    domains = "|".join(d.replace(".", "\\\\.") for d in names.RESERVED_POD_LABEL_DOMAINS)
+    open_ = " || ".join(f"k.startsWith('{d}/')" for d in sorted(names.OPEN_POD_LABEL_DOMAINS))
+    schema["x-kubernetes-validations"] += [
+        {
+            "rule": f"self.all(k, !(k in [{reserved}]))",
+            "message": f"{', '.join(sorted(names.RESERVED_POD_LABELS))} are set by the "
+            "operator to select the relay pods; remove them from podLabels",
+            "reason": "FieldValueForbidden",
+        },
+        {
+            "rule": f"self.all(k, {open_} || !k.matches('^([^/]*\\\\.)?({domains})/'))",
+            "message": f"the label domains {', '.join(names.RESERVED_POD_LABEL_DOMAINS)} are "
+            "reserved (their labels select other workloads' pods); remove such keys from "
+            "podLabels",
+            "reason": "FieldValueForbidden",
+        },
+    ]
+    return schema
 
 
 #: Bounds that keep the CEL rules' estimated cost within the API server's budget.
@@ -105,11 +172,21 @@ def _toleration() -> dict[str, Any]:
         "properties": {
             "key": {"type": "string", "maxLength": 316},
             "operator": {"type": "string", "enum": list(TOLERATION_OPERATORS)},
-            "value": {"type": "string", "maxLength": 63},
+            "value": {
+                "type": "string",
+                "maxLength": names.DNS1035_MAX,
+                "pattern": f"^{names.LABEL_VALUE_PATTERN}$",
+            },
             "effect": {"type": "string", "enum": ["", *TAINT_EFFECTS]},
             "tolerationSeconds": {"type": "integer", "format": "int64"},
         },
         "x-kubernetes-validations": [
+            {
+                "rule": f"!has(self.key) || self.key == '' || ({_is_key('self.key')})",
+                "message": f"key {_KEY_RULE}",
+                "fieldPath": ".key",
+                "reason": "FieldValueInvalid",
+            },
             {
                 "rule": "!has(self.operator) || self.operator != 'Exists' || "
                 "!has(self.value) || self.value == ''",
@@ -198,14 +275,17 @@ def spec_schema() -> dict[str, Any]:
             },
             "serviceAccountName": {
                 "type": "string",
-                "maxLength": 253,
+                "maxLength": names.KEY_PREFIX_MAX,
+                "pattern": f"^{names.DNS1123_SUBDOMAIN_PATTERN}$",
                 "description": "ServiceAccount for the relay pods; defaults to the DGD's "
                 "discovery ServiceAccount <dgd>-k8s-service-discovery.",
             },
             "resources": _resources(),
-            "podLabels": _string_map("Extra labels on the relay pods."),
-            "podAnnotations": _string_map("Extra annotations on the relay pods."),
-            "nodeSelector": _string_map("Node selector of the relay pods."),
+            "podLabels": _pod_labels(),
+            "podAnnotations": _string_map(
+                "Extra annotations on the relay pods.", label_values=False
+            ),
+            "nodeSelector": _string_map("Node selector of the relay pods.", label_values=True),
             "tolerations": {
                 "type": "array",
                 "maxItems": MAX_TOLERATIONS,

@@ -25,12 +25,23 @@ DNS1035_MAX = 63
 KARMADA_DERIVED_PREFIX = "derived-"
 KARMADA_MAX_SERVICE_NAME = DNS1035_MAX - len(KARMADA_DERIVED_PREFIX)  # 55
 
+#: Kubernetes' own syntax rules, as patterns: the one source of the checks below and of
+#: the CRD's schema and CEL rules (`api/crd.py`), so the API server refuses at
+#: `kubectl apply` what the operator would call invalid. Each matches a whole string.
+DNS1123_SUBDOMAIN_PATTERN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+QUALIFIED_NAME_PATTERN = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+LABEL_VALUE_PATTERN = r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
+#: A label or annotation key: `[prefix/]name`, the prefix a DNS subdomain of at most
+#: `KEY_PREFIX_MAX` characters, the name a qualified name of at most `DNS1035_MAX`.
+LABEL_KEY_PATTERN = f"({DNS1123_SUBDOMAIN_PATTERN}/)?{QUALIFIED_NAME_PATTERN}"
+KEY_PREFIX_MAX = 253
+
 # Matched with fullmatch: `$` would also accept a trailing newline.
 _DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(DNS1123_SUBDOMAIN_PATTERN)
+_QUALIFIED_NAME = re.compile(QUALIFIED_NAME_PATTERN)
+_LABEL_VALUE = re.compile(LABEL_VALUE_PATTERN)
 
 
 def relay_name(dgd: str) -> str:
@@ -102,8 +113,8 @@ def discovery_service_account(dgd: str) -> str:
 def dns1123_subdomain_errors(name: str) -> list[str]:
     """Why `name` is not a valid object name (most kinds, e.g. a ServiceAccount)."""
     problems: list[str] = []
-    if len(name) > 253:
-        problems.append(f"must be no more than 253 characters (has {len(name)})")
+    if len(name) > KEY_PREFIX_MAX:
+        problems.append(f"must be no more than {KEY_PREFIX_MAX} characters (has {len(name)})")
     if not _DNS1123_SUBDOMAIN.fullmatch(name):
         problems.append(
             "must consist of lower case alphanumeric characters, '-' or '.', and must start "

@@ -227,8 +227,8 @@ PUBLISHED_MEANINGS: dict[PublishedReason, str] = {
     "else's) holds it: its pool is withdrawn meanwhile. Nothing to change; the deletion "
     "completes when that finalizer is removed.",
     PublishedReason.INVALID_CONFIGURATION: "The relay's name makes `<name>-pool-relay` an "
-    "invalid Service name (dots, upper case, > 52 characters), or a spec field is invalid: "
-    "the message names it.",
+    "invalid Service name (dots, upper case, > 52 characters): withdrawn; or a spec field is "
+    "invalid: the message names it, and a running pool is kept as it runs until it is fixed.",
     PublishedReason.DGD_UNREADABLE: "The DGD exists but the operator cannot decode it (a "
     "field nested deeper than 1,024 levels, say): the message names it and why; make the "
     "DGD readable. A DGD that was readable before keeps its last readable version.",

@@ -161,11 +161,19 @@ class Outcome:
 
 @record
 class Decision:
-    """Publish, or withdraw with exactly one reason (and what to change)."""
+    """Publish, or withdraw with exactly one reason (and what to change), or hold: the
+    relay's spec cannot be rendered, so its objects are left as they run (never
+    withdrawn for a typo) while the reason says what to change."""
 
     publish: bool
     reason: str
     message: str
+    hold: bool = False
+
+    @property
+    def keeps_pool(self) -> bool:
+        """The pool stays up: published, or held as it runs (its exports kept)."""
+        return self.publish or self.hold
 
 
 @record

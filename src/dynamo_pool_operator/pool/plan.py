@@ -50,12 +50,14 @@ from dynamo_pool_operator.runtime.objects import describe_controller, is_control
 # what to change. The chain's order *is* the documented precedence (docs/crd.md's
 # table is generated from `CHECKS`): it runs from "may this relay act at all" to "may
 # it write its objects", so the reason shown is the one to fix first. The first check
-# that withdraws wins; when none does, the relay is published.
+# that withdraws wins; when none does, the relay is published. The last check holds
+# instead: an invalid spec of a pool that would be published leaves it running as it
+# is (decision 0013), so a typo in a live relay never takes its pool down.
 
 
-def decision(reason: Reason, message: str) -> Decision:
+def decision(reason: Reason, message: str, *, hold: bool = False) -> Decision:
     """A decision with `reason`: publish exactly when it is `Published`."""
-    return Decision(reason is Reason.PUBLISHED, reason, message)
+    return Decision(reason is Reason.PUBLISHED, reason, message, hold)
 
 
 @record
@@ -79,6 +81,9 @@ class Check:
 
     reason: Reason
     withdraws: Callable[[Facts], str | None]
+    #: It holds the pool as it runs instead of withdrawing it (an invalid spec: the
+    #: objects cannot be rendered, and a typo must not take a live pool down).
+    holds: bool = False
 
 
 def relay_terminating(f: Facts) -> str | None:
@@ -90,7 +95,7 @@ def relay_terminating(f: Facts) -> str | None:
     )
 
 
-def invalid_configuration(f: Facts) -> str | None:
+def invalid_name(f: Facts) -> str | None:
     relay_name = names.relay_name(f.relay.name)
     name_problems = names.dns1035_label_errors(relay_name)
     if name_problems:
@@ -99,9 +104,20 @@ def invalid_configuration(f: Facts) -> str | None:
             f"{'; '.join(name_problems)}. Name the DynamoPoolRelay (and its DGD) with at most "
             f"{names.DNS1035_MAX - len(names.RELAY_SUFFIX)} lower-case letters, digits or '-'"
         )
-    if f.relay.problems:
-        return "; ".join(f.relay.problems)
     return None
+
+
+#: What an invalid spec does to a pool that would be published (decision 0013).
+HELD_AS_RUNNING = (
+    "the relay's objects and exports are kept as they run until the spec is fixed "
+    "(nothing is withdrawn)"
+)
+
+
+def invalid_spec(f: Facts) -> str | None:
+    if not f.relay.problems:
+        return None
+    return "; ".join(f.relay.problems) + f"; {HELD_AS_RUNNING}"
 
 
 def dgd_unreadable(f: Facts) -> str | None:
@@ -173,7 +189,7 @@ def ownership_conflict(f: Facts) -> str | None:
 #: The precedence, first match wins.
 CHECKS: tuple[Check, ...] = (
     Check(Reason.RELAY_TERMINATING, relay_terminating),
-    Check(Reason.INVALID_CONFIGURATION, invalid_configuration),
+    Check(Reason.INVALID_CONFIGURATION, invalid_name),
     Check(Reason.DGD_UNREADABLE, dgd_unreadable),
     Check(Reason.DGD_NOT_FOUND, dgd_not_found),
     Check(Reason.DGD_TERMINATING, dgd_terminating),
@@ -181,6 +197,8 @@ CHECKS: tuple[Check, ...] = (
     Check(Reason.NO_WORKERS, no_workers),
     Check(Reason.GLOBAL_DYNAMO_NAMESPACE, global_dynamo_namespace),
     Check(Reason.OWNERSHIP_CONFLICT, ownership_conflict),
+    # Last: an invalid spec holds only a pool every other check would publish.
+    Check(Reason.INVALID_CONFIGURATION, invalid_spec, holds=True),
 )
 
 
@@ -199,15 +217,19 @@ def decide(
     for check in CHECKS:
         message = check.withdraws(facts)
         if message is not None:
-            return decision(check.reason, message)
+            return decision(check.reason, message, hold=check.holds)
     relay_name = names.relay_name(relay.name)
     return decision(Reason.PUBLISHED, f"relay Service {relay_name!r} is published")
 
 
 def precedence_table() -> str:
     """docs/crd.md's table of withdrawal reasons, in precedence order (drift-tested)."""
-    rows = ["| Reason | What to change |", "|---|---|"]
-    rows += [f"| `{c.reason.value}` | {PUBLISHED_MEANINGS[c.reason]} |" for c in CHECKS]
+    rows = ["| Reason | Does | What to change |", "|---|---|---|"]
+    rows += [
+        f"| `{c.reason.value}` | {'holds' if c.holds else 'withdraws'} | "
+        f"{PUBLISHED_MEANINGS[c.reason]} |"
+        for c in CHECKS
+    ]
     return "\n".join(rows) + "\n"
 
 
@@ -233,7 +255,7 @@ class Plan:
 
     def _order(self) -> tuple[Action, ...]:
         others = tuple(a for c in self.contributions for a in c.actions)
-        if self.decision.publish:
+        if self.decision.keeps_pool:
             relay_names = {a.name for a in self.relay_actions}
             ahead = [not a.wanted and a.name in relay_names for a in others]
             first = tuple(a for a, go in zip(others, ahead, strict=True) if go)
@@ -270,7 +292,11 @@ def _other_needs(action: Action, relay: dict[Key, Action]) -> tuple[Key, ...]:
     if action.verb is not Verb.CREATE or action.points_at is None:
         return ()
     target = relay.get(action.points_at)
-    return (target.key,) if target is not None and target.verb is Verb.CREATE else ()
+    if target is None:
+        return ()
+    # Created now, or absent and held: the export waits for its object.
+    absent_held = target.verb is Verb.HOLD and target.live is None
+    return (target.key,) if target.verb is Verb.CREATE or absent_held else ()
 
 
 def with_needs(

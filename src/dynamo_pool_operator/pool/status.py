@@ -521,7 +521,7 @@ def relay_availability(snapshot: Snapshot, plan: Plan, outcome: Outcome) -> Avai
     return availability(
         objects.get("Deployment"),
         objects.get("Service"),
-        published=plan.decision.publish,
+        published=plan.decision.keeps_pool,
         refused=refused_writes(results),
         name=names.relay_name(relay.name),
         created=created,
@@ -587,7 +587,7 @@ def _relay_available(p: Pass) -> Condition:
 
 
 def _cluster_id_matched(p: Pass) -> Condition | None:
-    return cluster_id_matched(p.snapshot, published=p.plan.decision.publish)
+    return cluster_id_matched(p.snapshot, published=p.plan.decision.keeps_pool)
 
 
 def _exported(p: Pass) -> Condition | None:
@@ -633,13 +633,13 @@ def report(
         relay,
         snapshot.shown_conditions,
         said,
-        publish=decision.publish,
+        publish=decision.keeps_pool,
         cluster_id=snapshot.effective_cluster_id,
         exports=lines,
         pods=available.pods,
         now=now,
     )
-    failures = (snapshot.unreadable if decision.publish else ()) + tuple(outcome.failures)
+    failures = (snapshot.unreadable if decision.keeps_pool else ()) + tuple(outcome.failures)
     return StatusReport(
         status,
         status_apply(relay, status),

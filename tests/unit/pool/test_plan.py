@@ -181,3 +181,43 @@ def test_an_export_waits_only_for_a_service_being_created() -> None:
     needs = _needs(repaired)
     assert needs[("Apply", "ServiceExport", RELAY_SVC)] == ()
     assert needs[("Create", "Service", RELAY_SVC)] == ()
+
+
+# --------------------------------------------------------------------------- an invalid spec
+def test_an_invalid_spec_of_a_running_pool_holds_its_objects_and_keeps_its_exports() -> None:
+    """A typo in a live relay (decision 0013): nothing is withdrawn, nothing rendered."""
+    import dataclasses
+
+    from dynamo_pool_operator.pool.relay.objects import SPEC_INVALID
+    from tests.unit.pool.test_status_report import FRONTEND, RELAY_SVC, export_rules, steady
+    from tests.unit.pool.test_status_report import make_relay as relay
+
+    snap = steady(relay())
+    snap = dataclasses.replace(snap, relay=relay(podLabels={"bad key!": "x"}))
+    plan = make_plan(snap, export_rules(), default_discovery_backend="kubernetes")
+    assert plan.decision.hold
+    assert "spec.podLabels[bad key!]" in plan.decision.message
+    assert [(a.verb, a.resource.kind) for a in plan.relay_actions] == [
+        (Verb.HOLD, "Deployment"),
+        (Verb.HOLD, "Service"),
+    ]
+    assert {a.cause for a in plan.relay_actions} == {SPEC_INVALID}
+    exports = {a.name: a.verb for c in plan.contributions for a in c.actions}
+    assert exports == {RELAY_SVC: Verb.NONE, FRONTEND: Verb.NONE}
+
+
+def test_an_invalid_spec_creates_nothing_and_an_absent_relay_service_holds_its_export() -> None:
+    """Held, an absent relay object is not created; an export of it is not created
+    before it exists (it waits for the held Service)."""
+    import dataclasses
+
+    from tests.unit.pool.test_status_report import RELAY_SVC, steady
+    from tests.unit.pool.test_status_report import make_relay as relay
+
+    snap = steady(relay())
+    objects = {"Deployment": snap.relay_objects["Deployment"], "Service": None}
+    gone = {n: e for n, e in snap.exports.items() if n != RELAY_SVC}
+    snap = dataclasses.replace(snap, relay=relay(replicas=-1), relay_objects=objects, exports=gone)
+    needs = _needs(snap)
+    assert ("Create", "Service", RELAY_SVC) not in needs
+    assert needs[("Create", "ServiceExport", RELAY_SVC)] == (("Service", RELAY_SVC),)

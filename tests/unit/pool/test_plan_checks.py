@@ -1,10 +1,11 @@
-"""Publish or withdraw (pool/plan.py): docs/crd.md, 'Published reasons, in
-precedence order', one row per reason.
+"""Publish, withdraw or hold (pool/plan.py): docs/crd.md, 'Published reasons, in
+precedence order', one row per check.
 
-The documented precedence (first match wins):
-RelayTerminating > InvalidConfiguration > DGDNotFound > DGDTerminating >
-KubernetesDiscoveryDisabled > NoWorkers > GlobalDynamoNamespace > OwnershipConflict.
-Every pair of reasons that can be true at once has a row asserting the earlier one
+The documented precedence (first match wins), by check:
+relay terminating > invalid name > DGD unreadable > DGD not found > DGD terminating >
+Kubernetes discovery disabled > no workers > global Dynamo namespace > ownership
+conflict > invalid spec (which holds the pool as it runs instead of withdrawing it).
+Every pair of checks that can be true at once has a row asserting the earlier one
 wins. Messages say what to change.
 """
 
@@ -32,17 +33,31 @@ NS = "team"
 NAME = "pool"
 RELAY_UID = "relay-uid-1"
 
+#: The checks by their function's name, in precedence order, with their reasons.
 PRECEDENCE = [
-    Reason.RELAY_TERMINATING,
-    Reason.INVALID_CONFIGURATION,
-    Reason.DGD_UNREADABLE,
-    Reason.DGD_NOT_FOUND,
-    Reason.DGD_TERMINATING,
-    Reason.KUBERNETES_DISCOVERY_DISABLED,
-    Reason.NO_WORKERS,
-    Reason.GLOBAL_DYNAMO_NAMESPACE,
-    Reason.OWNERSHIP_CONFLICT,
+    "relay_terminating",
+    "invalid_name",
+    "dgd_unreadable",
+    "dgd_not_found",
+    "dgd_terminating",
+    "kubernetes_discovery_disabled",
+    "no_workers",
+    "global_dynamo_namespace",
+    "ownership_conflict",
+    "invalid_spec",
 ]
+REASON = {
+    "relay_terminating": Reason.RELAY_TERMINATING,
+    "invalid_name": Reason.INVALID_CONFIGURATION,
+    "dgd_unreadable": Reason.DGD_UNREADABLE,
+    "dgd_not_found": Reason.DGD_NOT_FOUND,
+    "dgd_terminating": Reason.DGD_TERMINATING,
+    "kubernetes_discovery_disabled": Reason.KUBERNETES_DISCOVERY_DISABLED,
+    "no_workers": Reason.NO_WORKERS,
+    "global_dynamo_namespace": Reason.GLOBAL_DYNAMO_NAMESPACE,
+    "ownership_conflict": Reason.OWNERSHIP_CONFLICT,
+    "invalid_spec": Reason.INVALID_CONFIGURATION,
+}
 
 
 def make_relay(
@@ -238,40 +253,42 @@ def _conflict(s: Scenario) -> None:
     s.objects["Deployment"] = owned_by("someone-else", kind="ReplicaSet", name="x")
 
 
-MAKE_TRUE: dict[Reason, Callable[[Scenario], None]] = {
-    Reason.RELAY_TERMINATING: _relay_terminating,
-    Reason.INVALID_CONFIGURATION: _invalid_spec,
-    Reason.DGD_UNREADABLE: _unreadable,
-    Reason.DGD_NOT_FOUND: _not_found,
-    Reason.DGD_TERMINATING: _terminating,
-    Reason.KUBERNETES_DISCOVERY_DISABLED: _etcd,
-    Reason.NO_WORKERS: _no_workers,
-    Reason.GLOBAL_DYNAMO_NAMESPACE: _global_namespace,
-    Reason.OWNERSHIP_CONFLICT: _conflict,
+MAKE_TRUE: dict[str, Callable[[Scenario], None]] = {
+    "relay_terminating": _relay_terminating,
+    "invalid_name": _invalid_name,
+    "dgd_unreadable": _unreadable,
+    "dgd_not_found": _not_found,
+    "dgd_terminating": _terminating,
+    "kubernetes_discovery_disabled": _etcd,
+    "no_workers": _no_workers,
+    "global_dynamo_namespace": _global_namespace,
+    "ownership_conflict": _conflict,
+    "invalid_spec": _invalid_spec,
 }
 
 
-@pytest.mark.parametrize("reason", PRECEDENCE, ids=str)
-def test_each_withdrawal_reason_alone_withdraws_with_that_reason(reason: Reason) -> None:
+@pytest.mark.parametrize("check", PRECEDENCE)
+def test_each_check_alone_decides_with_its_reason(check: str) -> None:
     s = Scenario()
-    MAKE_TRUE[reason](s)
+    MAKE_TRUE[check](s)
     d = s.decide()
-    assert d.reason is reason
+    assert d.reason is REASON[check]
     assert not d.publish
+    assert d.hold == (check == "invalid_spec"), "only an invalid spec holds the pool"
 
 
 def test_the_baseline_scenario_publishes() -> None:
     assert Scenario().decide().reason is Reason.PUBLISHED
 
 
-# Reasons about the DGD's content cannot hold when there is no DGD.
+# Checks about the DGD's content cannot hold when there is no DGD.
 _NEEDS_A_DGD = {
-    Reason.DGD_TERMINATING,
-    Reason.KUBERNETES_DISCOVERY_DISABLED,
-    Reason.NO_WORKERS,
-    Reason.GLOBAL_DYNAMO_NAMESPACE,
+    "dgd_terminating",
+    "kubernetes_discovery_disabled",
+    "no_workers",
+    "global_dynamo_namespace",
 }
-_NO_READABLE_DGD = {Reason.DGD_UNREADABLE, Reason.DGD_NOT_FOUND}
+_NO_READABLE_DGD = {"dgd_unreadable", "dgd_not_found"}
 CONFLICTS = [
     (a, b)
     for a, b in itertools.combinations(PRECEDENCE, 2)
@@ -279,55 +296,78 @@ CONFLICTS = [
 ]
 
 
+def _said(d: Decision, check: str) -> bool:
+    """`d` is what `check` says (the two InvalidConfiguration checks told apart)."""
+    if d.reason is not REASON[check]:
+        return False
+    if check == "invalid_name":
+        return "not a valid Service name" in d.message
+    if check == "invalid_spec":
+        return d.hold
+    return True
+
+
 @pytest.mark.parametrize(
     ("winner", "loser"), CONFLICTS, ids=[f"{a}-beats-{b}" for a, b in CONFLICTS]
 )
-def test_precedence_conflict_reports_the_documented_winner(winner: Reason, loser: Reason) -> None:
+def test_precedence_conflict_reports_the_documented_winner(winner: str, loser: str) -> None:
     for order in ((winner, loser), (loser, winner)):
         s = Scenario()
-        for reason in order:
-            MAKE_TRUE[reason](s)
-        assert s.decide().reason is winner
+        for check in order:
+            MAKE_TRUE[check](s)
+        d = s.decide()
+        assert _said(d, winner), d
 
 
 def test_precedence_conflicts_cover_every_coexisting_pair() -> None:
-    assert len(CONFLICTS) == 28
+    assert len(CONFLICTS) == 37
 
 
 @pytest.mark.parametrize(
-    "loser",
-    [r for r in PRECEDENCE if r not in (Reason.INVALID_CONFIGURATION, Reason.RELAY_TERMINATING)],
-    ids=str,
+    "loser", [c for c in PRECEDENCE if c not in ("invalid_name", "relay_terminating")]
 )
-def test_an_invalid_relay_name_beats_every_other_reason(loser: Reason) -> None:
+def test_an_invalid_relay_name_beats_every_other_reason(loser: str) -> None:
     s = Scenario()
     _invalid_name(s)
     MAKE_TRUE[loser](s)
     d = s.decide()
     assert d.reason is Reason.INVALID_CONFIGURATION
     assert "not a valid Service name" in d.message
+    assert not d.hold, "nothing of that name can run: nothing to hold"
 
 
 def test_all_reasons_at_once_report_relay_terminating() -> None:
     s = Scenario()
-    for reason in PRECEDENCE:
-        if reason not in _NO_READABLE_DGD:
-            MAKE_TRUE[reason](s)
+    for check in PRECEDENCE:
+        if check not in _NO_READABLE_DGD:
+            MAKE_TRUE[check](s)
     assert s.decide().reason is Reason.RELAY_TERMINATING
 
 
-def test_all_other_reasons_at_once_report_invalid_configuration() -> None:
+def test_all_other_reasons_at_once_report_the_invalid_name() -> None:
     s = Scenario()
-    for reason in PRECEDENCE:
-        if reason not in (*_NO_READABLE_DGD, Reason.RELAY_TERMINATING):
-            MAKE_TRUE[reason](s)
-    assert s.decide().reason is Reason.INVALID_CONFIGURATION
+    for check in PRECEDENCE:
+        if check not in (*_NO_READABLE_DGD, "relay_terminating"):
+            MAKE_TRUE[check](s)
+    assert _said(s.decide(), "invalid_name")
+
+
+def test_an_invalid_spec_of_a_pool_that_would_be_withdrawn_withdraws_it() -> None:
+    """Only a pool every other check would publish is held: a withdrawal reason wins."""
+    for check in PRECEDENCE[PRECEDENCE.index("dgd_unreadable") : -1]:
+        s = Scenario()
+        _invalid_spec(s)
+        MAKE_TRUE[check](s)
+        d = s.decide()
+        assert d.reason is REASON[check]
+        assert not d.hold
+        assert not d.keeps_pool
 
 
 def test_all_dgd_reasons_at_once_report_terminating_first() -> None:
     s = Scenario()
-    for reason in PRECEDENCE[PRECEDENCE.index(Reason.DGD_TERMINATING) :]:
-        MAKE_TRUE[reason](s)
+    for check in PRECEDENCE[PRECEDENCE.index("dgd_terminating") :]:
+        MAKE_TRUE[check](s)
     assert s.decide().reason is Reason.DGD_TERMINATING
 
 
@@ -346,7 +386,7 @@ def test_an_invalid_name_is_reported_before_spec_problems() -> None:
 @pytest.mark.parametrize(
     ("reason", "phrases"),
     [
-        (Reason.INVALID_CONFIGURATION, ["spec.replicas", "from 0 to"]),
+        (Reason.INVALID_CONFIGURATION, ["spec.replicas", "from 0 to", "nothing is withdrawn"]),
         (
             Reason.DGD_UNREADABLE,
             ["'pool' exists but cannot be decoded", "resourceVersion 7", "make it readable"],
@@ -373,7 +413,7 @@ def test_an_invalid_name_is_reported_before_spec_problems() -> None:
 )
 def test_withdrawal_message_says_what_to_change(reason: Reason, phrases: list[str]) -> None:
     s = Scenario()
-    MAKE_TRUE[reason](s)
+    MAKE_TRUE[next(c for c in reversed(PRECEDENCE) if REASON[c] is reason)](s)
     message = s.decide().message
     for phrase in phrases:
         assert phrase in message, message
@@ -785,5 +825,6 @@ def test_decide_never_raises_and_publishes_only_a_fully_valid_pool(
 
 
 def test_the_chain_order_is_the_documented_precedence() -> None:
-    assert [c.reason for c in CHECKS] == PRECEDENCE
-    assert len({c.reason for c in CHECKS}) == len(CHECKS)
+    assert [c.withdraws.__name__ for c in CHECKS] == PRECEDENCE
+    assert [c.reason for c in CHECKS] == [REASON[c] for c in PRECEDENCE]
+    assert [c.holds for c in CHECKS] == [c == "invalid_spec" for c in PRECEDENCE]

@@ -608,3 +608,20 @@ def test_a_withdrawing_export_leaves_a_published_pool_exported() -> None:
         Status.TRUE,
         ExportedReason.IMPLEMENTATION_READY,
     )
+
+
+def test_a_held_pool_says_what_to_change_and_tells_the_truth_about_what_runs() -> None:
+    """An invalid spec of a running pool (decision 0013): Published and Ready say
+    InvalidConfiguration with the field; the relay still runs and is still exported."""
+    relay = make_relay(nodeSelector={"bad key!": "x"})
+    snap = steady(make_relay())
+    _, said = run(dataclasses.replace(snap, relay=relay), export_rules())
+    published = condition(said, ConditionType.PUBLISHED)
+    assert (published["status"], published["reason"]) == (Status.FALSE, "InvalidConfiguration")
+    assert "spec.nodeSelector[bad key!]" in published["message"]
+    assert "nothing is withdrawn" in published["message"]
+    assert condition(said, ConditionType.READY)["reason"] == "InvalidConfiguration"
+    assert condition(said, ConditionType.RELAY_AVAILABLE)["status"] == Status.TRUE
+    assert condition(said, ConditionType.EXPORTED)["status"] == Status.TRUE
+    assert said.status["serviceName"] == RELAY_SVC
+    assert said.failures == ()

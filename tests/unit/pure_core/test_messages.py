@@ -116,7 +116,8 @@ def test_invalid_spec_message_joins_every_field_problem() -> None:
     d = _decide(relay(port=0, replicas=-1), pool())
     assert d.message == (
         "spec.replicas: must be an integer from 0 to 100, got -1; "
-        "spec.port: must be an integer from 1 to 65535, got 0"
+        "spec.port: must be an integer from 1 to 65535, got 0; the relay's objects and "
+        "exports are kept as they run until the spec is fixed (nothing is withdrawn)"
     )
 
 

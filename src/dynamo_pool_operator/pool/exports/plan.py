@@ -356,7 +356,7 @@ def plan(
     name (`foreign_service`)."""
     wanted = _Wanted()
     advisories: list[Advisory] = []
-    if decision.publish and pool is not None:
+    if decision.keeps_pool and pool is not None:
         wanted = _wanted(relay, pool, implementation, services or {}, component_deployments or {})
         advisories = _advisories(relay, pool, wanted, implementation, cluster_id)
 
@@ -453,7 +453,7 @@ def plan_exports(snapshot: Snapshot, decision: Decision, rules: ExportRules) -> 
         services=snapshot.services,
         component_deployments=snapshot.component_deployments,
     )
-    if decision.publish and snapshot.unreadable:
+    if decision.keeps_pool and snapshot.unreadable:
         related = ClusterID(api_version=rules.about_version).reference()
         unreadable = tuple(
             Advisory(Warn.EXPORT_FAILED, "ReadClusterID", str(e), related)

@@ -487,7 +487,7 @@ def report_exports(
     view of it, and the `Exported` condition from the implementation's verdicts."""
     relay = snapshot.relay
     if snapshot.exports_unavailable:
-        said = api_unavailable(snapshot.exports_unavailable, published=decision.publish)
+        said = api_unavailable(snapshot.exports_unavailable, published=decision.keeps_pool)
         return Report(
             (), ConditionView(ConditionType.EXPORTED, said.status, said.reason, said.message)
         )
@@ -518,7 +518,7 @@ def report_exports(
     )
     by_name.update((line.name, line) for line in going.lines)
     lines = list(by_name.values())
-    overall = exported(lines, verdicts, published=decision.publish)
+    overall = exported(lines, verdicts, published=decision.keeps_pool)
     about = snapshot.exports.get(overall.about)
     # The resource of the plan's actions: the one in effect may have changed since.
     resource = next((a.resource for a in contribution.actions), rules.resource)

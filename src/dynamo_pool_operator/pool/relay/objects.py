@@ -6,8 +6,10 @@ digest the cache keeps: `rule`) says an apply would change it, left alone
 otherwise; an object of ours that still shows its create's fields with the create (not
 handed over to the apply manager) is handed over right before its first apply. The
 decision already made sure every existing one is ours (else `OwnershipConflict`).
-Withdrawn: each the relay controls is deleted; one being deleted is waited for; anyone
-else's is never touched.
+Held (the relay's spec is invalid: nothing can be rendered): each is left as it runs,
+none created. Withdrawn: each the relay controls is deleted; one being deleted is waited for; anyone
+else's is never touched; one the caches may hide (our labels removed from it) is read by
+name once when they show none, and deleted the next pass if it is ours.
 """
 
 from __future__ import annotations
@@ -226,12 +228,21 @@ def desired_objects(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
     return out
 
 
+#: Why the relay objects are held while the relay's spec is invalid.
+SPEC_INVALID = (
+    "held: the relay's spec is invalid (Published says which field), so it cannot be "
+    "rendered; it runs as last written and is written again once the spec is valid"
+)
+
+
 def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, ...]:
     relay = snapshot.relay
     name = names.relay_name(relay.name)
     actions: list[Action] = []
-    if decision.publish:
-        desired = desired_objects(snapshot)
+    if decision.keeps_pool:
+        # Held (an invalid spec): no body can be made, so each is left as it runs.
+        desired = desired_objects(snapshot) if decision.publish else {}
+        cause = CLUSTER_ID_UNKNOWN if decision.publish else SPEC_INVALID
         for kind, res in RELAY_OBJECTS:
             live, body = snapshot.relay_objects.get(kind), desired.get(kind)
             step = ladder(
@@ -260,7 +271,7 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
                         name,
                         RELAY_EVENTS,
                         live=live,
-                        cause=CLUSTER_ID_UNKNOWN,
+                        cause=cause,
                     )
                 )
                 continue
