@@ -67,9 +67,11 @@ class ServedApis:
     #: Only in the value in effect: the DGDs read are the last content listed at
     #: `dgd_version`, which is no longer served (readiness fails meanwhile).
     dgd_stale: bool = False
-    #: The DynamoComponentDeployment version, resolved at start (Dynamo installs it with
-    #: the DGD); None when not served: no Service is then controlled by one of the pool.
+    #: The DynamoComponentDeployment version (Dynamo installs it with the DGD), followed
+    #: like the others; None when not served: no Service is then controlled by one of
+    #: the pool. Only read with an MCS implementation set (whose frontends they own).
     dcd_version: str | None = None
+    dcd_versions: tuple[str, ...] = ()
 
     def describe(self) -> str:
         return (
@@ -167,7 +169,9 @@ def resolve_served_apis(
             # Optional: in doubt, the check is off (discover_served_apis says why).
             if _in_doubt(unavailable, ABOUT_GROUP, ABOUT_VERSIONS, about_version):
                 about_version, about_versions = None, ()
-    dcd_served = _versions(resources, dgd_api.GROUP, dgd_api.DCD_PLURAL)
+    dcd_versions = _supported(
+        _versions(resources, dgd_api.GROUP, dgd_api.DCD_PLURAL), dgd_api.DCD_VERSIONS
+    )
     return ServedApis(
         dgd_version,
         export_version,
@@ -176,7 +180,8 @@ def resolve_served_apis(
         dgd_versions=dgd_versions,
         serviceexport_versions=export_versions,
         about_versions=about_versions,
-        dcd_version=dgd_api.DCD_VERSION if dgd_api.DCD_VERSION in dcd_served else None,
+        dcd_version=dcd_versions[0] if dcd_versions else None,
+        dcd_versions=dcd_versions,
     )
 
 
@@ -219,6 +224,12 @@ def follow_served_apis(
     dgd_version = chosen or current.dgd_version
     if _in_doubt(unavailable, dgd_api.GROUP, dgd_api.SUPPORTED_VERSIONS, chosen):
         dgd_version, dgd_versions = current.dgd_version, current.dgd_versions
+    dcd_versions = _supported(
+        _versions(resources, dgd_api.GROUP, dgd_api.DCD_PLURAL), dgd_api.DCD_VERSIONS
+    )
+    dcd_version = dcd_versions[0] if dcd_versions else None
+    if _in_doubt(unavailable, dgd_api.GROUP, dgd_api.DCD_VERSIONS, dcd_version):
+        dcd_version, dcd_versions = current.dcd_version, current.dcd_versions
     return ServedApis(
         dgd_version,
         served if mcs_implementation else None,
@@ -227,13 +238,15 @@ def follow_served_apis(
         dgd_versions=dgd_versions,
         serviceexport_versions=export_versions,
         about_versions=about_versions,
-        dcd_version=current.dcd_version,
+        dcd_version=dcd_version,
+        dcd_versions=dcd_versions,
     )
 
 
 _EXPORTS_API = f"{SERVICEEXPORTS}.{MCS_GROUP}"
 _ABOUT_API = f"{CLUSTERPROPERTIES}.{ABOUT_GROUP}"
 _DGD_API = f"{dgd_api.PLURAL}.{dgd_api.GROUP}"
+_DCD_API = f"{dgd_api.DCD_PLURAL}.{dgd_api.GROUP}"
 
 
 def transitions(before: ServedApis, after: ServedApis, mcs_implementation: str) -> list[str]:
@@ -272,6 +285,14 @@ def transitions(before: ServedApis, after: ServedApis, mcs_implementation: str) 
             f"the About API ({_ABOUT_API}) {_change(old, new)}: the cluster ID check "
             f"(ClusterIDMismatch) is {doing}"
         )
+    if mcs_implementation and before.dcd_version != after.dcd_version:
+        old, new = before.dcd_version, after.dcd_version
+        doing = (
+            f"a frontend's Service a DCD controls is read at {new} from now on"
+            if new
+            else "no frontend's Service is taken to be a DCD's"
+        )
+        out.append(f"the DynamoComponentDeployment API ({_DCD_API}) {_change(old, new)}: {doing}")
     if before.dgd_version != after.dgd_version:
         out.append(
             f"the DGD API ({_DGD_API}) {_change(before.dgd_version, after.dgd_version)}: "

@@ -135,11 +135,14 @@ class Operator:
                 new.about_version,
                 export_served=new.serviceexport_versions,
                 about_served=new.about_versions,
+                dcd_version=new.dcd_version,
+                dcd_served=new.dcd_versions,
             )
             applied = dataclasses.replace(
                 applied,
                 serviceexport_version=now.serviceexport_version,
                 about_version=now.about_version,
+                dcd_version=now.dcd_version,
             )
         for line in transitions(current, applied, self.config.multi_cluster.mcs_implementation):
             log.info("%s", line)
@@ -328,7 +331,6 @@ def build(
         namespace=namespace,
         dgd_version=served.dgd_version,
         frontends=bool(implementation),
-        dcd_version=served.dcd_version,
     )
     recorder = EventRecorder(
         client,
@@ -346,7 +348,7 @@ def build(
             about_version=None,
             unconfirmed_after=timedelta(seconds=config.multi_cluster.unconfirmed_after),
             confirmation=implementation.confirmation(config.multi_cluster.confirmation),
-            frontends=FrontendCaches(caches.services, caches.component_deployments),
+            frontends=FrontendCaches(caches.services),
         )
     relay = config.pool_relay
     reconciler = PoolRelayReconciler(
@@ -409,7 +411,7 @@ def build(
             dgds=caches.dgds,
             namespace=namespace,
         )
-        export_apis.begin(served.serviceexport_version, served.about_version)
+        export_apis.begin(served.serviceexport_version, served.about_version, served.dcd_version)
     return Operator(
         client,
         config,

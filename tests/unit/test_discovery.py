@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from dynamo_pool_operator.discovery import StartupError, follow_served_apis, resolve_served_apis
+from dynamo_pool_operator.discovery import (
+    StartupError,
+    follow_served_apis,
+    resolve_served_apis,
+    transitions,
+)
 from tests.unit.served import (
     DCDS,
     DGD_ALPHA,
@@ -70,12 +77,26 @@ def test_the_about_api_unavailable_turns_the_cluster_id_check_off() -> None:
     assert gates.serviceexport_version == "v1beta1"
 
 
-def test_the_dcd_version_is_resolved_at_start_and_kept() -> None:
+def test_the_dcd_version_is_resolved_at_start_and_followed() -> None:
     # Whose a frontend's Service is reads the DynamoComponentDeployments when served;
-    # without them no Service is controlled by one of the pool.
+    # without them no Service is controlled by one of the pool. Their API is followed
+    # like the DGD's: a version no longer served, or one installed later, is seen.
     served = resolve_served_apis([RELAYS, DGD_BETA, DCDS, EXPORTS_BETA], "mcs")
-    assert served.dcd_version == "v1alpha1"
+    assert (served.dcd_version, served.dcd_versions) == ("v1alpha1", ("v1alpha1",))
     assert resolve_served_apis([RELAYS, DGD_BETA, EXPORTS_BETA], "mcs").dcd_version is None
-    assert follow_served_apis(served, [RELAYS, DGD_BETA, EXPORTS_BETA], "mcs").dcd_version == (
-        "v1alpha1"
+    gone = follow_served_apis(served, [RELAYS, DGD_BETA, EXPORTS_BETA], "mcs")
+    assert gone.dcd_version is None
+    beta = dataclasses.replace(DCDS, version="v1beta1")
+    both = follow_served_apis(served, [RELAYS, DGD_BETA, DCDS, beta, EXPORTS_BETA], "mcs")
+    assert (both.dcd_version, both.dcd_versions) == ("v1beta1", ("v1beta1", "v1alpha1"))
+    # Unreadable is not gone: the version in effect stays.
+    doubt = follow_served_apis(
+        served, [RELAYS, DGD_BETA, EXPORTS_BETA], "mcs", {"nvidia.com/v1beta1": DOWN}
     )
+    assert doubt.dcd_version == "v1alpha1"
+    said = transitions(served, both, "mcs")
+    assert said == [
+        "the DynamoComponentDeployment API (dynamocomponentdeployments.nvidia.com) is served "
+        "now at v1beta1 (was v1alpha1): a frontend's Service a DCD controls is read at v1beta1 "
+        "from now on"
+    ]

@@ -29,7 +29,8 @@ SUPPORTED_VERSIONS = ("v1beta1", "v1alpha1")  # preference order
 #: component's Service there (on the Grove path the DGD controls it itself).
 DCD_KIND = "DynamoComponentDeployment"
 DCD_PLURAL = "dynamocomponentdeployments"
-DCD_VERSION = "v1alpha1"
+#: Read as stubs (identity and controller only), so any served version reads alike.
+DCD_VERSIONS = ("v1beta1", "v1alpha1")  # preference order
 
 DISCOVERY_BACKEND_ANNOTATION = "nvidia.com/dynamo-discovery-backend"
 

@@ -165,10 +165,14 @@ def _served_version(name: str, spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def dcd_crd() -> dict[str, Any]:
-    """A DynamoComponentDeployment CRD (v1alpha1): what Dynamo's operator makes of each
-    component off the Grove path, controlling the component's Service. The operator
-    only reads who controls one; the spec is free-form here."""
+def dcd_crd(versions: tuple[str, ...] = ("v1alpha1",)) -> dict[str, Any]:
+    """A DynamoComponentDeployment CRD (served at `versions`, the last one stored): what
+    Dynamo's operator makes of each component off the Grove path, controlling the
+    component's Service. The operator only reads who controls one; the spec is
+    free-form here."""
+    served = [_served_version(v, _PRESERVE) for v in versions]
+    for version in served[:-1]:
+        version["storage"] = False
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -183,7 +187,7 @@ def dcd_crd() -> dict[str, Any]:
                 "singular": dgd_api.DCD_KIND.lower(),
                 "shortNames": ["dcd"],
             },
-            "versions": [_served_version(dgd_api.DCD_VERSION, _PRESERVE)],
+            "versions": served,
         },
     }
 

@@ -21,9 +21,8 @@ Watches:
   Service made before the DGD that names it would never be cached) nor a label
   selector (a foreign, unlabelled Service of a frontend's name would be hidden, and
   exported) can do.
-- With exports on, DynamoComponentDeployments (when served), as stubs, mapped to the
-  relay of the DGD that controls them (before and after the change): a frontend's
-  Service that a DCD controls is the pool's while that DCD is the DGD's.
+- With exports on, DynamoComponentDeployments: the export feature's own watch
+  (`pool/exports/apis.py`, following their API as it is served).
 """
 
 from __future__ import annotations
@@ -32,14 +31,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from dynamo_pool_operator.api import crd, names
-from dynamo_pool_operator.api.dgd import (
-    DCD_KIND,
-    DCD_PLURAL,
-    pools_naming_service,
-)
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.api.dgd import KIND as DGD_KIND
 from dynamo_pool_operator.api.dgd import PLURAL as DGD_PLURAL
+from dynamo_pool_operator.api.dgd import (
+    pools_naming_service,
+)
 from dynamo_pool_operator.api.shown import ShownStatus
 from dynamo_pool_operator.pool.reconciler import RelayCaches
 from dynamo_pool_operator.pool.relay.objects import shape
@@ -61,8 +58,7 @@ from dynamo_pool_operator.runtime.objects import (
     VIEW,
     Meta,
     Resource,
-    controller_is,
-    controller_of,
+    identity_stub,
     summarize_managed_fields,
 )
 
@@ -93,10 +89,6 @@ RELAY_OBJECT_SHARED: frozenset[VocabularyPath] = frozenset({("spec",), ("status"
 
 def dgd_resource(version: str) -> Resource:
     return Resource(DGD_GROUP, version, DGD_PLURAL, DGD_KIND)
-
-
-def dcd_resource(version: str) -> Resource:
-    return Resource(DGD_GROUP, version, DCD_PLURAL, DCD_KIND)
 
 
 #: The labels only our relay objects carry (`names.owned_object_labels`): the relay
@@ -222,28 +214,12 @@ def trim_deployment(obj: Obj) -> Obj:
     }
 
 
-#: Kept of a stub's metadata (any other Service, a DCD): who it is, whose it is.
-_STUB_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
-_STUB_REFERENCE = ("apiVersion", "kind", "name", "uid", "controller")
-
-
-def stub(obj: Obj) -> Obj:
-    """An informer transform: an object's identity and its controller reference only
-    (what `exports/plan.foreign_service` reads), nothing of its spec or status."""
-    meta = obj.get("metadata") or {}
-    kept: dict[str, Any] = {k: meta[k] for k in _STUB_METADATA if k in meta}
-    ref = controller_of(obj)
-    if ref is not None:
-        kept["ownerReferences"] = [{k: ref[k] for k in _STUB_REFERENCE if k in ref}]
-    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
-
-
 def trim_service(obj: Obj) -> Obj:
     """An informer transform: of a Service named `<D>-pool-relay`, keep what the
     reconciler reads (its shape: `clusterIP`) and a view of the fields we render; of
-    any other Service, a `stub`."""
+    any other Service, its `identity_stub`."""
     if not is_relay_object(obj):
-        return stub(obj)
+        return identity_stub(obj)
     summarize_managed_fields(obj)
     spec = obj.get("spec") or {}
     return {
@@ -272,13 +248,12 @@ def relay_caches(
     namespace: str | None,
     dgd_version: str,
     frontends: bool = False,
-    dcd_version: str | None = None,
 ) -> RelayCaches:
     """Ask the shared factory for the informers this controller reads. `frontends`:
-    exports are on, so every Service is cached (any other than the relay's as a stub)
-    and the DCDs at `dcd_version` (when served), to tell whose a frontend's Service is;
-    else only the relay Services. The relay Deployments (and Services, but with
-    exports on) are watched by `RELAY_OBJECT_SELECTOR`."""
+    exports are on, so every Service is cached (any other than the relay's as a stub),
+    to tell whose a frontend's Service is; else only the relay Services. The relay
+    Deployments (and Services, but with exports on) are watched by
+    `RELAY_OBJECT_SELECTOR`."""
     return RelayCaches(
         relays=informers.get(RELAYS, namespace, transform=keep_relay_fields, shared=RELAY_SHARED),
         dgds=dgd_cache(informers, namespace=namespace, version=dgd_version),
@@ -302,17 +277,7 @@ def relay_caches(
             transform=trim_service,
             shared=RELAY_OBJECT_SHARED,
         ),
-        component_deployments=(
-            dcd_cache(informers, namespace=namespace, version=dcd_version)
-            if frontends and dcd_version
-            else None
-        ),
     )
-
-
-def dcd_cache(informers: SharedInformers, *, namespace: str | None, version: str) -> Informer:
-    """The DynamoComponentDeployments, as stubs (`stub`)."""
-    return informers.get(dcd_resource(version), namespace, transform=stub)
 
 
 def _view(obj: Obj | None) -> Any:
@@ -344,14 +309,6 @@ def relays_naming_service(caches: RelayCaches) -> MapFunc:
     return relays
 
 
-def relay_of_controller(obj: Obj) -> Iterable[Request]:
-    """A DCD -> the relay of the DGD that controls it (none without one)."""
-    ref = controller_of(obj)
-    if not controller_is(ref, DGD_GROUP, DGD_KIND) or ref is None:
-        return []
-    return [(Meta(obj).namespace, str(ref.get("name", "")))]
-
-
 def watch_dgds(controller: Controller, dgds: Informer) -> None:
     """The DGD watch (at start, and on the new cache when the DGD API moves)."""
     controller.watches(dgds, same_name, spec_or_metadata_changed)
@@ -363,8 +320,4 @@ def wire(controller: Controller, caches: RelayCaches) -> Controller:
     watch_dgds(controller, caches.dgds)
     controller.watches(caches.deployments, relay_of_object, deployment_changed)
     controller.watches(caches.services, relays_naming_service(caches), relay_object_changed)
-    if caches.component_deployments is not None:
-        controller.watches(
-            caches.component_deployments, relay_of_controller, spec_or_metadata_changed
-        )
     return controller

@@ -75,8 +75,6 @@ class RelayCaches:
     deployments: Informer
     #: Every Service: the relay's own in full, any other as a stub (whose it is).
     services: Informer
-    #: DynamoComponentDeployments as stubs; None while the cluster serves none.
-    component_deployments: Informer | None = None
 
     def of_kind(self, kind: str) -> Informer:
         """The cache of the relay objects of `kind` ("Deployment", "Service")."""

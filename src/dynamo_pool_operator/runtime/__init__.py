@@ -19,6 +19,7 @@ from dynamo_pool_operator.runtime.cache.followed import (
     SYNC_TIMEOUT,
     Candidate,
     FollowedCache,
+    MaybeServed,
     poke_on_not_found,
 )
 from dynamo_pool_operator.runtime.cache.informer import EventType, Informer, VocabularyPath
@@ -84,6 +85,7 @@ __all__ = [
     "LeadershipLost",
     "LostRace",
     "MapFunc",
+    "MaybeServed",
     "NameTaken",
     "NamespaceGoing",
     "Obj",

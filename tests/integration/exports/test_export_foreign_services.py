@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL, DCD_VERSION
+from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.localcluster import dynamo
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
@@ -40,7 +40,7 @@ POOL = "payments"
 RELAY_SVC = f"{POOL}-pool-relay"
 DB = {"name": "db", "type": "frontend", "replicas": 1}
 DB_SVC = f"{POOL}-db"
-DCDS = Resource(DGD_GROUP, DCD_VERSION, DCD_PLURAL, DCD_KIND)
+DCDS = Resource(DGD_GROUP, "v1alpha1", DCD_PLURAL, DCD_KIND)  # the test CRD's
 
 
 async def second_pass_writes_nothing(op: OperatorUnderTest, ns: str) -> None:

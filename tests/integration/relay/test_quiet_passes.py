@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL, DCD_VERSION
+from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.localcluster import dynamo
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
@@ -121,7 +121,7 @@ async def test_reconcile_again_decides_afresh(
     assert plans.mine == before + 1, "reconcile_again skipped its pass: the check is hollow"
 
 
-DCDS = Resource(DGD_GROUP, DCD_VERSION, DCD_PLURAL, DCD_KIND)
+DCDS = Resource(DGD_GROUP, "v1alpha1", DCD_PLURAL, DCD_KIND)  # the test CRD's
 
 
 async def _decided_afresh_then_quiet(

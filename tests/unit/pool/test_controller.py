@@ -1,5 +1,5 @@
 """What the relay controller caches of Services and DCDs, and which relay each wakes
-(pool/controller.py).
+(pool/controller.py, pool/exports/wiring.py).
 
 Whether a frontend is exported depends on whose Service of its name exists
 (docs/exports.md, 'What is exported'): every Service is cached (the relay's own in full,
@@ -13,14 +13,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, cast
 
-from dynamo_pool_operator.pool.controller import (
-    relay_of_controller,
-    relays_naming_service,
-    stub,
-    trim_service,
-)
+from dynamo_pool_operator.pool.controller import relays_naming_service, trim_service
+from dynamo_pool_operator.pool.exports.wiring import relay_of_controller
 from dynamo_pool_operator.pool.reconciler import RelayCaches
 from dynamo_pool_operator.runtime.cache.store import Store
+from dynamo_pool_operator.runtime.objects import identity_stub
 
 NS = "team"
 
@@ -137,7 +134,7 @@ def test_a_service_that_is_not_the_relays_is_cached_as_a_stub_of_whose_it_is() -
             ],
         },
     }
-    assert "ownerReferences" not in stub(service("x"))["metadata"]
+    assert "ownerReferences" not in identity_stub(service("x"))["metadata"]
 
 
 def test_the_relay_service_is_still_cached_in_full() -> None:

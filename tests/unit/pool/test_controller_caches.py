@@ -208,7 +208,7 @@ def _realistic() -> dict[str, tuple[Any, dict[str, Any], Rule | None, dict[str, 
     for the objects a relay owns, the drift rule and the body it compares with."""
     informers = SharedInformers(FakeClient())
     caches = controller.relay_caches(
-        informers, namespace=None, dgd_version="v1beta1", frontends=True, dcd_version="v1beta1"
+        informers, namespace=None, dgd_version="v1beta1", frontends=True
     )
     exports = informers.get(serviceexports("v1beta1"), None)
     meta = {"name": "pool", "namespace": "team", "uid": "0c4b2a8e-7a1b-4a40-9e0b-000000000002"}

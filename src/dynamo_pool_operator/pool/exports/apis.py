@@ -46,9 +46,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from dynamo_pool_operator.api.dgd import DCD_PLURAL
+from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY, clusterproperties, serviceexports
 from dynamo_pool_operator.pool.exports.feature import ExportCaches, PoolExports
-from dynamo_pool_operator.pool.exports.wiring import all_relays, export_changed, export_mapper
+from dynamo_pool_operator.pool.exports.wiring import (
+    all_relays,
+    dcd_cache,
+    export_changed,
+    export_mapper,
+    relay_of_controller,
+)
 from dynamo_pool_operator.runtime import (
     CONTROLLER_UID_INDEX,
     LOW,
@@ -56,11 +64,13 @@ from dynamo_pool_operator.runtime import (
     Candidate,
     Controller,
     DegradedChecks,
-    FollowedCache,
     Informer,
+    MaybeServed,
+    Obj,
     SharedInformers,
     index_by_controller_uid,
     poke_on_not_found,
+    spec_or_metadata_changed,
 )
 from dynamo_pool_operator.runtime.objects import Meta, record
 
@@ -68,6 +78,13 @@ from dynamo_pool_operator.runtime.objects import Meta, record
 CLUSTER_ID_CHECK = "clusterID"
 _EXPORTS_API = "the ServiceExport API (serviceexports.multicluster.x-k8s.io)"
 _ABOUT_API = "the About API (clusterproperties.about.k8s.io)"
+_DCD_API = f"the DynamoComponentDeployment API ({DCD_PLURAL}.{DGD_GROUP})"
+
+
+def is_cluster_id_property(obj: Obj) -> bool:
+    """The one ClusterProperty the check reads (a function of its own: the shared
+    informer factory tells filters apart by identity)."""
+    return Meta(obj).name == CLUSTER_ID_PROPERTY
 
 
 @record
@@ -76,6 +93,7 @@ class InEffect:
 
     serviceexport_version: str | None
     about_version: str | None
+    dcd_version: str | None = None
 
 
 class ExportApis:
@@ -106,8 +124,31 @@ class ExportApis:
         self.use_dgds(dgds)
         self._exports: Informer | None = None
         self._export_version: str | None = None
-        #: The ClusterProperty read, following the About API (None: not served).
-        self._properties: FollowedCache | None = None
+        #: The ClusterProperty read, following the About API. As at start, a new one is
+        #: read before it has synced (each relay reports the property unreadable).
+        self._properties = MaybeServed(
+            informers,
+            make=self._property_informer,
+            switch=self._switch_properties,
+            what=_ABOUT_API,
+            meanwhile="each relay reports the ClusterProperty unreadable until it does",
+            use_unsynced=True,
+            sync_timeout=sync_timeout,
+        )
+        self._properties.poke = lambda: self.poke()
+        #: The DynamoComponentDeployments (stubs: whose each is), following their API:
+        #: read only once synced, since one not yet listed would make every frontend a
+        #: DCD controls someone else's.
+        self._dcds = MaybeServed(
+            informers,
+            make=self._dcd_informer,
+            switch=self._switch_dcds,
+            what=_DCD_API,
+            meanwhile="a frontend's Service a DCD controls reads as someone else's until it does",
+            use_unsynced=False,
+            sync_timeout=sync_timeout,
+        )
+        self._dcds.poke = lambda: self.poke()
         self._export_candidate = Candidate(
             informers,
             self._export_informer,
@@ -118,8 +159,7 @@ class ExportApis:
 
     @property
     def in_effect(self) -> InEffect:
-        about = self._properties.version if self._properties is not None else None
-        return InEffect(self._export_version, about)
+        return InEffect(self._export_version, self._properties.version, self._dcds.version)
 
     @property
     def caches(self) -> ExportCaches | None:
@@ -130,22 +170,24 @@ class ExportApis:
     def pending(self) -> list[Informer]:
         """The informers being made to replace those in effect (readiness does not wait
         for them: the ones in effect serve meanwhile)."""
-        properties = self._properties.pending if self._properties is not None else None
-        return [i for i in (self._export_candidate.informer, properties) if i is not None]
+        making = (self._export_candidate.informer, self._properties.pending, self._dcds.pending)
+        return [i for i in making if i is not None]
 
     def use_dgds(self, dgds: Informer) -> None:
         """Map export events through this DGD cache from now on (the DGD API moved)."""
         self.dgds = dgds
 
-    def begin(self, export_version: str | None, about_version: str | None) -> None:
+    def begin(
+        self, export_version: str | None, about_version: str | None, dcd_version: str | None = None
+    ) -> None:
         """At build time, before the informers start: declare what is served at start
-        (the controller waits for the export cache before its first reconcile)."""
+        (the controller waits for the export and DCD caches before its first reconcile)."""
         if export_version is not None:
             self._exports = self._export_informer(export_version)
             self._export_version = export_version
             self._watch_exports(self._exports)
-        if about_version is not None:
-            self._attach_properties(about_version, self._property_informer(about_version))
+        self._properties.begin(about_version)
+        self._dcds.begin(dcd_version)
         self._hand_over()
 
     async def follow(
@@ -155,11 +197,14 @@ class ExportApis:
         *,
         export_served: Sequence[str],
         about_served: Sequence[str],
+        dcd_version: str | None = None,
+        dcd_served: Sequence[str] = (),
     ) -> InEffect:
         """Match the versions wanted (`*_version`, the preferred of those served, as
         `*_served`); return what is in effect afterwards."""
         before = (self.in_effect, self.feature.listing)
-        await self._follow_properties(about_version, about_served)
+        await self._properties.follow(about_version, about_served)
+        await self._dcds.follow(dcd_version, dcd_served)
         await self._follow_exports(export_version, export_served)
         self._hand_over()
         if (self.in_effect, self.feature.listing) != before:
@@ -219,81 +264,43 @@ class ExportApis:
         return informer
 
     # ------------------------------------------------------------ the ClusterProperty
-    async def _follow_properties(self, want: str | None, served: Sequence[str]) -> None:
-        if want is None:
-            await self._detach_properties()
-            return
-        if self._properties is None:
-            # Nothing to keep reading: as at start, the check runs on the new cache, which
-            # reports the property unreadable until it has synced (its sync requeues
-            # every relay).
-            candidate = Candidate(
-                self.informers,
-                self._property_informer,
-                what=_ABOUT_API,
-                poke=lambda: self.poke(),
-                sync_timeout=self.sync_timeout,
-            )
-            new = await candidate.offer(
-                want, "each relay reports the ClusterProperty unreadable until it does"
-            )
-            self._attach_properties(want, new if new is not None else candidate.take())
-            self._hand_over()
-            return
-        # The read in effect stays until a new cache has synced, even when its version is
-        # no longer served (then its informer is stopped and its last content read): an
-        # unreadable or half-filled cache must not change what the relays are told.
-        await self._properties.follow(want, served)
-
     def _property_informer(self, version: str) -> Informer:
-        informer = self.informers.get(
-            clusterproperties(version),
-            keep=lambda o: Meta(o).name == CLUSTER_ID_PROPERTY,
-        )
-        poke_on_not_found(informer, lambda: self.poke())
-        return informer
+        return self.informers.get(clusterproperties(version), keep=is_cluster_id_property)
 
-    def _attach_properties(self, version: str, informer: Informer) -> None:
-        self._properties = FollowedCache(
-            self.informers,
-            informer,
-            version,
-            make=self._property_informer,
-            switch=self._switch_properties,
-            what=_ABOUT_API,
-            sync_timeout=self.sync_timeout,
-            required=False,
-        )
-        self._properties.poke = lambda: self.poke()
-        self._watch_properties(informer)
-
-    def _watch_properties(self, informer: Informer) -> None:
-        # Not waited for: an unreadable property is reported per relay; its late sync
-        # requeues every relay (all read it), at once. Low priority: a change requeues
-        # every relay, and a user's change made meanwhile must not wait behind all of them.
-        self.controller.watches(
-            informer,
-            all_relays(self.relays),
-            wait_for_sync=False,
-            priority=LOW,
-            on_sync=self.relays.store.keys,
-        )
-        self.degraded.watch(CLUSTER_ID_CHECK, informer)
-
-    def _switch_properties(self, new: Informer, old: Informer) -> None:
+    def _switch_properties(self, new: Informer | None, old: Informer | None) -> None:
         self._hand_over()  # no pass reads the old cache from here on
-        self._watch_properties(new)
-        self.controller.unwatch(old)
-        self.controller.enqueue_all(self.relays.store.keys())
-
-    async def _detach_properties(self) -> None:
-        old = self._properties
-        self._properties = None
-        self._hand_over()
-        if old is not None:
+        if new is not None:
+            # Not waited for: an unreadable property is reported per relay; its late
+            # sync requeues every relay (all read it), at once. Low priority: a change
+            # requeues every relay, and a user's change made meanwhile must not wait
+            # behind all of them.
+            self.controller.watches(
+                new,
+                all_relays(self.relays),
+                wait_for_sync=False,
+                priority=LOW,
+                on_sync=self.relays.store.keys,
+            )
+            self.degraded.watch(CLUSTER_ID_CHECK, new)
+        else:
             self.degraded.unwatch(CLUSTER_ID_CHECK)
-            self.controller.unwatch(old.informer)
-            await old.close()
+        if old is not None:
+            self.controller.unwatch(old)
+            self.controller.enqueue_all(self.relays.store.keys())
+
+    # ------------------------------------------------------------ the DCDs
+    def _dcd_informer(self, version: str) -> Informer:
+        return dcd_cache(self.informers, namespace=self.namespace, version=version)
+
+    def _switch_dcds(self, new: Informer | None, old: Informer | None) -> None:
+        frontends = self.feature.frontends
+        if frontends is not None:
+            frontends.component_deployments = new  # read by every pass from here on
+        if new is not None:
+            self.controller.watches(new, relay_of_controller, spec_or_metadata_changed)
+        if old is not None:
+            self.controller.unwatch(old)
+            self.controller.enqueue_all(self.relays.store.keys())
 
     # ------------------------------------------------------------ the feature
     def _hand_over(self) -> None:
@@ -301,7 +308,7 @@ class ExportApis:
         if self._exports is None or self._export_version is None:
             self.feature.use(None, resource=None, about_version=about)
             return
-        properties = self._properties.informer if self._properties is not None else None
+        properties = self._properties.informer
         self.feature.use(
             ExportCaches(self._exports, properties),
             resource=serviceexports(self._export_version),

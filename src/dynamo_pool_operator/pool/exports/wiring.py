@@ -12,6 +12,11 @@ Watches (only with an MCS implementation configured):
   waited for: an unreadable property is reported per relay as ExportFailed and
   retried.
 
+- DynamoComponentDeployments (while served), as stubs of their identity and
+  controller, mapped to the relay of the DGD that controls them (before and after
+  the change): a frontend's Service that a DCD controls is the pool's while that DCD
+  is the DGD's.
+
 Which of them exist at a given time follows the served APIs (`pool/exports/apis.py`).
 """
 
@@ -21,10 +26,18 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from dynamo_pool_operator.api import crd, names
-from dynamo_pool_operator.api.dgd import pools_naming_service
+from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL, pools_naming_service
+from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
+from dynamo_pool_operator.api.dgd import KIND as DGD_KIND
 from dynamo_pool_operator.pool.exports.verdict import view_of
-from dynamo_pool_operator.runtime import EventType, Informer, Obj, Request
-from dynamo_pool_operator.runtime.objects import Meta, controller_is
+from dynamo_pool_operator.runtime import EventType, Informer, Obj, Request, SharedInformers
+from dynamo_pool_operator.runtime.objects import (
+    Meta,
+    Resource,
+    controller_is,
+    controller_of,
+    identity_stub,
+)
 
 
 def is_relay_controller(ref: Any) -> bool:
@@ -77,3 +90,20 @@ def all_relays(relays: Informer) -> Any:
         return list(relays.store.keys())
 
     return every
+
+
+def dcd_resource(version: str) -> Resource:
+    return Resource(DGD_GROUP, version, DCD_PLURAL, DCD_KIND)
+
+
+def dcd_cache(informers: SharedInformers, *, namespace: str | None, version: str) -> Informer:
+    """The DynamoComponentDeployments at `version`, as stubs (`identity_stub`)."""
+    return informers.get(dcd_resource(version), namespace, transform=identity_stub)
+
+
+def relay_of_controller(obj: Obj) -> Iterable[Request]:
+    """A DCD -> the relay of the DGD that controls it (none without one)."""
+    ref = controller_of(obj)
+    if not controller_is(ref, DGD_GROUP, DGD_KIND) or ref is None:
+        return []
+    return [(Meta(obj).namespace, str(ref.get("name", "")))]

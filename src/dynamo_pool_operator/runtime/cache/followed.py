@@ -266,3 +266,101 @@ class FollowedCache:
 
 def _nothing() -> None:
     """No one to tell (until the owner sets `poke`)."""
+
+
+class MaybeServed:
+    """A cache of an API that may not be served at all (a CRD installed after the
+    operator started, or deleted): made when the API appears, following its version
+    while it is served (`FollowedCache`, never gating readiness), closed when it goes.
+
+    The owner hears of each change of the informer to read with `switch(new, old)`
+    (None: none) and does the rest: its watches, its readers. A new API's first cache
+    is handed over after the wait even unsynced when `use_unsynced` (its readers report
+    what they cannot read meanwhile), else only once it has synced (`poke` then)."""
+
+    def __init__(
+        self,
+        informers: SharedInformers,
+        *,
+        make: Callable[[str], Informer],
+        switch: Callable[[Informer | None, Informer | None], None],
+        what: str,
+        meanwhile: str,
+        use_unsynced: bool,
+        sync_timeout: float = SYNC_TIMEOUT,
+    ) -> None:
+        self.informers = informers
+        self.switch = switch
+        self.what = what
+        self.meanwhile = meanwhile
+        self.use_unsynced = use_unsynced
+        self.sync_timeout = sync_timeout
+        #: Called when a resource of ours answers NotFound, or a late cache synced.
+        self.poke: Callable[[], None] = _nothing
+        self._make = make
+        self.cache: FollowedCache | None = None
+        self._candidate = Candidate(
+            informers, self._made, what=what, poke=lambda: self.poke(), sync_timeout=sync_timeout
+        )
+
+    @property
+    def version(self) -> str | None:
+        return self.cache.version if self.cache is not None else None
+
+    @property
+    def informer(self) -> Informer | None:
+        return self.cache.informer if self.cache is not None else None
+
+    @property
+    def pending(self) -> Informer | None:
+        """The informer being made (readiness does not wait for it)."""
+        if self.cache is not None:
+            return self.cache.pending
+        return self._candidate.informer
+
+    def _made(self, version: str) -> Informer:
+        informer = self._make(version)
+        poke_on_not_found(informer, lambda: self.poke())
+        return informer
+
+    def begin(self, version: str | None) -> None:
+        """At build time, before the informers start: the version served at start."""
+        if version is not None:
+            self._attach(version, self._made(version))
+
+    async def follow(self, want: str | None, served: Sequence[str]) -> None:
+        """Follow the cluster serving `served` (preferred first), `want` the version to
+        read (None: the API is not served)."""
+        if want is None:
+            await self.close()
+            return
+        if self.cache is not None:
+            await self.cache.follow(want, served)
+            return
+        new = await self._candidate.offer(want, self.meanwhile)
+        if new is None and self.use_unsynced:
+            new = self._candidate.take()
+        if new is not None:
+            self._attach(want, new)
+
+    def _attach(self, version: str, informer: Informer) -> None:
+        self.cache = FollowedCache(
+            self.informers,
+            informer,
+            version,
+            make=self._made,
+            switch=lambda new, old: self.switch(new, old),
+            what=self.what,
+            sync_timeout=self.sync_timeout,
+            required=False,
+        )
+        self.cache.poke = lambda: self.poke()
+        self.switch(informer, None)
+
+    async def close(self) -> None:
+        """The API went away: its readers stop reading first, then its informer stops."""
+        await self._candidate.drop()
+        old, self.cache = self.cache, None
+        if old is not None:
+            self.switch(None, old.informer)
+            await old.close()

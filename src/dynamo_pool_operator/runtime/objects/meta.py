@@ -77,6 +77,22 @@ def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+#: Kept of an identity stub's metadata: who the object is, whose it is.
+_STUB_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+_STUB_REFERENCE = ("apiVersion", "kind", "name", "uid", "controller")
+
+
+def identity_stub(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """An informer transform: an object's identity and its controller reference only,
+    nothing of its spec or status (a cache that only answers "whose is it")."""
+    meta = _meta_of(obj)
+    kept: dict[str, Any] = {k: meta[k] for k in _STUB_METADATA if k in meta}
+    ref = controller_of(obj)
+    if ref is not None:
+        kept["ownerReferences"] = [{k: ref[k] for k in _STUB_REFERENCE if k in ref}]
+    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept}
+
+
 def is_controlled_by(obj: Mapping[str, Any], uid: str) -> bool:
     """True when `obj`'s controller is the object with `uid` (a non-empty uid)."""
     if not uid:

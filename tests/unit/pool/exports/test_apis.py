@@ -264,3 +264,12 @@ async def test_an_api_gone_while_its_new_cache_was_being_made_is_called_not_serv
     assert "install the Multi-Cluster Services API CRDs" in said, said
     assert not pending.running
     assert feature.apis.pending == []
+
+
+async def test_the_property_cache_asked_for_twice_is_one_shared_informer(
+    feature: Feature,
+) -> None:
+    """The shared informer factory refuses a second filter for the same key, so the
+    ClusterProperty cache's filter is one function, not a new one per request."""
+    first = feature.apis._property_informer("v1beta1")
+    assert feature.apis._property_informer("v1beta1") is first

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.runtime.cache.followed import Candidate, FollowedCache
+from dynamo_pool_operator.runtime.cache.followed import Candidate, FollowedCache, MaybeServed
 from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
 from dynamo_pool_operator.runtime.client import errors
@@ -249,3 +249,61 @@ async def test_a_not_found_answer_pokes_the_owner(world: World) -> None:
     cache.informer.on_failure(errors.NotFound("gone", status=404))
     cache.informer.on_failure(errors.ApiError("boom", status=500))
     assert world.pokes == 1
+
+
+# ---------------------------------------------------------------- MaybeServed
+def maybe_served(world: World, *, use_unsynced: bool) -> tuple[MaybeServed, list[Any]]:
+    said: list[Any] = []
+    cache = MaybeServed(
+        world.informers,
+        make=world.make,
+        switch=lambda new, old: said.append((new, old)),
+        what="the Widget API (widgets.example.com)",
+        meanwhile="nothing reads it until it does",
+        use_unsynced=use_unsynced,
+    )
+    cache.poke = world.poke
+    return cache, said
+
+
+async def test_an_api_that_appears_is_read_only_once_synced_unless_told_otherwise(
+    world: World,
+) -> None:
+    strict, said = maybe_served(world, use_unsynced=False)
+    await world.timed_out(strict.follow("v1", ["v1"]))
+    assert (strict.informer, said) == (None, []), "an unsynced cache would read as empty"
+    assert strict.pending is not None
+    world.server.complete("v1")
+    await settle()
+    assert world.pokes == 1
+    await strict.follow("v1", ["v1"])
+    assert strict.version == "v1"
+    assert said == [(strict.informer, None)]
+    eager, told = maybe_served(world, use_unsynced=True)
+    await world.timed_out(eager.follow("v9", ["v9"]))
+    assert eager.informer is not None
+    assert not eager.informer.has_synced
+    assert told == [(eager.informer, None)]
+
+
+async def test_an_api_followed_moves_before_it_breaks_and_closes_when_it_goes(
+    world: World,
+) -> None:
+    cache, said = maybe_served(world, use_unsynced=False)
+    world.server.complete("v1")
+    cache.begin("v1")
+    v1 = cache.informer
+    assert v1 is not None
+    assert said == [(v1, None)]
+    await world.timed_out(cache.follow("v2", ["v2", "v1"]))
+    assert cache.informer is v1, "the old one is read until the new one has synced"
+    world.server.complete("v2")
+    await settle()
+    await cache.follow("v2", ["v2", "v1"])
+    v2 = cache.informer
+    assert said[-1] == (v2, v1)
+    await cache.follow(None, [])
+    assert said[-1] == (None, v2)
+    assert cache.informer is None
+    assert v2 is not None
+    assert not v2.running
