@@ -2,16 +2,18 @@
 
 Both `discover` and `dev --clusters 2` show them, so the reading and the table live
 here, below the commands, which never import each other. Reading lists only what the
-router lists (the imported EndpointSlices) and, with Karmada, the Works, only to explain.
+router lists (the imported EndpointSlices) and, with Karmada, the Works, only to explain;
+a refused read of those is a note, never a failure.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api import mcs, names
 from dynamo_pool_operator.discover.find import Discovered, Imported, Mode, Pool, find
 from dynamo_pool_operator.runtime import Client, errors
 from dynamo_pool_operator.runtime.objects import Resource
@@ -103,26 +105,43 @@ def explain(e: errors.ApiError, what: str, namespace: str | None) -> str:
     return f"cannot list {what} in {where}: {e}"
 
 
-async def read(
-    client: Client, mode: Mode, namespace: str | None
-) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]] | None, str]:
-    """The slices the router would list and (Karmada) the Works, or None with a note
-    when they cannot be read: they only explain, so discover goes on without them."""
-    slices = (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(mode))).items
-    if mode is not Mode.KARMADA:
-        return list(slices), None, ""
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What was read, and what to tell the user about how (one line each)."""
+
+    mode: Mode
+    slices: list[Mapping[str, Any]]
+    works: list[Mapping[str, Any]] | None = None
+    notes: tuple[str, ...] = ()
+
+    def find(self, implementation: mcs.Importer | None = None) -> Discovered:
+        return find(self.slices, self.mode, self.works, implementation=implementation)
+
+
+async def _works(client: Client) -> tuple[list[Mapping[str, Any]] | None, str]:
     try:
-        works = (await client.list(WORKS, None)).items
+        return list((await client.list(WORKS, None)).items), ""
     except errors.ApiError as e:
-        note = (
+        return None, (
             f"note: the Works are not read ({explain(e, 'Works', None)}); a slice whose "
             "Work is gone is not pointed out"
         )
-        return list(slices), None, note
-    return list(slices), list(works), ""
+
+
+async def read(client: Client, mode: Mode, namespace: str | None) -> Reading:
+    """The slices the router would list and (Karmada) the Works, or None with a note
+    when they cannot be read: they only explain, so discover goes on without them."""
+    slices: list[Mapping[str, Any]] = list(
+        (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(mode))).items
+    )
+    notes: list[str] = []
+    works: list[Mapping[str, Any]] | None = None
+    if mode is not Mode.MCS:
+        works, note = await _works(client)
+        notes += [note] if note else []
+    return Reading(mode, slices, works, tuple(notes))
 
 
 async def discovered(client: Client, mode: Mode, namespace: str | None) -> Discovered:
-    """What the router would find in `namespace` (all with None), the Works' note dropped."""
-    slices, works, _ = await read(client, mode, namespace)
-    return find(slices, mode, works)
+    """What the router would find in `namespace` (all with None), the notes dropped."""
+    return (await read(client, mode, namespace)).find()

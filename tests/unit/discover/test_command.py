@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator import cli
+from dynamo_pool_operator.api.mcs import Importer
 from dynamo_pool_operator.discover import command, view
 from dynamo_pool_operator.discover.find import Discovered, Mode, find
 from tests.unit.discover.test_find import mcs_slice
@@ -140,6 +141,35 @@ def test_the_karmada_selector_and_the_mcs_selector() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("implementation", "karmada", "named", "why"),
+    [
+        (None, False, None, ""),
+        ("lighthouse", False, Importer.LIGHTHOUSE, ""),
+        ("karmada", False, Importer.KARMADA, ""),
+        ("karmada", True, Importer.KARMADA, ""),
+        (
+            "cilium",
+            True,
+            None,
+            "--implementation cilium is a standard MCS implementation and --karmada reads a "
+            "Karmada control plane: drop one",
+        ),
+        (
+            "submariner",
+            False,
+            None,
+            "--implementation takes one of lighthouse, cilium, karmada, not 'submariner'",
+        ),
+    ],
+)
+def test_the_implementation_named(
+    implementation: str | None, karmada: bool, named: Importer | None, why: str
+) -> None:
+    opts = command.Options(implementation=implementation, karmada=karmada)
+    assert command.importer(opts) == (named, why)
+
+
 @pytest.mark.parametrize("value", ["east/ns", "east/ns/name/x", "/ns/name", "east//name", ""])
 def test_pool_must_name_three_parts(value: str) -> None:
     assert command.parse_pool(value) is None
@@ -150,6 +180,7 @@ def test_pool_must_name_three_parts(value: str) -> None:
     [
         (["discover", "--pool", "east/llama"], "--pool takes CLUSTER/NAMESPACE/NAME"),
         (["discover", "--pool", "east/a/llama", "-n", "b"], "is not in namespace 'b'"),
+        (["discover", "--karmada", "--implementation", "lighthouse"], "drop one"),
     ],
 )
 def test_usage_errors_exit_2(
@@ -167,6 +198,9 @@ def test_bad_flags_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert e.value.code == 2
     with pytest.raises(SystemExit) as e:
         cli.main(["discover", "-n", "a", "-A"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        cli.main(["discover", "--implementation", "submariner"])
     assert e.value.code == 2
 
 

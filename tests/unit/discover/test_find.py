@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from dynamo_pool_operator.api.mcs import Importer
 from dynamo_pool_operator.discover.find import (
     Discovered,
     Endpoint,
@@ -345,3 +348,56 @@ def test_karmada_a_work_being_deleted_counts_as_gone() -> None:
 def test_karmada_without_works_read_nothing_is_said_of_them() -> None:
     found = find([karmada_slice("llama-pool-relay"), karmada_slice("llama-frontend")], Mode.KARMADA)
     assert found.pools[0].problems == ()
+
+
+# ------------------------------------------------------------------ who made the slice
+
+
+def managed(slice_: dict[str, Any], manager: str | None) -> dict[str, Any]:
+    """`slice_` with its `endpointslice.kubernetes.io/managed-by` set to `manager` (None:
+    without the label)."""
+    labels = slice_["metadata"]["labels"]
+    labels.pop("endpointslice.kubernetes.io/managed-by", None)
+    if manager is not None:
+        labels["endpointslice.kubernetes.io/managed-by"] = manager
+    return slice_
+
+
+KUBERNETES_MADE = (
+    "is managed by {manager}: Kubernetes' own controllers copy a Service's (or an "
+    "Endpoints') labels onto the slices they make, so anyone who may create a Service can "
+    "make one carrying the import labels; an implementation's import never is"
+)
+
+
+@pytest.mark.parametrize(
+    "manager", ["endpointslice-controller.k8s.io", "endpointslicemirroring-controller.k8s.io"]
+)
+def test_a_slice_kubernetes_made_is_no_import_whatever_its_labels(manager: str) -> None:
+    # A Service author's labels, copied by Kubernetes onto her Service's slice.
+    forged = managed(mcs_slice("x-pool-relay", "prod-west", name="innocent-abcde"), manager)
+    found = find([forged, mcs_slice("x-frontend", "prod-west")])
+    assert found.pools == ()
+    assert (
+        Skipped(
+            NS,
+            "x-pool-relay",
+            "EndpointSlice innocent-abcde " + KUBERNETES_MADE.format(manager=manager),
+        )
+        in found.skipped
+    )
+
+
+def test_an_implementation_named_takes_only_the_slices_it_manages() -> None:
+    theirs = mcs_slice("llama-pool-relay", name="s1")
+    other = managed(
+        mcs_slice("qwen-pool-relay", name="s2"), "endpointslice-mesh-controller.cilium.io"
+    )
+    found = find([theirs, other], implementation=Importer.LIGHTHOUSE)
+    assert [p.key for p in found.pools] == ["east/dynamo/llama"]
+    assert whys(found) == [
+        "EndpointSlice s2 is managed by endpointslice-mesh-controller.cilium.io, not "
+        "lighthouse-agent.submariner.io: not imported by lighthouse (--implementation "
+        "lighthouse)"
+    ]
+    assert [p.key for p in find([theirs, other]).pools] == ["east/dynamo/llama", "east/dynamo/qwen"]

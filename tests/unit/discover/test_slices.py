@@ -1,0 +1,55 @@
+"""What one slice or import says (discover/slices.py): whether the router may take a
+slice for an import at all (who wrote it). Table-driven, one row per rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from dynamo_pool_operator.api.mcs import Importer
+from dynamo_pool_operator.discover.slices import Mode, untrusted
+from tests.unit.discover.test_find import managed, mcs_slice
+
+LIGHTHOUSE = "lighthouse-agent.submariner.io"
+CILIUM = "endpointslice-mesh-controller.cilium.io"
+KUBE = "endpointslice-controller.k8s.io"
+MIRRORING = "endpointslicemirroring-controller.k8s.io"
+
+
+@pytest.mark.parametrize(
+    ("mode", "implementation", "manager", "refused"),
+    [
+        # Kubernetes' own controllers, in every mode, with or without an implementation.
+        (Mode.MCS, None, KUBE, True),
+        (Mode.MCS, None, MIRRORING, True),
+        (Mode.MCS, Importer.LIGHTHOUSE, KUBE, True),
+        # Without an implementation named, any other manager (or none) is taken.
+        (Mode.MCS, None, LIGHTHOUSE, False),
+        (Mode.MCS, None, CILIUM, False),
+        (Mode.MCS, None, "someone-else.example.com", False),
+        (Mode.MCS, None, None, False),
+        # With one, only its own.
+        (Mode.MCS, Importer.LIGHTHOUSE, LIGHTHOUSE, False),
+        (Mode.MCS, Importer.LIGHTHOUSE, CILIUM, True),
+        (Mode.MCS, Importer.LIGHTHOUSE, None, True),
+        (Mode.MCS, Importer.CILIUM, CILIUM, False),
+        (Mode.MCS, Importer.CILIUM, LIGHTHOUSE, True),
+        (Mode.KARMADA, Importer.KARMADA, "endpointslice-controller.karmada.io", False),
+    ],
+)
+def test_who_wrote_the_slice(
+    mode: Mode, implementation: Importer | None, manager: str | None, refused: bool
+) -> None:
+    s = managed(mcs_slice("llama-pool-relay", name="s1"), manager)
+    why = untrusted(s, mode, implementation)
+    assert bool(why) is refused, why
+    if refused:
+        assert why.startswith(f"EndpointSlice s1 is managed by {manager or 'no one'}")
+
+
+def test_a_manager_refused_for_the_implementation_named_says_which_it_wants() -> None:
+    s = managed(mcs_slice("llama-pool-relay", name="s1"), None)
+    assert untrusted(s, Mode.MCS, Importer.CILIUM) == (
+        "EndpointSlice s1 is managed by no one (no managed-by label), not "
+        "endpointslice-mesh-controller.cilium.io: not imported by cilium (--implementation "
+        "cilium)"
+    )
