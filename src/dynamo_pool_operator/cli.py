@@ -112,11 +112,12 @@ def _parser() -> argparse.ArgumentParser:
         help="show the pools a consuming cluster imports, as the Global Router finds them",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="""\
-Reads the imported EndpointSlices, as the Global Router does (never the exports nor the
-ServiceImports), and prints every pool it would find: the pool key (source cluster,
-namespace, DGD name), the relay endpoints and their readiness, the frontend Services
-imported for it, live or not; then what it would not use, and why. Reads only: it needs
-`list` on endpointslices.discovery.k8s.io (and works.work.karmada.io with --karmada).
+Reads the imported EndpointSlices, as the Global Router does (never the exports), and
+prints every pool it would find: the pool key (source cluster, namespace, DGD name), the
+relay endpoints and their readiness, the frontend Services imported for it, live or not;
+then what it would not use, and why. Reads only: it needs `list` on
+endpointslices.discovery.k8s.io; `list` on serviceimports.multicluster.x-k8s.io (and
+works.work.karmada.io with --karmada) lets it explain more, and without it, it says so.
 
 Standard MCS: slices labelled multicluster.kubernetes.io/service-name and
 multicluster.kubernetes.io/source-cluster, never one Kubernetes' own EndpointSlice

@@ -2,8 +2,10 @@
 
 The relay's `Ready` says what the MCS implementation reported on the exports; the
 Global Router reads neither. This reads what it reads, the imported EndpointSlices (and,
-with Karmada, the Works, only to explain), and never writes: the RBAC it needs is `list`
-on `endpointslices.discovery.k8s.io` (and `works.work.karmada.io` with `--karmada`).
+only to explain, the ServiceImports and, with Karmada, the Works), and never writes: the
+RBAC it needs is `list` on `endpointslices.discovery.k8s.io` (and on
+`serviceimports.multicluster.x-k8s.io`, and `works.work.karmada.io` with `--karmada`,
+without which it says what it cannot point out).
 
 `--implementation` names who writes the imports: only slices carrying that
 implementation's manager are taken (`mcs.Importer`). The operator's configuration does

@@ -1,7 +1,8 @@
 """The pools of a consuming cluster as the Global Router finds them (pure: no I/O).
 
 The router reads imported EndpointSlices only, never ServiceImports nor the exports'
-status, so this reads nothing else either: what it shows is what the router would use.
+status, so only the slices make a pool live here: what it shows is what the router
+would use.
 
 - Standard MCS: a slice labelled `multicluster.kubernetes.io/service-name` is an
   import; `multicluster.kubernetes.io/source-cluster` says where it came from.
@@ -17,8 +18,11 @@ status, so this reads nothing else either: what it shows is what the router woul
   without a `ready` condition counts as ready, as the EndpointSlice API defines it).
 
 What the router would see but not use is `skipped`, with why. The Works (Karmada only)
-never change which pools exist, since the router does not read them; they explain a
-slice whose Work is gone, which Karmada can leave behind after a member fails.
+and the ServiceImports (where they can be read) never make a pool live, since the router
+reads neither; they explain. A slice whose Work is gone, which Karmada can leave behind
+after a member fails; an import whose implementation says it writes no slices
+(`status.endpointSliceObjects: Absent`), which the slices alone cannot show: its pool is
+listed, not live, with that problem, so that the table and `--pool` name it.
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ from typing import Any
 
 from dynamo_pool_operator.api import mcs, names
 from dynamo_pool_operator.discover.slices import (
+    NO_SLICES,
     Endpoint,
     Mode,
+    absent_imports,
     as_map,
     as_str,
     endpoints_of,
@@ -131,7 +137,9 @@ class _Source:
         return Imported(service, tuple(sorted(Endpoint(a, r) for a, r in self.endpoints.items())))
 
 
-def _relay_problems(relay: Imported) -> list[str]:
+def _relay_problems(relay: Imported, absent: bool) -> list[str]:
+    if absent:
+        return [f"{relay.service}: {NO_SLICES}"]
     if not relay.endpoints:
         return [f"{relay.service} has no endpoints: not live"]
     if not relay.ready:
@@ -142,10 +150,14 @@ def _relay_problems(relay: Imported) -> list[str]:
     return []
 
 
-def _frontend_problems(cluster: str, dgd: str, frontend: Imported | None) -> list[str]:
+def _frontend_problems(
+    cluster: str, dgd: str, frontend: Imported | None, absent: bool
+) -> list[str]:
     wanted = names.frontend_service_name(dgd)
     problems: list[str] = []
-    if frontend is None:
+    if absent:
+        problems.append(f"{wanted}: {NO_SLICES}")
+    elif frontend is None:
         problems.append(
             f"no {wanted} imported from cluster {cluster}: the router finds no frontend for "
             "this pool"
@@ -187,15 +199,27 @@ def find(
     mode: Mode = Mode.MCS,
     works: Iterable[Mapping[str, Any]] | None = None,
     *,
+    imports: Iterable[Mapping[str, Any]] | None = None,
     implementation: mcs.Importer | None = None,
 ) -> Discovered:
     """The pools the router would find in `slices`, and what it would skip.
 
     `works` (Karmada only; None when not read) adds a problem to a pool whose slices
-    name a Work that is gone or going. `implementation` takes only the slices it
-    manages."""
+    name a Work that is gone or going. `imports` (the ServiceImports; None when not
+    read) adds one to a pool whose relay or frontend import has no slices, by the
+    implementation's own word. `implementation` takes only the slices it manages."""
     skipped: set[Skipped] = set()
     sources = _gather(slices, mode, implementation, skipped)
+
+    absent = absent_imports(imports) if imports is not None else {}
+    for (namespace, service), clusters in absent.items():
+        if names.pool_of(service) is None:
+            continue  # a frontend's is said on its pool; any other is no pool's
+        if not clusters:
+            why = f"{NO_SLICES}, and it names no exporting cluster, so there is no pool key"
+            skipped.add(Skipped(namespace, service, why))
+        for cluster in clusters:
+            sources.setdefault((cluster, namespace, service), _Source())
 
     relays: dict[tuple[str, str, str], str] = {}  # pool key -> relay Service
     frontends: dict[tuple[str, str, str], str] = {}  # pool key -> frontend Service
@@ -236,8 +260,13 @@ def find(
             if frontend_service is not None
             else None
         )
-        problems = _relay_problems(relay)
-        problems += _frontend_problems(cluster, dgd, frontend)
+        problems = _relay_problems(relay, (namespace, relay_service) in absent)
+        problems += _frontend_problems(
+            cluster,
+            dgd,
+            frontend,
+            (namespace, names.frontend_service_name(dgd)) in absent,
+        )
         if standing is not None:
             for imported in (relay, *([frontend] if frontend else [])):
                 gone = sources[(cluster, namespace, imported.service)].works - standing

@@ -2,7 +2,8 @@
 
 A slice: whether the router would list it (`is_import`), whether it may take it for an
 import at all (`untrusted`: who wrote it), the Service and cluster it is of
-(`source_of`), its endpoints, and (Karmada) the Work it came from. `find` puts
+(`source_of`), its endpoints, and (Karmada) the Work it came from. A ServiceImport:
+whether its implementation says it writes no slices (`absent_imports`). `find` puts
 these together into pools.
 """
 
@@ -143,3 +144,24 @@ def live_works(works: Iterable[Mapping[str, Any]]) -> set[str]:
         if not meta.get("deletionTimestamp"):
             out.add(f"{as_str(meta.get('namespace'))}/{as_str(meta.get('name'))}")
     return out
+
+
+def absent_imports(imports: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(namespace, Service) -> the exporting clusters named, of each ServiceImport whose
+    implementation says it writes no EndpointSlices for it (mcs-api v0.5.1 and later)."""
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
+    for imp in imports:
+        status = as_map(imp.get("status"))
+        if status.get("endpointSliceObjects") != mcs.SLICES_ABSENT:
+            continue
+        meta = as_map(imp.get("metadata"))
+        clusters = (as_str(as_map(c).get("cluster")) for c in status.get("clusters") or ())
+        key = (as_str(meta.get("namespace")), as_str(meta.get("name")))
+        out[key] = tuple(sorted({c for c in clusters if c}))
+    return out
+
+
+NO_SLICES = (
+    "the implementation writes no EndpointSlices for this import; the router cannot see it "
+    f"(its ServiceImport says status.endpointSliceObjects: {mcs.SLICES_ABSENT})"
+)

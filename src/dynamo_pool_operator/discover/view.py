@@ -1,9 +1,9 @@
 """The pools of a consuming cluster as the router finds them: read, and shown.
 
 Both `discover` and `dev --clusters 2` show them, so the reading and the table live
-here, below the commands, which never import each other. Reading lists only what the
-router lists (the imported EndpointSlices) and, with Karmada, the Works, only to explain;
-a refused read of those is a note, never a failure.
+here, below the commands, which never import each other. Reading lists what the router
+lists (the imported EndpointSlices) and, only to explain, the ServiceImports and (with
+Karmada) the Works; a refused read of those is a note, never a failure.
 """
 
 from __future__ import annotations
@@ -112,10 +112,13 @@ class Reading:
     mode: Mode
     slices: list[Mapping[str, Any]]
     works: list[Mapping[str, Any]] | None = None
+    imports: list[Mapping[str, Any]] | None = None
     notes: tuple[str, ...] = ()
 
     def find(self, implementation: mcs.Importer | None = None) -> Discovered:
-        return find(self.slices, self.mode, self.works, implementation=implementation)
+        return find(
+            self.slices, self.mode, self.works, imports=self.imports, implementation=implementation
+        )
 
 
 async def _works(client: Client) -> tuple[list[Mapping[str, Any]] | None, str]:
@@ -128,18 +131,41 @@ async def _works(client: Client) -> tuple[list[Mapping[str, Any]] | None, str]:
         )
 
 
+async def _imports(
+    client: Client, namespace: str | None
+) -> tuple[list[Mapping[str, Any]] | None, str]:
+    """The ServiceImports at the newest version served; None with nothing to say when
+    no version is (no MCS API: no import to explain), or with a note when refused."""
+    for version in mcs.SERVICEIMPORT_VERSIONS:
+        try:
+            return list((await client.list(mcs.serviceimports(version), namespace)).items), ""
+        except errors.NotFound:
+            continue
+        except errors.ApiError as e:
+            why = explain(e, "ServiceImports", namespace)
+            return None, (
+                f"note: the ServiceImports are not read ({why}); "
+                "an import for which the implementation writes no EndpointSlices is not "
+                f"pointed out (it needs list on {mcs.SERVICEIMPORTS}.{mcs.MCS_GROUP})"
+            )
+    return None, ""
+
+
 async def read(client: Client, mode: Mode, namespace: str | None) -> Reading:
-    """The slices the router would list and (Karmada) the Works, or None with a note
-    when they cannot be read: they only explain, so discover goes on without them."""
+    """The slices the router would list, and the ServiceImports and (Karmada) the Works,
+    or None for those with a note when they cannot be read: they only explain, so
+    discover goes on without them."""
     slices: list[Mapping[str, Any]] = list(
         (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(mode))).items
     )
     notes: list[str] = []
+    imports, note = await _imports(client, namespace)
+    notes += [note] if note else []
     works: list[Mapping[str, Any]] | None = None
     if mode is not Mode.MCS:
         works, note = await _works(client)
         notes += [note] if note else []
-    return Reading(mode, slices, works, tuple(notes))
+    return Reading(mode, slices, works, imports, tuple(notes))
 
 
 async def discovered(client: Client, mode: Mode, namespace: str | None) -> Discovered:

@@ -401,3 +401,81 @@ def test_an_implementation_named_takes_only_the_slices_it_manages() -> None:
         "lighthouse)"
     ]
     assert [p.key for p in find([theirs, other]).pools] == ["east/dynamo/llama", "east/dynamo/qwen"]
+
+
+# ------------------------------------------------------------------ imports without slices
+
+
+def service_import(
+    service: str,
+    slices: str | None = "Absent",
+    clusters: tuple[str, ...] = ("east",),
+    *,
+    namespace: str = NS,
+) -> dict[str, Any]:
+    """A ServiceImport as an implementation writes it (mcs-api v0.5.1+ status)."""
+    status: dict[str, Any] = {"clusters": [{"cluster": c} for c in clusters]}
+    if slices is not None:
+        status["endpointSliceObjects"] = slices
+    return {
+        "apiVersion": "multicluster.x-k8s.io/v1beta1",
+        "kind": "ServiceImport",
+        "metadata": {"name": service, "namespace": namespace},
+        "spec": {"type": "ClusterSetIP", "ports": [{"port": 8000, "protocol": "TCP"}]},
+        "status": status,
+    }
+
+
+NO_SLICES = (
+    "the implementation writes no EndpointSlices for this import; the router cannot see it "
+    "(its ServiceImport says status.endpointSliceObjects: Absent)"
+)
+
+
+def test_a_relay_import_without_slices_is_a_problem_of_its_pool() -> None:
+    found = find([], imports=[service_import("llama-pool-relay", clusters=("east", "west"))])
+    assert [(p.key, p.live) for p in found.pools] == [
+        ("east/dynamo/llama", False),
+        ("west/dynamo/llama", False),
+    ]
+    assert found.pools[0].problems[0] == f"llama-pool-relay: {NO_SLICES}"
+    assert not any("has no endpoints" in p for p in found.pools[0].problems)
+
+
+def test_a_frontend_import_without_slices_is_a_problem_of_its_pool() -> None:
+    found = find(
+        [mcs_slice("llama-pool-relay")],
+        imports=[service_import("llama-frontend"), service_import("llama-pool-relay", "Present")],
+    )
+    (pool,) = found.pools
+    assert pool.live
+    assert pool.problems == (f"llama-frontend: {NO_SLICES}",)
+
+
+def test_an_import_without_slices_and_without_a_cluster_is_skipped() -> None:
+    found = find([], imports=[service_import("llama-pool-relay", clusters=())])
+    assert found.pools == ()
+    assert found.skipped == (
+        Skipped(
+            NS,
+            "llama-pool-relay",
+            f"{NO_SLICES}, and it names no exporting cluster, so there is no pool key",
+        ),
+    )
+
+
+@pytest.mark.parametrize("slices", ["Present", None])
+def test_an_import_with_slices_or_saying_nothing_changes_nothing(slices: str | None) -> None:
+    plain = find([mcs_slice("llama-pool-relay"), mcs_slice("llama-frontend")])
+    imports = [service_import("llama-pool-relay", slices), service_import("llama-frontend", slices)]
+    slices = [mcs_slice("llama-pool-relay"), mcs_slice("llama-frontend")]
+    assert find(slices, imports=imports) == plain
+
+
+def test_an_import_of_another_namespace_or_name_is_not_the_pools() -> None:
+    found = find(
+        [mcs_slice("llama-pool-relay"), mcs_slice("llama-frontend")],
+        imports=[service_import("llama-frontend", namespace="other"), service_import("redis")],
+    )
+    assert found.pools[0].problems == ()
+    assert found.skipped == ()

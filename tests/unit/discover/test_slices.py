@@ -1,13 +1,16 @@
 """What one slice or import says (discover/slices.py): whether the router may take a
-slice for an import at all (who wrote it). Table-driven, one row per rule."""
+slice for an import at all (who wrote it), and which ServiceImports say their
+implementation writes no slices. Table-driven, one row per rule."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from dynamo_pool_operator.api.mcs import Importer
-from dynamo_pool_operator.discover.slices import Mode, untrusted
-from tests.unit.discover.test_find import managed, mcs_slice
+from dynamo_pool_operator.discover.slices import Mode, absent_imports, untrusted
+from tests.unit.discover.test_find import NS, managed, mcs_slice, service_import
 
 LIGHTHOUSE = "lighthouse-agent.submariner.io"
 CILIUM = "endpointslice-mesh-controller.cilium.io"
@@ -53,3 +56,36 @@ def test_a_manager_refused_for_the_implementation_named_says_which_it_wants() ->
         "endpointslice-mesh-controller.cilium.io: not imported by cilium (--implementation "
         "cilium)"
     )
+
+
+def _import(status: dict[str, Any], name: str = "llama-pool-relay") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": NS}, "status": status}
+
+
+@pytest.mark.parametrize(
+    ("imports", "absent"),
+    [
+        ([service_import("llama-pool-relay")], {(NS, "llama-pool-relay"): ("east",)}),
+        ([service_import("llama-pool-relay", "Present")], {}),
+        ([service_import("llama-pool-relay", None)], {}),
+        # The clusters are a set, sorted; an empty or malformed entry names none.
+        (
+            [
+                _import(
+                    {
+                        "endpointSliceObjects": "Absent",
+                        "clusters": [{"cluster": "w"}, {"cluster": "e"}, {"cluster": "w"}, {}, "x"],
+                    }
+                )
+            ],
+            {(NS, "llama-pool-relay"): ("e", "w")},
+        ),
+        ([_import({"endpointSliceObjects": "Absent"})], {(NS, "llama-pool-relay"): ()}),
+        ([_import({"endpointSliceObjects": "absent"})], {}),
+        ([{"metadata": {"name": "x"}}], {}),
+    ],
+)
+def test_imports_whose_implementation_writes_no_slices(
+    imports: list[dict[str, Any]], absent: dict[tuple[str, str], tuple[str, ...]]
+) -> None:
+    assert absent_imports(imports) == absent
