@@ -137,6 +137,24 @@ class _Source:
         return Imported(service, tuple(sorted(Endpoint(a, r) for a, r in self.endpoints.items())))
 
 
+def _misnamed_frontends(
+    unnamed: Iterable[tuple[str, str, str]], pools: Iterable[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], list[str]]:
+    """Pool key -> the imported Services of its cluster and namespace named `<dgd>-...`
+    that are neither its relay nor `<dgd>-frontend`: the operator exports only a pool's
+    relay and frontends, so each is likely a frontend the router will not find. A name
+    belongs to the longest pool name it starts with (`llama-big-api` to `llama-big`)."""
+    by_place: dict[tuple[str, str], list[str]] = {}
+    for cluster, namespace, dgd in pools:
+        by_place.setdefault((cluster, namespace), []).append(dgd)
+    out: dict[tuple[str, str, str], list[str]] = {}
+    for cluster, namespace, service in sorted(unnamed):
+        owners = [d for d in by_place.get((cluster, namespace), ()) if service.startswith(d + "-")]
+        if owners:
+            out.setdefault((cluster, namespace, max(owners, key=len)), []).append(service)
+    return out
+
+
 def _relay_problems(relay: Imported, absent: bool) -> list[str]:
     if absent:
         return [f"{relay.service}: {NO_SLICES}"]
@@ -151,7 +169,7 @@ def _relay_problems(relay: Imported, absent: bool) -> list[str]:
 
 
 def _frontend_problems(
-    cluster: str, dgd: str, frontend: Imported | None, absent: bool
+    cluster: str, dgd: str, frontend: Imported | None, absent: bool, misnamed: Iterable[str]
 ) -> list[str]:
     wanted = names.frontend_service_name(dgd)
     problems: list[str] = []
@@ -164,6 +182,13 @@ def _frontend_problems(
         )
     elif not frontend.ready:
         problems.append(f"frontend {frontend.service} has no ready endpoint")
+    problems += [
+        f"{service} is imported from cluster {cluster} beside this pool but is not named "
+        f"{wanted}: if it is the pool's frontend, the router will not find it (it finds a "
+        f"frontend by the {names.FRONTEND_SUFFIX} suffix: name the DGD's frontend component "
+        "Frontend)"
+        for service in misnamed
+    ]
     return problems
 
 
@@ -223,12 +248,14 @@ def find(
 
     relays: dict[tuple[str, str, str], str] = {}  # pool key -> relay Service
     frontends: dict[tuple[str, str, str], str] = {}  # pool key -> frontend Service
+    unnamed: list[tuple[str, str, str]] = []  # neither a relay nor a frontend by name
     for cluster, namespace, service in sources:
         if (dgd := names.pool_of(service)) is not None:
             relays[(cluster, namespace, dgd)] = service
         elif (dgd := names.pool_of_frontend(service)) is not None:
             frontends[(cluster, namespace, dgd)] = service
         else:
+            unnamed.append((cluster, namespace, service))
             skipped.add(
                 Skipped(
                     namespace,
@@ -249,6 +276,7 @@ def find(
                 )
             )
 
+    misnamed = _misnamed_frontends(unnamed, relays)
     standing = live_works(works) if works is not None else None
     pools: list[Pool] = []
     for key, relay_service in relays.items():
@@ -266,6 +294,7 @@ def find(
             dgd,
             frontend,
             (namespace, names.frontend_service_name(dgd)) in absent,
+            misnamed.get(key, ()),
         )
         if standing is not None:
             for imported in (relay, *([frontend] if frontend else [])):

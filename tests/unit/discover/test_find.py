@@ -403,6 +403,56 @@ def test_an_implementation_named_takes_only_the_slices_it_manages() -> None:
     assert [p.key for p in find([theirs, other]).pools] == ["east/dynamo/llama", "east/dynamo/qwen"]
 
 
+# ------------------------------------------------------------------ the frontend's name
+
+
+def test_a_frontend_not_named_dgd_frontend_is_pointed_out() -> None:
+    found = find([mcs_slice("llama-pool-relay"), mcs_slice("llama-api")])
+    (pool,) = found.pools
+    assert pool.frontends == ()
+    assert pool.problems == (
+        "no llama-frontend imported from cluster east: the router finds no frontend for this pool",
+        "llama-api is imported from cluster east beside this pool but is not named "
+        "llama-frontend: if it is the pool's frontend, the router will not find it (it finds a "
+        "frontend by the -frontend suffix: name the DGD's frontend component Frontend)",
+    )
+
+
+def test_a_second_frontend_beside_dgd_frontend_is_pointed_out_too() -> None:
+    found = find(
+        [mcs_slice("llama-pool-relay"), mcs_slice("llama-frontend"), mcs_slice("llama-chat")]
+    )
+    assert [p.split(" is imported")[0] for p in found.pools[0].problems] == ["llama-chat"]
+
+
+def test_a_misnamed_frontend_belongs_to_the_longest_pool_name_it_starts_with() -> None:
+    found = find(
+        [
+            mcs_slice("llama-pool-relay"),
+            mcs_slice("llama-frontend"),
+            mcs_slice("llama-big-pool-relay"),
+            mcs_slice("llama-big-frontend"),
+            mcs_slice("llama-big-api"),
+        ]
+    )
+    llama, big = found.pools
+    assert llama.problems == ()
+    assert [p.split(" is imported")[0] for p in big.problems] == ["llama-big-api"]
+
+
+def test_a_service_of_another_cluster_or_namespace_is_not_the_pools_frontend() -> None:
+    found = find(
+        [
+            mcs_slice("llama-pool-relay"),
+            mcs_slice("llama-frontend"),
+            mcs_slice("llama-api", "west"),
+            mcs_slice("llama-api", namespace="other"),
+            mcs_slice("llamas-api"),
+        ]
+    )
+    assert found.pools[0].problems == ()
+
+
 # ------------------------------------------------------------------ imports without slices
 
 
