@@ -123,8 +123,9 @@ Standard MCS: slices labelled multicluster.kubernetes.io/service-name and
 multicluster.kubernetes.io/source-cluster, never one Kubernetes' own EndpointSlice
 controllers made (they copy any Service's labels); --implementation takes only the
 slices that implementation manages. --karmada: point it at the Karmada control plane;
-slices derived-<service> from Karmada's endpointslice controller, the cluster from their
-Work's namespace karmada-es-<member>.
+slices derived-<service> from Karmada's endpointslice controller (labelled with its
+manager from Karmada v1.15.0, v1.14.4, v1.13.7; an older Karmada's are read by name, and
+said so), the cluster from their Work's namespace karmada-es-<member>.
 exit codes: 0 read, 1 the --pool named is not live, 2 bad usage or cannot read""",
     )
     disc.add_argument(
@@ -140,7 +141,7 @@ exit codes: 0 read, 1 the --pool named is not live, 2 bad usage or cannot read""
         "--implementation",
         choices=[i.value for i in Importer],
         help="take only the imports this implementation writes (its EndpointSlice manager); "
-        "karmada implies --karmada",
+        "karmada implies --karmada, without reading an older Karmada's slices by name",
     )
     disc_scope = disc.add_mutually_exclusive_group()
     disc_scope.add_argument(

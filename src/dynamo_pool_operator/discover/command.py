@@ -21,6 +21,7 @@ from typing import TextIO
 
 from dynamo_pool_operator.api.mcs import Importer
 from dynamo_pool_operator.discover.find import Mode
+from dynamo_pool_operator.discover.slices import KARMADA_LABELLED_SINCE
 from dynamo_pool_operator.discover.view import explain, format_json, format_table, narrowed, read
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from dynamo_pool_operator.runtime import Client, ConfigError, errors, load_config
@@ -100,7 +101,7 @@ async def run(opts: Options, out: TextIO | None = None, err: TextIO | None = Non
     mode = Mode.KARMADA if karmada else Mode.MCS
     async with Client(cluster, user_agent=USER_AGENT) as client:
         try:
-            reading = await read(client, mode, ns)
+            reading = await read(client, mode, ns, strict=implementation is not None)
         except errors.ApiError as e:
             print(f"error: {explain(e, 'EndpointSlices', ns)}", file=err)
             return EXIT_USAGE
@@ -116,5 +117,12 @@ async def run(opts: Options, out: TextIO | None = None, err: TextIO | None = Non
     if pool is None or not pool.live:
         why = "not found" if pool is None else "not live"
         print(f"pool {key} is {why}: the router does not use it", file=err)
+        return EXIT_FAILURE
+    if reading.mode is Mode.KARMADA_DERIVED:
+        print(
+            f"pool {key} is found by its derived-<service> name alone: the router does not "
+            f"see it until Karmada is upgraded ({KARMADA_LABELLED_SINCE} or later)",
+            file=err,
+        )
         return EXIT_FAILURE
     return EXIT_OK

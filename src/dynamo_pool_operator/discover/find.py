@@ -9,6 +9,8 @@ would use.
 - Karmada: a slice on the control plane managed by Karmada's endpointslice controller,
   labelled `kubernetes.io/service-name: derived-<service>`; its cluster is the member of
   the Work's execution namespace (`work.karmada.io/namespace: karmada-es-<member>`).
+  Karmada before v1.15.0 (v1.14.4, v1.13.7) sets no manager on them: `KARMADA_DERIVED`
+  finds them by the `derived-` name alone, and says the router does not see them.
 - Who wrote the slice: never Kubernetes' own EndpointSlice controllers, which copy any
   Service author's labels onto the slices they make (`mcs.KUBERNETES_SLICE_MANAGERS`);
   with an implementation named, only that implementation's manager.
@@ -33,6 +35,7 @@ from typing import Any
 
 from dynamo_pool_operator.api import mcs, names
 from dynamo_pool_operator.discover.slices import (
+    KARMADA_LABELLED_SINCE,
     NO_SLICES,
     Endpoint,
     Mode,
@@ -192,6 +195,15 @@ def _frontend_problems(
     return problems
 
 
+#: A pool found on Karmada's older slices, which the router does not list.
+DERIVED_ONLY = (
+    f"found by {names.SLICE_SERVICE_NAME}={names.KARMADA_DERIVED_PREFIX}<service> alone: its "
+    f"slices carry no {names.SLICE_MANAGED_BY}={names.KARMADA_SLICE_MANAGER}, which the "
+    f"router selects on (Karmada sets it from {KARMADA_LABELLED_SINCE}): the router does not "
+    "see this pool until Karmada is upgraded"
+)
+
+
 def _gather(
     slices: Iterable[Mapping[str, Any]],
     mode: Mode,
@@ -304,6 +316,8 @@ def find(
                     "stay (Karmada keeps them after a member fails) and the router reads them"
                     for work in sorted(gone)
                 ]
+        if mode is Mode.KARMADA_DERIVED:
+            problems.append(DERIVED_ONLY)
         frontends_used = (frontend,) if frontend is not None else ()
         pool = Pool(cluster, namespace, dgd, relay, frontends_used, tuple(problems))
         if not pool.live:

@@ -22,6 +22,13 @@ class Mode(StrEnum):
 
     MCS = "mcs"
     KARMADA = "karmada"
+    #: Karmada's slices found by their `derived-<service>` name alone, as Karmada before
+    #: v1.15.0 (v1.14.4, v1.13.7) writes them: without the manager the router selects on.
+    KARMADA_DERIVED = "karmada-derived"
+
+
+#: Karmada's first releases that label their collected slices with their manager.
+KARMADA_LABELLED_SINCE = "v1.15.0, v1.14.4 and v1.13.7"
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -64,6 +71,10 @@ def is_import(slice_: Mapping[str, Any], mode: Mode) -> bool:
     labels = labels_of(slice_)
     if mode is Mode.KARMADA:
         return labels.get(names.SLICE_MANAGED_BY) == names.KARMADA_SLICE_MANAGER
+    if mode is Mode.KARMADA_DERIVED:
+        return (
+            names.karmada_derived_service(as_str(labels.get(names.SLICE_SERVICE_NAME))) is not None
+        )
     return names.MCS_SERVICE_NAME in labels
 
 
@@ -82,6 +93,11 @@ def untrusted(
             "Service's (or an Endpoints') labels onto the slices they make, so anyone who "
             "may create a Service can make one carrying the import labels; an "
             "implementation's import never is"
+        )
+    if mode is Mode.KARMADA_DERIVED and manager:
+        return (
+            f"{slice_name} is managed by {manager}: Karmada before v1.15.0 sets no manager "
+            f"on the slices it collects, and from then on {names.KARMADA_SLICE_MANAGER}"
         )
     if implementation is not None and manager != implementation.manager:
         return (

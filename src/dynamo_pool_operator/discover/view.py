@@ -15,6 +15,7 @@ from typing import Any
 
 from dynamo_pool_operator.api import mcs, names
 from dynamo_pool_operator.discover.find import Discovered, Imported, Mode, Pool, find
+from dynamo_pool_operator.discover.slices import KARMADA_LABELLED_SINCE
 from dynamo_pool_operator.runtime import Client, errors
 from dynamo_pool_operator.runtime.objects import Resource
 
@@ -24,9 +25,13 @@ HEADER = ("CLUSTER", "NAMESPACE", "NAME", "LIVE", "RELAY", "FRONTENDS")
 
 
 def selector(mode: Mode) -> str:
-    """The slices the router lists (then narrows by name)."""
+    """The slices the router lists (then narrows by name). Karmada's older slices carry
+    no manager and a label selector cannot match a value's prefix: every slice of a
+    Service is listed, and `find` keeps the `derived-` ones."""
     if mode is Mode.KARMADA:
         return f"{names.SLICE_MANAGED_BY}={names.KARMADA_SLICE_MANAGER}"
+    if mode is Mode.KARMADA_DERIVED:
+        return names.SLICE_SERVICE_NAME
     return names.MCS_SERVICE_NAME
 
 
@@ -107,7 +112,8 @@ def explain(e: errors.ApiError, what: str, namespace: str | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """What was read, and what to tell the user about how (one line each)."""
+    """What was read, by which path (`mode`: Karmada's older slices are read by name),
+    and what to tell the user about how (one line each)."""
 
     mode: Mode
     slices: list[Mapping[str, Any]]
@@ -119,6 +125,41 @@ class Reading:
         return find(
             self.slices, self.mode, self.works, imports=self.imports, implementation=implementation
         )
+
+
+KARMADA_LABEL = f"{names.SLICE_MANAGED_BY}={names.KARMADA_SLICE_MANAGER}"
+DERIVED_LABEL = f"{names.SLICE_SERVICE_NAME}={names.KARMADA_DERIVED_PREFIX}<service>"
+
+
+async def _slices(
+    client: Client, mode: Mode, namespace: str | None, *, strict: bool
+) -> tuple[Mode, list[Mapping[str, Any]], list[str]]:
+    """The slices by the router's selector; with Karmada, when none carries its manager
+    (Karmada before v1.15.0) and `strict` is off, those named `derived-<service>`. Off
+    the router's path, a note says which path was taken and which Karmada the router
+    needs."""
+    slices: list[Mapping[str, Any]] = list(
+        (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(mode))).items
+    )
+    if mode is not Mode.KARMADA or slices:
+        return mode, slices, []  # the router's own path: nothing to say
+    if strict:
+        note = (
+            f"note: no EndpointSlice here is labelled {KARMADA_LABEL}, which Karmada sets "
+            f"from {KARMADA_LABELLED_SINCE}: an older Karmada sets none, and without "
+            f"--implementation karmada, --karmada reads its slices by {DERIVED_LABEL}"
+        )
+        return mode, slices, [note]
+    derived = Mode.KARMADA_DERIVED
+    slices = list(
+        (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(derived))).items
+    )
+    note = (
+        f"note: no EndpointSlice here is labelled {KARMADA_LABEL}, which Karmada sets from "
+        f"{KARMADA_LABELLED_SINCE}: read instead the slices labelled {DERIVED_LABEL}. The "
+        "router selects on the manager: it sees these pools only once Karmada is upgraded"
+    )
+    return derived, slices, [note]
 
 
 async def _works(client: Client) -> tuple[list[Mapping[str, Any]] | None, str]:
@@ -151,14 +192,13 @@ async def _imports(
     return None, ""
 
 
-async def read(client: Client, mode: Mode, namespace: str | None) -> Reading:
+async def read(
+    client: Client, mode: Mode, namespace: str | None, *, strict: bool = False
+) -> Reading:
     """The slices the router would list, and the ServiceImports and (Karmada) the Works,
     or None for those with a note when they cannot be read: they only explain, so
-    discover goes on without them."""
-    slices: list[Mapping[str, Any]] = list(
-        (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(mode))).items
-    )
-    notes: list[str] = []
+    discover goes on without them. `strict`: Karmada's slices by their manager only."""
+    mode, slices, notes = await _slices(client, mode, namespace, strict=strict)
     imports, note = await _imports(client, namespace)
     notes += [note] if note else []
     works: list[Mapping[str, Any]] | None = None

@@ -239,6 +239,62 @@ def test_karmada_reads_the_slices_karmada_collects(
     assert err.startswith("note: the Works are not read")
 
 
+def legacy(ns: str, service: str, member: str, address: str) -> dict[str, Any]:
+    """A slice as Karmada before v1.15.0 (v1.14.4, v1.13.7) collects it: no manager
+    (karmada-io/karmada, pkg/controllers/mcs/endpointslice_controller.go at v1.14.0)."""
+    s = collected(ns, service, member, address)
+    del s["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"]
+    return s
+
+
+def test_an_older_karmadas_slices_are_read_by_their_derived_name(
+    control_plane: ControlPlane, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ns, kc = namespace, control_plane.kubeconfig
+    control_plane.apply(legacy(ns, "llama-pool-relay", "member1", "10.1.0.4"))
+    control_plane.apply(legacy(ns, "llama-frontend", "member1", "10.1.0.9"))
+    # A slice Kubernetes' controller would make for a Service named `derived-...`.
+    made = legacy(ns, "evil-pool-relay", "prod", "10.9.9.9")
+    made["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] = (
+        "endpointslice-controller.k8s.io"
+    )
+    control_plane.apply(made)
+    code, out, err = discover(capsys, kc, "--karmada", "-n", ns, "-o", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert [(p["cluster"], p["name"], p["live"]) for p in doc["pools"]] == [
+        ("member1", "llama", True)
+    ]
+    assert doc["pools"][0]["problems"] == [
+        "found by kubernetes.io/service-name=derived-<service> alone: its slices carry no "
+        "endpointslice.kubernetes.io/managed-by=endpointslice-controller.karmada.io, which "
+        "the router selects on (Karmada sets it from v1.15.0, v1.14.4 and v1.13.7): the "
+        "router does not see this pool until Karmada is upgraded"
+    ]
+    assert [s["service"] for s in doc["skipped"]] == ["evil-pool-relay"]
+    assert "managed by endpointslice-controller.k8s.io" in doc["skipped"][0]["why"]
+    assert err.splitlines()[0] == (
+        "note: no EndpointSlice here is labelled endpointslice.kubernetes.io/managed-by="
+        "endpointslice-controller.karmada.io, which Karmada sets from v1.15.0, v1.14.4 and "
+        "v1.13.7: read instead the slices labelled kubernetes.io/service-name=derived-"
+        "<service>. The router selects on the manager: it sees these pools only once "
+        "Karmada is upgraded"
+    )
+    # For a script, such a pool is not usable from here.
+    code, _, err = discover(capsys, kc, "--karmada", "--pool", f"member1/{ns}/llama")
+    assert code == 1
+    assert "the router does not see it until Karmada is upgraded" in err
+    # Named, Karmada's manager is required: nothing read by name.
+    code, out, err = discover(capsys, kc, "--implementation", "karmada", "-n", ns, "-o", "json")
+    assert (code, json.loads(out)["pools"]) == (0, [])
+    assert "without --implementation karmada, --karmada reads its slices by" in err
+    # Once one slice carries the manager (an upgraded Karmada), the router's path is taken.
+    control_plane.apply(collected(ns, "qwen-pool-relay", "member2", "10.2.0.4"))
+    code, out, err = discover(capsys, kc, "--karmada", "-n", ns, "-o", "json")
+    assert [p["name"] for p in json.loads(out)["pools"]] == ["qwen"]
+    assert not err.startswith("note: no EndpointSlice here")
+
+
 def service_import(
     cp: ControlPlane, ns: str, name: str, slices: str, clusters: tuple[str, ...]
 ) -> None:

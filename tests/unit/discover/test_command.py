@@ -139,6 +139,8 @@ def test_the_karmada_selector_and_the_mcs_selector() -> None:
     assert view.selector(Mode.KARMADA) == (
         "endpointslice.kubernetes.io/managed-by=endpointslice-controller.karmada.io"
     )
+    # Karmada before v1.15.0: no manager, and no selector matches a prefix (`derived-`).
+    assert view.selector(Mode.KARMADA_DERIVED) == "kubernetes.io/service-name"
 
 
 @pytest.mark.parametrize(

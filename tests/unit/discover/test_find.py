@@ -388,6 +388,16 @@ def test_a_slice_kubernetes_made_is_no_import_whatever_its_labels(manager: str) 
     )
 
 
+def test_a_slice_kubernetes_made_is_refused_on_the_karmada_fallback_too() -> None:
+    forged = managed(karmada_slice("x-pool-relay"), "endpointslicemirroring-controller.k8s.io")
+    found = find([forged], Mode.KARMADA_DERIVED)
+    assert found.pools == ()
+    assert whys(found) == [
+        "EndpointSlice member1-x-pool-relay "
+        + KUBERNETES_MADE.format(manager="endpointslicemirroring-controller.k8s.io")
+    ]
+
+
 def test_an_implementation_named_takes_only_the_slices_it_manages() -> None:
     theirs = mcs_slice("llama-pool-relay", name="s1")
     other = managed(
@@ -401,6 +411,46 @@ def test_an_implementation_named_takes_only_the_slices_it_manages() -> None:
         "lighthouse)"
     ]
     assert [p.key for p in find([theirs, other]).pools] == ["east/dynamo/llama", "east/dynamo/qwen"]
+
+
+# ------------------------------------------------------------------ Karmada's older slices
+
+
+def legacy_slice(service: str, member: str = "member1") -> dict[str, Any]:
+    """A slice as Karmada before v1.15.0 (v1.14.4, v1.13.7) collects it: no managed-by."""
+    return managed(karmada_slice(service, member), None)
+
+
+def test_the_karmada_fallback_reads_derived_slices_without_a_manager() -> None:
+    found = find(
+        [legacy_slice("llama-pool-relay"), legacy_slice("llama-frontend")], Mode.KARMADA_DERIVED
+    )
+    (pool,) = found.pools
+    assert (pool.key, pool.live) == ("member1/dynamo/llama", True)
+    assert [f.service for f in pool.frontends] == ["llama-frontend"]
+    assert pool.problems == (
+        "found by kubernetes.io/service-name=derived-<service> alone: its slices carry no "
+        "endpointslice.kubernetes.io/managed-by=endpointslice-controller.karmada.io, which "
+        "the router selects on (Karmada sets it from v1.15.0, v1.14.4 and v1.13.7): the "
+        "router does not see this pool until Karmada is upgraded",
+    )
+    # ... and the primary path does not see them, as the router does not.
+    assert find([legacy_slice("llama-pool-relay")], Mode.KARMADA) == Discovered()
+
+
+def test_the_karmada_fallback_reads_only_derived_names_and_no_other_manager() -> None:
+    local = legacy_slice("llama-pool-relay")
+    local["metadata"]["labels"]["kubernetes.io/service-name"] = "llama-pool-relay"
+    dispatched = managed(
+        legacy_slice("qwen-pool-relay"), "endpointslice-dispatch-controller.karmada.io"
+    )
+    found = find([local, dispatched], Mode.KARMADA_DERIVED)
+    assert found.pools == ()
+    assert whys(found) == [
+        "EndpointSlice member1-qwen-pool-relay is managed by "
+        "endpointslice-dispatch-controller.karmada.io: Karmada before v1.15.0 sets no "
+        "manager on the slices it collects, and from then on endpointslice-controller.karmada.io"
+    ]
 
 
 # ------------------------------------------------------------------ the frontend's name

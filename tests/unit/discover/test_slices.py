@@ -1,6 +1,6 @@
 """What one slice or import says (discover/slices.py): whether the router may take a
-slice for an import at all (who wrote it), and which ServiceImports say their
-implementation writes no slices. Table-driven, one row per rule."""
+slice for an import at all (who wrote it), whether it would list it, and which
+ServiceImports say their implementation writes no slices. Table-driven, one row per rule."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.api.mcs import Importer
-from dynamo_pool_operator.discover.slices import Mode, absent_imports, untrusted
-from tests.unit.discover.test_find import NS, managed, mcs_slice, service_import
+from dynamo_pool_operator.discover.slices import Mode, absent_imports, is_import, untrusted
+from tests.unit.discover.test_find import NS, karmada_slice, managed, mcs_slice, service_import
 
 LIGHTHOUSE = "lighthouse-agent.submariner.io"
 CILIUM = "endpointslice-mesh-controller.cilium.io"
@@ -25,6 +25,7 @@ MIRRORING = "endpointslicemirroring-controller.k8s.io"
         (Mode.MCS, None, KUBE, True),
         (Mode.MCS, None, MIRRORING, True),
         (Mode.MCS, Importer.LIGHTHOUSE, KUBE, True),
+        (Mode.KARMADA_DERIVED, None, KUBE, True),
         # Without an implementation named, any other manager (or none) is taken.
         (Mode.MCS, None, LIGHTHOUSE, False),
         (Mode.MCS, None, CILIUM, False),
@@ -37,6 +38,9 @@ MIRRORING = "endpointslicemirroring-controller.k8s.io"
         (Mode.MCS, Importer.CILIUM, CILIUM, False),
         (Mode.MCS, Importer.CILIUM, LIGHTHOUSE, True),
         (Mode.KARMADA, Importer.KARMADA, "endpointslice-controller.karmada.io", False),
+        # Karmada's older slices carry no manager; one that does is someone else's.
+        (Mode.KARMADA_DERIVED, None, None, False),
+        (Mode.KARMADA_DERIVED, None, "endpointslice-dispatch-controller.karmada.io", True),
     ],
 )
 def test_who_wrote_the_slice(
@@ -56,6 +60,16 @@ def test_a_manager_refused_for_the_implementation_named_says_which_it_wants() ->
         "endpointslice-mesh-controller.cilium.io: not imported by cilium (--implementation "
         "cilium)"
     )
+
+
+@pytest.mark.parametrize(
+    ("label", "listed"),
+    [("derived-llama-pool-relay", True), ("llama-pool-relay", False), ("derived-", False)],
+)
+def test_the_karmada_fallback_lists_the_derived_names_only(label: str, listed: bool) -> None:
+    s = managed(karmada_slice("llama-pool-relay", label=label), None)
+    assert is_import(s, Mode.KARMADA_DERIVED) is listed
+    assert not is_import(s, Mode.KARMADA)  # the router's path wants the manager
 
 
 def _import(status: dict[str, Any], name: str = "llama-pool-relay") -> dict[str, Any]:
