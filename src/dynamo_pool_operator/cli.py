@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from dynamo_pool_operator import __version__, logs, rbac
+from dynamo_pool_operator.api.mcs import Importer
 from dynamo_pool_operator.config import ConfigurationError, load_configuration
 from dynamo_pool_operator.config_fields import parse_duration
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_USAGE
@@ -111,16 +112,20 @@ def _parser() -> argparse.ArgumentParser:
         help="show the pools a consuming cluster imports, as the Global Router finds them",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="""\
-Reads the imported EndpointSlices, as the Global Router does (never the exports nor the
-ServiceImports), and prints every pool it would find: the pool key (source cluster,
-namespace, DGD name), the relay endpoints and their readiness, the frontend Services
-imported for it, live or not; then what it would not use, and why. Reads only: it needs
-`list` on endpointslices.discovery.k8s.io (and works.work.karmada.io with --karmada).
+Reads the imported EndpointSlices, as the Global Router does (never the exports), and
+prints every pool it would find: the pool key (source cluster, namespace, DGD name), the
+relay endpoints and their readiness, the frontend Services imported for it, live or not;
+then what it would not use, and why. Reads only: it needs `list` on
+endpointslices.discovery.k8s.io; `list` on serviceimports.multicluster.x-k8s.io (and
+works.work.karmada.io with --karmada) lets it explain more, and without it, it says so.
 
 Standard MCS: slices labelled multicluster.kubernetes.io/service-name and
-multicluster.kubernetes.io/source-cluster. --karmada: point it at the Karmada control
-plane; slices derived-<service> from Karmada's endpointslice controller, the cluster
-from their Work's namespace karmada-es-<member>.
+multicluster.kubernetes.io/source-cluster, never one Kubernetes' own EndpointSlice
+controllers made (they copy any Service's labels); --implementation takes only the
+slices that implementation manages. --karmada: point it at the Karmada control plane;
+slices derived-<service> from Karmada's endpointslice controller (labelled with its
+manager from Karmada v1.15.0, v1.14.4, v1.13.7; an older Karmada's are read by name, and
+said so), the cluster from their Work's namespace karmada-es-<member>.
 exit codes: 0 read, 1 the --pool named is not live, 2 bad usage or cannot read""",
     )
     disc.add_argument(
@@ -131,6 +136,12 @@ exit codes: 0 read, 1 the --pool named is not live, 2 bad usage or cannot read""
         "--karmada",
         action="store_true",
         help="the cluster is a Karmada control plane: read the slices Karmada collects",
+    )
+    disc.add_argument(
+        "--implementation",
+        choices=[i.value for i in Importer],
+        help="take only the imports this implementation writes (its EndpointSlice manager); "
+        "karmada implies --karmada, without reading an older Karmada's slices by name",
     )
     disc_scope = disc.add_mutually_exclusive_group()
     disc_scope.add_argument(
@@ -345,6 +356,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     all_namespaces=args.all_namespaces,
                     output=args.output,
                     pool=args.pool,
+                    implementation=args.implementation,
                 )
             )
         )

@@ -1,8 +1,9 @@
 """The Multi-Cluster Services API and the About API, as this operator names them.
 
 Every external name of the export feature lives here: API groups, versions in
-preference order, plurals, kinds, the cluster ID property's name, and the
-implementations the operator can export for. `ClusterID` is the read model of the
+preference order, plurals, kinds, the cluster ID property's name, the
+implementations the operator can export for, and who writes the EndpointSlices of an
+import (`Importer`, `KUBERNETES_SLICE_MANAGERS`). `ClusterID` is the read model of the
 cluster's ID property.
 """
 
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.runtime.objects import Meta, Resource, is_map, record
 
 MCS_GROUP = "multicluster.x-k8s.io"
@@ -32,6 +34,50 @@ class ExportCondition(StrEnum):
 #: `Ready=False` reasons implementations write that mean "not yet", not "no"
 #: (Lighthouse's `AwaitingExport`, ...).
 WAITING_REASONS = frozenset({"AwaitingExport", "AwaitingSync", "Pending", "Exporting"})
+
+SERVICEIMPORTS = "serviceimports"
+SERVICEIMPORT_KIND = "ServiceImport"
+#: The same releases serve both kinds at the same versions.
+SERVICEIMPORT_VERSIONS = SERVICEEXPORT_VERSIONS
+#: `ServiceImport.status.endpointSliceObjects` (mcs-api v0.5.1 and later): `Absent` says
+#: the implementation writes no EndpointSlices for the import, so a consumer that reads
+#: slices (the Global Router) cannot see it.
+SLICES_ABSENT = "Absent"
+
+
+class Importer(StrEnum):
+    """An implementation that writes the imported EndpointSlices a router reads, by the
+    name `discover --implementation` takes. `manager` is the
+    `endpointslice.kubernetes.io/managed-by` it sets on them: only an import carrying
+    it is that implementation's (a label any Service author can have copied onto a slice
+    is no proof; see `KUBERNETES_SLICE_MANAGERS`)."""
+
+    #: Submariner Lighthouse (submariner-io/lighthouse, seen here on the real agent).
+    LIGHTHOUSE = "lighthouse"
+    #: Cilium ClusterMesh MCS-API (cilium/cilium, its endpointslice mesh controller).
+    CILIUM = "cilium"
+    #: Karmada's collector, on its control plane (karmada-io/karmada, from v1.15.0).
+    KARMADA = "karmada"
+
+    @property
+    def manager(self) -> str:
+        return _SLICE_MANAGERS[self]
+
+
+_SLICE_MANAGERS = {
+    Importer.LIGHTHOUSE: "lighthouse-agent.submariner.io",
+    Importer.CILIUM: "endpointslice-mesh-controller.cilium.io",
+    Importer.KARMADA: names.KARMADA_SLICE_MANAGER,
+}
+
+#: Kubernetes' own EndpointSlice controllers. They copy the labels of a Service (the
+#: EndpointSlice controller) or of an Endpoints object (the mirroring controller) onto
+#: the slices they make, all but the reserved ones, which they set themselves: anyone who
+#: may create a Service can have a slice made that carries the MCS import labels, but
+#: never one that claims another manager. No implementation writes an import with these.
+KUBERNETES_SLICE_MANAGERS = frozenset(
+    {"endpointslice-controller.k8s.io", "endpointslicemirroring-controller.k8s.io"}
+)
 
 ABOUT_GROUP = "about.k8s.io"
 CLUSTERPROPERTIES = "clusterproperties"
@@ -91,6 +137,10 @@ class Implementation(StrEnum):
 
 def serviceexports(version: str) -> Resource:
     return Resource(MCS_GROUP, version, SERVICEEXPORTS, SERVICEEXPORT_KIND)
+
+
+def serviceimports(version: str) -> Resource:
+    return Resource(MCS_GROUP, version, SERVICEIMPORTS, SERVICEIMPORT_KIND)
 
 
 def clusterproperties(version: str) -> Resource:

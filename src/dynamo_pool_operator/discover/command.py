@@ -2,8 +2,15 @@
 
 The relay's `Ready` says what the MCS implementation reported on the exports; the
 Global Router reads neither. This reads what it reads, the imported EndpointSlices (and,
-with Karmada, the Works, only to explain), and never writes: the RBAC it needs is `list`
-on `endpointslices.discovery.k8s.io` (and `works.work.karmada.io` with `--karmada`).
+only to explain, the ServiceImports and, with Karmada, the Works), and never writes: the
+RBAC it needs is `list` on `endpointslices.discovery.k8s.io` (and on
+`serviceimports.multicluster.x-k8s.io`, and `works.work.karmada.io` with `--karmada`,
+without which it says what it cannot point out).
+
+`--implementation` names who writes the imports: only slices carrying that
+implementation's manager are taken (`mcs.Importer`). The operator's configuration does
+not say it (`mcs` covers every standard implementation), and `discover` runs in the
+consuming cluster, where the operator may not be: the option is the only source.
 """
 
 from __future__ import annotations
@@ -12,7 +19,9 @@ import sys
 from dataclasses import dataclass
 from typing import TextIO
 
-from dynamo_pool_operator.discover.find import Mode, find
+from dynamo_pool_operator.api.mcs import Importer
+from dynamo_pool_operator.discover.find import Mode
+from dynamo_pool_operator.discover.slices import KARMADA_LABELLED_SINCE
 from dynamo_pool_operator.discover.view import explain, format_json, format_table, narrowed, read
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from dynamo_pool_operator.runtime import Client, ConfigError, errors, load_config
@@ -30,6 +39,25 @@ class Options:
     output: str = "table"
     #: `CLUSTER/NAMESPACE/NAME`: exit 1 unless this pool is live.
     pool: str | None = None
+    #: An `Importer` value: take only the slices that implementation manages.
+    implementation: str | None = None
+
+
+def importer(opts: Options) -> tuple[Importer | None, str]:
+    """The implementation named, or why the options do not name one that fits."""
+    if opts.implementation is None:
+        return None, ""
+    try:
+        named = Importer(opts.implementation)
+    except ValueError:
+        known = ", ".join(i.value for i in Importer)
+        return None, f"--implementation takes one of {known}, not {opts.implementation!r}"
+    if opts.karmada and named is not Importer.KARMADA:
+        return None, (
+            f"--implementation {named.value} is a standard MCS implementation and --karmada "
+            "reads a Karmada control plane: drop one"
+        )
+    return named, ""
 
 
 def parse_pool(value: str) -> tuple[str, str, str] | None:
@@ -54,6 +82,10 @@ async def run(opts: Options, out: TextIO | None = None, err: TextIO | None = Non
         if opts.namespace is not None and opts.namespace != parts[1]:
             print(f"error: --pool {key} is not in namespace {opts.namespace!r}", file=err)
             return EXIT_USAGE
+    implementation, why = importer(opts)
+    if why:
+        print(f"error: {why}", file=err)
+        return EXIT_USAGE
     try:
         cluster = load_config(opts.kubeconfig, opts.context)
     except ConfigError as e:
@@ -65,16 +97,17 @@ async def run(opts: Options, out: TextIO | None = None, err: TextIO | None = Non
         ns = key.split("/")[1]
     else:
         ns = opts.namespace or cluster.namespace or "default"
-    mode = Mode.KARMADA if opts.karmada else Mode.MCS
+    karmada = opts.karmada or implementation is Importer.KARMADA
+    mode = Mode.KARMADA if karmada else Mode.MCS
     async with Client(cluster, user_agent=USER_AGENT) as client:
         try:
-            slices, works, note = await read(client, mode, ns)
+            reading = await read(client, mode, ns, strict=implementation is not None)
         except errors.ApiError as e:
             print(f"error: {explain(e, 'EndpointSlices', ns)}", file=err)
             return EXIT_USAGE
-    if note:
+    for note in reading.notes:
         print(note, file=err)
-    found = find(slices, mode, works)
+    found = reading.find(implementation)
     if key is not None:
         found = narrowed(found, key)
     out.write(format_json(found) if opts.output == "json" else format_table(found))
@@ -84,5 +117,12 @@ async def run(opts: Options, out: TextIO | None = None, err: TextIO | None = Non
     if pool is None or not pool.live:
         why = "not found" if pool is None else "not live"
         print(f"pool {key} is {why}: the router does not use it", file=err)
+        return EXIT_FAILURE
+    if reading.mode is Mode.KARMADA_DERIVED:
+        print(
+            f"pool {key} is found by its derived-<service> name alone: the router does not "
+            f"see it until Karmada is upgraded ({KARMADA_LABELLED_SINCE} or later)",
+            file=err,
+        )
         return EXIT_FAILURE
     return EXIT_OK

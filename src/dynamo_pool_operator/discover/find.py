@@ -1,47 +1,57 @@
 """The pools of a consuming cluster as the Global Router finds them (pure: no I/O).
 
 The router reads imported EndpointSlices only, never ServiceImports nor the exports'
-status, so this reads nothing else either: what it shows is what the router would use.
+status, so only the slices make a pool live here: what it shows is what the router
+would use.
 
 - Standard MCS: a slice labelled `multicluster.kubernetes.io/service-name` is an
   import; `multicluster.kubernetes.io/source-cluster` says where it came from.
 - Karmada: a slice on the control plane managed by Karmada's endpointslice controller,
   labelled `kubernetes.io/service-name: derived-<service>`; its cluster is the member of
   the Work's execution namespace (`work.karmada.io/namespace: karmada-es-<member>`).
+  Karmada before v1.15.0 (v1.14.4, v1.13.7) sets no manager on them: `KARMADA_DERIVED`
+  finds them by the `derived-` name alone, and says the router does not see them.
+- Who wrote the slice: never Kubernetes' own EndpointSlice controllers, which copy any
+  Service author's labels onto the slices they make (`mcs.KUBERNETES_SLICE_MANAGERS`);
+  with an implementation named, only that implementation's manager.
 - The pool key is (source cluster, namespace, DGD name), the DGD name being the relay
   Service's name without `-pool-relay`; a frontend is `<dgd>-frontend` from the same
   cluster and namespace. A pool is live while a relay endpoint is Ready (an endpoint
   without a `ready` condition counts as ready, as the EndpointSlice API defines it).
 
 What the router would see but not use is `skipped`, with why. The Works (Karmada only)
-never change which pools exist, since the router does not read them; they explain a
-slice whose Work is gone, which Karmada can leave behind after a member fails.
+and the ServiceImports (where they can be read) never make a pool live, since the router
+reads neither; they explain. A slice whose Work is gone, which Karmada can leave behind
+after a member fails; an import whose implementation says it writes no slices
+(`status.endpointSliceObjects: Absent`), which the slices alone cannot show: its pool is
+listed, not live, with that problem, so that the table and `--pool` name it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
-from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api import mcs, names
+from dynamo_pool_operator.discover.slices import (
+    KARMADA_LABELLED_SINCE,
+    NO_SLICES,
+    Endpoint,
+    Mode,
+    absent_imports,
+    as_map,
+    as_str,
+    endpoints_of,
+    is_import,
+    live_works,
+    source_of,
+    untrusted,
+    work_of,
+)
 
-
-class Mode(StrEnum):
-    """Who imported the slices: a standard MCS implementation or Karmada."""
-
-    MCS = "mcs"
-    KARMADA = "karmada"
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Endpoint:
-    address: str
-    ready: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {"address": self.address, "ready": self.ready}
+#: What the modules above read from here (the rules of one slice live in `slices`).
+__all__ = ["Discovered", "Endpoint", "Imported", "Mode", "Pool", "Skipped", "endpoints_of", "find"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,123 +140,134 @@ class _Source:
         return Imported(service, tuple(sorted(Endpoint(a, r) for a, r in self.endpoints.items())))
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+def _misnamed_frontends(
+    unnamed: Iterable[tuple[str, str, str]], pools: Iterable[tuple[str, str, str]]
+) -> dict[tuple[str, str, str], list[str]]:
+    """Pool key -> the imported Services of its cluster and namespace named `<dgd>-...`
+    that are neither its relay nor `<dgd>-frontend`: the operator exports only a pool's
+    relay and frontends, so each is likely a frontend the router will not find. A name
+    belongs to the longest pool name it starts with (`llama-big-api` to `llama-big`)."""
+    by_place: dict[tuple[str, str], list[str]] = {}
+    for cluster, namespace, dgd in pools:
+        by_place.setdefault((cluster, namespace), []).append(dgd)
+    out: dict[tuple[str, str, str], list[str]] = {}
+    for cluster, namespace, service in sorted(unnamed):
+        owners = [d for d in by_place.get((cluster, namespace), ()) if service.startswith(d + "-")]
+        if owners:
+            out.setdefault((cluster, namespace, max(owners, key=len)), []).append(service)
+    return out
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+def _relay_problems(relay: Imported, absent: bool) -> list[str]:
+    if absent:
+        return [f"{relay.service}: {NO_SLICES}"]
+    if not relay.endpoints:
+        return [f"{relay.service} has no endpoints: not live"]
+    if not relay.ready:
+        n = len(relay.endpoints)
+        return [
+            f"no ready relay endpoint ({n} endpoint{'' if n == 1 else 's'}, none Ready): not live"
+        ]
+    return []
 
 
-def endpoints_of(slice_: Mapping[str, Any]) -> list[Endpoint]:
-    """Each address of the slice with its readiness. `ready` unset means ready (the
-    EndpointSlice API: "nil should be interpreted as true")."""
-    out: list[Endpoint] = []
-    for ep in slice_.get("endpoints") or ():
-        if not isinstance(ep, Mapping):
+def _frontend_problems(
+    cluster: str, dgd: str, frontend: Imported | None, absent: bool, misnamed: Iterable[str]
+) -> list[str]:
+    wanted = names.frontend_service_name(dgd)
+    problems: list[str] = []
+    if absent:
+        problems.append(f"{wanted}: {NO_SLICES}")
+    elif frontend is None:
+        problems.append(
+            f"no {wanted} imported from cluster {cluster}: the router finds no frontend for "
+            "this pool"
+        )
+    elif not frontend.ready:
+        problems.append(f"frontend {frontend.service} has no ready endpoint")
+    problems += [
+        f"{service} is imported from cluster {cluster} beside this pool but is not named "
+        f"{wanted}: if it is the pool's frontend, the router will not find it (it finds a "
+        f"frontend by the {names.FRONTEND_SUFFIX} suffix: name the DGD's frontend component "
+        "Frontend)"
+        for service in misnamed
+    ]
+    return problems
+
+
+#: A pool found on Karmada's older slices, which the router does not list.
+DERIVED_ONLY = (
+    f"found by {names.SLICE_SERVICE_NAME}={names.KARMADA_DERIVED_PREFIX}<service> alone: its "
+    f"slices carry no {names.SLICE_MANAGED_BY}={names.KARMADA_SLICE_MANAGER}, which the "
+    f"router selects on (Karmada sets it from {KARMADA_LABELLED_SINCE}): the router does not "
+    "see this pool until Karmada is upgraded"
+)
+
+
+def _gather(
+    slices: Iterable[Mapping[str, Any]],
+    mode: Mode,
+    implementation: mcs.Importer | None,
+    skipped: set[Skipped],
+) -> dict[tuple[str, str, str], _Source]:
+    """The slices the router would take, by (cluster, namespace, Service); the others
+    into `skipped`, with why."""
+    sources: dict[tuple[str, str, str], _Source] = {}
+    for s in slices:
+        if not is_import(s, mode):
             continue
-        ready = _map(ep.get("conditions")).get("ready")
-        for address in ep.get("addresses") or ():
-            if isinstance(address, str) and address:
-                out.append(Endpoint(address, ready is not False))
-    return out
-
-
-def is_import(slice_: Mapping[str, Any], mode: Mode) -> bool:
-    """Whether the router would read this slice at all (its list selector)."""
-    labels = _map(_map(slice_.get("metadata")).get("labels"))
-    if mode is Mode.KARMADA:
-        return labels.get(names.SLICE_MANAGED_BY) == names.KARMADA_SLICE_MANAGER
-    return names.MCS_SERVICE_NAME in labels
-
-
-def source_of(slice_: Mapping[str, Any], mode: Mode) -> tuple[str, str | None, str]:
-    """(the imported Service's name, its source cluster or None, why there is none)."""
-    meta = _map(slice_.get("metadata"))
-    labels, annotations = _map(meta.get("labels")), _map(meta.get("annotations"))
-    slice_name = _str(meta.get("name"))
-    if mode is Mode.MCS:
-        service = _str(labels.get(names.MCS_SERVICE_NAME))
-        cluster = _str(labels.get(names.MCS_SOURCE_CLUSTER))
-        if not cluster:
-            return (
-                service,
-                None,
-                f"EndpointSlice {slice_name} has no {names.MCS_SOURCE_CLUSTER} label: the "
-                "router cannot tell which cluster it came from",
-            )
-        return service, cluster, ""
-    label = _str(labels.get(names.SLICE_SERVICE_NAME))
-    derived = names.karmada_derived_service(label)
-    if derived is None:
-        return (
-            label,
-            None,
-            f"EndpointSlice {slice_name} is Karmada's but labelled "
-            f"{names.SLICE_SERVICE_NAME}={label!r}, not {names.KARMADA_DERIVED_PREFIX}<service>",
-        )
-    space = _str(annotations.get(names.KARMADA_WORK_NAMESPACE))
-    member = names.karmada_member(space)
-    if member is None:
-        return (
-            derived,
-            None,
-            f"EndpointSlice {slice_name} has no {names.KARMADA_WORK_NAMESPACE} annotation "
-            f"naming a {names.KARMADA_EXECUTION_SPACE_PREFIX}<member> namespace "
-            f"({space or 'none'}): the router cannot tell which cluster it came from",
-        )
-    return derived, member, ""
-
-
-def _work_of(slice_: Mapping[str, Any]) -> str:
-    annotations = _map(_map(slice_.get("metadata")).get("annotations"))
-    space = _str(annotations.get(names.KARMADA_WORK_NAMESPACE))
-    name = _str(annotations.get(names.KARMADA_WORK_NAME))
-    return f"{space}/{name}" if space and name else ""
-
-
-def _live_works(works: Iterable[Mapping[str, Any]]) -> set[str]:
-    out: set[str] = set()
-    for work in works:
-        meta = _map(work.get("metadata"))
-        if not meta.get("deletionTimestamp"):
-            out.add(f"{_str(meta.get('namespace'))}/{_str(meta.get('name'))}")
-    return out
+        namespace = as_str(as_map(s.get("metadata")).get("namespace"))
+        service, cluster, why = source_of(s, mode)
+        if not why:
+            why = untrusted(s, mode, implementation)
+        if cluster is None or why:
+            skipped.add(Skipped(namespace, service, why))
+            continue
+        source = sources.setdefault((cluster, namespace, service), _Source())
+        for ep in endpoints_of(s):
+            source.endpoints[ep.address] = source.endpoints.get(ep.address, False) or ep.ready
+        if work := work_of(s):
+            source.works.add(work)
+    return sources
 
 
 def find(
     slices: Iterable[Mapping[str, Any]],
     mode: Mode = Mode.MCS,
     works: Iterable[Mapping[str, Any]] | None = None,
+    *,
+    imports: Iterable[Mapping[str, Any]] | None = None,
+    implementation: mcs.Importer | None = None,
 ) -> Discovered:
     """The pools the router would find in `slices`, and what it would skip.
 
     `works` (Karmada only; None when not read) adds a problem to a pool whose slices
-    name a Work that is gone or going."""
-    sources: dict[tuple[str, str, str], _Source] = {}
+    name a Work that is gone or going. `imports` (the ServiceImports; None when not
+    read) adds one to a pool whose relay or frontend import has no slices, by the
+    implementation's own word. `implementation` takes only the slices it manages."""
     skipped: set[Skipped] = set()
-    for s in slices:
-        if not is_import(s, mode):
-            continue
-        namespace = _str(_map(s.get("metadata")).get("namespace"))
-        service, cluster, why = source_of(s, mode)
-        if cluster is None:
+    sources = _gather(slices, mode, implementation, skipped)
+
+    absent = absent_imports(imports) if imports is not None else {}
+    for (namespace, service), clusters in absent.items():
+        if names.pool_of(service) is None:
+            continue  # a frontend's is said on its pool; any other is no pool's
+        if not clusters:
+            why = f"{NO_SLICES}, and it names no exporting cluster, so there is no pool key"
             skipped.add(Skipped(namespace, service, why))
-            continue
-        source = sources.setdefault((cluster, namespace, service), _Source())
-        for ep in endpoints_of(s):
-            source.endpoints[ep.address] = source.endpoints.get(ep.address, False) or ep.ready
-        if work := _work_of(s):
-            source.works.add(work)
+        for cluster in clusters:
+            sources.setdefault((cluster, namespace, service), _Source())
 
     relays: dict[tuple[str, str, str], str] = {}  # pool key -> relay Service
     frontends: dict[tuple[str, str, str], str] = {}  # pool key -> frontend Service
+    unnamed: list[tuple[str, str, str]] = []  # neither a relay nor a frontend by name
     for cluster, namespace, service in sources:
         if (dgd := names.pool_of(service)) is not None:
             relays[(cluster, namespace, dgd)] = service
         elif (dgd := names.pool_of_frontend(service)) is not None:
             frontends[(cluster, namespace, dgd)] = service
         else:
+            unnamed.append((cluster, namespace, service))
             skipped.add(
                 Skipped(
                     namespace,
@@ -267,39 +288,38 @@ def find(
                 )
             )
 
-    live_works = _live_works(works) if works is not None else None
+    misnamed = _misnamed_frontends(unnamed, relays)
+    standing = live_works(works) if works is not None else None
     pools: list[Pool] = []
     for key, relay_service in relays.items():
         cluster, namespace, dgd = key
         relay = sources[(cluster, namespace, relay_service)].imported(relay_service)
-        imported: list[Imported] = []
-        problems: list[str] = []
-        if not relay.endpoints:
-            problems.append(f"{relay_service} has no endpoints: not live")
-        elif not relay.ready:
-            n = len(relay.endpoints)
-            problems.append(
-                f"no ready relay endpoint ({n} endpoint{'' if n == 1 else 's'}, none Ready): "
-                "not live"
-            )
-        frontend = frontends.get(key)
-        if frontend is None:
-            problems.append(
-                f"no {names.frontend_service_name(dgd)} imported from cluster {cluster}: the "
-                "router finds no frontend for this pool"
-            )
-        else:
-            imported.append(sources[(cluster, namespace, frontend)].imported(frontend))
-            if not imported[-1].ready:
-                problems.append(f"frontend {frontend} has no ready endpoint")
-        if live_works is not None:
-            for service in (relay_service, *([frontend] if frontend else [])):
-                for work in sorted(sources[(cluster, namespace, service)].works - live_works):
-                    problems.append(
-                        f"{service}: its Work {work} is gone or going, yet its slices stay "
-                        "(Karmada keeps them after a member fails) and the router reads them"
-                    )
-        pool = Pool(cluster, namespace, dgd, relay, tuple(imported), tuple(problems))
+        frontend_service = frontends.get(key)
+        frontend = (
+            sources[(cluster, namespace, frontend_service)].imported(frontend_service)
+            if frontend_service is not None
+            else None
+        )
+        problems = _relay_problems(relay, (namespace, relay_service) in absent)
+        problems += _frontend_problems(
+            cluster,
+            dgd,
+            frontend,
+            (namespace, names.frontend_service_name(dgd)) in absent,
+            misnamed.get(key, ()),
+        )
+        if standing is not None:
+            for imported in (relay, *([frontend] if frontend else [])):
+                gone = sources[(cluster, namespace, imported.service)].works - standing
+                problems += [
+                    f"{imported.service}: its Work {work} is gone or going, yet its slices "
+                    "stay (Karmada keeps them after a member fails) and the router reads them"
+                    for work in sorted(gone)
+                ]
+        if mode is Mode.KARMADA_DERIVED:
+            problems.append(DERIVED_ONLY)
+        frontends_used = (frontend,) if frontend is not None else ()
+        pool = Pool(cluster, namespace, dgd, relay, frontends_used, tuple(problems))
         if not pool.live:
             skipped.add(
                 Skipped(

@@ -1,18 +1,21 @@
 """The pools of a consuming cluster as the router finds them: read, and shown.
 
 Both `discover` and `dev --clusters 2` show them, so the reading and the table live
-here, below the commands, which never import each other. Reading lists only what the
-router lists (the imported EndpointSlices) and, with Karmada, the Works, only to explain.
+here, below the commands, which never import each other. Reading lists what the router
+lists (the imported EndpointSlices) and, only to explain, the ServiceImports and (with
+Karmada) the Works; a refused read of those is a note, never a failure.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api import mcs, names
 from dynamo_pool_operator.discover.find import Discovered, Imported, Mode, Pool, find
+from dynamo_pool_operator.discover.slices import KARMADA_LABELLED_SINCE
 from dynamo_pool_operator.runtime import Client, errors
 from dynamo_pool_operator.runtime.objects import Resource
 
@@ -22,9 +25,13 @@ HEADER = ("CLUSTER", "NAMESPACE", "NAME", "LIVE", "RELAY", "FRONTENDS")
 
 
 def selector(mode: Mode) -> str:
-    """The slices the router lists (then narrows by name)."""
+    """The slices the router lists (then narrows by name). Karmada's older slices carry
+    no manager and a label selector cannot match a value's prefix: every slice of a
+    Service is listed, and `find` keeps the `derived-` ones."""
     if mode is Mode.KARMADA:
         return f"{names.SLICE_MANAGED_BY}={names.KARMADA_SLICE_MANAGER}"
+    if mode is Mode.KARMADA_DERIVED:
+        return names.SLICE_SERVICE_NAME
     return names.MCS_SERVICE_NAME
 
 
@@ -103,26 +110,104 @@ def explain(e: errors.ApiError, what: str, namespace: str | None) -> str:
     return f"cannot list {what} in {where}: {e}"
 
 
-async def read(
-    client: Client, mode: Mode, namespace: str | None
-) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]] | None, str]:
-    """The slices the router would list and (Karmada) the Works, or None with a note
-    when they cannot be read: they only explain, so discover goes on without them."""
-    slices = (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(mode))).items
-    if mode is not Mode.KARMADA:
-        return list(slices), None, ""
-    try:
-        works = (await client.list(WORKS, None)).items
-    except errors.ApiError as e:
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """What was read, by which path (`mode`: Karmada's older slices are read by name),
+    and what to tell the user about how (one line each)."""
+
+    mode: Mode
+    slices: list[Mapping[str, Any]]
+    works: list[Mapping[str, Any]] | None = None
+    imports: list[Mapping[str, Any]] | None = None
+    notes: tuple[str, ...] = ()
+
+    def find(self, implementation: mcs.Importer | None = None) -> Discovered:
+        return find(
+            self.slices, self.mode, self.works, imports=self.imports, implementation=implementation
+        )
+
+
+KARMADA_LABEL = f"{names.SLICE_MANAGED_BY}={names.KARMADA_SLICE_MANAGER}"
+DERIVED_LABEL = f"{names.SLICE_SERVICE_NAME}={names.KARMADA_DERIVED_PREFIX}<service>"
+
+
+async def _slices(
+    client: Client, mode: Mode, namespace: str | None, *, strict: bool
+) -> tuple[Mode, list[Mapping[str, Any]], list[str]]:
+    """The slices by the router's selector; with Karmada, when none carries its manager
+    (Karmada before v1.15.0) and `strict` is off, those named `derived-<service>`. Off
+    the router's path, a note says which path was taken and which Karmada the router
+    needs."""
+    slices: list[Mapping[str, Any]] = list(
+        (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(mode))).items
+    )
+    if mode is not Mode.KARMADA or slices:
+        return mode, slices, []  # the router's own path: nothing to say
+    if strict:
         note = (
+            f"note: no EndpointSlice here is labelled {KARMADA_LABEL}, which Karmada sets "
+            f"from {KARMADA_LABELLED_SINCE}: an older Karmada sets none, and without "
+            f"--implementation karmada, --karmada reads its slices by {DERIVED_LABEL}"
+        )
+        return mode, slices, [note]
+    derived = Mode.KARMADA_DERIVED
+    slices = list(
+        (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(derived))).items
+    )
+    note = (
+        f"note: no EndpointSlice here is labelled {KARMADA_LABEL}, which Karmada sets from "
+        f"{KARMADA_LABELLED_SINCE}: read instead the slices labelled {DERIVED_LABEL}. The "
+        "router selects on the manager: it sees these pools only once Karmada is upgraded"
+    )
+    return derived, slices, [note]
+
+
+async def _works(client: Client) -> tuple[list[Mapping[str, Any]] | None, str]:
+    try:
+        return list((await client.list(WORKS, None)).items), ""
+    except errors.ApiError as e:
+        return None, (
             f"note: the Works are not read ({explain(e, 'Works', None)}); a slice whose "
             "Work is gone is not pointed out"
         )
-        return list(slices), None, note
-    return list(slices), list(works), ""
+
+
+async def _imports(
+    client: Client, namespace: str | None
+) -> tuple[list[Mapping[str, Any]] | None, str]:
+    """The ServiceImports at the newest version served; None with nothing to say when
+    no version is (no MCS API: no import to explain), or with a note when refused."""
+    for version in mcs.SERVICEIMPORT_VERSIONS:
+        try:
+            return list((await client.list(mcs.serviceimports(version), namespace)).items), ""
+        except errors.NotFound:
+            continue
+        except errors.ApiError as e:
+            why = explain(e, "ServiceImports", namespace)
+            return None, (
+                f"note: the ServiceImports are not read ({why}); "
+                "an import for which the implementation writes no EndpointSlices is not "
+                f"pointed out (it needs list on {mcs.SERVICEIMPORTS}.{mcs.MCS_GROUP})"
+            )
+    return None, ""
+
+
+async def read(
+    client: Client, mode: Mode, namespace: str | None, *, strict: bool = False
+) -> Reading:
+    """The slices the router would list, and the ServiceImports and (Karmada) the Works,
+    or None for those with a note when they cannot be read: they only explain, so
+    discover goes on without them. `strict`: Karmada's slices by their manager only."""
+    mode, slices, notes = await _slices(client, mode, namespace, strict=strict)
+    imports, note = await _imports(client, namespace)
+    notes += [note] if note else []
+    works: list[Mapping[str, Any]] | None = None
+    if mode is not Mode.MCS:
+        works, note = await _works(client)
+        notes += [note] if note else []
+    return Reading(mode, slices, works, imports, tuple(notes))
 
 
 async def discovered(client: Client, mode: Mode, namespace: str | None) -> Discovered:
-    """What the router would find in `namespace` (all with None), the Works' note dropped."""
-    slices, works, _ = await read(client, mode, namespace)
-    return find(slices, mode, works)
+    """What the router would find in `namespace` (all with None), the notes dropped."""
+    return (await read(client, mode, namespace)).find()

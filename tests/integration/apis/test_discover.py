@@ -204,8 +204,18 @@ def test_a_user_who_may_only_list_endpointslices(
     grant(control_plane, scene, rules, user="router-reader")
     kc = control_plane.user_kubeconfig("router-reader")
     code, out, err = discover(capsys, kc, "-n", scene, "-o", "json")
-    assert (code, err) == (0, "")
+    assert code == 0
     assert [p["name"] for p in json.loads(out)["pools"]] == ["llama", "qwen"]
+    # The ServiceImports only explain: refused, they are a note, not a failure.
+    assert err.startswith(
+        f"note: the ServiceImports are not read (not allowed to list ServiceImports in "
+        f"namespace {scene!r}: "
+    )
+    assert err.endswith(
+        "); an import for which the implementation writes no EndpointSlices is not pointed "
+        "out (it needs list on serviceimports.multicluster.x-k8s.io)\n"
+    )
+    assert err.count("\n") == 1
     # ... and nothing beyond its namespace: a read it may not make is a usage error.
     code, out, err = discover(capsys, kc, "-A")
     assert (code, out) == (2, "")
@@ -227,6 +237,130 @@ def test_karmada_reads_the_slices_karmada_collects(
     assert [f["service"] for f in pool["frontends"]] == ["llama-frontend"]
     # This control plane serves no Works: said once, and the pools are still shown.
     assert err.startswith("note: the Works are not read")
+
+
+def legacy(ns: str, service: str, member: str, address: str) -> dict[str, Any]:
+    """A slice as Karmada before v1.15.0 (v1.14.4, v1.13.7) collects it: no manager
+    (karmada-io/karmada, pkg/controllers/mcs/endpointslice_controller.go at v1.14.0)."""
+    s = collected(ns, service, member, address)
+    del s["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"]
+    return s
+
+
+def test_an_older_karmadas_slices_are_read_by_their_derived_name(
+    control_plane: ControlPlane, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ns, kc = namespace, control_plane.kubeconfig
+    control_plane.apply(legacy(ns, "llama-pool-relay", "member1", "10.1.0.4"))
+    control_plane.apply(legacy(ns, "llama-frontend", "member1", "10.1.0.9"))
+    # A slice Kubernetes' controller would make for a Service named `derived-...`.
+    made = legacy(ns, "evil-pool-relay", "prod", "10.9.9.9")
+    made["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"] = (
+        "endpointslice-controller.k8s.io"
+    )
+    control_plane.apply(made)
+    code, out, err = discover(capsys, kc, "--karmada", "-n", ns, "-o", "json")
+    assert code == 0
+    doc = json.loads(out)
+    assert [(p["cluster"], p["name"], p["live"]) for p in doc["pools"]] == [
+        ("member1", "llama", True)
+    ]
+    assert doc["pools"][0]["problems"] == [
+        "found by kubernetes.io/service-name=derived-<service> alone: its slices carry no "
+        "endpointslice.kubernetes.io/managed-by=endpointslice-controller.karmada.io, which "
+        "the router selects on (Karmada sets it from v1.15.0, v1.14.4 and v1.13.7): the "
+        "router does not see this pool until Karmada is upgraded"
+    ]
+    assert [s["service"] for s in doc["skipped"]] == ["evil-pool-relay"]
+    assert "managed by endpointslice-controller.k8s.io" in doc["skipped"][0]["why"]
+    assert err.splitlines()[0] == (
+        "note: no EndpointSlice here is labelled endpointslice.kubernetes.io/managed-by="
+        "endpointslice-controller.karmada.io, which Karmada sets from v1.15.0, v1.14.4 and "
+        "v1.13.7: read instead the slices labelled kubernetes.io/service-name=derived-"
+        "<service>. The router selects on the manager: it sees these pools only once "
+        "Karmada is upgraded"
+    )
+    # For a script, such a pool is not usable from here.
+    code, _, err = discover(capsys, kc, "--karmada", "--pool", f"member1/{ns}/llama")
+    assert code == 1
+    assert "the router does not see it until Karmada is upgraded" in err
+    # Named, Karmada's manager is required: nothing read by name.
+    code, out, err = discover(capsys, kc, "--implementation", "karmada", "-n", ns, "-o", "json")
+    assert (code, json.loads(out)["pools"]) == (0, [])
+    assert "without --implementation karmada, --karmada reads its slices by" in err
+    # Once one slice carries the manager (an upgraded Karmada), the router's path is taken.
+    control_plane.apply(collected(ns, "qwen-pool-relay", "member2", "10.2.0.4"))
+    code, out, err = discover(capsys, kc, "--karmada", "-n", ns, "-o", "json")
+    assert [p["name"] for p in json.loads(out)["pools"]] == ["qwen"]
+    assert not err.startswith("note: no EndpointSlice here")
+
+
+def service_import(
+    cp: ControlPlane, ns: str, name: str, slices: str, clusters: tuple[str, ...]
+) -> None:
+    """A ServiceImport with the status an implementation writes (mcs-api v0.5.2 CRDs)."""
+    body: dict[str, Any] = {
+        "apiVersion": "multicluster.x-k8s.io/v1beta1",
+        "kind": "ServiceImport",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"type": "ClusterSetIP", "ports": [{"port": 8000, "protocol": "TCP"}]},
+    }
+    cp.apply(body)
+    body["status"] = {
+        "endpointSliceObjects": slices,
+        "clusters": [{"cluster": c} for c in clusters],
+    }
+    status, answer = cp.request(
+        "PATCH",
+        f"/apis/multicluster.x-k8s.io/v1beta1/namespaces/{ns}/serviceimports/{name}/status"
+        "?fieldManager=an-implementation&force=true",
+        body,
+        "application/apply-patch+yaml",
+    )
+    assert status == 200, answer
+
+
+def test_an_import_the_implementation_writes_no_slices_for_is_a_problem_of_its_pool(
+    control_plane: ControlPlane, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ns, kc = namespace, control_plane.kubeconfig
+    control_plane.apply(imported(ns, "llama-pool-relay", "east", [("10.244.0.4", True)]))
+    service_import(control_plane, ns, "llama-pool-relay", "Present", ("east",))
+    service_import(control_plane, ns, "llama-frontend", "Absent", ("east",))
+    service_import(control_plane, ns, "qwen-pool-relay", "Absent", ("west",))
+    no_slices = (
+        "the implementation writes no EndpointSlices for this import; the router cannot see "
+        "it (its ServiceImport says status.endpointSliceObjects: Absent)"
+    )
+    code, out, err = discover(capsys, kc, "-n", ns, "-o", "json")
+    assert (code, err) == (0, "")
+    pools = json.loads(out)["pools"]
+    assert [p["name"] for p in pools] == ["llama", "qwen"], "qwen's import without slices"
+    llama, qwen = pools
+    assert (llama["cluster"], llama["name"], llama["live"]) == ("east", "llama", True)
+    assert llama["problems"] == [f"llama-frontend: {no_slices}"]
+    assert (qwen["cluster"], qwen["name"], qwen["live"]) == ("west", "qwen", False)
+    assert qwen["problems"] == [
+        f"qwen-pool-relay: {no_slices}",
+        "no qwen-frontend imported from cluster west: the router finds no frontend for this pool",
+    ]
+    # A reader who may list the slices and the imports sees it; one who may list only
+    # the slices is told what she does not see.
+    slices = {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]}
+    imports = {
+        "apiGroups": ["multicluster.x-k8s.io"],
+        "resources": ["serviceimports"],
+        "verbs": ["list"],
+    }
+    grant(control_plane, ns, [slices, imports], user="import-reader")
+    code, out, err = discover(capsys, control_plane.user_kubeconfig("import-reader"), "-n", ns)
+    assert (code, err) == (0, "")
+    assert f"  problem: qwen-pool-relay: {no_slices}" in out.splitlines()
+    grant(control_plane, ns, [slices], user="slice-reader")
+    code, out, err = discover(capsys, control_plane.user_kubeconfig("slice-reader"), "-n", ns)
+    assert code == 0
+    assert "note: the ServiceImports are not read (not allowed to list" in err
+    assert "qwen" not in out
 
 
 def test_unreachable_cluster_exits_2(

@@ -12,6 +12,9 @@ def test_the_mcs_and_about_api_resources() -> None:
     assert mcs.serviceexports("v1alpha1") == Resource(
         "multicluster.x-k8s.io", "v1alpha1", "serviceexports", "ServiceExport"
     )
+    assert mcs.serviceimports("v1beta1") == Resource(
+        "multicluster.x-k8s.io", "v1beta1", "serviceimports", "ServiceImport"
+    )
     assert mcs.clusterproperties("v1alpha1") == Resource(
         "about.k8s.io", "v1alpha1", "clusterproperties", "ClusterProperty", namespaced=False
     )
@@ -52,3 +55,18 @@ def test_required_is_the_old_name_of_ready() -> None:
     assert mcs.Confirmation("ready") is mcs.Confirmation.READY
     with pytest.raises(ValueError, match="optional"):
         mcs.Confirmation("optional")
+
+
+def test_the_managers_of_imported_slices() -> None:
+    """Each implementation's own value (docs/exports.md, "As the Global Router sees it"),
+    and Kubernetes' two controllers, which write no import."""
+    assert {i.value: i.manager for i in mcs.Importer} == {
+        "lighthouse": "lighthouse-agent.submariner.io",
+        "cilium": "endpointslice-mesh-controller.cilium.io",
+        "karmada": "endpointslice-controller.karmada.io",
+    }
+    assert {
+        "endpointslice-controller.k8s.io",
+        "endpointslicemirroring-controller.k8s.io",
+    } == mcs.KUBERNETES_SLICE_MANAGERS
+    assert not {i.manager for i in mcs.Importer} & mcs.KUBERNETES_SLICE_MANAGERS

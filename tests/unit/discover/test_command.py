@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator import cli
+from dynamo_pool_operator.api.mcs import Importer
 from dynamo_pool_operator.discover import command, view
 from dynamo_pool_operator.discover.find import Discovered, Mode, find
 from tests.unit.discover.test_find import mcs_slice
@@ -138,6 +139,37 @@ def test_the_karmada_selector_and_the_mcs_selector() -> None:
     assert view.selector(Mode.KARMADA) == (
         "endpointslice.kubernetes.io/managed-by=endpointslice-controller.karmada.io"
     )
+    # Karmada before v1.15.0: no manager, and no selector matches a prefix (`derived-`).
+    assert view.selector(Mode.KARMADA_DERIVED) == "kubernetes.io/service-name"
+
+
+@pytest.mark.parametrize(
+    ("implementation", "karmada", "named", "why"),
+    [
+        (None, False, None, ""),
+        ("lighthouse", False, Importer.LIGHTHOUSE, ""),
+        ("karmada", False, Importer.KARMADA, ""),
+        ("karmada", True, Importer.KARMADA, ""),
+        (
+            "cilium",
+            True,
+            None,
+            "--implementation cilium is a standard MCS implementation and --karmada reads a "
+            "Karmada control plane: drop one",
+        ),
+        (
+            "submariner",
+            False,
+            None,
+            "--implementation takes one of lighthouse, cilium, karmada, not 'submariner'",
+        ),
+    ],
+)
+def test_the_implementation_named(
+    implementation: str | None, karmada: bool, named: Importer | None, why: str
+) -> None:
+    opts = command.Options(implementation=implementation, karmada=karmada)
+    assert command.importer(opts) == (named, why)
 
 
 @pytest.mark.parametrize("value", ["east/ns", "east/ns/name/x", "/ns/name", "east//name", ""])
@@ -150,6 +182,7 @@ def test_pool_must_name_three_parts(value: str) -> None:
     [
         (["discover", "--pool", "east/llama"], "--pool takes CLUSTER/NAMESPACE/NAME"),
         (["discover", "--pool", "east/a/llama", "-n", "b"], "is not in namespace 'b'"),
+        (["discover", "--karmada", "--implementation", "lighthouse"], "drop one"),
     ],
 )
 def test_usage_errors_exit_2(
@@ -167,6 +200,9 @@ def test_bad_flags_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert e.value.code == 2
     with pytest.raises(SystemExit) as e:
         cli.main(["discover", "-n", "a", "-A"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        cli.main(["discover", "--implementation", "submariner"])
     assert e.value.code == 2
 
 

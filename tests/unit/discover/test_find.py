@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from dynamo_pool_operator.api.mcs import Importer
 from dynamo_pool_operator.discover.find import (
     Discovered,
     Endpoint,
@@ -345,3 +348,234 @@ def test_karmada_a_work_being_deleted_counts_as_gone() -> None:
 def test_karmada_without_works_read_nothing_is_said_of_them() -> None:
     found = find([karmada_slice("llama-pool-relay"), karmada_slice("llama-frontend")], Mode.KARMADA)
     assert found.pools[0].problems == ()
+
+
+# ------------------------------------------------------------------ who made the slice
+
+
+def managed(slice_: dict[str, Any], manager: str | None) -> dict[str, Any]:
+    """`slice_` with its `endpointslice.kubernetes.io/managed-by` set to `manager` (None:
+    without the label)."""
+    labels = slice_["metadata"]["labels"]
+    labels.pop("endpointslice.kubernetes.io/managed-by", None)
+    if manager is not None:
+        labels["endpointslice.kubernetes.io/managed-by"] = manager
+    return slice_
+
+
+KUBERNETES_MADE = (
+    "is managed by {manager}: Kubernetes' own controllers copy a Service's (or an "
+    "Endpoints') labels onto the slices they make, so anyone who may create a Service can "
+    "make one carrying the import labels; an implementation's import never is"
+)
+
+
+@pytest.mark.parametrize(
+    "manager", ["endpointslice-controller.k8s.io", "endpointslicemirroring-controller.k8s.io"]
+)
+def test_a_slice_kubernetes_made_is_no_import_whatever_its_labels(manager: str) -> None:
+    # A Service author's labels, copied by Kubernetes onto her Service's slice.
+    forged = managed(mcs_slice("x-pool-relay", "prod-west", name="innocent-abcde"), manager)
+    found = find([forged, mcs_slice("x-frontend", "prod-west")])
+    assert found.pools == ()
+    assert (
+        Skipped(
+            NS,
+            "x-pool-relay",
+            "EndpointSlice innocent-abcde " + KUBERNETES_MADE.format(manager=manager),
+        )
+        in found.skipped
+    )
+
+
+def test_a_slice_kubernetes_made_is_refused_on_the_karmada_fallback_too() -> None:
+    forged = managed(karmada_slice("x-pool-relay"), "endpointslicemirroring-controller.k8s.io")
+    found = find([forged], Mode.KARMADA_DERIVED)
+    assert found.pools == ()
+    assert whys(found) == [
+        "EndpointSlice member1-x-pool-relay "
+        + KUBERNETES_MADE.format(manager="endpointslicemirroring-controller.k8s.io")
+    ]
+
+
+def test_an_implementation_named_takes_only_the_slices_it_manages() -> None:
+    theirs = mcs_slice("llama-pool-relay", name="s1")
+    other = managed(
+        mcs_slice("qwen-pool-relay", name="s2"), "endpointslice-mesh-controller.cilium.io"
+    )
+    found = find([theirs, other], implementation=Importer.LIGHTHOUSE)
+    assert [p.key for p in found.pools] == ["east/dynamo/llama"]
+    assert whys(found) == [
+        "EndpointSlice s2 is managed by endpointslice-mesh-controller.cilium.io, not "
+        "lighthouse-agent.submariner.io: not imported by lighthouse (--implementation "
+        "lighthouse)"
+    ]
+    assert [p.key for p in find([theirs, other]).pools] == ["east/dynamo/llama", "east/dynamo/qwen"]
+
+
+# ------------------------------------------------------------------ Karmada's older slices
+
+
+def legacy_slice(service: str, member: str = "member1") -> dict[str, Any]:
+    """A slice as Karmada before v1.15.0 (v1.14.4, v1.13.7) collects it: no managed-by."""
+    return managed(karmada_slice(service, member), None)
+
+
+def test_the_karmada_fallback_reads_derived_slices_without_a_manager() -> None:
+    found = find(
+        [legacy_slice("llama-pool-relay"), legacy_slice("llama-frontend")], Mode.KARMADA_DERIVED
+    )
+    (pool,) = found.pools
+    assert (pool.key, pool.live) == ("member1/dynamo/llama", True)
+    assert [f.service for f in pool.frontends] == ["llama-frontend"]
+    assert pool.problems == (
+        "found by kubernetes.io/service-name=derived-<service> alone: its slices carry no "
+        "endpointslice.kubernetes.io/managed-by=endpointslice-controller.karmada.io, which "
+        "the router selects on (Karmada sets it from v1.15.0, v1.14.4 and v1.13.7): the "
+        "router does not see this pool until Karmada is upgraded",
+    )
+    # ... and the primary path does not see them, as the router does not.
+    assert find([legacy_slice("llama-pool-relay")], Mode.KARMADA) == Discovered()
+
+
+def test_the_karmada_fallback_reads_only_derived_names_and_no_other_manager() -> None:
+    local = legacy_slice("llama-pool-relay")
+    local["metadata"]["labels"]["kubernetes.io/service-name"] = "llama-pool-relay"
+    dispatched = managed(
+        legacy_slice("qwen-pool-relay"), "endpointslice-dispatch-controller.karmada.io"
+    )
+    found = find([local, dispatched], Mode.KARMADA_DERIVED)
+    assert found.pools == ()
+    assert whys(found) == [
+        "EndpointSlice member1-qwen-pool-relay is managed by "
+        "endpointslice-dispatch-controller.karmada.io: Karmada before v1.15.0 sets no "
+        "manager on the slices it collects, and from then on endpointslice-controller.karmada.io"
+    ]
+
+
+# ------------------------------------------------------------------ the frontend's name
+
+
+def test_a_frontend_not_named_dgd_frontend_is_pointed_out() -> None:
+    found = find([mcs_slice("llama-pool-relay"), mcs_slice("llama-api")])
+    (pool,) = found.pools
+    assert pool.frontends == ()
+    assert pool.problems == (
+        "no llama-frontend imported from cluster east: the router finds no frontend for this pool",
+        "llama-api is imported from cluster east beside this pool but is not named "
+        "llama-frontend: if it is the pool's frontend, the router will not find it (it finds a "
+        "frontend by the -frontend suffix: name the DGD's frontend component Frontend)",
+    )
+
+
+def test_a_second_frontend_beside_dgd_frontend_is_pointed_out_too() -> None:
+    found = find(
+        [mcs_slice("llama-pool-relay"), mcs_slice("llama-frontend"), mcs_slice("llama-chat")]
+    )
+    assert [p.split(" is imported")[0] for p in found.pools[0].problems] == ["llama-chat"]
+
+
+def test_a_misnamed_frontend_belongs_to_the_longest_pool_name_it_starts_with() -> None:
+    found = find(
+        [
+            mcs_slice("llama-pool-relay"),
+            mcs_slice("llama-frontend"),
+            mcs_slice("llama-big-pool-relay"),
+            mcs_slice("llama-big-frontend"),
+            mcs_slice("llama-big-api"),
+        ]
+    )
+    llama, big = found.pools
+    assert llama.problems == ()
+    assert [p.split(" is imported")[0] for p in big.problems] == ["llama-big-api"]
+
+
+def test_a_service_of_another_cluster_or_namespace_is_not_the_pools_frontend() -> None:
+    found = find(
+        [
+            mcs_slice("llama-pool-relay"),
+            mcs_slice("llama-frontend"),
+            mcs_slice("llama-api", "west"),
+            mcs_slice("llama-api", namespace="other"),
+            mcs_slice("llamas-api"),
+        ]
+    )
+    assert found.pools[0].problems == ()
+
+
+# ------------------------------------------------------------------ imports without slices
+
+
+def service_import(
+    service: str,
+    slices: str | None = "Absent",
+    clusters: tuple[str, ...] = ("east",),
+    *,
+    namespace: str = NS,
+) -> dict[str, Any]:
+    """A ServiceImport as an implementation writes it (mcs-api v0.5.1+ status)."""
+    status: dict[str, Any] = {"clusters": [{"cluster": c} for c in clusters]}
+    if slices is not None:
+        status["endpointSliceObjects"] = slices
+    return {
+        "apiVersion": "multicluster.x-k8s.io/v1beta1",
+        "kind": "ServiceImport",
+        "metadata": {"name": service, "namespace": namespace},
+        "spec": {"type": "ClusterSetIP", "ports": [{"port": 8000, "protocol": "TCP"}]},
+        "status": status,
+    }
+
+
+NO_SLICES = (
+    "the implementation writes no EndpointSlices for this import; the router cannot see it "
+    "(its ServiceImport says status.endpointSliceObjects: Absent)"
+)
+
+
+def test_a_relay_import_without_slices_is_a_problem_of_its_pool() -> None:
+    found = find([], imports=[service_import("llama-pool-relay", clusters=("east", "west"))])
+    assert [(p.key, p.live) for p in found.pools] == [
+        ("east/dynamo/llama", False),
+        ("west/dynamo/llama", False),
+    ]
+    assert found.pools[0].problems[0] == f"llama-pool-relay: {NO_SLICES}"
+    assert not any("has no endpoints" in p for p in found.pools[0].problems)
+
+
+def test_a_frontend_import_without_slices_is_a_problem_of_its_pool() -> None:
+    found = find(
+        [mcs_slice("llama-pool-relay")],
+        imports=[service_import("llama-frontend"), service_import("llama-pool-relay", "Present")],
+    )
+    (pool,) = found.pools
+    assert pool.live
+    assert pool.problems == (f"llama-frontend: {NO_SLICES}",)
+
+
+def test_an_import_without_slices_and_without_a_cluster_is_skipped() -> None:
+    found = find([], imports=[service_import("llama-pool-relay", clusters=())])
+    assert found.pools == ()
+    assert found.skipped == (
+        Skipped(
+            NS,
+            "llama-pool-relay",
+            f"{NO_SLICES}, and it names no exporting cluster, so there is no pool key",
+        ),
+    )
+
+
+@pytest.mark.parametrize("slices", ["Present", None])
+def test_an_import_with_slices_or_saying_nothing_changes_nothing(slices: str | None) -> None:
+    plain = find([mcs_slice("llama-pool-relay"), mcs_slice("llama-frontend")])
+    imports = [service_import("llama-pool-relay", slices), service_import("llama-frontend", slices)]
+    slices = [mcs_slice("llama-pool-relay"), mcs_slice("llama-frontend")]
+    assert find(slices, imports=imports) == plain
+
+
+def test_an_import_of_another_namespace_or_name_is_not_the_pools() -> None:
+    found = find(
+        [mcs_slice("llama-pool-relay"), mcs_slice("llama-frontend")],
+        imports=[service_import("llama-frontend", namespace="other"), service_import("redis")],
+    )
+    assert found.pools[0].problems == ()
+    assert found.skipped == ()
