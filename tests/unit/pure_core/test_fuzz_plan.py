@@ -357,7 +357,7 @@ def test_any_plan_exports_only_valid_names_and_skips_the_rest_with_their_warning
     relay, pool, exports = s["relay"], s["pool"], s["exports"]
     karmada = s["implementation"] == "karmada"
     limit = KARMADA_MAX if karmada else SERVICE_NAME_MAX
-    publishing = s["decision"].publish and pool is not None
+    publishing = s["decision"].keeps_pool and pool is not None  # held: as published
 
     for a in p.actions:
         if a.wanted:  # every export the pool should have: a valid Service name, in limit
@@ -577,7 +577,7 @@ def test_a_frontend_whose_service_is_someone_elses_is_never_exported(
         if a.name in theirs:
             assert not a.wanted, a
             assert a.verb in {Verb.WITHDRAW, Verb.WAIT}, a
-    if not (s["decision"].publish and pool is not None):
+    if not (s["decision"].keeps_pool and pool is not None):
         assert not p.lines
         return
     lines = {line.name: line for line in p.lines}
