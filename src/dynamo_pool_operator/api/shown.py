@@ -12,32 +12,25 @@ transform): those fields, and a digest of each top-level field for the compariso
 
 `ShownStatus.read` is the one reader: of the cached status, of our own write's
 answer (through the same transform) and of a status given as a mapping (a test's, or
-a relay the transform could not read).
+a relay the transform could not read). The cache may hand it a `held` function to hold
+equal words and conditions once across relays (`pool/controller`): the sharing is the
+cache's, not this read model's.
 """
 
 from __future__ import annotations
 
 import struct
-import sys
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import orjson
 
 from dynamo_pool_operator.api.status import (
     CONDITION_TYPES,
     STATUSES,
-    ClusterIDMatchedReason,
     ConditionType,
-    ExportedReason,
-    ExportLineReason,
-    ExportState,
-    PublishedReason,
-    ReadyReason,
-    RelayAvailableReason,
-    Status,
 )
-from dynamo_pool_operator.runtime.objects import Alike, is_map, record
+from dynamo_pool_operator.runtime.objects import is_map, record
 
 #: The status's top-level fields, as the report writes them (`pool/status.desired_status`):
 #: a `ShownStatus` keeps a digest of each. A field written but not listed here would
@@ -51,38 +44,15 @@ STATUS_FIELDS: tuple[str, ...] = (
     "exports",
 )
 _FIELD_AT = {name: i for i, name in enumerate(STATUS_FIELDS)}
-
-#: Our words by their text, each one string for every relay that shows it (a fleet's
-#: statuses say the same few dozen words). Another short word (an implementation's
-#: reason, the cluster ID) is interned, as the informer interns a kind's vocabulary;
-#: longer text is kept as shown.
-_WORDS: dict[str, str] = {
-    str(w): str(w)
-    for words in (
-        ConditionType,
-        Status,
-        PublishedReason,
-        RelayAvailableReason,
-        ClusterIDMatchedReason,
-        ExportedReason,
-        ReadyReason,
-        ExportState,
-        ExportLineReason,
-    )
-    for w in words
-}
-
-
+#: A word longer than this is text, not a word: not held.
 _SHORT_WORD = 64
 
+T = TypeVar("T")
 
-def _word(value: Any) -> Any:
-    if type(value) is not str:
-        return value
-    word = _WORDS.get(value)
-    if word is not None:
-        return word
-    return sys.intern(value) if len(value) <= _SHORT_WORD else value
+
+def _as_read(value: T) -> T:
+    """No holding: each value as read."""
+    return value
 
 
 @record
@@ -122,14 +92,6 @@ _DIGESTS = struct.Struct(f"={len(STATUS_FIELDS)}q")
 _DIGEST = struct.Struct("=q")
 
 
-#: Conditions read alike, and whole lists of them, held once for every relay that shows
-#: them: a cold start or a mass event stamps the same second on many relays (at 10,000
-#: pools about 650 bytes a relay, and fewer new objects for the garbage collector to
-#: count towards a full collection). Bounded: emptied when full, as old times fade. A
-#: time of another shape than a string cannot be hashed: it is read as it is.
-_held: Alike[Any] = Alike(4096, renew=True)
-
-
 def _unset(value: Any) -> bool:
     """An empty list or map written matches a field shown as anything false: the
     server omits the empty field we apply."""
@@ -154,10 +116,18 @@ class ShownStatus:
     unset: int = (1 << len(STATUS_FIELDS)) - 1
 
     @classmethod
-    def read(cls, status: Mapping[str, Any] | None) -> ShownStatus:
-        """The status `status` shows (none, or not a map: an empty one)."""
+    def read(
+        cls, status: Mapping[str, Any] | None, held: Callable[[Any], Any] = _as_read
+    ) -> ShownStatus:
+        """The status `status` shows (none, or not a map: an empty one). `held` hands
+        back one object for equal ones (a word, a condition, a list of conditions) a
+        fleet's statuses repeat (a cold start stamps the same second on many relays)."""
         if type(status) is not dict and not isinstance(status, Mapping):
             return _NOTHING
+
+        def word(value: Any) -> Any:
+            return held(value) if type(value) is str and len(value) <= _SHORT_WORD else value
+
         conditions: list[ShownCondition] = []
         raw = status.get("conditions")
         if type(raw) is list or (isinstance(raw, Sequence) and not isinstance(raw, str)):
@@ -176,11 +146,11 @@ class ShownStatus:
                 if isinstance(since, str):
                     since = times.setdefault(since, since)
                 conditions.append(
-                    _held(
+                    held(
                         ShownCondition(
-                            _word(type_),
-                            _word(stated) if isinstance(stated, str) else None,
-                            _word(reason) if isinstance(reason, str) else "",
+                            word(type_),
+                            word(stated) if isinstance(stated, str) else None,
+                            word(reason) if isinstance(reason, str) else "",
                             since,
                         )
                     )
@@ -189,14 +159,14 @@ class ShownStatus:
         raw = status.get("exports")
         if type(raw) is list or (isinstance(raw, Sequence) and not isinstance(raw, str)):
             lines = [
-                ShownLine(line["name"], _word(line.get("state")), _word(line.get("reason")))
+                ShownLine(line["name"], word(line.get("state")), word(line.get("reason")))
                 for line in raw
                 if is_map(line) and isinstance(line.get("name"), str)
             ]
         values = [status.get(name) for name in STATUS_FIELDS]
         return cls(
-            _word(status.get("clusterId")),
-            _held(tuple(conditions)),
+            word(status.get("clusterId")),
+            held(tuple(conditions)),
             tuple(lines),
             _DIGESTS.pack(*(digest(v) for v in values)),
             sum(1 << i for i, v in enumerate(values) if not v),

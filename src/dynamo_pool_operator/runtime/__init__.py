@@ -22,15 +22,17 @@ from dynamo_pool_operator.runtime.cache.followed import (
     MaybeServed,
     poke_on_not_found,
 )
-from dynamo_pool_operator.runtime.cache.informer import EventType, Informer, VocabularyPath
+from dynamo_pool_operator.runtime.cache.informer import EventType, Informer
 from dynamo_pool_operator.runtime.cache.optional import DegradedChecks
 from dynamo_pool_operator.runtime.cache.rediscovery import Rediscovery
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
+from dynamo_pool_operator.runtime.cache.sharing import Alike, VocabularyPath
 from dynamo_pool_operator.runtime.cache.store import (
     CONTROLLER_UID_INDEX,
     Obj,
     index_by_controller_uid,
 )
+from dynamo_pool_operator.runtime.cache.transform import Transform, for_cache
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.background import BackgroundWrites
 from dynamo_pool_operator.runtime.client.discovery import Discovery, ServedResource, discover
@@ -64,6 +66,7 @@ __all__ = [
     "IN_CLUSTER",
     "LOW",
     "SYNC_TIMEOUT",
+    "Alike",
     "BackgroundWrites",
     "Candidate",
     "CertificateError",
@@ -98,10 +101,12 @@ __all__ = [
     "ServingCertificate",
     "SharedInformers",
     "SystemClock",
+    "Transform",
     "VocabularyPath",
     "default_identity",
     "discover",
     "errors",
+    "for_cache",
     "impersonating",
     "index_by_controller_uid",
     "load_config",

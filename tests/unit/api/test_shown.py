@@ -132,20 +132,36 @@ def test_lines_by_name_the_last_of_each() -> None:
     assert [line.state for line in shown.exports] == ["Pending", "Exported"]
 
 
-def test_our_words_are_one_string_for_every_relay() -> None:
-    """A fleet's statuses say the same words: each is held once, not once a relay."""
+class Held:
+    """What the relay cache hands `read` (`pool/controller`): one object for equal
+    values, here a plain table that records what it was asked to hold."""
+
+    def __init__(self) -> None:
+        self.table: dict[Any, Any] = {}
+
+    def __call__(self, value: Any) -> Any:
+        return self.table.setdefault(value, value)
+
+
+def test_our_words_are_one_string_for_every_relay_the_cache_holds_them_for() -> None:
+    """A fleet's statuses say the same words: each is held once, not once a relay, when
+    the cache gives `read` a table to hold them in; long text is not held."""
     words = ["".join(w) for w in (("Rea", "dy"), ("Tr", "ue"), ("Expor", "ted"))]
     assert words[0] is not "Ready"  # noqa: F632 - a string of its own, as decoded
+    held = Held()
+    long = "x" * 65
     a, b = (
         ShownStatus.read(
             {
                 "conditions": [{"type": words[0], "status": words[1], "reason": words[0]}],
-                "exports": [{"name": "x", "state": words[2]}],
+                "exports": [{"name": "x", "state": words[2], "reason": "".join(long)}],
                 "clusterId": "".join(("ea", "st")),
-            }
+            },
+            held,
         )
         for _ in range(2)
     )
+    assert long not in held.table
     assert a.conditions[0].type is b.conditions[0].type
     assert a.exports[0].state is b.exports[0].state
     assert a.cluster_id is b.cluster_id
@@ -187,18 +203,17 @@ def test_conditions_read_alike_are_held_once_for_every_relay() -> None:
     """A mass event or a cold start stamps the same second on many relays' conditions:
     held once, not once a relay (five records and their time a relay, and the fewer
     new objects an event leaves, the fewer full collections it causes)."""
-    from dynamo_pool_operator.api import shown
-
-    shown._held.clear()  # an empty table: no emptying when full within this test
+    held = Held()
     since = "2026-12-04T10:00:00Z"
-    a, b = ShownStatus.read(_stamped("True", since)), ShownStatus.read(_stamped("True", since))
+    a, b = (ShownStatus.read(_stamped("True", since), held) for _ in range(2))
     assert a.conditions == b.conditions
     assert a.conditions is b.conditions
-    c = ShownStatus.read(_stamped("False", since))
+    assert ShownStatus.read(_stamped("True", since)).conditions is not a.conditions, "no table"
+    c = ShownStatus.read(_stamped("False", since), held)
     assert c.conditions is not a.conditions
     assert c.conditions[0] is a.conditions[0]  # the condition alike is still one
     assert c.conditions[1] != a.conditions[1]
-    d = ShownStatus.read(_stamped("True", "2026-12-04T10:00:01Z"))
+    d = ShownStatus.read(_stamped("True", "2026-12-04T10:00:01Z"), held)
     assert d.conditions[1].since == "2026-12-04T10:00:01Z"
 
 
@@ -207,11 +222,3 @@ def test_a_condition_with_a_time_of_any_shape_is_read_as_shown() -> None:
     held in the table: it is read as it is."""
     odd = {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": {"x": 1}}]}
     assert ShownStatus.read(odd).conditions[0].since == {"x": 1}
-
-
-def test_the_table_of_conditions_read_alike_stays_bounded() -> None:
-    from dynamo_pool_operator.api import shown
-
-    for second in range(3 * shown._held.limit):
-        ShownStatus.read(_stamped("True", f"2026-12-04T10:{second // 60:02d}:{second % 60:02d}Z"))
-        assert len(shown._held) <= shown._held.limit

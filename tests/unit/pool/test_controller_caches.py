@@ -21,10 +21,17 @@ from dynamo_pool_operator.pool.exports.plan import EXPORT_DRIFT, export_body
 from dynamo_pool_operator.pool.ladder import NO_DRIFT, Rule, drift
 from dynamo_pool_operator.pool.relay import objects as relay_objects
 from dynamo_pool_operator.runtime import EventType
-from dynamo_pool_operator.runtime.cache import informer as informer_mod
+from dynamo_pool_operator.runtime.cache import sharing
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
+from dynamo_pool_operator.runtime.cache.sharing import Share
 from dynamo_pool_operator.runtime.objects import VIEW
 from tests.unit.runtime.client.fake import FakeClient
+
+
+def share_of(informer: Any) -> Share:
+    """The sharing step of an informer's transform (`transform.for_cache`)."""
+    (share,) = [step for step in informer.transform.steps if isinstance(step, Share)]
+    return share
 
 
 def _caches() -> Any:
@@ -52,8 +59,11 @@ def test_relays_and_dgds_intern_their_own_vocabulary_and_not_their_names() -> No
             }
         )
     )
+    served = orjson.dumps(relay)
     (line,) = caches.relays._prepare(relay)["status"].exports
-    assert line.state is state
+    (again,) = caches.relays._prepare(orjson.loads(served))["status"].exports
+    assert line.state == state
+    assert line.state is again.state, "one string for every relay that shows it"
     assert line.name is not name
     dgd = orjson.loads(
         orjson.dumps(
@@ -65,7 +75,7 @@ def test_relays_and_dgds_intern_their_own_vocabulary_and_not_their_names() -> No
     )
     component = caches.dgds._prepare(dgd)["spec"]["components"][0]
     assert component["type"] is kind
-    assert caches.dgds.vocabulary == controller.DGD_VOCABULARY
+    assert share_of(caches.dgds).vocabulary == controller.DGD_VOCABULARY
 
 
 def _full_status(token: str) -> dict[str, Any]:
@@ -140,8 +150,8 @@ def test_the_relay_cache_keeps_what_the_passes_read_of_a_status_not_its_messages
 def test_relays_and_dgds_made_alike_share_one_spec() -> None:
     """A fleet's pools come from few templates: one cached spec per distinct one."""
     caches = _caches()
-    assert caches.relays.shared == controller.RELAY_SHARED
-    assert caches.dgds.shared == controller.DGD_SHARED
+    assert share_of(caches.relays).shared == controller.RELAY_SHARED
+    assert share_of(caches.dgds).shared == controller.DGD_SHARED
 
     def dgd(name: str, chat: str) -> Any:
         components = [
@@ -281,7 +291,7 @@ def test_what_the_caches_share_changes_no_value_and_no_decision(
     transform keeps, keys in order, and the drift rule decides alike on it."""
     informer, served, rule, body = _realistic()[kind]
     with monkeypatch.context() as m:
-        m.setattr(informer_mod, "share_common_parts", lambda obj, *parts: obj)
+        m.setattr(sharing, "share_common_parts", lambda obj, *parts: obj)
         unshared = informer.as_cached(orjson.loads(orjson.dumps(served)))
     cached = informer.as_cached(orjson.loads(orjson.dumps(served)))
     # A relay's status is a `ShownStatus`: its digests packed in bytes.
@@ -296,7 +306,8 @@ def test_relay_objects_alike_share_what_their_trim_keeps_of_spec_and_status() ->
     realistic = _realistic()
     deployments, deployment = realistic["deployment"][:2]
     services, service = realistic["service"][:2]
-    assert deployments.shared == services.shared == controller.RELAY_OBJECT_SHARED
+    assert share_of(deployments).shared == controller.RELAY_OBJECT_SHARED
+    assert share_of(services).shared == controller.RELAY_OBJECT_SHARED
 
     def cached(informer: Any, served: dict[str, Any], replicas: int | None = None) -> Any:
         body = orjson.loads(orjson.dumps(served))
@@ -357,7 +368,9 @@ def _cached_relay_objects(name: str, *, cluster_ip: str | None = None) -> dict[s
     if cluster_ip is not None:
         service["spec"]["clusterIP"] = cluster_ip
     return {
-        "deployment": caches.deployments.as_cached(orjson.loads(orjson.dumps(deployment))),
+        "deployment": caches.deployments.as_cached(
+            orjson.loads(orjson.dumps(deployment))
+        ),
         "service": caches.services.as_cached(orjson.loads(orjson.dumps(service))),
     }
 
@@ -435,3 +448,23 @@ def test_a_relay_object_changed_as_its_view_says(kind: str) -> None:
     old = cached()
     assert not controller.relay_object_changed(EventType.MODIFIED, old, cached())
     assert controller.relay_object_changed(EventType.MODIFIED, old, cached(edit=True))
+
+
+def test_the_relay_caches_table_of_words_and_conditions_alike_stays_bounded() -> None:
+    """The relay cache holds the words and conditions a fleet shows alike once
+    (`keep_relay_fields`); a table that starts over when full, as old times fade."""
+    table = controller._SHOWN_ALIKE
+    for second in range(3 * table.limit):
+        relay = {"metadata": {"name": "r"}, "status": _stamped_status(second)}
+        controller.keep_relay_fields(relay)
+        assert len(table) <= table.limit
+    assert table.renew
+
+
+def _stamped_status(second: int) -> dict[str, Any]:
+    since = f"2026-12-04T10:{second // 60 % 60:02d}:{second % 60:02d}Z"
+    return {"conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": since}]}
+
+
+def _as_cached(informer: Any, served: dict[str, Any]) -> Any:
+    return informer.as_cached(orjson.loads(orjson.dumps(served)))

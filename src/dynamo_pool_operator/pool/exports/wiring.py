@@ -30,7 +30,14 @@ from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL, pools_naming_serv
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.api.dgd import KIND as DGD_KIND
 from dynamo_pool_operator.pool.exports.verdict import view_of
-from dynamo_pool_operator.runtime import EventType, Informer, Obj, Request, SharedInformers
+from dynamo_pool_operator.runtime import (
+    EventType,
+    Informer,
+    Obj,
+    Request,
+    SharedInformers,
+    for_cache,
+)
 from dynamo_pool_operator.runtime.objects import (
     Meta,
     Resource,
@@ -98,7 +105,7 @@ def dcd_resource(version: str) -> Resource:
 
 def dcd_cache(informers: SharedInformers, *, namespace: str | None, version: str) -> Informer:
     """The DynamoComponentDeployments at `version`, as stubs (`identity_stub`)."""
-    return informers.get(dcd_resource(version), namespace, transform=identity_stub)
+    return informers.get(dcd_resource(version), namespace, transform=for_cache(identity_stub))
 
 
 def relay_of_controller(obj: Obj) -> Iterable[Request]:

@@ -45,11 +45,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import functools
 import logging
-import sys
-import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import orjson
@@ -58,13 +55,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from dynamo_pool_operator.runtime import metrics
 from dynamo_pool_operator.runtime.cache import watcher
 from dynamo_pool_operator.runtime.cache.store import Obj, Store, object_key
+from dynamo_pool_operator.runtime.cache.transform import DEFAULT_TRANSFORM, Transform
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client, jittered
 from dynamo_pool_operator.runtime.client.undecodable import Undecodable, named, skim
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.metricsets import per_registry
-from dynamo_pool_operator.runtime.objects.alike import Alike
-from dynamo_pool_operator.runtime.objects.diff import VIEW, View
 from dynamo_pool_operator.runtime.objects.resources import Resource
 from dynamo_pool_operator.runtime.ratelimit import Backoff
 
@@ -98,7 +94,6 @@ class EventType(enum.StrEnum):
 
 #: `handler(type, old, new)`: ADDED (None, obj), MODIFIED (old, new), DELETED (last known, None).
 EventHandler = Callable[[EventType, Obj | None, Obj | None], None]
-Transform = Callable[[Obj], Obj]
 #: `keep(obj)` False: the object is treated as absent (never cached, never dispatched).
 #: It must depend only on fields that never change (name, namespace), like a field
 #: selector the server cannot express (e.g. a name suffix).
@@ -158,269 +153,6 @@ def _health(registry: CollectorRegistry) -> tuple[Gauge, Counter, Gauge]:
     )
 
 
-#: kubectl's client-side apply keeps the whole applied object in this annotation: as
-#: large as the object's spec, and read by kubectl only.
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
-
-def strip_managed_fields(obj: Obj) -> Obj:
-    """Drop `metadata.managedFields`: often the largest part of an object, and a
-    controller never needs it from the cache (SSA tracks ownership server-side)."""
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        meta.pop("managedFields", None)
-    return obj
-
-
-class _SharedList(list[Any]):
-    """A list several cached objects hold (weakly tabled, so it goes with the last)."""
-
-    __slots__ = ("__weakref__",)
-
-
-class _SharedDict(dict[str, Any]):
-    """A map several cached objects hold (weakly tabled, so it goes with the last)."""
-
-    __slots__ = ("__weakref__",)
-
-
-#: Owner references by the hash of their JSON: a pool's relay owns five objects, each
-#: with the same one-reference list (~760 bytes of Python objects); one list serves them
-#: all. The key is an int, not the JSON itself: an `orjson.dumps` result keeps the 4 kB
-#: buffer it was written in (82 MB for the 20,000 lists of 10,000 pools).
-_SHARED_OWNERS: weakref.WeakValueDictionary[int, _SharedList] = weakref.WeakValueDictionary()
-#: The other parts of the metadata equal across many objects, by the hash of their JSON
-#: as above: a pool's three exports carry the same labels, each relay object the same
-#: summary of who wrote it (`summarize_managed_fields`). A kind's own shared parts
-#: (`Informer.shared`) are tabled here too.
-_SHARED_METADATA_FIELDS = ("labels", "managedFields")
-_SHARED_METADATA: weakref.WeakValueDictionary[int, _SharedList | _SharedDict] = (
-    weakref.WeakValueDictionary()
-)
-
-#: A place in an object: keys from its root, "*" for every item of a list or value of
-#: a map (`("status", "conditions", "*", "type")`).
-VocabularyPath = tuple[str, ...]
-
-#: Where the bounded vocabulary of any Kubernetes object lives: values that repeat
-#: across a fleet's objects and take few distinct values for the life of the process.
-#: They are interned (one string each, however many objects hold it). Nothing else is:
-#: on CPython 3.12.0 to 3.12.4 and on free-threaded builds an interned string is
-#: immortal, so interning a value that changes without bound (a name, a timestamp, a
-#: condition's message, a label value) would keep every one ever cached. Keys need
-#: nothing: the JSON decoder hands equal keys out as one string already.
-VOCABULARY: frozenset[VocabularyPath] = frozenset(
-    {
-        ("apiVersion",),
-        ("kind",),
-        ("metadata", "finalizers", "*"),
-        *(
-            ("metadata", "labels", f"app.kubernetes.io/{label}")
-            for label in ("name", "component", "part-of", "managed-by")
-        ),
-        ("metadata", "ownerReferences", "*", "apiVersion"),
-        ("metadata", "ownerReferences", "*", "kind"),
-        *(
-            ("metadata", "managedFields", "*", key)
-            for key in ("manager", "operation", "apiVersion", "fieldsType", "subresource")
-        ),
-        *(("status", "conditions", "*", key) for key in ("type", "status", "reason")),
-    }
-)
-#: A vocabulary value longer than this is left alone: a field that should hold a word
-#: but holds free text.
-_SHORT_VALUE = 64
-#: Marks a trie node where a path ends (no field of an object is called "").
-_END = ""
-
-_Trie = dict[str, "_Trie"]
-
-
-@functools.cache
-def _vocabulary_trie(extra: frozenset[VocabularyPath]) -> _Trie:
-    """`VOCABULARY` and `extra` as a trie of keys: one walk visits only those places."""
-    root: _Trie = {}
-    for path in VOCABULARY | extra:
-        node = root
-        for key in path:
-            node = node.setdefault(key, {})
-        node[_END] = {}
-    return root
-
-
-def _intern_in(node: dict[str, Any] | list[Any], trie: _Trie) -> None:
-    if type(node) is dict:
-        for key, sub in trie.items():
-            if key == "*":
-                for k, value in node.items():
-                    _intern_one(node, k, value, sub)
-            elif key != _END and key in node:
-                _intern_one(node, key, node[key], sub)
-    else:
-        items = trie.get("*")
-        if items is not None:
-            for i, value in enumerate(node):
-                _intern_one(node, i, value, items)
-
-
-def _intern_one(parent: Any, at: str | int, value: Any, trie: _Trie) -> None:
-    kind = type(value)
-    if kind is str:
-        if _END in trie and len(value) <= _SHORT_VALUE:
-            parent[at] = sys.intern(value)  # the same key or index: no size change
-    elif kind is dict or kind is list:
-        _intern_in(value, trie)
-
-
-#: Keys of cached objects: the decoder shares equal keys only while its small cache
-#: holds them (the field sets of `managedFields` crowd them out), so most objects came
-#: with their own `metadata`, `namespace`, `ownerReferences`, ... A fleet's schema has a
-#: few hundred; user-chosen label and annotation keys fill the rest of the table.
-_KEYS: Alike[str] = Alike(16_384)
-#: Namespace names: one per namespace, not one per cached object (seven a pool).
-_NAMESPACES: Alike[str] = Alike(16_384)
-#: Creation times: a cold start, or a pool's exports made together, stamp one second
-#: on many objects (~70 bytes each). They move on with time: the table starts over.
-_TIMES: Alike[str] = Alike(4096, renew=True)
-#: Where a trimmed object's view (`runtime.objects.diff`) keeps the owner references it
-#: compares: a copy of the metadata's, shared like them.
-_VIEW_OWNERS = "metadata.ownerReferences"
-
-
-def _compact_dict(node: dict[str, Any], seen: dict[str, str]) -> dict[str, Any]:
-    """`node` anew with canonical keys (`_KEYS`) and one string for equal values within
-    one object (`seen`: a relay's status conditions share their transition time, a view
-    repeats the metadata's uid). A new map costs less than fixing keys in place, and is
-    no larger than it needs to be (a stripped field leaves no empty slot)."""
-    held = _KEYS.table
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        kind = type(value)
-        if kind is str:
-            value = seen.setdefault(value, value)
-        elif kind is dict:
-            value = _compact_dict(value, seen)
-        elif kind is list:  # not a `_SharedList`: other objects' already
-            _compact_list(value, seen)
-        canon = held.get(key)
-        out[_KEYS(key) if canon is None else canon] = value
-    return out
-
-
-def _compact_list(node: list[Any], seen: dict[str, str]) -> None:
-    for i, value in enumerate(node):
-        kind = type(value)
-        if kind is str:
-            node[i] = seen.setdefault(value, value)
-        elif kind is dict:
-            node[i] = _compact_dict(value, seen)
-        elif kind is list:
-            _compact_list(value, seen)
-
-
-def _owners_key(refs: list[Any] | dict[str, Any]) -> int | None:
-    """Keys sorted: equal parts the server wrote in another key order (a CRD's owner
-    references are sorted, a Deployment's are not) are one part."""
-    try:
-        return hash(orjson.dumps(refs, option=orjson.OPT_SORT_KEYS))
-    except TypeError:
-        return None
-
-
-def _shared(
-    value: list[Any] | dict[str, Any],
-    table: weakref.WeakValueDictionary[int, Any],
-) -> list[Any] | dict[str, Any]:
-    """The one list or map every cached object with a part equal to `value` holds."""
-    key = _owners_key(value)
-    if key is None:
-        return value
-    shared = table.get(key)
-    if shared is None:
-        shared = _SharedList(value) if type(value) is list else _SharedDict(value)
-        table[key] = shared
-    elif type(shared) is not (_SharedList if type(value) is list else _SharedDict) or (
-        shared != value
-    ):
-        return value  # a hash collision: keep its own
-    return shared
-
-
-def _share_at(obj: Obj, path: VocabularyPath) -> None:
-    node: Any = obj
-    for key in path[:-1]:
-        node = node.get(key) if type(node) is dict else None
-    if type(node) is dict:
-        part = node.get(path[-1])
-        if type(part) is list or type(part) is dict:
-            node[path[-1]] = _shared(part, _SHARED_METADATA)
-
-
-def share_common_parts(
-    obj: Obj,
-    vocabulary: frozenset[VocabularyPath] = frozenset(),
-    shared: frozenset[VocabularyPath] = frozenset(),
-) -> Obj:
-    """Make equal parts of cached objects one object: keys (`_KEYS`), namespace names
-    (`_NAMESPACES`), creation times (`_TIMES`), equal strings within the object, the
-    owner references list (the metadata's, and the copy a view keeps), the labels and
-    the field managers' summary (`_SHARED_METADATA_FIELDS`), the kind's own `shared`
-    parts (maps or lists; no `*` in their paths), and the values of the bounded
-    vocabulary (`VOCABULARY`, plus the kind's own `vocabulary`). Nothing changes value;
-    a shared part has the key order of the first object that held it (equal maps
-    compare equal in any order). Cached
-    objects are read-only (store.py), so sharing is safe; at 10,000 pools it keeps the
-    caches at about 120 MB of Python objects, of 170 MB sharing only the owners and
-    the vocabulary."""
-    if type(obj) is not dict:
-        return obj
-    seen: dict[str, str] = {}
-    view = obj.get(VIEW)
-    open_: dict[str, Any] | None = None
-    if type(view) is View:
-        # A record, which the walk does not enter: its open values are walked here, and
-        # first, so the strings they share with the shape's sample (`Shape.view`) stay
-        # those and the object's equal strings become them.
-        open_ = _compact_dict(view.open, seen)
-        obj[VIEW] = View(view.digest, open_)
-    compact = _compact_dict(obj, seen)
-    obj.clear()  # the same map: a caller may hold it
-    obj.update(compact)
-    # After the walk: it would swap an interned value for an equal one met before it.
-    _intern_in(obj, _vocabulary_trie(vocabulary))
-    for path in shared:
-        _share_at(obj, path)
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return obj
-    namespace = meta.get("namespace")
-    if type(namespace) is str:
-        meta["namespace"] = _NAMESPACES(namespace)
-    created = meta.get("creationTimestamp")
-    if type(created) is str:
-        meta["creationTimestamp"] = _TIMES(created)
-    for field in _SHARED_METADATA_FIELDS:
-        part = meta.get(field)
-        if type(part) is list or type(part) is dict:
-            meta[field] = _shared(part, _SHARED_METADATA)
-    refs = meta.get("ownerReferences")
-    if type(refs) is list and refs:
-        owners = meta["ownerReferences"] = _shared(refs, _SHARED_OWNERS)
-        if open_ is not None and open_.get(_VIEW_OWNERS) == owners:
-            open_[_VIEW_OWNERS] = owners
-    return obj
-
-
-def strip_last_applied(obj: Obj) -> Obj:
-    """Drop kubectl's last-applied annotation (a copy of the object a user applied): no
-    controller reads it, and a DGD's carries its pod templates."""
-    meta = obj.get("metadata")
-    annotations = meta.get("annotations") if isinstance(meta, dict) else None
-    if isinstance(annotations, dict) and LAST_APPLIED in annotations:
-        del annotations[LAST_APPLIED]
-    return obj
-
-
 class Informer:
     """Keeps `store` in step with one resource (optionally one namespace and selector).
 
@@ -437,11 +169,8 @@ class Informer:
         *,
         label_selector: str | None = None,
         field_selector: str | None = None,
-        transform: Transform | None = None,
+        transform: Transform = DEFAULT_TRANSFORM,
         keep: Keep | None = None,
-        keep_managed_fields: bool = False,
-        vocabulary: Iterable[VocabularyPath] = (),
-        shared: Iterable[VocabularyPath] = (),
         clock: Clock | None = None,
         backoff: Backoff | None = None,
         page_size: int = PAGE_SIZE,
@@ -455,14 +184,10 @@ class Informer:
         self.namespace = namespace if namespace and resource.namespaced else None
         self.label_selector = label_selector or None
         self.field_selector = field_selector or None
+        #: The one hook every listed and watched object passes before it is stored
+        #: (`transform.py`): what is dropped here no reader sees.
         self.transform = transform
         self.keep = keep
-        self.keep_managed_fields = keep_managed_fields
-        #: Where this kind's own bounded vocabulary lives, beyond `VOCABULARY`.
-        self.vocabulary = frozenset(vocabulary)
-        #: Parts of this kind often equal across objects (a fleet's DGDs made from one
-        #: template): one copy each (`share_common_parts`).
-        self.shared = frozenset(shared)
         self.store = Store()
         self._clock: Clock = clock or SystemClock()
         self._backoff = backoff or Backoff()
@@ -919,25 +644,11 @@ class Informer:
         # List items come without apiVersion/kind; watch events have them. Make both alike.
         obj.setdefault("apiVersion", self.resource.api_version)
         obj.setdefault("kind", self.resource.kind)
-        if not self.keep_managed_fields:
-            strip_managed_fields(obj)
-        strip_last_applied(obj)
-        if self.transform is not None:
-            try:
-                obj = self.transform(obj)
-            except Exception:
-                log.exception(
-                    "informer %s: transform failed on %s/%s; caching it untransformed",
-                    self.description,
-                    *object_key(obj),
-                )
-        # After the transform: only what is kept is shared. An object nested past the
-        # interpreter's recursion (orjson decodes deeper) is cached unshared, not lost.
         try:
-            return share_common_parts(obj, self.vocabulary, self.shared)
-        except RecursionError:
-            log.warning(
-                "informer %s: %s/%s is nested too deep to share its parts; cached as it is",
+            return self.transform(obj)
+        except Exception:
+            log.exception(
+                "informer %s: transform failed on %s/%s; caching it untransformed",
                 self.description,
                 *object_key(obj),
             )

@@ -9,16 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.cache.informer import (
-    Informer,
-    Keep,
-    Transform,
-    VocabularyPath,
-)
+from dynamo_pool_operator.runtime.cache.informer import Informer, Keep
+from dynamo_pool_operator.runtime.cache.transform import DEFAULT_TRANSFORM, Transform
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.clock import Clock
 from dynamo_pool_operator.runtime.objects.resources import Resource
@@ -58,22 +53,14 @@ class SharedInformers:
         *,
         transform: Transform | None = None,
         keep: Keep | None = None,
-        keep_managed_fields: bool = False,
-        vocabulary: Iterable[VocabularyPath] = (),
-        shared: Iterable[VocabularyPath] = (),
     ) -> Informer:
         """The shared informer for this key, created on first use.
 
-        A transform decides what every sharer sees, so asking for a different one
-        than the informer already has is an error rather than a silent surprise.
-        `keep_managed_fields` leaves `metadata.managedFields` for the transform to
-        trim (they are dropped by default). `vocabulary` adds where the kind's own
-        bounded vocabulary lives (interned: see `informer.VOCABULARY`), `shared` the
-        parts often equal across its objects (one copy each: `share_common_parts`).
-        """
+        A transform decides what every sharer sees (`transform.for_cache`; none given:
+        the informer's, or `DEFAULT_TRANSFORM` for a new one), so asking for another one
+        than the informer already has is an error rather than a silent surprise; equal
+        transforms (a `Chain` of the same steps) are the same."""
         ns = namespace if namespace and resource.namespaced else None
-        vocabulary = frozenset(vocabulary)
-        shared = frozenset(shared)
         key = (resource, ns, label_selector or None)
         informer = self._informers.get(key)
         if informer is None:
@@ -84,26 +71,19 @@ class SharedInformers:
                 resource,
                 ns,
                 label_selector=label_selector,
-                transform=transform,
+                transform=DEFAULT_TRANSFORM if transform is None else transform,
                 keep=keep,
-                keep_managed_fields=keep_managed_fields,
-                vocabulary=vocabulary,
-                shared=shared,
                 clock=self._clock,
                 registry=self._registry,
             )
             self._informers[key] = informer
             if self._started:
                 self._start(informer)
-        elif (
-            (transform is not None and informer.transform != transform)
-            or (keep is not None and informer.keep != keep)
-            or (vocabulary and informer.vocabulary != vocabulary)
-            or (shared and informer.shared != shared)
+        elif (transform is not None and informer.transform != transform) or (
+            keep is not None and informer.keep != keep
         ):
             raise ValueError(
-                f"informer {informer.description} already exists with another transform, "
-                "filter, vocabulary or shared parts"
+                f"informer {informer.description} already exists with another transform or filter"
             )
         return informer
 

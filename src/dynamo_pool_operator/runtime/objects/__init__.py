@@ -1,10 +1,9 @@
 """What any object is, read without I/O: where it lives (`Resource`), its metadata and
 conditions (`Meta`, ownership, the hand-over rules) and whether an apply would change it
-(`needs_apply`, `Shape`); and how the pure core's values are made (`record`) and
-equal ones held once (`Alike`). The pure planning imports this face and nothing else of
+(`needs_apply`, `Shape`); and how the pure core's values are made (`record`). The
+pure planning imports this face and nothing else of
 the runtime; `make lint` holds it to that."""
 
-from dynamo_pool_operator.runtime.objects.alike import Alike
 from dynamo_pool_operator.runtime.objects.diff import (
     VIEW,
     Shape,
@@ -48,7 +47,6 @@ __all__ = [
     "MESSAGE_LIMIT",
     "SERVICES",
     "VIEW",
-    "Alike",
     "Meta",
     "Resource",
     "Shape",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dynamo_pool_operator.runtime.objects.alike import Alike
+from dynamo_pool_operator.runtime.cache.sharing import Alike
 
 
 def _fresh(value: str) -> str:

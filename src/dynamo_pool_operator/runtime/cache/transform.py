@@ -1,0 +1,78 @@
+"""The cache's one transform hook: what an informer keeps of each object it is sent.
+
+As controller-runtime's cache (`DefaultTransform`, `TransformStripManagedFields`), every
+object a list or watch brings passes through one function before it is stored; what it
+drops no reader sees, and a reader that needs more asks for another transform. A cache's
+transform is a `Chain` of steps, in order: drop what no controller reads (the managed
+fields, kubectl's last-applied copy), the kind's own trim (the reader's: what its
+reconciler reads), then share what is alike across objects (`sharing.Share`). A chain
+is a value: two readers of one shared informer asking for equal chains agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from dynamo_pool_operator.runtime.cache.sharing import Share, VocabularyPath
+from dynamo_pool_operator.runtime.cache.store import Obj
+
+Transform = Callable[[Obj], Obj]
+
+#: kubectl's client-side apply keeps the whole applied object in this annotation: as
+#: large as the object's spec, and read by kubectl only.
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def strip_managed_fields(obj: Obj) -> Obj:
+    """Drop `metadata.managedFields`: often the largest part of an object, and a
+    controller never needs it from the cache (SSA tracks ownership server-side)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        meta.pop("managedFields", None)
+    return obj
+
+
+def strip_last_applied(obj: Obj) -> Obj:
+    """Drop kubectl's last-applied annotation (a copy of the object a user applied): no
+    controller reads it, and a DGD's carries its pod templates."""
+    meta = obj.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    if isinstance(annotations, dict) and LAST_APPLIED in annotations:
+        del annotations[LAST_APPLIED]
+    return obj
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """Steps applied in order; equal when its steps are (functions by identity)."""
+
+    steps: tuple[Transform, ...]
+
+    def __call__(self, obj: Obj) -> Obj:
+        for step in self.steps:
+            obj = step(obj)
+        return obj
+
+
+def for_cache(
+    trim: Transform | None = None,
+    *,
+    managed_fields: bool = False,
+    vocabulary: Iterable[VocabularyPath] = (),
+    shared: Iterable[VocabularyPath] = (),
+) -> Chain:
+    """A cache's transform: drop what no controller reads (`managed_fields`: keep
+    `metadata.managedFields` for `trim` to read), `trim`, share what is alike
+    (`vocabulary`: where the kind's own bounded words live; `shared`: its parts often
+    equal across objects)."""
+    steps: list[Transform] = [] if managed_fields else [strip_managed_fields]
+    steps.append(strip_last_applied)
+    if trim is not None:
+        steps.append(trim)
+    steps.append(Share(frozenset(vocabulary), frozenset(shared)))
+    return Chain(tuple(steps))
+
+
+#: What a cache keeps when its reader names no transform.
+DEFAULT_TRANSFORM = for_cache()
