@@ -89,16 +89,47 @@ def test_the_selection_is_the_mirror_of_the_mutated_modules() -> None:
     assert sorted((mirror | CROSS) - selected) == [], "not run against the mutants"
 
 
-def test_the_pure_core_imports_no_effects() -> None:
-    """A mutated module must be pure: the import-linter contract forbids the effectful
-    runtime; here, that each mutated module is one the contract covers."""
+def _contracts() -> list[dict[str, object]]:
     with (ROOT / "pyproject.toml").open("rb") as f:
-        contracts = tomllib.load(f)["tool"]["importlinter"]["contracts"]
-    (forbidden,) = [c for c in contracts if c["name"].startswith("The pure modules never")]
-    covered = forbidden["source_modules"]
-    for path in _mutmut()["only_mutate"]:
-        dotted = path.removeprefix("src/").removesuffix(".py").replace("/", ".")
-        assert any(dotted == c or dotted.startswith(c + ".") for c in covered), dotted
+        contracts: list[dict[str, object]] = tomllib.load(f)["tool"]["importlinter"]["contracts"]
+    return contracts
+
+
+def pure_core() -> set[str]:
+    """The pure core as the import-linter contract names it, each package spelled out
+    into its modules (a face, `__init__.py`, hands names on and is no module of it)."""
+    (forbidden,) = [c for c in _contracts() if str(c["name"]).startswith("The pure modules never")]
+    out: set[str] = set()
+    for dotted in forbidden["source_modules"]:  # type: ignore[attr-defined]
+        path = ROOT / "src" / Path(*str(dotted).split("."))
+        if path.is_dir():
+            out |= {str(p.relative_to(ROOT)) for p in path.rglob("*.py") if p.name != "__init__.py"}
+        else:
+            out.add(str(path.relative_to(ROOT)) + ".py")
+    return out
+
+
+def test_the_mutated_modules_are_the_pure_core() -> None:
+    """One list of the pure core: the import-linter contract keeps it pure, mutation
+    testing mutates exactly it. A module added to one and not the other fails here."""
+    mutated = set(_mutmut()["only_mutate"])
+    core = pure_core()
+    assert sorted(core - mutated) == [], "pure, and not mutated: add it to only_mutate"
+    assert sorted(mutated - core) == [], "mutated, and not in the pure contract"
+
+
+def test_every_runtime_module_is_in_the_runtime_layers_contract() -> None:
+    """A room of the runtime outside its layers contract could import any other room."""
+    (layers,) = [c for c in _contracts() if str(c["name"]).startswith("runtime/: each room")]
+    named = {
+        name.strip()
+        for layer in layers["layers"]  # type: ignore[attr-defined]
+        for name in str(layer).replace("|", ":").split(":")
+    }
+    runtime = PACKAGE / "runtime"
+    rooms = {p.stem for p in runtime.glob("*.py") if p.name != "__init__.py"}
+    rooms |= {p.name for p in runtime.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert sorted(rooms - named) == [], "a runtime room in no layer of its contract"
 
 
 def test_fnmatch_of_only_mutate_matches_nothing_else() -> None:
