@@ -348,7 +348,7 @@ def build(
             about_version=None,
             unconfirmed_after=timedelta(seconds=config.multi_cluster.unconfirmed_after),
             confirmation=implementation.confirmation(config.multi_cluster.confirmation),
-            frontends=FrontendCaches(caches.services),
+            frontends=FrontendCaches(caches.frontend_services),
         )
     relay = config.pool_relay
     reconciler = PoolRelayReconciler(

@@ -44,6 +44,7 @@ from typing import Any
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api import dgd as dgd_api
 from dynamo_pool_operator.api.mcs import ABOUT_GROUP, CLUSTERPROPERTIES, MCS_GROUP, SERVICEEXPORTS
+from dynamo_pool_operator.pool.relay.kinds import RELAY_KINDS
 
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 
@@ -138,14 +139,8 @@ MANAGER_RULES: tuple[Rule, ...] = (
         "whose a frontend's Service is: Dynamo's operator controls it by the DGD's "
         "DynamoComponentDeployment (read only) off the Grove path",
     ),
-    Rule("apps", ("deployments",), _OWN, "the relay Deployment <dgd>-pool-relay"),
-    Rule(
-        "",
-        ("services",),
-        _OWN,
-        "the relay Service <dgd>-pool-relay; every other Service is read (whose a "
-        "frontend's Service is), never written",
-    ),
+    # Every kind a relay owns (pool/relay/kinds.py): one rule each.
+    *(Rule(k.resource.group, (k.resource.plural,), _OWN, k.why) for k in RELAY_KINDS),
     Rule(
         MCS_GROUP,
         (SERVICEEXPORTS,),

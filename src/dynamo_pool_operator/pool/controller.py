@@ -28,6 +28,7 @@ Watches:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from dynamo_pool_operator.api import crd, names
@@ -39,8 +40,7 @@ from dynamo_pool_operator.api.dgd import (
 )
 from dynamo_pool_operator.api.shown import ShownStatus
 from dynamo_pool_operator.pool.reconciler import RelayCaches
-from dynamo_pool_operator.pool.relay.objects import shape
-from dynamo_pool_operator.pool.status import shown_inputs
+from dynamo_pool_operator.pool.relay.kinds import BY_KIND, RELAY_KINDS, OwnedKind, shape
 from dynamo_pool_operator.runtime import (
     Alike,
     Controller,
@@ -55,8 +55,6 @@ from dynamo_pool_operator.runtime import (
     spec_or_metadata_changed,
 )
 from dynamo_pool_operator.runtime.objects import (
-    DEPLOYMENTS,
-    SERVICES,
     VIEW,
     Meta,
     Resource,
@@ -188,55 +186,52 @@ _RELAY_OBJECT_METADATA = (
     "ownerReferences",
     "managedFields",
 )
-#: Kept of a relay Deployment's status: what `availability` reads.
-_DEPLOYMENT_STATUS = ("observedGeneration", "replicas", "updatedReplicas", "availableReplicas")
-_DEPLOYMENT_CONDITIONS = ("ReplicaFailure", "Progressing", "Available")
+#: What is kept of each condition a relay object's cache keeps.
+_CONDITION_FIELDS = ("type", "status", "reason", "message")
 
 
 def _trimmed_metadata(meta: Mapping[str, Any], drop: str | None = None) -> dict[str, Any]:
     return {k: meta[k] for k in _RELAY_OBJECT_METADATA if k in meta and k != drop}
 
 
-def trim_deployment(obj: Obj) -> Obj:
-    """An informer transform: of a Deployment named `<D>-pool-relay`, keep what the
-    reconciler reads and a view of the fields we render (what `pool.drift` compares), not
-    the pod template with the server's defaults (~13 kB of Python objects, ~3 kB kept)."""
-    summarize_managed_fields(obj)
-    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-    status = obj.get("status") or {}
-    kept_status: dict[str, Any] = {k: status[k] for k in _DEPLOYMENT_STATUS if k in status}
-    conditions = status.get("conditions")
-    if isinstance(conditions, list):
-        kept_status["conditions"] = [
-            {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
-            for c in conditions
-            if isinstance(c, Mapping) and c.get("type") in _DEPLOYMENT_CONDITIONS
-        ]
-    return {
-        "apiVersion": obj.get("apiVersion"),
-        "kind": obj.get("kind"),
-        "metadata": _trimmed_metadata(meta, drop=_UNREAD_METADATA),
-        "spec": {"replicas": spec["replicas"]} if "replicas" in spec else {},
-        "status": kept_status,
-        VIEW: shape("Deployment").view(obj),
-    }
+@dataclass(frozen=True, slots=True)
+class Trim:
+    """An informer transform for the relay objects of one kind (`relay/kinds.py`): of an
+    object named `<D>-pool-relay`, what the reconciler reads (its entry's kept spec and
+    status) and a view of the fields we render (what the drift rule compares), not the
+    pod template with the server's defaults (a Deployment: ~13 kB of Python objects,
+    ~3 kB kept); of any other object of a kind whose cache holds them all (the
+    frontends' Services), its `identity_stub`. A value: equal for one kind."""
 
+    kind: str
 
-def trim_service(obj: Obj) -> Obj:
-    """An informer transform: of a Service named `<D>-pool-relay`, keep what the
-    reconciler reads (its shape: `clusterIP`) and a view of the fields we render; of
-    any other Service, its `identity_stub`."""
-    if not is_relay_object(obj):
-        return identity_stub(obj)
-    summarize_managed_fields(obj)
-    spec = obj.get("spec") or {}
-    return {
-        "apiVersion": obj.get("apiVersion"),
-        "kind": obj.get("kind"),
-        "metadata": _trimmed_metadata(obj.get("metadata") or {}),
-        "spec": {"clusterIP": spec["clusterIP"]} if "clusterIP" in spec else {},
-        VIEW: shape("Service").view(obj),
-    }
+    def __call__(self, obj: Obj) -> Obj:
+        entry = BY_KIND[self.kind]
+        if entry.frontends and not is_relay_object(obj):
+            return identity_stub(obj)
+        summarize_managed_fields(obj)
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        kept: dict[str, Any] = {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "metadata": _trimmed_metadata(
+                meta, drop=None if entry.creation_read else _UNREAD_METADATA
+            ),
+            "spec": {k: spec[k] for k in entry.spec_kept if k in spec},
+        }
+        if entry.status_kept or entry.conditions_kept:
+            status = obj.get("status") or {}
+            kept_status = {k: status[k] for k in entry.status_kept if k in status}
+            conditions = status.get("conditions")
+            if entry.conditions_kept and isinstance(conditions, list):
+                kept_status["conditions"] = [
+                    {k: c[k] for k in _CONDITION_FIELDS if k in c}
+                    for c in conditions
+                    if isinstance(c, Mapping) and c.get("type") in entry.conditions_kept
+                ]
+            kept["status"] = kept_status
+        kept[VIEW] = shape(self.kind).view(obj)
+        return kept
 
 
 def dgd_cache(informers: SharedInformers, *, namespace: str | None, version: str) -> Informer:
@@ -265,22 +260,26 @@ def relay_caches(
             RELAYS, namespace, transform=for_cache(keep_relay_fields, shared=RELAY_SHARED)
         ),
         dgds=dgd_cache(informers, namespace=namespace, version=dgd_version),
-        # Who wrote the relay objects how (not the field sets): an object whose create
-        # was never handed over to the apply manager shows there.
-        deployments=informers.get(
-            DEPLOYMENTS,
-            namespace,
-            label_selector=RELAY_OBJECT_SELECTOR,
-            keep=is_relay_object,
-            transform=for_cache(trim_deployment, managed_fields=True, shared=RELAY_OBJECT_SHARED),
-        ),
-        services=informers.get(
-            SERVICES,
-            namespace,
-            label_selector=None if frontends else RELAY_OBJECT_SELECTOR,
-            keep=None if frontends else is_relay_object,
-            transform=for_cache(trim_service, managed_fields=True, shared=RELAY_OBJECT_SHARED),
-        ),
+        objects={
+            kind.kind: _objects(informers, kind, namespace, frontends) for kind in RELAY_KINDS
+        },
+    )
+
+
+def _objects(
+    informers: SharedInformers, kind: OwnedKind, namespace: str | None, frontends: bool
+) -> Informer:
+    """The cache of one kind of relay object: by our labels (`RELAY_OBJECT_SELECTOR`),
+    or, for the kind that holds the frontends' Services while exports are on, every one."""
+    every = frontends and kind.frontends
+    return informers.get(
+        kind.resource,
+        namespace,
+        label_selector=None if every else RELAY_OBJECT_SELECTOR,
+        keep=None if every else is_relay_object,
+        # Who wrote the relay objects how (not the field sets): kept by the trim, so an
+        # object whose create was never handed over to the apply manager shows there.
+        transform=for_cache(Trim(kind.kind), managed_fields=True, shared=RELAY_OBJECT_SHARED),
     )
 
 
@@ -294,10 +293,13 @@ def relay_object_changed(etype: EventType, old: Obj | None, new: Obj | None) -> 
     return spec_or_metadata_changed(etype, old, new) or _view(old) != _view(new)
 
 
-def deployment_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
-    """A change of the relay Deployment's spec or metadata, or of what its status says
-    about the relay's availability (`RelayAvailable`); other status writes are noise."""
-    return relay_object_changed(etype, old, new) or shown_inputs(old) != shown_inputs(new)
+def status_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
+    """A change of a relay object's spec or metadata, or of the status its cache keeps
+    (what a pass reads of it: the Deployment's availability, `RelayAvailable`); other
+    status writes are noise, dropped by the trim."""
+    return relay_object_changed(etype, old, new) or (old or {}).get("status") != (new or {}).get(
+        "status"
+    )
 
 
 def relays_naming_service(caches: RelayCaches) -> MapFunc:
@@ -322,6 +324,10 @@ def wire(controller: Controller, caches: RelayCaches) -> Controller:
     """Declare the controller's watches."""
     controller.for_(caches.relays, spec_or_metadata_changed)
     watch_dgds(controller, caches.dgds)
-    controller.watches(caches.deployments, relay_of_object, deployment_changed)
-    controller.watches(caches.services, relays_naming_service(caches), relay_object_changed)
+    for kind in RELAY_KINDS:
+        controller.watches(
+            caches.of_kind(kind.kind),
+            relays_naming_service(caches) if kind.frontends else relay_of_object,
+            status_changed if kind.status_wakes else relay_object_changed,
+        )
     return controller

@@ -14,8 +14,9 @@ the status says what it waits for):
   replaced Service), and, withdrawing the pool, after every export of the pool was:
   an MCS implementation never sees an export of a Service already gone;
 - an export is created for a relay object only once that object was created;
-- the relay Service is written only after the Deployment's write in the same pass
-  succeeded (a port moves in the pods before the Service sends traffic to it).
+- a relay object is written only after the writes in the same pass of the kinds it
+  waits for succeeded (`relay/kinds.py`: the Service waits for the Deployment, as a
+  port moves in the pods before the Service sends traffic to it).
 A need on an object that is already as wanted is not recorded: it is observed done.
 """
 
@@ -41,6 +42,7 @@ from dynamo_pool_operator.pool.model import (
     Snapshot,
     Verb,
 )
+from dynamo_pool_operator.pool.relay.kinds import BY_KIND
 from dynamo_pool_operator.pool.relay.objects import plan_relay_objects
 from dynamo_pool_operator.runtime.objects import describe_controller, is_controlled_by, record
 
@@ -280,12 +282,11 @@ def _relay_needs(
         if decision.publish:  # replaced: after the exports that point at it
             going = [o for o in going if o.points_at == action.key]
         return tuple(o.key for o in going)
-    if action.resource.kind == "Service" and action.verb in (Verb.CREATE, Verb.APPLY):
-        # Publishing plans the Deployment with the Service, always.
-        deployment = relay[("Deployment", action.name)]
-        if deployment.verb in _WRITING:
-            return (deployment.key,)
-    return ()
+    if action.verb not in (Verb.CREATE, Verb.APPLY):
+        return ()
+    # The kinds its write waits for (`relay/kinds.py`), when this pass writes them.
+    before = (relay.get((kind, action.name)) for kind in BY_KIND[action.resource.kind].after)
+    return tuple(b.key for b in before if b is not None and b.verb in _WRITING)
 
 
 def _other_needs(action: Action, relay: dict[Key, Action]) -> tuple[Key, ...]:

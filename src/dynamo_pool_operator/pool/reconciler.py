@@ -47,7 +47,7 @@ from dynamo_pool_operator.pool.model import (
     Verb,
 )
 from dynamo_pool_operator.pool.plan import make_plan
-from dynamo_pool_operator.pool.relay.objects import RELAY_OBJECTS
+from dynamo_pool_operator.pool.relay.kinds import BY_KIND, RELAY_KINDS
 from dynamo_pool_operator.pool.status import report
 from dynamo_pool_operator.runtime import (
     Client,
@@ -72,13 +72,18 @@ class RelayCaches:
 
     relays: Informer
     dgds: Informer
-    deployments: Informer
-    #: Every Service: the relay's own in full, any other as a stub (whose it is).
-    services: Informer
+    #: The relay objects' caches, by kind (`relay/kinds.py`, the table they follow).
+    objects: dict[str, Informer]
 
     def of_kind(self, kind: str) -> Informer:
-        """The cache of the relay objects of `kind` ("Deployment", "Service")."""
-        return self.deployments if kind == "Deployment" else self.services
+        """The cache of the relay objects of `kind`."""
+        return self.objects[kind]
+
+    @property
+    def frontend_services(self) -> Informer:
+        """Every Service (the relay's own in full, any other as a stub): where the
+        frontends' Services are read while exports are on."""
+        return next(self.objects[k.kind] for k in RELAY_KINDS if k.frontends)
 
     def hides(self, kind: str) -> bool:
         """Whether the cache of `kind` may hide a relay object (it watches by label
@@ -87,10 +92,7 @@ class RelayCaches:
 
     def relay_objects(self, namespace: str, relay: str) -> dict[str, Mapping[str, Any] | None]:
         name = names.relay_name(relay)
-        return {
-            "Deployment": self.deployments.store.get(namespace, name),
-            "Service": self.services.store.get(namespace, name),
-        }
+        return {kind: cache.store.get(namespace, name) for kind, cache in self.objects.items()}
 
 
 class ReconcileErrors(errors.Failures):
@@ -383,7 +385,6 @@ class PoolRelayReconciler:
         if not found:
             return
         now = self.clock.now()
-        resources = dict(RELAY_OBJECTS)
         for kind, f in list(found.items()):
             if f.recheck_at > now:
                 continue
@@ -391,7 +392,7 @@ class PoolRelayReconciler:
             meta = f.obj.get("metadata") or {}
             try:
                 got = await self.executor.writes.read(
-                    resources[kind], str(meta.get("namespace")), str(meta.get("name"))
+                    BY_KIND[kind].resource, str(meta.get("namespace")), str(meta.get("name"))
                 )
             except errors.ApiError as e:
                 log.warning("cannot read %s again: %s", kind, e, extra=_where(request))
@@ -409,7 +410,7 @@ class PoolRelayReconciler:
 #: Actions that write nothing and wait for nothing.
 _QUIET_VERBS = frozenset({Verb.NONE, Verb.FOREIGN})
 #: The relay's own objects' kinds (not its exports).
-_RELAY_KINDS = frozenset(kind for kind, _ in RELAY_OBJECTS)
+_RELAY_KINDS = frozenset(BY_KIND)
 
 
 def _where(request: Request) -> dict[str, str]:

@@ -87,8 +87,8 @@ async def test_the_deployment_cache_never_receives_unrelated_deployments(
         await published_pool(client, namespace)
         caches = operator.running.reconciler.caches
         await operator.settle()
-        assert caches.deployments.label_selector == RELAY_OBJECT_SELECTOR
-        assert caches.services.label_selector == RELAY_OBJECT_SELECTOR  # exports off
+        assert caches.of_kind("Deployment").label_selector == RELAY_OBJECT_SELECTOR
+        assert caches.of_kind("Service").label_selector == RELAY_OBJECT_SELECTOR  # exports off
         # (Other tests' relays, in namespaces being deleted, may still be cached.)
         held = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in _all(caches)]
         assert (namespace, RELAY_OBJ) in held
@@ -99,7 +99,7 @@ async def test_the_deployment_cache_never_receives_unrelated_deployments(
 
 
 def _all(caches: Any) -> list[dict[str, Any]]:
-    return list(caches.deployments.store.list())
+    return list(caches.of_kind("Deployment").store.list())
 
 
 async def test_a_foreign_deployment_of_the_relays_name_conflicts_until_it_is_deleted(
@@ -170,7 +170,7 @@ async def test_our_deployment_whose_labels_a_user_removed_is_repaired(
     assert obj["metadata"]["labels"] == names.owned_object_labels(POOL)
     await operator.settle()
     caches = operator.running.reconciler.caches
-    assert caches.deployments.store.get(namespace, RELAY_OBJ) is not None
+    assert caches.of_kind("Deployment").store.get(namespace, RELAY_OBJ) is not None
     cond = await decision_of(client, namespace, POOL)
     assert cond is not None
     assert cond["status"] == "True", cond

@@ -13,13 +13,14 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any, cast
 
-from dynamo_pool_operator.pool.controller import relays_naming_service, trim_service
+from dynamo_pool_operator.pool.controller import Trim, relays_naming_service
 from dynamo_pool_operator.pool.exports.wiring import relay_of_controller
 from dynamo_pool_operator.pool.reconciler import RelayCaches
 from dynamo_pool_operator.runtime.cache.store import Store
 from dynamo_pool_operator.runtime.objects import identity_stub
 
 NS = "team"
+trim_service = Trim("Service")
 
 
 def dgd(name: str, *frontends: str, namespace: str = NS) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from dynamo_pool_operator.api.shown import ShownLine, ShownStatus, read_conditio
 from dynamo_pool_operator.pool import controller
 from dynamo_pool_operator.pool.exports.plan import EXPORT_DRIFT, export_body
 from dynamo_pool_operator.pool.ladder import NO_DRIFT, Rule, drift
-from dynamo_pool_operator.pool.relay import objects as relay_objects
+from dynamo_pool_operator.pool.relay import kinds, render
 from dynamo_pool_operator.runtime import EventType
 from dynamo_pool_operator.runtime.cache import sharing
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
@@ -178,8 +178,8 @@ def test_the_relay_objects_are_watched_by_the_labels_only_they_carry() -> None:
     Service is watched (a foreign one of a frontend's name must be seen), as stubs."""
     caches = _caches()
     selector = controller.RELAY_OBJECT_SELECTOR
-    assert caches.deployments.label_selector == selector
-    assert caches.services.label_selector == selector
+    assert caches.of_kind("Deployment").label_selector == selector
+    assert caches.of_kind("Service").label_selector == selector
     wanted = dict(pair.split("=") for pair in selector.split(","))
     assert wanted.items() <= names.owned_object_labels("pool").items()
     assert not wanted.items() <= names.selector("pool").items()  # not the pods' labels
@@ -187,8 +187,8 @@ def test_the_relay_objects_are_watched_by_the_labels_only_they_carry() -> None:
     exported = controller.relay_caches(
         informers, namespace=None, dgd_version="v1beta1", frontends=True
     )
-    assert exported.deployments.label_selector == selector
-    assert exported.services.label_selector is None
+    assert exported.of_kind("Deployment").label_selector == selector
+    assert exported.of_kind("Service").label_selector is None
 
 
 def _served(body: dict[str, Any], **more: Any) -> dict[str, Any]:
@@ -224,8 +224,8 @@ def _realistic() -> dict[str, tuple[Any, dict[str, Any], Rule | None, dict[str, 
     meta = {"name": "pool", "namespace": "team", "uid": "0c4b2a8e-7a1b-4a40-9e0b-000000000002"}
     relay = relay_from_object({"metadata": meta, "spec": {}}, RelayDefaults("relay:1", 8090))
     pool = pool_from_object({"metadata": {"name": "pool", "namespace": "team"}})
-    deployment = relay_objects.deployment(relay, pool, "c")
-    service = relay_objects.service(relay)
+    deployment = render.deployment(relay, pool, "c")
+    service = render.service(relay)
     export = export_body(serviceexports("v1beta1"), relay, "pool-pool-relay")
     stamp = "2026-12-03T10:00:01Z"
     relay_status = {
@@ -267,15 +267,15 @@ def _realistic() -> dict[str, tuple[Any, dict[str, Any], Rule | None, dict[str, 
         ),
         "dgd": (caches.dgds, _served(dgd), None, None),
         "deployment": (
-            caches.deployments,
+            caches.of_kind("Deployment"),
             _served(deployment, status={"observedGeneration": 1, "replicas": 2}),
-            relay_objects.rule("Deployment"),
+            kinds.rule("Deployment"),
             deployment,
         ),
         "service": (
-            caches.services,
+            caches.of_kind("Service"),
             _served(service, status={"loadBalancer": {}}),
-            relay_objects.rule("Service"),
+            kinds.rule("Service"),
             service,
         ),
         "export": (exports, _served(export), EXPORT_DRIFT, export),
@@ -363,15 +363,15 @@ def _cached_relay_objects(name: str, *, cluster_ip: str | None = None) -> dict[s
     spec = {} if cluster_ip is None else {"service": {"headless": False}}
     relay = relay_from_object({"metadata": meta, "spec": spec}, RelayDefaults("relay:1", 8090))
     pool = pool_from_object({"metadata": {"name": name, "namespace": "team"}})
-    deployment = _served(relay_objects.deployment(relay, pool, "c"))
-    service = _served(relay_objects.service(relay))
+    deployment = _served(render.deployment(relay, pool, "c"))
+    service = _served(render.service(relay))
     if cluster_ip is not None:
         service["spec"]["clusterIP"] = cluster_ip
     return {
-        "deployment": caches.deployments.as_cached(
+        "deployment": caches.of_kind("Deployment").as_cached(
             orjson.loads(orjson.dumps(deployment))
         ),
-        "service": caches.services.as_cached(orjson.loads(orjson.dumps(service))),
+        "service": caches.of_kind("Service").as_cached(orjson.loads(orjson.dumps(service))),
     }
 
 

@@ -21,7 +21,7 @@ from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_obje
 from dynamo_pool_operator.pool import controller
 from dynamo_pool_operator.pool.exports.plan import EXPORT_DRIFT, export_body
 from dynamo_pool_operator.pool.ladder import NO_DRIFT, Drift, Part, Rule, drift
-from dynamo_pool_operator.pool.relay import objects as relay_objects
+from dynamo_pool_operator.pool.relay import kinds, render
 from dynamo_pool_operator.runtime.objects.diff import VIEW
 
 SERVICE_EXPORTS = serviceexports("v1alpha1")
@@ -38,10 +38,10 @@ def bodies() -> dict[str, tuple[Rule, dict[str, Any]]]:
     pool = pool_from_object({"metadata": {"name": "pool", "namespace": "team"}})
     return {
         "Deployment": (
-            relay_objects.rule("Deployment"),
-            relay_objects.deployment(relay, pool, "c"),
+            kinds.rule("Deployment"),
+            render.deployment(relay, pool, "c"),
         ),
-        "Service": (relay_objects.rule("Service"), relay_objects.service(relay)),
+        "Service": (kinds.rule("Service"), render.service(relay)),
         "ServiceExport": (EXPORT_DRIFT, export_body(SERVICE_EXPORTS, relay, "pool-pool-relay")),
     }
 
@@ -54,8 +54,8 @@ def served(body: dict[str, Any]) -> dict[str, Any]:
 
 
 CACHED: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    "Deployment": controller.trim_deployment,
-    "Service": controller.trim_service,
+    "Deployment": controller.Trim("Deployment"),
+    "Service": controller.Trim("Service"),
     "ServiceExport": lambda o: o,  # the exports' cache keeps them whole
 }
 
@@ -83,14 +83,14 @@ def test_every_owned_kind_is_right_as_written_and_drifted_after_an_edit(kind: st
 
 def test_a_relay_object_is_answered_from_its_view_when_the_cache_keeps_one() -> None:
     rule, body = bodies()["Service"]
-    live = controller.trim_service(served(body))
+    live = controller.Trim("Service")(served(body))
     assert VIEW in live
     assert not drift(rule, live, body)
     live[VIEW] = dataclasses.replace(live[VIEW], digest="another")
     assert drift(rule, live, body), "the view decides, not the few fields kept whole"
     # Without a shape the rule compares whole: the trimmed object lacks the spec.
     assert drift(
-        Rule(quantities=relay_objects.QUANTITY_PATHS), controller.trim_service(served(body)), body
+        Rule(quantities=render.QUANTITY_PATHS), controller.Trim("Service")(served(body)), body
     )
 
 

@@ -434,12 +434,14 @@ def test_a_held_deployment_is_named_with_what_waits_for_it() -> None:
     unreadable = ClusterID(True, None, "about.k8s.io/v1alpha1", "cannot read")
     snap = Snapshot(make_relay(), make_pool(), {}, cluster_id=unreadable, read_at=NOW)
     _, said = run(snap, export_rules())
-    from dynamo_pool_operator.pool.relay.objects import CLUSTER_ID_UNKNOWN
+    from dynamo_pool_operator.pool.relay.kinds import DEPLOYMENT
+
+    cluster_id_unknown = DEPLOYMENT.held_because
 
     available = condition(said, ConditionType.RELAY_AVAILABLE)
     assert available["message"] == (
-        f"Service {RELAY_SVC} does not exist yet; Deployment {RELAY_SVC} {CLUSTER_ID_UNKNOWN}; "
-        f"Service {RELAY_SVC} waits for write Deployment {RELAY_SVC}: {CLUSTER_ID_UNKNOWN}"
+        f"Service {RELAY_SVC} does not exist yet; Deployment {RELAY_SVC} {cluster_id_unknown}; "
+        f"Service {RELAY_SVC} waits for write Deployment {RELAY_SVC}: {cluster_id_unknown}"
     )
 
 

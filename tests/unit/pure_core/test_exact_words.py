@@ -35,7 +35,7 @@ from dynamo_pool_operator.pool.model import (
     Verb,
 )
 from dynamo_pool_operator.pool.plan import make_plan
-from dynamo_pool_operator.pool.relay import objects
+from dynamo_pool_operator.pool.relay import kinds, objects
 from dynamo_pool_operator.pool.status import AvailableReason, availability
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
 
@@ -194,7 +194,7 @@ def test_a_held_deployment_is_one_whole_action_and_the_service_is_still_planned(
         OBJ,
         objects.RELAY_EVENTS,
         live=None,
-        cause=objects.CLUSTER_ID_UNKNOWN,
+        cause=kinds.DEPLOYMENT.held_because,
     )
     assert (service.verb, service.resource, service.name) == (Verb.CREATE, SERVICES, OBJ)
 
@@ -228,7 +228,9 @@ def test_a_replaced_service_is_deleted_as_read_whole() -> None:
         Snapshot(make_relay(), make_pool(), {"Deployment": deployment, "Service": service}),
         PUBLISHED,
     )
-    assert svc == Action(Verb.WITHDRAW, SERVICES, NS, OBJ, objects.SERVICE_REPLACED, live=service)
+    assert svc == Action(
+        Verb.WITHDRAW, SERVICES, NS, OBJ, kinds.SERVICE.replaced_events, live=service
+    )
     assert (dep.resource, dep.verb) == (DEPLOYMENTS, Verb.NONE)
 
 

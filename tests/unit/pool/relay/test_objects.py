@@ -24,7 +24,7 @@ from dynamo_pool_operator.pool.model import (
     Verb,
 )
 from dynamo_pool_operator.pool.plan import Reason, decision
-from dynamo_pool_operator.pool.relay import objects as relay_objects
+from dynamo_pool_operator.pool.relay import render
 from dynamo_pool_operator.pool.relay.objects import (
     RELAY_EVENTS,
     desired_objects,
@@ -98,7 +98,7 @@ def test_a_drifted_object_is_applied_over_the_version_read() -> None:
     actions = plan_relay_objects(snapshot(objects, port=9100), PUBLISHED)
     assert verbs(actions) == [("Deployment", Verb.APPLY), ("Service", Verb.APPLY)]
     assert actions[0].live is objects["Deployment"]
-    assert actions[1].body == relay_objects.service(make_relay(port=9100))
+    assert actions[1].body == render.service(make_relay(port=9100))
 
 
 def test_the_effective_cluster_id_reaches_the_deployment() -> None:
@@ -236,7 +236,9 @@ def test_the_configured_default_shape_applies_when_the_relay_says_nothing() -> N
 
 
 def test_the_deployment_is_held_while_the_cluster_id_is_unknown() -> None:
-    from dynamo_pool_operator.pool.relay.objects import CLUSTER_ID_UNKNOWN
+    from dynamo_pool_operator.pool.relay.kinds import DEPLOYMENT
+
+    cluster_id_unknown = DEPLOYMENT.held_because
 
     unreadable = ClusterID(True, None, "about.k8s.io/v1alpha1", "cannot read it")
     objects = {"Deployment": live("Deployment"), "Service": live("Service")}
@@ -246,7 +248,7 @@ def test_the_deployment_is_held_while_the_cluster_id_is_unknown() -> None:
         Verb.HOLD,
         objects["Deployment"],
         None,
-        CLUSTER_ID_UNKNOWN,
+        cluster_id_unknown,
     )
     assert svc.verb is Verb.NONE, "the Service does not need the ID"
     # The last known ID (the relay's status) is kept: nothing held, nothing to apply.
@@ -270,9 +272,9 @@ def test_our_object_found_without_our_labels_is_applied_at_the_version_read() ->
     found = live("Deployment")
     for key in (names.APP_MANAGED_BY, names.APP_COMPONENT):
         del found["metadata"]["labels"][key]
-    from dynamo_pool_operator.pool.controller import trim_deployment
+    from dynamo_pool_operator.pool.controller import Trim
 
-    cached = trim_deployment(found)  # as the reconciler keeps it (the cache's transform)
+    cached = Trim("Deployment")(found)  # as the reconciler keeps it (the cache's transform)
     actions = plan_relay_objects(snapshot({"Deployment": cached}), PUBLISHED)
     assert verbs(actions)[0] == ("Deployment", Verb.APPLY)
     assert actions[0].live is not None

@@ -1,4 +1,4 @@
-"""The relay Deployment and Service (pool/relay/objects.py). Pure, deterministic.
+"""The relay Deployment and Service as rendered (pool/relay/render.py). Pure, deterministic.
 
 Both are named `<D>-pool-relay`, controlled by the relay, labelled with the DGD name;
 the pods get the DGD's Dynamo namespace, the Kubernetes discovery backend and the cluster
@@ -22,15 +22,15 @@ from dynamo_pool_operator.api.dgd import Pool, pool_from_object
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.pool import controller
 from dynamo_pool_operator.pool.ladder import drift
-from dynamo_pool_operator.pool.relay import objects as relay_objects
+from dynamo_pool_operator.pool.relay import kinds, render
 from dynamo_pool_operator.runtime.objects.diff import needs_apply
 
 
 @pytest.fixture(autouse=True)
 def _fresh_shapes() -> None:
-    """`relay_objects.shape` is cached for the process: built afresh for each test, so a
+    """`kinds.shape` is cached for the process: built afresh for each test, so a
     mutation run (which forks its mutants from a process that built it) tests it."""
-    relay_objects.shape.cache_clear()
+    kinds.shape.cache_clear()
 
 
 DEFAULTS = RelayDefaults(image="registry.example/relay:1.0", port=7000)
@@ -99,8 +99,8 @@ def test_relay_objects_are_named_pool_relay_in_the_relay_namespace(kind: str) ->
 
 def both(relay: Relay, pool: Pool) -> dict[str, dict[str, Any]]:
     return {
-        "Deployment": relay_objects.deployment(relay, pool),
-        "Service": relay_objects.service(relay),
+        "Deployment": render.deployment(relay, pool),
+        "Service": render.service(relay),
     }
 
 
@@ -140,7 +140,7 @@ def test_relay_objects_are_controlled_by_the_relay(kind: str) -> None:
 
 def test_env_carries_the_pool_contract() -> None:
     relay = make_relay(clusterId="east-1", port=7443)
-    e = env(relay_objects.deployment(relay, make_pool()))
+    e = env(render.deployment(relay, make_pool()))
     assert e["DYN_NAMESPACE"] == {"name": "DYN_NAMESPACE", "value": "team-pool"}
     assert e["DYN_DISCOVERY_BACKEND"]["value"] == "kubernetes"
     assert e["DYN_CLUSTER_ID"]["value"] == "east-1"
@@ -160,7 +160,7 @@ def test_env_carries_the_pool_contract() -> None:
 def test_dyn_namespace_is_the_dgds_dynamo_namespace(
     namespace: str, dgd: str, expected: str
 ) -> None:
-    dep = relay_objects.deployment(make_relay(dgd), make_pool(dgd, namespace))
+    dep = render.deployment(make_relay(dgd), make_pool(dgd, namespace))
     assert env(dep)["DYN_NAMESPACE"]["value"] == expected
 
 
@@ -171,7 +171,7 @@ def test_discovery_backend_env_is_always_kubernetes(annotation: str | None) -> N
         if annotation is None
         else {"annotations": {"nvidia.com/dynamo-discovery-backend": annotation}}
     )
-    dep = relay_objects.deployment(make_relay(), make_pool(**meta))
+    dep = render.deployment(make_relay(), make_pool(**meta))
     assert env(dep)["DYN_DISCOVERY_BACKEND"]["value"] == "kubernetes"
 
 
@@ -184,13 +184,13 @@ def test_discovery_backend_env_is_always_kubernetes(annotation: str | None) -> N
     ],
 )
 def test_pod_identity_comes_from_the_downward_api(var: str, path: str) -> None:
-    entry = env(relay_objects.deployment(make_relay(), make_pool()))[var]
+    entry = env(render.deployment(make_relay(), make_pool()))[var]
     assert "value" not in entry
     assert entry["valueFrom"] == {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}
 
 
 def test_a_relay_without_cluster_id_is_a_fixed_point_after_the_server_round_trip() -> None:
-    desired = relay_objects.deployment(make_relay(), make_pool())
+    desired = render.deployment(make_relay(), make_pool())
     live = copy.deepcopy(desired)
     for e in container(live)["env"]:
         if e.get("value") == "":
@@ -199,7 +199,7 @@ def test_a_relay_without_cluster_id_is_a_fixed_point_after_the_server_round_trip
 
 
 def test_pod_template_carries_the_selector_and_dgd_labels() -> None:
-    dep = relay_objects.deployment(make_relay(podLabels={"team": "ml"}), make_pool())
+    dep = render.deployment(make_relay(podLabels={"team": "ml"}), make_pool())
     tpl_labels = dep["spec"]["template"]["metadata"]["labels"]
     assert tpl_labels[DGD_LABEL] == NAME
     assert tpl_labels["team"] == "ml"
@@ -217,12 +217,12 @@ def test_pod_template_carries_the_selector_and_dgd_labels() -> None:
 def test_service_account_defaults_to_the_dgds_discovery_account(
     spec: dict[str, Any], expected: str
 ) -> None:
-    dep = relay_objects.deployment(make_relay(**spec), make_pool())
+    dep = render.deployment(make_relay(**spec), make_pool())
     assert dep["spec"]["template"]["spec"]["serviceAccountName"] == expected
 
 
 def test_container_security_context_is_locked_down() -> None:
-    sc = container(relay_objects.deployment(make_relay(), make_pool()))["securityContext"]
+    sc = container(render.deployment(make_relay(), make_pool()))["securityContext"]
     assert sc["runAsNonRoot"] is True
     assert sc["readOnlyRootFilesystem"] is True
     assert sc["allowPrivilegeEscalation"] is False
@@ -232,7 +232,7 @@ def test_container_security_context_is_locked_down() -> None:
 
 
 def test_pod_security_context_is_non_root_with_default_seccomp() -> None:
-    pod = relay_objects.deployment(make_relay(), make_pool())["spec"]["template"]["spec"]
+    pod = render.deployment(make_relay(), make_pool())["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     assert not pod.get("hostNetwork", False)
@@ -240,20 +240,20 @@ def test_pod_security_context_is_non_root_with_default_seccomp() -> None:
 
 @pytest.mark.parametrize(("probe", "period"), [("readinessProbe", 5), ("livenessProbe", 10)])
 def test_probes_are_tcp_checks_of_the_relay_port_every_few_seconds(probe: str, period: int) -> None:
-    c = container(relay_objects.deployment(make_relay(), make_pool()))
+    c = container(render.deployment(make_relay(), make_pool()))
     assert c[probe] == {"tcpSocket": {"port": "relay"}, "periodSeconds": period}
 
 
 @pytest.mark.parametrize("probe", ["readinessProbe", "livenessProbe"])
 def test_probes_target_the_named_relay_port(probe: str) -> None:
-    c = container(relay_objects.deployment(make_relay(port=8123), make_pool()))
+    c = container(render.deployment(make_relay(port=8123), make_pool()))
     (port,) = c["ports"]
     assert port == {"name": "relay", "containerPort": 8123, "protocol": "TCP"}
     assert c[probe]["tcpSocket"]["port"] == port["name"]
 
 
 def test_container_runs_the_relay_image_with_the_pull_policy() -> None:
-    c = container(relay_objects.deployment(make_relay(image="mine/relay:2"), make_pool()))
+    c = container(render.deployment(make_relay(image="mine/relay:2"), make_pool()))
     assert c["name"] == "relay"
     assert c["image"] == "mine/relay:2"
     assert c["imagePullPolicy"] == "IfNotPresent"
@@ -261,7 +261,7 @@ def test_container_runs_the_relay_image_with_the_pull_policy() -> None:
 
 @pytest.mark.parametrize("replicas", [0, 1, 2, 7])
 def test_replicas_come_from_the_relay(replicas: int) -> None:
-    dep = relay_objects.deployment(make_relay(replicas=replicas), make_pool())
+    dep = render.deployment(make_relay(replicas=replicas), make_pool())
     assert dep["spec"]["replicas"] == replicas
 
 
@@ -272,7 +272,7 @@ def test_optional_pod_fields_are_rendered_when_set() -> None:
         nodeSelector={"pool": "cpu"},
         tolerations=[{"key": "k", "operator": "Exists", "effect": "NoSchedule"}],
     )
-    dep = relay_objects.deployment(relay, make_pool())
+    dep = render.deployment(relay, make_pool())
     pod = dep["spec"]["template"]["spec"]
     assert container(dep)["resources"] == {"limits": {"cpu": "500m"}}
     assert dep["spec"]["template"]["metadata"]["annotations"] == {"x/y": "z"}
@@ -282,7 +282,7 @@ def test_optional_pod_fields_are_rendered_when_set() -> None:
 
 def test_optional_pod_fields_are_absent_when_unset() -> None:
     # An empty value would be a field we own and fight over; absent leaves it to others.
-    dep = relay_objects.deployment(make_relay(), make_pool())
+    dep = render.deployment(make_relay(), make_pool())
     pod = dep["spec"]["template"]["spec"]
     assert "resources" not in container(dep)
     assert "annotations" not in dep["spec"]["template"]["metadata"]
@@ -295,8 +295,8 @@ def test_optional_pod_fields_are_absent_when_unset() -> None:
 
 def test_service_selects_exactly_the_deployments_pods() -> None:
     relay = make_relay(podLabels={"team": "ml"})
-    dep = relay_objects.deployment(relay, make_pool())
-    svc = relay_objects.service(relay)
+    dep = render.deployment(relay, make_pool())
+    svc = render.service(relay)
     match = dep["spec"]["selector"]["matchLabels"]
     assert svc["spec"]["selector"] == match
     assert match.items() <= dep["spec"]["template"]["metadata"]["labels"].items()
@@ -304,11 +304,11 @@ def test_service_selects_exactly_the_deployments_pods() -> None:
 
 def test_service_port_targets_the_named_container_port() -> None:
     relay = make_relay(port=9100)
-    svc = relay_objects.service(relay)
+    svc = render.service(relay)
     assert svc["spec"]["ports"] == [
         {"name": "relay", "port": 9100, "targetPort": "relay", "protocol": "TCP"}
     ]
-    (cport,) = container(relay_objects.deployment(relay, make_pool()))["ports"]
+    (cport,) = container(render.deployment(relay, make_pool()))["ports"]
     assert svc["spec"]["ports"][0]["targetPort"] == cport["name"]
 
 
@@ -324,10 +324,10 @@ def test_service_port_targets_the_named_container_port() -> None:
 )
 def test_selector_does_not_depend_on_mutable_inputs(change: dict[str, Any]) -> None:
     # Deployment selectors are immutable: a spec edit must never change them.
-    before = relay_objects.deployment(make_relay(), make_pool())["spec"]["selector"]
-    after_dep = relay_objects.deployment(make_relay(**change), make_pool(namespace="elsewhere"))
+    before = render.deployment(make_relay(), make_pool())["spec"]["selector"]
+    after_dep = render.deployment(make_relay(**change), make_pool(namespace="elsewhere"))
     assert after_dep["spec"]["selector"] == before
-    assert relay_objects.service(make_relay(**change))["spec"]["selector"] == before["matchLabels"]
+    assert render.service(make_relay(**change))["spec"]["selector"] == before["matchLabels"]
 
 
 # --------------------------------------------------------------------------- render hash
@@ -352,15 +352,15 @@ def test_rendering_does_not_mutate_its_inputs() -> None:
     relay = make_relay(resources={"limits": {"cpu": "1"}}, tolerations=[{"key": "k"}])
     pool = make_pool()
     snapshot = (copy.deepcopy(dataclasses.asdict(relay)), copy.deepcopy(dataclasses.asdict(pool)))
-    relay_objects.deployment(relay, pool)
-    relay_objects.service(relay)
+    render.deployment(relay, pool)
+    render.service(relay)
     assert (dataclasses.asdict(relay), dataclasses.asdict(pool)) == snapshot
 
 
 def test_rendered_objects_share_no_mutable_state_with_the_relay() -> None:
     relay = make_relay(resources={"limits": {"cpu": "1"}})
     snapshot = copy.deepcopy(dataclasses.asdict(relay))
-    dep = relay_objects.deployment(relay, make_pool())
+    dep = render.deployment(relay, make_pool())
     container(dep)["resources"]["limits"]["cpu"] = "99"
     assert dataclasses.asdict(relay) == snapshot
 
@@ -368,7 +368,7 @@ def test_rendered_objects_share_no_mutable_state_with_the_relay() -> None:
 def test_rendered_tolerations_share_no_nested_state_with_the_relay() -> None:
     relay = make_relay(tolerations=[{"key": "k", "extra": {"nested": "a"}}])
     snapshot = copy.deepcopy(dataclasses.asdict(relay))
-    dep = relay_objects.deployment(relay, make_pool())
+    dep = render.deployment(relay, make_pool())
     dep["spec"]["template"]["spec"]["tolerations"][0]["extra"]["nested"] = "changed"
     assert dataclasses.asdict(relay) == snapshot
 
@@ -425,8 +425,8 @@ def test_render_hash_changes_when_a_relay_input_changes(
 )
 def test_render_hash_changes_when_a_pool_input_changes(pool: Pool) -> None:
     relay = make_relay()
-    assert render_hash(relay_objects.deployment(relay, make_pool())) != render_hash(
-        relay_objects.deployment(relay, pool)
+    assert render_hash(render.deployment(relay, make_pool())) != render_hash(
+        render.deployment(relay, pool)
     )
 
 
@@ -478,7 +478,7 @@ def test_a_live_object_with_server_fields_added_needs_no_apply(kind: str) -> Non
         }
     else:
         live["spec"]["clusterIP"] = "10.0.0.1"
-    assert not needs_apply(live, desired, quantities=relay_objects.QUANTITY_PATHS)
+    assert not needs_apply(live, desired, quantities=render.QUANTITY_PATHS)
 
 
 # --------------------------------------------------------------------------- creation body
@@ -509,7 +509,7 @@ def test_every_render_is_covered_by_the_shape_the_caches_keep(
     """A render with a field that is neither in the digest nor kept verbatim would have
     its drift missed: every kind of relay renders inside the shape."""
     body = both(make_relay(**spec), make_pool())[kind]
-    assert relay_objects.shape(kind).uncovered(body) == []
+    assert kinds.shape(kind).uncovered(body) == []
 
 
 @pytest.mark.parametrize("spec", VARIANTS)
@@ -521,7 +521,7 @@ def test_a_cached_view_decides_drift_as_the_whole_object_does(
     it says what `needs_apply` says on the whole object, as served and after a user's
     edit of a field we own, or of one we do not."""
     body = both(make_relay(**spec), make_pool())[kind]
-    trim = controller.trim_deployment if kind == "Deployment" else controller.trim_service
+    trim = controller.Trim("Deployment") if kind == "Deployment" else controller.Trim("Service")
     served = copy.deepcopy(body)
     served["metadata"] |= {"uid": "x", "resourceVersion": "3"}
     served["metadata"]["annotations"]["deployment.kubernetes.io/revision"] = "1"
@@ -544,10 +544,10 @@ def test_a_cached_view_decides_drift_as_the_whole_object_does(
         cur = cur[p]
     cur[owned_edit[-1]] = "edited-by-a-user"
     for live, drifted in ((served, False), (edited, True)):
-        assert needs_apply(live, body, quantities=relay_objects.QUANTITY_PATHS) is drifted
-        assert drift(relay_objects.rule(kind), trim(copy.deepcopy(live)), body).drifted is drifted
+        assert needs_apply(live, body, quantities=render.QUANTITY_PATHS) is drifted
+        assert drift(kinds.rule(kind), trim(copy.deepcopy(live)), body).drifted is drifted
         # uncached: whole
-        assert drift(relay_objects.rule(kind), copy.deepcopy(live), body).drifted is drifted
+        assert drift(kinds.rule(kind), copy.deepcopy(live), body).drifted is drifted
 
 
 RESOURCES = {
@@ -566,8 +566,8 @@ def _edited_resources(spec_resources: Any, edit: Callable[[dict[str, Any]], None
     container = live["spec"]["template"]["spec"]["containers"][0]
     container["terminationMessagePath"] = "/dev/termination-log"
     edit(container)
-    rule = relay_objects.rule("Deployment")
-    cached = drift(rule, controller.trim_deployment(copy.deepcopy(live)), body).drifted
+    rule = kinds.rule("Deployment")
+    cached = drift(rule, controller.Trim("Deployment")(copy.deepcopy(live)), body).drifted
     whole = drift(rule, copy.deepcopy(live), body).drifted
     assert cached == whole, f"the cached view says {cached}, the whole object {whole}"
     return whole
@@ -638,6 +638,6 @@ def test_an_equal_quantity_in_another_form_is_no_drift(
 
 def test_the_relay_service_is_headless_unless_asked_otherwise() -> None:
     """Headless (`clusterIP: None`): an MCS implementation imports the relay pods' IPs."""
-    assert relay_objects.service(make_relay())["spec"]["clusterIP"] == "None"
-    clusterip = relay_objects.service(make_relay(service={"headless": False}))["spec"]
+    assert render.service(make_relay())["spec"]["clusterIP"] == "None"
+    clusterip = render.service(make_relay(service={"headless": False}))["spec"]
     assert "clusterIP" not in clusterip
