@@ -138,8 +138,16 @@ SERVICE = OwnedKind(
     ),
 )
 
+POD_DISRUPTION_BUDGET = OwnedKind(
+    Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget"),
+    lambda snapshot: render.pod_disruption_budget(snapshot.relay),
+    why="the relay's PodDisruptionBudget <dgd>-pool-relay (minAvailable 1)",
+    # With one relay pod, `minAvailable: 1` would block every node drain: none below two.
+    wanted=lambda relay: relay.replicas >= 2,
+)
+
 #: Every kind a relay owns, in the order they are written when publishing.
-RELAY_KINDS: tuple[OwnedKind, ...] = (DEPLOYMENT, SERVICE)
+RELAY_KINDS: tuple[OwnedKind, ...] = (DEPLOYMENT, SERVICE, POD_DISRUPTION_BUDGET)
 BY_KIND: Mapping[str, OwnedKind] = {k.kind: k for k in RELAY_KINDS}
 
 #: Maps of Kubernetes quantities, compared by value (`runtime/objects/diff.py`): the API

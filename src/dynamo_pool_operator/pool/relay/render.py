@@ -129,3 +129,16 @@ def service(relay: Relay) -> dict[str, Any]:
         spec["clusterIP"] = HEADLESS_CLUSTER_IP
     obj = {"apiVersion": "v1", "kind": "Service", "metadata": _metadata(relay), "spec": spec}
     return with_hash(obj, names.RENDER_HASH)
+
+
+def pod_disruption_budget(relay: Relay) -> dict[str, Any]:
+    """The relay's PodDisruptionBudget (policy/v1): a node drain or an eviction leaves at
+    least one relay pod running, so the pool stays live (the relay is active-active)."""
+    spec = {"minAvailable": 1, "selector": {"matchLabels": names.selector(relay.name)}}
+    obj = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(relay),
+        "spec": spec,
+    }
+    return with_hash(obj, names.RENDER_HASH)
