@@ -40,10 +40,11 @@ def test_manager_rules_are_exactly_what_the_reconcilers_need() -> None:
     own = {"get", "list", "watch", "create", "patch", "delete"}
     assert verbs(rules, "apps", "deployments") == own
     assert verbs(rules, "", "services") == own
+    assert verbs(rules, "policy", "poddisruptionbudgets") == own
     assert verbs(rules, "multicluster.x-k8s.io", "serviceexports") == own
     assert verbs(rules, "events.k8s.io", "events") == {"create", "patch"}
     resources = {(g, r) for g, r, _ in grants(rules)}
-    assert len(resources) == 9, f"an unexpected resource is granted: {sorted(resources)}"
+    assert len(resources) == 10, f"an unexpected resource is granted: {sorted(resources)}"
 
 
 def test_no_rule_grants_what_the_operator_must_never_do() -> None:

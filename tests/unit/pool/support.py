@@ -26,7 +26,8 @@ def reconciler(server: FakeClient, clock: FakeClock | None = None) -> PoolRelayR
     return PoolRelayReconciler(
         server,
         caches,
-        defaults=RelayDefaults(image="i", port=1),
+        # One relay pod: no PodDisruptionBudget (it has tests of its own).
+        defaults=RelayDefaults(image="i", port=1, replicas=1),
         default_discovery_backend="kubernetes",
         recorder=Events(),  # type: ignore[arg-type]
         registry=CollectorRegistry(),

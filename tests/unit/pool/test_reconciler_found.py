@@ -9,6 +9,7 @@ from typing import Any
 
 from dynamo_pool_operator.pool.model import Action, ActionResult, EventNames, Outcome, Verb
 from dynamo_pool_operator.pool.model import Result as Res
+from dynamo_pool_operator.pool.relay.kinds import BY_KIND
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, Resource
@@ -52,7 +53,11 @@ def found(obj: dict[str, Any]) -> Outcome:
     return Outcome([ActionResult(create, Res.LOST, "the name is taken", found=obj)])
 
 
-NONE: dict[str, Any] = {"Deployment": None, "Service": None}
+NONE: dict[str, Any] = dict.fromkeys(BY_KIND)
+#: Each kind a relay owns: a withdrawal reads each name its cache may hide once.
+KINDS = len(BY_KIND)
+#: The server's answer to the reads of every kind but the Deployment's: none there.
+NONE_ELSE = [errors.NotFound(f"no {kind}") for kind in BY_KIND if kind != "Deployment"]
 
 
 def uid_of(objects: dict[str, Any], kind: str = "Deployment") -> Any:
@@ -103,8 +108,9 @@ async def test_a_found_object_is_kept_as_the_cache_keeps_it() -> None:
 
 async def test_a_standing_conflict_asks_for_a_look_when_due_and_a_deleted_relay_forgets() -> None:
     clock = FakeClock()
-    # Withdrawn (no DGD): the relay Service's name, which its cache may hide, is read once.
-    r = reconciler(Server(errors.NotFound("no Service")), clock)
+    # Withdrawn (no DGD): the names of the relay's other kinds, which their caches may
+    # hide, are read once.
+    r = reconciler(Server(errors.NotFound("no Service"), errors.NotFound("no budget")), clock)
     r.caches.relays.store.put(
         {
             "apiVersion": "nvidia.com/v1alpha1",
@@ -161,41 +167,41 @@ class Recorded(Server):
 async def test_a_withdrawal_reads_a_hidden_name_once_and_withdraws_ours_the_next_pass() -> None:
     """Withdrawn (no DGD), the caches show no relay object: each name is read once; one
     of ours found hidden (our labels removed) is deleted, as read, by the next pass."""
-    server = Recorded(deployment(UID, rv="9"), errors.NotFound("no Service"))
+    server = Recorded(deployment(UID, rv="9"), *NONE_ELSE)
     r = reconciler(server)
     r.caches.relays.store.put(relay_obj())
     first = await r.reconcile(REQUEST)
-    assert server.reads == 2
+    assert server.reads == KINDS
     assert first is not None
     assert first.requeue, "ours was found: withdrawn at once, not after a delay"
     await r.reconcile(REQUEST)
     assert server.deletes == [(OBJ, {"uid": "d", "resource_version": "9"})]
-    assert server.reads == 2, "the names are not read again"
+    assert server.reads == KINDS, "the names are not read again"
     r.inputs_changed()
     await r.reconcile(REQUEST)
-    assert server.reads == 2, "a relay that stays withdrawn reads no name again"
+    assert server.reads == KINDS, "a relay that stays withdrawn reads no name again"
 
 
 async def test_a_name_is_read_again_only_after_its_cache_showed_one_and_lost_it() -> None:
-    server = Server(errors.NotFound("no Deployment"), errors.NotFound("no Service"))
+    server = Server(errors.NotFound("no Deployment"), *NONE_ELSE)
     r = reconciler(server)
     r.caches.relays.store.put(relay_obj())
     await r.reconcile(REQUEST)
-    assert server.reads == 2
+    assert server.reads == KINDS
     assert r._hidden_unread(REQUEST, dict(NONE)) == frozenset()
-    shown = {"Deployment": deployment(UID), "Service": None}
+    shown = {**NONE, "Deployment": deployment(UID)}
     assert r._hidden_unread(REQUEST, shown) == frozenset()
     # Shown once, then gone from the cache (deleted, or its labels removed): read again.
     assert r._hidden_unread(REQUEST, dict(NONE)) == frozenset({"Deployment"})
 
 
 async def test_someone_elses_object_found_by_a_withdrawals_read_is_left_alone() -> None:
-    server = Recorded(deployment("someone"), errors.NotFound("no Service"))
+    server = Recorded(deployment("someone"), *NONE_ELSE)
     r = reconciler(server)
     r.caches.relays.store.put(relay_obj())
     assert await r.reconcile(REQUEST) is None
     r.inputs_changed()
     await r.reconcile(REQUEST)
     assert server.deletes == []
-    assert server.reads == 2
+    assert server.reads == KINDS
     assert REQUEST not in r._found

@@ -48,9 +48,13 @@ SE = serviceexports("v1beta1")
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 
 
+ONE_POD = RelayDefaults("relay:1", 8090, replicas=1)
+
+
 def make_relay(**spec: Any) -> Relay:
     meta = {"name": NAME, "namespace": NS, "uid": UID, "generation": 3, "resourceVersion": "7"}
-    return relay_from_object({"metadata": meta, "spec": spec}, RelayDefaults("relay:1", 8090))
+    # One relay pod: no PodDisruptionBudget (it has tests of its own).
+    return relay_from_object({"metadata": meta, "spec": spec}, ONE_POD)
 
 
 def make_pool(*, workers: bool = True) -> Pool:

@@ -48,7 +48,7 @@ NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 def make_relay(**spec: Any) -> Relay:
     return relay_from_object(
         {"metadata": {"name": NAME, "namespace": NS, "uid": UID, "generation": 1}, "spec": spec},
-        RelayDefaults("relay:1", 8090),
+        RelayDefaults("relay:1", 8090, replicas=1),  # no PodDisruptionBudget
     )
 
 
@@ -301,7 +301,7 @@ def test_a_relay_held_terminating_says_what_holds_it() -> None:
             },
             "spec": {},
         },
-        RelayDefaults("relay:1", 8090),
+        RelayDefaults("relay:1", 8090, replicas=1),  # no PodDisruptionBudget
     )
     d = plan.decide(relay, make_pool(), {}, default_discovery_backend="kubernetes")
     assert (d.reason, d.message) == (

@@ -38,9 +38,14 @@ PUBLISHED = decision(Reason.PUBLISHED, "published")
 WITHDRAWN = decision(Reason.NO_WORKERS, "no workers")
 
 
+ONE_POD = RelayDefaults("relay:1", 8090, replicas=1)
+
+
 def make_relay(**spec: Any) -> Relay:
     meta = {"name": NAME, "namespace": NS, "uid": UID, "generation": 1}
-    return relay_from_object({"metadata": meta, "spec": spec}, RelayDefaults("relay:1", 8090))
+    # One relay pod: no PodDisruptionBudget, so these tests see the Deployment and the
+    # Service alone (the budget has tests of its own).
+    return relay_from_object({"metadata": meta, "spec": spec}, ONE_POD)
 
 
 def make_pool() -> Pool:
@@ -279,3 +284,58 @@ def test_our_object_found_without_our_labels_is_applied_at_the_version_read() ->
     assert verbs(actions)[0] == ("Deployment", Verb.APPLY)
     assert actions[0].live is not None
     assert actions[0].live["metadata"]["uid"] == "Deployment-uid"
+
+
+# --------------------------------------------------------------------------- the budget
+TWO_PODS = RelayDefaults("relay:1", 8090, replicas=2)
+BUDGET = "PodDisruptionBudget"
+
+
+def two_pods(objects: dict[str, Any] | None = None, **spec: Any) -> Snapshot:
+    meta = {"name": NAME, "namespace": NS, "uid": UID, "generation": 1}
+    relay = relay_from_object({"metadata": meta, "spec": spec}, TWO_PODS)
+    return Snapshot(relay, make_pool(), objects or {})
+
+
+def live_budget(**extra: Any) -> dict[str, Any]:
+    obj = copy.deepcopy(desired_objects(two_pods())[BUDGET])
+    obj["metadata"].update(uid="pdb-uid", resourceVersion="9", **extra)
+    return obj
+
+
+def test_a_relay_of_two_pods_or_more_owns_a_disruption_budget_of_one() -> None:
+    actions = plan_relay_objects(two_pods(), PUBLISHED)
+    assert verbs(actions) == [
+        ("Deployment", Verb.CREATE),
+        ("Service", Verb.CREATE),
+        (BUDGET, Verb.CREATE),
+    ]
+    body = actions[2].body
+    assert body is not None
+    assert body["spec"] == {"minAvailable": 1, "selector": {"matchLabels": names.selector(NAME)}}
+    assert body["metadata"]["ownerReferences"] == [make_relay().owner_reference()]
+
+
+def test_a_relay_of_one_pod_has_no_budget_and_withdraws_its_own() -> None:
+    """One pod and `minAvailable: 1` would block every node drain."""
+    objects = {"Deployment": live("Deployment"), "Service": live("Service")}
+    assert verbs(plan_relay_objects(snapshot(objects), PUBLISHED)) == [
+        ("Deployment", Verb.NONE),
+        ("Service", Verb.NONE),
+    ]
+    ours = {**objects, BUDGET: live_budget()}
+    actions = plan_relay_objects(snapshot(ours), PUBLISHED)
+    assert verbs(actions)[-1] == (BUDGET, Verb.WITHDRAW)
+    assert actions[-1].live is ours[BUDGET]
+    theirs = {**objects, BUDGET: live_budget(ownerReferences=[])}
+    assert BUDGET not in dict(verbs(plan_relay_objects(snapshot(theirs), PUBLISHED)))
+
+
+def test_the_budget_is_repaired_like_the_deployment_and_withdrawn_with_the_relay() -> None:
+    right = {"Deployment": live("Deployment", replicas=2), BUDGET: live_budget()}
+    assert dict(verbs(plan_relay_objects(two_pods(right), PUBLISHED)))[BUDGET] is Verb.NONE
+    drifted = live_budget()
+    drifted["spec"]["minAvailable"] = 0
+    moved = {**right, BUDGET: drifted}
+    assert dict(verbs(plan_relay_objects(two_pods(moved), PUBLISHED)))[BUDGET] is Verb.APPLY
+    assert dict(verbs(plan_relay_objects(two_pods(right), WITHDRAWN)))[BUDGET] is Verb.WITHDRAW

@@ -641,3 +641,14 @@ def test_the_relay_service_is_headless_unless_asked_otherwise() -> None:
     assert render.service(make_relay())["spec"]["clusterIP"] == "None"
     clusterip = render.service(make_relay(service={"headless": False}))["spec"]
     assert "clusterIP" not in clusterip
+
+
+def test_the_disruption_budget_keeps_one_relay_pod_and_selects_exactly_them() -> None:
+    relay = make_relay()
+    budget = render.pod_disruption_budget(relay)
+    assert (budget["apiVersion"], budget["kind"]) == ("policy/v1", "PodDisruptionBudget")
+    assert budget["metadata"]["name"] == f"{NAME}-pool-relay"
+    assert budget["metadata"]["ownerReferences"] == [relay.owner_reference()]
+    assert budget["spec"]["minAvailable"] == 1
+    pods = render.deployment(relay, make_pool())["spec"]["selector"]
+    assert budget["spec"]["selector"] == pods
