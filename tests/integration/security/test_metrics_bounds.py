@@ -1,0 +1,113 @@
+"""What whoever reaches the metrics port can make the operator spend, against the real
+API server: SubjectAccessReviews, on the operator's own identity and priority-and-fairness
+flow.
+
+Any token the API server accepts reaches the SubjectAccessReview, scrape permission or
+not: a pod's ServiceAccount token is enough. So the reviews are counted where they land,
+in the API server's audit log, for the tokens of the scene's stranger (valid, allowed
+nothing) and scraper (allowed `get /metrics`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+import aiohttp
+import pytest
+from prometheus_client import CollectorRegistry
+
+from dynamo_pool_operator.runtime.serving.auth import (
+    REVIEW_BURST,
+    REVIEW_QPS,
+    DelegatedAuth,
+    ReviewRefused,
+    User,
+)
+from tests.integration.support.metrics_scene import (
+    Scene,
+    mint_token,
+    reviews_since,
+    scrape_many,
+    serving,
+)
+
+pytestmark = pytest.mark.timeout(180)
+
+AT_ONCE = 300
+
+
+async def burst(url: str, token: str) -> list[int]:
+    """`AT_ONCE` scrapes with `token` at once, on connections opened first (a request
+    without a token costs no review) so that the requests arrive together."""
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        assert {s for s, _ in await scrape_many(http, url, [None] * AT_ONCE)} == {401}
+        return [s for s, _ in await scrape_many(http, url, [token] * AT_ONCE)]
+
+
+@pytest.mark.parametrize(("who", "status"), [("stranger", 403), ("scraper", 200)])
+async def test_scrapes_at_once_with_one_token_make_one_review_of_each_kind(
+    scene: Scene, registry: CollectorRegistry, who: str, status: int
+) -> None:
+    """300 scrapes at once with one token made 300 SubjectAccessReviews (and one
+    TokenReview): every request waited for the token's one review, then asked its own.
+    Requests that ask the same question share one review, and when the answers expire
+    the next burst costs one of each again."""
+    cp, token = scene.cp, scene.tokens[who]
+    ttl = 5.0  # the token's review and the decision expire together
+    async with serving(scene, registry, authn_ttl=ttl, allow_ttl=ttl, deny_ttl=ttl) as served:
+        for _ in range(2):
+            since = cp.audit.offset()
+            start = time.monotonic()
+            statuses = await burst(served.url, token)
+            took = time.monotonic() - start
+            assert set(statuses) == {status}, statuses
+            made = (
+                await reviews_since(cp, since, "tokenreviews"),
+                await reviews_since(cp, since, "subjectaccessreviews"),
+            )
+            assert made == (1, 1), f"{who}: (TokenReviews, SubjectAccessReviews) = {made}"
+            await asyncio.sleep(max(0.0, ttl - took) + 0.5)
+
+
+async def test_scrapes_of_many_users_not_allowed_stay_within_the_review_budget(
+    scene: Scene, registry: CollectorRegistry
+) -> None:
+    """Sixty tokens of the stranger, each its own user to review (the API server names
+    the credential in the user's extra), their TokenReviews made first; then five
+    scrapes with each at once. A SubjectAccessReview of a user not seen allowed takes a
+    place of the budget the TokenReviews of unknown tokens take: all of them stay
+    within it, and the rest are refused with 429 and Retry-After."""
+    cp = scene.cp
+    tokens = [mint_token(cp, scene.ns, "stranger") for _ in range(60)]
+    async with (
+        serving(scene, registry) as served,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http,
+    ):
+        users = {await authenticated(served.auth, t) for t in tokens}
+        assert len(users) == len(tokens), "the tokens are not users of their own"
+        assert {s for s, _ in await scrape_many(http, served.url, [None] * AT_ONCE)} == {401}
+        since = cp.audit.offset()
+        start = time.monotonic()
+        answers = await scrape_many(http, served.url, tokens * (AT_ONCE // len(tokens)))
+        took = time.monotonic() - start
+    made = await reviews_since(cp, since, "tokenreviews") + await reviews_since(
+        cp, since, "subjectaccessreviews"
+    )
+    budget = REVIEW_BURST + math.ceil(REVIEW_QPS * took)
+    assert made <= budget, f"{made} reviews in {took:.2f}s, budget {budget}"
+    assert {s for s, _ in answers} == {403, 429}, answers
+    assert all(int(r or 0) >= 1 for s, r in answers if s == 429), answers
+
+
+async def authenticated(auth: DelegatedAuth, token: str) -> User:
+    """The token's user, its review waiting for the budget's places as a scraper would."""
+    while True:
+        try:
+            user = await auth.authenticate(token)
+        except ReviewRefused as e:
+            await asyncio.sleep(e.retry_after)
+            continue
+        assert user is not None
+        return user
