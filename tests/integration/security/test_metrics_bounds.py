@@ -1,6 +1,6 @@
 """What whoever reaches the metrics port can make the operator spend, against the real
-API server: SubjectAccessReviews, on the operator's own identity and priority-and-fairness
-flow.
+API server: SubjectAccessReviews (on the operator's own identity and priority-and-fairness
+flow) and connections.
 
 Any token the API server accepts reaches the SubjectAccessReview, scrape permission or
 not: a pod's ServiceAccount token is enough. So the reviews are counted where they land,
@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+import ssl
 import time
+from collections.abc import Callable
 
 import aiohttp
 import pytest
@@ -25,10 +27,13 @@ from dynamo_pool_operator.runtime.serving.auth import (
     ReviewRefused,
     User,
 )
+from dynamo_pool_operator.runtime.serving.listener import MAX_CONNECTIONS
 from tests.integration.support.metrics_scene import (
+    SERIES,
     Scene,
     mint_token,
     reviews_since,
+    scrape,
     scrape_many,
     serving,
 )
@@ -53,10 +58,13 @@ async def test_scrapes_at_once_with_one_token_make_one_review_of_each_kind(
     """300 scrapes at once with one token made 300 SubjectAccessReviews (and one
     TokenReview): every request waited for the token's one review, then asked its own.
     Requests that ask the same question share one review, and when the answers expire
-    the next burst costs one of each again."""
+    the next burst costs one of each again. (The connections are not what is bounded
+    here, so the listener takes them all.)"""
     cp, token = scene.cp, scene.tokens[who]
     ttl = 5.0  # the token's review and the decision expire together
-    async with serving(scene, registry, authn_ttl=ttl, allow_ttl=ttl, deny_ttl=ttl) as served:
+    async with serving(
+        scene, registry, max_connections=2 * AT_ONCE, authn_ttl=ttl, allow_ttl=ttl, deny_ttl=ttl
+    ) as served:
         for _ in range(2):
             since = cp.audit.offset()
             start = time.monotonic()
@@ -82,7 +90,7 @@ async def test_scrapes_of_many_users_not_allowed_stay_within_the_review_budget(
     cp = scene.cp
     tokens = [mint_token(cp, scene.ns, "stranger") for _ in range(60)]
     async with (
-        serving(scene, registry) as served,
+        serving(scene, registry, max_connections=2 * AT_ONCE) as served,
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http,
     ):
         users = {await authenticated(served.auth, t) for t in tokens}
@@ -111,3 +119,42 @@ async def authenticated(auth: DelegatedAuth, token: str) -> User:
             continue
         assert user is not None
         return user
+
+
+async def test_the_metrics_listener_holds_a_bounded_number_of_connections(
+    scene: Scene, registry: CollectorRegistry
+) -> None:
+    """Connections held open (TLS done, no request) fill the listener's places; one more
+    is closed at once, and a scraper is served as soon as a place is free."""
+    async with serving(scene, registry) as served:
+        (listener,) = served.server._listeners
+        host, port = served.server.bound["metrics"]
+        held = [
+            (await asyncio.open_connection(host, port, ssl=no_verify()))[1]
+            for _ in range(MAX_CONNECTIONS)
+        ]
+        await until(lambda: listener.open == MAX_CONNECTIONS)
+        with pytest.raises(aiohttp.ClientError):
+            await scrape(served.url, scene.tokens["scraper"])
+        assert registry.get_sample_value("metrics_connections_refused_total") == 1
+        held.pop().close()
+        await until(lambda: listener.open < MAX_CONNECTIONS)
+        status, body = await scrape(served.url, scene.tokens["scraper"])
+        assert (status, SERIES in body) == (200, True), body
+        for writer in held:
+            writer.close()
+
+
+def no_verify() -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+async def until(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if check():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"not so within {timeout}s")

@@ -132,8 +132,9 @@ async def test_a_flood_of_unknown_tokens_makes_a_bounded_number_of_token_reviews
     cp = scene.cp
     # The scraper's review expires at once, so its scrape during the flood needs a
     # new TokenReview: the budget must not shut out a token seen accepted.
+    # 300 connections at once: what is bounded here is the reviews, not the connections.
     async with (
-        serving(scene, registry, authn_ttl=0.001) as served,
+        serving(scene, registry, authn_ttl=0.001, max_connections=1000) as served,
         aiohttp.ClientSession() as scraper,
     ):
         url = served.url

@@ -27,6 +27,7 @@ from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.serving.auth import DelegatedAuth
+from dynamo_pool_operator.runtime.serving.listener import MAX_CONNECTIONS
 from dynamo_pool_operator.runtime.serving.server import Probes, ProbeServer
 from dynamo_pool_operator.runtime.serving.tls import ServingCertificate
 from tests.integration.support.race_fixtures import Grants
@@ -97,10 +98,15 @@ class Served:
 
 @contextlib.asynccontextmanager
 async def serving(
-    scene: Scene, registry: CollectorRegistry, reviewer: str = "operator", **auth: Any
+    scene: Scene,
+    registry: CollectorRegistry,
+    reviewer: str = "operator",
+    *,
+    max_connections: int = MAX_CONNECTIONS,
+    **auth: Any,
 ) -> AsyncIterator[Served]:
     """The metrics server, its reviews made as ServiceAccount `reviewer` with `auth`'s
-    options; stopped on the way out."""
+    options, holding `max_connections` connections; stopped on the way out."""
     async with scene.client(reviewer) as client:
         delegated = DelegatedAuth(client, **auth)
         server = ProbeServer(
@@ -110,6 +116,7 @@ async def serving(
             metrics_address="127.0.0.1:0",
             metrics_tls=ServingCertificate(),
             metrics_auth=delegated,
+            metrics_max_connections=max_connections,
         )
         await server.start()
         mhost, mport = server.bound["metrics"]
