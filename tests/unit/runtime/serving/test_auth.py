@@ -1,5 +1,5 @@
 """Secure metrics' caches, header parsing and TokenReviews (SubjectAccessReviews:
-test_access_reviews.py; what the API server decides is tested against a real one in
+test_auth_access.py; what the API server decides is tested against a real one in
 tests/integration/security/)."""
 
 from __future__ import annotations
