@@ -67,16 +67,16 @@ async def test_scrapes_at_once_with_one_token_make_one_review_of_each_kind(
     ) as served:
         for _ in range(2):
             since = cp.audit.offset()
-            start = time.monotonic()
             statuses = await burst(served.url, token)
-            took = time.monotonic() - start
             assert set(statuses) == {status}, statuses
             made = (
                 await reviews_since(cp, since, "tokenreviews"),
                 await reviews_since(cp, since, "subjectaccessreviews"),
             )
             assert made == (1, 1), f"{who}: (TokenReviews, SubjectAccessReviews) = {made}"
-            await asyncio.sleep(max(0.0, ttl - took) + 0.5)
+            # The reviews were made within the burst (after its connections opened,
+            # which may take a while): once it is over, a TTL more expires them.
+            await asyncio.sleep(ttl + 0.5)
 
 
 async def test_scrapes_of_many_users_not_allowed_stay_within_the_review_budget(
@@ -105,7 +105,9 @@ async def test_scrapes_of_many_users_not_allowed_stay_within_the_review_budget(
     )
     budget = REVIEW_BURST + math.ceil(REVIEW_QPS * took)
     assert made <= budget, f"{made} reviews in {took:.2f}s, budget {budget}"
-    assert {s for s, _ in answers} == {403, 429}, answers
+    statuses = {s for s, _ in answers}
+    assert statuses <= {403, 429}, answers
+    assert 429 in statuses, answers
     assert all(int(r or 0) >= 1 for s, r in answers if s == 429), answers
 
 
