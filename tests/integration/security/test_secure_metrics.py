@@ -1,149 +1,36 @@
 """Secure metrics against the real API server: who may scrape is the cluster's RBAC.
 
-Three ServiceAccounts with tokens from the TokenRequest API, as pods get them: the
-operator (granted the shipped metrics-auth rules, so it may review tokens and access),
-a scraper (granted the shipped metrics-reader rule, `get /metrics`) and a stranger
-(granted nothing). The metrics server is the operator's own `ProbeServer` over HTTPS
-with a self-signed certificate; what the API server answers decides every response.
+The scene (tests/integration/support/metrics_scene.py): an operator, a scraper and a
+stranger ServiceAccount with TokenRequest tokens, and the operator's own metrics server
+over HTTPS; what the API server answers decides every response.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import secrets
 import time
-import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import Any
 
 import aiohttp
 import pytest
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator import rbac
-from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
-from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.serving.auth import REVIEW_BURST, REVIEW_QPS, DelegatedAuth
-from dynamo_pool_operator.runtime.serving.server import Probes, ProbeServer
-from dynamo_pool_operator.runtime.serving.tls import ServingCertificate
-from tests.integration.support.race_fixtures import Grants
+from dynamo_pool_operator.runtime.serving.auth import REVIEW_BURST, REVIEW_QPS
+from tests.integration.support.metrics_scene import (
+    SERIES,
+    Scene,
+    random_tokens,
+    reviews_since,
+    sa_user,
+    scrape,
+    scrape_many,
+    serving,
+    timed_scrape,
+)
 
 pytestmark = pytest.mark.timeout(120)
-
-SERIES = "dpo_secure_metrics_test_total"
-USER_AGENT = "dpo-secure-metrics-test"
-
-
-def mint_token(cp: ControlPlane, namespace: str, name: str) -> str:
-    """A ServiceAccount (created if missing) and a token for it from TokenRequest."""
-    cp.request(
-        "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": name}}
-    )
-    status, body = cp.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
-    )
-    assert status == 201, body
-    return str(body["status"]["token"])
-
-
-def sa_user(namespace: str, name: str) -> str:
-    return f"system:serviceaccount:{namespace}:{name}"
-
-
-async def scrape(
-    url: str, token: str | None, http: aiohttp.ClientSession | None = None
-) -> tuple[int, str]:
-    """One scrape; on `http`'s connections when given, else on a new one."""
-    if http is None:
-        async with aiohttp.ClientSession() as new:
-            return await scrape(url, token, new)
-    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-    async with http.get(url, headers=headers, ssl=False) as r:
-        return r.status, await r.text()
-
-
-class Scene:
-    def __init__(self, cp: ControlPlane, namespace: str) -> None:
-        self.cp, self.ns = cp, namespace
-        suffix = uuid.uuid4().hex[:8]
-        self.grants: list[Grants] = []
-        self.names = {k: f"dpo-{k}-{suffix}" for k in ("auth", "reader")}
-        self.tokens = {n: mint_token(cp, namespace, n) for n in ("operator", "scraper", "stranger")}
-
-    async def grant(self, sa: str, which: str, rules: list[dict[str, object]]) -> None:
-        g = Grants(self.cp, sa_user(self.ns, sa))
-        self.grants.append(g)
-        await g.grant(f"{self.names[which]}-{sa}", rules)
-
-    def client(self, sa: str) -> Client:
-        path = self.cp.token_kubeconfig(self.tokens[sa], user=f"{self.ns}-{sa}")
-        return Client(load_kubeconfig(path), user_agent=USER_AGENT)
-
-    async def close(self) -> None:
-        for g in self.grants:
-            await g.revoke_all()
-
-
-@pytest.fixture
-async def scene(control_plane: ControlPlane, namespace: str) -> AsyncIterator[Scene]:
-    s = Scene(control_plane, namespace)
-    await s.grant("operator", "auth", rbac.metrics_auth_rules())
-    await s.grant("scraper", "reader", rbac.metrics_reader_rules())
-    try:
-        yield s
-    finally:
-        await s.close()
-
-
-@pytest.fixture
-def registry() -> CollectorRegistry:
-    reg = CollectorRegistry()
-    Counter(SERIES.removesuffix("_total"), "a series to find in the scrape", registry=reg).inc()
-    return reg
-
-
-@dataclass(frozen=True)
-class Served:
-    server: ProbeServer
-    auth: DelegatedAuth
-    url: str  # the metrics endpoint, HTTPS
-    health: str  # the liveness probe, plain HTTP
-
-
-@contextlib.asynccontextmanager
-async def serving(
-    scene: Scene, registry: CollectorRegistry, reviewer: str = "operator", **auth: Any
-) -> AsyncIterator[Served]:
-    """The metrics server, its reviews made as ServiceAccount `reviewer` with `auth`'s
-    options; stopped on the way out."""
-    async with scene.client(reviewer) as client:
-        delegated = DelegatedAuth(client, **auth)
-        server = ProbeServer(
-            Probes(liveness={"ping": lambda: True}),
-            registry,
-            health_address="127.0.0.1:0",
-            metrics_address="127.0.0.1:0",
-            metrics_tls=ServingCertificate(),
-            metrics_auth=delegated,
-        )
-        await server.start()
-        mhost, mport = server.bound["metrics"]
-        hhost, hport = server.bound["health"]
-        try:
-            yield Served(
-                server,
-                delegated,
-                f"https://{mhost}:{mport}/metrics",
-                f"http://{hhost}:{hport}/healthz",
-            )
-        finally:
-            await server.stop()
 
 
 async def test_a_permitted_token_scrapes_and_every_other_is_refused(
@@ -214,40 +101,6 @@ async def test_a_grant_made_later_is_honoured_once_the_denial_expires(
             pytest.fail("the stranger's new grant was never honoured")
 
 
-async def token_reviews_since(cp: ControlPlane, since: int) -> int:
-    """The TokenReviews the API server received from the test's reviewer (audit log)."""
-    writes = await asyncio.to_thread(cp.audit.writes, since, user_agent_prefix=USER_AGENT)
-    return sum(1 for w in writes if w.resource == "tokenreviews" and w.verb == "create")
-
-
-async def scrape_many(
-    http: aiohttp.ClientSession, url: str, tokens: list[str] | list[None]
-) -> list[tuple[int, str | None]]:
-    """Every token's scrape at once (None: no token): (status, Retry-After) of each."""
-
-    async def one(token: str | None) -> tuple[int, str | None]:
-        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-        async with http.get(url, headers=headers, ssl=False) as r:
-            await r.read()
-            return r.status, r.headers.get("Retry-After")
-
-    return await asyncio.gather(*(one(t) for t in tokens))
-
-
-def random_tokens(n: int) -> list[str]:
-    return [secrets.token_urlsafe(24) for _ in range(n)]
-
-
-async def timed_scrape(
-    http: aiohttp.ClientSession, url: str, token: str, *, after: float
-) -> tuple[int, str, float]:
-    """`scrape` on `http`, `after` seconds from now: (status, body, how long it took)."""
-    await asyncio.sleep(after)
-    start = time.monotonic()
-    status, body = await scrape(url, token, http)
-    return status, body, time.monotonic() - start
-
-
 async def test_one_unknown_token_costs_one_token_review_however_often_it_asks(
     scene: Scene, registry: CollectorRegistry
 ) -> None:
@@ -262,11 +115,11 @@ async def test_one_unknown_token_costs_one_token_review_however_often_it_asks(
             since = cp.audit.offset()
             same = await scrape_many(http, url, [unknown] * 50)
             assert {s for s, _ in same} == {401}, same
-            assert await token_reviews_since(cp, since) == 1
+            assert await reviews_since(cp, since) == 1
         since = cp.audit.offset()
         again = [await scrape(url, unknown) for _ in range(5)]
         assert {s for s, _ in again} == {401}
-        assert await token_reviews_since(cp, since) == 0
+        assert await reviews_since(cp, since) == 0
 
 
 async def test_a_flood_of_unknown_tokens_makes_a_bounded_number_of_token_reviews(
@@ -279,8 +132,9 @@ async def test_a_flood_of_unknown_tokens_makes_a_bounded_number_of_token_reviews
     cp = scene.cp
     # The scraper's review expires at once, so its scrape during the flood needs a
     # new TokenReview: the budget must not shut out a token seen accepted.
+    # 300 connections at once: what is bounded here is the reviews, not the connections.
     async with (
-        serving(scene, registry, authn_ttl=0.001) as served,
+        serving(scene, registry, authn_ttl=0.001, max_connections=1000) as served,
         aiohttp.ClientSession() as scraper,
     ):
         url = served.url
@@ -299,7 +153,7 @@ async def test_a_flood_of_unknown_tokens_makes_a_bounded_number_of_token_reviews
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=20)) as http:
             spread = await scrape_many(http, url, random_tokens(300))
         took = time.monotonic() - start
-        reviews = await token_reviews_since(cp, since)
+        reviews = await reviews_since(cp, since)
         budget = REVIEW_BURST + math.ceil(REVIEW_QPS * took) + 1  # + the scraper's
         assert reviews <= budget, f"{reviews} TokenReviews in {took:.2f}s, budget {budget}"
         assert (status, SERIES in body) == (200, True), body

@@ -14,24 +14,22 @@ minute, and a grant just made is honoured within thirty seconds. A review that f
 scraper's token is not at fault, and the log says what is.
 
 Whoever reaches the port chooses the tokens, and each review is a write on the
-operator's own identity and priority-and-fairness flow (its Lease renewals' too). So,
-as the API server's own token cache does, concurrent requests with one token share one
-review (single flight), and every cache is keyed by the token's SHA-256, never the
-token. Accepted and rejected tokens are cached apart, so a flood of bad tokens cannot
-evict a scraper's entry. A token never seen accepted is reviewed only within a budget:
-at most `REVIEW_IN_FLIGHT` such reviews at once and a token bucket of `REVIEW_BURST`
-refilled at `REVIEW_QPS`; past it the request is refused with 429 and `Retry-After`
-(what the API server itself answers when it sheds load: Prometheus counts a failed
-scrape and tries again at the next interval, a proxy passes the answer on). A token
-the API server accepted in the last `KNOWN_TTL` is reviewed again outside the budget,
-so a flood does not lock out a scraper whose cached review expired; such tokens cost
-one review a minute each, whatever their holder sends.
+operator's own identity and priority-and-fairness flow (its Lease renewals' too). So
+every cache is keyed by the token's SHA-256, never the token, and accepted and rejected
+tokens are cached apart, so a flood of bad tokens cannot evict a scraper's entry. Both
+kinds of review follow the rules of reviews.py: concurrent requests that ask the same
+question share one review (single flight), and a question no earlier answer vouches for
+(a token the API server has not accepted, or a user it has not allowed, in the last
+`KNOWN_TTL`) is reviewed only
+within one budget, past which the request is refused with 429 and `Retry-After`
+(Prometheus counts a failed scrape and tries again at the next interval, a proxy passes
+the answer on). A token or user vouched for is reviewed outside the budget, so a flood
+does not lock out a scraper whose cached answer expired; each costs at most a review per
+TTL whatever its holder sends.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import hashlib
 import logging
 import math
@@ -47,7 +45,14 @@ from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.metricsets import per_registry
 from dynamo_pool_operator.runtime.objects.resources import Resource
-from dynamo_pool_operator.runtime.ratelimit import TokenBucket
+from dynamo_pool_operator.runtime.serving.reviews import (
+    REVIEW_BURST,
+    REVIEW_IN_FLIGHT,
+    REVIEW_QPS,
+    ReviewBudget,
+    ReviewRefused,
+    Reviews,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,26 +71,46 @@ DENY_TTL = 30.0
 MAX_ENTRIES = 1024
 #: A token the API server rejected is remembered as long as an accepted one.
 REJECT_TTL = AUTHN_TTL
-#: Reviews of tokens not seen accepted: at most this many at once, and a token bucket
-#: of this burst refilled at this rate; past either the request gets 429.
-REVIEW_IN_FLIGHT = 4
-REVIEW_BURST = 20
-REVIEW_QPS = 5.0
-#: How long a token the API server accepted is reviewed outside that budget (a bound
-#: token's default lifetime; a scraper's rotated token is new, and waits its turn).
+#: How long a token the API server accepted, and a user it allowed, are reviewed outside
+#: the budget (a bound token's default lifetime; a scraper's rotated token is new, and
+#: waits its turn).
 KNOWN_TTL = 3600.0
+
+__all__ = [
+    "ALLOW_TTL",
+    "AUTHN_TTL",
+    "DENY_TTL",
+    "KNOWN_TTL",
+    "REJECT_TTL",
+    "REVIEW_BURST",
+    "REVIEW_IN_FLIGHT",
+    "REVIEW_QPS",
+    "DelegatedAuth",
+    "ReviewRefused",
+    "User",
+    "Verdict",
+    "bearer_token",
+]
 
 
 @per_registry
-def _review_metrics(registry: CollectorRegistry) -> Counter:
-    """TokenReviews of the secure metrics server, and the reviews its budget refused."""
-    return Counter(
+def _review_metrics(registry: CollectorRegistry) -> tuple[Counter, Counter]:
+    """The reviews of the secure metrics server by kind, and those its budget refused."""
+    tokens = Counter(
         "metrics_auth_token_reviews_total",
         "TokenReviews of /metrics requests by result: accepted, rejected, failed (no "
         "answer), or refused (not made: past the budget for tokens not seen accepted).",
         ["result"],
         registry=registry,
     )
+    access = Counter(
+        "metrics_auth_access_reviews_total",
+        "SubjectAccessReviews of /metrics requests by result: allowed, denied, failed (no "
+        "answer), or refused (not made: past the budget for users not seen allowed).",
+        ["result"],
+        registry=registry,
+    )
+    return tokens, access
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,14 +163,6 @@ class _TTLCache:
             self._entries.popitem(last=False)
 
 
-class ReviewRefused(Exception):
-    """The review budget is spent: the token was not reviewed; try after `retry_after` s."""
-
-    def __init__(self, retry_after: float) -> None:
-        super().__init__(f"the TokenReview budget is spent, retry after {retry_after:.1f}s")
-        self.retry_after = retry_after
-
-
 def bearer_token(authorization: str | None) -> str | None:
     """The token of an `Authorization: Bearer <token>` header (the scheme in any case)."""
     if not authorization:
@@ -176,32 +193,32 @@ class DelegatedAuth:
         review_qps: float = REVIEW_QPS,
         registry: CollectorRegistry | None = None,
     ) -> None:
-        if review_in_flight < 1:
-            raise ValueError(f"review_in_flight must be >= 1, got {review_in_flight}")
         self.client = client
         clock = clock or SystemClock()
         self._accepted = _TTLCache(clock)
         self._rejected = _TTLCache(clock)
-        self._known = _TTLCache(clock)
+        self._known = _TTLCache(clock)  # token hashes accepted in the last known_ttl
         self._decisions = _TTLCache(clock)
+        self._allowed = _TTLCache(clock)  # (user, verb, path) allowed in the last known_ttl
         self.authn_ttl, self.allow_ttl, self.deny_ttl = authn_ttl, allow_ttl, deny_ttl
         self.reject_ttl, self.known_ttl = reject_ttl, known_ttl
-        self.review_in_flight, self.review_qps = review_in_flight, review_qps
-        self._budget = TokenBucket(review_qps, review_burst, clock=clock)
-        #: The review of each token hash under way, shared by whoever asks meanwhile.
-        self._flights: dict[bytes, asyncio.Task[User | None]] = {}
-        self._in_flight = 0  # budgeted reviews under way
+        budget = ReviewBudget(clock, in_flight=review_in_flight, burst=review_burst, qps=review_qps)
+        self._token_reviews: Reviews[User | None] = Reviews(budget)
+        self._access_reviews: Reviews[tuple[bool, str]] = Reviews(budget)
         if registry is None:
             from dynamo_pool_operator.runtime.metrics import (
                 REGISTRY,  # lazily: only when no registry is injected
             )
 
             registry = REGISTRY
-        self._results = _review_metrics(registry)
+        self._token_results, self._access_results = _review_metrics(registry)
         #: Reviews sent to the API server (what the caches save), for tests and debugging.
         self.reviews = 0
-        #: Requests refused by the review budget, for tests and debugging.
-        self.refused = 0
+
+    @property
+    def refused(self) -> int:
+        """Requests refused by the review budget, for tests and debugging."""
+        return self._token_reviews.budget.refused
 
     async def authenticate(self, token: str) -> User | None:
         """The token's user, or None when the API server does not accept the token.
@@ -213,47 +230,17 @@ class DelegatedAuth:
             return user  # type: ignore[no-any-return]
         if self._rejected.get(key)[0]:
             return None
-        flight = self._flights.get(key)
-        if flight is None:
-            budgeted = not self._known.get(key)[0]
-            if budgeted:
-                self._admit()
-            flight = asyncio.create_task(self._review(key, token))
-            flight.add_done_callback(functools.partial(self._landed, key, budgeted))
-            self._flights[key] = flight
-        # A waiter that gives up (its client went away) does not end the others' review.
-        return await asyncio.shield(flight)
-
-    def _admit(self) -> None:
-        """Take a place for one budgeted review, or raise `ReviewRefused`."""
-        if self._in_flight >= self.review_in_flight:
-            wait = 1.0
-        else:
-            wait = self._budget.take()
-            if wait <= 0:
-                self._in_flight += 1
-                return
-        self.refused += 1
-        self._results.labels("refused").inc()
-        if self.refused == 1 or self.refused % 1000 == 0:
-            log.warning(
-                "metrics: %d requests with unknown bearer tokens refused (429): more "
-                "than %d TokenReviews at once or %g a second",
-                self.refused,
-                self.review_in_flight,
-                self.review_qps,
+        try:
+            return await self._token_reviews.ask(
+                key,
+                lambda: self._review_token(key, token),
+                budgeted=not self._known.get(key)[0],
             )
-        raise ReviewRefused(wait)
+        except ReviewRefused:
+            self._token_results.labels("refused").inc()
+            raise
 
-    def _landed(self, key: bytes, budgeted: bool, flight: asyncio.Task[User | None]) -> None:
-        """A review ended (or was cancelled before it began): its place is free."""
-        if not flight.cancelled():
-            flight.exception()  # retrieved, so a failure no waiter saw is not logged
-        del self._flights[key]
-        if budgeted:
-            self._in_flight -= 1
-
-    async def _review(self, key: bytes, token: str) -> User | None:
+    async def _review_token(self, key: bytes, token: str) -> User | None:
         self.reviews += 1
         try:
             review = await self.client.create(
@@ -265,25 +252,38 @@ class DelegatedAuth:
                 },
             )
         except errors.ApiError:
-            self._results.labels("failed").inc()
+            self._token_results.labels("failed").inc()
             raise
         user = _user_of(review.get("status") or {})
         if user is None:
-            self._results.labels("rejected").inc()
+            self._token_results.labels("rejected").inc()
             self._rejected.put(key, None, self.reject_ttl)
             self._known.pop(key)  # revoked: its next review is budgeted again
         else:
-            self._results.labels("accepted").inc()
+            self._token_results.labels("accepted").inc()
             self._accepted.put(key, user, self.authn_ttl)
             self._known.put(key, None, self.known_ttl)
         return user
 
     async def authorize(self, user: User, verb: str, path: str) -> tuple[bool, str]:
-        """(allowed, reason) for `verb` on the non-resource URL `path`."""
+        """(allowed, reason) for `verb` on the non-resource URL `path`. Raises
+        `errors.ApiError` when the review itself fails, and `ReviewRefused` when a user
+        not seen allowed finds the review budget spent."""
         key = (user, verb, path)
         hit, decision = self._decisions.get(key)
         if hit:
             return decision  # type: ignore[no-any-return]
+        try:
+            return await self._access_reviews.ask(
+                key,
+                lambda: self._review_access(user, verb, path),
+                budgeted=not self._allowed.get(key)[0],
+            )
+        except ReviewRefused:
+            self._access_results.labels("refused").inc()
+            raise
+
+    async def _review_access(self, user: User, verb: str, path: str) -> tuple[bool, str]:
         self.reviews += 1
         spec: dict[str, Any] = {
             "user": user.name,
@@ -294,17 +294,29 @@ class DelegatedAuth:
             spec["uid"] = user.uid
         if user.extra:
             spec["extra"] = {k: list(v) for k, v in user.extra}
-        review = await self.client.create(
-            SUBJECTACCESSREVIEWS,
-            {
-                "apiVersion": SUBJECTACCESSREVIEWS.api_version,
-                "kind": SUBJECTACCESSREVIEWS.kind,
-                "spec": spec,
-            },
-        )
+        try:
+            review = await self.client.create(
+                SUBJECTACCESSREVIEWS,
+                {
+                    "apiVersion": SUBJECTACCESSREVIEWS.api_version,
+                    "kind": SUBJECTACCESSREVIEWS.kind,
+                    "spec": spec,
+                },
+            )
+        except errors.ApiError:
+            self._access_results.labels("failed").inc()
+            raise
         status = review.get("status") or {}
         decision = (status.get("allowed") is True, str(status.get("reason") or ""))
-        self._decisions.put(key, decision, self.allow_ttl if decision[0] else self.deny_ttl)
+        key = (user, verb, path)
+        if decision[0]:
+            self._access_results.labels("allowed").inc()
+            self._decisions.put(key, decision, self.allow_ttl)
+            self._allowed.put(key, None, self.known_ttl)
+        else:
+            self._access_results.labels("denied").inc()
+            self._decisions.put(key, decision, self.deny_ttl)
+            self._allowed.pop(key)  # revoked: its next review is budgeted again
         return decision
 
     async def verdict(self, authorization: str | None, verb: str, path: str) -> Verdict:
@@ -315,8 +327,7 @@ class DelegatedAuth:
         try:
             user = await self.authenticate(token)
         except ReviewRefused as e:
-            retry = max(1, math.ceil(e.retry_after))
-            return Verdict(429, "Too many token reviews, retry later", retry_after=retry)
+            return _too_many("token", e)
         except errors.ApiError as e:
             log.warning("metrics: the TokenReview failed, answering 500: %s", e)
             return Verdict(500, "Authentication failed")
@@ -325,6 +336,8 @@ class DelegatedAuth:
             return Verdict(401, "Unauthorized")
         try:
             allowed, reason = await self.authorize(user, verb, path)
+        except ReviewRefused as e:
+            return _too_many("access", e)
         except errors.ApiError as e:
             log.warning("metrics: the SubjectAccessReview for %s failed: %s", user.name, e)
             return Verdict(500, f"Authorization for user {user.name} failed")
@@ -332,6 +345,11 @@ class DelegatedAuth:
             log.debug("metrics: %s may not %s %s: %s", user.name, verb, path, reason)
             return Verdict(403, f"Authorization denied for user {user.name}")
         return Verdict(200)
+
+
+def _too_many(kind: str, refused: ReviewRefused) -> Verdict:
+    retry = max(1, math.ceil(refused.retry_after))
+    return Verdict(429, f"Too many {kind} reviews, retry later", retry_after=retry)
 
 
 def _user_of(status: Mapping[str, Any]) -> User | None:

@@ -8,13 +8,15 @@
   caches and takes over quickly.
 - `/metrics` is the Prometheus text format of one registry. Secure (`metrics_tls` and
   `metrics_auth` given), it is served over HTTPS and only to a bearer token the API
-  server authenticates and authorizes for `get /metrics` (see metrics_auth.py), as
-  kubebuilder v4's metrics server is; past the review budget for unknown tokens it
-  answers 429 with `Retry-After`.
+  server authenticates and authorizes for `get /metrics` (see auth.py), as
+  kubebuilder v4's metrics server is; past the review budget for unknown tokens and
+  users it answers 429 with `Retry-After`.
 
 The health and metrics endpoints may share one address or use two, like
 controller-runtime's `HealthProbeBindAddress` and `Metrics.BindAddress`; secure metrics
-never share, since kubelet probes speak plain HTTP.
+never share, since kubelet probes speak plain HTTP. A metrics listener of its own holds
+at most `metrics_max_connections` connections (listener.py); one shared with the probes
+does not, since a kubelet whose probe is refused restarts the pod.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from dynamo_pool_operator.runtime.serving.auth import DelegatedAuth
+from dynamo_pool_operator.runtime.serving.listener import (
+    IDLE_TIMEOUT,
+    MAX_CONNECTIONS,
+    BoundedListener,
+)
 from dynamo_pool_operator.runtime.serving.tls import ServingCertificate
 
 log = logging.getLogger(__name__)
@@ -84,6 +91,7 @@ class ProbeServer:
         metrics_address: str,
         metrics_tls: ServingCertificate | None = None,
         metrics_auth: DelegatedAuth | None = None,
+        metrics_max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         if (metrics_tls is None) != (metrics_auth is None):
             raise ValueError("secure metrics need both a certificate and an authenticator")
@@ -93,8 +101,10 @@ class ProbeServer:
         self._metrics = parse_address(metrics_address)
         self.metrics_tls = metrics_tls
         self.metrics_auth = metrics_auth
+        self.metrics_max_connections = metrics_max_connections
         self._cert_watch: asyncio.Task[None] | None = None
         self._runners: list[web.AppRunner] = []
+        self._listeners: list[BoundedListener] = []
         #: The (host, port) pairs actually bound (port 0 resolves to a free port).
         self.bound: dict[str, tuple[str, int]] = {}
 
@@ -142,7 +152,7 @@ class ProbeServer:
             await self._serve("health", self._health, health_routes)
         if self._metrics is not None:
             tls = self.metrics_tls.context if self.metrics_tls is not None else None
-            await self._serve("metrics", self._metrics, metrics_routes, tls)
+            await self._serve("metrics", self._metrics, metrics_routes, tls, bounded=True)
             if self.metrics_tls is not None:
                 self._cert_watch = asyncio.create_task(
                     self.metrics_tls.watch(), name="metrics certificate watch"
@@ -154,17 +164,33 @@ class ProbeServer:
         address: tuple[str, int],
         routes: list[web.RouteDef],
         tls: ssl.SSLContext | None = None,
+        *,
+        bounded: bool = False,
     ) -> None:
+        """Serve `routes` on `address`; `bounded`: at most `metrics_max_connections`."""
         app = web.Application()
         app.add_routes(routes)
-        runner = web.AppRunner(app, access_log=None)
+        # An idle connection is closed within minutes, not aiohttp's hour: on a bounded
+        # listener it holds a place, and no client of these ports needs it longer.
+        runner = web.AppRunner(app, access_log=None, keepalive_timeout=IDLE_TIMEOUT)
         await runner.setup()
-        site = web.TCPSite(runner, address[0], address[1], ssl_context=tls)
-        await site.start()
         self._runners.append(runner)
-        server = site._server  # the bound socket tells the real port when 0 was asked
-        sockets = getattr(server, "sockets", None) or []
-        port = sockets[0].getsockname()[1] if sockets else address[1]
+        if bounded:
+            assert runner.server is not None  # set up above
+            listener = BoundedListener(
+                runner.server,
+                *address,
+                registry=self.registry,
+                ssl_context=tls,
+                max_connections=self.metrics_max_connections,
+            )
+            await listener.start()
+            self._listeners.append(listener)
+            port = listener.port
+        else:
+            site = web.TCPSite(runner, address[0], address[1], ssl_context=tls)
+            await site.start()
+            port = site.port  # the bound port, when 0 was asked
         self.bound[name] = (address[0], port)
         log.info("serving %s on %s:%d%s", name, address[0], port, " (HTTPS)" if tls else "")
 
@@ -173,6 +199,9 @@ class ProbeServer:
             self._cert_watch.cancel()
             await asyncio.gather(self._cert_watch, return_exceptions=True)
             self._cert_watch = None
+        for listener in self._listeners:
+            await listener.stop()
+        self._listeners.clear()
         for runner in self._runners:
             await runner.cleanup()
         self._runners.clear()

@@ -1,16 +1,15 @@
-"""Secure metrics' caches and header parsing (what the API server decides is tested
-against a real one in tests/integration/security/test_secure_metrics.py)."""
+"""Secure metrics' caches, header parsing and TokenReviews (SubjectAccessReviews:
+test_auth_access.py; what the API server decides is tested against a real one in
+tests/integration/security/)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.serving.auth import (
     ALLOW_TTL,
@@ -22,44 +21,9 @@ from dynamo_pool_operator.runtime.serving.auth import (
     REVIEW_IN_FLIGHT,
     REVIEW_QPS,
     DelegatedAuth,
-    Verdict,
     bearer_token,
 )
-from tests.unit.runtime.client.fake import FakeClient
-
-GET = ("get", "/metrics")
-
-
-class Reviewer(FakeClient):
-    """Answers reviews as a fixed API server would, counting them. While `gate` is
-    set, TokenReviews wait for it; with `fail` set they fail as an unreachable server."""
-
-    def __init__(self, allowed: bool = True) -> None:
-        super().__init__()
-        self.allowed = allowed
-        self.accepted = {"good"}
-        self.kinds: list[str] = []
-        self.gate: asyncio.Event | None = None
-        self.fail = False
-
-    @property
-    def token_reviews(self) -> int:
-        return self.kinds.count("TokenReview")
-
-    async def create(self, res: Any, body: dict[str, Any], *_: Any, **__: Any) -> dict[str, Any]:
-        self.kinds.append(body["kind"])
-        if body["kind"] == "TokenReview":
-            if self.gate is not None:
-                await self.gate.wait()
-            if self.fail:
-                raise errors.ApiError("connection refused")
-            ok = body["spec"]["token"] in self.accepted
-            user = {"username": "prom", "groups": ["g"], "extra": {"k": ["v"]}}
-            return {"status": {"authenticated": ok, "user": user if ok else {}}}
-        assert body["spec"]["user"] == "prom"
-        assert body["spec"]["extra"] == {"k": ["v"]}
-        assert body["spec"]["nonResourceAttributes"] == {"path": "/metrics", "verb": "get"}
-        return {"status": {"allowed": self.allowed}}
+from tests.unit.runtime.serving.reviewer import GET, Reviewer, auth_of, settle, verdicts
 
 
 @pytest.mark.parametrize(
@@ -114,19 +78,6 @@ async def test_a_bad_token_is_401_and_remembered() -> None:
     assert (await auth.verdict(None, "get", "/metrics")).status == 401
 
 
-def auth_of(reviewer: Reviewer, clock: FakeClock, **kw: Any) -> DelegatedAuth:
-    return DelegatedAuth(reviewer, clock=clock, registry=CollectorRegistry(), **kw)
-
-
-async def verdicts(auth: DelegatedAuth, tokens: list[str]) -> list[Verdict]:
-    return await asyncio.gather(*(auth.verdict(f"Bearer {t}", *GET) for t in tokens))
-
-
-async def settle() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
-
-
 def test_the_review_budget_is_small() -> None:
     assert (REVIEW_IN_FLIGHT, REVIEW_BURST, REVIEW_QPS) == (4, 20, 5.0)
     assert REJECT_TTL == AUTHN_TTL
@@ -136,8 +87,9 @@ def test_the_review_budget_is_small() -> None:
 async def test_requests_with_one_token_at_once_share_one_review() -> None:
     reviewer = Reviewer()
     reviewer.gate = asyncio.Event()
-    # Those who join a review under way take no place of the budget.
-    auth = auth_of(reviewer, FakeClock(), review_in_flight=2, review_burst=2)
+    # Those who join a review under way take no place of the budget: two places for the
+    # two TokenReviews, a third for the one SubjectAccessReview of the accepted user.
+    auth = auth_of(reviewer, FakeClock(), review_in_flight=2, review_burst=3)
     waiting = asyncio.ensure_future(verdicts(auth, ["bad"] * 50 + ["good"] * 50))
     await settle()
     assert reviewer.token_reviews == 2
@@ -229,7 +181,8 @@ async def test_a_flood_of_rejected_tokens_does_not_evict_an_accepted_one() -> No
 
 async def test_a_token_seen_accepted_is_reviewed_outside_the_budget() -> None:
     clock, reviewer = FakeClock(), Reviewer()
-    auth = auth_of(reviewer, clock, review_in_flight=1, review_burst=1, review_qps=1e-6)
+    # Two places: the good token's TokenReview and its user's SubjectAccessReview.
+    auth = auth_of(reviewer, clock, review_in_flight=1, review_burst=2, review_qps=1e-6)
     assert (await auth.verdict("Bearer good", *GET)).status == 200
     assert (await auth.verdict("Bearer bad", *GET)).status == 429  # the budget is spent
     await clock.advance(AUTHN_TTL)
@@ -250,7 +203,7 @@ async def test_a_token_seen_accepted_is_reviewed_outside_the_budget() -> None:
 
 async def test_a_revoked_token_goes_back_to_the_budget() -> None:
     clock, reviewer = FakeClock(), Reviewer()
-    auth = auth_of(reviewer, clock, review_burst=1, review_qps=1e-6)
+    auth = auth_of(reviewer, clock, review_burst=2, review_qps=1e-6)
     assert (await auth.verdict("Bearer good", *GET)).status == 200
     reviewer.accepted.clear()
     await clock.advance(AUTHN_TTL)
@@ -265,7 +218,8 @@ async def test_reviews_are_counted_by_result_and_no_token_is_logged(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     clock, reviewer, registry = FakeClock(), Reviewer(), CollectorRegistry()
-    auth = DelegatedAuth(reviewer, clock=clock, registry=registry, review_burst=2)
+    # good: a TokenReview and a SubjectAccessReview; the secret: a TokenReview.
+    auth = DelegatedAuth(reviewer, clock=clock, registry=registry, review_burst=3)
     secret = "s3cr3t-token-value"
     assert (await auth.verdict("Bearer good", *GET)).status == 200
     assert (await auth.verdict(f"Bearer {secret}", *GET)).status == 401
