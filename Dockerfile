@@ -3,10 +3,10 @@
 # `docker build -t dynamo-pool-operator:0.1.0 .`
 #
 # Two stages: the builder turns the source into a wheel and a virtualenv with exactly
-# the versions in uv.lock (hash-checked), and compiles the pure core with mypyc into it
-# (docs/decisions/0010-compiled-pure-core.md); the runtime image gets only that
-# virtualenv, no compilers, no uv, no source tree. Both stages use the same Python base
-# image, so the virtualenv's interpreter path is valid in the runtime stage.
+# the versions in uv.lock (hash-checked); the runtime image gets only that virtualenv,
+# no uv, no source tree. It runs the sources as the tests do
+# (docs/decisions/0014-the-image-runs-the-sources.md). Both stages use the same Python
+# base image, so the virtualenv's interpreter path is valid in the runtime stage.
 
 ARG PYTHON_IMAGE=python:3.11-slim
 ARG UV_IMAGE=ghcr.io/astral-sh/uv:0.13.9
@@ -18,14 +18,9 @@ COPY --from=uv /uv /usr/local/bin/uv
 ENV UV_LINK_MODE=copy \
     UV_PYTHON_DOWNLOADS=never \
     UV_PYTHON=/usr/local/bin/python3
-# mypyc's extensions are built with the base's C compiler (none in the runtime stage).
-RUN apt-get update -qq \
- && apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null \
- && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml uv.lock README.md ./
 COPY src ./src
-COPY tools/compile_core.py ./tools/
 # The runtime dependencies only (no dev group), pinned and hashed.
 # `--python` names the virtualenv's interpreter: with UV_PYTHON set, uv pip ignores
 # VIRTUAL_ENV and would install into the base image's Python (tests/e2e/test_image.py).
@@ -35,15 +30,6 @@ RUN uv export --frozen --no-dev --no-emit-project --format requirements-txt -o /
  && uv pip install --python /opt/venv/bin/python --require-hashes --compile-bytecode -r /tmp/requirements.txt \
  && uv pip install --python /opt/venv/bin/python --no-deps --compile-bytecode /tmp/dist/*.whl \
  && rm -r /opt/venv/lib/python3.*/site-packages/dynamo_pool_operator/localcluster
-# The pure core compiled (mypy and setuptools of uv.lock's `compile` group, in a venv of
-# their own), its extensions copied beside the installed sources: an extension module is
-# imported before a source file of the same name.
-RUN uv export --frozen --only-group compile --no-emit-project --format requirements-txt -o /tmp/compile.txt \
- && uv venv /tmp/compile \
- && uv pip install --python /tmp/compile/bin/python --require-hashes -r /tmp/compile.txt \
- && /tmp/compile/bin/python tools/compile_core.py --in-place src --python-executable /opt/venv/bin/python \
- && site="$(echo /opt/venv/lib/python3.*/site-packages)" \
- && (cd src && find . -name '*.so' -exec cp --parents {} "$site/" \;)
 # The local control plane (`dev`, the tests, the benchmark) is left out: the operator never
 # imports it (tests/unit/repository/test_image_contents.py), and `dev` says it needs a source checkout.
 

@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 UV := $(CURDIR)/tools/uv
 
-.PHONY: dev test unit compiled lint controlplane uv image
+.PHONY: dev test unit lint controlplane uv image
 
 uv:
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet --user uv \
@@ -22,17 +22,9 @@ test: uv
 	$(MAKE) --no-print-directory lint
 	bash tools/controlplane/build.sh
 	$(UV) run --frozen pytest
-	$(MAKE) --no-print-directory compiled
 
 unit: uv
 	$(UV) run --frozen pytest -m "not integration and not e2e and not faults"
-
-## compiled: the unit tier again, on the pure core compiled with mypyc as the image ships it
-## (tools/compile_core.py builds it once per source state, under ~/.cache)
-compiled: uv
-	tree="$$($(UV) run --frozen python tools/compile_core.py)" && \
-	DPO_COMPILED_CORE="$$tree" PYTHONPATH="$$tree" $(UV) run --frozen pytest -p no:cacheprovider \
-		-m "not integration and not e2e and not faults and not interpreted" tests/unit
 
 lint: uv
 	$(UV) run --frozen ruff check src tests tools bench

@@ -18,7 +18,6 @@ from dynamo_pool_operator.config import parse_configuration
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest
 
-from . import core
 from .procs import operator_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,7 +75,6 @@ async def _measure_in(python: str, cp: ControlPlane, workers: int) -> dict[str, 
             str(workers),
             str(result),
             cwd=ROOT,
-            env=core.env_for(python),
         )
         if await proc.wait() != 0:
             raise RuntimeError(f"in-process measurement with {python} failed")

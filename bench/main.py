@@ -31,7 +31,7 @@ from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 
-from . import core, cores, cpfloor, fairness, floor, inproc, objects, procs, soak
+from . import cores, cpfloor, fairness, floor, inproc, objects, procs, soak
 from .latency import reaction_latency
 from .restart import restart
 from .tracker import Tracker
@@ -157,13 +157,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--operator-python",
         help="with --soak: run the operator with this interpreter (another environment's, "
         "e.g. another Python version or checkout)",
-    )
-    p.add_argument(
-        "--core",
-        choices=("compiled", "interpreted"),
-        default="compiled",
-        help="this checkout's pure core: compiled with mypyc as the image ships it "
-        "(default), or its sources",
     )
     a = p.parse_args(argv)
     if a.separate_cores and not a.fairness:
@@ -490,7 +483,6 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
         "soak": args.soak,
         "operator_python": args.operator_python or "this checkout",
         "operator_workers": args.workers,
-        "core": core.describe(),
         "machine": machine(),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
     }
@@ -662,8 +654,6 @@ def write(args: argparse.Namespace, result: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.core == "compiled":
-        core.reexec_compiled(sys.argv[1:] if argv is None else argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {}
     try:

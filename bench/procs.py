@@ -19,8 +19,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from dynamo_pool_operator.config import API_VERSION, KIND
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
 
-from . import core
-
 #: More `controller` settings for this checkout's operator (`--background-writes`); an
 #: operator run with `--compare-python` (another checkout) gets none of them: it may
 #: not know them.
@@ -58,7 +56,6 @@ class OperatorProcess:
         self.config_path = cp.dir / "bench-operator.yaml"
         config = operator_config(workers, self.metrics_port, this_checkout=python is None)
         self.config_path.write_text(yaml.safe_dump(config))
-        self.python = python
         self.args = [
             python or sys.executable,
             "-m",
@@ -80,7 +77,6 @@ class OperatorProcess:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env=core.env_for(self.python),
             )
         return self.popen.pid
 

@@ -36,16 +36,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.unit.repository.tool_modules import load_tool
-
 ROOT = Path(__file__).resolve().parents[2]
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 #: What the Python stand-in is made of; part of its cache key.
 SUITE = "bookworm"
-#: python3-dev: the headers python:3.11-slim carries, which the builder's mypyc compiles
-#: against (Debian keeps them out of python3).
-PACKAGES = ("python3", "python3-dev")
+PACKAGES = ("python3",)
 #: mmdebstrap's customize hook, run with the new root as $1 (before it is packed).
 SHAPE_LIKE_PYTHON_SLIM = r"""
 set -eu
@@ -62,11 +58,6 @@ BASE_ENV = {
     "LANG": "C.UTF-8",
     "SSL_CERT_FILE": "/etc/ssl/certs/ca-certificates.crt",
 }
-
-
-def compiled_modules() -> tuple[str, ...]:
-    """The modules the Dockerfile's builder compiles (tools/compile_core.py's list)."""
-    return tuple(load_tool("compile_core").MODULES)
 
 
 def cache_root() -> Path:

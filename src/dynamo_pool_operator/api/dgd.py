@@ -178,8 +178,8 @@ def pool_from_object(obj: Mapping[str, Any]) -> Pool:
     else:
         components = _components_v1beta1(spec)
     annotations = meta.get("annotations")
-    # Each key and value is checked below: read untyped, as any value of an object made
-    # by hand may be (the compiled core checks a declared type where it reads one).
+    # Read untyped: an object made by hand may hold a key or value of any type, and each
+    # is checked below.
     annotated: Any = annotations.items() if is_map(annotations) else ()
     return Pool(
         namespace=_str(meta.get("namespace")) or "",

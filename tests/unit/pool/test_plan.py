@@ -71,7 +71,6 @@ def test_publishing_withdraws_the_relay_services_export_before_the_service() -> 
     ]
 
 
-@pytest.mark.interpreted
 def test_make_plan_asks_the_exports_with_the_decision(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.unit.pool.test_status_report import export_rules
 

@@ -260,7 +260,6 @@ def test_quantities_the_server_rewrites_are_not_drift() -> None:
     assert dep.verb is Verb.NONE
 
 
-@pytest.mark.interpreted
 def test_the_exports_plan_from_the_passs_snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
     from tests.unit.pool.test_status_report import export_rules
 
