@@ -1,5 +1,6 @@
-"""Plots for docs/performance.md from bench/results/*.json (matplotlib is not a
-project dependency; run it in a throwaway environment):
+"""Plots of bench/results/*.json, to look at, not to commit: a plot goes stale with the
+code (docs/performance.md). matplotlib is not a project dependency; run it in a
+throwaway environment:
 
     uv run --with matplotlib python -m bench.plot [RESULT.json] [--docs docs]
 
