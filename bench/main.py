@@ -28,7 +28,7 @@ from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import default_crds
 from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 
 from . import cores, cpfloor, fairness, floor, inproc, objects, procs, soak

@@ -23,7 +23,7 @@ from dynamo_pool_operator.api.relay import relay_from_object
 from dynamo_pool_operator.pool.exports.plan import export_body
 from dynamo_pool_operator.pool.plan import make_plan
 from dynamo_pool_operator.pool.relay.objects import desired_objects
-from dynamo_pool_operator.pool.status import report
+from dynamo_pool_operator.pool.report import report
 
 PHASES = (
     "decode",

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from dynamo_pool_operator.localcluster.assets import Assets
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from tests.leaks import run_plane
 

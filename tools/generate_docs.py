@@ -3,10 +3,10 @@
 - docs/configuration.md, whole, from the configuration loader;
 - docs/crd.md, the sections between `<!-- BEGIN GENERATED: name -->` and
   `<!-- END GENERATED: name -->`: `conditions`, every reason of each condition `Ready`
-  summarizes (`api/status.py`); `precedence`, the withdrawal reasons (`Published`) in
+  summarizes (`api/conditions.py`); `precedence`, the withdrawal reasons (`Published`) in
   the order of the relay's check chain.
 - docs/events.md, the section `events`: every Event reason, from their home
-  (`api/events.py`).
+  (`api/event_reasons.py`).
 
 Run: tools/uv run python tools/generate_docs.py
 (tests/unit/repository/test_docs_drift.py checks it)
@@ -18,18 +18,18 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from dynamo_pool_operator.api.events import (
+from dynamo_pool_operator.api.conditions import (
+    IMPLEMENTATION_REASON_MEANING,
+    MEANINGS,
+    READY_PARTS,
+    ConditionType,
+)
+from dynamo_pool_operator.api.event_reasons import (
     CONDITION_CHANGED,
     CONDITION_CHANGED_REASON,
     EVENTS,
     NOTED_TRANSITIONS,
     Event,
-)
-from dynamo_pool_operator.api.status import (
-    IMPLEMENTATION_REASON_MEANING,
-    MEANINGS,
-    READY_PARTS,
-    ConditionType,
 )
 from dynamo_pool_operator.config import configuration_reference
 from dynamo_pool_operator.pool.plan import precedence_table

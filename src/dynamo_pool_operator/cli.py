@@ -361,10 +361,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         )
     if args.command == "status":
-        from dynamo_pool_operator import status_cmd
+        from dynamo_pool_operator import status
 
         return asyncio.run(
-            status_cmd.run(
+            status.run(
                 kubeconfig=args.kubeconfig,
                 context=args.context,
                 namespace=args.namespace,

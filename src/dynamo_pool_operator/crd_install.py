@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from dynamo_pool_operator.api import crd
-from dynamo_pool_operator.api.status import Status
+from dynamo_pool_operator.api.conditions import Status
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK
 from dynamo_pool_operator.runtime import Client, ConfigError, errors, load_config
 from dynamo_pool_operator.runtime.objects import CRDS

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any
 
 from dynamo_pool_operator import process
 from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api.conditions import ConditionType, ExportState, Status
 from dynamo_pool_operator.api.mcs import (
     Confirmation,
     Implementation,
     clusterproperties,
     serviceexports,
 )
-from dynamo_pool_operator.api.status import ConditionType, ExportState, Status
 from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.discover.find import Discovered, Mode
 from dynamo_pool_operator.discover.view import discovered, format_table

@@ -28,15 +28,15 @@ from dynamo_pool_operator.api import dgd as dgd_api
 from dynamo_pool_operator.api.mcs import Implementation, serviceexports
 from dynamo_pool_operator.api.relay import RelayDefaults
 from dynamo_pool_operator.config import OperatorConfiguration
-from dynamo_pool_operator.discovery import ServedApis, rediscover_served_apis, transitions
 from dynamo_pool_operator.pool import controller as relay_controller
-from dynamo_pool_operator.pool import metrics as relay_metrics
+from dynamo_pool_operator.pool import status_metrics as relay_metrics
 from dynamo_pool_operator.pool.exports.apis import ExportApis
 from dynamo_pool_operator.pool.exports.cleanup import withdraw_leftover_exports
 from dynamo_pool_operator.pool.exports.feature import ExportCaches, FrontendCaches, PoolExports
 from dynamo_pool_operator.pool.exports.plan import EXPORT_EVENTS
 from dynamo_pool_operator.pool.reconciler import PoolRelayReconciler, RelayCaches
 from dynamo_pool_operator.runtime import (
+    REGISTRY,
     BackgroundWrites,
     Client,
     Clock,
@@ -49,10 +49,10 @@ from dynamo_pool_operator.runtime import (
     Rediscovery,
     SharedInformers,
     SystemClock,
-    metrics,
     per_registry,
 )
 from dynamo_pool_operator.runtime.objects import Meta
+from dynamo_pool_operator.served_apis import ServedApis, rediscover_served_apis, transitions
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class Operator:
     dgd_api: FollowedCache
     #: The export feature's APIs (None with no MCS implementation configured).
     export_apis: ExportApis | None = None
-    #: Where the relays' own reports are served as metrics (`pool/metrics.py`).
+    #: Where the relays' own reports are served as metrics (`pool/status_metrics.py`).
     registry: CollectorRegistry | None = None
     #: Reads discovery again on a schedule and hands each change to `follow_apis`.
     rediscovery: Rediscovery[ServedApis] = dataclasses.field(init=False)
@@ -321,7 +321,7 @@ def build(
     clock: Clock | None = None,
 ) -> Operator:
     """Wire the operator for `config` on a cluster serving `served`."""
-    registry = registry if registry is not None else metrics.REGISTRY
+    registry = registry if registry is not None else REGISTRY
     clock = clock or SystemClock()
     namespace = config.namespace.restricted or None
     informers = SharedInformers(client, registry=registry)

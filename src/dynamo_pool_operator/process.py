@@ -33,10 +33,10 @@ from dynamo_pool_operator import operator
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import OperatorConfiguration, ServerConfig
 from dynamo_pool_operator.config_fields import split_address
-from dynamo_pool_operator.discovery import StartupError, discover_served_apis
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from dynamo_pool_operator.runtime import (
     DEFAULT_USER_AGENT,
+    REGISTRY,
     CertificateError,
     Client,
     ConfigError,
@@ -49,9 +49,9 @@ from dynamo_pool_operator.runtime import (
     default_identity,
     errors,
     load_config,
-    metrics,
 )
 from dynamo_pool_operator.runtime.gcpauses import collector_tuned, watch_gc_pauses
+from dynamo_pool_operator.served_apis import StartupError, discover_served_apis
 
 log = logging.getLogger(__name__)
 
@@ -139,10 +139,10 @@ async def run(
                 log.error("cannot serve secure metrics: %s", e)
                 return EXIT_FAILURE
             auth = DelegatedAuth(review_client)
-        watch_gc_pauses(metrics.REGISTRY)  # the full collections walk every cached object
+        watch_gc_pauses(REGISTRY)  # the full collections walk every cached object
         server = ProbeServer(
             probes,
-            metrics.REGISTRY,
+            REGISTRY,
             health_address=config.server.health_probe_address,
             metrics_address=metrics_listen(config.server),
             metrics_tls=tls,

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 import yaml
 
-from dynamo_pool_operator import __version__, status_cmd
+from dynamo_pool_operator import __version__
 from dynamo_pool_operator.config import OperatorConfiguration, to_document
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import (
@@ -671,7 +671,7 @@ async def test_the_charts_service_account_can_run_the_operator_and_nothing_more(
 
         # `status` reads as the same identity: what a platform team would see.
         out = io.StringIO()
-        code = await status_cmd.run(kubeconfig=str(kubeconfig), namespace=namespace, out=out)
+        code = await status.run(kubeconfig=str(kubeconfig), namespace=namespace, out=out)
         assert code == 0
         row = out.getvalue().splitlines()[1].split()
         # This control plane runs no Deployment controller: the relay pods never run,

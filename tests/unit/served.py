@@ -1,4 +1,4 @@
-"""The resources discovery finds in the rules tests (`discovery.py`), as it reports them."""
+"""The resources discovery finds in the rules tests (`served_apis.py`), as it reports them."""
 
 from __future__ import annotations
 

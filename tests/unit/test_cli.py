@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dynamo_pool_operator import __version__, admission, cli, rbac, status_cmd
+from dynamo_pool_operator import __version__, admission, cli, rbac, status
 from dynamo_pool_operator.api import crd
 
 
@@ -108,7 +108,7 @@ def relay(
 
 def test_status_table() -> None:
     rows = [
-        status_cmd.row_of(
+        status.row_of(
             relay(
                 "llama",
                 exports=[
@@ -123,12 +123,12 @@ def test_status_table() -> None:
                 ],
             )
         ),
-        status_cmd.row_of(
+        status.row_of(
             relay("mistral", "team-b", ready="False", reason="DGDNotFound", message="no DGD")
         ),
-        status_cmd.row_of(relay("new", ready=None)),
+        status.row_of(relay("new", ready=None)),
     ]
-    text = status_cmd.format_table(rows)
+    text = status.format_table(rows)
     lines = text.splitlines()
     assert lines[0].split() == [
         "NAMESPACE", "NAME", "READY", "REASON", "AVAILABLE", "EXPORTED", "EXPORTS"
@@ -153,7 +153,7 @@ def test_status_explains_each_part_of_ready_that_is_not_true() -> None:
         {"type": "Exported", "status": "False", "reason": "ConflictingPorts", "message": "ports"},
         *obj["status"]["conditions"],
     ]
-    lines = status_cmd.format_table([status_cmd.row_of(obj)]).splitlines()
+    lines = status.format_table([status.row_of(obj)]).splitlines()
     assert lines[1].split()[2:6] == ["False", "Unavailable", "0/2", "False"]
     assert "  RelayAvailable False Unavailable: no pod" in lines
     assert any(line.startswith("    what to do: No replica is available") for line in lines)
@@ -163,13 +163,13 @@ def test_status_explains_each_part_of_ready_that_is_not_true() -> None:
 
 
 def test_status_marks_a_stale_report() -> None:
-    row = status_cmd.row_of(relay("llama", generation=3, observed=2))
+    row = status.row_of(relay("llama", generation=3, observed=2))
     assert row.stale
-    assert "True (stale)" in status_cmd.format_table([row])
+    assert "True (stale)" in status.format_table([row])
 
 
 def test_status_empty() -> None:
-    assert status_cmd.format_table([]) == "No DynamoPoolRelays found.\n"
+    assert status.format_table([]) == "No DynamoPoolRelays found.\n"
 
 
 async def test_status_without_a_cluster_exits_1(
@@ -179,8 +179,8 @@ async def test_status_without_a_cluster_exits_1(
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
     err = io.StringIO()
-    code = await status_cmd.run(out=io.StringIO(), err=err)
-    assert code == status_cmd.EXIT_FAILURE
+    code = await status.run(out=io.StringIO(), err=err)
+    assert code == status.EXIT_FAILURE
     assert err.getvalue().startswith("error: no Kubernetes configuration found")
 
 

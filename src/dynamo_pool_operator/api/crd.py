@@ -10,9 +10,9 @@ from typing import Any
 
 from dynamo_pool_operator import __version__
 from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api.conditions import ConditionType, Status
 from dynamo_pool_operator.api.mcs import ExportCondition
 from dynamo_pool_operator.api.podfields import QUANTITY_PATTERN, TAINT_EFFECTS, TOLERATION_OPERATORS
-from dynamo_pool_operator.api.status import ConditionType, Status
 from dynamo_pool_operator.runtime.objects import Resource
 
 READY, EXPORTED, PUBLISHED = ConditionType.READY, ConditionType.EXPORTED, ConditionType.PUBLISHED

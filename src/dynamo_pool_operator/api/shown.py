@@ -25,14 +25,14 @@ from typing import Any, TypeVar
 
 import orjson
 
-from dynamo_pool_operator.api.status import (
+from dynamo_pool_operator.api.conditions import (
     CONDITION_TYPES,
     STATUSES,
     ConditionType,
 )
 from dynamo_pool_operator.runtime.objects import is_map, record
 
-#: The status's top-level fields, as the report writes them (`pool/status.desired_status`):
+#: The status's top-level fields, as the report writes them (`pool/report.desired_status`):
 #: a `ShownStatus` keeps a digest of each. A field written but not listed here would
 #: read as never shown, and be written on every pass (a test holds the report to it).
 STATUS_FIELDS: tuple[str, ...] = (

@@ -17,9 +17,9 @@ from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api import dgd as dgd_api
 from dynamo_pool_operator.api.mcs import MCS_GROUP, SERVICEEXPORT_VERSIONS, SERVICEEXPORTS
 from dynamo_pool_operator.check.framework import Context, Result, Status, human
-from dynamo_pool_operator.discovery import pick
 from dynamo_pool_operator.runtime import discover, errors
 from dynamo_pool_operator.runtime.objects import CRDS, LEASES, Resource, seconds_since
+from dynamo_pool_operator.served_apis import pick
 
 INSTALL_CRD = "dynamo-pool-operator manifests crds --apply (or install the Helm chart)"
 #: ServiceExport APIs of other groups, which this operator never writes.

@@ -15,6 +15,7 @@ from typing import Any
 
 from dynamo_pool_operator.api import crd, names
 from dynamo_pool_operator.api import dgd as dgd_api
+from dynamo_pool_operator.api.conditions import ConditionType, ReadyReason, Status
 from dynamo_pool_operator.api.mcs import (
     ABOUT_GROUP,
     ABOUT_VERSIONS,
@@ -27,10 +28,8 @@ from dynamo_pool_operator.api.mcs import (
     ExportCondition,
     Implementation,
 )
-from dynamo_pool_operator.api.status import ConditionType, ReadyReason, Status
 from dynamo_pool_operator.check.framework import Context, Result, human
 from dynamo_pool_operator.check.framework import Status as CheckStatus
-from dynamo_pool_operator.discovery import pick
 from dynamo_pool_operator.pool.exports.verdict import Judgement, verdict
 from dynamo_pool_operator.runtime import errors
 from dynamo_pool_operator.runtime.objects import (
@@ -40,6 +39,7 @@ from dynamo_pool_operator.runtime.objects import (
     is_controlled_by,
     seconds_since,
 )
+from dynamo_pool_operator.served_apis import pick
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:

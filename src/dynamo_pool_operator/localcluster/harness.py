@@ -16,10 +16,10 @@ from prometheus_client import CollectorRegistry
 from dynamo_pool_operator import operator
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import OperatorConfiguration
-from dynamo_pool_operator.discovery import discover_served_apis
 from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.runtime import DEFAULT_USER_AGENT, Client, Request, load_kubeconfig
+from dynamo_pool_operator.served_apis import discover_served_apis
 
 #: Writes by the operator carry this user agent prefix.
 OPERATOR_AGENT = DEFAULT_USER_AGENT.split("/")[0] + "/"

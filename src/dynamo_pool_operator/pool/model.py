@@ -5,7 +5,7 @@ planned with the same verbs and carried out by the same executor, so the "never
 adopt, write only with uid + resourceVersion" promise is kept in one place
 (`runtime/writes/guarded.py`). The relay's own objects (`pool/relay/`) and its exports
 (`pool/exports/`) both speak this vocabulary and never import each other: the phases
-above them (`pool/plan.py`, `pool/status.py`, `pool/reconciler.py`) call each in turn.
+above them (`pool/plan.py`, `pool/report.py`, `pool/reconciler.py`) call each in turn.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Final, Literal
 
+from dynamo_pool_operator.api.conditions import ConditionType, Status
 from dynamo_pool_operator.api.dgd import Pool
 from dynamo_pool_operator.api.mcs import ClusterID
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.api.shown import ShownCondition, ShownLine, ShownStatus
-from dynamo_pool_operator.api.status import ConditionType, Status
 from dynamo_pool_operator.runtime.objects import Resource, record
 
 
@@ -189,16 +189,6 @@ class StatusLine:
     implementation: Mapping[str, Mapping[str, str]] | None = None
     #: `Withdrawing`: the finalizers that hold the export.
     finalizers: tuple[str, ...] = ()
-
-    def seen_as(self, implementation: Mapping[str, Mapping[str, str]] | None) -> StatusLine:
-        """This line with what the implementation wrote on its export: made directly,
-        not by `dataclasses.replace` (a report makes one per export, every pass), and
-        not at all when the line already shows that (nothing written: None)."""
-        if implementation is self.implementation:
-            return self
-        return StatusLine(
-            self.name, self.state, self.reason, self.message, implementation, self.finalizers
-        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name, "state": self.state}

@@ -28,10 +28,10 @@ from dataclasses import field
 from typing import Any
 
 from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api.conditions import PUBLISHED_MEANINGS
+from dynamo_pool_operator.api.conditions import PublishedReason as Reason
 from dynamo_pool_operator.api.dgd import DISCOVERY_BACKEND_ANNOTATION, KUBERNETES_DISCOVERY, Pool
 from dynamo_pool_operator.api.relay import Relay
-from dynamo_pool_operator.api.status import PUBLISHED_MEANINGS
-from dynamo_pool_operator.api.status import PublishedReason as Reason
 from dynamo_pool_operator.pool.exports.plan import ExportRules, plan_exports
 from dynamo_pool_operator.pool.model import (
     Action,
@@ -79,7 +79,7 @@ class Facts:
 class Check:
     """One rule: `withdraws(facts)` is the message (what to change) when it stops the
     pool, None when it does not. The rule in a line is the reason's meaning
-    (`api/status.PUBLISHED_MEANINGS`)."""
+    (`api/conditions.PUBLISHED_MEANINGS`)."""
 
     reason: Reason
     withdraws: Callable[[Facts], str | None]

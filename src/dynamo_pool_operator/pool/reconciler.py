@@ -48,7 +48,7 @@ from dynamo_pool_operator.pool.model import (
 )
 from dynamo_pool_operator.pool.plan import make_plan
 from dynamo_pool_operator.pool.relay.kinds import BY_KIND, RELAY_KINDS
-from dynamo_pool_operator.pool.status import report
+from dynamo_pool_operator.pool.report import report
 from dynamo_pool_operator.runtime import (
     Client,
     Clock,

@@ -7,7 +7,7 @@ below it (docs/architecture.md): `control`, `serving`, `leader`, `events` over `
 and `cache`, over `client`, over `auth`, over `objects`, `clock`, `ratelimit` and the
 metrics."""
 
-from dynamo_pool_operator.runtime.auth.cluster import (
+from dynamo_pool_operator.runtime.auth.config import (
     IN_CLUSTER,
     ClusterConfig,
     ConfigError,
@@ -48,8 +48,8 @@ from dynamo_pool_operator.runtime.control.controller import (
 from dynamo_pool_operator.runtime.control.queue import LOW
 from dynamo_pool_operator.runtime.events import EventRecorder
 from dynamo_pool_operator.runtime.leader import LeaderElector, LeadershipLost, default_identity
-from dynamo_pool_operator.runtime.metricsets import per_registry
 from dynamo_pool_operator.runtime.ratelimit import ExponentialBackoff
+from dynamo_pool_operator.runtime.registry import REGISTRY, per_registry
 from dynamo_pool_operator.runtime.serving.auth import DelegatedAuth
 from dynamo_pool_operator.runtime.serving.server import Probes, ProbeServer
 from dynamo_pool_operator.runtime.serving.tls import CertificateError, ServingCertificate
@@ -65,6 +65,7 @@ __all__ = [
     "DEFAULT_USER_AGENT",
     "IN_CLUSTER",
     "LOW",
+    "REGISTRY",
     "SYNC_TIMEOUT",
     "Alike",
     "BackgroundWrites",

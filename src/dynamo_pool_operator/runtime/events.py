@@ -57,8 +57,8 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.background import background
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
-from dynamo_pool_operator.runtime.metricsets import per_registry
 from dynamo_pool_operator.runtime.objects.resources import EVENTS
+from dynamo_pool_operator.runtime.registry import per_registry
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ class EventRecorder:
         if not 0 < len(reporting_instance) <= FIELD_LIMIT:
             raise ValueError(f"reporting_instance must be 1..{FIELD_LIMIT} characters")
         if registry is None:
-            from dynamo_pool_operator.runtime.metrics import REGISTRY
+            from dynamo_pool_operator.runtime.registry import REGISTRY
 
             registry = REGISTRY
         self._client = client

@@ -37,8 +37,8 @@ from prometheus_client import CollectorRegistry, Gauge
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
-from dynamo_pool_operator.runtime.metricsets import per_registry
 from dynamo_pool_operator.runtime.objects.resources import LEASES
+from dynamo_pool_operator.runtime.registry import per_registry
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ def default_identity() -> str:
 
 
 def _default_registry() -> CollectorRegistry:
-    from dynamo_pool_operator.runtime.metrics import (
+    from dynamo_pool_operator.runtime.registry import (
         REGISTRY,  # lazily: only when no registry is injected
     )
 

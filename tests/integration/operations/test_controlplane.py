@@ -14,7 +14,7 @@ import pytest
 
 from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, SECRETS

@@ -25,11 +25,11 @@ from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_po
 from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, eventually
 from dynamo_pool_operator.operator import REPORTING_CONTROLLER
 from dynamo_pool_operator.pool.controller import CONTROLLER_NAME
-from dynamo_pool_operator.runtime import metrics
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.leader import LeaderElector, format_micro_time
 from dynamo_pool_operator.runtime.objects.resources import LEASES
+from dynamo_pool_operator.runtime.registry import REGISTRY
 from tests.integration.support.export_fixtures import config, events_for
 from tests.integration.support.race_fixtures import FRONTEND_SVC, deny_export_writes, make_pool
 from tests.integration.support.relay_fixtures import RELAYS, relay_body
@@ -64,7 +64,7 @@ def leader_config(namespace: str, **sections: Any) -> Any:
 
 def sample(name: str, labels: dict[str, str]) -> float:
     """A sample of the process-wide registry `process.run` reports to."""
-    return metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+    return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
 def reconciled() -> float:

@@ -49,7 +49,7 @@ from dynamo_pool_operator.pool.exports.feature import relevant_exports
 from dynamo_pool_operator.pool.exports.plan import plan
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.pool.plan import decide
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.meta import controller_of

@@ -32,7 +32,7 @@ import pytest
 from dynamo_pool_operator.api.relay import is_headless
 from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from tests.integration.support.planes import scratch_namespace
 from tests.integration.support.step_cases import (

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.api import mcs
-from dynamo_pool_operator.api.status import ExportLineReason
+from dynamo_pool_operator.api.conditions import ExportLineReason
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pool.exports.plan import REEXPORT_AFTER

@@ -32,7 +32,7 @@ import pytest
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.harness import eventually
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.cache.informer import INITIAL_EVENTS_END, EventType, Informer
 from dynamo_pool_operator.runtime.cache.store import Obj, object_key
 from dynamo_pool_operator.runtime.client import errors

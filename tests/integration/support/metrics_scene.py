@@ -24,7 +24,7 @@ import aiohttp
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
+from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.serving.auth import DelegatedAuth
 from dynamo_pool_operator.runtime.serving.listener import MAX_CONNECTIONS

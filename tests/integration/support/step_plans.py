@@ -43,7 +43,7 @@ from dynamo_pool_operator.pool.model import (
     Verb,
 )
 from dynamo_pool_operator.pool.plan import make_plan
-from dynamo_pool_operator.pool.status import report
+from dynamo_pool_operator.pool.report import report
 from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.meta import is_controlled_by, rfc3339

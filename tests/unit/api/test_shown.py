@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from dynamo_pool_operator.api.conditions import ConditionType
 from dynamo_pool_operator.api.shown import (
     STATUS_FIELDS,
     ShownCondition,
@@ -16,7 +17,6 @@ from dynamo_pool_operator.api.shown import (
     ShownStatus,
     read_conditions,
 )
-from dynamo_pool_operator.api.status import ConditionType
 
 
 def compared_whole(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:

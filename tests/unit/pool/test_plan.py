@@ -72,7 +72,7 @@ def test_publishing_withdraws_the_relay_services_export_before_the_service() -> 
 
 
 def test_make_plan_asks_the_exports_with_the_decision(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.unit.pool.test_status_report import export_rules
+    from tests.unit.pool.test_report_status import export_rules
 
     seen: list[Any] = []
 
@@ -91,15 +91,15 @@ def test_make_plan_asks_the_exports_with_the_decision(monkeypatch: pytest.Monkey
 # --------------------------------------------------------------------------- needs
 def _needs(snap: Snapshot) -> dict[tuple[str, str, str], tuple[tuple[str, str], ...]]:
     """Each action (verb, kind, name) of the real plan with what it needs."""
-    from tests.unit.pool.test_status_report import export_rules
+    from tests.unit.pool.test_report_status import export_rules
 
     plan = make_plan(snap, export_rules(), default_discovery_backend="kubernetes")
     return {(a.verb.value, a.resource.kind, a.name): a.needs for a in plan.actions}
 
 
 def test_a_first_publish_creates_each_object_after_what_it_points_at() -> None:
-    from tests.unit.pool.test_status_report import FRONTEND, RELAY_SVC, make_pool
-    from tests.unit.pool.test_status_report import make_relay as relay
+    from tests.unit.pool.test_report_status import FRONTEND, RELAY_SVC, make_pool
+    from tests.unit.pool.test_report_status import make_relay as relay
 
     needs = _needs(Snapshot(relay(), make_pool(), {}))
     assert needs == {
@@ -112,8 +112,8 @@ def test_a_first_publish_creates_each_object_after_what_it_points_at() -> None:
 
 
 def test_a_steady_pool_records_no_need() -> None:
-    from tests.unit.pool.test_status_report import make_relay as relay
-    from tests.unit.pool.test_status_report import steady
+    from tests.unit.pool.test_report_status import make_relay as relay
+    from tests.unit.pool.test_report_status import steady
 
     assert set(_needs(steady(relay())).values()) == {()}
 
@@ -121,8 +121,8 @@ def test_a_steady_pool_records_no_need() -> None:
 def test_a_port_change_moves_the_pods_before_the_service() -> None:
     import dataclasses
 
-    from tests.unit.pool.test_status_report import RELAY_SVC, steady
-    from tests.unit.pool.test_status_report import make_relay as relay
+    from tests.unit.pool.test_report_status import RELAY_SVC, steady
+    from tests.unit.pool.test_report_status import make_relay as relay
 
     snap = dataclasses.replace(steady(relay()), relay=relay(port=9100))
     needs = _needs(snap)
@@ -133,8 +133,8 @@ def test_a_port_change_moves_the_pods_before_the_service() -> None:
 def test_a_replaced_service_goes_only_after_its_export() -> None:
     import dataclasses
 
-    from tests.unit.pool.test_status_report import FRONTEND, RELAY_SVC, steady
-    from tests.unit.pool.test_status_report import make_relay as relay
+    from tests.unit.pool.test_report_status import FRONTEND, RELAY_SVC, steady
+    from tests.unit.pool.test_report_status import make_relay as relay
 
     snap = steady(relay())
     snap = dataclasses.replace(snap, relay=relay(service={"headless": False}))
@@ -147,8 +147,8 @@ def test_a_replaced_service_goes_only_after_its_export() -> None:
 def test_a_withdrawn_pool_deletes_its_relay_objects_after_every_export() -> None:
     import dataclasses
 
-    from tests.unit.pool.test_status_report import FRONTEND, RELAY_SVC, make_pool, steady
-    from tests.unit.pool.test_status_report import make_relay as relay
+    from tests.unit.pool.test_report_status import FRONTEND, RELAY_SVC, make_pool, steady
+    from tests.unit.pool.test_report_status import make_relay as relay
 
     snap = dataclasses.replace(steady(relay()), pool=make_pool(workers=False))
     exports = {("ServiceExport", RELAY_SVC), ("ServiceExport", FRONTEND)}
@@ -161,8 +161,8 @@ def test_an_export_waits_only_for_a_service_being_created() -> None:
     import copy
     import dataclasses
 
-    from tests.unit.pool.test_status_report import RELAY_SVC, steady
-    from tests.unit.pool.test_status_report import make_relay as relay
+    from tests.unit.pool.test_report_status import RELAY_SVC, steady
+    from tests.unit.pool.test_report_status import make_relay as relay
 
     snap = steady(relay())
     # The relay Service's export is gone, its Service is there: created, needing nothing.
@@ -188,8 +188,8 @@ def test_an_invalid_spec_of_a_running_pool_holds_its_objects_and_keeps_its_expor
     import dataclasses
 
     from dynamo_pool_operator.pool.relay.objects import SPEC_INVALID
-    from tests.unit.pool.test_status_report import FRONTEND, RELAY_SVC, export_rules, steady
-    from tests.unit.pool.test_status_report import make_relay as relay
+    from tests.unit.pool.test_report_status import FRONTEND, RELAY_SVC, export_rules, steady
+    from tests.unit.pool.test_report_status import make_relay as relay
 
     snap = steady(relay())
     snap = dataclasses.replace(snap, relay=relay(podLabels={"bad key!": "x"}))
@@ -210,8 +210,8 @@ def test_an_invalid_spec_creates_nothing_and_an_absent_relay_service_holds_its_e
     before it exists (it waits for the held Service)."""
     import dataclasses
 
-    from tests.unit.pool.test_status_report import RELAY_SVC, steady
-    from tests.unit.pool.test_status_report import make_relay as relay
+    from tests.unit.pool.test_report_status import RELAY_SVC, steady
+    from tests.unit.pool.test_report_status import make_relay as relay
 
     snap = steady(relay())
     objects = {"Deployment": snap.relay_objects["Deployment"], "Service": None}

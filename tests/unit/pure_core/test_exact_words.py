@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.api import podfields
+from dynamo_pool_operator.api.conditions import Condition, ConditionType, ReadyReason, Status
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.api.status import Condition, ConditionType, ReadyReason, Status
 from dynamo_pool_operator.config import API_VERSION as CONFIG_API_VERSION
 from dynamo_pool_operator.config import ConfigurationError, parse_configuration
-from dynamo_pool_operator.pool import plan, status
+from dynamo_pool_operator.pool import plan, report
 from dynamo_pool_operator.pool.exports import plan as export_plan
 from dynamo_pool_operator.pool.exports.verdict import Judgement, exported, verdict, view_of
 from dynamo_pool_operator.pool.exports.verdict import lines_after as verdict_lines_after
@@ -36,7 +36,7 @@ from dynamo_pool_operator.pool.model import (
 )
 from dynamo_pool_operator.pool.plan import make_plan
 from dynamo_pool_operator.pool.relay import kinds, objects
-from dynamo_pool_operator.pool.status import AvailableReason, availability
+from dynamo_pool_operator.pool.report import AvailableReason, availability
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
 
 NS, NAME, UID = "team", "pool", "relay-uid"
@@ -261,7 +261,7 @@ def test_quantities_the_server_rewrites_are_not_drift() -> None:
 
 
 def test_the_exports_plan_from_the_passs_snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.unit.pool.test_status_report import export_rules
+    from tests.unit.pool.test_report_status import export_rules
 
     seen: list[Snapshot] = []
 
@@ -315,13 +315,13 @@ def _part(type_: str, message: str, state: str = "True") -> Condition:
 
 
 def test_a_ready_summary_quotes_every_part_after_the_decision() -> None:
-    one = status.summary([_part("Published", "published")])
+    one = report.summary([_part("Published", "published")])
     assert one == Condition("Ready", "True", ReadyReason.READY, "the pool is published: published")
-    three = status.summary(
+    three = report.summary(
         [_part("Published", "p"), _part("RelayAvailable", "2/2"), _part("Exported", "ok")]
     )
     assert three.message == "the pool is published: 2/2; ok"
-    failing = status.summary([_part("Published", "p"), _part("RelayAvailable", "0/2", "False")])
+    failing = report.summary([_part("Published", "p"), _part("RelayAvailable", "0/2", "False")])
     assert failing == Condition("Ready", "False", "Fine", "RelayAvailable: 0/2")
 
 

@@ -49,7 +49,7 @@ def module_of(test: Path) -> Path | None:
     stem = rel.stem.removeprefix("test_")
     parts = stem.split("_")
     # The longest prefix of the name that is a module of the mirrored package wins:
-    # test_status_report.py tests status.py, test_config_fields.py config_fields.py.
+    # test_report_status.py tests report.py, test_config_fields.py config_fields.py.
     for n in range(len(parts), 0, -1):
         candidate = rel.parent / ("_".join(parts[:n]) + ".py")
         if (PACKAGE / candidate).is_file():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dynamo_pool_operator import dev
 from dynamo_pool_operator.api import crd
-from dynamo_pool_operator.api.status import ReadyReason
+from dynamo_pool_operator.api.conditions import ReadyReason
 from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.discover.find import Discovered, Endpoint, Imported, Pool
 

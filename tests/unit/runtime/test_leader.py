@@ -23,7 +23,7 @@ import orjson
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.auth.cluster import ConfigError
+from dynamo_pool_operator.runtime.auth.config import ConfigError
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.leader import (

@@ -15,7 +15,7 @@ its last known one (its status) and a relay that never had one waits
 (`ClusterIDMatched=Unknown`); the relay pods are never rolled for it. Plan and report
 are pure, with the settings in effect (`PoolExports.rules`).
 The exports' state gauge is counted from the relays' status at scrape time
-(`pool/metrics.py`), so nothing is kept here between passes.
+(`pool/status_metrics.py`), so nothing is kept here between passes.
 """
 
 from __future__ import annotations

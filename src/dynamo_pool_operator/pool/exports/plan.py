@@ -37,9 +37,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api.conditions import ExportLineReason, ExportState
 from dynamo_pool_operator.api.dgd import DCD_KIND, KIND, Pool
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
-from dynamo_pool_operator.api.events import ADVISORY_ACTIONS, EventReason, ExportWarning
+from dynamo_pool_operator.api.event_reasons import ADVISORY_ACTIONS, EventReason, ExportWarning
 from dynamo_pool_operator.api.mcs import (
     CLUSTER_ID_PROPERTY,
     ClusterID,
@@ -48,7 +49,6 @@ from dynamo_pool_operator.api.mcs import (
 )
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.api.shown import ShownLine
-from dynamo_pool_operator.api.status import ExportLineReason, ExportState
 from dynamo_pool_operator.pool.ladder import Owned, Part, Rule, Rung, drift, ladder
 from dynamo_pool_operator.pool.model import (
     Action,

@@ -35,16 +35,16 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from dynamo_pool_operator.api.events import ADVISORY_ACTIONS, ExportWarning
-from dynamo_pool_operator.api.mcs import WAITING_REASONS, Confirmation, ExportCondition
-from dynamo_pool_operator.api.shown import ShownLine
-from dynamo_pool_operator.api.status import (
+from dynamo_pool_operator.api.conditions import (
     ConditionType,
     ExportedReason,
     ExportLineReason,
     ExportState,
     Status,
 )
+from dynamo_pool_operator.api.event_reasons import ADVISORY_ACTIONS, ExportWarning
+from dynamo_pool_operator.api.mcs import WAITING_REASONS, Confirmation, ExportCondition
+from dynamo_pool_operator.api.shown import ShownLine
 from dynamo_pool_operator.pool.exports.plan import UNCONFIRMED_AFTER, ExportRules
 from dynamo_pool_operator.pool.model import (
     ActionResult,
@@ -474,6 +474,17 @@ def withdrawals(
     return Withdrawals(tuple(out), tuple(warnings), min(rechecks, default=None))
 
 
+def seen_as(line: StatusLine, implementation: Mapping[str, Mapping[str, str]] | None) -> StatusLine:
+    """`line` with what the implementation wrote on its export: made directly, not by
+    `dataclasses.replace` (a report makes one per export, every pass), and not at all
+    when the line already shows that (nothing written: None)."""
+    if implementation is line.implementation:
+        return line
+    return StatusLine(
+        line.name, line.state, line.reason, line.message, implementation, line.finalizers
+    )
+
+
 def report_exports(
     snapshot: Snapshot,
     decision: Decision,
@@ -507,7 +518,7 @@ def report_exports(
         for name, obj in held.items()
     }
     lines = [
-        line.seen_as(verdicts[line.name].view)
+        seen_as(line, verdicts[line.name].view)
         if line.state == ExportState.EXPORTED and line.name in verdicts
         else line
         for line in lines_after(contribution, results)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dynamo_pool_operator.api.dgd import pool_from_object
-from dynamo_pool_operator.api.events import EventReason
+from dynamo_pool_operator.api.event_reasons import EventReason
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.pool.ladder import Rule

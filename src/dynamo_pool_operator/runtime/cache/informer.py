@@ -52,7 +52,6 @@ from typing import Any
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from dynamo_pool_operator.runtime import metrics
 from dynamo_pool_operator.runtime.cache import watcher
 from dynamo_pool_operator.runtime.cache.store import Obj, Store, object_key
 from dynamo_pool_operator.runtime.cache.transform import DEFAULT_TRANSFORM, Transform
@@ -60,9 +59,9 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client, jittered
 from dynamo_pool_operator.runtime.client.undecodable import Undecodable, named, skim
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
-from dynamo_pool_operator.runtime.metricsets import per_registry
 from dynamo_pool_operator.runtime.objects.resources import Resource
 from dynamo_pool_operator.runtime.ratelimit import Backoff
+from dynamo_pool_operator.runtime.registry import REGISTRY, per_registry
 
 log = logging.getLogger(__name__)
 
@@ -224,13 +223,13 @@ class Informer:
         #: Names resource, namespace and selectors; starts every log line.
         self.description = f"{resource.group_resource} in {where}{sel}"
         self.store.description = self.description
-        restarts, relists, gone = _metrics(registry if registry is not None else metrics.REGISTRY)
+        restarts, relists, gone = _metrics(registry if registry is not None else REGISTRY)
         label = resource.group_resource + (f" {self.namespace}" if self.namespace else "") + sel
         self._m_restarts = restarts.labels(label)
         self._m_relists = relists
         self._m_gone = gone.labels(label)
         self._m_label = label
-        held, skipped, failing = _health(registry if registry is not None else metrics.REGISTRY)
+        held, skipped, failing = _health(registry if registry is not None else REGISTRY)
         self._m_held = held.labels(label)
         self._m_skipped = skipped.labels(label)
         self._m_failing = failing.labels(label)

@@ -21,7 +21,7 @@ import logging
 from prometheus_client import CollectorRegistry, Gauge
 
 from dynamo_pool_operator.runtime.cache.informer import Informer
-from dynamo_pool_operator.runtime.metricsets import per_registry
+from dynamo_pool_operator.runtime.registry import per_registry
 
 log = logging.getLogger(__name__)
 

@@ -24,14 +24,13 @@ import orjson
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from dynamo_pool_operator import __version__
-from dynamo_pool_operator.runtime import metrics
-from dynamo_pool_operator.runtime.auth.cluster import ClusterConfig
+from dynamo_pool_operator.runtime.auth.config import ClusterConfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.background import BackgroundWrites, in_background
 from dynamo_pool_operator.runtime.client.undecodable import Page, Undecodable, decode_page
-from dynamo_pool_operator.runtime.metricsets import per_registry
 from dynamo_pool_operator.runtime.objects.resources import Resource
 from dynamo_pool_operator.runtime.ratelimit import TokenBucket
+from dynamo_pool_operator.runtime.registry import REGISTRY, per_registry
 
 JSON = "application/json"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -114,7 +113,7 @@ class Client:
     ) -> None:
         self.config = config
         self._m_requests, self._m_duration = _client_metrics(
-            registry if registry is not None else metrics.REGISTRY
+            registry if registry is not None else REGISTRY
         )
         self._host = urlsplit(config.server).netloc
         self._m_series: dict[tuple[str, str], tuple[Any, Any]] = {}

@@ -45,16 +45,16 @@ from typing import Any, Protocol, runtime_checkable
 
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime import metrics
 from dynamo_pool_operator.runtime.cache.informer import EventHandler, EventType, Informer
 from dynamo_pool_operator.runtime.cache.store import Obj
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.background import background
 from dynamo_pool_operator.runtime.client.undecodable import Undecodable
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
-from dynamo_pool_operator.runtime.control.metrics import ReconcileMetrics
 from dynamo_pool_operator.runtime.control.queue import LOW, NORMAL, ShutDown, WorkQueue
+from dynamo_pool_operator.runtime.control.reconcile_metrics import ReconcileMetrics
 from dynamo_pool_operator.runtime.ratelimit import RateLimiter
+from dynamo_pool_operator.runtime.registry import REGISTRY
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ class Controller:
         self.max_worker_restarts = max_worker_restarts
         self.worker_restart_window = worker_restart_window
         self._clock = clock or SystemClock()
-        registry = registry if registry is not None else metrics.REGISTRY
+        registry = registry if registry is not None else REGISTRY
         self.queue: WorkQueue[Request] = WorkQueue(
             name, clock=self._clock, rate_limiter=rate_limiter, registry=registry
         )

@@ -57,10 +57,9 @@ from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from dynamo_pool_operator.runtime import metrics
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
-from dynamo_pool_operator.runtime.metricsets import per_registry
 from dynamo_pool_operator.runtime.ratelimit import ExponentialBackoff, RateLimiter
+from dynamo_pool_operator.runtime.registry import REGISTRY, per_registry
 
 __all__ = [
     "LOW",
@@ -244,7 +243,7 @@ class WorkQueue(Generic[K]):
         self._seq = itertools.count()
         self._timer: asyncio.Task[None] | None = None
 
-        family = QueueMetrics.for_registry(registry if registry is not None else metrics.REGISTRY)
+        family = QueueMetrics.for_registry(registry if registry is not None else REGISTRY)
         # The depths are read when scraped, not set on every add and get: a mass
         # requeue adds every relay in one go on the event loop, and two gauge writes an
         # add were two thirds of its cost.

@@ -43,8 +43,8 @@ from prometheus_client import CollectorRegistry, Counter
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
-from dynamo_pool_operator.runtime.metricsets import per_registry
 from dynamo_pool_operator.runtime.objects.resources import Resource
+from dynamo_pool_operator.runtime.registry import per_registry
 from dynamo_pool_operator.runtime.serving.reviews import (
     REVIEW_BURST,
     REVIEW_IN_FLIGHT,
@@ -206,7 +206,7 @@ class DelegatedAuth:
         self._token_reviews: Reviews[User | None] = Reviews(budget)
         self._access_reviews: Reviews[tuple[bool, str]] = Reviews(budget)
         if registry is None:
-            from dynamo_pool_operator.runtime.metrics import (
+            from dynamo_pool_operator.runtime.registry import (
                 REGISTRY,  # lazily: only when no registry is injected
             )
 

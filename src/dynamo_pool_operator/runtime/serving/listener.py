@@ -29,7 +29,7 @@ import ssl
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 
-from dynamo_pool_operator.runtime.metricsets import per_registry
+from dynamo_pool_operator.runtime.registry import per_registry
 
 log = logging.getLogger(__name__)
 

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api.conditions import ExportLineReason
 from dynamo_pool_operator.api.dgd import Pool, pool_from_object
 from dynamo_pool_operator.api.mcs import (
     CLUSTER_ID_PROPERTY,
@@ -32,7 +33,6 @@ from dynamo_pool_operator.api.mcs import (
 from dynamo_pool_operator.api.names import DGD_NAME
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.api.shown import ShownStatus
-from dynamo_pool_operator.api.status import ExportLineReason
 from dynamo_pool_operator.pool.exports.plan import (
     REEXPORT_AFTER,
     REPLACED_MESSAGE,

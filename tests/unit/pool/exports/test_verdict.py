@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api.status import EXPORTED_MEANINGS as EXPORTED_REASONS
-from dynamo_pool_operator.api.status import ExportedReason
+from dynamo_pool_operator.api.conditions import EXPORTED_MEANINGS as EXPORTED_REASONS
+from dynamo_pool_operator.api.conditions import ExportedReason
 from dynamo_pool_operator.pool.exports.verdict import (
     AWAITING,
     AWAITING_MESSAGE,

@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from dynamo_pool_operator.runtime.auth.cluster import (
+from dynamo_pool_operator.runtime.auth.config import (
     ConfigError,
     StaticCredentials,
     TokenFileCredentials,

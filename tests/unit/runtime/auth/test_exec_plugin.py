@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.runtime.auth.cluster import (
+from dynamo_pool_operator.runtime.auth.config import (
     ConfigError,
     ExecConfig,
     ExecCredentials,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dynamo_pool_operator.runtime.auth.cluster import (
+from dynamo_pool_operator.runtime.auth.config import (
     ConfigError,
     load_config,
     load_kubeconfig,

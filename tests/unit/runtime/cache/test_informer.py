@@ -21,7 +21,7 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.auth.cluster import ClusterConfig
+from dynamo_pool_operator.runtime.auth.config import ClusterConfig
 from dynamo_pool_operator.runtime.cache.informer import (
     HEALTHY_WATCH_SECONDS,
     EventType,

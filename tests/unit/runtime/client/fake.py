@@ -19,7 +19,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.auth.cluster import ClusterConfig
+from dynamo_pool_operator.runtime.auth.config import ClusterConfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import Resource
 

@@ -19,7 +19,7 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.auth.cluster import ClusterConfig
+from dynamo_pool_operator.runtime.auth.config import ClusterConfig
 from dynamo_pool_operator.runtime.auth.credentials import StaticCredentials
 from dynamo_pool_operator.runtime.cache import informer as informer_mod
 from dynamo_pool_operator.runtime.client import errors

@@ -8,9 +8,9 @@ generated from `EVENTS` (tools/generate_docs.py), and a unit test fails when a r
 is recorded that is not declared here.
 
 Besides these, a condition that moves records a Warning with the condition's own
-reason (`api/status.py`'s words; for `Exported`, also the MCS implementation's):
+reason (`api/conditions.py`'s words; for `Exported`, also the MCS implementation's):
 `CONDITION_CHANGED` says which, and `QUIET_REASONS` and `WARNING_STATES` say when
-(`pool/status.py`'s `warned` applies them).
+(`pool/report.py`'s `warned` applies them).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from dynamo_pool_operator.api.status import (
+from dynamo_pool_operator.api.conditions import (
     MEANINGS,
     ClusterIDMatchedReason,
     ConditionType,

@@ -15,7 +15,7 @@ as the API server holds them, on followers too:
   show up unchanged), status and reason; a relay without a status counts as
   `Ready=Unknown` `NotReconciled`. Bounded: reasons are a fixed vocabulary.
 - `dynamo_pool_operator_exports{state}`: the ServiceExports the pools want, by the state
-  their relay's `status.exports[]` shows (every state of `api/status.ExportState`, 0
+  their relay's `status.exports[]` shows (every state of `api/conditions.ExportState`, 0
   included, so an alert on one state always has a series).
 """
 
@@ -31,8 +31,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from dynamo_pool_operator.api.conditions import ConditionType, ExportState, ReadyReason, Status
 from dynamo_pool_operator.api.shown import ShownStatus
-from dynamo_pool_operator.api.status import ConditionType, ExportState, ReadyReason, Status
 from dynamo_pool_operator.runtime.objects import Meta
 
 READY = ConditionType.READY

@@ -11,7 +11,7 @@ reconcile would be a feedback loop (and a write per pool per resync). So the des
 status is compared with the shown one, and each condition keeps its
 `lastTransitionTime` while its status stays the same.
 
-Conditions (their words: `api/status.py`) are typed values (`Condition`), each made
+Conditions (their words: `api/conditions.py`) are typed values (`Condition`), each made
 by one rule in `RULES` from the pass: `Published` (the check chain's decision),
 `RelayAvailable` (`availability`), `ClusterIDMatched` (`cluster_id_matched`, where
 the cluster ID is checked), `Exported` (with an MCS implementation, the export
@@ -20,7 +20,7 @@ feature's). They take one route into the status: `with_ready` orders them and ad
 `kubectl wait --for=condition=Ready` waits for a pool that is importable — and
 `stamped` writes them with their `lastTransitionTime`. What moved is decided on the
 typed values (`Condition.read`, `Condition.moved`), and a move records the Event
-`api/events.py` declares for it.
+`api/event_reasons.py` declares for it.
 """
 
 from __future__ import annotations
@@ -30,11 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from dynamo_pool_operator.api import crd, names
-from dynamo_pool_operator.api.events import QUIET_REASONS, WARNING_STATES, EventReason
-from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
-from dynamo_pool_operator.api.relay import API_VERSION, Relay
-from dynamo_pool_operator.api.shown import ShownCondition, ShownStatus
-from dynamo_pool_operator.api.status import (
+from dynamo_pool_operator.api.conditions import (
     READY_PARTS,
     ClusterIDMatchedReason,
     Condition,
@@ -42,7 +38,11 @@ from dynamo_pool_operator.api.status import (
     ReadyReason,
     Status,
 )
-from dynamo_pool_operator.api.status import RelayAvailableReason as AvailableReason
+from dynamo_pool_operator.api.conditions import RelayAvailableReason as AvailableReason
+from dynamo_pool_operator.api.event_reasons import QUIET_REASONS, WARNING_STATES, EventReason
+from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
+from dynamo_pool_operator.api.relay import API_VERSION, Relay
+from dynamo_pool_operator.api.shown import ShownCondition, ShownStatus
 from dynamo_pool_operator.pool.exports.plan import ExportRules
 from dynamo_pool_operator.pool.exports.verdict import report_exports
 from dynamo_pool_operator.pool.model import (
@@ -71,7 +71,7 @@ from dynamo_pool_operator.runtime.objects import DEPLOYMENTS, Meta, find_conditi
 # run what the relay no longer says (another cluster ID, port, image), so a pass that
 # changed the Deployment, and every pass until the rollout completes, says
 # `Progressing`. False, with what the Deployment itself reports where it says why (the
-# reasons' meanings are `api/status.RELAY_AVAILABLE_MEANINGS`, docs/crd.md's table).
+# reasons' meanings are `api/conditions.RELAY_AVAILABLE_MEANINGS`, docs/crd.md's table).
 #
 # An image that cannot be pulled shows as `Unavailable` with the Deployment's
 # `ProgressDeadlineExceeded` message once its progress deadline passes (the Deployment
@@ -305,7 +305,7 @@ def warned(c: Condition) -> bool:
 
 def summary(parts: Sequence[Condition]) -> Condition:
     """`Ready`: True only when every part is True; otherwise the first part that is not
-    (in `api.status.READY_PARTS` order), with its reason."""
+    (in `api.conditions.READY_PARTS` order), with its reason."""
     for part in parts:
         if not part.true:
             return Condition(
@@ -595,7 +595,7 @@ def _exported(p: Pass) -> Condition | None:
 
 
 #: Every condition rule: one condition of the status from a pass (None where it does
-#: not apply). A new condition is its words (`api/status.py`) and a rule here.
+#: not apply). A new condition is its words (`api/conditions.py`) and a rule here.
 RULES: tuple[Callable[[Pass], Condition | None], ...] = (
     _published,
     _relay_available,
@@ -629,6 +629,8 @@ def report(
     available = relay_availability(snapshot, plan, outcome)
     seen = Pass(snapshot, plan, outcome, available, exported)
     said = with_ready([c for rule in RULES if (c := rule(seen)) is not None])
+    # The conditions' Events first, then the export lines'.
+    announced = transitions(snapshot, said, exported) + tuple(moved)
     status = desired_status(
         relay,
         snapshot.shown_conditions,
@@ -644,7 +646,7 @@ def report(
         status,
         status_apply(relay, status),
         snapshot.shown.differs(status),
-        transitions(snapshot, said, exported) + tuple(moved),
+        announced,
         failures,
         exported.recheck_at if exported is not None else None,
     )

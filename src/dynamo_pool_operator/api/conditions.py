@@ -4,7 +4,7 @@ The status is an API: `kubectl wait --for=condition=Ready`, alerts on
 `dynamo_pool_operator_relays{condition,reason}`, the `status` and `check` commands
 and the printer columns all read these words. So they are declared once, here, and
 everything else derives its lists from them: the rules that pick a reason
-(`pool/status.py`, `pool/plan.py`, `pool/status.py`,
+(`pool/report.py`, `pool/plan.py`, `pool/report.py`,
 `pool/exports/verdict.py`), docs/crd.md's tables (generated), the `status` command's
 "what to do", the metrics and the printer columns.
 
@@ -15,7 +15,7 @@ named `<Type>Reason`, CamelCase, naming the cause rather than the symptom;
 `Ready` summarizes the others in `READY_PARTS` order and, when it is not True,
 carries the first failing part's reason. Adding a condition is: its type here
 (in `READY_PARTS` at the place it ranks), its reasons and their meanings here,
-and the rule that computes it as a `Condition`, listed in `pool/status.RULES`.
+and the rule that computes it as a `Condition`, listed in `pool/report.RULES`.
 """
 
 from __future__ import annotations

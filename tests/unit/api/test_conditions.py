@@ -1,4 +1,4 @@
-"""The status vocabulary (api/status.py): one grammar, every reason explained."""
+"""The status vocabulary (api/conditions.py): one grammar, every reason explained."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.api import crd
-from dynamo_pool_operator.api.shown import ShownCondition, read_conditions
-from dynamo_pool_operator.api.status import (
+from dynamo_pool_operator.api.conditions import (
     EXPORTED_MEANINGS,
     MEANINGS,
     PUBLISHED_MEANINGS,
@@ -26,6 +25,7 @@ from dynamo_pool_operator.api.status import (
     RelayAvailableReason,
     Status,
 )
+from dynamo_pool_operator.api.shown import ShownCondition, read_conditions
 from dynamo_pool_operator.runtime.objects.meta import MESSAGE_LIMIT
 
 CAMEL = re.compile(r"^[A-Z][A-Za-z0-9]*$")

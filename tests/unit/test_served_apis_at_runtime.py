@@ -13,9 +13,9 @@ from dataclasses import replace
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.discovery import ServedApis, follow_served_apis, transitions
 from dynamo_pool_operator.runtime.cache.informer import EventType, Informer
 from dynamo_pool_operator.runtime.control.controller import Controller, Request
+from dynamo_pool_operator.served_apis import ServedApis, follow_served_apis, transitions
 from tests.unit.runtime.cache.support import RES, Silent
 from tests.unit.served import DGD_ALPHA, DOWN, EXPORTS_ALPHA, EXPORTS_BETA, PROPS, RELAYS
 from tests.unit.served import DGD_BETA as DGD

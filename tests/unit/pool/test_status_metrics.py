@@ -6,7 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from dynamo_pool_operator.pool.metrics import RelayStatusCollector
+from dynamo_pool_operator.pool.status_metrics import RelayStatusCollector
 
 
 def relay(name: str, *conditions: tuple[str, str, str]) -> dict[str, Any]:
@@ -47,7 +47,7 @@ def test_no_relays_no_series_but_the_families_are_declared() -> None:
 
 
 def test_one_collector_per_registry_reporting_the_newest_source() -> None:
-    from dynamo_pool_operator.pool.metrics import reporting
+    from dynamo_pool_operator.pool.status_metrics import reporting
 
     registry = CollectorRegistry()
     first = [relay("a", ("Ready", "True", "Published"))]
@@ -92,7 +92,7 @@ def test_exports_by_state_sum_every_relays_status_lines_with_every_state_present
 def test_without_per_relay_series_no_relay_is_named() -> None:
     """`server.perRelayMetrics: false`: relay names (every tenant's) stay out of the
     scrape; the counts by condition and the exports by state remain."""
-    from dynamo_pool_operator.pool.metrics import reporting
+    from dynamo_pool_operator.pool.status_metrics import reporting
 
     registry = CollectorRegistry()
     relays = [relay("payments-pool", ("Ready", "True", "Published"))]

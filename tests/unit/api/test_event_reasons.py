@@ -1,6 +1,6 @@
 """Event reasons (api/events.py): one home, and nothing recorded that is not in it.
 
-Every Event reason is declared in `api/events.py` with its type and meaning, and
+Every Event reason is declared in `api/event_reasons.py` with its type and meaning, and
 docs/events.md is generated from there. A reason written anywhere else (a string
 literal at an emitter, an `EventNames` of a reason not declared, a Normal reason on a
 failed write) would be an Event the documentation and alerts do not know.
@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 import dynamo_pool_operator
-from dynamo_pool_operator.api.events import (
+from dynamo_pool_operator.api.conditions import MEANINGS, ConditionType
+from dynamo_pool_operator.api.event_reasons import (
     ADVISORY_ACTIONS,
     EVENTS,
     NOTED_TRANSITIONS,
@@ -25,7 +26,6 @@ from dynamo_pool_operator.api.events import (
     ExportWarning,
     declared,
 )
-from dynamo_pool_operator.api.status import MEANINGS, ConditionType
 from dynamo_pool_operator.pool.model import EventNames
 
 SRC = Path(dynamo_pool_operator.__file__).parent

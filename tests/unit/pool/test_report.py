@@ -18,14 +18,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamo_pool_operator.api.events import CONDITION_CHANGED, EVENTS, declared
+from dynamo_pool_operator.api.conditions import MEANINGS, ConditionType, Status
+from dynamo_pool_operator.api.conditions import Condition as Part
+from dynamo_pool_operator.api.event_reasons import CONDITION_CHANGED, EVENTS, declared
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.api.shown import STATUS_FIELDS, read_conditions
-from dynamo_pool_operator.api.status import MEANINGS, ConditionType, Status
-from dynamo_pool_operator.api.status import Condition as Part
 from dynamo_pool_operator.pool.model import ConditionView, Decision, Snapshot, StatusLine
 from dynamo_pool_operator.pool.plan import Reason, decision
-from dynamo_pool_operator.pool.status import (
+from dynamo_pool_operator.pool.report import (
     Availability,
     AvailableReason,
     availability,
@@ -501,7 +501,7 @@ REASONS = st.sampled_from(
 def test_every_transition_event_is_declared_in_the_events_home(
     now: list[tuple[tuple[str, str], str]], before: list[tuple[tuple[str, str], str]]
 ) -> None:
-    """Whatever moved, each Event the report records has a reason `api/events.py`
+    """Whatever moved, each Event the report records has a reason `api/event_reasons.py`
     declares, with the type it declares."""
     parts = {t: part(t, s, r, "m") for (t, r), s in now}
     said_ = with_ready(list(parts.values())) if parts else ()

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from dynamo_pool_operator.discovery import (
+from dynamo_pool_operator.served_apis import (
     StartupError,
     follow_served_apis,
     resolve_served_apis,

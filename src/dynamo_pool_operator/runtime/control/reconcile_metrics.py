@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from dynamo_pool_operator.runtime.metricsets import per_registry
+from dynamo_pool_operator.runtime.registry import per_registry
 
 
 class ReconcileMetrics:

@@ -1,4 +1,9 @@
-"""Metric families registered once per registry.
+"""The operator's Prometheus registry, and metric families registered once per registry.
+
+One registry of our own rather than `prometheus_client.REGISTRY`, so that what
+`/metrics` serves is exactly what the operator registered (plus whatever it
+chooses to add, such as process metrics), and so that tests can build components
+against a fresh `CollectorRegistry` without tripping duplicate-registration errors.
 
 A Prometheus family can be registered only once per registry, while the code that
 uses it is built once per operator (and many times in one test process, each with
@@ -33,3 +38,7 @@ def per_registry(make: Callable[[CollectorRegistry], T]) -> Callable[[CollectorR
 
     get.__doc__ = make.__doc__
     return get
+
+
+#: The registry every runtime component registers into unless handed another one.
+REGISTRY = CollectorRegistry()

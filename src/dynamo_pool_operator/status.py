@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from dynamo_pool_operator.api.status import (
+from dynamo_pool_operator.api.conditions import (
     MEANINGS,
     READY_PARTS,
     ConditionType,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dynamo_pool_operator.runtime.auth.cluster import (
+from dynamo_pool_operator.runtime.auth.config import (
     ClusterConfig,
     ConfigError,
     load_config,

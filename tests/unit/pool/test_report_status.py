@@ -13,17 +13,17 @@ import dataclasses
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dynamo_pool_operator.api.dgd import Pool, pool_from_object
-from dynamo_pool_operator.api.events import ExportWarning
-from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
-from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.api.status import (
+from dynamo_pool_operator.api.conditions import (
     ConditionType,
     ExportedReason,
     PublishedReason,
     RelayAvailableReason,
     Status,
 )
+from dynamo_pool_operator.api.dgd import Pool, pool_from_object
+from dynamo_pool_operator.api.event_reasons import ExportWarning
+from dynamo_pool_operator.api.mcs import ClusterID, Implementation, serviceexports
+from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
 from dynamo_pool_operator.pool.execute import waiting_for
 from dynamo_pool_operator.pool.exports.feature import ExportCaches, PoolExports
 from dynamo_pool_operator.pool.exports.plan import ExportRules
@@ -36,7 +36,7 @@ from dynamo_pool_operator.pool.model import (
 )
 from dynamo_pool_operator.pool.plan import Plan, make_plan
 from dynamo_pool_operator.pool.relay.objects import desired_objects
-from dynamo_pool_operator.pool.status import POOL_READY, StatusReport, report
+from dynamo_pool_operator.pool.report import POOL_READY, StatusReport, report
 from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.objects.meta import rfc3339
@@ -270,7 +270,7 @@ def with_cluster_id(snap: Snapshot, cid: ClusterID, **spec: Any) -> Snapshot:
 
 
 def test_cluster_id_matched_says_whether_discovery_can_join_the_pool() -> None:
-    from dynamo_pool_operator.api.status import ClusterIDMatchedReason as R
+    from dynamo_pool_operator.api.conditions import ClusterIDMatchedReason as R
 
     readable = ClusterID(True, PROPERTY, "about.k8s.io/v1alpha1")
     cases = [

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from dynamo_pool_operator.api.status import RELAY_AVAILABLE_MEANINGS as REASONS
-from dynamo_pool_operator.api.status import RelayAvailableReason as AvailableReason
-from dynamo_pool_operator.pool.status import Availability, availability, shown_inputs
+from dynamo_pool_operator.api.conditions import RELAY_AVAILABLE_MEANINGS as REASONS
+from dynamo_pool_operator.api.conditions import RelayAvailableReason as AvailableReason
+from dynamo_pool_operator.pool.report import Availability, availability, shown_inputs
 
 NAME = "llama-pool-relay"
 SERVICE = {"metadata": {"name": NAME}}
