@@ -100,6 +100,7 @@ class Member:
     kvstore_port: int = field(default_factory=free_port)
     kvstore_peer_port: int = field(default_factory=free_port)
     api_port: int = field(default_factory=free_port)
+    kubeconfig: Path | None = None
     #: Where this run's lines start in the operator's log (a restart appends).
     log_offset: int = 0
 
@@ -161,7 +162,7 @@ class ClusterMesh:
                 self._grant(cluster)
                 self.start_operator(cluster)
             for cluster in self.members:
-                self.wait_ready(cluster)
+                self._wait_bound(cluster)
         except BaseException:
             self.stop()
             raise
@@ -189,7 +190,7 @@ class ClusterMesh:
         m = self.members[cluster]
         return [
             str(self.operator_binary),
-            f"--k8s-kubeconfig-path={m.dir / 'kubeconfig'}",
+            f"--k8s-kubeconfig-path={m.kubeconfig}",
             f"--k8s-namespace={_LEASE_NAMESPACE}",
             # ClusterMesh: who we are, where our kvstore is, and the other members.
             f"--cluster-name={cluster}",
@@ -214,6 +215,22 @@ class ClusterMesh:
             "--remove-cilium-node-taints=false",
             "--unmanaged-pod-watcher-interval=0",
         ]
+
+    def _wait_bound(self, cluster: str) -> None:
+        """`wait_ready`, starting the operator again on another API port when something
+        took its port between our pick and its bind."""
+        m = self.members[cluster]
+        for attempt in range(1, BIND_ATTEMPTS + 1):
+            try:
+                self.wait_ready(cluster)
+                return
+            except ControlPlaneError:
+                clash = ADDRESS_IN_USE in self.log(cluster, m.log_offset)
+                if not clash or attempt == BIND_ATTEMPTS:
+                    raise
+                self.stop_operator(cluster)
+                m.api_port = free_port()
+                self.start_operator(cluster)
 
     def wait_ready(self, cluster: str) -> None:
         """Until `cluster`'s operator says every other member is connected and synced."""
@@ -254,10 +271,6 @@ class ClusterMesh:
         except OSError:
             return ""
 
-    @property
-    def pids(self) -> list[int]:
-        return [pid for cp in self.planes.values() for pid in cp.pids]
-
     # ------------------------------------------------------------ kvstore and files
     def _write_files(self, m: Member) -> None:
         (m.dir / "run").mkdir(parents=True, exist_ok=True)
@@ -276,9 +289,7 @@ class ClusterMesh:
         for name, data in files.items():
             (m.dir / name).write_bytes(data)
             (m.dir / name).chmod(0o600)
-        kubeconfig = self.planes[m.cluster].user_kubeconfig(CILIUM_USER)
-        (m.dir / "kubeconfig").write_bytes(kubeconfig.read_bytes())
-        (m.dir / "kubeconfig").chmod(0o600)
+        m.kubeconfig = self.planes[m.cluster].user_kubeconfig(CILIUM_USER)
 
     def _etcd_config(self, of: Member, reader: Member) -> str:
         """An etcd client configuration (what Cilium reads) for `of`'s kvstore, with
@@ -304,7 +315,7 @@ class ClusterMesh:
         """The member's kvstore etcd, picking other ports when something took them."""
         cp = self.planes[m.cluster]
         for attempt in range(1, BIND_ATTEMPTS + 1):
-            d, peer = m.dir, f"http://127.0.0.1:{m.kvstore_peer_port}"
+            d, peer = m.dir, f"https://127.0.0.1:{m.kvstore_peer_port}"
             cp.spawn(
                 m.kvstore,
                 [
@@ -320,6 +331,10 @@ class ClusterMesh:
                     f"--listen-peer-urls={peer}",
                     f"--initial-advertise-peer-urls={peer}",
                     f"--initial-cluster={m.kvstore}={peer}",
+                    f"--peer-cert-file={d / 'kvstore.crt'}",
+                    f"--peer-key-file={d / 'kvstore.key'}",
+                    f"--peer-trusted-ca-file={d / 'ca.crt'}",
+                    "--peer-client-cert-auth=true",
                     "--unsafe-no-fsync=true",
                     "--log-level=warn",
                 ],
@@ -353,21 +368,15 @@ class ClusterMesh:
         raise ControlPlaneError(f"{m.kvstore} not healthy in {timeout}s")
 
     def _grant(self, cluster: str) -> None:
-        self.planes[cluster].apply(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": CILIUM_USER},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "cluster-admin",
-                },
-                "subjects": [
-                    {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": CILIUM_USER}
-                ],
-            }
-        )
+        rbac = "rbac.authorization.k8s.io"
+        binding = {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": CILIUM_USER},
+            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"apiGroup": rbac, "kind": "User", "name": CILIUM_USER}],
+        }
+        self.planes[cluster].apply(binding)
 
 
 # ------------------------------------------------------------------ a whole world
