@@ -17,8 +17,8 @@
 #   ${DPO_CACHE_DIR:-~/.cache/dynamo-pool-operator}/k8s-<v>_etcd-<v>_helm-<v>/
 # and a binary is rebuilt only when it is missing or does not report the
 # pinned version. A cold build takes 20-40 minutes on two cores (kwok and the
-# Lighthouse agent add about 3.5 minutes each; cilium-operator 11 CPU-minutes,
-# 15 minutes on a busy box); progress and elapsed time are printed every minute
+# Lighthouse agent add about 3.5 minutes each; cilium-operator 10-11 CPU-minutes,
+# 12-15 minutes on a busy box); progress and elapsed time are printed every minute
 # so nobody thinks it hung.
 set -euo pipefail
 
@@ -301,7 +301,7 @@ build_cilium() {
         with_heartbeat "downloading cilium modules" \
             go get -tags ipam_provider_operator -tool "$cm/operator@v$CILIUM_VERSION"
     fi
-    log "building cilium-operator $CILIUM_VERSION (cold: 11 CPU-minutes, 15 minutes on a busy box)"
+    log "building cilium-operator $CILIUM_VERSION (cold: 10-11 CPU-minutes, 12-15 minutes on a busy box)"
     with_heartbeat "building cilium-operator" go build -tags ipam_provider_operator \
         -ldflags "-s -w -X $cm/pkg/version.ciliumVersion=$CILIUM_VERSION" \
         -o "$bin/cilium-operator-generic" "$cm/operator"
