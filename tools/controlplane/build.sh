@@ -4,7 +4,8 @@
 # etcd from go.etcd.io/etcd/server/v3, helm from helm.sh/helm/v3, the real
 # peers the e2e tier and `dev` run next to the operator (kwok from
 # sigs.k8s.io/kwok: fake nodes and pods; the Submariner Lighthouse agent from
-# github.com/submariner-io/lighthouse: a real MCS implementation), plus the
+# github.com/submariner-io/lighthouse: a real MCS implementation; Cilium's
+# cilium-operator from github.com/cilium/cilium: a second one), plus the
 # upstream MCS CRDs from sigs.k8s.io/mcs-api (the pinned release and the one
 # Lighthouse targets). Everything comes from the Go module proxy; nothing is
 # downloaded from anywhere else. Each program is built from a wrapper module
@@ -16,8 +17,9 @@
 #   ${DPO_CACHE_DIR:-~/.cache/dynamo-pool-operator}/k8s-<v>_etcd-<v>_helm-<v>/
 # and a binary is rebuilt only when it is missing or does not report the
 # pinned version. A cold build takes 20-40 minutes on two cores (kwok and the
-# Lighthouse agent add about 3.5 minutes each); progress and elapsed time are
-# printed every minute so nobody thinks it hung.
+# Lighthouse agent add about 3.5 minutes each; cilium-operator 10-11 CPU-minutes,
+# 12-15 minutes on a busy box); progress and elapsed time are printed every minute
+# so nobody thinks it hung.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -251,6 +253,64 @@ build_lighthouse() {
     }
 }
 
+# ----------------------------------------------------------- cilium-operator
+# Cilium's MCS-API implementation runs entirely in cilium-operator (ClusterMesh
+# over a kvstore etcd; no agent, no datapath). Built as upstream builds
+# cilium-operator-generic (the operator for clusters on no cloud's IPAM): package
+# ./operator with the tag ipam_provider_operator, under that name (the operator
+# reads its own name and, as plain cilium-operator, warns it is the wrong build).
+# The wrapper module copies Cilium's own replace lines (a dependency's are
+# ignored) and adds three: gobgp/v4 at a release (the proxy refuses the
+# pseudo-version Cilium requires), and the stand-ins under modules/cilium/standins
+# for two sigs.k8s.io/mcs-api submodules the proxy does not serve (`controllers`,
+# one constant of which Cilium uses; `conformance`, imported only by its tests).
+build_cilium() {
+    local cm=github.com/cilium/cilium
+    local want="Cilium-Operator $CILIUM_VERSION "
+    if reports "$bin/cilium-operator-generic" "$want" --version; then
+        log "cilium-operator $CILIUM_VERSION is cached"
+        return
+    fi
+    local d=$here/modules/cilium
+    mkdir -p "$d"
+    cd "$d"
+    if ! grep -Eqs "$cm v${CILIUM_VERSION}( |$)" go.mod ||
+        ! grep -Eqs "github.com/osrg/gobgp/v4 v${CILIUM_GOBGP_VERSION}( |$)" go.mod; then
+        log "resolving $cm v$CILIUM_VERSION"
+        rm -f go.mod go.sum
+        go mod init local/dpo-cilium-build >/dev/null 2>&1
+        local cmod
+        cmod=$(go mod download -json "$cm@v$CILIUM_VERSION" |
+            python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+        go mod edit -go="$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$cmod")"
+        go mod edit -require="$cm@v$CILIUM_VERSION"
+        # Cilium's own replaces, one per line whether written alone or in a
+        # block; a replace to a local path could not be followed: say so.
+        local from arrow to ver
+        while read -r from arrow to ver; do
+            if [ "$arrow" != "=>" ] || [ -z "$ver" ]; then
+                log "$cm's go.mod has a replace we cannot copy: $from $arrow $to $ver"
+                exit 1
+            fi
+            go mod edit -replace="$from=$to@$ver"
+        done < <(sed -n -e 's/^replace \([^(].*=>.*\)$/\1/p' \
+            -e '/^replace ($/,/^)$/s/^[[:space:]]\{1,\}\(.*=>.*\)$/\1/p' "$cmod")
+        go mod edit -replace="github.com/osrg/gobgp/v4=github.com/osrg/gobgp/v4@v$CILIUM_GOBGP_VERSION"
+        go mod edit -replace="sigs.k8s.io/mcs-api/controllers=./standins/mcs-api-controllers"
+        go mod edit -replace="sigs.k8s.io/mcs-api/conformance=./standins/mcs-api-conformance"
+        with_heartbeat "downloading cilium modules" \
+            go get -tags ipam_provider_operator -tool "$cm/operator@v$CILIUM_VERSION"
+    fi
+    log "building cilium-operator $CILIUM_VERSION (cold: 10-11 CPU-minutes, 12-15 minutes on a busy box)"
+    with_heartbeat "building cilium-operator" go build -tags ipam_provider_operator \
+        -ldflags "-s -w -X $cm/pkg/version.ciliumVersion=$CILIUM_VERSION" \
+        -o "$bin/cilium-operator-generic" "$cm/operator"
+    reports "$bin/cilium-operator-generic" "$want" --version || {
+        log "cilium-operator does not report $CILIUM_VERSION"
+        exit 1
+    }
+}
+
 # ------------------------------------------------------------------ MCS CRDs
 fetch_mcs_crds() { # fetch_mcs_crds VERSION
     local version=$1
@@ -281,6 +341,7 @@ all)
     (build_kube)
     (build_kwok)
     (build_lighthouse)
+    (build_cilium)
     ;;
 crds) (fetch_all_crds) ;; # for users who bring envtest binaries
 *)

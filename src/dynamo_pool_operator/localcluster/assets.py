@@ -7,9 +7,10 @@ binaries skip our build):
 3. our cache, `~/.cache/dynamo-pool-operator/<versions>/bin`, built on demand by
    `tools/controlplane/build.sh` (which skips binaries already at the pinned version).
 
-kwok and the Lighthouse agent (`TEST_ASSET_KWOK`, `TEST_ASSET_LIGHTHOUSE_AGENT`) are
-built with the rest; with envtest binaries they may be absent, and the tests that
-need them skip, saying so (`Assets.missing_peers`).
+kwok, the Lighthouse agent and cilium-operator-generic (`TEST_ASSET_KWOK`,
+`TEST_ASSET_LIGHTHOUSE_AGENT`, `TEST_ASSET_CILIUM_OPERATOR_GENERIC`) are built with the rest;
+with envtest binaries they may be absent, and the tests that need them skip, saying
+so (`Assets.missing_peers`).
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ BINARIES = (
     "helm",
     "kwok",
     "lighthouse-agent",
+    "cilium-operator-generic",
 )
-#: Optional: tests that need one skip with the reason when it is absent (envtest brings
-#: neither); `make test` builds them, so CI has them.
+#: kwok, the Lighthouse agent and cilium-operator are optional: a test that needs one
+#: skips with the reason when it is absent (envtest brings none); `make test` builds
+#: them, so CI has them. `Assets.missing_peers()` with no names checks these two, what
+#: the Lighthouse world needs.
 PEERS = ("kwok", "lighthouse-agent")
 
 
@@ -86,15 +90,21 @@ class Assets:
     lighthouse_agent: Path | None = None
     #: The mcs-api CRDs Lighthouse targets (older than `mcs_crd_dir`'s).
     lighthouse_mcs_crd_dir: Path | None = None
+    #: cilium-operator (the build upstream names cilium-operator-generic): Cilium's
+    #: MCS-API implementation, a second real one.
+    cilium_operator_generic: Path | None = None
 
     def missing_peers(self, *names: str) -> str | None:
-        """Why a test needing `names` (default: both peers) cannot run, or None."""
-        absent = [n for n in names or PEERS if getattr(self, n.replace("-", "_")) is None]
+        """Why a test needing `names` (default: kwok and the Lighthouse agent) cannot
+        run, or None."""
+        wanted = names or PEERS
+        absent = [n for n in wanted if getattr(self, n.replace("-", "_")) is None]
         if not absent:
             return None
+        overrides = " / ".join("TEST_ASSET_" + n.upper().replace("-", "_") for n in absent)
         return (
             f"{', '.join(absent)} not built: run `bash tools/controlplane/build.sh` "
-            "(`make test` does) or set TEST_ASSET_KWOK / TEST_ASSET_LIGHTHOUSE_AGENT"
+            f"(`make test` does) or set {overrides}"
         )
 
 
@@ -143,7 +153,7 @@ def resolve(build_missing: bool = True) -> Assets:
         if not build_missing:
             raise AssetsError(f"control-plane binaries missing in {cached}/bin: {missing}")
         print(
-            "[controlplane] building binaries from Go modules (first run: 20-40 min)",
+            "[controlplane] building binaries from Go modules (first run: 25-55 min)",
             file=sys.stderr,
             flush=True,
         )
@@ -169,4 +179,5 @@ def resolve(build_missing: bool = True) -> Assets:
         kwok=optional("kwok"),
         lighthouse_agent=optional("lighthouse-agent"),
         lighthouse_mcs_crd_dir=lighthouse_mcs if (lighthouse_mcs / crd_file).is_file() else None,
+        cilium_operator_generic=optional("cilium-operator-generic"),
     )

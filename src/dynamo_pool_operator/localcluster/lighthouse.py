@@ -34,10 +34,7 @@ The agent's writes show in a member's audit log under its ServiceAccount
 from __future__ import annotations
 
 import base64
-import functools
 import os
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dynamo_pool_operator.localcluster import mountns
 from dynamo_pool_operator.localcluster.assets import Assets
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, ControlPlaneError
 from dynamo_pool_operator.runtime.objects import Resource
@@ -71,30 +69,9 @@ def service_imports(version: str = "v1alpha1") -> Resource:
     return Resource(_GROUP, version, "serviceimports", "ServiceImport")
 
 
-@functools.cache
 def namespaces_refused() -> str | None:
     """Why this machine cannot give an agent its own mount namespace, or None."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return (
-            "`unshare` (util-linux) is not installed: the Lighthouse agent needs a mount namespace"
-        )
-    probe = subprocess.run(
-        [*_unshare_prefix(unshare), "true"], capture_output=True, text=True, check=False
-    )
-    if probe.returncode != 0:
-        return (
-            "the sandbox refuses a private mount namespace for the Lighthouse agent "
-            f"(`{' '.join(_unshare_prefix(unshare))} true`: {probe.stderr.strip()})"
-        )
-    return None
-
-
-def _unshare_prefix(unshare: str) -> list[str]:
-    # As root a mount namespace suffices; otherwise a user namespace maps us to root
-    # inside it, which is what allows the mount.
-    user = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
-    return [unshare, *user, "--mount", "--propagation", "private"]
+    return mountns.refused("the Lighthouse agent")
 
 
 # ------------------------------------------------------------------ RBAC
@@ -279,12 +256,7 @@ class ClusterSet:
             "BROKER_K8S_REMOTENAMESPACE": BROKER_NAMESPACE,
             "BROKER_K8S_CA": base64.b64encode(self.broker.serving_ca_pem).decode(),
         }
-        unshare = shutil.which("unshare")
-        assert unshare is not None
-        # `mount --bind` then `exec`: the agent replaces the shell, so the PID the
-        # control plane holds is the agent's.
-        script = 'mount --bind "$0" /run && exec "$1"'
-        args = [*_unshare_prefix(unshare), "sh", "-c", script, str(run), str(self.agent_binary)]
+        args = mountns.with_private_run(run, [str(self.agent_binary)])
         name = f"lighthouse-agent-{cluster}"
         log = cp.dir / f"{name}.log"
         offset = log.stat().st_size if log.exists() else 0
