@@ -30,7 +30,6 @@ from functools import partial
 from typing import Any
 
 import pytest
-from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import serviceexports
@@ -39,6 +38,7 @@ from dynamo_pool_operator.localcluster import cilium, dynamo, kwok
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from dynamo_pool_operator.localcluster.lighthouse import SOURCE_CLUSTER_LABEL, service_imports
+from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
 from tests.e2e.chart_operator import DGDS, RELAYS, dgd, relay
