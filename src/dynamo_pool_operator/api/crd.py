@@ -276,7 +276,8 @@ def spec_schema() -> dict[str, Any]:
             "serviceAccountName": {
                 "type": "string",
                 "maxLength": names.KEY_PREFIX_MAX,
-                "pattern": f"^{names.DNS1123_SUBDOMAIN_PATTERN}$",
+                # Empty is no value: the relay's default.
+                "pattern": f"^({names.DNS1123_SUBDOMAIN_PATTERN})?$",
                 "description": "ServiceAccount for the relay pods; defaults to the DGD's "
                 "discovery ServiceAccount <dgd>-k8s-service-discovery.",
             },

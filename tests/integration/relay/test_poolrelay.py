@@ -158,9 +158,11 @@ async def test_invalid_spec_names_the_field(
     client: Client, namespace: str, operator: OperatorUnderTest
 ) -> None:
     await client.create(DGDS, dgd_body(POOL, namespace))
-    await client.create(RELAYS, relay_body(POOL, namespace, podLabels={names.APP_INSTANCE: "x"}))
+    # What only the operator judges (the CRD refuses a reserved pod label at the API).
+    bad = {"requests": {"CPU": "1"}}
+    await client.create(RELAYS, relay_body(POOL, namespace, resources=bad))
     cond = await withdrawn(client, namespace, "InvalidConfiguration")
-    assert f"spec.podLabels[{names.APP_INSTANCE}]" in cond["message"]
+    assert "spec.resources.requests[CPU]" in cond["message"]
 
 
 async def test_replaced_dgd_is_published_again(

@@ -47,9 +47,15 @@ async def test_exports_are_deleted_before_the_relay_service_and_deployment(
         if w.namespace == namespace and w.verb == "delete" and w.code < 300
     ]
     kinds = [resource for resource, _ in deletes]
-    assert sorted(kinds) == ["deployments", "serviceexports", "serviceexports", "services"]
+    assert sorted(kinds) == [
+        "deployments",
+        "poddisruptionbudgets",
+        "serviceexports",
+        "serviceexports",
+        "services",
+    ]
     last_export = max(i for i, k in enumerate(kinds) if k == "serviceexports")
-    first_relay = min(i for i, k in enumerate(kinds) if k in ("services", "deployments"))
+    first_relay = min(i for i, k in enumerate(kinds) if k != "serviceexports")
     assert last_export < first_relay, f"withdrawal order: {deletes}"
 
 
