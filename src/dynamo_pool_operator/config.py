@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import DiscoveryBackend
 from dynamo_pool_operator.api.mcs import CONFIRMATION_ALIASES, Confirmation, Implementation
 from dynamo_pool_operator.api.podfields import PullPolicy
@@ -34,6 +35,7 @@ from dynamo_pool_operator.config_fields import (
     ConfigurationError,
     FieldError,
     FieldSpec,
+    Pairs,
     boolean,
     camel,
     cert_dir,
@@ -53,6 +55,7 @@ from dynamo_pool_operator.config_fields import (
     spec_of,
     split_address,
     string,
+    string_map,
 )
 
 __all__ = [
@@ -112,6 +115,29 @@ def _not_negative(seconds: float) -> str | None:
     return None
 
 
+def _keys(value: Mapping[str, str], what: str) -> str | None:
+    for key in sorted(value):
+        problems = names.qualified_name_errors(key)
+        if problems:
+            return f"key {quote(key)}: {problems[0]}; use a valid {what} key ([prefix/]name)"
+    return None
+
+
+def _exported_annotations(value: Mapping[str, str]) -> str | None:
+    return _keys(value, "annotation")
+
+
+def _exported_labels(value: Mapping[str, str]) -> str | None:
+    problem = _keys(value, "label")
+    if problem:
+        return problem
+    for key, label in sorted(value.items()):
+        problems = names.label_value_errors(label)
+        if problems:
+            return f"value of {quote(key)}: {quote(label)} {problems[0]}; use a valid label value"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class MultiClusterConfig:
     """Which Multi-Cluster Services implementation exported pools are published to."""
@@ -143,6 +169,24 @@ class MultiClusterConfig:
         "Lighthouse writes its conditions within seconds. 0s: warn at once.",
         check=_not_negative,
         allowed=">= 0",
+    )
+    exported_annotations: Pairs = string_map(
+        "Annotations written into every ServiceExport the operator owns "
+        "(`spec.exportedAnnotations`, mcs-api v0.5.1 and later): the MCS implementation "
+        "puts them on the import in the other clusters. Cilium syncs a ClusterIP Service's "
+        "EndpointSlices (a frontend's) only with "
+        '`service.cilium.io/global-sync-endpoint-slices: "true"`. '
+        "Kept right like every field the operator owns; refused at start where the served "
+        "ServiceExport CRD has no such field.",
+        check=_exported_annotations,
+        allowed="keys: annotation keys",
+    )
+    exported_labels: Pairs = string_map(
+        "Labels written into every ServiceExport the operator owns (`spec.exportedLabels`, "
+        "mcs-api v0.5.1 and later), for the imports in the other clusters; kept right and "
+        "refused at start like `exportedAnnotations`.",
+        check=_exported_labels,
+        allowed="label keys and values",
     )
     api_discovery_interval: float = duration(
         "30s",
@@ -517,6 +561,8 @@ def load_configuration(path: str | os.PathLike[str] | None) -> OperatorConfigura
 def _encode(value: Any, spec: FieldSpec) -> Any:
     if spec.kind == "duration":
         return format_duration(value)
+    if spec.kind == "map":
+        return dict(value)
     return str(value) if spec.enum is not None else value  # the file holds the plain value
 
 

@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeVar
 
 E = TypeVar("E", bound=StrEnum)
 
-Kind = Literal["string", "boolean", "integer", "duration"]
+Kind = Literal["string", "boolean", "integer", "duration", "map"]
 # A rule returns None when the value is fine, else "<what is wrong>; <what to change>".
 Check = Callable[[Any], str | None]
 
@@ -109,6 +109,17 @@ def choice(default: E, doc: str, *, aliases: tuple[str, ...] = ()) -> E:
     enum = type(default)
     spec = FieldSpec("string", doc, (*(m.value for m in enum), *aliases), enum=enum)
     return dataclasses.field(default=default, metadata={"spec": spec})
+
+
+#: A map of strings as the configuration holds it: its pairs, sorted (a frozen value).
+Pairs = tuple[tuple[str, str], ...]
+
+
+def string_map(doc: str, *, check: Check | None = None, allowed: str = "") -> Pairs:
+    """A map of strings in the file (empty by default), its pairs sorted in Python: a
+    value the frozen configuration can hold. `check` sees the map as a dict."""
+    spec = FieldSpec("map", doc, check=check, allowed=allowed)
+    return dataclasses.field(default=(), metadata={"spec": spec})
 
 
 def boolean(default: bool, doc: str) -> bool:
@@ -360,6 +371,7 @@ _TYPE_HINTS = {
     "boolean": ("a boolean", "use true or false"),
     "integer": ("an integer", "write a whole number such as {default}"),
     "duration": ("a duration string", 'write a Go duration such as "{default}"'),
+    "map": ("a map of strings", 'write keys and values as strings: {{"example.com/key": "value"}}'),
 }
 
 
@@ -369,6 +381,10 @@ def decode_value(raw: object, spec: FieldSpec, default: Any) -> tuple[Any, str |
         ok = isinstance(raw, bool)
     elif spec.kind == "integer":
         ok = isinstance(raw, int) and not isinstance(raw, bool)
+    elif spec.kind == "map":
+        ok = isinstance(raw, Mapping) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+        )
     else:
         ok = isinstance(raw, str)
     if not ok:
@@ -388,6 +404,8 @@ def decode_value(raw: object, spec: FieldSpec, default: Any) -> tuple[Any, str |
     problem = spec.check(value) if spec.check else None
     if problem:
         return None, problem
+    if spec.kind == "map":
+        return tuple(sorted(value.items())), None
     return (spec.enum(value) if spec.enum is not None else value), None
 
 

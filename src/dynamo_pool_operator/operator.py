@@ -349,6 +349,8 @@ def build(
             unconfirmed_after=timedelta(seconds=config.multi_cluster.unconfirmed_after),
             confirmation=implementation.confirmation(config.multi_cluster.confirmation),
             frontends=FrontendCaches(caches.frontend_services),
+            exported_annotations=config.multi_cluster.exported_annotations,
+            exported_labels=config.multi_cluster.exported_labels,
         )
     relay = config.pool_relay
     reconciler = PoolRelayReconciler(

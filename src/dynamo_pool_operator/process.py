@@ -117,7 +117,7 @@ async def run(
         ) as review_client,
     ):
         try:
-            served = await discover_served_apis(client, config.multi_cluster.mcs_implementation)
+            served = await discover_served_apis(client, config.multi_cluster)
         except StartupError as e:
             log.error("%s", e)
             return EXIT_FAILURE

@@ -19,9 +19,11 @@ keeps the version resolved at start (docs/decisions/0004).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api import dgd as dgd_api
@@ -34,7 +36,9 @@ from dynamo_pool_operator.api.mcs import (
     SERVICEEXPORTS,
     Implementation,
 )
-from dynamo_pool_operator.runtime import Client, ServedResource, discover
+from dynamo_pool_operator.api.mcs import SERVICEEXPORT_KIND as KIND
+from dynamo_pool_operator.config import MultiClusterConfig
+from dynamo_pool_operator.runtime import Client, ServedResource, discover, errors
 
 _NOTHING: Mapping[str, str] = {}
 
@@ -317,10 +321,86 @@ async def rediscover_served_apis(
     return follow_served_apis(current, found.resources, mcs_implementation, found.unavailable)
 
 
-async def discover_served_apis(client: Client, mcs_implementation: str) -> ServedApis:
-    """Resolve the served APIs against the cluster and log them (and why a check is off)."""
+#: The ServiceExport's `spec` fields the operator writes, by the setting that asks for each.
+EXPORT_SPEC_SETTINGS = {
+    "exportedAnnotations": "multiCluster.exportedAnnotations",
+    "exportedLabels": "multiCluster.exportedLabels",
+}
+
+
+#: How long the OpenAPI v3 index may lag behind discovery: the API server publishes a
+#: CRD's schema a few seconds after it serves the CRD.
+OPENAPI_LAG = 15.0
+
+
+async def served_export_spec(
+    client: Client, version: str, *, lag: float = OPENAPI_LAG
+) -> frozenset[str] | None:
+    """The `spec` fields the served ServiceExport schema declares at `version`, from the
+    API server's OpenAPI v3 documents (every authenticated user may read them); None when
+    they cannot be read (the check is then left to the writes)."""
+    group_version = f"apis/{MCS_GROUP}/{version}"
+    deadline = asyncio.get_running_loop().time() + lag
+    try:
+        while True:
+            index = await client.request("GET", "/openapi/v3")
+            entry = (index.get("paths") or {}).get(group_version)
+            if entry is not None or asyncio.get_running_loop().time() >= deadline:
+                break
+            await asyncio.sleep(0.5)  # served, not yet published: the index lags
+        if entry is None:
+            raise KeyError(f"{group_version} is not in the OpenAPI v3 index after {lag:g}s")
+        url = str(entry["serverRelativeURL"])
+        path, _, query = url.partition("?")
+        doc = await client.request("GET", path, params=dict(parse_qsl(query)))
+        schemas = doc["components"]["schemas"].values()
+    except (errors.ApiError, KeyError, TypeError, AttributeError) as e:
+        log.warning("cannot read the ServiceExport schema (OpenAPI v3): %s", e)
+        return None
+    for schema in schemas:
+        gvks = schema.get("x-kubernetes-group-version-kind") or []
+        if any(
+            g.get("group") == MCS_GROUP and g.get("version") == version and g.get("kind") == KIND
+            for g in gvks
+        ):
+            spec = (schema.get("properties") or {}).get("spec") or {}
+            return frozenset(spec.get("properties") or {})
+    return frozenset()
+
+
+async def check_export_spec(client: Client, served: ServedApis, fields: Sequence[str]) -> None:
+    """Refuse to start when the configuration has every export carry a `spec` field the
+    served ServiceExport CRD does not declare (mcs-api before v0.5.1: the API server
+    would refuse every apply, or drop the field)."""
+    version = served.serviceexport_version
+    if version is None or not fields:
+        return
+    declared = await served_export_spec(client, version)
+    if declared is None:
+        return
+    for field in fields:
+        if field not in declared:
+            setting = EXPORT_SPEC_SETTINGS[field]
+            raise StartupError(
+                f"{setting} is set, but the cluster's ServiceExport CRD "
+                f"({SERVICEEXPORTS}.{MCS_GROUP} {version}) has no spec.{field}: install the "
+                "Multi-Cluster Services API CRDs of mcs-api v0.5.1 or later (an MCS "
+                f"implementation may ship older ones), or leave {setting} empty"
+            )
+
+
+async def discover_served_apis(client: Client, multi_cluster: MultiClusterConfig) -> ServedApis:
+    """Resolve the served APIs against the cluster and log them (and why a check is off).
+    The ServiceExport `spec` fields the configuration has every export carry must be
+    declared by the served CRD."""
+    mcs_implementation = multi_cluster.mcs_implementation
     found = await discover(client)
     served = resolve_served_apis(found.resources, mcs_implementation, found.unavailable)
+    wanted = {
+        "exportedAnnotations": multi_cluster.exported_annotations,
+        "exportedLabels": multi_cluster.exported_labels,
+    }
+    await check_export_spec(client, served, [field for field, value in wanted.items() if value])
     if found.unavailable:
         log.warning(
             "discovery skipped API group versions that are unavailable (their APIService "

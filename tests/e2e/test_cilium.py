@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.api import names
-from dynamo_pool_operator.api.mcs import serviceexports
+from dynamo_pool_operator.api.mcs import CILIUM_SYNC_SLICES, serviceexports
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
 from dynamo_pool_operator.localcluster import cilium, dynamo, kwok
 from dynamo_pool_operator.localcluster.assets import resolve
@@ -252,6 +252,55 @@ async def test_the_relay_export_is_imported_as_the_relay_pods_and_withdrawn(
         and w.subresource == "status"
         for w in everyone
     ), "Cilium's condition writes are not in east's audit log"
+
+
+async def test_with_ciliums_sync_annotation_configured_the_frontend_reaches_the_router(
+    world: cilium.World, ns: str
+) -> None:
+    """`multiCluster.exportedAnnotations` set as docs/exports.md says for Cilium: every
+    export the operator writes carries the annotation, Cilium copies it onto the import,
+    and west gets the frontend's (a ClusterIP Service's) EndpointSlices with east's
+    frontend pod IPs, as the router reads them."""
+    east_cp = world.members["east"]
+    frontend_svc = names.component_service_name("llama", "Frontend")
+    cfg = parse_configuration(
+        {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "multiCluster": {
+                "mcsImplementation": "mcs",
+                "exportedAnnotations": {CILIUM_SYNC_SLICES: "true"},
+            },
+        }
+    )
+    async with OperatorUnderTest(east_cp, cfg) as op, clients(world) as users:
+        east, west = users["east"], users["west"]
+        created = await east.create(DGDS, dgd("llama", ns))
+        deployment, service = dynamo.frontend(created)
+        await east.create(DEPLOYMENTS, deployment)
+        await east.create(SERVICES, service)
+        await east.create(RELAYS, relay("llama", ns, "east"))
+        selector = ",".join(f"{k}={v}" for k, v in service["spec"]["selector"].items())
+
+        async def imported_as_frontend_pods() -> bool:
+            ips = await ready_pod_ips(east, ns, selector)
+            return bool(ips) and await imported_from(west, ns, frontend_svc, "east") == ips
+
+        try:
+            await eventually(imported_as_frontend_pods, timeout=90, interval=0.3)
+        except AssertionError:
+            pytest.fail(
+                f"west imports {await imported_from(west, ns, frontend_svc, 'east')}, east's "
+                f"frontend pods are {await ready_pod_ips(east, ns, selector)}; "
+                f"west's cilium-operator:\n{world.mesh.log('west')[-3000:]}"
+            )
+        front = await eventually(partial(import_of, west, ns, frontend_svc), timeout=30)
+        assert front["spec"]["type"] == "ClusterSetIP", front["spec"]
+        assert front["status"]["endpointSliceObjects"] == "Present", front["status"]
+        assert front["metadata"]["annotations"][CILIUM_SYNC_SLICES] == "true"
+        export = await east.get(SERVICE_EXPORTS, frontend_svc, ns)
+        assert export["spec"]["exportedAnnotations"] == {CILIUM_SYNC_SLICES: "true"}
+        assert await op.reconcile_again((ns, "llama")) == []
 
 
 def web(ns: str, name: str, *, headless: bool) -> dict[str, Any]:

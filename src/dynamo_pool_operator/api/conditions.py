@@ -148,6 +148,9 @@ class ExportLineReason(StrEnum):
     FOREIGN_SERVICE = "ForeignService"
     #: A withdrawn export stays, held by finalizers that are not ours (`Withdrawing`).
     HELD_BY_FINALIZERS = "HeldByFinalizers"
+    #: Exported, but the Global Router finds a pool's frontends by the name
+    #: `<dgd>-frontend` only: this frontend's Service is named otherwise.
+    FRONTEND_NOT_DISCOVERABLE = "FrontendNotDiscoverable"
 
 
 #: Our words by their text: a shown condition is read on every pass, and a dict lookup

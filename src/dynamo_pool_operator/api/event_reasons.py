@@ -55,6 +55,8 @@ class ExportWarning(StrEnum):
     FOREIGN_SERVICE = "ForeignService"
     #: A withdrawn export of ours held past `unconfirmedAfter` by others' finalizers.
     EXPORT_STUCK_TERMINATING = "ExportStuckTerminating"
+    #: A frontend exported under a name the Global Router does not look for.
+    FRONTEND_NOT_DISCOVERABLE = "FrontendNotDiscoverable"
 
 
 @record
@@ -151,6 +153,16 @@ EVENTS: dict[str, Event] = {
         "Export",
         "the DGD",
         "The pool has no frontend component; only the relay Service is exported.",
+    ),
+    ExportWarning.FRONTEND_NOT_DISCOVERABLE: Event(
+        "Warning",
+        "Export",
+        "the DGD",
+        "A frontend component is not named `Frontend`: its Service `<dgd>-<component>` is "
+        "exported, but the Global Router finds a pool's frontends by the name "
+        "`<dgd>-frontend` only, so no router uses it. The export line says "
+        "`FrontendNotDiscoverable`.",
+        "Name the frontend component `Frontend` (its Service becomes `<dgd>-frontend`).",
     ),
     ExportWarning.CLUSTER_ID_MISMATCH: Event(
         "Warning",

@@ -64,6 +64,19 @@ class Importer(StrEnum):
         return _SLICE_MANAGERS[self]
 
 
+#: The API group an implementation's own CRDs are served in: where a cluster shows it runs.
+IMPORTER_GROUPS = {
+    Importer.LIGHTHOUSE: "lighthouse.submariner.io",
+    Importer.CILIUM: "cilium.io",
+    Importer.KARMADA: "work.karmada.io",
+}
+#: Cilium syncs the EndpointSlices of an import that is not headless (a frontend's
+#: ClusterIP Service) only when the import carries this annotation set to "true"
+#: (cilium/cilium's ClusterMesh MCS-API; seen here on the real cilium-operator). It is
+#: put on the import through the export's `spec.exportedAnnotations`.
+CILIUM_SYNC_SLICES = "service.cilium.io/global-sync-endpoint-slices"
+
+
 _SLICE_MANAGERS = {
     Importer.LIGHTHOUSE: "lighthouse-agent.submariner.io",
     Importer.CILIUM: "endpointslice-mesh-controller.cilium.io",

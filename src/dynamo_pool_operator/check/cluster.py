@@ -15,11 +15,18 @@ from datetime import UTC, datetime
 from dynamo_pool_operator import __version__, rbac
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api import dgd as dgd_api
-from dynamo_pool_operator.api.mcs import MCS_GROUP, SERVICEEXPORT_VERSIONS, SERVICEEXPORTS
+from dynamo_pool_operator.api.mcs import (
+    CILIUM_SYNC_SLICES,
+    IMPORTER_GROUPS,
+    MCS_GROUP,
+    SERVICEEXPORT_VERSIONS,
+    SERVICEEXPORTS,
+    Importer,
+)
 from dynamo_pool_operator.check.framework import Context, Result, Status, human
 from dynamo_pool_operator.runtime import discover, errors
 from dynamo_pool_operator.runtime.objects import CRDS, LEASES, Resource, seconds_since
-from dynamo_pool_operator.served_apis import pick
+from dynamo_pool_operator.served_apis import pick, served_export_spec
 
 INSTALL_CRD = "dynamo-pool-operator manifests crds --apply (or install the Helm chart)"
 #: ServiceExport APIs of other groups, which this operator never writes.
@@ -132,6 +139,41 @@ async def serviceexport_api(ctx: Context) -> Result:
     )
     line = f"{api} is not served, and multiCluster.mcsImplementation is {impl!r}"
     return Result(name, Status.FAIL, line, fix, notes)
+
+
+async def export_spec(ctx: Context) -> Result:
+    """What the exports carry for their imports: the served CRD declares the fields the
+    configuration writes, and a Cilium cluster has the annotation its ClusterMesh needs
+    to give a router a ClusterIP frontend's EndpointSlices."""
+    name = "export-spec"
+    version = pick(ctx.served(MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS)
+    if not ctx.implementation or version is None:
+        return Result(name, Status.OK, "no exports are written: nothing to carry")
+    mc = ctx.config.multi_cluster
+    wanted = {"exportedAnnotations": mc.exported_annotations, "exportedLabels": mc.exported_labels}
+    fields = [field for field, value in wanted.items() if value]
+    declared = await served_export_spec(ctx.client, version) if fields else frozenset()
+    missing = [f for f in fields if declared is not None and f not in declared]
+    if missing:
+        settings = " and ".join(f"multiCluster.{f}" for f in missing)
+        line = f"{settings} set, but the ServiceExport CRD ({version}) has no spec.{missing[0]}"
+        fix = f"install the mcs-api v0.5.1 or later CRDs, or leave {settings} empty"
+        return Result(name, Status.FAIL, line, fix)
+    found = ctx.discovery.resources if ctx.discovery else []
+    cilium = any(r.group == IMPORTER_GROUPS[Importer.CILIUM] for r in found)
+    if cilium and dict(mc.exported_annotations).get(CILIUM_SYNC_SLICES) != "true":
+        line = (
+            "Cilium runs here, and its ClusterMesh syncs a ClusterIP Service's EndpointSlices "
+            f'only for an import annotated {CILIUM_SYNC_SLICES}: "true": no router finds '
+            "a pool's frontends"
+        )
+        fix = (
+            f'set multiCluster.exportedAnnotations {{"{CILIUM_SYNC_SLICES}": "true"}} '
+            "(chart value multiCluster.exportedAnnotations)"
+        )
+        return Result(name, Status.WARN, line, fix)
+    carried = ", ".join(f"spec.{f}" for f in fields) or "nothing beyond the export"
+    return Result(name, Status.OK, f"exports carry {carried} for their imports")
 
 
 def _required(ctx: Context) -> list[tuple[str, rbac.Rule, str]]:

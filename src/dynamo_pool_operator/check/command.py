@@ -56,6 +56,7 @@ CHECKS: list[tuple[str, Check]] = [
     ("relay-crd", cluster.relay_crd),
     ("dgd-crd", cluster.dgd_crd),
     ("serviceexport-api", cluster.serviceexport_api),
+    ("export-spec", cluster.export_spec),
     ("cluster-id", pools.cluster_id),
     ("karmada-names", pools.karmada_names),
     ("rbac", cluster.rbac_check),

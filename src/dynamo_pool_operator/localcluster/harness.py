@@ -60,9 +60,7 @@ class OperatorUnderTest:
             field_manager=names.FIELD_MANAGER,
         )
         try:
-            served = await discover_served_apis(
-                self.client, self.config.multi_cluster.mcs_implementation
-            )
+            served = await discover_served_apis(self.client, self.config.multi_cluster)
             self.op = operator.build(
                 self.client, self.config, served, identity=self.identity, registry=self.registry
             )

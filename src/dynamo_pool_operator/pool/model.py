@@ -461,3 +461,5 @@ class Contribution:
     lines: tuple[StatusLine, ...] = ()
     #: When the plan changes by itself with no event to say so (a hold ends).
     recheck_at: datetime | None = None
+    #: What the lines of these names say beside `Exported` (reason, message).
+    notes: Mapping[str, tuple[str, str]] = field(default_factory=dict)

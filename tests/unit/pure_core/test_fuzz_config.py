@@ -55,6 +55,8 @@ FIELD_TYPES: dict[str, str] = {
     "multiCluster.mcsImplementation": "string",
     "multiCluster.confirmation": "string",
     "multiCluster.unconfirmedAfter": "duration",
+    "multiCluster.exportedAnnotations": "map",
+    "multiCluster.exportedLabels": "map",
     "multiCluster.apiDiscoveryInterval": "duration",
     "discovery.backend": "string",
     "namespace.restricted": "string",
@@ -117,6 +119,10 @@ def right_type(kind: str, value: object) -> bool:
         return isinstance(value, bool)
     if kind == "integer":
         return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "map":
+        return isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        )
     return isinstance(value, str)  # string and duration
 
 
@@ -443,6 +449,10 @@ WRONG_TYPE: dict[str, st.SearchStrategy[Any]] = {
     | st.lists(st.integers(), max_size=2) | st.dictionaries(UNICODE, st.integers(), max_size=1),
 }  # fmt: skip
 WRONG_TYPE["duration"] = WRONG_TYPE["string"]
+WRONG_TYPE["map"] = (
+    st.booleans() | st.integers() | UNICODE | st.lists(UNICODE, max_size=2)
+    | st.dictionaries(UNICODE, st.integers() | st.booleans(), min_size=1, max_size=2)
+)  # fmt: skip
 
 
 @budget(30)

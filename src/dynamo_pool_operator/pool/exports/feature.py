@@ -133,11 +133,15 @@ class PoolExports:
         unconfirmed_after: timedelta = UNCONFIRMED_AFTER,
         confirmation: Confirmation = Confirmation.VALID,
         frontends: FrontendCaches | None = None,
+        exported_annotations: tuple[tuple[str, str], ...] = (),
+        exported_labels: tuple[tuple[str, str], ...] = (),
     ) -> None:
         #: None: no Service is read, so every frontend is taken to have none yet.
         self.frontends = frontends
         self.unconfirmed_after = unconfirmed_after
         self.confirmation = confirmation
+        self.exported_annotations = exported_annotations
+        self.exported_labels = exported_labels
         #: The ServiceExport version served whose cache has not synced yet, while no
         #: other cache is usable (set by `ExportApis`); None otherwise.
         self.listing: str | None = None
@@ -236,4 +240,6 @@ class PoolExports:
             self.about_version,
             self.unconfirmed_after,
             self.confirmation,
+            self.exported_annotations,
+            self.exported_labels,
         )

@@ -31,7 +31,7 @@ Rules, by export name (the rungs of the verb ladder every owned object climbs,
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -99,6 +99,21 @@ class ExportRules:
     about_version: str = ""
     unconfirmed_after: timedelta = UNCONFIRMED_AFTER
     confirmation: Confirmation = Confirmation.VALID
+    #: `spec.exportedAnnotations` and `spec.exportedLabels` of every export we own
+    #: (`multiCluster.exportedAnnotations`, `exportedLabels`), as pairs.
+    exported_annotations: tuple[tuple[str, str], ...] = ()
+    exported_labels: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The `spec` we own on an export: what the implementation carries to its
+        imports (empty: none, the export as mcs-api v0.1.0 knew it)."""
+        out: dict[str, Any] = {}
+        if self.exported_annotations:
+            out["exportedAnnotations"] = dict(self.exported_annotations)
+        if self.exported_labels:
+            out["exportedLabels"] = dict(self.exported_labels)
+        return out
 
 
 #: How long after the new relay Service exists its export is created again: time for
@@ -110,6 +125,13 @@ REPLACED_MESSAGE = (
     "its export was withdrawn with it and is created again "
     f"{REEXPORT_AFTER.total_seconds():.0f}s after the new Service exists, once the MCS "
     "implementation has dropped the import of the old shape"
+)
+
+
+#: The export line of a frontend the Global Router does not find (`undiscoverable`).
+UNDISCOVERABLE = (
+    "exported, but the Global Router finds a pool's frontends by the name <dgd>-frontend "
+    "only: name the frontend component Frontend"
 )
 
 
@@ -159,22 +181,39 @@ def _owned_fields(relay: Relay) -> dict[str, Any]:
     return {"labels": {names.DGD_NAME: relay.name}, "ownerReferences": [relay.owner_reference()]}
 
 
-def export_body(resource: Resource, relay: Relay, name: str) -> dict[str, Any]:
-    """The fields we own on an export: name, the DGD label, our controller reference."""
-    return {
+def export_body(
+    resource: Resource, relay: Relay, name: str, spec: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The fields we own on an export: name, the DGD label, our controller reference, and
+    the annotations and labels the configuration has it carry (`ExportRules.spec`)."""
+    body: dict[str, Any] = {
         "apiVersion": resource.api_version,
         "kind": resource.kind,
         "metadata": {"name": name, "namespace": relay.namespace, **_owned_fields(relay)},
     }
+    if spec:
+        body["spec"] = dict(spec)
+    return body
 
 
-#: An export is compared by the two fields we own on it, each named in the Event
-#: note of its repair. Its controller is compared as the controller reference, not
-#: as any reference of the relay's uid: that one is what makes the export ours.
+def _spec_map(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    def of(obj: Mapping[str, Any]) -> Any:
+        spec = obj.get("spec")
+        return (spec.get(key) if isinstance(spec, Mapping) else None) or {}
+
+    return of
+
+
+#: An export is compared by the fields we own on it, each named in the Event note of its
+#: repair. Its controller is compared as the controller reference, not as any reference
+#: of the relay's uid: that one is what makes the export ours. Annotations and labels for
+#: the imports are ours as configured: one another writer added beside them is no drift.
 EXPORT_DRIFT = Rule(
     parts=(
         Part("label", labels_of),
         Part("controllerReference", controller_of),
+        Part("exportedAnnotations", _spec_map("exportedAnnotations")),
+        Part("exportedLabels", _spec_map("exportedLabels")),
     )
 )
 
@@ -274,9 +313,19 @@ def _wanted(
     return out
 
 
-def repair_fields(export: Mapping[str, Any], relay: Relay) -> tuple[str, ...]:
+def repair_fields(
+    export: Mapping[str, Any], relay: Relay, spec: Mapping[str, Any] | None = None
+) -> tuple[str, ...]:
     """Which of the fields we own differ on an export this relay controls."""
-    return drift(EXPORT_DRIFT, export, {"metadata": _owned_fields(relay)}).fields
+    body = {"metadata": _owned_fields(relay), "spec": dict(spec or {})}
+    return drift(EXPORT_DRIFT, export, body).fields
+
+
+def undiscoverable(relay: Relay, pool: Pool, wanted: _Wanted) -> list[str]:
+    """The frontends exported under a name the Global Router does not look for: it finds
+    a pool's frontends by `<dgd>-frontend` (`names.FRONTEND_SUFFIX`)."""
+    found = (names.relay_name(relay.name), names.frontend_service_name(pool.name))
+    return [n for n in wanted.names if n not in found]
 
 
 def _advisories(
@@ -321,6 +370,16 @@ def _advisories(
             f"DGD {pool.name!r} has no frontend component; only the relay Service is exported",
             pool.reference(),
         )
+    hidden = undiscoverable(relay, pool, wanted)
+    if hidden:
+        warn(
+            Warn.FRONTEND_NOT_DISCOVERABLE,
+            f"{', '.join(hidden)} {'is' if len(hidden) == 1 else 'are'} exported, but the "
+            f"Global Router finds a pool's frontends by the name "
+            f"{names.frontend_service_name(pool.name)!r} only: name the frontend component "
+            "Frontend",
+            pool.reference(),
+        )
     # The cluster ID is an About API notion: the check is standard MCS only. A relay
     # without spec.clusterId takes the cluster's own ID: nothing to disagree with.
     checked = implementation.checks_cluster_id and cluster_id.checked
@@ -347,13 +406,15 @@ def plan(
     hold: Hold | None = None,
     services: Mapping[str, Mapping[str, Any]] | None = None,
     component_deployments: Mapping[str, Mapping[str, Any]] | None = None,
+    spec: Mapping[str, Any] | None = None,
 ) -> Contribution:
     """`exports`: the cached exports of the relay's namespace that matter, by name —
     every export this relay controls and every export named like a wanted one.
     `hold`: the relay Service's export is held back (`relay_export_hold`).
     `services`: the cached Services named like a frontend, by name;
     `component_deployments`: the cached DCDs those Services name as controller, by
-    name (`foreign_service`)."""
+    name (`foreign_service`); `spec`: what every export carries for its imports
+    (`ExportRules.spec`)."""
     wanted = _Wanted()
     advisories: list[Advisory] = []
     if decision.keeps_pool and pool is not None:
@@ -369,7 +430,7 @@ def plan(
         # withdrawn if the hold says so (waited for while being deleted); anyone else's
         # is left alone, and ours once the Service is right is kept.
         held_back = hold is not None and name == relay_service
-        body = export_body(resource, relay, name)
+        body = export_body(resource, relay, name, spec)
         owned.append(
             (
                 name,
@@ -421,11 +482,14 @@ def plan(
                 fields=() if replaced or not o.wanted else step.drift.fields,
             )
         )
+    unseen = undiscoverable(relay, pool, wanted) if pool is not None else ()
+    notes = dict.fromkeys(unseen, (ExportLineReason.FRONTEND_NOT_DISCOVERABLE, UNDISCOVERABLE))
     return Contribution(
         tuple(actions),
         tuple(advisories),
         tuple(wanted.skipped + held),
         hold.recheck_at if hold is not None else None,
+        notes,
     )
 
 
@@ -452,6 +516,7 @@ def plan_exports(snapshot: Snapshot, decision: Decision, rules: ExportRules) -> 
         hold=hold,
         services=snapshot.services,
         component_deployments=snapshot.component_deployments,
+        spec=rules.spec,
     )
     if decision.keeps_pool and snapshot.unreadable:
         related = ClusterID(api_version=rules.about_version).reference()

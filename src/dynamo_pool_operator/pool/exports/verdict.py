@@ -399,9 +399,13 @@ def lines_after(contribution: Contribution, results: Sequence[ActionResult]) -> 
     withdrawal then failed shows the failure (status.exports is a list keyed by name;
     two lines of one name would make the API server refuse the whole status)."""
     lines = {line.name: line for line in contribution.lines}
+    notes = contribution.notes
     for result in results:
         line = _line(result)
         if line is not None:
+            note = notes.get(line.name) if notes else None
+            if note is not None and line.state == ExportState.EXPORTED and not line.reason:
+                line = StatusLine(line.name, line.state, *note)
             lines[line.name] = line
     return list(lines.values())
 

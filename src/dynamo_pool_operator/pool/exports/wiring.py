@@ -2,7 +2,7 @@
 
 Watches (only with an MCS implementation configured):
 - ServiceExports of the watched namespace(s), at the resolved version. A creation
-  or deletion, or an update of the metadata we own while the export has a
+  or deletion, or an update of the metadata or spec we own while the export has a
   controller, requeues the relay that controls it and every relay whose pool
   exports a Service of that name in the same namespace (an index from frontend
   Service name to DGD keeps that a lookup, not a scan).
@@ -74,8 +74,8 @@ def export_mapper(dgds: Callable[[], Informer]) -> Any:
 
 
 def export_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
-    """Creates and deletes; updates of our metadata while the export has a controller;
-    and a change of what the MCS implementation says of it (its Valid, Ready and
+    """Creates and deletes; updates of our metadata or of its spec while the export has a
+    controller; and a change of what the MCS implementation says of it (its Valid, Ready and
     Conflict conditions, which `Exported` shows). Its other status writes, and any on
     an export without a controller, are not ours to react to."""
     if etype is not EventType.MODIFIED:
@@ -89,6 +89,8 @@ def export_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
         b.terminating,
     ):
         return True
+    if (old or {}).get("spec") != (new or {}).get("spec"):
+        return True  # what it carries for its imports (`exportedAnnotations`, ...)
     return view_of(old or {}) != view_of(new or {})
 
 

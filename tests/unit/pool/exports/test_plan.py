@@ -36,6 +36,7 @@ from dynamo_pool_operator.api.shown import ShownStatus
 from dynamo_pool_operator.pool.exports.plan import (
     REEXPORT_AFTER,
     REPLACED_MESSAGE,
+    UNDISCOVERABLE,
     Hold,
     Warn,
     export_body,
@@ -237,6 +238,7 @@ ROWS: dict[str, Row] = {
     "published-pool-creates-relay-export-first-then-each-frontend-under-its-own-name": Row(
         components=[fe("Frontend"), WORKER, fe("Chat.Frontend")],
         expect=[(C, RELAY_EXPORT), (C, FE), (C, "pool-chat-frontend")],
+        warnings=[Warn.FRONTEND_NOT_DISCOVERABLE],
     ),
     "exports-that-are-ours-and-right-need-nothing": Row(
         components=[fe("Frontend"), WORKER],
@@ -251,6 +253,7 @@ ROWS: dict[str, Row] = {
     "frontends-normalizing-to-the-same-service-are-exported-once": Row(
         components=[fe("Frontend"), fe("frontend"), fe("FRONTEND"), fe("fe.a"), fe("fe-a")],
         expect=[(C, RELAY_EXPORT), (C, FE), (C, "pool-fe-a")],
+        warnings=[Warn.FRONTEND_NOT_DISCOVERABLE],
     ),
     "a-frontend-whose-service-is-the-relay-service-is-exported-once": Row(
         components=[fe("pool-relay"), fe("Pool.Relay"), WORKER],
@@ -273,6 +276,7 @@ ROWS: dict[str, Row] = {
         components=[fe("chat"), WORKER],
         exports=[ours(RELAY_EXPORT), ours(FE)],
         expect=[(N, RELAY_EXPORT), (C, "pool-chat"), (W, FE)],
+        warnings=[Warn.FRONTEND_NOT_DISCOVERABLE],
     ),
     "removed-frontend-withdraws-its-export-and-warns-no-frontend": Row(
         components=[WORKER],
@@ -354,18 +358,20 @@ ROWS: dict[str, Row] = {
         components=[fe(K56), WORKER],
         exports=[ours(f"pool-{K56}")],
         expect=[(C, RELAY_EXPORT), (N, f"pool-{K56}")],
+        warnings=[Warn.FRONTEND_NOT_DISCOVERABLE],
     ),
     "karmada-exports-exactly-55-characters": Row(
         implementation="karmada",
         components=[fe(K55), WORKER],
         expect=[(C, RELAY_EXPORT), (C, f"pool-{K55}")],
+        warnings=[Warn.FRONTEND_NOT_DISCOVERABLE],
     ),
     "karmada-skips-the-relay-export-of-a-45-character-dgd": Row(
         implementation="karmada",
         dgd="r" * 45,
         components=[fe("f"), WORKER],
         expect=[(C, "r" * 45 + "-f")],
-        warnings=[Warn.SERVICE_NAME_TOO_LONG],
+        warnings=[Warn.FRONTEND_NOT_DISCOVERABLE, Warn.SERVICE_NAME_TOO_LONG],
         skipped={"r" * 45 + "-pool-relay": Warn.SERVICE_NAME_TOO_LONG},
     ),
     "karmada-exports-the-relay-export-of-a-44-character-dgd": Row(
@@ -373,6 +379,7 @@ ROWS: dict[str, Row] = {
         dgd="r" * 44,
         components=[fe("f"), WORKER],
         expect=[(C, "r" * 44 + "-pool-relay"), (C, "r" * 44 + "-f")],
+        warnings=[Warn.FRONTEND_NOT_DISCOVERABLE],
     ),
     "karmada-reports-a-name-over-63-as-invalid-not-as-too-long": Row(
         implementation="karmada",
@@ -399,6 +406,7 @@ ROWS: dict[str, Row] = {
             components=[fe("chat"), WORKER],
             exports=[foreign(FE, who), foreign("pool-old", who)],
             expect=[(C, RELAY_EXPORT), (C, "pool-chat")],
+            warnings=[Warn.FRONTEND_NOT_DISCOVERABLE],
         )
         for who in FOREIGN_OWNERS
     },
@@ -737,6 +745,7 @@ def test_warning_reasons_are_the_spec_event_reasons() -> None:
         "ClusterIDMismatch",
         "ForeignService",
         "ExportStuckTerminating",
+        "FrontendNotDiscoverable",
     }
 
 
@@ -1430,3 +1439,60 @@ def test_a_withdrawn_relay_says_nothing_about_foreign_services(reason: Reason) -
     assert [(a.verb, a.name) for a in p.actions] == [(W, FE)]
     assert p.advisories == ()
     assert p.lines == ()
+
+
+# ------------------------------------------------------------------ carried for the imports
+CILIUM = {"service.cilium.io/global-sync-endpoint-slices": "true"}
+CARRIED = {"exportedAnnotations": CILIUM, "exportedLabels": {"team": "inference"}}
+
+
+def carrying(cached: list[dict[str, Any]] | None = None) -> Plan:
+    return plan(
+        make_relay(),
+        PUBLISHED,
+        make_pool(WORKER),
+        {e["metadata"]["name"]: e for e in cached or []},
+        implementation=Implementation.MCS,
+        cluster_id=ClusterID(),
+        resource=SE,
+        spec=CARRIED,
+    )
+
+
+def test_every_export_carries_the_configured_annotations_and_labels_for_its_imports() -> None:
+    (a,) = carrying().actions
+    assert a.verb is Verb.CREATE
+    assert a.body is not None
+    assert a.body["spec"] == CARRIED
+    assert "spec" not in export_body(SE, make_relay(), RELAY_EXPORT), "none configured: none"
+
+
+def test_what_an_export_carries_is_repaired_and_others_additions_are_no_drift() -> None:
+    right = {**ours(RELAY_EXPORT), "spec": CARRIED}
+    assert carrying([right]).actions[0].verb is Verb.NONE
+    others = {**CILIUM, "x": "y"}
+    more = {**ours(RELAY_EXPORT), "spec": {**CARRIED, "exportedAnnotations": others}}
+    assert carrying([more]).actions[0].verb is Verb.NONE, "another writer's addition"
+    lost = {**ours(RELAY_EXPORT), "spec": {"exportedLabels": {"team": "inference"}}}
+    (a,) = carrying([lost]).actions
+    assert (a.verb, a.fields) == (Verb.APPLY, ("exportedAnnotations",))
+    assert repair_fields(lost, make_relay(), CARRIED) == ("exportedAnnotations",)
+    moved = {**ours(RELAY_EXPORT), "spec": {**CARRIED, "exportedLabels": {"team": "other"}}}
+    assert carrying([moved]).actions[0].fields == ("exportedLabels",)
+
+
+# ------------------------------------------------------------------ a frontend not found
+def test_a_frontend_not_named_frontend_is_exported_but_said_not_discoverable() -> None:
+    """The router finds a pool's frontends by `<dgd>-frontend` only."""
+    p = run(pool=make_pool(fe("chat"), fe("Frontend"), WORKER))
+    assert {a.name for a in p.actions} == {RELAY_EXPORT, FE, "pool-chat"}
+    (warning,) = [w for w in p.advisories if w.reason == Warn.FRONTEND_NOT_DISCOVERABLE]
+    assert "pool-chat is exported" in warning.message
+    assert "'pool-frontend'" in warning.message
+    assert warning.related is not None
+    assert warning.related["kind"] == "DynamoGraphDeployment"
+    assert dict(p.notes) == {
+        "pool-chat": (ExportLineReason.FRONTEND_NOT_DISCOVERABLE, UNDISCOVERABLE)
+    }
+    named = run(pool=make_pool(fe("Frontend"), WORKER))
+    assert all(w.reason != Warn.FRONTEND_NOT_DISCOVERABLE for w in named.advisories)

@@ -78,8 +78,17 @@ def test_creates_and_deletes_always_requeue(etype: EventType, controlled: bool) 
         (("metadata", "ownerReferences"), [{**REF, "uid": "u-2"}]),
         (("metadata", "ownerReferences"), []),
         (("metadata", "deletionTimestamp"), "2026-11-30T00:00:00Z"),
+        (("spec", "exportedAnnotations"), {"a": "b"}),
+        (("spec", "exportedLabels"), {"a": "b"}),
     ],
-    ids=["label", "controller-changed", "controller-removed", "deleting"],
+    ids=[
+        "label",
+        "controller-changed",
+        "controller-removed",
+        "deleting",
+        "exported-annotations",
+        "exported-labels",
+    ],
 )
 def test_an_update_of_what_the_plan_reads_requeues(path: tuple[str, ...], value: Any) -> None:
     old = export()
@@ -98,12 +107,9 @@ def test_a_new_verdict_of_the_implementation_requeues_and_other_status_writes_do
     assert not export_changed(
         EventType.MODIFIED, verdict, changed(verdict, ("status", "conditions"), other)
     )
-    # Nor do annotations or the spec's exported labels, which the plan does not read.
+    # Nor do its annotations, which the plan does not read.
     assert not export_changed(
         EventType.MODIFIED, old, changed(old, ("metadata", "annotations"), {"a": "b"})
-    )
-    assert not export_changed(
-        EventType.MODIFIED, old, changed(old, ("spec", "exportedLabels"), {"a": "b"})
     )
 
 
