@@ -220,6 +220,9 @@ KARMADA_SLICE_MANAGER = "endpointslice-controller.karmada.io"
 KARMADA_WORK_NAMESPACE = "work.karmada.io/namespace"
 KARMADA_WORK_NAME = "work.karmada.io/name"
 KARMADA_EXECUTION_SPACE_PREFIX = "karmada-es-"
+#: Karmada: the label on every object it applies to a member from a Work (`true`); the
+#: Work's namespace and name are annotations of that object, as on the slices above.
+KARMADA_MANAGED = "karmada.io/managed"
 
 
 def karmada_derived_service(label: str) -> str | None:

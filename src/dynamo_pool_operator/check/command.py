@@ -59,6 +59,7 @@ CHECKS: list[tuple[str, Check]] = [
     ("export-spec", cluster.export_spec),
     ("cluster-id", pools.cluster_id),
     ("karmada-names", pools.karmada_names),
+    ("karmada-collection", pools.karmada_collection),
     ("rbac", cluster.rbac_check),
     ("leader", cluster.leader),
     ("exports-terminating", pools.exports_terminating),

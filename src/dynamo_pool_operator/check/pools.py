@@ -73,12 +73,17 @@ async def pools(ctx: Context) -> dict[tuple[str, str], dgd_api.Pool]:
     return await ctx.once("pools", read)  # type: ignore[no-any-return]
 
 
+def export_resource(ctx: Context) -> Resource | None:
+    """The ServiceExport API at the version the operator would use; None if not served."""
+    version = pick(ctx.served(MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS)
+    return Resource(MCS_GROUP, version, SERVICEEXPORTS, "ServiceExport") if version else None
+
+
 async def exports(ctx: Context) -> list[dict[str, Any]] | None:
     """The ServiceExports in scope, or None when the API is not served."""
-    version = pick(ctx.served(MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS)
-    if version is None:
+    res = export_resource(ctx)
+    if res is None:
         return None
-    res = Resource(MCS_GROUP, version, SERVICEEXPORTS, "ServiceExport")
 
     async def read() -> list[dict[str, Any]]:
         return (await ctx.client.list(res, ctx.scope)).items
@@ -149,6 +154,59 @@ async def karmada_names(ctx: Context) -> Result:
         fix = "shorten the DGD or component names (Karmada labels slices derived-<name>, 63 max)"
         return Result(name, CheckStatus.FAIL, line, fix, tuple(long))
     return Result(name, CheckStatus.OK, f"every exported name fits Karmada's {limit} characters")
+
+
+def karmada_propagated(export: Mapping[str, Any]) -> str | None:
+    """The member a ServiceExport was propagated to by Karmada (its Work's execution
+    namespace `karmada-es-<member>`), or None when Karmada did not apply it here."""
+    meta = Meta(export)
+    space = str(meta.annotations.get(names.KARMADA_WORK_NAMESPACE, ""))
+    if meta.labels.get(names.KARMADA_MANAGED) != "true":
+        return None
+    if not space.startswith(names.KARMADA_EXECUTION_SPACE_PREFIX):
+        return None
+    return space[len(names.KARMADA_EXECUTION_SPACE_PREFIX) :] or None
+
+
+async def karmada_collection(ctx: Context) -> Result:
+    """Karmada collects a member's ServiceExports (and their EndpointSlices) only while it
+    has itself propagated a ServiceExport to that member: its ServiceExport controller
+    starts a member's informers on an applied Work holding one. In a member without one,
+    no export the operator makes is ever collected, and nothing on the export says so."""
+    name = "karmada-collection"
+    if ctx.implementation != "karmada":
+        return Result(name, CheckStatus.SKIP, "Karmada's collection applies to karmada")
+    found, res = await exports(ctx), export_resource(ctx)
+    if found is None or res is None:
+        return Result(name, CheckStatus.SKIP, "no ServiceExport API")
+    members = {m: _ref(e) for e in found if (m := karmada_propagated(e)) is not None}
+    where = f"in {ctx.scope}" if ctx.scope else "in any namespace"
+    if not members and ctx.scope:
+        # Karmada's informer watches the whole member: one propagated anywhere will do.
+        try:
+            wider = await ctx.client.list(res, label_selector=f"{names.KARMADA_MANAGED}=true")
+        except errors.Forbidden:
+            wider = None
+        if wider is not None:
+            where = "in any namespace"
+            members = {m: _ref(e) for e in wider.items if (m := karmada_propagated(e))}
+    if members:
+        member, export = sorted(members.items())[0]
+        line = (
+            f"Karmada propagated ServiceExport {export} here (member {member!r}): it "
+            "collects this member's exports"
+        )
+        return Result(name, CheckStatus.OK, line)
+    line = (
+        f"no ServiceExport {where} was propagated here by Karmada: Karmada collects a "
+        "member's exports only while it has propagated one there, so no pool exported "
+        "here reaches the router"
+    )
+    fix = (
+        "on the Karmada control plane, create a ServiceExport (one relay Service's, say) "
+        "and a PropagationPolicy placing it on this member (docs/exports.md, Karmada)"
+    )
+    return Result(name, CheckStatus.FAIL, line, fix)
 
 
 async def exports_terminating(ctx: Context) -> Result:

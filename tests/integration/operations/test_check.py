@@ -37,7 +37,7 @@ from dynamo_pool_operator.localcluster.crds import (
 )
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.leader import format_micro_time
-from dynamo_pool_operator.runtime.objects.resources import LEASES
+from dynamo_pool_operator.runtime.objects.resources import LEASES, NAMESPACES
 from tests.integration.support.export_fixtures import set_cluster_id
 from tests.integration.support.planes import started
 from tests.integration.support.race_fixtures import Grants
@@ -186,8 +186,10 @@ async def test_a_working_installation_passes_every_check(scene: Scene) -> None:
         "relay-crd": "ok",
         "dgd-crd": "ok",
         "serviceexport-api": "ok",
+        "export-spec": "ok",
         "cluster-id": "ok",
         "karmada-names": "skip",  # mcs
+        "karmada-collection": "skip",
         "rbac": "ok",
         "leader": "ok",
         "exports-terminating": "ok",
@@ -404,6 +406,73 @@ async def test_karmada_names_over_55_characters_fail(scene: Scene) -> None:
     assert c["status"] == "fail"
     assert f"{scene.ns}/{long}: {long}-pool-relay (56 characters)" in c["details"]
     assert found["cluster-id"]["status"] == "skip"  # mcs only
+
+
+def propagated_export(name: str, ns: str, member: str) -> dict[str, Any]:
+    """A ServiceExport as Karmada applies one from a Work of its control plane: its
+    label and the Work's annotations (pkg/util/helper/work.go, `CreateOrUpdateWork`)."""
+    return {
+        "apiVersion": SE.api_version,
+        "kind": SE.kind,
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": {"karmada.io/managed": "true"},
+            "annotations": {
+                "work.karmada.io/namespace": f"karmada-es-{member}",
+                "work.karmada.io/name": f"{name}-work",
+            },
+        },
+    }
+
+
+async def test_karmada_collection_fails_until_karmada_propagated_an_export_here(
+    scene: Scene, client: Client
+) -> None:
+    """Karmada collects a member's exports only while it propagated one there. The
+    check (which reads with the caller's credentials) finds one in the operator's
+    namespace, or in any other where it may list them; an export labelled alike
+    without Karmada's Work is not one."""
+    karmada = scene.config("karmada")
+    _, found = await scene.check(config=karmada)
+    c = found["karmada-collection"]
+    assert c["status"] == "fail", c
+    assert "no ServiceExport in any namespace was propagated" in c["message"], c
+    assert "PropagationPolicy" in c["fix"], c
+
+    fake = propagated_export("lookalike", scene.ns, "east")
+    fake["metadata"]["annotations"] = {}
+    await client.create(SE, fake)
+    _, found = await scene.check(config=karmada)
+    assert found["karmada-collection"]["status"] == "fail", "no Work: not Karmada's"
+
+    # A user who may list exports in the operator's namespace only.
+    reader = f"reader-{scene.ns}"
+    grants = Grants(scene.cp, reader)
+    rule = {"apiGroups": [SE.group], "resources": [SE.plural], "verbs": ["list"]}
+    await grants.grant("se-reader", [rule], scene.ns)
+    as_reader = scene.cp.user_kubeconfig(reader)
+    other = f"{scene.ns}-other"
+    await client.create(NAMESPACES, {"metadata": {"name": other}})
+    try:
+        await client.create(SE, propagated_export("sentinel", other, "east"))
+        _, found = await scene.check(config=karmada)
+        c = found["karmada-collection"]
+        assert c["status"] == "ok", c
+        assert f"{other}/sentinel here (member 'east')" in c["message"], c
+        _, found = await run_check(as_reader, karmada)
+        c = found["karmada-collection"]
+        assert c["status"] == "fail", "the reader cannot see the other namespace"
+        assert f"no ServiceExport in {scene.ns} was propagated" in c["message"], c
+
+        await client.create(SE, propagated_export("sentinel", scene.ns, "east"))
+        _, found = await run_check(as_reader, karmada)
+        assert found["karmada-collection"]["status"] == "ok", found["karmada-collection"]
+    finally:
+        await grants.revoke_all()
+        await client.delete(NAMESPACES, other)
+    _, found = await scene.check()
+    assert found["karmada-collection"]["status"] == "skip", "mcs: not Karmada's concern"
 
 
 async def test_wait_runs_again_until_the_checks_pass(scene: Scene) -> None:
