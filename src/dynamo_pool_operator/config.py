@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api.crd import MAX_REPLICAS
 from dynamo_pool_operator.api.dgd import DiscoveryBackend
 from dynamo_pool_operator.api.mcs import CONFIRMATION_ALIASES, Confirmation, Implementation
 from dynamo_pool_operator.api.podfields import PullPolicy
@@ -306,7 +307,9 @@ class PoolRelayConfig:
         PullPolicy.IF_NOT_PRESENT, "Pull policy of the relay container."
     )
     port: int = integer(8090, "Port the relay serves on.", minimum=1, maximum=65535)
-    replicas: int = integer(2, "Relay replicas per pool.", minimum=0, maximum=2**31 - 1)
+    replicas: int = integer(
+        2, "Relay replicas per pool (at most the CRD's bound).", minimum=0, maximum=MAX_REPLICAS
+    )
     headless: bool = boolean(
         True,
         "Whether the relay Service is headless (`clusterIP: None`): an MCS implementation "

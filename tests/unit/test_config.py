@@ -228,7 +228,7 @@ INVALID = [
     ("poolRelay.port", "8090", 'must be an integer, got string "8090"'),
     ("poolRelay.port", 80.5, "must be an integer, got number 80.5"),
     ("poolRelay.replicas", -1, "out of range"),
-    ("poolRelay.replicas", 2**31, "out of range"),
+    ("poolRelay.replicas", 101, "out of range"),  # the CRD's spec.replicas bound
     ("controller.workers", 0, "from 1 to 64"),
     ("controller.workers", 65, "from 1 to 64"),
     ("controller.backgroundWrites", -1, "from 0 to 64"),

@@ -38,6 +38,7 @@ import yaml
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from dynamo_pool_operator.api.crd import MAX_REPLICAS
 from dynamo_pool_operator.config import (
     API_VERSION,
     KIND,
@@ -396,7 +397,7 @@ def valid_documents(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     put("poolRelay.image", draw(IMAGE))
     put("poolRelay.imagePullPolicy", draw(st.sampled_from(["Always", "IfNotPresent", "Never"])))
     put("poolRelay.port", draw(st.integers(1, 65535)))
-    put("poolRelay.replicas", draw(st.integers(0, 2**31 - 1)))
+    put("poolRelay.replicas", draw(st.integers(0, MAX_REPLICAS)))
     put("controller.workers", draw(st.integers(1, 64)))
     put("controller.backgroundWrites", draw(st.integers(0, 64)))
     sync_ns = draw(st.integers(1, 10**13))
