@@ -63,6 +63,45 @@ def test_the_readme_sample_row_is_the_dev_pool_ready_and_aligned() -> None:
     }
 
 
+#: Every sample of `kubectl get` on relays in the user docs, outside the README's.
+DOCS = Path(__file__).resolve().parents[3] / "docs"
+TABLE_COMMAND = re.compile(r"^\$ kubectl get (?:dpr|dynamopoolrelays)\b(?P<args>.*)$")
+
+
+def doc_samples() -> list[tuple[str, str, list[str]]]:
+    """(where, command, the table's lines) of each relay table a doc prints."""
+    out = []
+    for path in sorted(DOCS.glob("*.md")):
+        lines = path.read_text().splitlines()
+        for at, line in enumerate(lines):
+            if TABLE_COMMAND.match(line):
+                table = []
+                for following in lines[at + 1 :]:
+                    if following.startswith(("$", "```")):
+                        break
+                    table.append(following)
+                out.append((f"{path.name}:{at + 1}", line, table))
+    return out
+
+
+def test_every_relay_table_in_the_docs_has_the_crds_columns_and_a_ready_row() -> None:
+    """A table the docs show is what kubectl prints today: the CRD's columns, lined up,
+    and a Ready row says Ready's own reason."""
+    samples = doc_samples()
+    assert samples, "the quickstart shows the relay table"
+    shown = [c["name"].upper() for c in crd.printer_columns() if not c.get("priority")]
+    for where, command, (header, *rows) in samples:
+        every = " -A" in command or "--all-namespaces" in command
+        expected = ["NAMESPACE", "NAME", *shown] if every else ["NAME", *shown]
+        assert [text for _, text in cells(header)] == expected, where
+        for row in rows:
+            heads, values = cells(header), cells(row)
+            assert [at for at, _ in values] == [at for at, _ in heads], f"{where}: not aligned"
+            got = {name: value for (_, name), (_, value) in zip(heads, values, strict=True)}
+            if got["READY"] == "True":
+                assert got["REASON"] == ReadyReason.READY, where
+
+
 def _west_sample() -> list[str]:
     """The lines of the README's `make dev CLUSTERS=2` sample, from "As west sees it" to
     the end of its block."""
