@@ -370,8 +370,10 @@ def _advisories(
             f"DGD {pool.name!r} has no frontend component; only the relay Service is exported",
             pool.reference(),
         )
+    # The export lines say which frontends the router passes by; the Warning is for a
+    # pool whose frontends it finds none of (one other beside `Frontend` hides nothing).
     hidden = undiscoverable(relay, pool, wanted)
-    if hidden:
+    if hidden and names.frontend_service_name(pool.name) not in wanted.names:
         warn(
             Warn.FRONTEND_NOT_DISCOVERABLE,
             f"{', '.join(hidden)} {'is' if len(hidden) == 1 else 'are'} exported, but the "

@@ -238,7 +238,6 @@ ROWS: dict[str, Row] = {
     "published-pool-creates-relay-export-first-then-each-frontend-under-its-own-name": Row(
         components=[fe("Frontend"), WORKER, fe("Chat.Frontend")],
         expect=[(C, RELAY_EXPORT), (C, FE), (C, "pool-chat-frontend")],
-        warnings=[Warn.FRONTEND_NOT_DISCOVERABLE],
     ),
     "exports-that-are-ours-and-right-need-nothing": Row(
         components=[fe("Frontend"), WORKER],
@@ -253,7 +252,6 @@ ROWS: dict[str, Row] = {
     "frontends-normalizing-to-the-same-service-are-exported-once": Row(
         components=[fe("Frontend"), fe("frontend"), fe("FRONTEND"), fe("fe.a"), fe("fe-a")],
         expect=[(C, RELAY_EXPORT), (C, FE), (C, "pool-fe-a")],
-        warnings=[Warn.FRONTEND_NOT_DISCOVERABLE],
     ),
     "a-frontend-whose-service-is-the-relay-service-is-exported-once": Row(
         components=[fe("pool-relay"), fe("Pool.Relay"), WORKER],
@@ -1483,16 +1481,21 @@ def test_what_an_export_carries_is_repaired_and_others_additions_are_no_drift() 
 
 # ------------------------------------------------------------------ a frontend not found
 def test_a_frontend_not_named_frontend_is_exported_but_said_not_discoverable() -> None:
-    """The router finds a pool's frontends by `<dgd>-frontend` only."""
-    p = run(pool=make_pool(fe("chat"), fe("Frontend"), WORKER))
-    assert {a.name for a in p.actions} == {RELAY_EXPORT, FE, "pool-chat"}
+    """The router finds a pool's frontends by `<dgd>-frontend` only: a pool with none of
+    that name is one it never finds (a Warning); its line says so either way."""
+    note = (ExportLineReason.FRONTEND_NOT_DISCOVERABLE, UNDISCOVERABLE)
+    p = run(pool=make_pool(fe("chat"), WORKER))
+    assert {a.name for a in p.actions} == {RELAY_EXPORT, "pool-chat"}
     (warning,) = [w for w in p.advisories if w.reason == Warn.FRONTEND_NOT_DISCOVERABLE]
     assert "pool-chat is exported" in warning.message
     assert "'pool-frontend'" in warning.message
     assert warning.related is not None
     assert warning.related["kind"] == "DynamoGraphDeployment"
-    assert dict(p.notes) == {
-        "pool-chat": (ExportLineReason.FRONTEND_NOT_DISCOVERABLE, UNDISCOVERABLE)
-    }
+    assert dict(p.notes) == {"pool-chat": note}
+    beside = run(pool=make_pool(fe("chat"), fe("Frontend"), WORKER))
+    assert {a.name for a in beside.actions} == {RELAY_EXPORT, FE, "pool-chat"}
+    assert all(w.reason != Warn.FRONTEND_NOT_DISCOVERABLE for w in beside.advisories)
+    assert dict(beside.notes) == {"pool-chat": note}, "the router passes it by"
     named = run(pool=make_pool(fe("Frontend"), WORKER))
     assert all(w.reason != Warn.FRONTEND_NOT_DISCOVERABLE for w in named.advisories)
+    assert not named.notes
