@@ -121,7 +121,10 @@ async def run(
         except StartupError as e:
             log.error("%s", e)
             return EXIT_FAILURE
-        except errors.ApiError as e:  # unreachable, refused credentials, ...: one line
+        except errors.ConnectionFailed as e:  # said as kubectl says it: one line
+            log.error("%s", e)
+            return EXIT_FAILURE
+        except errors.ApiError as e:  # refused credentials, ...: one line
             log.error("cannot read the API server's discovery at %s: %s", cluster.server, e)
             return EXIT_FAILURE
         op = operator.build(client, config, served, identity=identity)

@@ -192,6 +192,9 @@ async def run(
     async with Client(cluster, user_agent="dynamo-pool-operator-status") as client:
         try:
             rows = await list_relays(client, ns)
+        except errors.ConnectionFailed as e:
+            print(e, file=err)  # as kubectl says it
+            return EXIT_FAILURE
         except errors.ApiError as e:
             print(f"error: {_explain(e, ns)}", file=err)
             return EXIT_FAILURE

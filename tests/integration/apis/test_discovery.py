@@ -216,7 +216,7 @@ def _run_cli(
 @pytest.mark.parametrize(
     ("case", "implementation", "reason"),
     [
-        ("connection-refused", "", "Connect call failed"),
+        ("connection-refused", "", "was refused - did you specify the right host or port?"),
         ("unauthorized", "", "401"),
         ("needed-group-unavailable", "mcs", MCS_GV),
         ("needed-api-missing", "karmada", "serviceexports.multicluster.x-k8s.io"),
