@@ -253,6 +253,13 @@ exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 bad usage"
         f"(default: {rbac.DEFAULT_NAMESPACE})",
     )
     man.add_argument(
+        "--service-account",
+        default=rbac.DEFAULT_SERVICE_ACCOUNT,
+        metavar="NAME",
+        help=f"the operator's ServiceAccount, which the bindings name "
+        f"(default: {rbac.DEFAULT_SERVICE_ACCOUNT})",
+    )
+    man.add_argument(
         "--restricted",
         metavar="NS",
         help="namespace-restricted install: the manager rules become a Role in NS "
@@ -340,7 +347,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --allow-downgrade goes with `manifests crds --apply`", file=sys.stderr)
         return EXIT_USAGE
     if args.command == "manifests":
-        docs = manifests(args.what, namespace=args.namespace, restricted=args.restricted)
+        docs = manifests(
+            args.what,
+            namespace=args.namespace,
+            restricted=args.restricted,
+            service_account=args.service_account,
+        )
         sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False))
         return 0
     if args.command == "discover":
