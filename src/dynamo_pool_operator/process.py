@@ -1,7 +1,10 @@
 """The operator process: `dynamo-pool-operator run`.
 
 Order of events (as controller-runtime's manager):
-1. discover the APIs served (a missing required API fails here, exit 1);
+1. discover the APIs served (a missing required API fails here, exit 1), and ask
+   whether this identity holds the operator's RBAC (rbac.py; a missing rule fails here,
+   exit 1, naming it: the caches would otherwise retry Forbidden lists until their sync
+   timed out);
 2. serve /healthz, /readyz, /metrics; start the informers (caches warm while
    this replica is still a follower, so a failover takes seconds);
 3. acquire the Lease (if leader election is on); only then start the
@@ -29,7 +32,7 @@ import os
 import signal
 from pathlib import Path
 
-from dynamo_pool_operator import operator
+from dynamo_pool_operator import operator, rbac
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import OperatorConfiguration, ServerConfig
 from dynamo_pool_operator.config_fields import split_address
@@ -39,6 +42,7 @@ from dynamo_pool_operator.runtime import (
     REGISTRY,
     CertificateError,
     Client,
+    ClusterConfig,
     ConfigError,
     DelegatedAuth,
     LeaderElector,
@@ -85,6 +89,47 @@ def lease_namespace(config: OperatorConfiguration) -> str | None:
         return None
 
 
+async def holds_rbac(cluster: ClusterConfig, config: OperatorConfiguration) -> bool:
+    """Whether this identity holds what the operator needs (rbac.py, the review `check`
+    makes too), asked once at the start. What it cannot run without (the manager's and
+    the Lease's rules) is one error line naming each missing permission by resource;
+    what it runs without, degraded and saying so (the cluster ID's read, secure metrics'
+    reviews), one warning. A review that cannot be made is a warning: the start goes on."""
+    wanted = rbac.needs(config, lease_namespace(config))
+    user_agent = f"{DEFAULT_USER_AGENT} access-review"
+    async with Client(cluster, user_agent=user_agent, request_timeout=10.0) as client:
+        try:
+            missing = await rbac.lacking(client, wanted)
+        except errors.ApiError as e:
+            log.warning("could not review the operator's RBAC, starting anyway: %s", e)
+            return True
+        if not missing:
+            return True
+        who = await rbac.username(client)
+    check = f"dynamo-pool-operator check --as {who}" if who else "dynamo-pool-operator check"
+    who = who or "the operator's identity"
+    required = [n for n in missing if not n.optional]
+    if required:
+        log.error(
+            "%s lacks %d of the %d permissions the operator needs: %s. Grant them (the "
+            "chart's RBAC, or `dynamo-pool-operator manifests rbac | kubectl apply -f -`); "
+            "`%s` says what is missing and how to grant it",
+            who,
+            len(missing),
+            len(wanted),
+            "; ".join(rbac.grouped(missing)),
+            check,
+        )
+        return False
+    log.warning(
+        "%s lacks %s: those run degraded until granted (`%s`)",
+        who,
+        "; ".join(rbac.grouped(missing)),
+        check,
+    )
+    return True
+
+
 async def run(
     config: OperatorConfiguration,
     *,
@@ -126,6 +171,8 @@ async def run(
             return EXIT_FAILURE
         except errors.ApiError as e:  # refused credentials, ...: one line
             log.error("cannot read the API server's discovery at %s: %s", cluster.server, e)
+            return EXIT_FAILURE
+        if not await holds_rbac(cluster, config):
             return EXIT_FAILURE
         op = operator.build(client, config, served, identity=identity)
         probes = Probes(
