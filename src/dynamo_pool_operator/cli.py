@@ -22,7 +22,7 @@ from dynamo_pool_operator import __version__, logs, rbac
 from dynamo_pool_operator.api.mcs import Importer
 from dynamo_pool_operator.config import ConfigurationError, load_configuration
 from dynamo_pool_operator.config_fields import parse_duration
-from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_USAGE
+from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
 
 #: The local control plane `dev` starts; the operator image leaves it out.
 LOCAL_CLUSTER = f"{__package__}.localcluster"
@@ -299,6 +299,16 @@ def manifests(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        # Ctrl-C before the command installed its own handling (imports, a control
+        # plane starting, a read in flight): one line, as a shell reports SIGINT.
+        print(f"dynamo-pool-operator {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "version":
         print(f"dynamo-pool-operator {__version__}")
         return 0

@@ -4,7 +4,7 @@ Order of events (as controller-runtime's manager):
 1. discover the APIs served (a missing required API fails here, exit 1), and ask
    whether this identity holds the operator's RBAC (rbac.py; a missing rule fails here,
    exit 1, naming it: the caches would otherwise retry Forbidden lists until their sync
-   timed out);
+   timed out). Stopped meanwhile (Ctrl-C), it exits 130 with one line;
 2. serve /healthz, /readyz, /metrics; start the informers (caches warm while
    this replica is still a follower, so a failover takes seconds);
 3. acquire the Lease (if leader election is on); only then start the
@@ -30,13 +30,15 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import TypeVar
 
 from dynamo_pool_operator import operator, rbac
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import OperatorConfiguration, ServerConfig
 from dynamo_pool_operator.config_fields import split_address
-from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from dynamo_pool_operator.runtime import (
     DEFAULT_USER_AGENT,
     REGISTRY,
@@ -58,6 +60,8 @@ from dynamo_pool_operator.runtime.gcpauses import collector_tuned, watch_gc_paus
 from dynamo_pool_operator.served_apis import StartupError, discover_served_apis
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Seconds a stopping leader lets its reconciles in flight run before cancelling them.
 DRAIN_TIMEOUT = 10.0
@@ -87,6 +91,23 @@ def lease_namespace(config: OperatorConfiguration) -> str | None:
         return _SA_NAMESPACE.read_text().strip() or None
     except OSError:
         return None
+
+
+async def _unless_stopped(stop: asyncio.Event, step: Awaitable[T]) -> tuple[T] | None:
+    """`step`'s result, or None when `stop` is set first (the step is cancelled): a start
+    that waits on the network must not outlive Ctrl-C."""
+    task = asyncio.ensure_future(step)
+    stopped = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        return None
+    return (task.result(),)
 
 
 async def holds_rbac(cluster: ClusterConfig, config: OperatorConfiguration) -> bool:
@@ -162,7 +183,10 @@ async def run(
         ) as review_client,
     ):
         try:
-            served = await discover_served_apis(client, config.multi_cluster)
+            found = await _unless_stopped(stop, discover_served_apis(client, config.multi_cluster))
+            held = (
+                None if found is None else await _unless_stopped(stop, holds_rbac(cluster, config))
+            )
         except StartupError as e:
             log.error("%s", e)
             return EXIT_FAILURE
@@ -172,8 +196,12 @@ async def run(
         except errors.ApiError as e:  # refused credentials, ...: one line
             log.error("cannot read the API server's discovery at %s: %s", cluster.server, e)
             return EXIT_FAILURE
-        if not await holds_rbac(cluster, config):
+        if found is None or held is None:
+            log.warning("interrupted while starting: stopped before the operator ran")
+            return EXIT_INTERRUPTED
+        if not held[0]:
             return EXIT_FAILURE
+        served = found[0]
         op = operator.build(client, config, served, identity=identity)
         probes = Probes(
             # Workers the controller could not replace: restart the process.

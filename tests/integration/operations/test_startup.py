@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import signal
 import sys
 import time
 import uuid
@@ -272,6 +273,96 @@ async def test_run_lacking_only_the_cluster_id_read_starts_with_one_warning(
         f"(cluster ID): those run degraded until granted (`dynamo-pool-operator check --as "
         f"{user}`)"
     ]
+
+
+# ---------------------------------------------------------------- Ctrl-C while starting
+#: The CLI as a shell runs it in the foreground: SIGINT raises KeyboardInterrupt (a
+#: process started in the background inherits SIGINT ignored, and so would its child).
+_CLI = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('dynamo_pool_operator.cli', run_name='__main__', alter_sys=True)"
+)
+
+
+def _kubeconfig_to(path: Path, server: str) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}
+                ],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    return path
+
+
+@pytest.mark.parametrize("command", ["run", "status", "discover", "check"])
+async def test_ctrl_c_while_waiting_on_the_cluster_exits_130_with_one_line(
+    tmp_path: Path, command: str
+) -> None:
+    """An API server that accepts the connection and never answers (its TLS handshake
+    hangs): the command waits on it, and Ctrl-C then stops it at once with exit 130
+    and one line, never a traceback (asyncio's cancellation, then KeyboardInterrupt)."""
+    connected = asyncio.Event()
+    held: list[asyncio.StreamWriter] = []
+
+    async def mute(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        connected.set()
+
+    server = await asyncio.start_server(mute, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    kubeconfig = _kubeconfig_to(tmp_path / "kubeconfig", f"https://127.0.0.1:{port}")
+    args = [command, "--kubeconfig", str(kubeconfig)]
+    if command == "run":
+        cfg = tmp_path / "config.yaml"
+        cfg.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "operator.config.dynamo.nvidia.com/v1alpha1",
+                    "kind": "OperatorConfiguration",
+                    "leaderElection": {"enabled": False},
+                    "server": {"metricsAddress": "0", "healthProbeAddress": "0"},
+                    "logging": {"format": "console"},
+                }
+            )
+        )
+        args += ["--config", str(cfg)]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        _CLI,
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        await asyncio.wait_for(connected.wait(), 30)
+        await asyncio.sleep(0.2)  # well inside the 10 s the handshake may take
+        proc.send_signal(signal.SIGINT)
+        started = time.monotonic()
+        _, err = await asyncio.wait_for(proc.communicate(), 15)
+        took = time.monotonic() - started
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        for writer in held:
+            writer.transport.abort()
+        server.close()
+        await server.wait_closed()
+    lines = err.decode().splitlines()
+    assert proc.returncode == 130, lines
+    assert took < 5, f"stopped {took:.1f}s after Ctrl-C"
+    assert len(lines) == 1, "\n".join(lines)
+    assert "interrupted" in lines[0], lines[0]
 
 
 # ---------------------------------------------------------------- shutdown
