@@ -1,9 +1,8 @@
 """`dynamo-pool-operator`: run | dev | status | discover | check | manifests | version.
 
-Exit codes: 0 success; 1 runtime failure (startup, lost leadership, `status` could not
-read the cluster, a `check` failed, the pool `discover --pool` names is not live); 2
-invalid configuration or usage (nothing was started; for `discover`, also a cluster it
-cannot read).
+Exit codes: one table for every command (exitcodes.py, docs/troubleshooting.md): 0 ok,
+1 the cluster could not be used or answered no, 2 bad usage, 130 interrupted. Ctrl-C
+before a command is done is one line and 130, never a traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import asyncio
 import importlib.util
 import logging
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +22,13 @@ from dynamo_pool_operator import __version__, logs, rbac
 from dynamo_pool_operator.api.mcs import Importer
 from dynamo_pool_operator.config import ConfigurationError, load_configuration
 from dynamo_pool_operator.config_fields import parse_duration
-from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_USAGE
+from dynamo_pool_operator.exitcodes import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    TABLE,
+    help_line,
+)
 
 #: The local control plane `dev` starts; the operator image leaves it out.
 LOCAL_CLUSTER = f"{__package__}.localcluster"
@@ -37,9 +43,11 @@ Makes NVIDIA Dynamo pools discoverable across clusters: for each DynamoPoolRelay
 runs the pool's relay (a Deployment and the Service <dgd>-pool-relay) and keeps the
 pool's Multi-Cluster Services ServiceExports right.
 
-exit codes: 0 ok, 1 runtime failure (startup, lost leadership, cluster unreadable),
-2 invalid configuration or usage (see each command's --help)
-"""
+exit codes, the same for every command:
+""" + "\n".join(
+    textwrap.fill(meaning, 84, initial_indent=f"  {code:<4}", subsequent_indent=" " * 6)
+    for code, meaning in TABLE
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,7 +58,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run the operator against a cluster")
+    run = sub.add_parser(
+        "run",
+        help="run the operator against a cluster",
+        description="Run the operator: serve probes and metrics, watch the relays, lead "
+        "and reconcile until SIGTERM (or Ctrl-C). At start it checks that the APIs it "
+        "needs are served and that its identity holds its RBAC, and exits at once naming "
+        "what is missing. "
+        + help_line(
+            "it could not start (cluster unreachable, an API or a permission "
+            "missing) or lost its Lease"
+        ),
+    )
     run.add_argument("--config", metavar="PATH", help="OperatorConfiguration file (YAML/JSON)")
     run.add_argument(
         "--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, ~/.kube/config, in-cluster"
@@ -65,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
         "(pods are scheduled and become Ready; no container runs), installs the CRDs, "
         "creates a sample DynamoGraphDeployment and its DynamoPoolRelay, runs the operator "
         "in the foreground and prints the result: the pool's exports and its relay pods "
-        "Running. Ctrl-C stops everything.",
+        "Running. Ctrl-C stops everything. "
+        + help_line("the clusters or the operator could not start"),
     )
     dev.add_argument("--config", metavar="PATH", help="OperatorConfiguration for the operator")
     dev.add_argument(
@@ -93,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
         "status",
         help="show each DynamoPoolRelay: published or not, why, and its exports",
         description="A table of relays (NAMESPACE NAME READY REASON EXPORTS), then the state "
-        "of each export. Reads only. Exit 1 when the cluster cannot be read.",
+        "of each export. Reads only. " + help_line("the cluster cannot be read"),
     )
     status.add_argument(
         "--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, ~/.kube/config, in-cluster"
@@ -126,7 +146,8 @@ slices that implementation manages. --karmada: point it at the Karmada control p
 slices derived-<service> from Karmada's endpointslice controller (labelled with its
 manager from Karmada v1.15.0, v1.14.4, v1.13.7; an older Karmada's are read by name, and
 said so), the cluster from their Work's namespace karmada-es-<member>.
-exit codes: 0 read, 1 the --pool named is not live, 2 bad usage or cannot read""",
+"""
+        + help_line("the cluster cannot be read, or the --pool named is not live"),
     )
     disc.add_argument(
         "--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, ~/.kube/config, in-cluster"
@@ -175,7 +196,8 @@ Lease) comes from --configmap or --config; without them, from the chart's Config
 when exactly one is found by its labels (in the namespace of --as's ServiceAccount or
 --operator-namespace, else in every namespace), else the defaults. The first line says
 which, and why the defaults.
-exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 bad usage""",
+"""
+        + help_line("a check failed (warnings allowed), the API server unreachable is one"),
     )
     check.add_argument(
         "--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, ~/.kube/config, in-cluster"

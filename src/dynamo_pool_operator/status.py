@@ -21,7 +21,7 @@ from dynamo_pool_operator.api.conditions import (
     ReadyReason,
     Status,
 )
-from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK
+from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from dynamo_pool_operator.pool.controller import RELAYS
 from dynamo_pool_operator.pool.model import StatusLine
 from dynamo_pool_operator.runtime import Client, ConfigError, errors, load_config
@@ -178,7 +178,8 @@ async def run(
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """Print the table; exit 1 (with one line saying why) when the cluster cannot be read.
+    """Print the table; exit 1 (with one line saying why) when the cluster cannot be read,
+    2 when no cluster is configured (exitcodes.py).
 
     The namespace is as kubectl picks it: `--namespace`, else the context's, else
     `default`; `all_namespaces` lists every namespace."""
@@ -187,7 +188,7 @@ async def run(
         cluster = load_config(kubeconfig, context)
     except ConfigError as e:
         print(f"error: {e}", file=err)
-        return EXIT_FAILURE
+        return EXIT_USAGE
     ns = None if all_namespaces else (namespace or cluster.namespace or "default")
     async with Client(cluster, user_agent="dynamo-pool-operator-status") as client:
         try:

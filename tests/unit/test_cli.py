@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dynamo_pool_operator import __version__, admission, cli, rbac, status
+from dynamo_pool_operator import __version__, admission, cli, logs, rbac, status
 from dynamo_pool_operator.api import crd
 
 
@@ -172,15 +172,17 @@ def test_status_empty() -> None:
     assert status.format_table([]) == "No DynamoPoolRelays found.\n"
 
 
-async def test_status_without_a_cluster_exits_1(
+async def test_status_without_a_cluster_exits_2(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """No kubeconfig is bad usage (nothing was asked of a cluster), as for every command
+    (exitcodes.py)."""
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
     err = io.StringIO()
     code = await status.run(out=io.StringIO(), err=err)
-    assert code == status.EXIT_FAILURE
+    assert code == status.EXIT_USAGE
     assert err.getvalue().startswith("error: no Kubernetes configuration found")
 
 
@@ -202,13 +204,22 @@ def test_usage_errors_exit_2(
     assert message in err
 
 
-def test_check_and_crds_apply_without_a_cluster_exit_1(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize(
+    "args", [["check"], ["manifests", "crds", "--apply"], ["status"], ["discover"], ["run"]]
+)
+def test_every_command_without_a_cluster_exits_2(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    args: list[str],
 ) -> None:
+    """One code for one failure, whatever the command (exitcodes.py): no kubeconfig is
+    bad usage, nothing was asked of a cluster."""
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
-    for args in (["check"], ["manifests", "crds", "--apply"]):
-        code, _, err = run(capsys, *args)
-        assert code == 1, args
+    monkeypatch.setattr(logs, "setup", lambda level, fmt: None)  # `run` logs its error
+    code, _, err = run(capsys, *args)
+    assert code == 2, args
+    if args != ["run"]:
         assert err.startswith("error: no Kubernetes configuration found"), err

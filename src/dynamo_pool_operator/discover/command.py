@@ -69,8 +69,8 @@ def parse_pool(value: str) -> tuple[str, str, str] | None:
 
 
 async def run(opts: Options, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Print the pools; 0 when the cluster could be read, 1 when `opts.pool` is not
-    live, 2 on a usage or connection error."""
+    """Print the pools; 0 when the cluster could be read, 1 when it could not or
+    `opts.pool` is not live, 2 on a usage error (exitcodes.py)."""
     out, err = out or sys.stdout, err or sys.stderr
     key: str | None = None
     if opts.pool is not None:
@@ -102,9 +102,12 @@ async def run(opts: Options, out: TextIO | None = None, err: TextIO | None = Non
     async with Client(cluster, user_agent=USER_AGENT) as client:
         try:
             reading = await read(client, mode, ns, strict=implementation is not None)
+        except errors.ConnectionFailed as e:
+            print(e, file=err)  # as kubectl says it
+            return EXIT_FAILURE
         except errors.ApiError as e:
             print(f"error: {explain(e, 'EndpointSlices', ns)}", file=err)
-            return EXIT_USAGE
+            return EXIT_FAILURE
     for note in reading.notes:
         print(note, file=err)
     found = reading.find(implementation)

@@ -216,9 +216,10 @@ def test_a_user_who_may_only_list_endpointslices(
         "out (it needs list on serviceimports.multicluster.x-k8s.io)\n"
     )
     assert err.count("\n") == 1
-    # ... and nothing beyond its namespace: a read it may not make is a usage error.
+    # ... and nothing beyond its namespace: a read RBAC refuses is a cluster that could
+    # not be used, 1 as for every command (exitcodes.py).
     code, out, err = discover(capsys, kc, "-A")
-    assert (code, out) == (2, "")
+    assert (code, out) == (1, "")
     assert "not allowed to list EndpointSlices in any namespace" in err
 
 
@@ -363,13 +364,19 @@ def test_an_import_the_implementation_writes_no_slices_for_is_a_problem_of_its_p
     assert "qwen" not in out
 
 
-def test_unreachable_cluster_exits_2(
+def test_unreachable_cluster_exits_1_saying_so_as_kubectl_does(
     control_plane: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """1, as `status`, `check` and `run` exit for a cluster they cannot use (2 is bad
+    usage: exitcodes.py)."""
     cfg = yaml.safe_load(control_plane.kubeconfig.read_text())
-    cfg["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    port = free_port()
+    cfg["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump(cfg))
     code, out, err = discover(capsys, path, "-n", "default")
-    assert (code, out) == (2, "")
-    assert err.startswith("error: cannot list EndpointSlices in namespace 'default'")
+    assert (code, out) == (1, "")
+    assert err == (
+        f"The connection to the server 127.0.0.1:{port} was refused - did you specify the "
+        "right host or port?\n"
+    )
