@@ -195,6 +195,33 @@ def test_pool_exits_1_unless_it_is_live(
     assert json.loads(out)["pools"][0]["live"] is False
 
 
+def test_a_pool_not_found_names_the_pools_that_are(
+    control_plane: ControlPlane, scene: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cluster part of `--pool` is the name the imports give the exporting cluster;
+    a wrong one (or a pool that is not imported) must not read as "nothing is imported"
+    while other pools are: the error names them, and the table does not say no pool
+    was found."""
+    kc = control_plane.kubeconfig
+    code, out, err = discover(capsys, kc, "--pool", f"dev-cluster/{scene}/llama")
+    assert code == 1
+    assert err == (
+        f"pool dev-cluster/{scene}/llama is not found: {scene}/llama is imported from east "
+        "(a pool's cluster is the exporting cluster's name, as its imports say it): "
+        f"try --pool east/{scene}/llama\n"
+    )
+    assert out.splitlines()[0] == f"No pool dev-cluster/{scene}/llama."
+    code, out, err = discover(capsys, kc, "--pool", f"east/{scene}/gemma")
+    assert code == 1
+    assert err == (
+        f"pool east/{scene}/gemma is not found; the pools imported in namespace {scene} are "
+        f"east/{scene}/llama (live), west/{scene}/qwen (not live)\n"
+    )
+    code, _, err = discover(capsys, kc, "--pool", "east/nowhere/llama")
+    assert code == 1
+    assert err == "pool east/nowhere/llama is not found: no pool is imported in namespace nowhere\n"
+
+
 def test_a_user_who_may_only_list_endpointslices(
     control_plane: ControlPlane, scene: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
