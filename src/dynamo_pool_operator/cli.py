@@ -112,8 +112,10 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser(
         "status",
         help="show each DynamoPoolRelay: published or not, why, and its exports",
-        description="A table of relays (NAMESPACE NAME READY REASON EXPORTS), then the state "
-        "of each export. Reads only. " + help_line("the cluster cannot be read"),
+        description="A table of relays (NAMESPACE NAME READY REASON EXPORTS), then, for "
+        "each relay not Ready, its conditions that are not True with what to do about the "
+        "first, and the state of each export. Reads only. "
+        + help_line("the cluster cannot be read"),
     )
     status.add_argument(
         "--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, ~/.kube/config, in-cluster"
