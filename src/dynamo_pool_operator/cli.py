@@ -91,8 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--log-format",
         choices=["auto", "json", "console"],
-        help="overrides logging.format; auto (the default): console lines "
-        "(time level logger message key=value) when stderr is a terminal, else JSON",
+        help="overrides logging.format; for dev, auto (the default) is console lines "
+        "(time level logger message key=value), piped or not (`make dev LOG_FORMAT=json`)",
     )
     dev.add_argument(
         "--exit-when-ready",
@@ -422,7 +422,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     except ConfigurationError as e:
         print(str(e), file=sys.stderr)
         return EXIT_USAGE
-    logs.setup(config.logging.level, getattr(args, "log_format", None) or config.logging.format)
+    fmt = getattr(args, "log_format", None) or config.logging.format
+    if args.command == "dev":
+        # A person runs dev, piped to `tee` or `less` as often as not: lines to read.
+        fmt = logs.for_people(fmt)
+    logs.setup(config.logging.level, fmt)
     if args.command == "run":
         from dynamo_pool_operator import process
 
