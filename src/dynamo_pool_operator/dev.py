@@ -25,7 +25,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from dynamo_pool_operator import process
+from dynamo_pool_operator import logs, process
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.conditions import ConditionType, ExportState, Status
 from dynamo_pool_operator.api.mcs import (
@@ -283,9 +283,12 @@ async def _two_clusters(
     stop = asyncio.Event()
     _stop_on_signals(stop)
     cfg = _without_leader_election(dev_configuration(config, implementation_runs=True))
-    tasks = [
-        asyncio.create_task(process.run(cfg, kubeconfig=str(cp.kubeconfig), stop=stop))
-        for cp in world.members.values()
+    tasks = [  # each operator's every log line says cluster=<its cluster>
+        asyncio.create_task(
+            process.run(cfg, kubeconfig=str(cp.kubeconfig), stop=stop),
+            context=logs.context(cluster=cluster),
+        )
+        for cluster, cp in world.members.items()
     ]
     try:
         print("\n".join(await _as_west_sees_it(world, assets)), flush=True)

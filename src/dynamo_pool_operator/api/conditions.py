@@ -6,7 +6,7 @@ and the printer columns all read these words. So they are declared once, here, a
 everything else derives its lists from them: the rules that pick a reason
 (`pool/report.py`, `pool/plan.py`, `pool/report.py`,
 `pool/exports/verdict.py`), docs/crd.md's tables (generated), the `status` command's
-"what to do", the metrics and the printer columns.
+hints (keyed by these reasons), the metrics and the printer columns.
 
 One grammar for all of them (Cluster API's): a condition type is a CamelCase
 adjective or past participle that reads as a positive state (`Published`,
@@ -221,8 +221,8 @@ class Condition:
         }
 
 
-#: What each reason means and what to do: docs/crd.md's tables (generated) and the
-#: `status` command's "what to do". `Published`'s are the check chain's one-line rules.
+#: What each reason means and what to do: docs/crd.md's tables (generated). `Published`'s
+#: are the check chain's one-line rules.
 PUBLISHED_MEANINGS: dict[PublishedReason, str] = {
     PublishedReason.PUBLISHED: "True: every check passed; the relay runs and its Services "
     "are exported.",

@@ -54,12 +54,13 @@ def _pool_block(p: Pool) -> list[str]:
     return lines
 
 
-def format_table(found: Discovered) -> str:
+def format_table(found: Discovered, empty: str | None = None) -> str:
     """The pools, one line each, then each pool's endpoints and problems, then what the
-    router would not use and why."""
+    router would not use and why. `empty`: the line for no pool, when the pools were
+    narrowed (to `--pool`'s) and others may be imported."""
     lines: list[str] = []
     if not found.pools:
-        lines.append("No pools found: no imported relay Service (<dgd>-pool-relay).")
+        lines.append(empty or "No pools found: no imported relay Service (<dgd>-pool-relay).")
     else:
         cells = [HEADER] + [
             (

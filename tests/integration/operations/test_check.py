@@ -272,10 +272,26 @@ async def test_rbac_lists_what_the_service_account_lacks(scene: Scene) -> None:
     code, found = await scene.check(as_user=f"system:serviceaccount:{scene.ns}:{lone}")
     c = found["rbac"]
     assert (code, c["status"]) == (1, "fail")
-    assert f"get dynamopoolrelays.nvidia.com in {scene.ns} (manager)" in c["details"]
-    assert f"patch dynamopoolrelays.nvidia.com/status in {scene.ns} (manager)" in c["details"]
-    assert "get clusterproperties.about.k8s.io cluster-wide (cluster ID)" in c["details"]
+    # One line per resource, its verbs together.
+    ns = scene.ns
+    assert f"dynamopoolrelays.nvidia.com in {ns}: get, list, watch (manager)" in c["details"]
+    assert f"dynamopoolrelays.nvidia.com/status in {ns}: patch (manager)" in c["details"]
+    assert (
+        f"deployments.apps in {ns}: get, list, watch, create, patch, delete (manager)"
+        in c["details"]
+    )
+    assert (
+        "clusterproperties.about.k8s.io cluster-wide: get, list, watch (cluster ID)"
+        in (c["details"])
+    )
+    assert len(c["details"]) == len(set(c["details"])) == 11, c["details"]
     assert not [d for d in c["details"] if "leases" in d], "the Lease Role is granted"
+    # The fix names the subject it checked, and binds that very ServiceAccount.
+    assert c["fix"] == (
+        f"grant them to system:serviceaccount:{ns}:{lone}: install the chart's RBAC, or "
+        f"`dynamo-pool-operator manifests rbac --namespace {ns} --service-account {lone} "
+        f"--restricted {ns} | kubectl apply -f -`"
+    )
 
 
 async def test_rbac_needs_the_right_to_impersonate(scene: Scene) -> None:
