@@ -1,13 +1,16 @@
-"""The chart's CRD hook Job where pods run: it completes.
+"""The chart's CRD hook Job where pods run: it completes, and it fails in time.
 
 On the control plane with a kwok Node (the `node_plane` the e2e tier shares), the Job
 controller makes the hook Job's pod and kwok completes it, so `helm install` finishes
 instead of waiting out Helm's timeout with a Job that never gets a pod; Helm then
 deletes the Job (`hook-succeeded`), and `helm uninstall` leaves nothing of it behind.
+And the Job's deadline passes before Helm's default `--timeout`, so a hook that cannot
+finish fails with the Job's own reason, which Helm prints.
 """
 
 from __future__ import annotations
 
+import re
 import subprocess
 import time
 import uuid
@@ -15,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from tests.e2e.chart_helpers import CHART, helm_binary
@@ -22,6 +26,8 @@ from tests.e2e.chart_helpers import CHART, helm_binary
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 HOOK_LABEL = "app.kubernetes.io/component=crd-upgrade"
+#: Helm's default `--timeout`: what `helm install` waits for a hook without one.
+HELM_DEFAULT_TIMEOUT = 300
 
 
 def _helm(cp: ControlPlane | None, home: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -74,3 +80,20 @@ def test_the_charts_crd_hook_completes_on_a_plane_with_nodes(
             cp.request("DELETE", f"/apis/rbac.authorization.k8s.io/v1/{plural}?{selector}")
         for plural in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
             cp.request("DELETE", f"/apis/admissionregistration.k8s.io/v1/{plural}?{selector}")
+
+
+def test_the_hook_fails_before_helm_stops_waiting(tmp_path: Path) -> None:
+    """With the chart's defaults, the hook Job's deadline passes before Helm's default
+    `--timeout`, with a margin for Helm to see the Job fail; the chart's notes say how
+    to read such a failure."""
+    done = _helm(
+        None, tmp_path, "template", "r", str(CHART), "-n", "x",
+        "--show-only", "templates/crd-upgrade.yaml",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (job,) = [d for d in yaml.safe_load_all(done.stdout) if d and d["kind"] == "Job"]
+    deadline = job["spec"]["activeDeadlineSeconds"]
+    assert deadline <= HELM_DEFAULT_TIMEOUT - 60, deadline
+    notes = (CHART / "templates" / "NOTES.txt").read_text()
+    assert re.search(r"describe job \{\{ \$hook \}\}", notes), "the notes say how to read it"
+    assert "DeadlineExceeded" in notes
