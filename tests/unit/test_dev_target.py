@@ -128,3 +128,20 @@ def test_a_configured_lease_or_restriction_is_kept() -> None:
         base, leader_election=dataclasses.replace(base.leader_election, enabled=False)
     )
     assert not dev.as_deployed(off).leader_election.enabled
+
+
+def _readme_dev_sample() -> list[str]:
+    """The README's `make dev` sample from "Look at it" to the end of its block."""
+    lines = README.read_text().splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("Look at it")))
+    return lines[at : lines.index("```", at)]
+
+
+def test_the_readme_dev_sample_is_what_dev_prints() -> None:
+    """Line for line, for the sample's paths (the kubeconfig, the CLI, kubectl)."""
+    sample = _readme_dev_sample()
+    kubeconfig = sample[1].strip().removeprefix("export KUBECONFIG=")
+    cli = sample[2].strip().removesuffix(" status -A")
+    kubectl = sample[4].strip().partition(" get ")[0]
+    printed = dev.look_lines(Path(kubeconfig), cli, kubectl)[1:] + list(dev.CHART_ON_DEV)
+    assert sample == printed
