@@ -202,13 +202,38 @@ async def test_dev_with_two_clusters_runs_each_operator_in_its_clusters_context(
     monkeypatch.setattr(dev.process, "run", run)
     monkeypatch.setattr(dev, "_as_west_sees_it", nothing)
     monkeypatch.setattr(dev, "_stop_on_signals", lambda stop: None)
+
+    class NoClient:
+        def __init__(self, *_: object, **__: object) -> None:
+            pass
+
+        async def __aenter__(self) -> NoClient:
+            return self
+
+        async def __aexit__(self, *_: object) -> None:
+            pass
+
+    async def deployed(*_: object) -> None:
+        pass
+
+    monkeypatch.setattr(dev, "Client", NoClient)
+    monkeypatch.setattr(dev, "load_kubeconfig", lambda path: path)
+    monkeypatch.setattr(dev, "_as_deployed", deployed)
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
     logs.setup("info", "console")
     try:
         world: Any = World()
         assets: Any = None  # what only the report, stood in for, reads
-        code = await dev._two_clusters(world, OperatorConfiguration(), assets, exit_when_ready=True)
+        code = await dev._two_clusters(
+            world,
+            OperatorConfiguration(),
+            assets,
+            Path("/dev-kubeconfig"),
+            asyncio.Event(),
+            None,
+            exit_when_ready=True,
+        )
     finally:
         root.handlers[:], root.level = handlers, level
     assert code == 0
