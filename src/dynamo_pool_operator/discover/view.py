@@ -137,8 +137,8 @@ async def _slices(
 ) -> tuple[Mode, list[Mapping[str, Any]], list[str]]:
     """The slices by the router's selector; with Karmada, when none carries its manager
     (Karmada before v1.15.0) and `strict` is off, those named `derived-<service>`. Off
-    the router's path, a note says which path was taken and which Karmada the router
-    needs."""
+    the router's path (slices found only by that name), a note says which path was taken
+    and which Karmada the router needs."""
     slices: list[Mapping[str, Any]] = list(
         (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(mode))).items
     )
@@ -155,6 +155,8 @@ async def _slices(
     slices = list(
         (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(derived))).items
     )
+    if not slices:
+        return mode, slices, []  # no slice either way (nothing exported): nothing to say
     note = (
         f"note: no EndpointSlice here is labelled {KARMADA_LABEL}, which Karmada sets from "
         f"{KARMADA_LABELLED_SINCE}: read instead the slices labelled {DERIVED_LABEL}. The "

@@ -279,6 +279,10 @@ def test_an_older_karmadas_slices_are_read_by_their_derived_name(
     control_plane: ControlPlane, namespace: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ns, kc = namespace, control_plane.kubeconfig
+    # No slice at all (every pool withdrawn): nothing was read another way, nothing to say.
+    code, out, err = discover(capsys, kc, "--karmada", "-n", ns, "-o", "json")
+    assert (code, json.loads(out)["pools"]) == (0, [])
+    assert "no EndpointSlice here" not in err
     control_plane.apply(legacy(ns, "llama-pool-relay", "member1", "10.1.0.4"))
     control_plane.apply(legacy(ns, "llama-frontend", "member1", "10.1.0.9"))
     # A slice Kubernetes' controller would make for a Service named `derived-...`.
