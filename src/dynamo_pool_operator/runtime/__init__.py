@@ -40,6 +40,7 @@ from dynamo_pool_operator.runtime.control.controller import (
     MapFunc,
     Request,
     Result,
+    by_namespace,
     spec_or_metadata_changed,
 )
 from dynamo_pool_operator.runtime.control.queue import LOW
@@ -97,6 +98,7 @@ __all__ = [
     "SharedInformers",
     "SystemClock",
     "VocabularyPath",
+    "by_namespace",
     "default_identity",
     "discover",
     "errors",

@@ -137,6 +137,13 @@ class QueueMetrics:
             ("name", "priority"),
             registry=registry,
         )
+        self.flows_by_priority = Gauge(
+            "workqueue_flows_by_priority",
+            "Number of flows (the relay controller: namespaces) with keys queued, by "
+            "priority; keys of one priority are served round-robin across them.",
+            ("name", "priority"),
+            registry=registry,
+        )
         self.adds = Counter(
             "workqueue_adds_total",
             "Number of adds the work queue accepted (duplicates of waiting keys excluded).",

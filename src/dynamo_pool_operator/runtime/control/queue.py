@@ -32,6 +32,14 @@ keys worth reconciling, and its rules are what make reconciling safe:
   `requeue_after` key at the priority it was handed out with, as controller-runtime
   does: a backlog's retries stay behind real changes.
 
+* **Fair queuing across flows** (flows.py). Within one priority, keys are served
+  round-robin by flow, FIFO within a flow: the controller gives the flow function (the
+  relay controller: a key's namespace, one tenant's), so that one tenant's mass change
+  at `NORMAL` does not hold up another tenant's single change at `NORMAL`; it is served
+  within one round of the flows waiting. Priorities still come first, and every rule
+  above holds per key as before. Without a flow function every key is in one flow:
+  plain FIFO within a priority.
+
 Time comes from an injected `Clock`, so tests drive delays with `FakeClock`.
 
 The rate limiter default is controller-runtime's (priority-queue era, v0.23+):
@@ -42,7 +50,8 @@ per-key exponential only, 5 ms doubling up to 1000 s (`ratelimit.ExponentialBack
 Metrics use client-go's `workqueue_*` names with a ``name`` label so the usual
 dashboards work unchanged; `workqueue_depth_by_priority` adds the depth per priority
 (controller-runtime puts a ``priority`` label on `workqueue_depth` itself; a separate
-family keeps the existing series as they were).
+family keeps the existing series as they were), and `workqueue_flows_by_priority` the
+number of flows with keys queued.
 """
 
 from __future__ import annotations
@@ -59,6 +68,7 @@ from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime import metrics
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
+from dynamo_pool_operator.runtime.control.flows import FairQueue, FlowOf
 from dynamo_pool_operator.runtime.control.metrics import QueueMetrics
 from dynamo_pool_operator.runtime.ratelimit import ExponentialBackoff, RateLimiter
 
@@ -97,7 +107,7 @@ class WorkQueue(Generic[K]):
     the module docstring come down to:
 
     * *queued*: waiting for a worker (`get` hands out the highest priority first,
-      FIFO within a priority);
+      round-robin across flows within a priority, FIFO within a flow);
     * *processing*: with a worker until `done`, maybe also *dirty* (added again
       meanwhile, so it is queued again on `done`);
     * *delayed*: parked by `add_after` until its deadline, then `add`-ed.
@@ -125,17 +135,20 @@ class WorkQueue(Generic[K]):
         clock: Clock | None = None,
         rate_limiter: RateLimiter[K] | None = None,
         registry: CollectorRegistry | None = None,
+        flow: FlowOf[K] | None = None,
     ) -> None:
         self.name = name
+        self._flow = flow
         self._clock: Clock = clock or SystemClock()
         self._limiter: RateLimiter[K] = (
             rate_limiter if rate_limiter is not None else ExponentialBackoff()
         )
 
-        # Queued keys, one FIFO per priority, with lazy deletion: an entry (seq, key) is
-        # live only while `_entry[key]` is its seq (a key moved up leaves a dead one).
-        self._ready: dict[int, deque[tuple[int, K]]] = {}
-        self._entry: dict[K, int] = {}
+        # Queued keys: one fair queue per priority (`_levels` highest first), and the
+        # priority each queued key is at.
+        self._ready: dict[int, FairQueue[K]] = {}
+        self._levels: list[tuple[int, FairQueue[K]]] = []
+        self._queued_at: dict[K, int] = {}
         # Keys that need a (further) reconcile: everything queued, plus keys added
         # again while processing. Its size is the depth client-go reports. The value
         # is the key's priority: the highest it was added with since it was last got.
@@ -160,6 +173,7 @@ class WorkQueue(Generic[K]):
         self._timer: asyncio.Task[None] | None = None
 
         family = QueueMetrics.for_registry(registry if registry is not None else metrics.REGISTRY)
+        self._m_flows_by_priority = family.flows_by_priority
         # The depths are read when scraped, not set on every add and get: a mass
         # requeue adds every relay in one go on the event loop, and two gauge writes an
         # add were two thirds of its cost.
@@ -168,6 +182,7 @@ class WorkQueue(Generic[K]):
         for priority in (NORMAL, LOW):  # the series exist from the start, at 0
             self._depth_by_priority[priority] = 0
             self._gauge(priority)
+            self._level(priority)
         self._m_adds = family.adds.labels(name=name)
         self._m_retries = family.retries.labels(name=name)
         self._m_queue_duration = family.queue_duration.labels(name=name)
@@ -192,7 +207,9 @@ class WorkQueue(Generic[K]):
         if current is not None:
             if priority > current:
                 self._set_priority(key, current, priority)
-                if key in self._entry:
+                queued_at = self._queued_at.get(key)
+                if queued_at is not None:
+                    self._ready[queued_at].discard(key)
                     self._push(key, priority)
                     self._wake_one_getter(priority)  # one that takes only this priority
             return
@@ -317,11 +334,15 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         """Number of keys queued and ready for a worker (not processing, not delayed)."""
-        return len(self._entry)
+        return len(self._queued_at)
 
     def depth_by_priority(self) -> dict[int, int]:
         """Keys waiting (queued, or dirty while processing) per priority."""
         return {p: n for p, n in self._depth_by_priority.items() if n}
+
+    def flows_by_priority(self) -> dict[int, int]:
+        """Flows with keys queued, per priority."""
+        return {p: level.flows for p, level in self._levels if level.flows}
 
     @property
     def processing(self) -> int:
@@ -354,8 +375,9 @@ class WorkQueue(Generic[K]):
         self._shutting_down = True
         while self._getters:
             _wake(self._getters.popleft()[0])
-        self._ready.clear()
-        self._entry.clear()
+        for _, level in self._levels:
+            level.clear()
+        self._queued_at.clear()
         self._dirty.clear()
         for priority in list(self._depth_by_priority):
             self._depth_by_priority[priority] = 0
@@ -389,41 +411,39 @@ class WorkQueue(Generic[K]):
 
     # ------------------------------------------------------------------ internals
 
+    def _level(self, priority: int) -> FairQueue[K]:
+        """The fair queue of `priority` (made on its first key, with its flows series)."""
+        if priority in self._ready:
+            return self._ready[priority]
+        level = self._ready[priority] = FairQueue(self._flow)
+        self._levels.append((priority, level))
+        self._levels.sort(key=lambda entry: -entry[0])
+        self._m_flows_by_priority.labels(name=self.name, priority=str(priority)).set_function(
+            lambda: level.flows
+        )
+        return level
+
     def _push(self, key: K, priority: int) -> None:
-        seq = next(self._seq)
-        self._entry[key] = seq
-        fifo = self._ready.get(priority)
-        if fifo is None:
-            fifo = self._ready[priority] = deque()
-        fifo.append((seq, key))
+        self._level(priority).push(key)
+        self._queued_at[key] = priority
 
     def _ready_at(self, at_least: int | None) -> int | None:
-        """The highest priority with a key queued, if it is at least `at_least` (dead
-        entries at the front of the queues are dropped on the way)."""
-        for priority in sorted(self._ready, reverse=True):
+        """The highest priority with a key queued, if it is at least `at_least`."""
+        for priority, level in self._levels:
             if at_least is not None and priority < at_least:
                 return None
-            fifo = self._ready[priority]
-            while fifo and self._entry.get(fifo[0][1]) != fifo[0][0]:
-                fifo.popleft()
-            if fifo:
+            if len(level):
                 return priority
-            del self._ready[priority]
         return None
 
     def _pop(self, at_least: int | None = None) -> K:
-        """The first live entry of the highest priority (dead ones are dropped on the way)."""
-        for priority in sorted(self._ready, reverse=True):
-            if at_least is not None and priority < at_least:
-                break
-            fifo = self._ready[priority]
-            while fifo:
-                seq, key = fifo.popleft()
-                if self._entry.get(key) == seq:
-                    del self._entry[key]
-                    return key
-            del self._ready[priority]
-        raise AssertionError("workqueue: _pop with nothing queued")
+        """The key whose turn it is at the highest priority with one."""
+        priority = self._ready_at(at_least)
+        if priority is None:
+            raise AssertionError("workqueue: _pop with nothing queued")
+        key = self._ready[priority].pop()
+        del self._queued_at[key]
+        return key
 
     def _set_priority(self, key: K, old: int, new: int) -> None:
         self._dirty[key] = new
