@@ -293,6 +293,14 @@ class ControllerConfig:
         minimum=0,
         maximum=64,
     )
+    fair_queuing: bool = boolean(
+        True,
+        "Whether the relays waiting at one priority are served in turn by namespace (one "
+        "relay of each namespace with relays waiting, then the next of each), so that one "
+        "namespace's mass change does not hold up another namespace's single change. "
+        "false: first come, first served within a priority (the order before fair "
+        "queuing, kept to compare the two: bench/tenants.py).",
+    )
     cache_sync_timeout: float = duration(
         "2m", "How long to wait for the watch caches to fill at startup before giving up."
     )
