@@ -130,6 +130,7 @@ class Changes:
                 "ms": round(max(t1 - t0, 0.0) * 1000, 2),
                 "during": during,
                 "made_at": made_at,
+                "pool": f"{ns}/{pool}",
                 "pool_converged_before": converged,
             }
         )

@@ -31,7 +31,7 @@ from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
 from dynamo_pool_operator.runtime.auth.cluster import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 
-from . import core, cores, cpfloor, fairness, floor, inproc, objects, procs, soak
+from . import core, cores, cpfloor, fairness, floor, inproc, objects, procs, soak, tenants
 from .latency import reaction_latency
 from .restart import restart
 from .tracker import Tracker
@@ -138,6 +138,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--fairness-gap", type=float, default=0.25, help="seconds between changes (default 0.25)"
     )
     p.add_argument(
+        "--tenants",
+        action="store_true",
+        help="tenant A's N pools in one namespace deleted and re-created at once while "
+        "tenant B creates pools, with fair queuing on and off (bench/tenants.py)",
+    )
+    p.add_argument(
+        "--tenant-changes", type=int, default=20, help="B's new pools a round (default 20)"
+    )
+    p.add_argument(
+        "--tenant-gap",
+        type=float,
+        help="seconds between B's changes (default: twice the cold start over the changes)",
+    )
+    p.add_argument(
+        "--tenant-rounds",
+        type=int,
+        default=2,
+        help="rounds with fair queuing on, and as many off (default 2: on, off, off, on)",
+    )
+    p.add_argument(
         "--soak",
         action="store_true",
         help="after the cold start, rounds of relay status churn and the operator's held "
@@ -182,7 +202,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     a.changes = a.changes or 200
     a.steady = a.steady if a.steady is not None else 60.0
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    kind = "soak-" if a.soak else ""
+    kind = "soak-" if a.soak else "tenants-" if a.tenants else ""
     a.out = a.out or ROOT / "bench" / "results" / f"{stamp}-{kind}n{a.pools}.json"
     return a
 
@@ -487,6 +507,7 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
         "quick": args.quick,
         "convergence_only": args.convergence_only,
         "fairness": args.fairness,
+        "tenants": args.tenants,
         "soak": args.soak,
         "operator_python": args.operator_python or "this checkout",
         "operator_workers": args.workers,
@@ -511,7 +532,9 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
     try:
         async with Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-bench/1") as client:
             await objects.set_cluster_id(client)
-            pools = objects.pool_names(n, "bench-pool")
+            pools = (
+                tenants.tenant_a_pools(n) if args.tenants else objects.pool_names(n, "bench-pool")
+            )
             t = time.perf_counter()
             await objects.create_pools(client, pools)
             result["setup_seconds"] = round(time.perf_counter() - t, 1)
@@ -533,6 +556,24 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
                     return result
                 if args.soak:
                     result.update(await soak_phases(client, cp, tracker, op, pools, args))
+                    return result
+                if args.tenants:
+                    result.update(
+                        await tenants.phases(
+                            client,
+                            cp,
+                            tracker,
+                            op,
+                            pools,
+                            workers=args.workers,
+                            log=args.out.with_suffix(".operator.log"),
+                            converge=lambda running: converge(cp, tracker, running, args),
+                            changes=args.tenant_changes,
+                            gap=args.tenant_gap,
+                            rounds=args.tenant_rounds,
+                            timeout=args.timeout,
+                        )
+                    )
                     return result
                 result["cold_start"] = await converge(cp, tracker, op, args)
                 result["rss_after_convergence"] = op.status()
