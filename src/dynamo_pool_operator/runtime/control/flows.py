@@ -7,13 +7,19 @@ each flow keeps its own FIFO and the flows take turns, one key a turn: a flow wh
 arrives behind a thousand of another flow's is served within one round, after at most
 one key of each other flow waiting.
 
+The workers count too: a flow with no key in flight (at this priority) goes before the
+flows that have some, so a newcomer takes the next free worker rather than the one
+after the mass change's next key. Among those that have keys in flight, and among
+those that have none, the round order holds.
+
 One key a turn is fair because every key costs about the same (one reconcile pass),
 so counting keys is counting work; deficit round robin with a quantum of one. Why not
 the API server's virtual-time fair queuing or shuffle sharding: decision 0012.
 
-Every operation is O(1) (amortized: a key that leaves for a higher priority is
-dropped lazily, when its flow's turn reaches it), whatever the number of keys and
-flows. A flow function of None puts every key in one flow: plain FIFO.
+Every operation is O(1) in the keys and flows queued (amortized: a key that leaves for
+a higher priority is dropped lazily, when its flow's turn reaches it); `pop` looks at
+most at one flow more than there are flows with keys in flight, which the workers
+bound. A flow function of None puts every key in one flow: plain FIFO.
 """
 
 from __future__ import annotations
@@ -43,7 +49,8 @@ class _Flow(Generic[K]):
 
 
 class FairQueue(Generic[K]):
-    """Keys of one priority: FIFO within a flow, one key per flow in turn across flows.
+    """Keys of one priority: FIFO within a flow, one key per flow in turn across flows,
+    flows with no key in flight first.
 
     A flow joins the back of the round when its first key arrives, and leaves it when
     its last key is taken, so a flow that empties and refills (one key at a time) waits
@@ -55,13 +62,15 @@ class FairQueue(Generic[K]):
     its stale turn is dropped when the round reaches it.
     """
 
-    __slots__ = ("_active", "_flow_of", "_live", "_seq", "_turns")
+    __slots__ = ("_active", "_busy", "_flow_of", "_live", "_seq", "_turns")
 
     def __init__(self, flow_of: FlowOf[K] | None = None) -> None:
         self._flow_of = flow_of
         self._live: dict[K, int] = {}
         self._active: dict[Hashable, _Flow[K]] = {}
         self._turns: deque[_Flow[K]] = deque()
+        #: Keys handed out by `pop` and not yet `finished`, per flow (only flows with some).
+        self._busy: dict[Hashable, int] = {}
         self._seq = 0
 
     def __len__(self) -> int:
@@ -76,9 +85,12 @@ class FairQueue(Generic[K]):
     def __contains__(self, key: object) -> bool:
         return key in self._live
 
+    def _name(self, key: K) -> Hashable:
+        return None if self._flow_of is None else self._flow_of(key)
+
     def push(self, key: K) -> None:
         """Queue `key` (not already queued here) at the back of its flow."""
-        name = None if self._flow_of is None else self._flow_of(key)
+        name = self._name(key)
         flow = self._active.get(name)
         if flow is None:
             flow = self._active[name] = _Flow(name)
@@ -92,36 +104,62 @@ class FairQueue(Generic[K]):
         """Take `key` out (it moved to another priority); its entry stays, dead."""
         if self._live.pop(key, None) is None:
             return
-        name = None if self._flow_of is None else self._flow_of(key)
+        name = self._name(key)
         flow = self._active[name]
         flow.live -= 1
         if not flow.live:
             del self._active[name]  # its turn, now stale, is dropped when reached
 
     def pop(self) -> K:
-        """The first key of the flow whose turn it is; that flow goes to the back."""
-        turns, live = self._turns, self._live
-        while turns:
-            flow = turns[0]
+        """The first key of the flow whose turn it is: the first in the round with no key
+        in flight, else the first in the round. That flow goes to the back, and has one
+        more key in flight until `finished`."""
+        turns, busy = self._turns, self._busy
+        first = -1
+        i = 0
+        # Every flow passed over has keys in flight, so this ends within len(busy) + 1
+        # live turns (and the stale ones it drops on the way).
+        while i < len(turns):
+            flow = turns[i]
             if self._active.get(flow.name) is not flow:
-                turns.popleft()  # a flow whose keys all moved up meanwhile
+                del turns[i]  # a flow whose keys all moved up meanwhile
                 continue
-            fifo = flow.fifo
-            while True:
-                seq, key = fifo.popleft()
-                if live.get(key) == seq:
-                    break
-            del live[key]
-            flow.live -= 1
-            turns.popleft()
-            if flow.live:
-                turns.append(flow)
-            else:
-                del self._active[flow.name]
-            return key
-        raise IndexError("pop from an empty FairQueue")
+            if flow.name not in busy:
+                break
+            if first < 0:
+                first = i
+            i += 1
+        else:
+            if first < 0:
+                raise IndexError("pop from an empty FairQueue")
+            i = first
+        flow = turns[i]
+        del turns[i]
+        live, fifo = self._live, flow.fifo
+        while True:
+            seq, key = fifo.popleft()
+            if live.get(key) == seq:
+                break
+        del live[key]
+        flow.live -= 1
+        if flow.live:
+            turns.append(flow)
+        else:
+            del self._active[flow.name]
+        busy[flow.name] = busy.get(flow.name, 0) + 1
+        return key
+
+    def finished(self, key: K) -> None:
+        """A key `pop` handed out is done with: its flow has one key fewer in flight."""
+        name = self._name(key)
+        left = self._busy.get(name, 0) - 1
+        if left > 0:
+            self._busy[name] = left
+        else:
+            self._busy.pop(name, None)
 
     def clear(self) -> None:
+        """Drop every key waiting (those in flight are still `finished` later)."""
         self._live.clear()
         self._active.clear()
         self._turns.clear()

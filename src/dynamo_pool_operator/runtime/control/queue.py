@@ -33,12 +33,13 @@ keys worth reconciling, and its rules are what make reconciling safe:
   does: a backlog's retries stay behind real changes.
 
 * **Fair queuing across flows** (flows.py). Within one priority, keys are served
-  round-robin by flow, FIFO within a flow: the controller gives the flow function (the
-  relay controller: a key's namespace, one tenant's), so that one tenant's mass change
-  at `NORMAL` does not hold up another tenant's single change at `NORMAL`; it is served
-  within one round of the flows waiting. Priorities still come first, and every rule
-  above holds per key as before. Without a flow function every key is in one flow:
-  plain FIFO within a priority.
+  round-robin by flow, FIFO within a flow, a flow with no key in flight before those
+  with some: the controller gives the flow function (the relay controller: a key's
+  namespace, one tenant's), so that one tenant's mass change at `NORMAL` does not hold
+  up another tenant's single change at `NORMAL`; it takes the next free worker, or at
+  worst waits one round of the flows waiting. Priorities still come first, and every
+  rule above holds per key as before. Without a flow function every key is in one
+  flow: plain FIFO within a priority.
 
 Time comes from an injected `Clock`, so tests drive delays with `FakeClock`.
 
@@ -154,8 +155,10 @@ class WorkQueue(Generic[K]):
         # is the key's priority: the highest it was added with since it was last got.
         self._dirty: dict[K, int] = {}
         self._depth_by_priority: dict[int, int] = {}
-        # Processing keys and the monotonic time each was handed out.
+        # Processing keys: the monotonic time each was handed out, and the priority it
+        # was queued at (that priority's fair queue counts it in flight until `done`).
         self._processing: dict[K, float] = {}
+        self._taken_at: dict[K, int] = {}
         # When each dirty key was accepted, for the queue-duration histogram.
         self._added_at: dict[K, float] = {}
         # Parked getters, each with the lowest priority it takes (None: any).
@@ -305,7 +308,7 @@ class WorkQueue(Generic[K]):
                 raise
         key = self._pop(at_least)
         now = self._clock.monotonic()
-        priority = self._dirty.pop(key)
+        priority = self._taken_at[key] = self._dirty.pop(key)
         self._count(priority, -1)
         self._processing[key] = now
         self._idle.clear()
@@ -326,6 +329,7 @@ class WorkQueue(Generic[K]):
                 f"workqueue {self.name!r}: done({key!r}) for a key not processing"
             ) from None
         self._m_work_duration.observe(max(self._clock.monotonic() - started, 0.0))
+        self._ready[self._taken_at.pop(key)].finished(key)
         if key in self._dirty and not self._shutting_down:
             self._push(key, self._dirty[key])
             self._wake_one_getter(self._dirty[key])

@@ -101,10 +101,45 @@ async def test_a_flow_with_one_key_is_served_within_one_round_of_a_flow_with_a_t
 async def test_a_new_flow_joins_the_back_of_the_round(queue: WorkQueue[str]) -> None:
     for key in ("a1", "a2", "a3", "b1", "b2", "b3"):
         queue.add(key)
-    assert await get_now(queue) == "a1"  # round: b, a
+    queue.done(await get_now(queue))  # a1; round: b, a
     queue.add("c1")  # round: b, a, c
 
-    assert [await get_now(queue) for _ in range(4)] == ["b1", "a2", "c1", "b2"]
+    assert await drain(queue) == ["b1", "a2", "c1", "b2", "a3", "b3"]
+
+
+async def test_a_flow_with_no_key_in_flight_goes_before_flows_with_keys_in_flight(
+    queue: WorkQueue[str],
+) -> None:
+    """Tenant A's keys hold every worker; tenant B's change takes the next free one,
+    not the one after A's next key (A's turn comes first in the round)."""
+    for i in range(10):
+        queue.add(f"a{i}")
+    held = [await get_now(queue) for _ in range(4)]  # four workers on A's keys
+    queue.add("b1")
+
+    queue.done(held[0])  # the first worker to be free takes B's key
+    assert await get_now(queue) == "b1"
+    assert await get_now(queue) == "a4"  # then A's, both now with keys in flight
+
+
+async def test_flows_with_keys_in_flight_still_take_turns(queue: WorkQueue[str]) -> None:
+    for key in ("a1", "a2", "a3", "b1", "b2", "b3", "c1"):
+        queue.add(key)
+    got = [await get_now(queue) for _ in range(3)]  # one of each: every flow busy
+    assert got == ["a1", "b1", "c1"]
+
+    assert [await get_now(queue) for _ in range(4)] == ["a2", "b2", "a3", "b3"]
+
+
+async def test_keys_in_flight_count_at_their_own_priority_only(queue: WorkQueue[str]) -> None:
+    """A backlog pass of a namespace (LOW) does not put its user's change (NORMAL) behind
+    another namespace's change."""
+    queue.add("a1", LOW)
+    assert await get_now(queue) == "a1"  # a has a LOW key in flight
+    queue.add("a2")
+    queue.add("b1")
+
+    assert [await get_now(queue) for _ in range(2)] == ["a2", "b1"]
 
 
 async def test_a_flow_that_refills_at_once_gets_one_turn_a_round_not_every_turn(
@@ -223,16 +258,20 @@ async def test_a_key_added_while_in_flight_runs_once_more_after_in_its_flow_turn
 
 async def test_no_key_is_held_by_two_workers_and_no_flow_is_served_twice_a_round() -> None:
     """Random adds at both priorities, gets and dones against a model of what is waiting:
-    no key is handed out while held or lost; the metrics match the model; and while a
-    flow waits at the priority being served, no other flow is served there twice before
+    no key is handed out while held or lost; the metrics match the model; a flow with
+    keys in flight at a priority is served there only when every flow waiting there has
+    some; and while a flow with none waits, no other flow is served there twice before
     it (one round)."""
     rng = random.Random(55)
     registry = CollectorRegistry()
     q = WorkQueue[str]("model", clock=FakeClock(), registry=registry, flow=first_letter)
     waiting: dict[str, int] = {}  # queued keys -> priority
     dirty: dict[str, int] = {}  # processing keys added again -> priority
-    processing: set[str] = set()
-    # (priority, flow) waiting -> flows served at that priority since it last waited or was served
+    queued_flows: set[tuple[int, str]] = set()
+    busy: set[tuple[int, str]] = set()
+    processing: dict[str, int] = {}  # key -> the priority it was got at
+    # (priority, flow) waiting with nothing in flight there -> the flows served at that
+    # priority since it was last served or its last key in flight was done
     served_since: dict[tuple[int, str], Counter[str]] = {}
     for _ in range(4000):
         op = rng.random()
@@ -243,13 +282,16 @@ async def test_no_key_is_held_by_two_workers_and_no_flow_is_served_twice_a_round
                 dirty[key] = max(dirty.get(key, prio), prio)
             else:
                 waiting[key] = max(waiting.get(key, prio), prio)
-        elif op < 0.8 and waiting:
+        elif op < 0.8 and waiting and len(processing) < 4:  # four workers
             key, prio = await q.get_with_priority()
             assert prio == max(waiting.values()), "a priority was skipped"
             assert waiting.pop(key) == prio
             assert key not in processing, "a key held by a worker was handed out again"
-            processing.add(key)
             flow = key[0]
+            if (prio, flow) in busy:
+                idle = {f for p, f in queued_flows if p == prio} - {f for p, f in busy if p == prio}
+                assert not idle, f"{flow} has keys in flight, {idle} none, and {flow} went first"
+            processing[key] = prio
             for (level, other), counts in served_since.items():
                 if level == prio and other != flow:
                     counts[flow] += 1
@@ -258,11 +300,12 @@ async def test_no_key_is_held_by_two_workers_and_no_flow_is_served_twice_a_round
         elif processing:
             key = rng.choice(sorted(processing))
             q.done(key)
-            processing.discard(key)
+            del processing[key]
             if key in dirty:
                 waiting[key] = dirty.pop(key)
         queued_flows = {(p, k[0]) for k, p in waiting.items()}
-        served_since = {w: served_since.get(w, Counter()) for w in queued_flows}
+        busy = {(p, k[0]) for k, p in processing.items()}
+        served_since = {w: served_since.get(w, Counter()) for w in queued_flows - busy}
         assert len(q) == len(waiting)
         assert q.flows_by_priority() == dict(Counter(p for p, _ in queued_flows))
         for prio in (NORMAL, LOW):
