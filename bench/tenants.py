@@ -10,11 +10,13 @@ changes at NORMAL priority, so which of them goes first is the work queue's orde
 a priority: B's pool is timed from its relay's create response to the pool published
 (Published, its Deployment, Service and exports) in the bench's watch.
 
-The rounds alternate the operator's `controller.fairQueuing` (on: namespaces in turn;
-off: first come, first served, the order before it), in the order on, off, off, on, ...
-so that a drift of the machine over the run weighs on both alike. The operator is
-restarted for each setting and waits until it has reconciled every relay (the restart's
-own backlog is LOW, and over) before the round starts.
+Before the rounds, B makes as many changes with A idle (`b_alone`): what B's change
+costs on this box at this moment, beside which the rounds' figures are read. The rounds
+alternate the operator's `controller.fairQueuing` (on: namespaces in turn; off: first
+come, first served, the order before it), in the order on, off, off, on, ... so that a
+drift of the machine over the run weighs on both alike. Each round starts a fresh
+operator and waits until it has reconciled every relay (the restart's own backlog is
+LOW, and over).
 
 A's time is from her first delete to her last pool published again; B's changes count
 as during A's change if made before it ended. The queue's depth and flows are scraped
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -43,6 +46,8 @@ TENANT_A = "tenant-a"
 TENANT_B = "tenant-b"
 #: A's deletes and creates in flight at once ("at once": as fast as the server takes them).
 MASS_CONCURRENCY = 32
+#: Seconds between B's changes while A is idle.
+ALONE_GAP = 0.25
 _SCRAPED = ("workqueue_depth", "workqueue_flows_by_priority")
 
 
@@ -159,6 +164,10 @@ async def one_round(
     gap: float,
     timeout: float,
 ) -> dict[str, Any]:
+    """A's change with B's changes meanwhile; also what the operator did for it (its
+    passes and CPU seconds, the same work in either order) and the box's load."""
+    load = [round(x, 2) for x in os.getloadavg()]
+    passes0, cpu0 = await _passes(op), op.status()["cpu_ticks"]
     sampler = QueueSampler(op)
     t0 = time.perf_counter()
     sampler.start(t0)
@@ -173,7 +182,24 @@ async def one_round(
     for s in samples:
         s["during"] = s["made_at"] < ended
         s["made_after_seconds"] = round(s.pop("made_at") - started, 3)
-    return {"a": a, "b": summary(samples), "b_samples": samples, "queue": queue}
+    operator = {
+        "passes": await _passes(op) - passes0,
+        "cpu_seconds": round((op.status()["cpu_ticks"] - cpu0) / os.sysconf("SC_CLK_TCK"), 2),
+    }
+    return {
+        "load_average_at_start": load,
+        "a": a,
+        "operator": operator,
+        "b": summary(samples),
+        "b_samples": samples,
+        "queue": queue,
+    }
+
+
+async def _passes(op: procs.OperatorProcess) -> float:
+    """The relay controller's reconciles so far."""
+    m = await asyncio.to_thread(op.metrics, ("controller_runtime_reconcile_total",))
+    return sum(v for k, v in m.items() if CONTROLLER in k)
 
 
 async def phases(
@@ -191,31 +217,40 @@ async def phases(
     rounds: int,
     timeout: float,
 ) -> dict[str, Any]:
-    """The cold start of A's pools, then `rounds` rounds with fair queuing on and as many
-    off (on, off, off, on, ...), each on a freshly started operator."""
+    """The cold start of A's pools; B's changes with A idle (how fast B is served by
+    itself on this box, now); then `rounds` rounds with fair queuing on and as many off
+    (on, off, off, on, ...), each on a freshly started operator."""
     await create_namespaces(client, [TENANT_B])
     out: dict[str, Any] = {"cold_start": await converge(op)}
+    alone = await b_changes(
+        client, tracker, [f"alone-{i:02d}" for i in range(changes)], ALONE_GAP, timeout
+    )
+    for sample in alone:
+        sample["during"] = True
+        del sample["made_at"]
+    out["b_alone"] = {"gap_seconds": ALONE_GAP, "summary": summary(alone), "samples": alone}
+    print(f"[tenants] B alone: {out['b_alone']['summary']['all']}", flush=True)
     if gap is None:  # B's changes spread over about A's change: twice her cold start
         gap = round(2 * out["cold_start"]["seconds"] / changes, 3)
     out["b_changes_gap_seconds"] = gap
     out["rounds"] = []
     order = [True, False, False, True] * rounds
-    fair = True  # the operator of the cold start runs with the default: on
-    for k, want in enumerate(order[: 2 * rounds]):
-        if want != fair:
-            op.stop()
-            op = procs.OperatorProcess(cp, workers, log, controller={"fairQueuing": want})
-            op.start()
-            relays = len(pools) + k * changes  # A's and B's so far: each reconciled once
-            await QueueProbe(op, relays, every=0.2).wait_done(timeout)
-            fair = want
+    for k, fair in enumerate(order[: 2 * rounds]):
+        # A fresh operator each round, so none is the one that did the cold start.
+        op.stop()
+        op = procs.OperatorProcess(cp, workers, log, controller={"fairQueuing": fair})
+        op.start()
+        relays = len(pools) + (k + 1) * changes  # A's and B's so far: each reconciled once
+        await QueueProbe(op, relays, every=0.2).wait_done(timeout)
         names = [f"b{k}-{i:02d}" for i in range(changes)]
         result = await one_round(client, tracker, op, pools, names, gap, timeout)
         result["fair_queuing"] = fair
         out["rounds"].append(result)
         b = result["b"]["during"]
+        load = result["load_average_at_start"][0]
         print(
-            f"[tenants] fair queuing {'on' if fair else 'off'}: A {result['a']['seconds']}s; "
+            f"[tenants] fair queuing {'on' if fair else 'off'} (load {load}): "
+            f"A {result['a']['seconds']}s, {result['operator']['passes']:.0f} passes; "
             f"B during A (n={b.get('n')}): p50 {b.get('p50_ms')} ms, p99 {b.get('p99_ms')} ms; "
             f"queue depth up to {result['queue']['max_depth']:.0f}",
             flush=True,
