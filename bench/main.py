@@ -386,16 +386,18 @@ async def fairness_phases(
     op: procs.OperatorProcess,
     pools: list[tuple[str, str]],
     args: argparse.Namespace,
-) -> dict[str, Any]:
-    """User changes during the cold start, then during a ClusterProperty change."""
+    out: dict[str, Any],
+) -> None:
+    """User changes during the cold start, then during a ClusterProperty change; each
+    phase's figures go into `out` as it ends (a run stopped after the cold start keeps
+    its changes)."""
     n = len(pools)
     changes = fairness.Changes(client, tracker, pools, seed=11, timeout=args.timeout)
     during_cold = asyncio.create_task(
         fairness.cold_start_changes(changes, n, args.fairness_changes, args.fairness_gap)
     )
-    cold = await converge(cp, tracker, op, args)
+    out["cold_start"] = await converge(cp, tracker, op, args)
     samples = await during_cold
-    out: dict[str, Any] = {"cold_start": cold}
     out["during_cold_start"] = {
         "changes_gap_seconds": args.fairness_gap,
         "summary": fairness.summary(samples),
@@ -452,7 +454,6 @@ async def fairness_phases(
         )
         log(f"restart ({args.compare_python}): {out['restart_compared']}")
     op.stop()
-    return out
 
 
 async def soak_phases(
@@ -552,7 +553,7 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
             await tracker.start()
             try:
                 if args.fairness:
-                    result.update(await fairness_phases(client, cp, tracker, op, pools, args))
+                    await fairness_phases(client, cp, tracker, op, pools, args, result)
                     return result
                 if args.soak:
                     result.update(await soak_phases(client, cp, tracker, op, pools, args))
