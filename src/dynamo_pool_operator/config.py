@@ -278,8 +278,10 @@ class ControllerConfig:
     workers: int = integer(
         4,
         "Relays reconciled concurrently (MaxConcurrentReconciles). Of two or more, one "
-        "takes only real changes, never the backlog of a start or a mass requeue, so a "
-        "user's change is taken at once during one.",
+        "takes only real changes, never the backlog of a start or a mass requeue, and "
+        "(with fairQueuing) none of a namespace that has relays being reconciled already, "
+        "so a user's change is taken at once during a mass requeue or another "
+        "namespace's mass change.",
         minimum=1,
         maximum=64,
     )

@@ -161,8 +161,10 @@ class Controller:
         self.name = name
         self.reconciler = reconciler
         self.workers = workers
-        #: Workers that take only `NORMAL` keys (or higher): a real change is taken at
-        #: once, however long the `LOW` backlog of a mass event (at most workers - 1).
+        #: Workers that take only `NORMAL` keys (or higher) and, with a flow function,
+        #: only of flows with no key being reconciled at that priority: a real change is
+        #: taken at once, however long the `LOW` backlog of a mass event or another
+        #: flow's mass change at `NORMAL` (at most workers - 1).
         self.kept_for_changes = max(0, min(kept_for_changes, workers - 1))
         self.cache_sync_timeout = cache_sync_timeout
         self.max_worker_restarts = max_worker_restarts
@@ -379,8 +381,10 @@ class Controller:
 
     # ------------------------------------------------------------ workers
     def _spawn(self, slot: int) -> None:
-        at_least = NORMAL if slot < self.kept_for_changes else None
-        task = asyncio.create_task(self._worker(at_least), name=f"{self.name}-worker-{slot}")
+        kept = slot < self.kept_for_changes
+        task = asyncio.create_task(
+            self._worker(NORMAL if kept else None, kept), name=f"{self.name}-worker-{slot}"
+        )
         self._tasks[slot] = task
         task.add_done_callback(functools.partial(self._worker_ended, slot))
 
@@ -414,10 +418,10 @@ class Controller:
         self._m.worker_restarts.labels(self.name).inc()
         self._spawn(slot)
 
-    async def _worker(self, at_least: int | None = None) -> None:
+    async def _worker(self, at_least: int | None = None, idle_flow: bool = False) -> None:
         while True:
             try:
-                key, priority = await self.queue.get_with_priority(at_least)
+                key, priority = await self.queue.get_with_priority(at_least, idle_flow=idle_flow)
             except ShutDown:
                 return
             try:

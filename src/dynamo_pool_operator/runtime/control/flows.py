@@ -110,10 +110,9 @@ class FairQueue(Generic[K]):
         if not flow.live:
             del self._active[name]  # its turn, now stale, is dropped when reached
 
-    def pop(self) -> K:
-        """The first key of the flow whose turn it is: the first in the round with no key
-        in flight, else the first in the round. That flow goes to the back, and has one
-        more key in flight until `finished`."""
+    def _turn(self, idle_only: bool) -> int:
+        """Where in the round the flow whose turn it is stands: the first with no key in
+        flight, else (unless `idle_only`) the first; -1 if none."""
         turns, busy = self._turns, self._busy
         first = -1
         i = 0
@@ -125,14 +124,24 @@ class FairQueue(Generic[K]):
                 del turns[i]  # a flow whose keys all moved up meanwhile
                 continue
             if flow.name not in busy:
-                break
+                return i
             if first < 0:
                 first = i
             i += 1
-        else:
-            if first < 0:
-                raise IndexError("pop from an empty FairQueue")
-            i = first
+        return -1 if idle_only else first
+
+    def has_idle(self) -> bool:
+        """Whether a flow with no key in flight has a key waiting."""
+        return self._turn(idle_only=True) >= 0
+
+    def pop(self, idle_only: bool = False) -> K:
+        """The first key of the flow whose turn it is: the first in the round with no key
+        in flight, else (unless `idle_only`) the first in the round. That flow goes to
+        the back, and has one more key in flight until `finished`."""
+        turns, busy = self._turns, self._busy
+        i = self._turn(idle_only)
+        if i < 0:
+            raise IndexError("pop from an empty FairQueue")
         flow = turns[i]
         del turns[i]
         live, fifo = self._live, flow.fifo
@@ -149,14 +158,16 @@ class FairQueue(Generic[K]):
         busy[flow.name] = busy.get(flow.name, 0) + 1
         return key
 
-    def finished(self, key: K) -> None:
-        """A key `pop` handed out is done with: its flow has one key fewer in flight."""
+    def finished(self, key: K) -> bool:
+        """A key `pop` handed out is done with: its flow has one key fewer in flight.
+        True if that leaves the flow with none in flight and keys waiting."""
         name = self._name(key)
         left = self._busy.get(name, 0) - 1
         if left > 0:
             self._busy[name] = left
-        else:
-            self._busy.pop(name, None)
+            return False
+        self._busy.pop(name, None)
+        return name in self._active
 
     def clear(self) -> None:
         """Drop every key waiting (those in flight are still `finished` later)."""

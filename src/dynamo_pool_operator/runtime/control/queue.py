@@ -162,7 +162,9 @@ class WorkQueue(Generic[K]):
         # When each dirty key was accepted, for the queue-duration histogram.
         self._added_at: dict[K, float] = {}
         # Parked getters, each with the lowest priority it takes (None: any).
-        self._getters: deque[tuple[asyncio.Future[None], int | None]] = deque()
+        # Parked getters, each with the lowest priority it takes (None: any) and whether
+        # it takes only keys of flows with none in flight.
+        self._getters: deque[tuple[asyncio.Future[None], int | None, bool]] = deque()
         self._idle = asyncio.Event()
         self._idle.set()
         self._shutting_down = False
@@ -279,20 +281,26 @@ class WorkQueue(Generic[K]):
         """
         return (await self.get_with_priority())[0]
 
-    async def get_with_priority(self, at_least: int | None = None) -> tuple[K, int]:
+    async def get_with_priority(
+        self, at_least: int | None = None, *, idle_flow: bool = False
+    ) -> tuple[K, int]:
         """`get`, and the priority the key was queued at (to requeue it at the same).
 
         `at_least`: take only a key queued at this priority or a higher one, and wait
         while there is none (keys of lower priority are left to other getters): a
         worker kept for real changes, so that one is served at once however long the
-        backlog of a mass event."""
+        backlog of a mass event. `idle_flow` (with a flow function): take only a key of a
+        flow with no key in flight at its priority, so that a flow's own mass change at
+        that priority never holds this worker either and another flow's change is taken
+        at once."""
+        idle_flow = idle_flow and self._flow is not None
         while True:
             if self._shutting_down:
                 raise ShutDown(self.name)
-            if self._ready_at(at_least) is not None:
+            if self._ready_at(at_least, idle_flow) is not None:
                 break
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            parked = (waiter, at_least)
+            parked = (waiter, at_least, idle_flow)
             self._getters.append(parked)
             try:
                 await waiter
@@ -306,7 +314,7 @@ class WorkQueue(Generic[K]):
                 if ready is not None and not waiter.cancelled():
                     self._wake_one_getter(ready)
                 raise
-        key = self._pop(at_least)
+        key = self._pop(at_least, idle_flow)
         now = self._clock.monotonic()
         priority = self._taken_at[key] = self._dirty.pop(key)
         self._count(priority, -1)
@@ -329,7 +337,9 @@ class WorkQueue(Generic[K]):
                 f"workqueue {self.name!r}: done({key!r}) for a key not processing"
             ) from None
         self._m_work_duration.observe(max(self._clock.monotonic() - started, 0.0))
-        self._ready[self._taken_at.pop(key)].finished(key)
+        taken_at = self._taken_at.pop(key)
+        if self._ready[taken_at].finished(key) and not self._shutting_down:
+            self._wake_one_getter(taken_at)  # its flow's keys now fit an idle-flow getter
         if key in self._dirty and not self._shutting_down:
             self._push(key, self._dirty[key])
             self._wake_one_getter(self._dirty[key])
@@ -431,21 +441,22 @@ class WorkQueue(Generic[K]):
         self._level(priority).push(key)
         self._queued_at[key] = priority
 
-    def _ready_at(self, at_least: int | None) -> int | None:
-        """The highest priority with a key queued, if it is at least `at_least`."""
+    def _ready_at(self, at_least: int | None, idle_flow: bool = False) -> int | None:
+        """The highest priority with a key queued (of a flow with none in flight, if
+        `idle_flow`), if it is at least `at_least`."""
         for priority, level in self._levels:
             if at_least is not None and priority < at_least:
                 return None
-            if len(level):
+            if len(level) and (not idle_flow or level.has_idle()):
                 return priority
         return None
 
-    def _pop(self, at_least: int | None = None) -> K:
-        """The key whose turn it is at the highest priority with one."""
-        priority = self._ready_at(at_least)
+    def _pop(self, at_least: int | None = None, idle_flow: bool = False) -> K:
+        """The key whose turn it is at the highest priority with one that fits."""
+        priority = self._ready_at(at_least, idle_flow)
         if priority is None:
             raise AssertionError("workqueue: _pop with nothing queued")
-        key = self._ready[priority].pop()
+        key = self._ready[priority].pop(idle_flow)
         del self._queued_at[key]
         return key
 
@@ -467,10 +478,14 @@ class WorkQueue(Generic[K]):
         )
 
     def _wake_one_getter(self, priority: int) -> None:
-        """Wake the first parked getter that takes a key of `priority`."""
+        """Wake the first parked getter that takes a key of `priority` (an idle-flow
+        getter only if such a key is there for it now: woken for nothing, it would park
+        again and the getter that could take the key would sleep on)."""
         for parked in self._getters:
-            waiter, at_least = parked
+            waiter, at_least, idle_flow = parked
             if waiter.done():
+                continue
+            if idle_flow and self._ready_at(at_least, idle_flow) is None:
                 continue
             if at_least is None or priority >= at_least:
                 self._getters.remove(parked)
