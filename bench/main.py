@@ -158,6 +158,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="rounds with fair queuing on, and as many off (default 2: on, off, off, on)",
     )
     p.add_argument(
+        "--trace-queue",
+        type=Path,
+        help="trace the operators' work queue to FILE.<pid> (bench/queuetrace; read it with "
+        "python -m bench.queue_waits RESULT FILE)",
+    )
+    p.add_argument(
         "--soak",
         action="store_true",
         help="after the cold start, rounds of relay status churn and the operator's held "
@@ -499,6 +505,11 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
     assert main_task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     n = args.pools
+    if args.trace_queue is not None:  # read by the operators this run starts (their env)
+        paths = [str(ROOT / "bench" / "queuetrace"), os.environ.get("PYTHONPATH", "")]
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+        os.environ["DPO_QUEUE_TRACE"] = str(args.trace_queue.resolve())
+        result["trace_queue"] = str(args.trace_queue)
     if args.background_writes is not None:
         procs.THIS_CHECKOUT_CONTROLLER["backgroundWrites"] = args.background_writes
     result |= {

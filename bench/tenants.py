@@ -111,13 +111,15 @@ async def b_changes(
     async def one(name: str) -> None:
         made_at = time.perf_counter()
         await client.create(DGDS, dgd_body(TENANT_B, name))
+        sent_at = time.time()
         await client.create(RELAYS, relay_body(TENANT_B, name))
         t0 = time.perf_counter()
         key = (TENANT_B, name)
         t1 = await asyncio.wait_for(
             tracker.wait(functools.partial(tracker.pool_converged, key)), timeout
         )
-        samples.append({"pool": name, "ms": round(max(t1 - t0, 0.0) * 1000, 2), "made_at": made_at})
+        ms = round(max(t1 - t0, 0.0) * 1000, 2)
+        samples.append({"pool": name, "ms": ms, "made_at": made_at, "relay_sent_at": sent_at})
 
     tasks = []
     for name in names:
