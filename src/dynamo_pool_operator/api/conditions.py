@@ -146,6 +146,9 @@ class ExportLineReason(StrEnum):
     SERVICE_REPLACED = "ServiceReplaced"
     #: A frontend's Service is someone else's (not the DGD's): not exported.
     FOREIGN_SERVICE = "ForeignService"
+    #: A frontend's Service does not exist (yet): not exported until it exists and is
+    #: the DGD's (`Pending`).
+    SERVICE_NOT_FOUND = "ServiceNotFound"
     #: A withdrawn export stays, held by finalizers that are not ours (`Withdrawing`).
     HELD_BY_FINALIZERS = "HeldByFinalizers"
     #: Exported, but the Global Router finds a pool's frontends by the name
@@ -309,8 +312,10 @@ EXPORTED_MEANINGS: dict[ExportedReason, str] = {
     ExportedReason.PENDING: "Unknown: the implementation is still working (`Ready=False` "
     "`AwaitingExport`, no condition yet on a new export, `AwaitingReady` under "
     "`confirmation: ready`), an export is being deleted, it "
-    "waits for its Service (`Waiting`), or the relay Service's export waits for its "
-    "replaced Service (`ServiceReplaced`).",
+    "waits for its Service (`Waiting`), the relay Service's export waits for its "
+    "replaced Service (`ServiceReplaced`), or a frontend's Service does not exist yet "
+    "(`ServiceNotFound`: Dynamo's operator makes it; a frontend is exported only once its "
+    "Service exists and is the DGD's).",
     ExportedReason.EXPORT_FAILED: "False: a write of an export failed (see the "
     "`ExportFailed` Event).",
     ExportedReason.NOT_CONTROLLED: "False: someone else's export has a name the pool needs.",

@@ -85,8 +85,8 @@ EVENTS: dict[str, Event] = {
         "Normal",
         "Delete",
         "the export",
-        "Withdrawn (relay withdrawn, frontend renamed/removed, its Service someone else's, "
-        "name not importable).",
+        "Withdrawn (relay withdrawn, frontend renamed/removed, its Service gone or someone "
+        "else's, name not importable).",
     ),
     EventReason.EXPORT_FAILED: Event(
         "Warning",

@@ -67,6 +67,7 @@ CHECKS: list[tuple[str, Check]] = [
     ("confirmation", pools.confirmation),
     ("foreign-exports", pools.foreign_exports),
     ("relays-ready", pools.relays_ready),
+    ("relay-pod-fields", pools.relay_pod_fields),
 ]
 
 
