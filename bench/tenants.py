@@ -39,7 +39,14 @@ from dynamo_pool_operator.runtime.client.rest import Client
 
 from . import procs
 from .fairness import CONTROLLER, QueueProbe, summary
-from .objects import DGDS, RELAYS, bounded, create_namespaces, dgd_body, relay_body
+from .objects import (
+    RELAYS,
+    bounded,
+    create_dgd,
+    create_namespaces,
+    delete_dgd,
+    relay_body,
+)
 from .tracker import Tracker
 
 TENANT_A = "tenant-a"
@@ -110,7 +117,7 @@ async def b_changes(
 
     async def one(name: str) -> None:
         made_at = time.perf_counter()
-        await client.create(DGDS, dgd_body(TENANT_B, name))
+        await create_dgd(client, TENANT_B, name)
         sent_at = time.time()
         await client.create(RELAYS, relay_body(TENANT_B, name))
         t0 = time.perf_counter()
@@ -136,12 +143,12 @@ async def a_change(
     again, wait until every pool is published; the times, from the first delete."""
     t0 = time.perf_counter()
     await bounded(
-        [functools.partial(client.delete, DGDS, name, ns) for ns, name in pools], MASS_CONCURRENCY
+        [functools.partial(delete_dgd, client, ns, name) for ns, name in pools], MASS_CONCURRENCY
     )
     deleted = time.perf_counter()
     withdrawn = await _until(lambda: all(tracker.pool_withdrawn(k) for k in pools), timeout)
     await bounded(
-        [functools.partial(client.create, DGDS, dgd_body(ns, name)) for ns, name in pools],
+        [functools.partial(create_dgd, client, ns, name) for ns, name in pools],
         MASS_CONCURRENCY,
     )
     created = time.perf_counter()

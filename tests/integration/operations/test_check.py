@@ -196,6 +196,7 @@ async def test_a_working_installation_passes_every_check(scene: Scene) -> None:
         "confirmation": "ok",
         "foreign-exports": "ok",
         "relays-ready": "ok",
+        "relay-pod-fields": "ok",
     }, found
     assert code == 0
     assert "pod-a holds" in found["leader"]["message"]
@@ -411,6 +412,25 @@ async def test_relays_not_ready_fail_with_their_reason(scene: Scene) -> None:
     assert c["message"] == "2 of 2 relay(s) not Ready"
     assert f"{scene.ns}/{fresh}: NotReconciled: the operator has not reported yet" in c["details"]
     assert f"{scene.ns}/{POOL}: NoWorkers: because NoWorkers" in c["details"]
+
+
+async def test_relays_that_set_guarded_pod_fields_are_listed_with_who_set_them(
+    scene: Scene,
+) -> None:
+    """A relay written before the admission policy existed was never judged: `check`
+    names each guarded field it sets and the field manager the API server recorded."""
+    await scene.client.create(
+        RELAYS,
+        relay_body("imaged", scene.ns, clusterId=CLUSTER, image="registry.example/relay:1"),
+    )
+    code, found = await scene.check()
+    c = found["relay-pod-fields"]
+    assert c["status"] == "warn", c
+    assert c["message"].startswith("1 relay(s) set pod fields the admission policy guards")
+    (line,) = c["details"]
+    assert line.startswith(f"{scene.ns}/imaged: spec.image by "), line
+    assert "(Update " in line, line
+    assert "kubectl patch dpr" in c["fix"]
 
 
 async def test_karmada_names_over_55_characters_fail(scene: Scene) -> None:
