@@ -423,7 +423,7 @@ async def test_relays_that_set_guarded_pod_fields_are_listed_with_who_set_them(
         RELAYS,
         relay_body("imaged", scene.ns, clusterId=CLUSTER, image="registry.example/relay:1"),
     )
-    code, found = await scene.check()
+    _, found = await scene.check()
     c = found["relay-pod-fields"]
     assert c["status"] == "warn", c
     assert c["message"].startswith("1 relay(s) set pod fields the admission policy guards")
