@@ -38,7 +38,13 @@ from dynamo_pool_operator.runtime.client.rest import MERGE_PATCH, Client
 from dynamo_pool_operator.runtime.objects.meta import Meta, controller_of
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
 from tests.integration.support.export_fixtures import SE, config
-from tests.integration.support.relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
+from tests.integration.support.relay_fixtures import (
+    DGDS,
+    RELAYS,
+    dgd_body,
+    dynamos_services,
+    relay_body,
+)
 from tests.integration.support.step_faults import WEBHOOK
 from tests.integration.support.step_plans import Change, Step
 
@@ -111,7 +117,8 @@ class Live:
     async def change(self, change: Change) -> None:
         ns = self.ns
         if change.kind == "create-pool":
-            await self.admin.create(DGDS, dgd_body(POOL, ns))
+            dgd = await self.admin.create(DGDS, dgd_body(POOL, ns))
+            await dynamos_services(self.admin, dgd)
             body = relay_body(POOL, ns, **change.spec)
             body["metadata"]["finalizers"] = list(change.finalizers)
             await self.admin.create(RELAYS, body)

@@ -49,6 +49,7 @@ from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.meta import is_controlled_by, rfc3339
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
 from tests.integration.support.relay_fixtures import dgd_body, relay_body
+from tests.unit.pool.support import dgds_services
 
 #: The ServiceExport resource of the synthetic world (only its plural and kind matter).
 EXPORTS = serviceexports("v1beta1")
@@ -210,6 +211,8 @@ class World:
             ClusterID(),
             shown_status=self.status,
             read_at=self.now,
+            # Dynamo's operator made the frontends' Services (step_cases does, on the server).
+            services=dgds_services(pool),
         )
         plan = make_plan(snapshot, feature, default_discovery_backend=self.config.discovery.backend)
         outcome = Outcome()
