@@ -1,31 +1,19 @@
 """`dynamo-pool-operator manifests crds --apply`: install or upgrade our CRD, then wait
 until the API server serves it.
 
-Why a command of ours: Helm installs the files in a chart's `crds/` once and never
-upgrades them, so the chart runs this in a pre-install/pre-upgrade hook Job, from the
-operator image, which has no kubectl. It is also the manual upgrade step.
+Helm installs a chart's `crds/` once and never upgrades them, so the chart runs this in
+a pre-install/pre-upgrade hook Job from the operator image, which has no kubectl.
 
-It is `kubectl apply --server-side --force-conflicts` for our CRD: a forced server-side
-apply with field manager `dynamo-pool-operator`. A CRD's versions and schemas merge as
-whole values, so the forced apply makes them exactly this binary's, also when Helm (or
-kubectl) created the CRD: a property or printer column the new version dropped goes
-(tests/e2e/test_crd_upgrade.py). Labels and annotations others set are kept. An apply
-that finds no CRD creates it.
+It is a forced server-side apply (`kubectl apply --server-side --force-conflicts`):
+versions and schemas merge as whole values, so they become exactly this binary's even
+when Helm made the CRD (tests/e2e/test_crd_upgrade.py); others' labels and annotations
+are kept.
 
-It never downgrades nor strands stored objects unless told to: the CRD carries the
-version of the operator that made it (annotation `nvidia.com/dynamo-pool-operator-version`),
-and the apply is refused, before anything is written, when
-
-- the installed CRD was made by a newer operator than this binary (versions compared
-  as releases: 0.10.0 is newer than 0.9.1, 0.2.0rc1 older than 0.2.0), or its version
-  cannot be compared, unless `--allow-downgrade` (chart: `crds.allowDowngrade`);
-- objects are stored at a version (`status.storedVersions`) this binary's CRD does not
-  serve: they would become unreadable (the API server refuses such a CRD too; the
-  refusal says what to do instead). `--allow-downgrade` does not lift this one.
-
-A CRD without the annotation was installed before it existed (or by someone else's
-manifest): it is upgraded. The write carries the resourceVersion the decision was made
-on, so a CRD changed in between is read and judged again, not overwritten.
+Refused before anything is written when the installed CRD was made by a newer operator
+(its version annotation, compared as releases) or an incomparable one, unless
+`--allow-downgrade`; or when objects are stored at a version (`status.storedVersions`)
+this CRD does not serve, which would strand them (never lifted). A CRD without the
+annotation is upgraded. The write carries the resourceVersion it was judged on.
 """
 
 from __future__ import annotations

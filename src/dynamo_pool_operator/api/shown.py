@@ -1,20 +1,11 @@
 """A relay's status as the operator reads it back: `ShownStatus`.
 
-A pass reads four things of the status the relay shows: its conditions' type, status,
-reason and `lastTransitionTime` (transitions and their Events), the export lines'
-name, state and reason (two rules go on from them), the cluster ID shown (kept while
-the cluster's own cannot be read), and whether the status it would write differs
-from the one shown. The metrics count the same conditions and states. Nothing reads
-the messages, the implementations' views on the lines or the pod count, yet they
-were most of a cached relay (its ~2 kB of conditions, docs/performance.md). So the
-relay cache keeps a `ShownStatus` in place of the status (`pool/controller`'s
-transform): those fields, and a digest of each top-level field for the comparison.
-
-`ShownStatus.read` is the one reader: of the cached status, of our own write's
-answer (through the same transform) and of a status given as a mapping (a test's, or
-a relay the transform could not read). The cache may hand it a `held` function to hold
-equal words and conditions once across relays (`pool/controller`): the sharing is the
-cache's, not this read model's.
+A pass and the metrics read of the shown status only the conditions' type, status,
+reason and time, the export lines' name, state and reason, the cluster ID, and whether
+a write would change it. The messages and the rest were most of a cached relay
+(docs/performance.md), so the relay cache keeps a `ShownStatus` instead: those fields
+and a digest of each top-level field. `ShownStatus.read` is its one reader; the
+sharing of equal parts (`held`) is the cache's.
 """
 
 from __future__ import annotations

@@ -1,34 +1,20 @@
 """A real Multi-Cluster Services implementation next to the operator: Submariner Lighthouse.
 
-A cluster set here is a *broker* control plane and member control planes, each member
-running one Lighthouse agent (`github.com/submariner-io/lighthouse/pkg/agent`, built by
-tools/controlplane/build.sh). The agent does what it does on a real cluster: it
-validates every ServiceExport of its cluster and writes conditions on it (`Valid`,
-`Ready`, `Conflict`), publishes the export and its endpoints to the broker, and creates
-in the other members the aggregated ServiceImport (listing the exporting clusters) and
-EndpointSlices for the remote endpoints. No Submariner gateway, no globalnet, no DNS:
-service discovery state only, which is all the operator and a Global Router read.
+A broker control plane and member control planes, each member running one Lighthouse
+agent (built by tools/controlplane/build.sh), which does what it does on a real
+cluster: validates and conditions ServiceExports, publishes them to the broker, and
+writes the ServiceImports and remote EndpointSlices in the other members. No gateway,
+globalnet or DNS: discovery state only, all that the operator and a router read.
 
-How it is run, and why:
-
-- The agent has no usable `-kubeconfig` flag (its main re-parses the arguments with a
-  klog-only flag set and exits on it), so it runs with in-cluster configuration:
-  `KUBERNETES_SERVICE_HOST`/`PORT` plus a token and `ca.crt` at
-  `/var/run/secrets/kubernetes.io/serviceaccount/`. Each agent gets its own mount
-  namespace (`unshare`) with a per-agent directory bind-mounted on `/run`; nothing of
-  the host's /run is visible to it, and nothing is mounted outside it. Where the
-  sandbox refuses namespaces, `namespaces_refused()` says why and the tests skip.
-- Its identity is a ServiceAccount with the permissions of Submariner's own
-  lighthouse-agent role on its member, and a ServiceAccount per member on the broker
-  with a Role over the broker namespace; tokens come from the TokenRequest API, as the
-  kubelet and `subctl join` get them.
-- Its metrics server listens on a fixed `:8082` (not configurable). The first agent on
-  the machine gets it; every other one logs the bind error and keeps working (service
-  discovery does not depend on it). Ports we pick ourselves come from the kernel's
-  ephemeral range (32768 and up), so nothing of ours ever wants 8082.
-
-The agent's writes show in a member's audit log under its ServiceAccount
-(`AGENT_USER`), which is how tests tell its writes from the operator's.
+- The agent ignores `-kubeconfig` (its main re-parses flags with klog's set), so it
+  runs in-cluster: `KUBERNETES_SERVICE_*` plus a token and `ca.crt` under
+  `/var/run/secrets/...`, in its own mount namespace with a private `/run`
+  (`mountns`); where the sandbox refuses namespaces the tests skip.
+- Its identity: ServiceAccounts with the permissions of Submariner's own roles, their
+  tokens from the TokenRequest API, as `subctl join` gets them. Its writes show in the
+  audit log as `AGENT_USER`.
+- Its metrics port `:8082` is fixed: the first agent gets it, the others log the bind
+  error and work on; the ports we pick come from the ephemeral range, never 8082.
 """
 
 from __future__ import annotations

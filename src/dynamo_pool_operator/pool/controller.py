@@ -1,28 +1,15 @@
 """Wiring of the DynamoPoolRelay controller: which caches it reads and what wakes it.
 
-Watches:
-- relays (primary), ignoring status-only updates — our own status writes must
-  not wake us (no feedback loop);
-- DGDs, mapped to the relay of the same namespace/name, ignoring status-only
-  updates (Dynamo's operator writes DGD status constantly);
-- Our relay Deployments (and relay Services, with exports off), listed and watched
-  by label selector (`RELAY_OBJECT_SELECTOR`, decision 0006): the API server sends
-  no other Deployment, so the operator never holds other workloads' pod templates
-  and its memory follows its pools, not the cluster. Mapped to relay D by the name
-  `<D>-pool-relay`, so our objects' drift is repaired. An object of that name the
-  selector hides (someone else's, or ours with our labels removed) is found by the
-  create's 409 (`reconciler.Found`): ours is repaired, anyone else's raises the
-  conflict and is read again until it is gone.
-- With exports on, every Service, the relay's in full and any other as a stub of its
-  identity and controller (a few hundred bytes: `stub`), mapped to each relay whose
-  DGD names it as a frontend's Service: whether a frontend is exported depends on
-  whose Service of that name exists (`exports/plan.foreign_service`), so one
-  appearing or changing hands must wake the relay. Neither a filter by name (a
-  Service made before the DGD that names it would never be cached) nor a label
-  selector (a foreign, unlabelled Service of a frontend's name would be hidden, and
-  exported) can do.
-- With exports on, DynamoComponentDeployments: the export feature's own watch
-  (`pool/exports/apis.py`, following their API as it is served).
+- Relays and DGDs, ignoring status-only updates (ours would loop; Dynamo writes DGD
+  status constantly); a DGD maps to the relay of its name.
+- Our relay Deployments (and Services, with exports off) by label selector
+  (decision 0006), so the operator never holds other workloads' pod templates. An
+  object of our name the selector hides is found by the create's 409.
+- With exports on, every Service (others as small stubs), mapped to each relay whose
+  DGD names it as a frontend's: whose Service of that name exists decides the export,
+  and neither a name filter (a Service made before its DGD) nor a selector (a
+  foreign, unlabelled one would be exported) can see that. DCDs are the export
+  feature's own watch (`pool/exports/apis.py`).
 """
 
 from __future__ import annotations

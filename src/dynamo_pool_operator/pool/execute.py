@@ -1,27 +1,14 @@
-"""Carry out what a pass decided: its Events, each action through the guarded writes
-(each result classified once), and the relay's status.
+"""Carry out what a pass decided: its Events, each action through the guarded writes,
+and the relay's status. It decides nothing.
 
-The executor decides nothing: the plan said which object gets which verb, built
-every body, named every Event and said which action needs which. An action whose
-needs did not all succeed in this pass is skipped (a Service is never deleted while
-the export of it was not withdrawn, an export is never created for a Service that
-could not be written), every other one runs whatever the rest did (a refused write
-must not hold back what does not depend on it). Each comes to one result: done, gone
-(a delete that found nothing), lost (a guard refused it: decide again), failed (the
-API server refused it) or skipped (with what it waits for). It owns the Events of
-writes and the write metrics, for every kind alike.
+An action whose needs did not all succeed is skipped (a Service is never deleted before
+its export is withdrawn); every other runs whatever the rest did. Each comes to one
+result: done, gone, lost (a guard refused: decide again), failed or skipped.
 
-Writes go at once where nothing orders them: each action starts when the actions it
-needs have finished, and a withdrawal also after every earlier write of the plan (what
-is no longer wanted goes after what is made in its place), so a pool's writes take as
-many round trips as its longest chain of needs (a new pool: Deployment, Service, the
-relay Service's export; its frontends' exports with the Deployment), not one each. A
-user's change is a write or two at the API server's latency, whatever the pool still
-had to make. The results keep the plan's order.
-
-The status is written by server-side apply (it is the relay's own subresource, so no
-guard: the body carries the relay's uid), and the relay cache reads the answer until it
-shows the write (`Store.wrote`): a pass never compares with a status older than its own.
+Actions run concurrently as soon as what they need is done, a withdrawal after every
+earlier write (what replaces comes first), so a pass takes as many round trips as its
+longest chain of needs. The status is a server-side apply of the relay's subresource,
+and the relay cache reads the answer until it shows it (`Store.wrote`).
 """
 
 from __future__ import annotations

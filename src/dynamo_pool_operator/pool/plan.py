@@ -1,23 +1,15 @@
-"""One plan for the whole pool: the decision, every owned object's action in the order
-the writes must go and what each needs, the advisories, and what the status shows. Pure.
+"""One plan for the whole pool: the decision, every owned object's action in write order
+and what each needs, the advisories, and what the status shows. Pure.
 
-Order: publishing, the relay's Deployment and Service come first and the
-exports after, since an export points at its Service — but
-an export of a relay object that is withdrawn goes first (the relay Service replaced
-by one of the other shape goes after its export); withdrawing, the other way round.
-Other exports no longer wanted (a renamed frontend's) go last, after the new ones are
-created.
+Order: publishing, the relay's objects before the exports that point at them (but an
+export of a withdrawn relay object before it); withdrawing, the other way round; other
+exports no longer wanted last, after their replacements exist.
 
-Needs (the executor skips an action whose needs did not all succeed in this pass, and
-the status says what it waits for):
-- a relay object is withdrawn only after every export that points at it was (a
-  replaced Service), and, withdrawing the pool, after every export of the pool was:
-  an MCS implementation never sees an export of a Service already gone;
-- an export is created for a relay object only once that object was created;
-- a relay object is written only after the writes in the same pass of the kinds it
-  waits for succeeded (`relay/kinds.py`: the Service waits for the Deployment, as a
-  port moves in the pods before the Service sends traffic to it).
-A need on an object that is already as wanted is not recorded: it is observed done.
+Needs (an action whose needs did not all succeed this pass is skipped, and the status
+says what it waits for): a relay object is withdrawn only after every export pointing
+at it, so an MCS implementation never sees an export of a gone Service; an export is
+created only once its object was; a relay object waits for the kinds `relay/kinds.py`
+says it does. A need on an object already as wanted is observed done.
 """
 
 from __future__ import annotations

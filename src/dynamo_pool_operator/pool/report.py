@@ -1,26 +1,14 @@
 """The relay's status, computed purely: the report phase of a reconcile.
 
-`report` turns what a pass saw (the snapshot), decided (the plan) and came to (the
-outcome) into everything the reconciler does after the writes: the status to write,
-whether it differs from what the relay shows, the Events that announce its
-transitions, the failures to raise and when to look again. Nothing here reads a
-cache or the API server, so every rule is a unit test.
+`report` turns the snapshot, plan and outcome into the status to write, whether it
+differs from the shown one, the Events of its transitions, the failures and when to
+look again. A status write is an event on the relay, so it is written only when it
+differs, and a condition keeps its `lastTransitionTime` while its status stays.
 
-A status write is itself an event on the relay; writing the same status on every
-reconcile would be a feedback loop (and a write per pool per resync). So the desired
-status is compared with the shown one, and each condition keeps its
-`lastTransitionTime` while its status stays the same.
-
-Conditions (their words: `api/conditions.py`) are typed values (`Condition`), each made
-by one rule in `RULES` from the pass: `Published` (the check chain's decision),
-`RelayAvailable` (`availability`), `ClusterIDMatched` (`cluster_id_matched`, where
-the cluster ID is checked), `Exported` (with an MCS implementation, the export
-feature's). They take one route into the status: `with_ready` orders them and adds
-`Ready`, True only when all the others are, with the first failing one's reason — so
-`kubectl wait --for=condition=Ready` waits for a pool that is importable — and
-`stamped` writes them with their `lastTransitionTime`. What moved is decided on the
-typed values (`Condition.read`, `Condition.moved`), and a move records the Event
-`api/event_reasons.py` declares for it.
+Each condition (words: `api/conditions.py`) is made by one rule in `RULES`;
+`with_ready` adds `Ready`, True only when all the others are (so `kubectl wait
+--for=condition=Ready` waits for an importable pool), and `stamped` dates them. A move
+(`Condition.moved`) records the Event `api/event_reasons.py` declares for it.
 """
 
 from __future__ import annotations

@@ -1,22 +1,16 @@
 """What the relays' status says, as metrics: the series "relays not Ready" alerts on.
 
-Computed at scrape time from the relay cache the controller already keeps (no second
-watch, nothing stored between scrapes), so the numbers are the operator's own reports
-as the API server holds them, on followers too:
+Computed at scrape time from the relay cache (no second watch, nothing kept between
+scrapes), so they are the operator's reports as the server holds them, on followers too:
 
-- `dynamo_pool_operator_relay_ready{relay_namespace, relay}`: 1 while the relay's
-  `Ready` condition is True, else 0 (False, Unknown, or not reported yet). One series
-  per relay, without the reason, so a reason that changes does not restart an alert's
-  `for:` timer. `relay_namespace`, not `namespace`: Prometheus sets `namespace` to the
-  scraped pod's and would rename ours to `exported_namespace`. Left out with
-  `server.perRelayMetrics: false`: every tenant's relay names are in it.
-- `dynamo_pool_operator_relays{condition, status, reason}`: how many relays report each
-  condition (every type the status carries, read generically, so new condition types
-  show up unchanged), status and reason; a relay without a status counts as
-  `Ready=Unknown` `NotReconciled`. Bounded: reasons are a fixed vocabulary.
-- `dynamo_pool_operator_exports{state}`: the ServiceExports the pools want, by the state
-  their relay's `status.exports[]` shows (every state of `api/conditions.ExportState`, 0
-  included, so an alert on one state always has a series).
+- `dynamo_pool_operator_relay_ready{relay_namespace, relay}`: 1 while `Ready` is True.
+  No reason label, so a changing reason does not restart an alert's `for:`;
+  `relay_namespace` because Prometheus owns `namespace`. Off with
+  `server.perRelayMetrics: false` (it names every tenant's relays).
+- `dynamo_pool_operator_relays{condition, status, reason}`: relays per condition (read
+  generically), status and reason; no status counts as `Ready=Unknown NotReconciled`.
+- `dynamo_pool_operator_exports{state}`: wanted exports by state, 0 included, so an
+  alert on a state always has a series.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """How long the interpreter's cyclic garbage collector stops the event loop.
 
-A collection of the oldest generation walks every tracked object the process holds,
-and an operator holds its caches: tens of containers a pool. While it runs nothing
-else does: no reconcile, no watch event, no probe. So its pauses are measured, by
-generation, in `dynamo_pool_operator_gc_pause_seconds` (prometheus_client's own
-`python_gc_*` counts collections, not their length).
-
-And they are made rare (`collector_tuned`). The interpreter collects its youngest
-generation every 700 net allocations, and whatever is alive then moves up: a pass's,
-a request's and a watch event's objects in flight are promoted by the thousand during
-a mass event, until the oldest generation has grown by a quarter and a full collection
-walks the whole cache, with a user's change waiting behind it (0.13-0.20 s at 5,000
-pools, docs/performance.md). Collected every 50,000 instead, those objects die young,
-by reference counting, before any collection sees them.
+A full collection walks every object the caches hold, and nothing else runs meanwhile.
+So its pauses are measured (`dynamo_pool_operator_gc_pause_seconds`; prometheus_client
+counts collections, not their length), and made rare (`collector_tuned`): collecting the
+youngest generation every 700 allocations promotes a mass event's objects in flight by
+the thousand until a full collection walks the whole cache (0.13-0.20 s at 5,000 pools,
+docs/performance.md); every 50,000, they die young by reference counting first.
 """
 
 from __future__ import annotations

@@ -1,24 +1,18 @@
 """Leader election on a coordination.k8s.io/v1 Lease, with client-go's semantics.
 
-Why our own: the Python clients' electors judge expiry by wall clock and their own
-configuration, write naive local times, never count transitions and never release.
-This one follows `k8s.io/client-go/tools/leaderelection`:
+Our own because the Python clients' electors judge expiry by wall clock, write naive
+local times, never count transitions and never release. As client-go's:
 
-* Expiry is judged by *our* monotonic clock from the moment *we* saw the record change,
-  against the record's own `leaseDurationSeconds`; clock skew between nodes cannot make
-  a follower steal a lease early, and a leader configured differently is respected.
-* Every write is a PUT carrying the resourceVersion read, so of two contenders exactly
-  one wins; the loser gets Conflict (or AlreadyExists on create) and retries.
+* Expiry is judged by our monotonic clock from when we saw the record change, against
+  the record's `leaseDurationSeconds`: node clock skew cannot steal a lease early.
+* Every write is a PUT with the resourceVersion read: of two contenders one wins.
 * The leader stops believing it leads `renew_deadline` after the *start* of its last
-  successful renewal. The server applied that write after the start, and followers only
-  take over `leaseDurationSeconds` after they saw it, so with renew_deadline <
-  lease_duration the old leader has stopped before a successor can begin.
+  successful renewal; with renew_deadline < lease_duration it has stopped before a
+  successor can begin.
 
-The elector never exits the process; the operator warms its caches as a follower,
-then `await elector.run(start_controllers)` (returns after a clean stop, lease released)
-and exits non-zero on `LeadershipLost`. `elector.is_leader` is the check for writers (the
-operator's client asks it before every write: `Client.write_gate`): it turns False when
-the renew deadline passes, even mid-request.
+`run` returns after a clean stop (lease released) and raises `LeadershipLost`;
+`is_leader` turns False at the renew deadline, even mid-request, and gates every write
+(`Client.write_gate`).
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
-"""The export feature: its caches, what each pass of the relay reconciler gathers from
-them, and the settings in effect (`plan.ExportRules`: `plan.plan_exports` plans and
-`verdict.report_exports` reports, purely).
+"""The export feature: its caches, what each pass gathers from them, and the settings in
+effect (`plan.ExportRules`); `plan.plan_exports` plans and `verdict.report_exports`
+reports, purely.
 
-Gather reads only caches: the exports of the relay's namespace (by name, and by
-controller UID), the Services named like a frontend with the DynamoComponentDeployments
-they name as controller (whose each Service is: `plan.foreign_service`), and the
-cluster's ID property. The caches come and go with their
-APIs (`pool/exports/apis.py` hands them over by `use`): while the ServiceExport API is not
-served there are none, nothing is planned, and `Exported` says why. A ClusterProperty cache
-that has not synced (e.g. Forbidden, or a new cache while the About API changes
-version) is a failed read — reported as `ExportFailed` about the property and retried
-— never taken for "no property": the cluster's ID is then unknown, so the relay keeps
-its last known one (its status) and a relay that never had one waits
-(`ClusterIDMatched=Unknown`); the relay pods are never rolled for it. Plan and report
-are pure, with the settings in effect (`PoolExports.rules`).
-The exports' state gauge is counted from the relays' status at scrape time
-(`pool/status_metrics.py`), so nothing is kept here between passes.
+Gather reads only caches, which come and go with their APIs (`apis.py` hands them over
+by `use`): with no ServiceExport API nothing is planned and `Exported` says why. A
+ClusterProperty cache not synced is a failed read (`ExportFailed`, retried), never "no
+property": the relay keeps its last known cluster ID, and the relay pods are never
+rolled for it.
 """
 
 from __future__ import annotations

@@ -1,23 +1,15 @@
-"""What wakes the relay controller about exports.
+"""What wakes the relay controller about exports (only with an MCS implementation).
 
-Watches (only with an MCS implementation configured):
-- ServiceExports of the watched namespace(s), at the resolved version. A creation
-  or deletion, or an update of the metadata or spec we own while the export has a
-  controller, requeues the relay that controls it and every relay whose pool
-  exports a Service of that name in the same namespace (an index from frontend
-  Service name to DGD keeps that a lookup, not a scan).
-- The ClusterProperty `cluster.clusterset.k8s.io` (mcs with the About API
-  served): any change requeues every relay, at low queue priority so that a
-  user's change made meanwhile is not served after all of them. Its cache is not
-  waited for: an unreadable property is reported per relay as ExportFailed and
-  retried.
+- ServiceExports: a creation, deletion or change of what we own requeues the relay
+  that controls it and every relay whose pool exports a Service of that name (an index
+  from frontend Service name to DGD makes that a lookup).
+- The ClusterProperty `cluster.clusterset.k8s.io`: any change requeues every relay at
+  low priority, so a user's change meanwhile is not served after all of them.
+- DynamoComponentDeployments, as stubs, mapped to the relay of their controlling DGD
+  before and after the change: a frontend's Service a DCD controls is the pool's while
+  that DCD is the DGD's.
 
-- DynamoComponentDeployments (while served), as stubs of their identity and
-  controller, mapped to the relay of the DGD that controls them (before and after
-  the change): a frontend's Service that a DCD controls is the pool's while that DCD
-  is the DGD's.
-
-Which of them exist at a given time follows the served APIs (`pool/exports/apis.py`).
+Which exist when follows the served APIs (`pool/exports/apis.py`).
 """
 
 from __future__ import annotations

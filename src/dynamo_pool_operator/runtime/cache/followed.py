@@ -1,33 +1,20 @@
 """Caches that follow the version their API is served at: made before broken.
 
-A CRD's served versions change under a running controller: a version is added, the
-one in use stops being served, the CRD is deleted and installed again. Moving a cache to
-another version by dropping the old one first leaves its readers with nothing (or with
-an empty store, which reads as "no objects") for as long as the new list takes, and a
-list can take longer than any wait: a large collection, a loaded etcd, a slow
-authorization or conversion webhook. Abandoning a list that is slow and starting it
-again on the next pass only starts the same slow list again. So the new cache is made
-first, and kept being made:
+A CRD's served versions change under a running controller. Dropping the old cache
+first leaves readers with an empty store ("no objects") for as long as the new list
+takes, and a slow list (large, loaded etcd, a conversion webhook) restarted on every
+pass never ends. So the new cache is made first, and kept being made:
 
-- `Candidate`: the informer for the version wanted now. The first offer starts it and
-  waits (bounded, `sync_timeout`); if it has not synced by then it keeps running — a
-  list that fails is retried with the informer's backoff, a slow one is waited for —
-  and `poke` is called once it syncs, so its owner switches then, not at its next
-  scheduled pass. It is dropped when another version, or none, is wanted.
-- `FollowedCache`: a cache read by every reconcile (the DGDs; the ClusterProperty
-  of the cluster ID check). It switches to its candidate once that has synced, and
-  reads the old one until then. When the version it reads stops being served, its
-  informer is stopped (a watch of it would only fail) and its last content stays what
-  is read until a cache of a served version has synced — the same version included,
-  served again: a stopped informer is never read as if it were live. For a required
-  cache `ready` is False meanwhile, which readiness reports: the controller never runs
-  on a stale cache with green probes. An optional one (`required=False`) does not gate
-  readiness; its owner reports what it cannot check.
+- `Candidate`: the informer for the version wanted now, waited for (`sync_timeout`)
+  and left running if slower; `poke` is called once it syncs, so its owner switches
+  then. Dropped when another version, or none, is wanted.
+- `FollowedCache`: a cache every reconcile reads (the DGDs, the ClusterProperty). It
+  reads the old cache until the candidate has synced. When its version stops being
+  served its informer is stopped and its last content stays what is read (a stopped
+  informer is never read as live, even at that version served again); a required
+  cache is then not `ready`, so readiness fails rather than run on stale data.
 
-Each owner decides what to read meanwhile: the old cache while it is served, the last
-content of one that is not, or nothing (`pool/exports/apis.py`: the ServiceExports, whose
-writes would fail at a version no longer served). Owners act from one task (a
-rediscovery pass), so nothing here is guarded by a lock.
+Owners act from one task (a rediscovery pass), so nothing here takes a lock.
 """
 
 from __future__ import annotations

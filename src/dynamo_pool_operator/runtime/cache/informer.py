@@ -1,44 +1,28 @@
 """List+watch reflector feeding a `Store` (shared by `cache.shared.SharedInformers`).
 
-The state machine follows client-go's reflector and kube-rs's `watcher`; its states
-and transitions are in watcher.py, and the loop here makes the requests they name:
+As client-go's reflector and kube-rs's `watcher`; the states are in watcher.py, the
+requests they name here:
 
-* **list** and replace the store in one step. Objects that vanished since the
-  last list get a synthesized DELETED, so a 410 never loses a delete. This is what
-  lightkube and kr8s get wrong; kube-rs calls the step `InitDone`. The list is a
-  **streaming watch-list** where the server has it (the WatchList feature, on by
-  default since Kubernetes 1.32, as client-go's reflector uses it): one watch with
-  `sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan` and
-  `resourceVersion=""`, whose ADDED events are the list, ended by a BOOKMARK
-  annotated `k8s.io/initial-events-end`; the store is replaced at that bookmark and
-  the same watch goes on. The server answers it from its watch cache (etcd is asked
-  only for its current revision, not for the objects), and objects arrive one by
-  one, so no page of untrimmed objects is ever held. A server that refuses it
-  (400/422: the feature is off, or a server that predates it and refuses
-  `resourceVersionMatch` on a watch) gets a paginated list from then on, as before:
-  `resourceVersion` unset, 500 objects a page, which Kubernetes >= 1.31 serves from
-  its watch cache too (consistent reads from cache). A watch-list that ends cleanly
-  before that bookmark (its timeout came first, a graceful shutdown, a proxy) falls
-  back for that list only: the next list is streamed again. `resourceVersion=0` lists are
-  not used: they ignore `limit` (the whole list in one response, the memory peak
-  this avoids) and may be older than what this process saw before (another API
-  server's lagging cache after a failover).
-* **watch** from the list's resourceVersion, with bookmarks. A watch that ends
-  (the server's `timeoutSeconds`) or drops resumes from the last resourceVersion
-  seen, *without* relisting: a relist is a full read from etcd, and many
-  informers relisting at once after a network blip hurts the API server.
-* **410 Gone** (HTTP answer or in-stream ERROR): that resourceVersion has been
-  compacted away, so events may have been missed and only a relist is safe.
-* **any other error**: exponential backoff with jitter, reset once a watch has
-  been healthy. Nothing but `stop()` (or cancellation) ends the loop.
+* **list**, replacing the store in one step, with a synthesized DELETED for each
+  object gone since, so a 410 never loses a delete (what lightkube and kr8s miss).
+  Where the server has it (WatchList, on by default since 1.32) the list is a
+  streamed watch-list (`sendInitialEvents=true`, ended by the BOOKMARK annotated
+  `k8s.io/initial-events-end`, then the same watch goes on): served from the watch
+  cache, one object at a time, so no page of untrimmed objects is held. A server that
+  refuses it (400/422) gets paginated lists from then on; one that ends it before the
+  bookmark gets one paginated list. Never `resourceVersion=0`: it ignores `limit`
+  (the memory peak) and may be older than what we saw (a lagging server after failover).
+* **watch** from the list's resourceVersion, with bookmarks; an ended or dropped
+  watch resumes from the last version seen, without relisting (a relist reads etcd,
+  and many informers relisting after a network blip hurt the API server).
+* **410 Gone**: events may be lost, so only a relist is safe.
+* **any other error**: exponential backoff with jitter, reset by a healthy watch.
+  Only `stop()` (or cancellation) ends the loop.
 
-Handlers run synchronously, after the store is updated, so a handler that reads
-the store sees the state the event describes (or newer). They must be quick and
-must not block: they typically just enqueue a key. While a handler runs,
-`from_list` says whether its event comes from a list (the initial one, a relist) or
-the replay of the cache to a newly added handler, rather than from the watch: a
-controller queues those at low priority (see queue.py), as controller-runtime does
-with `isInInitialList`.
+Handlers run synchronously after the store is updated, so they see the state the
+event describes or newer; they must not block (they enqueue a key). `from_list` says
+an event comes from a list or a replay, which a controller queues at low priority
+(queue.py), as controller-runtime does with `isInInitialList`.
 """
 
 from __future__ import annotations
@@ -67,21 +51,16 @@ log = logging.getLogger(__name__)
 
 #: Page size of the list; the client follows `continue` tokens.
 PAGE_SIZE = 500
-#: Server-side watch timeout; each watch adds up to 20 % so informers do not reconnect in step.
-#: Shorter than client-go's 5-10 min on purpose: a watch is the one request that can go
-#: silent for good (a dead middlebox keeps the connection open), and the only sign is
-#: silence. The server sends a bookmark about once a minute and one 2 s before it ends
-#: a watch, so with every watch ending by 54 s a healthy one is never silent for the
-#: client's WATCH_IDLE_TIMEOUT (60 s), and a dead one is given up within that. The
-#: price is one more watch request per informer per minute, resumed from the
-#: bookmark's resourceVersion, so no relist.
+#: Server-side watch timeout, plus up to 20 % jitter so informers do not reconnect in
+#: step. Shorter than client-go's 5-10 min: a dead middlebox can keep a watch open and
+#: silent for good. The server bookmarks about once a minute and 2 s before it ends a
+#: watch, so a healthy watch is never silent for the client's WATCH_IDLE_TIMEOUT (60 s).
 WATCH_TIMEOUT_SECONDS = 45.0
 WATCH_TIMEOUT_JITTER = 0.2
 #: The annotation of the BOOKMARK that ends a watch-list's initial events.
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
-#: A watch is healthy (resets the backoff, reconnects at once) if it delivered at least one
-#: event or stayed open this long. A watch that ends at once with nothing to show (a proxy
-#: closing it, a server shutting down) is retried with backoff, so it cannot spin.
+#: A watch that delivered an event or stayed open this long is healthy (resets the
+#: backoff); one that ends at once with nothing (a proxy, a shutdown) backs off.
 HEALTHY_WATCH_SECONDS = 5.0
 
 
@@ -94,8 +73,7 @@ class EventType(enum.StrEnum):
 #: `handler(type, old, new)`: ADDED (None, obj), MODIFIED (old, new), DELETED (last known, None).
 EventHandler = Callable[[EventType, Obj | None, Obj | None], None]
 #: `keep(obj)` False: the object is treated as absent (never cached, never dispatched).
-#: It must depend only on fields that never change (name, namespace), like a field
-#: selector the server cannot express (e.g. a name suffix).
+#: It may read only fields that never change (name, namespace).
 Keep = Callable[[Obj], bool]
 
 
@@ -258,12 +236,8 @@ class Informer:
         return self._task is not None and not self._task.done()
 
     async def wait_synced(self, timeout: float | None = None) -> bool:
-        """Wait until synced; False on timeout or if stopped first.
-
-        A `timeout` argument rather than `asyncio.timeout`: callers want a bool (as
-        with client-go's WaitForCacheSync), and the timeout runs on the informer's
-        injectable clock so tests drive it by hand.
-        """
+        """Wait until synced; False on timeout or if stopped first. The timeout runs on
+        the informer's clock, so tests drive it."""
         if self._synced.is_set():
             return True
         waits: list[asyncio.Future[Any]] = [
@@ -323,12 +297,8 @@ class Informer:
 
     # ------------------------------------------------------------ lifecycle
     async def run(self) -> None:
-        """List and watch until `stop()`; returns then. Cancellation propagates as usual.
-
-        The loop runs in an inner task so that `stop()` can interrupt whatever it is
-        awaiting (a silent watch, a backoff sleep) without the caller's own task
-        being cancelled.
-        """
+        """List and watch until `stop()`. The loop runs in an inner task so that `stop()`
+        can interrupt what it awaits without cancelling the caller's task."""
         if self._task is not None:
             raise RuntimeError(f"informer {self.description} is already running")
         if self._stop_requested:

@@ -1,12 +1,5 @@
-"""The informer's list+watch as an explicit state machine, in the manner of kube-rs's
-`watcher` (`Empty`, `InitialWatch`, `Watching` and a step function).
-
-A `Watcher` is one of three phases plus what outlives a phase (does the server stream
-lists; did the last watch end in 410 Gone). The functions here are pure: from the
-state and the last answer they decide the next state and the next request. The
-informer's loop makes the requests, applies events to the store, and logs, counts and
-sleeps as these functions say; nothing here does I/O, so each transition is tested on
-its own.
+"""The informer's list+watch as a pure state machine, as kube-rs's `watcher`: from the
+state and the last answer, the next state and request; the informer does the I/O.
 
     Empty --start--> ListPages --listed--> Watching
     Empty --start--> WatchList (InitialEvents) --initial-events-end bookmark--> Watching

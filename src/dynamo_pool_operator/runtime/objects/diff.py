@@ -1,18 +1,9 @@
 """Would a server-side apply change anything? Decided from the cache, without a request.
 
-The audit log counts a no-op apply as a write, and a controller that applies on
-every reconcile costs one request per object per resync. So a reconciler applies
-only when `needs_apply` says so:
-
-* the live object lacks a field we set, or holds another value there (someone
-  edited a field we own, and the apply will take it back); or
-* our intent changed since the last apply, which the live object cannot show
-  when we *stopped* setting a field: a hash of the rendered intent, stored in an
-  annotation by the apply itself, catches that.
-
-Fields others set are ignored: an apply does not remove them either. Quantities
-(`resources.limits`, `requests`) are compared by value: the server keeps `1000m` as
-`1`, and that is no drift, while `64` for our `500m` is.
+A no-op apply is still a write (audited, and one per object per resync), so apply only
+when the live object lacks or differs in a field we set, or our intent changed in a way
+it cannot show (a field we stopped setting: a hash of the intent, in an annotation the
+apply writes). Others' fields are ignored; quantities compare by value (`1000m` is `1`).
 """
 
 from __future__ import annotations

@@ -1,31 +1,20 @@
 """Who may read `/metrics`: authentication and authorization delegated to the API server.
 
-As controller-runtime's `filters.WithAuthenticationAndAuthorization` (kubebuilder v4's
-secure metrics), a scrape must carry a bearer token; the API server says whose it is
-(TokenReview) and whether that user may `get` the non-resource URL of the request
-(SubjectAccessReview). So the cluster's own RBAC decides who scrapes, and the grant is
-one ClusterRole rule (`nonResourceURLs: [/metrics], verbs: [get]`) for the scraper.
+As controller-runtime's `WithAuthenticationAndAuthorization`: a scrape carries a bearer
+token, TokenReview says whose it is and SubjectAccessReview whether that user may `get`
+the URL, so the cluster's RBAC decides who scrapes (one ClusterRole rule).
 
-Answers are cached as controller-runtime caches them: a token's review for a minute
-(either way), an allowed decision for five minutes and a denied one for thirty seconds,
-so a Prometheus scraping every few seconds costs the API server about one review a
-minute, and a grant just made is honoured within thirty seconds. A review that fails
-(the API server unreachable, our RBAC missing) is not cached and answers 500: the
-scraper's token is not at fault, and the log says what is.
+Answers are cached as controller-runtime does (a token a minute, allowed five minutes,
+denied thirty seconds): a scraper costs about one review a minute, and a new grant
+works within thirty seconds. A failed review is not cached and answers 500: the token
+is not at fault.
 
-Whoever reaches the port chooses the tokens, and each review is a write on the
-operator's own identity and priority-and-fairness flow (its Lease renewals' too). So
-every cache is keyed by the token's SHA-256, never the token, and accepted and rejected
-tokens are cached apart, so a flood of bad tokens cannot evict a scraper's entry. Both
-kinds of review follow the rules of reviews.py: concurrent requests that ask the same
-question share one review (single flight), and a question no earlier answer vouches for
-(a token the API server has not accepted, or a user it has not allowed, in the last
-`KNOWN_TTL`) is reviewed only
-within one budget, past which the request is refused with 429 and `Retry-After`
-(Prometheus counts a failed scrape and tries again at the next interval, a proxy passes
-the answer on). A token or user vouched for is reviewed outside the budget, so a flood
-does not lock out a scraper whose cached answer expired; each costs at most a review per
-TTL whatever its holder sends.
+Whoever reaches the port chooses the tokens, and each review spends the operator's own
+priority-and-fairness flow (its Lease renewals'). So caches are keyed by the token's
+SHA-256, accepted and rejected tokens are cached apart (bad ones cannot evict a
+scraper's), and reviews follow reviews.py: single flight, and a question no answer of
+the last `KNOWN_TTL` vouches for is reviewed only within a budget, past which it gets
+429 and `Retry-After`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """A TCP listener that holds a bounded number of connections: the metrics port's.
 
-Whoever reaches the metrics port may open connections, and each costs the operator a
-file descriptor, buffers and (secure metrics) a TLS handshake: the descriptors are those
-its API clients need too, for its Lease renewals and its writes. So the metrics listener
-holds at most `MAX_CONNECTIONS` at once, those still in their TLS handshake included,
-and closes a connection accepted past that at once, before any handshake: its client
-sees the connection closed, a failed scrape (Prometheus tries again at its next
-interval). Closed at once rather than left in the kernel's backlog until a place frees
-(as Go's `netutil.LimitListener` does), so that a scraper is never stuck behind
-connections that other clients keep open; and a connection idle for `IDLE_TIMEOUT`
-gives its place back (aiohttp's keep-alive timeout, which the server sets from it).
-
-asyncio's own server accepts without a bound and begins TLS before the application sees
-a connection, so the listener runs its own accept loop and hands each connection it
-keeps to `loop.connect_accepted_socket` with aiohttp's protocol factory, whose
-`connections` are those past their handshake.
+Whoever reaches the port may open connections, each costing a file descriptor (those
+the Lease renewals need too) and maybe a TLS handshake. So at most `MAX_CONNECTIONS`,
+handshakes included; one past that is closed at once (a failed scrape, retried),
+rather than left in the backlog as Go's `LimitListener` does, where a scraper would
+wait behind others' idle connections. An idle connection frees its place after
+`IDLE_TIMEOUT`. asyncio's server accepts without a bound and handshakes before we see
+a connection, hence our own accept loop into `loop.connect_accepted_socket`.
 """
 
 from __future__ import annotations

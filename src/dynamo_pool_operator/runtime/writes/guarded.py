@@ -1,24 +1,16 @@
 """Guarded writes: the only way the operator creates, applies or deletes what it owns.
 
-The promise is "never adopt, and write only what is still ours at the version we
-checked". Three verbs keep it, and one classification tells a lost race from a
-failure:
+"Never adopt, and write only what is still ours at the version we checked":
 
-- **create**: a POST, which is exclusive: a name someone took since the cache read
-  gives AlreadyExists instead of adopting their object. The create's fields are
-  then handed over to the apply manager (`hand_over` below; its pure rules are in
-  `runtime/objects/meta.py`), so a later apply can change or remove every one of them.
-- **apply**: a server-side apply carrying the `metadata.uid` and
-  `metadata.resourceVersion` of the object whose controller was checked, so the
-  server refuses it (409) if the object was deleted (never re-created), replaced,
-  or changed since.
-- **delete**: with uid and resourceVersion preconditions, for the same reasons;
-  NotFound is success.
+- **create**: a POST, exclusive, so a name taken since the cache read fails instead of
+  adopting; its fields are then handed over to the apply manager (`hand_over`), so a
+  later apply can change or remove each.
+- **apply**: server-side apply carrying the checked `uid` and `resourceVersion`, so the
+  server refuses (409) an object deleted, replaced or changed since.
+- **delete**: with uid and resourceVersion preconditions; NotFound is success.
 
-A write refused by a guard, a create that finds the name taken, or one refused
-because its namespace is being deleted raises `LostRace`: not a failure, the
-caller decides again from fresh state. Any other
-refusal (RBAC, admission, quota, 5xx) propagates as the `ApiError` it is.
+A guard's refusal, a taken name or a terminating namespace raise `LostRace` (decide
+again from fresh state); any other refusal propagates as its `ApiError`.
 """
 
 from __future__ import annotations
