@@ -48,22 +48,11 @@ from dynamo_pool_operator.pool.plan import Plan
 from dynamo_pool_operator.runtime.objects import DEPLOYMENTS, Meta, find_condition, record, rfc3339
 
 # `RelayAvailable`: does the pool's relay run? Pure, from the Deployment's own status.
-#
-# The rule: **True when the relay Deployment exists, is the relay's, its rollout is
-# complete — its controller has observed its current generation, every replica runs
-# the current pod template (`kubectl rollout status`'s rule: `updatedReplicas` is
-# `spec.replicas` and no old replica is left) — and at least one replica is
-# available.** One available pod serves the pool (the relay is active-active); the
-# reason says whether all `spec.replicas` are (`Available`) or only some
-# (`PartiallyAvailable`). While a change rolls out, the old pods do not count: they
-# run what the relay no longer says (another cluster ID, port, image), so a pass that
-# changed the Deployment, and every pass until the rollout completes, says
-# `Progressing`. False, with what the Deployment itself reports where it says why (the
-# reasons' meanings are `api/conditions.RELAY_AVAILABLE_MEANINGS`, docs/crd.md's table).
-#
-# An image that cannot be pulled shows as `Unavailable` with the Deployment's
-# `ProgressDeadlineExceeded` message once its progress deadline passes (the Deployment
-# does not carry the pods' `ErrImagePull`; `kubectl describe pod` does).
+# True when the Deployment exists, is ours, its rollout is complete (`kubectl rollout
+# status`'s rule) and at least one replica is available: one pod serves the pool (the
+# relay is active-active). Old pods of a rollout do not count (they run what the relay
+# no longer says). False with the Deployment's own words where it gives them; an
+# unpullable image shows once the progress deadline passes (`ProgressDeadlineExceeded`).
 
 
 @record
@@ -142,31 +131,19 @@ def availability(
     replicas: int = 1,
     pending: str = "",
 ) -> Availability:
-    """`deployment` and `service`: the relay objects as this pass leaves them (the
-    server's answer to an apply, else the cached ones; None when absent); `created`:
-    the kinds this pass created (not cached yet), `replicas` what the Deployment was
-    created with; `refused`: the relay objects' refused writes; `pending`: their writes
-    this pass skipped, and why. A change the Deployment controller rolls out moves the
-    generation past the observed one (`Progressing`); a change of metadata only moves
-    neither, and the pods it had still serve."""
-    said = available(
-        deployment,
-        service,
-        published=published,
-        refused=refused,
-        name=name,
-        created=created,
-        replicas=replicas,
-    )
+    """`deployment` and `service`: the relay objects as this pass leaves them (None when
+    absent); `created`: the kinds this pass created (not cached yet), the Deployment with
+    `replicas`; `refused`: their refused writes; `pending`: their writes this pass
+    skipped, and why, said while the relay is not available."""
+    said = _available(deployment, service, published, refused, name, created, replicas)
     if pending and said.status is not Status.TRUE:
         return Availability(said.status, said.reason, f"{said.message}; {pending}", said.pods)
     return said
 
 
-def available(
+def _available(
     deployment: Mapping[str, Any] | None,
     service: Mapping[str, Any] | None,
-    *,
     published: bool,
     refused: str,
     name: str,
@@ -254,25 +231,6 @@ def available(
         )
     return Availability(
         Status.TRUE, AvailableReason.AVAILABLE, f"{available}/{desired} relay pods available", pods
-    )
-
-
-def shown_inputs(deployment: Mapping[str, Any] | None) -> tuple[Any, ...]:
-    """What `availability` reads of a Deployment's status: a status update that changes
-    none of it cannot change the relay's status, so it need not wake the relay (the
-    Deployment controller writes its status often)."""
-    status = (deployment or {}).get("status") or {}
-    said = tuple(
-        (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
-        for type_ in ("ReplicaFailure", "Progressing", "Available")
-        if (c := find_condition(status.get("conditions"), type_)) is not None
-    )
-    return (
-        status.get("observedGeneration"),
-        status.get("availableReplicas"),
-        status.get("updatedReplicas"),
-        status.get("replicas"),
-        said,
     )
 
 
