@@ -117,9 +117,8 @@ def _drop_unread_metadata(obj: Obj) -> None:
         meta.pop(_UNREAD_METADATA, None)
 
 
-#: Words and conditions a fleet's relays show alike, held once: a cold start or a mass
-#: event stamps the same second on many relays (at 10,000 pools about 650 bytes a relay).
-#: Bounded: emptied when full, as old times fade.
+#: Words and conditions a fleet's relays show alike, held once (a cold start stamps the
+#: same second on many; ~650 bytes a relay at 10,000). Emptied when full.
 _SHOWN_ALIKE: Alike[Any] = Alike(4096, renew=True)
 
 
@@ -158,9 +157,8 @@ def _keep_dgd_fields(obj: Obj) -> Obj:
     return {"apiVersion": obj.get("apiVersion"), "metadata": obj.get("metadata"), "spec": slim_spec}
 
 
-#: Kept of a relay object's metadata: what the checks, the guarded writes, the status
-#: and the hand-over read. Labels, annotations (our render hash among them) and the
-#: rest we render are in the view's digest.
+#: Kept of a relay object's metadata: what the checks, guarded writes, status and
+#: hand-over read; the rest we render is in the view's digest.
 _RELAY_OBJECT_METADATA = (
     "name",
     "namespace",
@@ -183,11 +181,9 @@ def _trimmed_metadata(meta: Mapping[str, Any], drop: str | None = None) -> dict[
 
 @dataclass(frozen=True, slots=True)
 class Trim:
-    """An informer transform for the relay objects of one kind (`relay/kinds.py`): of an
-    object named `<D>-pool-relay`, what the reconciler reads (its entry's kept spec and
-    status) and a view of the fields we render (what the drift rule compares), not the
-    pod template with the server's defaults (a Deployment: ~13 kB of Python objects,
-    ~3 kB kept); of any other object of a kind whose cache holds them all (the
+    """An informer transform for the relay objects of one kind: of `<D>-pool-relay`, what
+    the reconciler reads and a view of what we render (a Deployment: ~13 kB of Python
+    objects, ~3 kB kept); of any other object of a kind whose cache holds them all (the
     frontends' Services), its `identity_stub`. A value: equal for one kind."""
 
     kind: str
@@ -237,11 +233,8 @@ def relay_caches(
     dgd_version: str,
     frontends: bool = False,
 ) -> RelayCaches:
-    """Ask the shared factory for the informers this controller reads. `frontends`:
-    exports are on, so every Service is cached (any other than the relay's as a stub),
-    to tell whose a frontend's Service is; else only the relay Services. The relay
-    Deployments (and Services, but with exports on) are watched by
-    `RELAY_OBJECT_SELECTOR`."""
+    """Ask the shared factory for the informers this controller reads. `frontends`
+    (exports on): every Service is cached, any other than the relay's as a stub."""
     return RelayCaches(
         relays=informers.get(
             RELAYS, namespace, transform=for_cache(keep_relay_fields, shared=RELAY_SHARED)
@@ -282,8 +275,7 @@ def relay_object_changed(etype: EventType, old: Obj | None, new: Obj | None) -> 
 
 def status_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
     """A change of a relay object's spec or metadata, or of the status its cache keeps
-    (what a pass reads of it: the Deployment's availability, `RelayAvailable`); other
-    status writes are noise, dropped by the trim."""
+    (the Deployment's availability); other status writes are dropped by the trim."""
     return relay_object_changed(etype, old, new) or (old or {}).get("status") != (new or {}).get(
         "status"
     )

@@ -75,9 +75,8 @@ def word(action: Action) -> str:
 
 
 def waiting_for(action: Action, done: Mapping[Key, ActionResult]) -> ActionResult | None:
-    """The SKIPPED result of an action that must not run yet (None: it may run): held,
-    or one of its needs did not succeed in this pass (a need on an action the plan does
-    not have, or that ran later, is a plan error)."""
+    """The SKIPPED result of an action that must not run yet (None: it may run): held, or
+    a need did not succeed in this pass (a need the plan lacks is a plan error)."""
     if action.verb is Verb.HOLD:
         return ActionResult(action, Result.SKIPPED, action.cause)
     for key in action.needs:
@@ -92,9 +91,8 @@ def waiting_for(action: Action, done: Mapping[Key, ActionResult]) -> ActionResul
 
 
 def _unsent(action: Action) -> ActionResult | None:
-    """DONE for an action that sends nothing (the object is right, someone else's or
-    being deleted): done as it is, with no request, count or Event (a settled fleet's
-    actions, settled without a coroutine each). None: it sends a request."""
+    """DONE for an action that sends nothing (right, someone else's, or being deleted):
+    no request, count, Event or coroutine. None: it sends a request."""
     return ActionResult(action, Result.DONE) if action.verb not in _ASKS else None
 
 
@@ -188,8 +186,7 @@ class Executor:
 
     def lost_again(self, relay: Relay, outcome: Outcome, times: int) -> Outcome:
         """`outcome` with each lost race as a failure, with its Warning: the relay lost
-        `times` passes in a row (a race lost once is quiet; one that keeps being lost is
-        something to see and to retry with backoff)."""
+        `times` passes in a row, so it is something to see and retry with backoff."""
         regarding = relay.reference
         results = []
         for r in outcome.results:
@@ -254,8 +251,7 @@ class Executor:
             return is_controlled_by(obj, relay.uid)
 
         if action.verb is Verb.LOOK:
-            # The caches may hide it (they watch by label): whose it is, if it is,
-            # goes to the next pass, which decides on it like a cached one.
+            # The caches may hide it (they watch by label): the next pass decides on it.
             got = await self.writes.read(res, action.namespace, action.name)
             return ActionResult(action, Result.DONE, found=got)
         if action.verb is Verb.CREATE:
@@ -264,8 +260,7 @@ class Executor:
                 made = await self.writes.create(res, action.body)
             except NameTaken as e:
                 if action.read_if_taken:
-                    # The cache may never show it (it watches by label selector): whose
-                    # it is goes to the next pass, which decides on it like a cached one.
+                    # The cache may never show it: the next pass decides on it.
                     e.found = await self.writes.read(res, action.namespace, action.name)
                 raise
             log.info("created %s", res.kind, extra=where)

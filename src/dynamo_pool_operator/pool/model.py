@@ -1,11 +1,8 @@
 """The vocabulary of one pool reconcile: gather -> plan -> execute -> status.
 
-Every object a relay owns — its Deployment, its Service, each ServiceExport — is
-planned with the same verbs and carried out by the same executor, so the "never
-adopt, write only with uid + resourceVersion" promise is kept in one place
-(`runtime/writes/guarded.py`). The relay's own objects (`pool/relay/`) and its exports
-(`pool/exports/`) both speak this vocabulary and never import each other: the phases
-above them (`pool/plan.py`, `pool/report.py`, `pool/reconciler.py`) call each in turn.
+Every object a relay owns is planned with the same verbs and carried out by the same
+executor, so "never adopt, write only with uid + resourceVersion" is kept in one place
+(`runtime/writes/guarded.py`).
 """
 
 from __future__ import annotations
@@ -39,8 +36,7 @@ class Verb(StrEnum):
     @property
     def settles(self) -> bool:
         """Whether the action, once done, leaves its object as the plan wants it (what a
-        dependent action may rely on): not a wait, a hold, a read or someone else's
-        object."""
+        dependent action may rely on)."""
         return self not in (Verb.WAIT, Verb.FOREIGN, Verb.HOLD, Verb.LOOK)
 
 
@@ -99,8 +95,7 @@ class Action:
 @record
 class Advisory:
     """An Event to record about the relay: a problem the user can fix that does not stop
-    the reconcile (a skipped name, a missing frontend, a mismatched ID: the plan's, before
-    the writes), or a condition that moved (the report's, once its status is written)."""
+    the reconcile (the plan's), or a condition that moved (the report's)."""
 
     reason: str
     action: str
@@ -133,9 +128,8 @@ class ActionResult:
     #: DONE apply: the object as the server answered (what the cache will show next),
     #: so the report judges what was written, not the version read before it.
     written: Mapping[str, Any] | None = None
-    #: LOST create of an action that reads a name found taken, or DONE look: the object
-    #: of that name as the API server has it (ours, or someone else's; a look that found
-    #: nothing: None), for the next pass to decide on.
+    #: LOST create that reads a name found taken, or DONE look: the object of that name
+    #: as the server has it (None: nothing), for the next pass to decide on.
     found: Mapping[str, Any] | None = None
 
 
@@ -161,9 +155,8 @@ class Outcome:
 
 @record
 class Decision:
-    """Publish, or withdraw with exactly one reason (and what to change), or hold: the
-    relay's spec cannot be rendered, so its objects are left as they run (never
-    withdrawn for a typo) while the reason says what to change."""
+    """Publish, or withdraw with exactly one reason, or hold: the spec cannot be rendered,
+    so its objects are left as they run (never withdrawn for a typo)."""
 
     publish: bool
     reason: str
@@ -244,9 +237,8 @@ NEVER_QUIET: Final = _NeverQuiet()
 
 @record
 class Version:
-    """How one snapshot field takes part in the quiet-pass key (`Snapshot.quiet_key`):
-    `of` maps the field's value to its part of the key (NEVER_QUIET: the pass must
-    run), `covered_by` names the field whose part already versions this one."""
+    """How one snapshot field takes part in the quiet-pass key: `of` maps its value to its
+    part (NEVER_QUIET: the pass must run); `covered_by` names the field that versions it."""
 
     of: Callable[[Any], Hashable]
     why: str
@@ -312,9 +304,8 @@ _KEY_PARTS: dict[type, _KeyParts] = {}
 
 
 def _key_parts(cls: type) -> _KeyParts:
-    """Each field of a snapshot class with its version's `of`, read once per class (a
-    pass builds the key on every reconcile). A field without a `Version` raises here;
-    one whose part is always empty (`_nothing`) is left out: it adds nothing to a key."""
+    """Each field of a snapshot class with its version's `of`, read once per class. A
+    field without a `Version` raises here; one always empty (`_nothing`) is left out."""
     parts = _KEY_PARTS.get(cls)
     if parts is None:
         versions = [(f.name, f.metadata[VERSION].of) for f in fields(cls)]
@@ -324,11 +315,8 @@ def _key_parts(cls: type) -> _KeyParts:
 
 @record
 class Snapshot:
-    """Everything one pass decides on, read once from the caches.
-
-    Every field declares how it is versioned (a `Version` under `VERSION` in its
-    metadata): the quiet-pass key is built from all of them, so an input cannot be read
-    by a pass and missed by the key."""
+    """Everything one pass decides on, read once from the caches. Every field declares
+    its `Version`, so the quiet-pass key cannot miss an input a pass reads."""
 
     relay: Relay = field(metadata={VERSION: DECODED})
     pool: Pool | None = field(metadata={VERSION: DECODED})
@@ -342,13 +330,10 @@ class Snapshot:
     #: Reads that failed (the ClusterProperty cache unreadable): raised after the pass.
     unreadable: tuple[Exception, ...] = field(metadata={VERSION: NEVER_QUIET_IF_SET}, default=())
     #: Why no export can be written now (the ServiceExport API is not served), "" when
-    #: they can. Read once with the rest, so one pass plans and reports the same thing
-    #: however the API changes while it runs.
+    #: they can: read once, so one pass plans and reports the same thing.
     exports_unavailable: str = field(metadata={VERSION: AS_IS}, default="")
-    #: The relay's status as the server shows it (after our own last write): what the
-    #: report compares with, and one rule goes on from what an earlier pass said (the
-    #: relay Service is replaced). The relay cache keeps it read (`ShownStatus`); a
-    #: mapping given here is read when the snapshot is made.
+    #: The relay's status as the server shows it (after our own last write), read
+    #: (`ShownStatus`); a mapping given here is read when the snapshot is made.
     shown_status: ShownStatus | Mapping[str, Any] | None = field(
         metadata={VERSION: SHOWN}, default=None
     )
@@ -365,9 +350,8 @@ class Snapshot:
     component_deployments: Mapping[str, Mapping[str, Any]] = field(
         metadata={VERSION: OBJECTS}, default_factory=dict
     )
-    #: The relay objects' kinds whose caches may hide one of the name (they watch by
-    #: label selector), show none, and whose name was not read since they last did:
-    #: a withdrawal reads each once (`Verb.LOOK`), since one of ours may be hidden.
+    #: The relay objects' kinds whose caches may hide one of the name, show none, and
+    #: whose name was not read since: a withdrawal reads each once (`Verb.LOOK`).
     hidden_unread: frozenset[str] = field(metadata={VERSION: AS_IS}, default=frozenset())
     #: The relay object as cached (not our own later write): the version the status
     #: write is decided on.
@@ -415,10 +399,9 @@ class Snapshot:
         return read
 
     def quiet_key(self) -> tuple[Hashable, ...] | None:
-        """The pass's inputs as versions, one part per field (its declared `Version`):
-        a pass on the same key as one that did nothing would do nothing again. What a
-        pass reads beyond the snapshot is configuration, or changes only with the
-        reconciler's `inputs_changed`. None: the pass must run (a field said NEVER_QUIET)."""
+        """The pass's inputs as versions: a pass on the key of one that did nothing would
+        do nothing again. Beyond the snapshot a pass reads only configuration, or what
+        `inputs_changed` covers. None: the pass must run."""
         out: list[Hashable] = []
         for name, of in _key_parts(type(self)):
             part = of(getattr(self, name))

@@ -40,13 +40,10 @@ from dynamo_pool_operator.runtime.objects import describe_controller, is_control
 
 # Publish or withdraw a pool's relay: an ordered chain of named pure checks.
 #
-# Each check looks at one thing and, when that thing stops the pool, says why and
-# what to change. The chain's order *is* the documented precedence (docs/crd.md's
-# table is generated from `CHECKS`): it runs from "may this relay act at all" to "may
-# it write its objects", so the reason shown is the one to fix first. The first check
-# that withdraws wins; when none does, the relay is published. The last check holds
-# instead: an invalid spec of a pool that would be published leaves it running as it
-# is (decision 0013), so a typo in a live relay never takes its pool down.
+# The chain's order is the documented precedence (docs/crd.md's table is generated from
+# `CHECKS`), from "may this relay act at all" to "may it write its objects", so the
+# reason shown is the one to fix first. The first check that withdraws wins. The last
+# holds instead: an invalid spec leaves a published pool running as it is (decision 0013).
 
 
 def decision(reason: Reason, message: str, *, hold: bool = False) -> Decision:
@@ -75,8 +72,7 @@ class Check:
 
     reason: Reason
     withdraws: Callable[[Facts], str | None]
-    #: It holds the pool as it runs instead of withdrawing it (an invalid spec: the
-    #: objects cannot be rendered, and a typo must not take a live pool down).
+    #: It holds the pool as it runs instead of withdrawing it (an invalid spec).
     holds: bool = False
 
 
@@ -204,9 +200,8 @@ def decide(
     default_discovery_backend: str,
     pool_unreadable: str = "",
 ) -> Decision:
-    """Run the chain for `relay` given its pool (None when the DGD is absent, or cannot
-    be read: `pool_unreadable` says why) and the cached objects named `<name>-pool-relay`
-    keyed by kind ("Deployment", "Service")."""
+    """Run the chain for `relay` given its pool (None when the DGD is absent or cannot be
+    read: `pool_unreadable` says why) and the cached relay objects by kind."""
     facts = Facts(relay, pool, relay_objects, default_discovery_backend, pool_unreadable)
     for check in CHECKS:
         message = check.withdraws(facts)
@@ -235,8 +230,7 @@ class Plan:
     decision: Decision
     relay_actions: tuple[Action, ...]
     contributions: tuple[Contribution, ...]
-    #: Every action, in the order they are carried out (`actions`); ordered once, since
-    #: a pass reads it more than once.
+    #: Every action, in the order they are carried out; ordered once.
     _ordered: tuple[Action, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
