@@ -1,14 +1,9 @@
 """Building blocks of the OperatorConfiguration schema: field descriptors and value rules.
 
-Why descriptors: each configuration field is declared exactly once, as a dataclass field
-whose metadata (`FieldSpec`) carries its kind, documentation and validation rule. The
-decoder, the validator, `to_document` and the generated Markdown reference all read that
-one declaration, so the docs cannot drift from what the loader accepts.
-
-Why Go durations: the operator's timings mirror client-go / controller-runtime options,
-and platform teams write them the way they do for every other Kubernetes component
-("15s", "1m30s", "500ms"). They are kept as integer nanoseconds while parsing, as Go's
-`time.ParseDuration` does, so "1.5s" and "1500ms" mean exactly the same thing.
+Each field is declared once, its metadata (`FieldSpec`) carrying kind, documentation and
+rule; the decoder, `to_document` and the generated reference all read it, so the docs
+cannot drift from the loader. Durations are Go's (`1m30s`), kept in integer nanoseconds
+while parsing as `time.ParseDuration` does, so "1.5s" and "1500ms" are equal.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """The operator, assembled: one function wires caches, controllers, events and exports.
 
-`run` (the process), `dev`, the integration tests and the benchmark all build
-the operator here, so what the tests exercise is the wiring that ships.
-
-The served APIs are read again every `multiCluster.apiDiscoveryInterval` while the
-operator runs (`Rediscovery`); `Operator.follow_apis` acts on a change: the DGD cache
-follows its API (`runtime/cache/followed.py`: a new version's cache is made before the old
-one is dropped, and readiness fails while no served version's cache is read), the
-export feature's caches and watches follow theirs (`pool/exports/apis.py`), the feature-off
-cleanup runs when the ServiceExport API appears, and each change is logged once.
+The process, `dev`, the integration tests and the benchmark all build it here, so the
+tests exercise the wiring that ships. `Operator.follow_apis` acts on each change the
+rediscovery finds: the DGD cache and the export feature's caches follow their APIs
+(made before broken), the feature-off cleanup runs when the ServiceExport API appears.
 """
 
 from __future__ import annotations

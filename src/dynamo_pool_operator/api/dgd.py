@@ -1,13 +1,8 @@
 """A read-model of the DynamoGraphDeployment: only what the operator decides on.
 
-Dynamo's operator owns the DGD; we only read it. Two shapes are served:
-`v1beta1` has `spec.components[]` (a list keyed by `name`, with `type`), the
-deprecated `v1alpha1` has `spec.services{}` (a map keyed by component name, with
-free-form `componentType` and `subComponentType`). Both become the same
-`Pool` view, so `decide` and `plan` never look at raw objects.
-
-The parsers never raise on bad input: a DGD is someone else's object and may
-hold anything the CRD admits. Entries that cannot be components are skipped.
+v1beta1's `spec.components[]` and v1alpha1's `spec.services{}` become one `Pool`, so the
+plan never looks at raw objects. The parsers never raise: a DGD is someone else's object
+and may hold anything its CRD admits; what cannot be a component is skipped.
 """
 
 from __future__ import annotations

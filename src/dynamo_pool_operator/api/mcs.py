@@ -1,10 +1,6 @@
-"""The Multi-Cluster Services API and the About API, as this operator names them.
-
-Every external name of the export feature lives here: API groups, versions in
-preference order, plurals, kinds, the cluster ID property's name, the
-implementations the operator can export for, and who writes the EndpointSlices of an
-import (`Importer`, `KUBERNETES_SLICE_MANAGERS`). `ClusterID` is the read model of the
-cluster's ID property.
+"""The Multi-Cluster Services API and the About API, as this operator names them: every
+external name of the export feature, the implementations it exports for, who writes an
+import's EndpointSlices, and `ClusterID`, the read model of the cluster's ID property.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
 from dynamo_pool_operator.localcluster import mountns
 from dynamo_pool_operator.localcluster.assets import Assets
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, ControlPlaneError
@@ -286,10 +287,6 @@ class ClusterSet:
 
 
 # ------------------------------------------------------------------ a whole world
-#: The About API property holding a cluster's ID in its ClusterSet.
-CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
-
-
 def set_cluster_id(cp: ControlPlane, cluster: str) -> None:
     cp.apply(
         {

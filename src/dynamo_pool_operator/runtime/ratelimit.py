@@ -1,15 +1,9 @@
 """Rate limiters: how long a key (or a request) waits before it goes.
 
-Used by the work queue for retries (`ExponentialBackoff` per key, the default;
-`TokenBucket` and `MaxOf` rebuild client-go's older default), by the REST
-client for its optional `qps` (a `TokenBucket` that every request reserves from)
-and by the secure metrics server for its TokenReviews (a `TokenBucket` that a
-review takes from, or is refused: `take`).
-`Backoff` spaces an informer's watch reconnects (jittered, so informers that failed
-together do not retry together).
-
-Kept apart from the queue so the client does not depend on it. The bucket takes its
-time from an injected `Clock`, so tests drive it with `FakeClock`.
+For the work queue's retries (`ExponentialBackoff`; `TokenBucket` and `MaxOf` rebuild
+client-go's older default), the client's `qps` and the metrics server's reviews
+(`TokenBucket`), and the informers' reconnects (`Backoff`, jittered so informers that
+failed together do not retry together). Time comes from an injected `Clock`.
 """
 
 from __future__ import annotations

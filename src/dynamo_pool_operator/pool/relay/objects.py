@@ -1,16 +1,10 @@
 """The relay's own objects in the plan: one action for each kind it owns. Pure.
 
-Each kind of the table (`kinds.py`) climbs the verb ladder every owned object climbs
-(`pool/ladder.py`). Published: each the relay wants is created when absent, applied when
-the drift rule (from the digest the cache keeps: `kinds.rule`) says an apply would
-change it, left alone otherwise, and withdrawn when no longer wanted; an object of ours
-that still shows its create's fields with the create (not handed over to the apply
-manager) is handed over right before its first apply. The decision already made sure
-every existing one is ours (else `OwnershipConflict`). Held (the relay's spec is
-invalid: nothing can be rendered): each is left as it runs, none created. Withdrawn:
-each the relay controls is deleted; one being deleted is waited for; anyone else's is
-never touched; one the caches may hide (our labels removed from it) is read by name
-once when they show none, and deleted the next pass if it is ours.
+Each kind (`kinds.py`) climbs the verb ladder (`pool/ladder.py`). Published: created,
+applied on drift (handed over to the apply manager first if still the create's), or
+withdrawn when no longer wanted. Held (invalid spec): left as they run. Withdrawn: ours
+deleted, one being deleted waited for, anyone else's never touched, one the caches may
+hide read by name once.
 """
 
 from __future__ import annotations

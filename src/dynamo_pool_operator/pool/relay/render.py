@@ -1,15 +1,9 @@
 """The bodies of the relay's own objects, rendered from the relay and its pool. Pure.
 
-The rendered objects are apply configurations: only the fields we own, so a server-side
-apply never fights other managers (HPA on replicas excepted: we own `spec.replicas` on
-purpose, the relay spec is its one source). Each carries its render hash (the digest of
-what was rendered, `names.RENDER_HASH`), which keys the cache's view of it.
-
-The relay pods' contract (environment variables) mirrors what Dynamo's operator injects
-into component pods, plus the pool's cluster ID: `DYN_NAMESPACE`,
-`DYN_DISCOVERY_BACKEND=kubernetes`, `DYN_CLUSTER_ID`, `DYN_PARENT_DGD_K8S_NAME`,
-`DYN_PARENT_DGD_K8S_NAMESPACE`, `DYN_POOL_RELAY_PORT` and the downward-API identity
-`POD_NAME`, `POD_NAMESPACE`, `POD_UID`.
+Apply configurations: only the fields we own (`spec.replicas` too: the relay spec is its
+one source), each with its render hash (`names.RENDER_HASH`). The pods' environment
+mirrors what Dynamo's operator injects into component pods, plus `DYN_CLUSTER_ID` and
+`DYN_POOL_RELAY_PORT`.
 """
 
 from __future__ import annotations

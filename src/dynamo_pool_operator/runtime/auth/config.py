@@ -1,16 +1,8 @@
-"""Where the API server is and how to prove who we are.
+"""Where the API server is and how to prove who we are: the auth face, and the
+in-cluster loader.
 
-`ClusterConfig` is what the client needs: a server URL, per-request connection
-options, and `Credentials`, which hand out the TLS context and the request
-headers *at request time*, so rotating material (exec plugin tokens and
-certificates, projected service-account tokens) is picked up without rebuilding
-the client.
-
-`load_config` finds the configuration the way client-go does for a controller:
-an explicit kubeconfig, else the files in `$KUBECONFIG` (merged), else
-`~/.kube/config`, else the pod's service account. The pieces live in sibling
-modules (`auth_credentials`, `auth_exec`, `auth_kubeconfig`); this module is the
-public face and the in-cluster loader.
+`load_config` looks where client-go does for a controller: an explicit kubeconfig, else
+`$KUBECONFIG` (merged), else `~/.kube/config`, else the pod's service account.
 """
 
 from __future__ import annotations

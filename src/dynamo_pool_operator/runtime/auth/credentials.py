@@ -1,13 +1,9 @@
 """The credential holders the client asks for TLS and headers on every request.
 
-The client never caches what these return: it calls `ssl_context()` and
-`headers()` per request and `invalidate()` after a 401. That contract is what lets
-material that rotates under us (a projected service-account token, a token file
-written by a sidecar, exec-plugin output) be picked up without rebuilding the
-client or restarting the operator.
-
-`ConfigError` lives here, not in `errors`, because it is about our own
-configuration, never about an answer from the API server.
+The client never caches what these return (`invalidate()` after a 401), so material
+that rotates (a projected token, a sidecar's token file, exec-plugin output) is picked
+up without rebuilding the client. `ConfigError` is about our own configuration, never
+an answer from the API server, hence here and not in `errors`.
 """
 
 from __future__ import annotations

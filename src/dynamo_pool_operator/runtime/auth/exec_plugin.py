@@ -1,15 +1,9 @@
 """Exec credential plugins (`users[].user.exec`), as client-go runs them.
 
-Managed clusters hand out short-lived credentials through a helper binary
-(`aws eks get-token`, `gke-gcloud-auth-plugin`, `kubelogin`, ...). We run it with
-its args and env plus `KUBERNETES_EXEC_INFO`, read an `ExecCredential` from its
-stdout, and cache the result until shortly before `status.expirationTimestamp`
-(or until a 401 says the server no longer accepts it). Refreshes are serialized
-by a lock so a burst of requests after expiry runs the plugin once, and the
-plugin gets a timeout so a hung helper cannot stall every request forever.
-
-We are never interactive: stdin is /dev/null and `spec.interactive` is false, so
-`interactiveMode: Always` is rejected up front rather than failing obscurely.
+The plugin's `ExecCredential` is cached until shortly before it expires (or a 401);
+refreshes are serialized, so a burst after expiry runs it once, and time-limited, so a
+hung helper cannot stall every request. Never interactive: `interactiveMode: Always`
+is refused up front rather than failing obscurely.
 """
 
 from __future__ import annotations

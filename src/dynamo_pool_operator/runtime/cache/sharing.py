@@ -1,16 +1,11 @@
 """Equal parts of cached objects held once: the cache's one memory trick, in one room.
 
-A fleet's cached objects are made from few templates: their keys, namespace names,
-owner references, labels, creation times and the specs of many pools are equal across
-objects, yet the decoder hands each one out anew. `Share` (a step of the cache's one
-transform, `transform.py`) makes equal parts one object: by bounded tables
-(`Alike`), by weak tables for the parts that go with the last object that holds them,
-and by interning the few words of a kind's bounded vocabulary. Nothing changes value,
-and cached objects are read-only (store.py), so sharing is safe. At 10,000 pools it
-keeps the caches at about 120 MB of Python objects, of 170 MB sharing only the owners
-and the vocabulary. Not `sys.intern` for anything unbounded: on some CPython builds an
-interned string is immortal, and a bounded table never holds more than its limit,
-however many values a long-lived process sees.
+A fleet's objects come from few templates, yet the decoder hands out every key, label,
+owner reference and spec anew. `Share` (a step of `transform.py`) makes equal parts one
+object, by bounded tables (`Alike`), weak tables and interning a kind's bounded
+vocabulary; cached objects are read-only, so this is safe. At 10,000 pools: ~120 MB of
+caches instead of 170 MB. Never `sys.intern` for anything unbounded: an interned
+string may be immortal.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The cache's one transform hook: what an informer keeps of each object it is sent.
 
-As controller-runtime's cache (`DefaultTransform`, `TransformStripManagedFields`), every
-object a list or watch brings passes through one function before it is stored; what it
-drops no reader sees, and a reader that needs more asks for another transform. A cache's
-transform is a `Chain` of steps, in order: drop what no controller reads (the managed
-fields, kubectl's last-applied copy), the kind's own trim (the reader's: what its
-reconciler reads), then share what is alike across objects (`sharing.Share`). A chain
-is a value: two readers of one shared informer asking for equal chains agree.
+As controller-runtime's `DefaultTransform`: one function before the store, so what it
+drops no reader sees. A `Chain` of steps: drop what no controller reads (managed fields,
+kubectl's last-applied), the kind's own trim, then `sharing.Share`. A chain is a value,
+so readers of one shared informer asking for equal chains agree.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """A typed, read-only view of any Kubernetes object's metadata and conditions.
 
-Cached objects are plain mappings decoded from JSON, and nothing stops one of them
-from being malformed (a `metadata` that is a list, a `generation` that is a string:
-a CRD without a schema, a test, a future server). Reading them through one view
-gives one answer to each malformed case — absent, empty, not terminating, no
-controller — instead of a `get("metadata") or {}` dig, each with its own idea of
-what a bad value means. The view copies nothing: it is as cheap as the digs it
-replaces, which matters on the no-op reconcile path.
+A cached object may be malformed (a list `metadata`, a string `generation`); one view
+gives one answer to each such case instead of a `get(...) or {}` dig each with its own
+idea. It copies nothing: as cheap as the digs, on the no-op reconcile path.
 """
 
 from __future__ import annotations
