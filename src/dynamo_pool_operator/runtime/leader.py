@@ -40,11 +40,8 @@ T = TypeVar("T")
 
 
 class LeadershipLost(Exception):
-    """Raised when the lease could not be renewed in time or another holder took it.
-
-    The process must stop every controller and exit non-zero: its caches and queues
-    were built for a leadership it no longer has.
-    """
+    """The lease could not be renewed in time, or another holder took it: the process
+    must stop every controller and exit non-zero."""
 
     def __init__(self, lease: str, identity: str, reason: str) -> None:
         super().__init__(f"lost leadership of lease {lease} as {identity!r}: {reason}")
@@ -58,11 +55,8 @@ class _AttemptTimedOut(Exception):
 
 
 def format_micro_time(moment: datetime) -> str:
-    """A `metav1.MicroTime`: RFC 3339 in UTC with exactly six fractional digits and 'Z'.
-
-    The API server rejects other shapes (400 on every renew), and a naive datetime
-    would silently be local time, so it is refused rather than guessed.
-    """
+    """A `metav1.MicroTime`: RFC 3339 in UTC with six fractional digits and 'Z' (the API
+    server refuses other shapes); a naive datetime is refused, not taken as local."""
     if moment.tzinfo is None:
         raise ValueError("MicroTime needs an aware datetime; got a naive one")
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -93,11 +87,8 @@ def _master_status(registry: CollectorRegistry) -> Gauge:
 
 
 class LeaderElector:
-    """Acquires, renews and releases one Lease for one identity.
-
-    `leading` is set while we hold the lease (await it to start work); `lost` is set
-    when leadership ended involuntarily. `is_leader` is the check for writers.
-    """
+    """Acquires, renews and releases one Lease for one identity. `leading` is set while
+    we hold it, `lost` when leadership ended involuntarily."""
 
     def __init__(
         self,
@@ -237,8 +228,8 @@ class LeaderElector:
         }
 
     def _with_spec(self, obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
-        """The object as read (metadata with resourceVersion kept, so PUT is optimistic)
-        with our holder/duration and the given fields; other spec fields are kept."""
+        """The object as read (resourceVersion kept: PUT is optimistic) with our holder,
+        duration and `fields`; other spec fields kept."""
         spec = dict(obj.get("spec") or {})
         spec.update(holderIdentity=self.identity, leaseDurationSeconds=int(self.lease_duration))
         spec.update(fields)
@@ -249,10 +240,9 @@ class LeaderElector:
         return body
 
     async def _bounded(self, work: Awaitable[T], seconds: float) -> T:
-        """Run `work` for at most `seconds` of the injected clock, so a hung request
-        cannot carry the leader past its renew deadline (and tests can drive it).
-
-        Waits use `asyncio.wait`, which never swallows our own cancellation."""
+        """Run `work` for at most `seconds` of the injected clock, so a hung request cannot
+        carry the leader past its renew deadline (`asyncio.wait`: never swallows our own
+        cancellation)."""
         task = asyncio.ensure_future(work)
         timer = asyncio.ensure_future(self._clock.sleep(seconds))
         try:
@@ -269,9 +259,8 @@ class LeaderElector:
         return task.result()
 
     async def _attempt(self, seconds: float) -> bool:
-        """One bounded try. Any failure is a failed try, never a crash: an exec plugin
-        that fails, a 2xx that is not JSON or a bug on the way must not end the renew
-        loop around `_lose`, or the workers would run on while nobody renews."""
+        """One bounded try. Any failure is a failed try, never a crash: the renew loop
+        around `_lose` must not end while workers run."""
         try:
             return await self._bounded(self._try_acquire_or_renew(), seconds)
         except (errors.ApiError, _AttemptTimedOut) as e:
@@ -290,8 +279,7 @@ class LeaderElector:
 
     # ------------------------------------------------------------ lifecycle
     async def acquire(self) -> None:
-        """Return once we hold the lease, trying every retry_period (jittered, so
-        contenders spread out). Runs until success or cancellation."""
+        """Return once we hold the lease, trying every retry_period (jittered)."""
         if self.is_leader:
             return
         log.info("trying to acquire lease %s as %r", self.lease, self.identity)
@@ -307,12 +295,9 @@ class LeaderElector:
             await self._clock.sleep(self.retry_period * (1 + self._rng.random() * self._jitter))
 
     async def renew_loop(self) -> NoReturn:
-        """Renew every retry_period until cancelled; raise `LeadershipLost` when no
-        renewal succeeded within renew_deadline or another holder has the lease.
-
-        On cancellation the lease is released if `release_on_cancel` (else left to
-        expire), and CancelledError propagates.
-        """
+        """Renew every retry_period until cancelled; raise `LeadershipLost` when no renewal
+        succeeded within renew_deadline or another holder has the lease. Cancelled, it
+        releases the lease if `release_on_cancel`."""
         if self._renewed_at is None:
             raise RuntimeError("renew_loop() needs the lease: await acquire() first")
         try:
@@ -342,24 +327,17 @@ class LeaderElector:
             raise
 
     async def run(self, on_started_leading: Callable[[], Awaitable[None]]) -> None:
-        """Acquire, then run `on_started_leading()` while renewing.
-
-        * work returns or raises → it has stopped, then the lease is released (if
-          release_on_cancel) and run returns / re-raises the work's error;
-        * leadership lost → the work is cancelled and awaited, then `LeadershipLost`
-          is raised (the caller exits non-zero);
-        * run cancelled → the work is cancelled and awaited *before* the release, so a
-          successor never overlaps with our last writes.
-        """
+        """Acquire, then run `on_started_leading()` while renewing. The work is always
+        stopped before the lease is released, so a successor never overlaps our last
+        writes; leadership lost cancels it and raises `LeadershipLost`."""
         await self.acquire()
         work = asyncio.ensure_future(on_started_leading())
         renew = asyncio.ensure_future(self.renew_loop())
         try:
             await asyncio.wait({work, renew}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            # Order matters: stop the work first, then stop renewing (which releases).
-            # Nested, so a cancellation that lands while the work stops still stops
-            # the renewals (and releases) instead of leaving them running unowned.
+            # Stop the work, then the renewals (which release); nested, so a cancellation
+            # landing meanwhile still stops the renewals.
             try:
                 await _cancel_and_wait(work)
             finally:
@@ -369,11 +347,9 @@ class LeaderElector:
         work.result()
 
     async def release(self) -> bool:
-        """Give the lease up so a successor acquires at once: holder '' and a 1 s
-        duration, written only if the record still names us (RV-guarded).
-
-        Call it only once renew_loop has stopped (run() and renew_loop's cancellation
-        do so). Returns whether the lease was released; on failure it simply expires."""
+        """Give the lease up so a successor acquires at once (holder '', 1 s), only if the
+        record still names us; only once renew_loop has stopped. Returns whether it was
+        released; else it simply expires."""
         if self.holder != self.identity:
             return False
         self._stop_leading()
@@ -410,9 +386,8 @@ class LeaderElector:
 
 
 async def _cancel_and_wait(task: asyncio.Future[Any]) -> None:
-    """Cancel `task` and wait until its cleanup is done. Its outcome stays for the caller
-    to read with `result()`; it is marked retrieved so asyncio does not warn about it.
-    A cancellation of the waiter itself still propagates."""
+    """Cancel `task` and wait for its cleanup; its outcome stays for `result()`, marked
+    retrieved. A cancellation of the waiter itself still propagates."""
     task.cancel()
     await asyncio.wait({task})
     if not task.cancelled():

@@ -30,14 +30,14 @@ from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 
-#: How long a new cache is waited for before its owner goes on without it (the old
-#: cache in effect, or none) while it keeps being made.
+#: How long a new cache is waited for before its owner goes on without it (it keeps
+#: being made).
 SYNC_TIMEOUT = 10.0
 
 
 def poke_on_not_found(informer: Informer, poke: Callable[[], None]) -> None:
     """Call `poke` when the informer's resource answers NotFound (its API went away), so
-    its owner reads discovery again at once instead of at the end of its interval."""
+    its owner reads discovery again at once."""
 
     def failed(error: BaseException | None) -> None:
         if isinstance(error, errors.NotFound):
@@ -72,12 +72,9 @@ class Candidate:
         self._late: asyncio.Task[None] | None = None
 
     async def offer(self, version: str, meanwhile: str) -> Informer | None:
-        """The informer for `version` once it has synced, taken by the caller from here
-        (it is no longer a candidate); else None, and it is still being made.
-
-        The first offer of a version starts its informer and waits up to `sync_timeout`;
-        if that passes, one warning says so and what holds `meanwhile`. Later offers
-        only look."""
+        """The informer for `version` once it has synced, handed to the caller; else None
+        while it is being made. The first offer starts it and waits up to `sync_timeout`
+        (then one warning says what holds `meanwhile`); later offers only look."""
         if self.version != version:
             await self.drop()
             self.informer, self.version = self.make(version), version
@@ -150,8 +147,7 @@ class FollowedCache:
         self.informers = informers
         self.informer = informer
         self.version = version
-        #: Hands the readers over from the old informer to the new one (`switch(new, old)`),
-        #: called once `informer` and `version` are the new ones.
+        #: Hands the readers over (`switch(new, old)`) once the new informer is in effect.
         self.switch = switch
         self.what = what
         #: Whether a stale cache fails readiness (and is said at error level).
@@ -184,10 +180,8 @@ class FollowedCache:
 
     async def follow(self, want: str | None, served: Sequence[str]) -> str:
         """Follow the cluster serving `served` (preferred first), `want` the version to
-        read (None: none is served). Returns the version whose content is read now.
-
-        Only a live cache of the version wanted is kept as it is: the last content of a
-        stopped one is read until a new informer has synced, whatever its version."""
+        read (None: none is served). Returns the version whose content is read now. A
+        stopped cache is read until a new informer has synced, whatever its version."""
         if self.live and self.version not in served:
             self.live = False
             await self.informers.forget(self.informer)  # its store keeps the last content
@@ -229,8 +223,8 @@ class FollowedCache:
         return self.version
 
     async def close(self) -> None:
-        """No longer wanted (its API went away and the owner can do without it): stop the
-        candidate and the informer (its store keeps the last content)."""
+        """No longer wanted: stop the candidate and the informer (its store keeps the last
+        content)."""
         await self._candidate.drop()
         if self.live:
             self.live = False
@@ -256,14 +250,11 @@ def _nothing() -> None:
 
 
 class MaybeServed:
-    """A cache of an API that may not be served at all (a CRD installed after the
-    operator started, or deleted): made when the API appears, following its version
-    while it is served (`FollowedCache`, never gating readiness), closed when it goes.
-
-    The owner hears of each change of the informer to read with `switch(new, old)`
-    (None: none) and does the rest: its watches, its readers. A new API's first cache
-    is handed over after the wait even unsynced when `use_unsynced` (its readers report
-    what they cannot read meanwhile), else only once it has synced (`poke` then)."""
+    """A cache of an API that may not be served at all: made when the API appears,
+    following its version (`FollowedCache`, never gating readiness), closed when it goes.
+    The owner hears of each change with `switch(new, old)` (None: none). A new API's
+    first cache is handed over unsynced after the wait when `use_unsynced`, else once it
+    has synced."""
 
     def __init__(
         self,
