@@ -131,12 +131,9 @@ def _health(registry: CollectorRegistry) -> tuple[Gauge, Counter, Gauge]:
 
 
 class Informer:
-    """Keeps `store` in step with one resource (optionally one namespace and selector).
-
-    `run()` until `stop()`. `has_synced` turns true once the first list has been
-    applied and its events delivered; controllers must not act on the store
-    before that, or they would take "not cached yet" for "does not exist".
-    """
+    """Keeps `store` in step with one resource (optionally one namespace and selector),
+    from `run()` until `stop()`. Act on the store only once `has_synced`, or "not cached
+    yet" reads as "does not exist"."""
 
     def __init__(
         self,
@@ -161,8 +158,7 @@ class Informer:
         self.namespace = namespace if namespace and resource.namespaced else None
         self.label_selector = label_selector or None
         self.field_selector = field_selector or None
-        #: The one hook every listed and watched object passes before it is stored
-        #: (`transform.py`): what is dropped here no reader sees.
+        #: Every listed and watched object passes it before it is stored (`transform.py`).
         self.transform = transform
         self.keep = keep
         self.store = Store()
@@ -180,8 +176,8 @@ class Informer:
         self._halted = asyncio.Event()  # set by stop() and when run() ends
         self._stop_requested = False
         self._task: asyncio.Task[None] | None = None
-        #: Called with each error a list or watch backs off from: lets the owner notice
-        #: that the resource itself went away (NotFound) without waiting for its schedule.
+        #: Called with each error a list or watch backs off from (its owner notices a
+        #: resource gone, NotFound, at once).
         self.on_failure: Callable[[BaseException | None], None] | None = None
         #: Called once the first list has been applied (see `add_sync_handler`).
         self._sync_handlers: list[Callable[[], None]] = []
@@ -271,9 +267,8 @@ class Informer:
             self._handlers.remove(handler)
 
     def add_sync_handler(self, handler: Callable[[], None]) -> None:
-        """Call `handler` when the informer syncs (after the first list's events), if it
-        has not yet. A list with no object dispatches no event: a reader that found the
-        cache unsynced (and said "cannot read") learns from this that it can now."""
+        """Call `handler` when the informer syncs, if it has not yet: a list with no
+        object dispatches no event, yet a reader that found it unsynced can now read."""
         self._sync_handlers.append(handler)
 
     def remove_sync_handler(self, handler: Callable[[], None]) -> None:
@@ -281,10 +276,8 @@ class Informer:
             self._sync_handlers.remove(handler)
 
     def add_skip_handler(self, handler: Callable[[Undecodable], None]) -> None:
-        """Call `handler` with each object kept out of the cache because it cannot be
-        decoded, once per version, and once more when it goes (deleted, or no longer
-        listed) with nothing cached under its key: no event carries it (there is no
-        object to pass), yet whoever maps objects to work by their identity has news."""
+        """Call `handler` with each object kept out as undecodable, once per version, and
+        once more when it goes with nothing cached under its key: no event carries that."""
         self._skip_handlers.append(handler)
 
     def remove_skip_handler(self, handler: Callable[[Undecodable], None]) -> None:
@@ -389,9 +382,8 @@ class Informer:
     def _replace(
         self, items: list[Obj], rv: str, how: str, undecodable: Sequence[Undecodable] = ()
     ) -> None:
-        """Replace the store with a list's items (at `rv`) and dispatch the difference.
-        An item that could not be decoded keeps its last cached version, if any: an
-        input that cannot be read changes nothing it feeds."""
+        """Replace the store with a list's items (at `rv`) and dispatch the difference. An
+        undecodable item keeps its last cached version: what cannot be read changes nothing."""
         held: dict[tuple[str, str], Undecodable] = {}
         for bad in undecodable:
             self._skip(bad, "listed")
@@ -423,8 +415,7 @@ class Informer:
                 self._dispatch(old, new)
         finally:
             self.from_list = False
-        # Only after the initial events: a handler can tell initial objects (has_synced
-        # still false) from later changes, as controller-runtime's priority queue does.
+        # Only after the initial events, so a handler tells them from later changes.
         if self._synced.is_set():
             return
         self._synced.set()
@@ -502,8 +493,7 @@ class Informer:
             )
 
     def _tell(self, bad: Undecodable) -> None:
-        """The skip handlers: a key held as undecodable arrived at a new version, or left
-        with nothing cached in its place (no object event can say either)."""
+        """Tell the skip handlers: a key held as undecodable has a new version, or left."""
         for handler in tuple(self._skip_handlers):
             try:
                 handler(bad)
@@ -511,18 +501,15 @@ class Informer:
                 log.exception("informer %s: skip handler failed", self.description)
 
     def _undecodable_line(self, line: bytes, error: orjson.JSONDecodeError) -> None:
-        """A watch event whose object cannot be decoded, though the event is well formed
-        (its skim names the object): the watch goes on from its resourceVersion. A
-        deletion still deletes; an addition or change keeps the last decodable version
-        (during a streamed list, too)."""
+        """A well-formed watch event whose object cannot be decoded: the watch goes on. A
+        deletion still deletes; an addition or change keeps the last decodable version."""
         bad = named(line, error, wrapped=True)
         try:
             etype = (orjson.loads(skim(line)) or {}).get("type")
         except (orjson.JSONDecodeError, AttributeError):
             etype = None
         if not bad.name or etype not in ("ADDED", "MODIFIED", "DELETED"):
-            # Not an object too deep to decode but a broken stream: an event may be
-            # lost, so the watch ends and the informer lists again.
+            # A broken stream, not a deep object: an event may be lost, so relist.
             raise error
         initial = self._w.initial
         if initial is not None:
@@ -605,8 +592,7 @@ class Informer:
         return self._prepare(obj)
 
     def as_cached(self, obj: Obj) -> Obj:
-        """`obj` (read from the API server, not through this informer) as this cache
-        would keep it: the same transform, so it reads like a cached object."""
+        """`obj`, read from the server, as this cache would keep it (the same transform)."""
         return self._prepare(obj)
 
     def _prepare(self, obj: Obj) -> Obj:
