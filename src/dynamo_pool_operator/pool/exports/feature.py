@@ -55,9 +55,8 @@ def relevant_exports(
     lookup: Callable[[str], Mapping[str, Any] | None],
     controlled: Iterable[Mapping[str, Any]],
 ) -> dict[str, Mapping[str, Any]]:
-    """The `exports` argument of `plan`: the exports this relay controls (an index
-    lookup, filtered to its namespace) and those named like a wanted one (`lookup`
-    reads the relay's namespace by name). Nothing else can matter."""
+    """The `exports` argument of `plan`: the exports this relay controls and those named
+    like a wanted one. Nothing else can matter."""
     out: dict[str, Mapping[str, Any]] = {}
     for export in controlled:
         meta = Meta(export)  # read once: its namespace, then its name
@@ -79,9 +78,8 @@ Lookup = Callable[[str], Mapping[str, Any] | None]
 def frontend_services(
     relay: Relay, pool: Pool | None, services: Lookup, component_deployments: Lookup | None
 ) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
-    """The `services` and `component_deployments` arguments of `plan`: the Services of
-    the relay's namespace named like a frontend of the pool, and the cached DCDs those
-    name as their controller (None: no DCD is readable, so none is the pool's)."""
+    """The `services` and `component_deployments` arguments of `plan`: the Services named
+    like a frontend of the pool, and the cached DCDs those name as controller."""
     found: dict[str, Mapping[str, Any]] = {}
     dcds: dict[str, Mapping[str, Any]] = {}
     relay_service = names.relay_name(relay.name)
@@ -133,8 +131,8 @@ class PoolExports:
         self.confirmation = confirmation
         self.exported_annotations = exported_annotations
         self.exported_labels = exported_labels
-        #: The ServiceExport version served whose cache has not synced yet, while no
-        #: other cache is usable (set by `ExportApis`); None otherwise.
+        #: The ServiceExport version served whose cache has not synced, while no other
+        #: is usable (set by `ExportApis`).
         self.listing: str | None = None
         self.implementation = implementation
         self.caches: ExportCaches | None = None

@@ -45,8 +45,7 @@ def is_relay_controller(ref: Any) -> bool:
 
 
 def export_mapper(dgds: Callable[[], Informer]) -> Any:
-    """`dgds` gives the DGD cache in effect at each event: it changes when the DGD API
-    is served at another version (`runtime/cache/followed.py`)."""
+    """`dgds` gives the DGD cache in effect at each event (it follows its API's version)."""
 
     def relays_for(export: Obj) -> Iterable[Request]:
         meta = Meta(export)
@@ -66,10 +65,8 @@ def export_mapper(dgds: Callable[[], Informer]) -> Any:
 
 
 def export_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
-    """Creates and deletes; updates of our metadata or of its spec while the export has a
-    controller; and a change of what the MCS implementation says of it (its Valid, Ready and
-    Conflict conditions, which `Exported` shows). Its other status writes, and any on
-    an export without a controller, are not ours to react to."""
+    """Creates and deletes; changes of our metadata, or of the spec while the export has a
+    controller; and of what the MCS implementation says of it (Valid, Ready, Conflict)."""
     if etype is not EventType.MODIFIED:
         return True
     a, b = Meta(old), Meta(new)
