@@ -26,10 +26,8 @@ class PullPolicy(StrEnum):
     NEVER = "Never"
 
 
-#: Kubernetes' published quantity pattern, for the CRD's schema: a signed decimal number
-#: and an optional suffix (binary SI, decimal SI, or a decimal exponent). It lets a
-#: decimal exponent have a fraction (`1e1.5`), which the API server's parser refuses;
-#: the read model's `runtime.quantity.parse` refuses it too.
+#: Kubernetes' published quantity pattern, for the CRD's schema. It admits a fractional
+#: exponent (`1e1.5`), which the server's parser and ours refuse.
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
