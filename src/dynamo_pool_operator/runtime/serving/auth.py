@@ -60,9 +60,8 @@ DENY_TTL = 30.0
 MAX_ENTRIES = 1024
 #: A token the API server rejected is remembered as long as an accepted one.
 REJECT_TTL = AUTHN_TTL
-#: How long a token the API server accepted, and a user it allowed, are reviewed outside
-#: the budget (a bound token's default lifetime; a scraper's rotated token is new, and
-#: waits its turn).
+#: How long a token accepted, and a user allowed, are reviewed outside the budget (a
+#: bound token's default lifetime).
 KNOWN_TTL = 3600.0
 
 __all__ = [
@@ -163,9 +162,7 @@ def bearer_token(authorization: str | None) -> str | None:
 
 class DelegatedAuth:
     """Authenticates bearer tokens and authorizes non-resource requests, by review.
-
-    `client` must be allowed to create tokenreviews and subjectaccessreviews, and must
-    not be gated on leadership: followers serve metrics too."""
+    `client` must not be gated on leadership: followers serve metrics too."""
 
     def __init__(
         self,
@@ -210,9 +207,8 @@ class DelegatedAuth:
         return self._token_reviews.budget.refused
 
     async def authenticate(self, token: str) -> User | None:
-        """The token's user, or None when the API server does not accept the token.
-        Raises `errors.ApiError` when the review itself fails, and `ReviewRefused` when
-        a token not seen accepted finds the review budget spent."""
+        """The token's user, or None when the API server does not accept it. Raises
+        `errors.ApiError` when the review fails, `ReviewRefused` past the budget."""
         key = hashlib.sha256(token.encode()).digest()  # never keep the token itself
         hit, user = self._accepted.get(key)
         if hit:
@@ -256,8 +252,7 @@ class DelegatedAuth:
 
     async def authorize(self, user: User, verb: str, path: str) -> tuple[bool, str]:
         """(allowed, reason) for `verb` on the non-resource URL `path`. Raises
-        `errors.ApiError` when the review itself fails, and `ReviewRefused` when a user
-        not seen allowed finds the review budget spent."""
+        `errors.ApiError` when the review fails, `ReviewRefused` past the budget."""
         key = (user, verb, path)
         hit, decision = self._decisions.get(key)
         if hit:

@@ -25,17 +25,15 @@ from dynamo_pool_operator.runtime.registry import per_registry
 
 log = logging.getLogger(__name__)
 
-#: Connections the metrics listener holds at once. A Prometheus keeps one per target,
-#: and an HA pair, an agent and a person with curl hold a handful; the rest is headroom.
+#: Connections the metrics listener holds at once: a Prometheus keeps one per target,
+#: an HA pair and a person with curl a handful; the rest is headroom.
 MAX_CONNECTIONS = 64
 #: The TLS handshake a connection gets before it is closed (a place it holds meanwhile).
 HANDSHAKE_TIMEOUT = 10.0
-#: How long a connection may stay idle (no request yet, or none since the last answer)
-#: before it is closed and its place freed: aiohttp's `run_app` default, where its
-#: runner's own is an hour. Longer than a scrape interval, so a Prometheus keeps its one.
+#: How long a connection may stay idle before its place is freed: aiohttp's `run_app`
+#: default (its runner's own is an hour), longer than a scrape interval.
 IDLE_TIMEOUT = 75.0
-#: How long to wait before accepting again when the process is out of descriptors or
-#: memory (asyncio's own server waits as long).
+#: The wait before accepting again when out of descriptors or memory (as asyncio's).
 ACCEPT_RETRY_DELAY = 1.0
 #: accept() errors that say nothing about the listener: the connection went away first.
 _GONE = {errno.ECONNABORTED, errno.EPROTO, errno.EAGAIN, errno.EWOULDBLOCK}
@@ -126,8 +124,7 @@ class BoundedListener:
             except OSError as e:
                 if e.errno in _GONE:
                     continue
-                # Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): wait,
-                # rather than spin on a listener that stays readable.
+                # EMFILE, ENOMEM, ...: wait rather than spin on a readable listener.
                 log.warning("metrics: cannot accept a connection: %s", e)
                 await asyncio.sleep(ACCEPT_RETRY_DELAY)
                 continue

@@ -105,11 +105,9 @@ class Reviews(Generic[V]):
         *,
         budgeted: bool,
     ) -> V:
-        """The answer of the review of `key` under way, or of `review()` started now.
-
-        A new review takes a place of the budget when `budgeted` (raising `ReviewRefused`
-        when there is none; joining one under way takes none). Its error reaches every
-        waiter; a waiter cancelled does not cancel it."""
+        """The answer of the review of `key` under way, or of `review()` started now,
+        taking a place of the budget when `budgeted` (`ReviewRefused` when none). Its error
+        reaches every waiter; a waiter cancelled does not cancel it."""
         flight = self._flights.get(key)
         if flight is None:
             if budgeted:

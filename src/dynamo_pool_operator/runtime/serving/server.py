@@ -118,9 +118,8 @@ class ProbeServer:
                 return web.Response(
                     status=verdict.status, text=verdict.message + "\n", headers=headers
                 )
-        # `?name[]=a&name[]=b`: only those series, as prometheus_client's own exposition
-        # serves them; only their collectors run (the relay status collector renders a
-        # series per relay: ~0.1 s at 5,000 relays, in the event loop).
+        # `?name[]=a`: only those series' collectors run (the relay status collector
+        # renders a series per relay: ~0.1 s at 5,000 relays, in the event loop).
         names = request.query.getall("name[]", [])
         registry = self.registry.restricted_registry(names) if names else self.registry
         body = generate_latest(registry)
@@ -161,8 +160,7 @@ class ProbeServer:
         """Serve `routes` on `address`; `bounded`: at most `metrics_max_connections`."""
         app = web.Application()
         app.add_routes(routes)
-        # An idle connection is closed within minutes, not aiohttp's hour: on a bounded
-        # listener it holds a place, and no client of these ports needs it longer.
+        # An idle connection closes within minutes, not aiohttp's hour: it holds a place.
         runner = web.AppRunner(app, access_log=None, keepalive_timeout=IDLE_TIMEOUT)
         await runner.setup()
         self._runners.append(runner)

@@ -98,10 +98,8 @@ def _load_pem(ctx: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
 
 
 class ServingCertificate:
-    """An `ssl.SSLContext` for a server, kept current with a mounted certificate.
-
-    `context` is what the server is given, once; each handshake it runs switches to
-    `current`, the context of the last pair that loaded whole."""
+    """An `ssl.SSLContext` for a server, kept current with a mounted certificate: the
+    server is given `context` once, and each handshake switches to `current`."""
 
     def __init__(self, cert_dir: str | os.PathLike[str] | None = None) -> None:
         self.cert_dir = Path(cert_dir) if cert_dir else None
