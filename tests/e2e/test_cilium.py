@@ -36,7 +36,6 @@ from dynamo_pool_operator.api.mcs import CILIUM_SYNC_SLICES, serviceexports
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
 from dynamo_pool_operator.localcluster import dynamo, kwok
 from dynamo_pool_operator.localcluster.assets import resolve
-from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from dynamo_pool_operator.localcluster.lighthouse import SOURCE_CLUSTER_LABEL, service_imports
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
@@ -44,6 +43,7 @@ from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
 from tests.e2e import cilium
 from tests.e2e.chart_operator import DGDS, RELAYS, dgd, relay
 from tests.e2e.observed import ready_pod_ips
+from tests.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from tests.leaks import surviving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]

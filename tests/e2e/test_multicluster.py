@@ -43,13 +43,13 @@ from dynamo_pool_operator.discover import command as discover_cmd
 from dynamo_pool_operator.localcluster import dynamo, kwok, lighthouse
 from dynamo_pool_operator.localcluster.assets import pinned_versions, resolve
 from dynamo_pool_operator.localcluster.audit import AuditEvent
-from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, EVENTS, SERVICES, Resource
 from tests.e2e.chart_operator import DGDS, RELAYS, dgd, relay
 from tests.e2e.observed import at_rest, cached_at, ready_pod_ips
+from tests.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from tests.leaks import surviving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]

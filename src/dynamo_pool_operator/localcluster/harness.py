@@ -1,24 +1,21 @@
 """The operator under test: the shipped wiring (`operator.build`), run in process
-against a real control plane, with helpers to wait for convergence and to prove
-that a second reconcile writes nothing (from the API server's audit log).
+against a real control plane, for the tests (`tests/harness.py` adds their helpers) and
+the benchmark.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator import operator
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import OperatorConfiguration
-from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.runtime import DEFAULT_USER_AGENT, Client, Request, load_kubeconfig
+from dynamo_pool_operator.runtime import DEFAULT_USER_AGENT, Client, load_kubeconfig
 from dynamo_pool_operator.served_apis import discover_served_apis
 
 #: Writes by the operator carry this user agent prefix.
@@ -101,53 +98,3 @@ class OperatorUnderTest:
             f"operator did not settle in {timeout}s: {len(q)} keys queued, "
             f"{q.processing} in flight, {q.delayed} delayed"
         )
-
-    async def reconcile_again(
-        self, request: Request, *, include_events: bool = False
-    ) -> list[AuditEvent]:
-        """Settle, reconcile `request` once more by hand, and return the writes it made
-        (Events excluded unless asked: a repeated warning is a series update by design).
-
-        The pass decides afresh: the reconciler skips a pass on the inputs of a quiet
-        one, and after `settle` the last pass usually was; skipped, "the second pass
-        writes nothing" would hold whatever the plan said."""
-        await self.settle()
-        since = self.cp.audit.offset()
-        self.running.reconciler.inputs_changed()
-        await self.running.reconciler.reconcile(request)
-        # Only this key's namespace: a cluster-wide operator may meanwhile (rightly)
-        # reconcile other tests' relays in namespaces being deleted.
-        writes = await asyncio.to_thread(
-            self.cp.audit.writes, since, user_agent_prefix=OPERATOR_AGENT
-        )
-        return [
-            w
-            for w in writes
-            if w.namespace == request[0] and (include_events or w.resource != "events")
-        ]
-
-    async def writes_since(self, offset: int) -> list[AuditEvent]:
-        return await asyncio.to_thread(
-            self.cp.audit.writes, offset, user_agent_prefix=OPERATOR_AGENT
-        )
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[Any]], *, timeout: float = 20.0, interval: float = 0.05
-) -> Any:
-    """Poll `probe` until it returns a truthy value (returned) or raise with the last one."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            last = await probe()
-            last_error = None
-            if last:
-                return last
-        except Exception as e:  # the object may not exist yet
-            last_error = e
-        await asyncio.sleep(interval)
-    raise AssertionError(
-        f"condition not met in {timeout}s; last value {last!r}, last error {last_error!r}"
-    )
