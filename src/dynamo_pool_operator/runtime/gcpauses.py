@@ -23,10 +23,7 @@ from prometheus_client import CollectorRegistry, Histogram
 #: fleet's caches (tens of microseconds a pool).
 BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
-#: The collector's thresholds (`gc.set_threshold`; the interpreter's are 700, 10, 10):
-#: the youngest generation collected every 50,000 net allocations, the middle one every
-#: 20 of those, the oldest considered every 10 of the middle one's (and collected only
-#: once what was promoted since its last collection is a quarter of what it kept).
+#: The collector's thresholds (`gc.set_threshold`; the interpreter's are 700, 10, 10).
 THRESHOLDS = (50_000, 20, 10)
 
 _WATCHED: weakref.WeakKeyDictionary[CollectorRegistry, _Pauses] = weakref.WeakKeyDictionary()
@@ -73,8 +70,7 @@ def unwatch_gc_pauses(registry: CollectorRegistry) -> None:
 
 @contextlib.contextmanager
 def collector_tuned() -> Iterator[None]:
-    """`THRESHOLDS` while the operator runs; the ones before, after it (a test runs
-    the operator in its own process)."""
+    """`THRESHOLDS` while the operator runs; the ones before, after it."""
     before = gc.get_threshold()
     gc.set_threshold(*THRESHOLDS)
     try:

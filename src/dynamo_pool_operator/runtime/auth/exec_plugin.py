@@ -28,14 +28,12 @@ EXEC_API_VERSIONS = (
     "client.authentication.k8s.io/v1",
     "client.authentication.k8s.io/v1beta1",
 )
-#: Refresh this long before `expirationTimestamp` (at most half the lifetime), so a
-#: request does not leave with a token that expires on the way.
+#: Refresh this long before `expirationTimestamp` (at most half the lifetime).
 EXEC_REFRESH_SKEW = timedelta(seconds=30)
 EXEC_TIMEOUT_SECONDS = 60.0
 #: What a plugin's stderr contributes to an error or a log line: its last characters.
 _STDERR_TAIL = 2000
-#: An ExecCredential is a few kilobytes; a plugin printing more is broken, and its output
-#: is not held in memory past this.
+#: An ExecCredential is a few kilobytes: more is not held in memory.
 EXEC_STDOUT_LIMIT = 1 << 20
 
 

@@ -19,8 +19,8 @@ from dynamo_pool_operator.runtime.registry import per_registry
 
 log = logging.getLogger(__name__)
 
-#: How long an optional cache may take to sync at start before its check is degraded
-#: (as long as the controller waits for it before its first reconcile).
+#: How long an optional cache may take to sync before its check is degraded (as long as
+#: the controller waits for it).
 DEFAULT_GRACE = 10.0
 
 

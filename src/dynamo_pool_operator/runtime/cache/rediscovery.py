@@ -94,8 +94,8 @@ class Rediscovery(Generic[T]):
                 w.cancel()
 
     async def check(self) -> bool:
-        """One pass: read, and apply what changed. True if the value in effect changed.
-        Never raises but for cancellation: a failure is logged and retried next pass."""
+        """One pass: read, and apply what changed; True if the value in effect changed.
+        Never raises but for cancellation."""
         async with self._lock:
             try:
                 return await self._check()
@@ -130,8 +130,7 @@ class Rediscovery(Generic[T]):
             log.debug("%s again: %s", what, error)
             return
         self._failing = True
-        # An expected failure (the API server unreachable) is one line; a bug has its
-        # traceback.
+        # An expected failure is one line; a bug has its traceback.
         expected = isinstance(error, errors.ApiError | errors.Reported)
         log.warning(
             "%s (%s: %s); what was found before stays in effect, retried every %gs",
