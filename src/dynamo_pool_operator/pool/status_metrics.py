@@ -108,8 +108,8 @@ class RelayStatusCollector(Collector):
 
 
 class _Sources(RelayStatusCollector):
-    """The one collector of a registry; the newest source added is the one reported
-    (a process serves one operator; tests may start another before the last stopped)."""
+    """The one collector of a registry, reporting the newest source added (tests may start
+    another operator before the last stopped)."""
 
     def __init__(self) -> None:
         super().__init__(lambda: ())

@@ -66,9 +66,8 @@ async def withdraw_leftover_exports(client: Client, version: str, namespace: str
 async def _withdraw_if_ours(
     client: Client, writes: GuardedWrites, res: Resource, export: Obj, attempts: int = 3
 ) -> int:
-    """Delete `export` if it is still ours at the version read; after a lost race read
-    it again (the MCS implementation may just have written its status) and decide
-    again."""
+    """Delete `export` if it is still ours at the version read; after a lost race, read
+    it again and decide again."""
     for _ in range(attempts):
         if not ours(export):
             return 0

@@ -145,9 +145,6 @@ POD_DISRUPTION_BUDGET = OwnedKind(
 RELAY_KINDS: tuple[OwnedKind, ...] = (DEPLOYMENT, SERVICE, POD_DISRUPTION_BUDGET)
 BY_KIND: Mapping[str, OwnedKind] = {k.kind: k for k in RELAY_KINDS}
 
-#: Maps of Kubernetes quantities, compared by value (`1000m` is `1`).
-QUANTITY_PATHS = render.QUANTITY_PATHS
-
 
 @functools.cache
 def _sample() -> Snapshot:
@@ -168,11 +165,11 @@ def shape(kind: str) -> Shape:
     entry = BY_KIND[kind]
     sample = entry.render(_sample())
     assert sample is not None, f"the sample renders every kind ({kind})"
-    return Shape(dict(sample), open_paths=entry.open_paths, quantities=QUANTITY_PATHS)
+    return Shape(dict(sample), open_paths=entry.open_paths, quantities=render.QUANTITY_PATHS)
 
 
 @functools.cache
 def rule(kind: str) -> Rule:
     """How the relay `kind` is compared with its render: from the view its cache keeps.
     Made once per kind."""
-    return Rule(view=shape(kind), quantities=QUANTITY_PATHS)
+    return Rule(view=shape(kind), quantities=render.QUANTITY_PATHS)

@@ -18,9 +18,8 @@ from dynamo_pool_operator.pool.relay.kinds import RELAY_EVENTS, RELAY_KINDS, rul
 
 
 def desired_objects(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
-    """What the relay objects a published relay wants should look like, by kind; none of
-    a kind whose body cannot be made now (the Deployment, while the cluster's ID is
-    unknown: it would roll every relay pod twice, without the ID, then with it)."""
+    """The relay objects a published relay wants, by kind; none of a kind whose body cannot
+    be made now (the Deployment while the cluster's ID is unknown)."""
     out = {}
     for kind in RELAY_KINDS:
         body = kind.render(snapshot) if kind.wanted(snapshot.relay) else None
@@ -58,9 +57,8 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
                 rule(kind.kind),
                 wanted=wanted,
                 replace=decision.publish and kind.replaced(snapshot),
-                # The caches watch our objects by label: one of the name without our
-                # labels shows only to a create (whose it is decides the next pass),
-                # or, not wanted, to a read of its name while they show none.
+                # One of the name without our labels shows only to a create, or (not
+                # wanted) to a read of its name.
                 may_be_hidden=wanted or kind.kind in snapshot.hidden_unread,
                 apply_manager=names.FIELD_MANAGER,
             )
