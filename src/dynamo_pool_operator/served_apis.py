@@ -189,13 +189,10 @@ def follow_served_apis(
     unavailable: Mapping[str, str] = _NOTHING,
 ) -> ServedApis:
     """Pure: the served APIs after a later discovery, from those in effect (`current`).
-
-    Each API we read but our own follows the cluster to its preferred served version;
-    an export API gone is None (the relays say so: failing a running operator would take
-    every pool's updates down with it). A DGD API no longer served keeps `dgd_version`
-    (its cache stays what is read) with no `dgd_versions`, and readiness fails. A part
-    whose discovery failed at a version that could change the choice keeps its current
-    value: unreadable is not "gone"."""
+    Each API but ours follows the cluster to its preferred served version; an export API
+    gone is None (the relays say so: failing would stop every pool's updates). A DGD API
+    no longer served keeps `dgd_version` with no `dgd_versions` (readiness fails). A part
+    whose discovery failed in doubt keeps its value: unreadable is not "gone"."""
     exports = _find(resources, unavailable, MCS_GROUP, SERVICEEXPORTS, SERVICEEXPORT_VERSIONS)
     served, export_versions = exports.chosen, exports.versions
     if exports.doubt:
@@ -238,10 +235,8 @@ _DCD_API = f"{dgd_api.DCD_PLURAL}.{dgd_api.GROUP}"
 
 def transitions(before: ServedApis, after: ServedApis, mcs_implementation: str) -> list[str]:
     """Pure: one log line per API whose version in effect changed, saying what the
-    operator does about it now. Both are values in effect: a version served whose cache
-    has not synced yet is not in effect, and the switchover says so when that happens
-    (`runtime/cache/followed.py`), so an export API served but not listed yet is not
-    called "no longer served" here."""
+    operator does now. Both are values in effect (a served version not yet synced is not
+    in effect, so an export API not yet listed is not called "no longer served")."""
     out = []
     if mcs_implementation:
         old, new = before.serviceexport_version, after.serviceexport_version

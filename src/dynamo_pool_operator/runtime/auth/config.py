@@ -75,12 +75,9 @@ def load_incluster_config(
     environ: Mapping[str, str] | None = None,
     clock: Clock | None = None,
 ) -> ClusterConfig:
-    """The pod's own service account, as client-go's `InClusterConfig`.
-
-    The token is a bound token that the kubelet rotates, so it is re-read every
-    minute and after a 401 instead of being read once. A missing CA is only a
-    warning (system roots are used), as in client-go.
-    """
+    """The pod's own service account, as client-go's `InClusterConfig`: the bound token
+    the kubelet rotates is re-read every minute and after a 401; a missing CA is only a
+    warning (system roots)."""
     env = os.environ if environ is None else environ
     host = env.get("KUBERNETES_SERVICE_HOST", "")
     port = env.get("KUBERNETES_SERVICE_PORT", "")
@@ -136,17 +133,10 @@ def load_config(
     service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR,
     clock: Clock | None = None,
 ) -> ClusterConfig:
-    """Find and load the cluster configuration, in client-go's order.
-
-    1. `kubeconfig`, when given: it must exist.
-    2. `$KUBECONFIG`: its files (separated by `os.pathsep`) merged; missing ones are
-       skipped.
-    3. `~/.kube/config`, when it exists.
-    4. The pod's service account (only without a `context`, which it cannot have).
-
-    A kubeconfig that defines nothing counts as absent, as client-go treats an
-    empty merged config.
-    """
+    """Find and load the cluster configuration in client-go's order: `kubeconfig` (must
+    exist), `$KUBECONFIG`'s files merged (missing ones skipped), `~/.kube/config`, then
+    the pod's service account (not with a `context`). A kubeconfig defining nothing
+    counts as absent."""
     if kubeconfig:
         return load_kubeconfig(kubeconfig, context, clock=clock)
     env_value = os.environ.get("KUBECONFIG", "")
