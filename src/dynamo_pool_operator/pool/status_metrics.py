@@ -47,17 +47,12 @@ def _export_states(shown: ShownStatus) -> list[str]:
 
 
 class RelayStatusCollector(Collector):
-    """A Prometheus collector over `relays()`, the cached relay objects."""
+    """The one collector of a registry over the cached relays, reporting the newest source
+    added (tests may start another operator before the last stopped)."""
 
-    def __init__(self, relays: RelaySource, *, per_relay: bool = True) -> None:
-        self._relays = relays
-        self._per_relay = per_relay
-
-    def _current(self) -> Iterable[Mapping[str, Any]]:
-        return self._relays()
-
-    def _naming_relays(self) -> bool:
-        return self._per_relay
+    def __init__(self) -> None:
+        #: (the cached relays, whether series may name a relay), oldest first.
+        self.sources: list[tuple[RelaySource, bool]] = []
 
     def describe(self) -> Iterable[Any]:
         # Declared up front (and empty until a scrape): the registry learns the names.
@@ -86,7 +81,8 @@ class RelayStatusCollector(Collector):
         ready, counts, exports = self._families()
         tally: Counter[tuple[str, str, str]] = Counter()
         states: Counter[str] = Counter({str(s): 0 for s in ExportState})
-        for relay in self._current():
+        relays, per_relay = self.sources[-1] if self.sources else ((lambda: ()), True)
+        for relay in relays():
             shown = ShownStatus.of(relay.get("status"))  # the relay cache keeps it read
             states.update(_export_states(shown))
             meta = Meta(relay)
@@ -101,28 +97,15 @@ class RelayStatusCollector(Collector):
             counts.add_metric([kind, status, reason], float(n))
         for state, n in sorted(states.items()):
             exports.add_metric([state], float(n))
-        if self._naming_relays():
+        if per_relay:
             yield ready
         yield counts
         yield exports
 
 
-class _Sources(RelayStatusCollector):
-    """The one collector of a registry, reporting the newest source added (tests may start
-    another operator before the last stopped)."""
-
-    def __init__(self) -> None:
-        super().__init__(lambda: ())
-        self.sources: list[tuple[RelaySource, bool]] = []
-
-    def _current(self) -> Iterable[Mapping[str, Any]]:
-        return self.sources[-1][0]() if self.sources else ()
-
-    def _naming_relays(self) -> bool:
-        return self.sources[-1][1] if self.sources else True
-
-
-_REGISTERED: weakref.WeakKeyDictionary[CollectorRegistry, _Sources] = weakref.WeakKeyDictionary()
+_REGISTERED: weakref.WeakKeyDictionary[CollectorRegistry, RelayStatusCollector] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @contextlib.contextmanager
@@ -133,7 +116,7 @@ def reporting(
     `per_relay` False leaves out the series that name a relay."""
     collector = _REGISTERED.get(registry)
     if collector is None:
-        collector = _REGISTERED[registry] = _Sources()
+        collector = _REGISTERED[registry] = RelayStatusCollector()
         registry.register(collector)
     source = (relays, per_relay)
     collector.sources.append(source)
