@@ -70,75 +70,55 @@ _READ = ["get", "list", "watch"]
 _WRITE = ["create", "get", "list", "watch", "update", "patch", "delete", "deletecollection"]
 
 
+def _granted(
+    account: str, namespace: str, role: str, rules: list[dict[str, Any]], *, cluster_wide: bool
+) -> list[dict[str, Any]]:
+    """A ServiceAccount, a (Cluster)Role of `rules` and the binding that grants it."""
+    kind = "ClusterRole" if cluster_wide else "Role"
+    scope = {} if cluster_wide else {"namespace": namespace}
+    rbac = "rbac.authorization.k8s.io"
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": account, "namespace": namespace},
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": kind,
+            "metadata": {**scope, "name": role},
+            "rules": rules,
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": f"{kind}Binding",
+            "metadata": {**scope, "name": account},
+            "roleRef": {"apiGroup": rbac, "kind": kind, "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        },
+    ]
+
+
 def member_rbac() -> list[dict[str, Any]]:
     """The agent's ServiceAccount and what Submariner's lighthouse-agent role grants it:
     read Services, Namespaces and Endpoints; own ServiceExports/Imports (status too)
     and EndpointSlices."""
+    mcs = ["serviceexports", "serviceexports/status", "serviceimports", "serviceimports/status"]
+    rules = [
+        _rule([""], ["services", "namespaces", "endpoints"], _READ),
+        _rule(["discovery.k8s.io"], ["endpointslices", "endpointslices/restricted"], _WRITE),
+        _rule([_GROUP], mcs, _WRITE),
+    ]
     name = AGENT_SERVICE_ACCOUNT
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": name},
-        "rules": [
-            _rule([""], ["services", "namespaces", "endpoints"], _READ),
-            _rule(["discovery.k8s.io"], ["endpointslices", "endpointslices/restricted"], _WRITE),
-            _rule(
-                [_GROUP],
-                [
-                    "serviceexports",
-                    "serviceexports/status",
-                    "serviceimports",
-                    "serviceimports/status",
-                ],
-                _WRITE,
-            ),
-        ],
-    }
-    subject = [{"kind": "ServiceAccount", "name": name, "namespace": AGENT_NAMESPACE}]
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": subject,
-    }
-    sa = {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": name, "namespace": AGENT_NAMESPACE},
-    }
-    return [sa, role, binding]
+    return _granted(name, AGENT_NAMESPACE, name, rules, cluster_wide=True)
 
 
 def broker_rbac(cluster: str) -> list[dict[str, Any]]:
     """On the broker: a ServiceAccount for `cluster`'s agent and a Role over the broker
     namespace (everything of the MCS API, and EndpointSlices)."""
-    sa_name = f"cluster-{cluster}"
-    role_name = "lighthouse-broker-cluster"
-    meta = {"namespace": BROKER_NAMESPACE}
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**meta, "name": sa_name}},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {**meta, "name": role_name},
-            "rules": [
-                _rule([_GROUP], ["*"], ["*"]),
-                _rule(["discovery.k8s.io"], ["endpointslices"], _WRITE),
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {**meta, "name": sa_name},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": role_name,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": sa_name, **meta}],
-        },
-    ]
+    rules = [_rule([_GROUP], ["*"], ["*"]), _rule(["discovery.k8s.io"], ["endpointslices"], _WRITE)]
+    role = "lighthouse-broker-cluster"
+    return _granted(f"cluster-{cluster}", BROKER_NAMESPACE, role, rules, cluster_wide=False)
 
 
 def token(cp: ControlPlane, namespace: str, service_account: str, seconds: int = 86_400) -> str:

@@ -1,8 +1,6 @@
-"""What any object is, read without I/O: where it lives (`Resource`), its metadata and
-conditions (`Meta`, ownership, the hand-over rules) and whether an apply would change it
-(`needs_apply`, `Shape`); and how the pure core's values are made (`record`). The
-pure planning imports this face and nothing else of
-the runtime; `make lint` holds it to that."""
+"""What any object is, read without I/O: `Resource`, `Meta` (metadata, ownership, the
+hand-over rules), whether an apply would change it (`needs_apply`, `Shape`) and `record`.
+The pure planning imports this face and nothing else of the runtime (`make lint`)."""
 
 from dynamo_pool_operator.runtime.objects.diff import (
     VIEW,
