@@ -46,8 +46,8 @@ Key = tuple[str, str]
 
 @record
 class EventNames:
-    """The Events an action records about its object: a Normal one per successful
-    write (empty: none) and the Warning reason of a failed one."""
+    """The Events an action records: a Normal reason per successful write (empty: none)
+    and the Warning reason of a failed one."""
 
     failed: str
     created: str = ""
@@ -64,13 +64,11 @@ class Action:
     namespace: str
     name: str
     events: EventNames
-    #: The cached object the action was decided on (None for CREATE): its uid and
-    #: resourceVersion are the write's guards.
+    #: The cached object decided on (None for CREATE): its uid and resourceVersion guard.
     live: Mapping[str, Any] | None = None
     #: CREATE: the whole object; APPLY: only the fields we own.
     body: Mapping[str, Any] | None = None
-    #: APPLY: the object still shows its create's fields with the create: hand them over
-    #: to the apply manager (read first) before the apply.
+    #: APPLY: the object still shows its create's fields: hand them over first.
     hand_over: bool = False
     #: For APPLY: which of our fields differ (for the Event's note).
     fields: tuple[str, ...] = ()
@@ -78,13 +76,11 @@ class Action:
     wanted: bool = True
     #: The object this one refers to (an export: its Service), by kind and name.
     points_at: Key | None = None
-    #: The actions that must succeed in this pass before this one runs (a need on an
-    #: object already as wanted is not recorded: it is observed done).
+    #: The actions that must succeed in this pass before this one runs.
     needs: tuple[Key, ...] = ()
     #: HOLD: why (the input that cannot be read), as the status says it.
     cause: str = ""
-    #: CREATE: a name found taken is read (the object is the result's `found`): the
-    #: relay objects' caches watch by label selector, so one of the name may be hidden.
+    #: CREATE: a name found taken is read (the result's `found`): it may be hidden.
     read_if_taken: bool = False
 
     @property
@@ -125,8 +121,8 @@ class ActionResult:
     #: SKIPPED: what it waits for, and why.
     message: str = ""
     error: Exception | None = None
-    #: DONE apply: the object as the server answered (what the cache will show next),
-    #: so the report judges what was written, not the version read before it.
+    #: DONE apply: the object as the server answered, so the report judges what was
+    #: written.
     written: Mapping[str, Any] | None = None
     #: LOST create that reads a name found taken, or DONE look: the object of that name
     #: as the server has it (None: nothing), for the next pass to decide on.
@@ -177,8 +173,8 @@ class StatusLine:
     state: str
     reason: str = ""
     message: str = ""
-    #: What the MCS implementation wrote on the export ("valid", "ready", "conflict":
-    #: status, reason, message, lastTransitionTime), verbatim.
+    #: What the MCS implementation wrote on the export ("valid", "ready", "conflict"),
+    #: verbatim.
     implementation: Mapping[str, Mapping[str, str]] | None = None
     #: `Withdrawing`: the finalizers that hold the export.
     finalizers: tuple[str, ...] = ()
@@ -199,8 +195,8 @@ class StatusLine:
 
 @record
 class ConditionView:
-    """The condition the exports add to the relay's status (`Exported`), and when the
-    pass should look again without an event (a grace period ending)."""
+    """The condition the exports add to the relay's status (`Exported`), and when to look
+    again without an event."""
 
     type: ConditionType
     status: Status
@@ -283,8 +279,8 @@ AS_IS = Version(lambda value: value, "the value itself")
 NEVER_QUIET_IF_SET = Version(_never_quiet_if_set, "a pass with it set always runs")
 
 
-#: The time: it matters only through a later look (`recheck_at`), and a pass that asks
-#: for one is never kept as quiet, so it is no part of the key.
+#: The time matters only through a later look (`recheck_at`), which keeps a pass from
+#: being quiet: no part of the key.
 UNVERSIONED_TIME = Version(_nothing, "the time: a pass that depends on it asks for a later look")
 
 
@@ -337,13 +333,12 @@ class Snapshot:
     shown_status: ShownStatus | Mapping[str, Any] | None = field(
         metadata={VERSION: SHOWN}, default=None
     )
-    #: The status shown is our own last write, which the relay cache does not show yet:
-    #: no version read says what the server shows.
+    #: The status shown is our own last write, which the relay cache does not show yet.
     own_status_unseen: bool = field(metadata={VERSION: NEVER_QUIET_IF_SET}, default=False)
     #: When the caches were read (None: a rule that needs the time holds nothing back).
     read_at: datetime | None = field(metadata={VERSION: UNVERSIONED_TIME}, default=None)
-    #: The Services named like a frontend of the pool, by name, and the
-    #: DynamoComponentDeployments they name as controller, by name: whose each is.
+    #: The Services named like a frontend of the pool, and the DCDs they name as
+    #: controller, by name: whose each is.
     services: Mapping[str, Mapping[str, Any]] = field(
         metadata={VERSION: OBJECTS}, default_factory=dict
     )
@@ -353,21 +348,20 @@ class Snapshot:
     #: The relay objects' kinds whose caches may hide one of the name, show none, and
     #: whose name was not read since: a withdrawal reads each once (`Verb.LOOK`).
     hidden_unread: frozenset[str] = field(metadata={VERSION: AS_IS}, default=frozenset())
-    #: The relay object as cached (not our own later write): the version the status
-    #: write is decided on.
+    #: The relay as cached (not our own later write): what the status write is decided on.
     decided_on: Mapping[str, Any] = field(
         metadata={VERSION: covered_by("relay", "the cached relay")}, default_factory=dict
     )
     #: The DGD exists but cannot be decoded and no readable version is cached: why.
     pool_unreadable: str = field(metadata={VERSION: AS_IS}, default="")
-    #: The cached relay Service has the other shape than the relay wants
-    #: (`Relay.reshaped`): it can only be replaced. Derived when the snapshot is made.
+    #: The cached relay Service has the other shape than the relay wants: it can only be
+    #: replaced.
     service_reshaped: bool = field(
         init=False,
         metadata={VERSION: covered_by("relay_objects", "derived from the relay's Service")},
     )
-    #: The conditions `shown_status` shows, read when a pass first asks
-    #: (`shown_conditions`): a quiet pass never does.
+    #: The conditions `shown_status` shows, read when a pass first asks (a quiet pass
+    #: never does).
     _shown_conditions: Mapping[ConditionType, ShownCondition] | None = field(
         init=False,
         default=None,
@@ -390,8 +384,7 @@ class Snapshot:
 
     @property
     def shown_conditions(self) -> Mapping[ConditionType, ShownCondition]:
-        """The conditions the relay shows, typed (`ShownStatus.by_type`), read
-        once per snapshot."""
+        """The conditions the relay shows, typed, read once per snapshot."""
         read = self._shown_conditions
         if read is None:
             read = self.shown.by_type()
@@ -436,8 +429,8 @@ class ExportInputs:
 
 @record
 class Contribution:
-    """The exports' part of a plan: their actions, advisories and status lines (the
-    lines are what the status shows if every action succeeds; `report` adjusts)."""
+    """The exports' part of a plan: their actions, advisories and status lines (as if
+    every action succeeds; `report` adjusts)."""
 
     actions: tuple[Action, ...] = ()
     advisories: tuple[Advisory, ...] = ()

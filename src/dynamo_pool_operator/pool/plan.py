@@ -53,8 +53,8 @@ def decision(reason: Reason, message: str, *, hold: bool = False) -> Decision:
 
 @record
 class Facts:
-    """What the checks look at: the relay, its pool (None: no DGD), the objects named
-    `<name>-pool-relay` by kind, and the operator's default discovery backend."""
+    """What the checks look at: the relay, its pool (None: no DGD), the relay objects by
+    kind, and the default discovery backend."""
 
     relay: Relay
     pool: Pool | None
@@ -66,9 +66,8 @@ class Facts:
 
 @record
 class Check:
-    """One rule: `withdraws(facts)` is the message (what to change) when it stops the
-    pool, None when it does not. The rule in a line is the reason's meaning
-    (`api/conditions.PUBLISHED_MEANINGS`)."""
+    """One rule: `withdraws(facts)` is the message (what to change) when it stops the pool,
+    else None; its one-line rule is the reason's meaning (`PUBLISHED_MEANINGS`)."""
 
     reason: Reason
     withdraws: Callable[[Facts], str | None]
@@ -318,8 +317,8 @@ def make_plan(
     *,
     default_discovery_backend: str,
 ) -> Plan:
-    """The pass's plan: the decision, then the relay's objects, then the exports
-    (None: the feature is off), with what each action needs."""
+    """The pass's plan: the decision, the relay's objects, then the exports (None: the
+    feature is off), with what each action needs."""
     decision = decide(
         snapshot.relay,
         snapshot.pool,
