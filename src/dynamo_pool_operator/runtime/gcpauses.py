@@ -61,13 +61,6 @@ def watch_gc_pauses(registry: CollectorRegistry) -> None:
     gc.callbacks.append(pauses)
 
 
-def unwatch_gc_pauses(registry: CollectorRegistry) -> None:
-    """Stop timing collections into `registry` (a test's, or a stopped operator's)."""
-    pauses = _WATCHED.pop(registry, None)
-    if pauses is not None and pauses in gc.callbacks:
-        gc.callbacks.remove(pauses)
-
-
 @contextlib.contextmanager
 def collector_tuned() -> Iterator[None]:
     """`THRESHOLDS` while the operator runs; the ones before, after it."""
