@@ -28,7 +28,7 @@ from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api.conditions import Status
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK
 from dynamo_pool_operator.runtime import Client, ConfigError, errors, load_config
-from dynamo_pool_operator.runtime.objects import CRDS
+from dynamo_pool_operator.runtime.objects import CRDS, find_condition
 
 FIELD_MANAGER = "dynamo-pool-operator"
 USER_AGENT = "dynamo-pool-operator-crd-install"
@@ -145,20 +145,15 @@ async def install(
     raise AssertionError("unreachable")
 
 
-def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for c in (obj.get("status") or {}).get("conditions") or ():
-        if c.get("type") == kind:
-            return c  # type: ignore[no-any-return]
-    return None
-
-
 async def established(client: Client, name: str, timeout: float = ESTABLISH_TIMEOUT) -> None:
     """Wait until the CRD is Established (its names accepted, its API served)."""
     deadline = time.monotonic() + timeout
     last = ""
     while True:
         obj = await client.get(CRDS, name)
-        est, names = _condition(obj, "Established"), _condition(obj, "NamesAccepted")
+        conditions = (obj.get("status") or {}).get("conditions")
+        est = find_condition(conditions, "Established")
+        names = find_condition(conditions, "NamesAccepted")
         if (
             est
             and est.get("status") == Status.TRUE
@@ -207,14 +202,11 @@ async def run(
             outcome = await install(client, desired, allow_downgrade=allow_downgrade)
             print(f"customresourcedefinition.apiextensions.k8s.io/{name} {outcome}", file=out)
             await established(client, name, timeout)
-        except Refused as e:
+        except (Refused, TimeoutError) as e:
             print(f"error: {e}", file=err)
             return EXIT_FAILURE
         except errors.ApiError as e:
             print(f"error: {_explain(e, name)}", file=err)
-            return EXIT_FAILURE
-        except TimeoutError as e:
-            print(f"error: {e}", file=err)
             return EXIT_FAILURE
     print(f"customresourcedefinition.apiextensions.k8s.io/{name} established", file=out)
     return EXIT_OK
