@@ -18,7 +18,7 @@ from dynamo_pool_operator.api.dgd import Pool
 from dynamo_pool_operator.api.mcs import ClusterID
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.api.shown import ShownCondition, ShownLine, ShownStatus
-from dynamo_pool_operator.runtime.objects import Resource, record
+from dynamo_pool_operator.runtime.objects import Resource, object_version, record
 
 
 class Verb(StrEnum):
@@ -239,14 +239,6 @@ class Version:
     of: Callable[[Any], Hashable]
     why: str
     covered_by: str = ""
-
-
-def object_version(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    """A cached object's version: (uid, resourceVersion); (None, None) for none."""
-    if obj is None:
-        return (None, None)
-    meta = obj.get("metadata") or {}
-    return (meta.get("uid"), meta.get("resourceVersion"))
 
 
 def _objects_version(objects: Mapping[str, Mapping[str, Any] | None]) -> Hashable:

@@ -43,6 +43,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client, jittered
 from dynamo_pool_operator.runtime.client.undecodable import Undecodable, named, skim
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
+from dynamo_pool_operator.runtime.objects.meta import object_version
 from dynamo_pool_operator.runtime.objects.resources import Resource
 from dynamo_pool_operator.runtime.ratelimit import Backoff
 from dynamo_pool_operator.runtime.registry import REGISTRY, per_registry
@@ -645,9 +646,8 @@ class Informer:
 
 
 def _same_version(old: Obj, new: Obj) -> bool:
-    a, b = old.get("metadata") or {}, new.get("metadata") or {}
-    rv = a.get("resourceVersion")
-    return bool(rv) and rv == b.get("resourceVersion") and a.get("uid") == b.get("uid")
+    version = object_version(old)
+    return bool(version[1]) and version == object_version(new)
 
 
 def _uid(obj: Obj) -> str:

@@ -26,7 +26,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from dynamo_pool_operator.runtime.objects.meta import controller_of
+from dynamo_pool_operator.runtime.objects.meta import controller_of, object_version
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +39,6 @@ IndexFunc = Callable[[Obj], list[str]]
 Change = tuple[Obj | None, Obj | None]
 
 CONTROLLER_UID_INDEX = "controller-uid"
-
-
-def object_version(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    """(uid, resourceVersion) of an object; (None, None) for none."""
-    meta = (obj or {}).get("metadata") or {}
-    return (meta.get("uid"), meta.get("resourceVersion"))
 
 
 def object_key(obj: Obj) -> Key:

@@ -49,6 +49,12 @@ def find_condition(conditions: object, type_: str) -> Mapping[str, Any] | None:
     return None
 
 
+def object_version(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    """(uid, resourceVersion) of an object; (None, None) for none."""
+    meta = (obj or {}).get("metadata") or {}
+    return (meta.get("uid"), meta.get("resourceVersion"))
+
+
 # ----------------------------------------------------------------------
 
 # Who controls an object: the one place that reads owner references, so a malformed one
