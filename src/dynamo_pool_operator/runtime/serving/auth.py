@@ -64,22 +64,6 @@ REJECT_TTL = AUTHN_TTL
 #: bound token's default lifetime).
 KNOWN_TTL = 3600.0
 
-__all__ = [
-    "ALLOW_TTL",
-    "AUTHN_TTL",
-    "DENY_TTL",
-    "KNOWN_TTL",
-    "REJECT_TTL",
-    "REVIEW_BURST",
-    "REVIEW_IN_FLIGHT",
-    "REVIEW_QPS",
-    "DelegatedAuth",
-    "ReviewRefused",
-    "User",
-    "Verdict",
-    "bearer_token",
-]
-
 
 @per_registry
 def _review_metrics(registry: CollectorRegistry) -> tuple[Counter, Counter]:
