@@ -32,7 +32,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.objects.resources import LEASES
-from dynamo_pool_operator.runtime.registry import per_registry
+from dynamo_pool_operator.runtime.registry import REGISTRY, per_registry
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +65,6 @@ def format_micro_time(moment: datetime) -> str:
 def default_identity() -> str:
     """`hostname_uuid`, as controller-runtime: unique even if two pods share a hostname."""
     return f"{socket.gethostname()}_{uuid.uuid4()}"
-
-
-def _default_registry() -> CollectorRegistry:
-    from dynamo_pool_operator.runtime.registry import (
-        REGISTRY,  # lazily: only when no registry is injected
-    )
-
-    return REGISTRY
 
 
 @per_registry
@@ -128,7 +120,7 @@ class LeaderElector:
         self._clock: Clock = clock or SystemClock()
         self._jitter = jitter_factor
         self._rng = rng or random.Random()
-        self._gauge = _master_status(registry if registry is not None else _default_registry())
+        self._gauge = _master_status(registry if registry is not None else REGISTRY)
         self._gauge.labels(name=name).set(0)
         self.leading = asyncio.Event()
         self.lost = asyncio.Event()

@@ -33,7 +33,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.objects.resources import Resource
-from dynamo_pool_operator.runtime.registry import per_registry
+from dynamo_pool_operator.runtime.registry import REGISTRY, per_registry
 from dynamo_pool_operator.runtime.serving.reviews import (
     REVIEW_BURST,
     REVIEW_IN_FLIGHT,
@@ -175,13 +175,9 @@ class DelegatedAuth:
         budget = ReviewBudget(clock, in_flight=review_in_flight, burst=review_burst, qps=review_qps)
         self._token_reviews: Reviews[User | None] = Reviews(budget)
         self._access_reviews: Reviews[tuple[bool, str]] = Reviews(budget)
-        if registry is None:
-            from dynamo_pool_operator.runtime.registry import (
-                REGISTRY,  # lazily: only when no registry is injected
-            )
-
-            registry = REGISTRY
-        self._token_results, self._access_results = _review_metrics(registry)
+        self._token_results, self._access_results = _review_metrics(
+            registry if registry is not None else REGISTRY
+        )
         #: Reviews sent to the API server (what the caches save), for tests and debugging.
         self.reviews = 0
 
