@@ -33,6 +33,7 @@ from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
 from dynamo_pool_operator.localcluster import mountns
 from dynamo_pool_operator.localcluster.assets import Assets
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, ControlPlaneError
+from dynamo_pool_operator.localcluster.crds import default_crds, mcs_crds
 from dynamo_pool_operator.runtime.objects import Resource
 
 #: Where each member's agent keeps its local state (and its ServiceAccount lives).
@@ -303,8 +304,6 @@ def world(
 ) -> Iterator[World]:
     """Start the control planes side by side (a 2-core machine still gains: most of a
     start is waiting), then the agents; stop everything, by PID, on the way out."""
-    from dynamo_pool_operator.localcluster.crds import default_crds, mcs_crds
-
     if why := assets.missing_peers() or namespaces_refused():
         raise ControlPlaneError(why)
     assert assets.lighthouse_agent is not None
