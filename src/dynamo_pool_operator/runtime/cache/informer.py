@@ -79,7 +79,9 @@ Keep = Callable[[Obj], bool]
 
 
 @per_registry
-def _metrics(registry: CollectorRegistry) -> tuple[Counter, Counter, Counter]:
+def _metrics(
+    registry: CollectorRegistry,
+) -> tuple[Counter, Counter, Counter, Gauge, Counter, Gauge]:
     """Per informer (`resource` label: group/resource, namespace or selector if any)."""
     return (
         Counter(
@@ -102,13 +104,6 @@ def _metrics(registry: CollectorRegistry) -> tuple[Counter, Counter, Counter]:
             ["resource"],
             registry=registry,
         ),
-    )
-
-
-@per_registry
-def _health(registry: CollectorRegistry) -> tuple[Gauge, Counter, Gauge]:
-    """What shows an informer that keeps failing, or keeps an object out."""
-    return (
         Gauge(
             "informer_undecodable_objects",
             "Objects the informer keeps out of its cache because they cannot be decoded "
@@ -198,13 +193,14 @@ class Informer:
         #: Names resource, namespace and selectors; starts every log line.
         self.description = f"{resource.group_resource} in {where}{sel}"
         self.store.description = self.description
-        restarts, relists, gone = _metrics(registry if registry is not None else REGISTRY)
+        restarts, relists, gone, held, skipped, failing = _metrics(
+            registry if registry is not None else REGISTRY
+        )
         label = resource.group_resource + (f" {self.namespace}" if self.namespace else "") + sel
         self._m_restarts = restarts.labels(label)
         self._m_relists = relists
         self._m_gone = gone.labels(label)
         self._m_label = label
-        held, skipped, failing = _health(registry if registry is not None else REGISTRY)
         self._m_held = held.labels(label)
         self._m_skipped = skipped.labels(label)
         self._m_failing = failing.labels(label)
