@@ -109,9 +109,6 @@ def drift(rule: Rule, live: Mapping[str, Any], body: Mapping[str, Any]) -> Drift
     return _DRIFTED if needs_apply(live, body, quantities=rule.quantities) else NO_DRIFT
 
 
-# ----------------------------------------------------------------------
-
-
 class Rung(StrEnum):
     """Which rung decided (why the verb)."""
 

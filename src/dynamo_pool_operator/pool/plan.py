@@ -221,9 +221,6 @@ def precedence_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-# ----------------------------------------------------------------------
-
-
 @record
 class Plan:
     decision: Decision

@@ -232,8 +232,6 @@ def _available(
     )
 
 
-# ----------------------------------------------------------------------
-
 #: The Normal Event of a pool that became Ready.
 POOL_READY = EventReason.POOL_READY
 

@@ -103,8 +103,6 @@ def equal_quantities(a: object, b: object) -> bool:
     return x is not None and y is not None and x == y
 
 
-# ----------------------------------------------------------------------
-
 #: List elements are matched by the first of these keys they carry (as SSA's
 #: list-map keys do for the lists we render: containers, env, ports, ownerReferences).
 _MERGE_KEYS = ("uid", "name", "containerPort", "port")

@@ -55,8 +55,6 @@ def object_version(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
     return (meta.get("uid"), meta.get("resourceVersion"))
 
 
-# ----------------------------------------------------------------------
-
 # Who controls an object: the one place that reads owner references, so a malformed one
 # (not a mapping, `controller` not exactly `true`) has one reading: not a controller.
 
@@ -111,8 +109,6 @@ def describe_controller(obj: Mapping[str, Any]) -> str:
         return "no controller"
     return f"controller {ref.get('kind', '?')}/{ref.get('name', '?')}"
 
-
-# ----------------------------------------------------------------------
 
 _EMPTY: Mapping[str, Any] = {}
 
