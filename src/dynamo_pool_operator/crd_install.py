@@ -28,7 +28,7 @@ from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api.conditions import Status
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK
 from dynamo_pool_operator.runtime import Client, ConfigError, errors, load_config
-from dynamo_pool_operator.runtime.objects import CRDS, find_condition
+from dynamo_pool_operator.runtime.objects import CRDS, Meta
 
 FIELD_MANAGER = "dynamo-pool-operator"
 USER_AGENT = "dynamo-pool-operator-crd-install"
@@ -151,9 +151,7 @@ async def established(client: Client, name: str, timeout: float = ESTABLISH_TIME
     last = ""
     while True:
         obj = await client.get(CRDS, name)
-        conditions = (obj.get("status") or {}).get("conditions")
-        est = find_condition(conditions, "Established")
-        names = find_condition(conditions, "NamesAccepted")
+        est, names = Meta(obj).condition("Established"), Meta(obj).condition("NamesAccepted")
         if (
             est
             and est.get("status") == Status.TRUE
