@@ -68,8 +68,7 @@ def release_key(version: str) -> tuple[tuple[int, ...], int, int, int] | None:
 
 def made_by(obj: Mapping[str, Any]) -> str | None:
     """The operator version that made this CRD (its annotation), if it says."""
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(crd.VERSION_ANNOTATION)
+    value = Meta(obj).annotations.get(crd.VERSION_ANNOTATION)
     return str(value) if value is not None else None
 
 
