@@ -1,6 +1,6 @@
 """Two clusters joined by Cilium's ClusterMesh MCS-API: a second real implementation.
 
-The world (localcluster/cilium.py, localcluster/kwok.py): two control planes, "east" and
+The world (tests/e2e/cilium.py, localcluster/kwok.py): two control planes, "east" and
 "west", each with a kwok Node, its About API cluster ID, a kvstore etcd and one
 cilium-operator (v1.20.2, built from the Go module proxy) whose clustermesh configuration
 names the other's kvstore. Nobody here wrote Cilium: it validates ServiceExports and
