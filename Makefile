@@ -12,8 +12,11 @@ uv:
 
 ## dev: start a local control plane with a kwok Node, install the CRDs and a sample pool, run
 ## the operator (relay pods Running). `make dev CLUSTERS=2`: east and west joined by Lighthouse
+## (each log line says its cluster=). LOG_FORMAT=json|console: the log lines (console, piped
+## or not, unless set)
 dev: uv
-	$(UV) run --frozen dynamo-pool-operator dev --clusters $(or $(CLUSTERS),1)
+	$(UV) run --frozen dynamo-pool-operator dev --clusters $(or $(CLUSTERS),1) \
+		$(if $(LOG_FORMAT),--log-format $(LOG_FORMAT))
 
 ## test: lint (ruff, mypy --strict), then every tier (unit, integration against the real
 ## control plane, e2e, faults). Lint first: it takes seconds and fails for certain.

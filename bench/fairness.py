@@ -114,14 +114,14 @@ class Changes:
             serial = self._serial
             patch = {"spec": {"components": components(f"Chat{serial}")}}
             await self.client.merge_patch(DGDS, pool, patch, ns)
-            t0 = time.perf_counter()
+            t0, answered_at = time.perf_counter(), time.time()
             want = f"{pool}-chat{serial}"
             seen = self.tracker.wait(functools.partial(_replaced, self.tracker, ns, want, None))
         else:
             want = f"{pool}-frontend"
             old = self.tracker.uid(EXPORTS, ns, want)
             await self.client.delete(EXPORTS, want, ns)
-            t0 = time.perf_counter()
+            t0, answered_at = time.perf_counter(), time.time()
             seen = self.tracker.wait(functools.partial(_replaced, self.tracker, ns, want, old))
         t1 = await asyncio.wait_for(seen, self.timeout)
         self.samples.append(
@@ -130,6 +130,8 @@ class Changes:
                 "ms": round(max(t1 - t0, 0.0) * 1000, 2),
                 "during": during,
                 "made_at": made_at,
+                "answered_at": answered_at,
+                "pool": f"{ns}/{pool}",
                 "pool_converged_before": converged,
             }
         )

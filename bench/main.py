@@ -31,7 +31,7 @@ from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 
-from . import cores, cpfloor, fairness, floor, inproc, objects, procs, soak
+from . import cores, cpfloor, fairness, floor, inproc, objects, procs, soak, tenants
 from .latency import reaction_latency
 from .restart import restart
 from .tracker import Tracker
@@ -138,6 +138,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--fairness-gap", type=float, default=0.25, help="seconds between changes (default 0.25)"
     )
     p.add_argument(
+        "--tenants",
+        action="store_true",
+        help="tenant A's N pools in one namespace deleted and re-created at once while "
+        "tenant B creates pools, with fair queuing on and off (bench/tenants.py)",
+    )
+    p.add_argument(
+        "--tenant-changes", type=int, default=20, help="B's new pools a round (default 20)"
+    )
+    p.add_argument(
+        "--tenant-gap",
+        type=float,
+        help="seconds between B's changes (default: twice the cold start over the changes)",
+    )
+    p.add_argument(
+        "--tenant-rounds",
+        type=int,
+        default=2,
+        help="rounds with fair queuing on, and as many off (default 2: on, off, off, on)",
+    )
+    p.add_argument(
+        "--trace-queue",
+        type=Path,
+        help="trace the operators' work queue to FILE.<pid> (bench/queuetrace; read it with "
+        "python -m bench.queue_waits RESULT FILE)",
+    )
+    p.add_argument(
         "--soak",
         action="store_true",
         help="after the cold start, rounds of relay status churn and the operator's held "
@@ -175,7 +201,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     a.changes = a.changes or 200
     a.steady = a.steady if a.steady is not None else 60.0
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    kind = "soak-" if a.soak else ""
+    kind = "soak-" if a.soak else "tenants-" if a.tenants else ""
     a.out = a.out or ROOT / "bench" / "results" / f"{stamp}-{kind}n{a.pools}.json"
     return a
 
@@ -359,16 +385,18 @@ async def fairness_phases(
     op: procs.OperatorProcess,
     pools: list[tuple[str, str]],
     args: argparse.Namespace,
-) -> dict[str, Any]:
-    """User changes during the cold start, then during a ClusterProperty change."""
+    out: dict[str, Any],
+) -> None:
+    """User changes during the cold start, then during a ClusterProperty change; each
+    phase's figures go into `out` as it ends (a run stopped after the cold start keeps
+    its changes)."""
     n = len(pools)
     changes = fairness.Changes(client, tracker, pools, seed=11, timeout=args.timeout)
     during_cold = asyncio.create_task(
         fairness.cold_start_changes(changes, n, args.fairness_changes, args.fairness_gap)
     )
-    cold = await converge(cp, tracker, op, args)
+    out["cold_start"] = await converge(cp, tracker, op, args)
     samples = await during_cold
-    out: dict[str, Any] = {"cold_start": cold}
     out["during_cold_start"] = {
         "changes_gap_seconds": args.fairness_gap,
         "summary": fairness.summary(samples),
@@ -425,7 +453,6 @@ async def fairness_phases(
         )
         log(f"restart ({args.compare_python}): {out['restart_compared']}")
     op.stop()
-    return out
 
 
 async def soak_phases(
@@ -471,6 +498,11 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
     assert main_task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     n = args.pools
+    if args.trace_queue is not None:  # read by the operators this run starts (their env)
+        paths = [str(ROOT / "bench" / "queuetrace"), os.environ.get("PYTHONPATH", "")]
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+        os.environ["DPO_QUEUE_TRACE"] = str(args.trace_queue.resolve())
+        result["trace_queue"] = str(args.trace_queue)
     if args.background_writes is not None:
         procs.THIS_CHECKOUT_CONTROLLER["backgroundWrites"] = args.background_writes
     result |= {
@@ -480,6 +512,7 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
         "quick": args.quick,
         "convergence_only": args.convergence_only,
         "fairness": args.fairness,
+        "tenants": args.tenants,
         "soak": args.soak,
         "operator_python": args.operator_python or "this checkout",
         "operator_workers": args.workers,
@@ -503,7 +536,9 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
     try:
         async with Client(load_kubeconfig(cp.kubeconfig), user_agent="dpo-bench/1") as client:
             await objects.set_cluster_id(client)
-            pools = objects.pool_names(n, "bench-pool")
+            pools = (
+                tenants.tenant_a_pools(n) if args.tenants else objects.pool_names(n, "bench-pool")
+            )
             t = time.perf_counter()
             await objects.create_pools(client, pools)
             result["setup_seconds"] = round(time.perf_counter() - t, 1)
@@ -521,10 +556,28 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
             await tracker.start()
             try:
                 if args.fairness:
-                    result.update(await fairness_phases(client, cp, tracker, op, pools, args))
+                    await fairness_phases(client, cp, tracker, op, pools, args, result)
                     return result
                 if args.soak:
                     result.update(await soak_phases(client, cp, tracker, op, pools, args))
+                    return result
+                if args.tenants:
+                    result.update(
+                        await tenants.phases(
+                            client,
+                            cp,
+                            tracker,
+                            op,
+                            pools,
+                            workers=args.workers,
+                            log=args.out.with_suffix(".operator.log"),
+                            converge=lambda running: converge(cp, tracker, running, args),
+                            changes=args.tenant_changes,
+                            gap=args.tenant_gap,
+                            rounds=args.tenant_rounds,
+                            timeout=args.timeout,
+                        )
+                    )
                     return result
                 result["cold_start"] = await converge(cp, tracker, op, args)
                 result["rss_after_convergence"] = op.status()

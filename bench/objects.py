@@ -1,16 +1,21 @@
-"""What the bench creates: pools (a DGD with two frontends and a worker, plus its
-DynamoPoolRelay), the ClusterProperty, and where they live."""
+"""What the bench creates: pools (a DGD with two frontends and a worker, the frontends'
+Services Dynamo's operator would make, and its DynamoPoolRelay), the ClusterProperty,
+and where they live."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import clusterproperties, serviceexports
+from dynamo_pool_operator.localcluster import dynamo
 from dynamo_pool_operator.pool.controller import RELAYS as RELAYS
 from dynamo_pool_operator.pool.controller import dgd_resource
+from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, NAMESPACES, SERVICES
 
@@ -32,6 +37,35 @@ def components(chat: str = "Chat") -> list[dict[str, Any]]:
         {"name": chat, "type": "frontend", "replicas": 1},
         WORKER,
     ]
+
+
+def frontend_services(dgd: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Services Dynamo's operator makes for the frontends of `dgd` as the API server
+    returned it, controlled by it: a frontend is exported only once its Service exists
+    and is the DGD's."""
+    return [
+        dynamo.frontend(dgd, c["name"])[1]
+        for c in dgd["spec"]["components"]
+        if c["type"] == "frontend"
+    ]
+
+
+async def create_dgd(client: Client, ns: str, name: str) -> None:
+    """The DGD and what Dynamo's operator makes of it that the operator reads: its
+    frontends' Services."""
+    made = await client.create(DGDS, dgd_body(ns, name))
+    for service in frontend_services(made):
+        await client.create(SERVICES, service)
+
+
+async def delete_dgd(client: Client, ns: str, name: str) -> None:
+    """The DGD, and its frontends' Services as the garbage collector would remove them
+    (the bench's control plane runs none)."""
+    await client.delete(DGDS, name, ns)
+    for c in components():
+        if c["type"] == "frontend":
+            with contextlib.suppress(errors.NotFound):
+                await client.delete(SERVICES, names.component_service_name(name, c["name"]), ns)
 
 
 def pool_names(n: int, prefix: str) -> list[tuple[str, str]]:
@@ -95,7 +129,7 @@ async def create_pools(
 
     async def make(ns: str, name: str) -> tuple[tuple[str, str], str]:
         if dgd:
-            await client.create(DGDS, dgd_body(ns, name))
+            await create_dgd(client, ns, name)
         relay = await client.create(RELAYS, relay_body(ns, name))
         return (ns, name), str(relay["metadata"]["uid"])
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import urllib.request
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 import yaml
@@ -26,14 +27,19 @@ THIS_CHECKOUT_CONTROLLER: dict[str, object] = {}
 
 
 def operator_config(
-    workers: int, metrics_port: int | None = None, *, this_checkout: bool = True
+    workers: int,
+    metrics_port: int | None = None,
+    *,
+    this_checkout: bool = True,
+    controller: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     """mcsImplementation mcs, one replica (no leader election), no probe listener;
     /metrics on loopback when `metrics_port` is given (the queue and client metrics).
 
     No MCS implementation runs on the bench's control plane, so none ever writes an
     export's conditions: `confirmation: none` says so (as an AWS Cloud Map user
-    would), and `Exported` is decided on the first pass."""
+    would), and `Exported` is decided on the first pass. `controller`: more
+    `controller` settings of this operator (`fairQueuing`, say)."""
     metrics = f"127.0.0.1:{metrics_port}" if metrics_port else "0"
     return {
         "apiVersion": API_VERSION,
@@ -41,7 +47,11 @@ def operator_config(
         "multiCluster": {"mcsImplementation": "mcs", "confirmation": "none"},
         "leaderElection": {"enabled": False},
         "server": {"metricsAddress": metrics, "healthProbeAddress": "0"},
-        "controller": {"workers": workers, **(THIS_CHECKOUT_CONTROLLER if this_checkout else {})},
+        "controller": {
+            "workers": workers,
+            **(THIS_CHECKOUT_CONTROLLER if this_checkout else {}),
+            **(controller or {}),
+        },
         "logging": {"level": "warning"},
     }
 
@@ -50,11 +60,19 @@ class OperatorProcess:
     """`python -m dynamo_pool_operator.cli run` against the control plane."""
 
     def __init__(
-        self, cp: ControlPlane, workers: int, log: Path, python: str | None = None
+        self,
+        cp: ControlPlane,
+        workers: int,
+        log: Path,
+        python: str | None = None,
+        *,
+        controller: Mapping[str, object] | None = None,
     ) -> None:
         self.metrics_port = free_port()
         self.config_path = cp.dir / "bench-operator.yaml"
-        config = operator_config(workers, self.metrics_port, this_checkout=python is None)
+        config = operator_config(
+            workers, self.metrics_port, this_checkout=python is None, controller=controller
+        )
         self.config_path.write_text(yaml.safe_dump(config))
         self.args = [
             python or sys.executable,

@@ -82,6 +82,11 @@ class Tracker:
             and c.get("services", 0) >= 1
         )
 
+    def pool_withdrawn(self, key: Key) -> bool:
+        """Not published, and none of its Deployment, Service and exports left."""
+        c = self._per_pool.get(key, {})
+        return key not in self.ready and not any(c.values())
+
     def converged_objects(self) -> int:
         tally = sum(
             min(c.get(EXPORTS.plural, 0), self.exports_per_pool)

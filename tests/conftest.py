@@ -77,7 +77,7 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[object]:
 @pytest.fixture(scope="session")
 def node_plane(request: pytest.FixtureRequest) -> Iterator[object]:
     """A second control plane, started on first use, where pods run: the same APIs, one
-    kwok Node, the scheduler stand-in and the Deployment/ReplicaSet/EndpointSlice
+    kwok Node, the scheduler stand-in and the Deployment/ReplicaSet/EndpointSlice/Job
     controllers (localcluster/kwok.py). Skips, saying why, when kwok was not built."""
     from dynamo_pool_operator.localcluster.controlplane import ControlPlane
     from dynamo_pool_operator.localcluster.crds import default_crds

@@ -1,4 +1,4 @@
-"""The admission policy on relays: a relay gives nobody pod powers they do not hold.
+"""The admission policy on relays: a relay gives nobody a power they do not hold.
 
 A relay's pod fields reach the relay Deployment the operator writes with its own
 permissions: `spec.image` runs, `serviceAccountName` is the identity it runs as,
@@ -10,24 +10,34 @@ from a requester the API server's authorizer allows to create Deployments in the
 relay's namespace; everything else in a relay (its cluster ID, replicas, port, Service
 shape) stays open to every relay author.
 
+A relay is also bound to the DGD of its name: creating it publishes that DGD (its pool,
+its frontends' exports to every cluster, a relay running as its discovery
+ServiceAccount). That is an action on the DGD, so the policy admits a relay's CREATE
+only from a requester allowed to `update` the DynamoGraphDeployment of that name in that
+namespace. Only the create: it is what publishes; an update changes a publication its
+DGD's writer made, and refusing updates would also refuse a controller removing its
+finalizer from a relay being deleted (the pod fields keep their own rule on updates).
+
 Why a policy, not the operator: the operator never learns who wrote a field, and would
 act after the write; the API server knows the requester and refuses before anything
 is stored. Why "set or changed": a field an admin set stays when someone else edits
 another one (an update that leaves it as it was passes), and an absent or empty field
-(`""`, `{}`, `[]`) counts as not set, as the operator reads it.
+(`""`, `{}`, `[]`) counts as not set, as the operator reads it (`set_fields`).
 
 Why in code: as for the RBAC (rbac.py) and the CRD (api/crd.py), this is the one
 source. `dynamo-pool-operator manifests admission` renders it,
 tools/generate_manifests.py writes deploy/admission/ and the chart's
 `files/admission-policy.yaml` (which the chart's template renders), the integration
-tests install it from here, and a test fails when any copy drifts.
+tests install it from here, `check`'s `relay-pod-fields` reads its fields from here, and
+a test fails when any copy drifts.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from dynamo_pool_operator.api import crd
+from dynamo_pool_operator.api import crd, dgd
 
 API_VERSION = "admissionregistration.k8s.io/v1"
 #: Stable object names (the chart appends `.<release namespace>`).
@@ -35,6 +45,8 @@ POLICY_NAME = "dynamo-pool-operator-relay-pod-fields"
 
 #: The permission that allows setting the guarded fields.
 PERMISSION = "create deployments (apps)"
+#: The permission on the DGD of the relay's name that allows creating the relay.
+PUBLISH_PERMISSION = f"update {dgd.PLURAL} ({dgd.GROUP})"
 
 _LABELS = {
     "app.kubernetes.io/name": "dynamo-pool-operator",
@@ -63,6 +75,25 @@ GUARDED: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = (
 )
 #: The fields, as docs/crd.md lists them.
 GUARDED_FIELDS = tuple(f"spec.{name}" for name, _ in GUARDED)
+
+
+#: The CEL empty literals as the values they stand for.
+_EMPTY_VALUES: dict[str, Any] = {_EMPTY_STRING: "", _EMPTY_MAP: {}, _EMPTY_LIST: []}
+
+
+def set_fields(spec: object) -> tuple[str, ...]:
+    """The guarded fields a relay's `spec` sets, as the policy counts them: present and
+    not empty (for `resources`, any of its parts). For reading stored relays (`check`)."""
+    out = []
+    for name, parts in GUARDED:
+        for path, empty in parts:
+            value: object = spec
+            for key in path.split(".?"):
+                value = value.get(key) if isinstance(value, Mapping) else None
+            if value is not None and value != _EMPTY_VALUES[empty]:
+                out.append(name)
+                break
+    return tuple(out)
 
 
 def _value(root: str, path: str, empty: str) -> str:
@@ -95,6 +126,20 @@ MAY_CREATE_DEPLOYMENTS = (
     "authorizer.group('apps').resource('deployments')"
     ".namespace(object.metadata.namespace).check('create').allowed()"
 )
+#: The requester may update the DGD the relay publishes: the one of its name, there.
+MAY_UPDATE_THE_DGD = (
+    f"authorizer.group('{dgd.GROUP}').resource('{dgd.PLURAL}')"
+    ".namespace(object.metadata.namespace).name(object.metadata.name)"
+    ".check('update').allowed()"
+)
+IS_CREATE = "request.operation == 'CREATE'"
+PUBLISH_MESSAGE = (
+    "'creating relay ' + object.metadata.name + ' publishes DynamoGraphDeployment ' + "
+    "object.metadata.namespace + '/' + object.metadata.name + ': only a user who may "
+    f"{PUBLISH_PERMISSION} ' + object.metadata.name + ' in namespace ' + "
+    "object.metadata.namespace + ' may create it; ' + request.userInfo.username + "
+    "' may not'"
+)
 
 
 def policy_spec() -> dict[str, Any]:
@@ -113,8 +158,10 @@ def policy_spec() -> dict[str, Any]:
         },
         "matchConditions": [
             {
-                "name": "sets-or-changes-a-pod-field",
-                "expression": " || ".join(f"({changed(name)})" for name, _ in GUARDED),
+                "name": "creates-or-sets-or-changes-a-pod-field",
+                "expression": " || ".join(
+                    [IS_CREATE, *(f"({changed(name)})" for name, _ in GUARDED)]
+                ),
             }
         ],
         "variables": [
@@ -126,12 +173,20 @@ def policy_spec() -> dict[str, Any]:
         ],
         "validations": [
             {
-                "expression": f"!variables.{_changed_variable(name)} || "
-                "variables.mayCreateDeployments",
-                "messageExpression": _message(name),
+                # Asked only of a create: `authorizer` is evaluated when the rule is.
+                "expression": f"!({IS_CREATE}) || {MAY_UPDATE_THE_DGD}",
+                "messageExpression": PUBLISH_MESSAGE,
                 "reason": "Forbidden",
-            }
-            for name, _ in GUARDED
+            },
+            *(
+                {
+                    "expression": f"!variables.{_changed_variable(name)} || "
+                    "variables.mayCreateDeployments",
+                    "messageExpression": _message(name),
+                    "reason": "Forbidden",
+                }
+                for name, _ in GUARDED
+            ),
         ],
     }
 

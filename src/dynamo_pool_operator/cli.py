@@ -1,9 +1,8 @@
 """`dynamo-pool-operator`: run | dev | status | discover | check | manifests | version.
 
-Exit codes: 0 success; 1 runtime failure (startup, lost leadership, `status` could not
-read the cluster, a `check` failed, the pool `discover --pool` names is not live); 2
-invalid configuration or usage (nothing was started; for `discover`, also a cluster it
-cannot read).
+Exit codes: one table for every command (exitcodes.py, docs/troubleshooting.md): 0 ok,
+1 the cluster could not be used or answered no, 2 bad usage, 130 interrupted. Ctrl-C
+before a command is done is one line and 130, never a traceback.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import asyncio
 import importlib.util
 import logging
 import sys
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +22,13 @@ from dynamo_pool_operator import __version__, logs, rbac
 from dynamo_pool_operator.api.mcs import Importer
 from dynamo_pool_operator.config import ConfigurationError, load_configuration
 from dynamo_pool_operator.config_fields import parse_duration
-from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_USAGE
+from dynamo_pool_operator.exitcodes import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    TABLE,
+    help_line,
+)
 
 #: The local control plane `dev` starts; the operator image leaves it out.
 LOCAL_CLUSTER = f"{__package__}.localcluster"
@@ -37,9 +43,11 @@ Makes NVIDIA Dynamo pools discoverable across clusters: for each DynamoPoolRelay
 runs the pool's relay (a Deployment and the Service <dgd>-pool-relay) and keeps the
 pool's Multi-Cluster Services ServiceExports right.
 
-exit codes: 0 ok, 1 runtime failure (startup, lost leadership, cluster unreadable),
-2 invalid configuration or usage (see each command's --help)
-"""
+exit codes, the same for every command:
+""" + "\n".join(
+    textwrap.fill(meaning, 84, initial_indent=f"  {code:<4}", subsequent_indent=" " * 6)
+    for code, meaning in TABLE
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,7 +58,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run the operator against a cluster")
+    run = sub.add_parser(
+        "run",
+        help="run the operator against a cluster",
+        description="Run the operator: serve probes and metrics, watch the relays, lead "
+        "and reconcile until SIGTERM (or Ctrl-C). At start it checks that the APIs it "
+        "needs are served and that its identity holds its RBAC, and exits at once naming "
+        "what is missing. "
+        + help_line(
+            "it could not start (cluster unreachable, an API or a permission "
+            "missing) or lost its Lease"
+        ),
+    )
     run.add_argument("--config", metavar="PATH", help="OperatorConfiguration file (YAML/JSON)")
     run.add_argument(
         "--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, ~/.kube/config, in-cluster"
@@ -65,14 +84,15 @@ def _parser() -> argparse.ArgumentParser:
         "(pods are scheduled and become Ready; no container runs), installs the CRDs, "
         "creates a sample DynamoGraphDeployment and its DynamoPoolRelay, runs the operator "
         "in the foreground and prints the result: the pool's exports and its relay pods "
-        "Running. Ctrl-C stops everything.",
+        "Running. Ctrl-C stops everything. "
+        + help_line("the clusters or the operator could not start"),
     )
     dev.add_argument("--config", metavar="PATH", help="OperatorConfiguration for the operator")
     dev.add_argument(
         "--log-format",
         choices=["auto", "json", "console"],
-        help="overrides logging.format; auto (the default): console lines "
-        "(time level logger message key=value) when stderr is a terminal, else JSON",
+        help="overrides logging.format; for dev, auto (the default) is console lines "
+        "(time level logger message key=value), piped or not (`make dev LOG_FORMAT=json`)",
     )
     dev.add_argument(
         "--exit-when-ready",
@@ -92,8 +112,10 @@ def _parser() -> argparse.ArgumentParser:
     status = sub.add_parser(
         "status",
         help="show each DynamoPoolRelay: published or not, why, and its exports",
-        description="A table of relays (NAMESPACE NAME READY REASON EXPORTS), then the state "
-        "of each export. Reads only. Exit 1 when the cluster cannot be read.",
+        description="A table of relays (NAMESPACE NAME READY REASON EXPORTS), then, for "
+        "each relay not Ready, its conditions that are not True with what to do about the "
+        "first, and the state of each export. Reads only. "
+        + help_line("the cluster cannot be read"),
     )
     status.add_argument(
         "--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, ~/.kube/config, in-cluster"
@@ -126,7 +148,8 @@ slices that implementation manages. --karmada: point it at the Karmada control p
 slices derived-<service> from Karmada's endpointslice controller (labelled with its
 manager from Karmada v1.15.0, v1.14.4, v1.13.7; an older Karmada's are read by name, and
 said so), the cluster from their Work's namespace karmada-es-<member>.
-exit codes: 0 read, 1 the --pool named is not live, 2 bad usage or cannot read""",
+"""
+        + help_line("the cluster cannot be read, or the --pool named is not live"),
     )
     disc.add_argument(
         "--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, ~/.kube/config, in-cluster"
@@ -175,7 +198,8 @@ Lease) comes from --configmap or --config; without them, from the chart's Config
 when exactly one is found by its labels (in the namespace of --as's ServiceAccount or
 --operator-namespace, else in every namespace), else the defaults. The first line says
 which, and why the defaults.
-exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 bad usage""",
+"""
+        + help_line("a check failed (warnings allowed), the API server unreachable is one"),
     )
     check.add_argument(
         "--kubeconfig", metavar="PATH", help="default: $KUBECONFIG, ~/.kube/config, in-cluster"
@@ -253,6 +277,13 @@ exit codes: 0 no check failed (warnings allowed), 1 a check failed, 2 bad usage"
         f"(default: {rbac.DEFAULT_NAMESPACE})",
     )
     man.add_argument(
+        "--service-account",
+        default=rbac.DEFAULT_SERVICE_ACCOUNT,
+        metavar="NAME",
+        help=f"the operator's ServiceAccount, which the bindings name "
+        f"(default: {rbac.DEFAULT_SERVICE_ACCOUNT})",
+    )
+    man.add_argument(
         "--restricted",
         metavar="NS",
         help="namespace-restricted install: the manager rules become a Role in NS "
@@ -292,6 +323,16 @@ def manifests(
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        # Ctrl-C before the command installed its own handling (imports, a control
+        # plane starting, a read in flight): one line, as a shell reports SIGINT.
+        print(f"dynamo-pool-operator {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "version":
         print(f"dynamo-pool-operator {__version__}")
         return 0
@@ -340,7 +381,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: --allow-downgrade goes with `manifests crds --apply`", file=sys.stderr)
         return EXIT_USAGE
     if args.command == "manifests":
-        docs = manifests(args.what, namespace=args.namespace, restricted=args.restricted)
+        docs = manifests(
+            args.what,
+            namespace=args.namespace,
+            restricted=args.restricted,
+            service_account=args.service_account,
+        )
         sys.stdout.write(yaml.safe_dump_all(docs, sort_keys=False))
         return 0
     if args.command == "discover":
@@ -376,7 +422,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as e:
         print(str(e), file=sys.stderr)
         return EXIT_USAGE
-    logs.setup(config.logging.level, getattr(args, "log_format", None) or config.logging.format)
+    fmt = getattr(args, "log_format", None) or config.logging.format
+    if args.command == "dev":
+        # A person runs dev, piped to `tee` or `less` as often as not: lines to read.
+        fmt = logs.for_people(fmt)
+    logs.setup(config.logging.level, fmt)
     if args.command == "run":
         from dynamo_pool_operator import process
 

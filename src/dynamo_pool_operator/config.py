@@ -325,8 +325,10 @@ class ControllerConfig:
     workers: int = integer(
         4,
         "Relays reconciled concurrently (MaxConcurrentReconciles). Of two or more, one "
-        "takes only real changes, never the backlog of a start or a mass requeue, so a "
-        "user's change is taken at once during one.",
+        "takes only real changes, never the backlog of a start or a mass requeue, and "
+        "(with fairQueuing) none of a namespace that has relays being reconciled already, "
+        "so a user's change is taken at once during a mass requeue or another "
+        "namespace's mass change.",
         minimum=1,
         maximum=64,
     )
@@ -339,6 +341,14 @@ class ControllerConfig:
         "docs/performance.md).",
         minimum=0,
         maximum=64,
+    )
+    fair_queuing: bool = boolean(
+        True,
+        "Whether the relays waiting at one priority are served in turn by namespace (one "
+        "relay of each namespace with relays waiting, then the next of each), so that one "
+        "namespace's mass change does not hold up another namespace's single change. "
+        "false: first come, first served within a priority (the order before fair "
+        "queuing, kept to compare the two: bench/tenants.py).",
     )
     cache_sync_timeout: float = duration(
         "2m", "How long to wait for the watch caches to fill at startup before giving up."

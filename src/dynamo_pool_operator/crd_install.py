@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api.conditions import Status
-from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK
+from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from dynamo_pool_operator.runtime import Client, ConfigError, errors, load_config
 from dynamo_pool_operator.runtime.objects import CRDS, Meta
 
@@ -191,7 +191,7 @@ async def run(
         cluster = load_config(kubeconfig, context)
     except ConfigError as e:
         print(f"error: {e}", file=err)
-        return EXIT_FAILURE
+        return EXIT_USAGE
     desired = crd.crd()
     name = desired["metadata"]["name"]
     async with Client(cluster, user_agent=USER_AGENT) as client:

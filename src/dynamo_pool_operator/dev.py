@@ -11,6 +11,16 @@ kwok Node, its cluster ID and the operator, joined through a broker by Submarine
 Lighthouse agents (localcluster/lighthouse.py). The sample pool runs in east; the report
 ends with the pool as the Global Router in west finds it: `discover`'s table over the
 EndpointSlices Lighthouse imported there, printed once the pool is live in it.
+
+The cluster is a target for the project's own CLI as for kubectl, as kind's are: its
+kubeconfig is at the same path every run (`kubeconfig_path`; contexts `dev`, or `east`
+and `west`), the report prints `status`, `check` and `discover` lines that run as printed
+(`cli_command`), and the operator runs as a deployed one does where `check` looks for it:
+its configuration in a ConfigMap with the chart's labels, and the Lease the chart's
+release `dynamo-pool-operator` would hold, in namespace `dynamo-pool-operator`. So
+`check` is green on it, and the README's install steps run on it as written: the
+chart's pods run on the kwok Node (no container runs) and this process, holding their
+Lease, stands in for them.
 """
 
 from __future__ import annotations
@@ -19,13 +29,19 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
+import shlex
+import shutil
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dynamo_pool_operator import process
+import yaml
+
+from dynamo_pool_operator import logs, process, rbac
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.conditions import ConditionType, ExportState, Status
 from dynamo_pool_operator.api.mcs import (
@@ -34,13 +50,19 @@ from dynamo_pool_operator.api.mcs import (
     clusterproperties,
     serviceexports,
 )
-from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.config import OperatorConfiguration, to_document
 from dynamo_pool_operator.discover.find import Discovered, Mode
 from dynamo_pool_operator.discover.view import discovered, format_table
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE
 from dynamo_pool_operator.pool import controller as relay_controller
 from dynamo_pool_operator.runtime import Client, errors, load_kubeconfig
-from dynamo_pool_operator.runtime.objects import DEPLOYMENTS, SERVICES, Resource, find_condition
+from dynamo_pool_operator.runtime.objects import (
+    CONFIGMAPS,
+    DEPLOYMENTS,
+    SERVICES,
+    Resource,
+    find_condition,
+)
 
 if TYPE_CHECKING:  # the local control plane is imported only when dev runs
     from dynamo_pool_operator.localcluster.assets import Assets
@@ -53,6 +75,17 @@ POOL = "llama"
 CLUSTER_ID = "dev-cluster"
 #: `--clusters 2`: the pool runs in the first, the report shows it from the second.
 TWO_CLUSTERS = ("east", "west")
+#: The kubeconfig context of the one cluster (with two, the contexts are their names).
+CONTEXT = "dev"
+#: Where the operator lives, as the README installs the chart: the release
+#: `dynamo-pool-operator` in this namespace holds the Lease that dev's operator holds.
+OPERATOR_NAMESPACE = rbac.DEFAULT_NAMESPACE
+#: dev's configuration, where `check` finds it: a ConfigMap with the chart's labels
+#: (another name than the chart's, so that installing the chart on dev takes nothing).
+CONFIGMAP = "dynamo-pool-operator-dev"
+#: The labels `check` finds the chart's ConfigMaps by (check/configuration.py).
+CHART_LABELS = {"app.kubernetes.io/part-of": "dynamo-pool-operator"}
+CONFIG_KEY = "config.yaml"
 
 RELAYS = relay_controller.RELAYS
 DGDS = relay_controller.dgd_resource("v1beta1")
@@ -158,8 +191,6 @@ def _report(
     relay: dict[str, Any],
     exports: list[str],
     pods: list[str] | None,
-    kubeconfig: str,
-    kubectl: str | None,
     where: str = "",
 ) -> list[str]:
     status = relay["status"]
@@ -185,16 +216,42 @@ def _report(
             f"  relay pods Running: {', '.join(pods)} "
             "(on a kwok Node: scheduled and Ready, no container runs)"
         )
-    k = kubectl or "kubectl"
-    lines += [
-        "",
-        "Look at it:",
-        f"  export KUBECONFIG={kubeconfig}",
-        f"  {k} get dynamopoolrelays,deployments,pods,services,serviceexports -n {NAMESPACE}",
-        f"  {k} describe dynamopoolrelay {POOL} -n {NAMESPACE}",
-        f"  {k} get events.events.k8s.io -n {NAMESPACE}",
-    ]
     return lines
+
+
+def look_lines(
+    kubeconfig: Path, cli: str, kubectl: str, contexts: tuple[str, ...] = ()
+) -> list[str]:
+    """How to look at the cluster(s), one command a line, each runnable as printed once
+    KUBECONFIG is exported: the CLI's `status` and `check` (with two clusters, `check` in
+    each context and `discover` in the last, where the Global Router would run), then
+    kubectl's."""
+    k = shlex.quote(kubectl)
+    flags = [f" --context {c}" for c in contexts] or [""]
+    first, last = flags[0], flags[-1]
+    ns = f"-n {NAMESPACE}"
+    return [
+        "",
+        "Look at it (the kubeconfig is at this path every run; "
+        f"{'contexts ' + ', '.join(contexts) if contexts else 'context ' + CONTEXT}):",
+        f"  export KUBECONFIG={shlex.quote(str(kubeconfig))}",
+        f"  {cli} status -A{first}",
+        *(f"  {cli} check{f} --configmap {OPERATOR_NAMESPACE}/{CONFIGMAP}" for f in flags),
+        *([f"  {cli} discover {ns}{last}"] if contexts else []),
+        f"  {k} get dynamopoolrelays,deployments,pods,services,serviceexports {ns}{first}",
+        f"  {k} describe dynamopoolrelay {POOL} {ns}{first}",
+        f"  {k} get events.events.k8s.io {ns}{first}",
+        *([f"  {k} get serviceimports,endpointslices {ns}{last}"] if contexts else []),
+    ]
+
+
+#: What the report says about installing the chart on the dev cluster.
+CHART_ON_DEV = (
+    "",
+    "The README's install steps run on this cluster as written: the chart's pods run on the",
+    "kwok Node (no container runs), and this operator, holding the Lease the release's",
+    "would, stands in for them.",
+)
 
 
 async def _export_names(client: Client) -> list[str]:
@@ -209,56 +266,193 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
         loop.add_signal_handler(sig, stop.set)
 
 
+# ---------------------------------------------------------------- the CLI as a target
+def kubeconfig_path() -> Path:
+    """Where dev writes the kubeconfig of its cluster(s): the same path every run, under
+    the project's cache (`DPO_CACHE_DIR`, else ~/.cache/dynamo-pool-operator), so a shell
+    that exported it once keeps working across runs."""
+    root = os.environ.get("DPO_CACHE_DIR") or Path.home() / ".cache" / "dynamo-pool-operator"
+    return Path(root) / "dev" / "kubeconfig"
+
+
+def merged_kubeconfig(members: Mapping[str, str]) -> str:
+    """One kubeconfig holding each of `members` (context name -> a kubeconfig of one
+    cluster, as `ControlPlane` writes them), its cluster, user and context renamed to the
+    context name; the first is the current context."""
+    clusters, users, contexts = [], [], []
+    for name, text in members.items():
+        one = yaml.safe_load(text)
+        ctx = next(c["context"] for c in one["contexts"] if c["name"] == one["current-context"])
+        cluster = next(c["cluster"] for c in one["clusters"] if c["name"] == ctx["cluster"])
+        user = next(u["user"] for u in one["users"] if u["name"] == ctx["user"])
+        clusters.append({"name": name, "cluster": cluster})
+        users.append({"name": name, "user": user})
+        contexts.append({"name": name, "context": {"cluster": name, "user": name}})
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": clusters,
+        "users": users,
+        "contexts": contexts,
+        "current-context": next(iter(members)),
+    }
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+@contextlib.contextmanager
+def published_kubeconfig(path: Path, text: str) -> Iterator[Path]:
+    """`text` at `path` (owner-only: it holds the admin's key) while the block runs;
+    removed after it unless another run has written its own there meanwhile."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staged = path.with_name(f".{path.name}.{os.getpid()}")
+    staged.write_text(text)
+    staged.chmod(0o600)
+    staged.replace(path)
+    try:
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            if path.read_text() == text:
+                path.unlink()
+
+
+def cli_command(argv0: str | None = None, which: Callable[[str], str | None] = shutil.which) -> str:
+    """This CLI, as a command that runs from any shell: its name when that is what PATH
+    finds, else the path of the script that is running (`make dev` runs the checkout's
+    virtualenv's), else this Python with `-m`."""
+    name = "dynamo-pool-operator"
+    script = Path(argv0 if argv0 is not None else sys.argv[0])
+    on_path = which(name)
+    if script.name == name and script.is_file():
+        if on_path is not None and Path(on_path).resolve() == script.resolve():
+            return name
+        return shlex.quote(str(script.resolve()))
+    return f"{shlex.quote(sys.executable)} -m dynamo_pool_operator.cli"
+
+
+def configmap(config: OperatorConfiguration) -> dict[str, Any]:
+    """dev's configuration where `check` looks for an operator's: a ConfigMap of the
+    chart's labels in the operator's namespace, holding the file the operator runs."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": CONFIGMAP,
+            "namespace": OPERATOR_NAMESPACE,
+            "labels": {**CHART_LABELS, "app.kubernetes.io/instance": "dev"},
+        },
+        "data": {CONFIG_KEY: yaml.safe_dump(to_document(config), sort_keys=False)},
+    }
+
+
+async def _as_deployed(client: Client, config: OperatorConfiguration) -> None:
+    """The operator's namespace and its configuration in it, where `check` looks."""
+    with contextlib.suppress(errors.AlreadyExists):
+        await client.create(CONFIGMAPS, configmap(config))
+
+
+# ---------------------------------------------------------------- running
 async def run(
-    config: OperatorConfiguration, *, exit_when_ready: bool = False, clusters: int = 1
+    config: OperatorConfiguration,
+    *,
+    exit_when_ready: bool = False,
+    clusters: int = 1,
+    kubeconfig: Path | None = None,
+    stop: asyncio.Event | None = None,
+    ready: asyncio.Event | None = None,
 ) -> int:
-    if clusters == 2:
-        return await _run_two(config, exit_when_ready=exit_when_ready)
-    if clusters != 1:
+    """Start the cluster(s), run the operator, report; until `stop` is set (SIGINT or
+    SIGTERM when none is given), or once reported with `exit_when_ready`. `ready` is set
+    once the report is printed; the kubeconfig goes to `kubeconfig` (`kubeconfig_path()`
+    when None)."""
+    if clusters not in (1, 2):
         raise ValueError("dev runs one cluster or two")
-    from dynamo_pool_operator.localcluster.assets import resolve
+    if stop is None:
+        stop = asyncio.Event()
+        _stop_on_signals(stop)
+    where = kubeconfig or kubeconfig_path()
+    if clusters == 2:
+        return await _run_two(config, where, stop, ready, exit_when_ready=exit_when_ready)
     from dynamo_pool_operator.localcluster.controlplane import ControlPlane
     from dynamo_pool_operator.localcluster.crds import default_crds
 
-    assets = await asyncio.to_thread(resolve)
+    assets = await _assets()
+    if assets is None:
+        return EXIT_FAILURE
     nodes = 1 if assets.kwok is not None and assets.kube_controller_manager is not None else 0
     if not nodes:
         print(f"no pods: {assets.missing_peers('kwok')}", file=sys.stderr)
     cp = ControlPlane(assets=assets, crds=default_crds(assets.mcs_crd_dir), nodes=nodes)
     await asyncio.to_thread(cp.start)
     try:
-        print(f"control plane up at {cp.url} (kubeconfig {cp.kubeconfig})", file=sys.stderr)
-        cp.create_namespace(NAMESPACE)
-        stop = asyncio.Event()
-        _stop_on_signals(stop)
-        # One replica on a private control plane: no Lease needed.
-        cfg = _without_leader_election(dev_configuration(config))
-        operator_task = asyncio.create_task(
-            process.run(cfg, kubeconfig=str(cp.kubeconfig), stop=stop)
-        )
-        async with Client(
-            load_kubeconfig(cp.kubeconfig), user_agent="dynamo-pool-operator-dev"
-        ) as c:
-            await _create_samples(c)
-            relay = await _wait_published(c)
-            pods = await _relay_pods(c) if nodes else None
-            kubectl = str(assets.kubectl) if assets.kubectl else None
-            lines = _report(relay, await _export_names(c), pods, str(cp.kubeconfig), kubectl)
+        text = merged_kubeconfig({CONTEXT: cp.kubeconfig.read_text()})
+        with published_kubeconfig(where, text):
+            print(f"control plane up at {cp.url} (kubeconfig {where})", file=sys.stderr)
+            cp.create_namespace(NAMESPACE)
+            cp.create_namespace(OPERATOR_NAMESPACE)
+            cfg = as_deployed(dev_configuration(config))
+            async with Client(
+                load_kubeconfig(cp.kubeconfig), user_agent="dynamo-pool-operator-dev"
+            ) as c:
+                await _as_deployed(c, cfg)
+                operator_task = asyncio.create_task(
+                    process.run(cfg, kubeconfig=str(cp.kubeconfig), stop=stop)
+                )
+                try:
+                    await _create_samples(c)
+                    relay = await _wait_published(c)
+                    pods = await _relay_pods(c) if nodes else None
+                    exports = await _export_names(c)
+                except BaseException:
+                    stop.set()
+                    await asyncio.gather(operator_task, return_exceptions=True)
+                    raise
+            kubectl = str(assets.kubectl) if assets.kubectl else "kubectl"
+            lines = [
+                *_report(relay, exports, pods),
+                *look_lines(where, cli_command(), kubectl),
+                *CHART_ON_DEV,
+            ]
             print("\n".join([*lines, ""]), flush=True)
-        if exit_when_ready:
-            stop.set()
-        else:
-            print("The operator keeps running; Ctrl-C stops it and the control plane.", flush=True)
-        return await operator_task
+            if ready is not None:
+                ready.set()
+            if exit_when_ready:
+                stop.set()
+            else:
+                print(
+                    "The operator keeps running; Ctrl-C stops it and the control plane.",
+                    flush=True,
+                )
+            return await operator_task
     finally:
         await asyncio.to_thread(cp.stop)
 
 
-async def _run_two(config: OperatorConfiguration, *, exit_when_ready: bool) -> int:
-    from dynamo_pool_operator.localcluster import lighthouse
-    from dynamo_pool_operator.localcluster.assets import resolve
+async def _assets() -> Assets | None:
+    """The control plane's binaries (built on first use), or None, said in one line, when
+    they cannot be (dev needs a checkout: the build scripts are there)."""
+    from dynamo_pool_operator.localcluster.assets import AssetsError, resolve
 
-    assets = await asyncio.to_thread(resolve)
+    try:
+        return await asyncio.to_thread(resolve)
+    except AssetsError as e:
+        print(f"dev: {e}", file=sys.stderr)
+        return None
+
+
+async def _run_two(
+    config: OperatorConfiguration,
+    kubeconfig: Path,
+    stop: asyncio.Event,
+    ready: asyncio.Event | None,
+    *,
+    exit_when_ready: bool,
+) -> int:
+    from dynamo_pool_operator.localcluster import lighthouse
+
+    assets = await _assets()
+    if assets is None:
+        return EXIT_FAILURE
     why = assets.missing_peers() or lighthouse.namespaces_refused()
     if why or assets.lighthouse_mcs_crd_dir is None:
         print(f"dev --clusters 2 needs kwok and Lighthouse: {why}", file=sys.stderr)
@@ -269,30 +463,54 @@ async def _run_two(config: OperatorConfiguration, *, exit_when_ready: bool) -> i
     stack = contextlib.ExitStack()
     world = await asyncio.to_thread(stack.enter_context, started)
     try:
-        return await _two_clusters(world, config, assets, exit_when_ready=exit_when_ready)
+        text = merged_kubeconfig(
+            {name: cp.kubeconfig.read_text() for name, cp in world.members.items()}
+        )
+        with published_kubeconfig(kubeconfig, text):
+            return await _two_clusters(
+                world, config, assets, kubeconfig, stop, ready, exit_when_ready=exit_when_ready
+            )
     finally:
         await asyncio.to_thread(stack.close)
 
 
 async def _two_clusters(
-    world: World, config: OperatorConfiguration, assets: Assets, *, exit_when_ready: bool
+    world: World,
+    config: OperatorConfiguration,
+    assets: Assets,
+    kubeconfig: Path,
+    stop: asyncio.Event,
+    ready: asyncio.Event | None,
+    *,
+    exit_when_ready: bool,
 ) -> int:
+    cfg = as_deployed(dev_configuration(config, implementation_runs=True))
     for cluster, cp in world.members.items():
         cp.create_namespace(NAMESPACE)
-        print(f"{cluster} up at {cp.url} (kubeconfig {cp.kubeconfig})", file=sys.stderr)
-    stop = asyncio.Event()
-    _stop_on_signals(stop)
-    cfg = _without_leader_election(dev_configuration(config, implementation_runs=True))
-    tasks = [
-        asyncio.create_task(process.run(cfg, kubeconfig=str(cp.kubeconfig), stop=stop))
-        for cp in world.members.values()
+        cp.create_namespace(OPERATOR_NAMESPACE)
+        async with Client(
+            load_kubeconfig(cp.kubeconfig), user_agent="dynamo-pool-operator-dev"
+        ) as c:
+            await _as_deployed(c, cfg)
+        print(
+            f"{cluster} up at {cp.url} (kubeconfig {kubeconfig}, context {cluster})",
+            file=sys.stderr,
+        )
+    tasks = [  # each operator's every log line says cluster=<its cluster>
+        asyncio.create_task(
+            process.run(cfg, kubeconfig=str(cp.kubeconfig), stop=stop),
+            context=logs.context(cluster=cluster),
+        )
+        for cluster, cp in world.members.items()
     ]
     try:
-        print("\n".join(await _as_west_sees_it(world, assets)), flush=True)
+        print("\n".join(await _as_west_sees_it(world, assets, kubeconfig)), flush=True)
     except BaseException:
         stop.set()  # the operators first: the clusters go next
         await asyncio.gather(*tasks, return_exceptions=True)
         raise
+    if ready is not None:
+        ready.set()
     if exit_when_ready:
         stop.set()
     else:
@@ -300,7 +518,7 @@ async def _two_clusters(
     return max(await asyncio.gather(*tasks))
 
 
-async def _as_west_sees_it(world: World, assets: Assets) -> list[str]:
+async def _as_west_sees_it(world: World, assets: Assets, kubeconfig: Path) -> list[str]:
     """The sample pool in east, then the report: east's view, and the pool as the router
     in west finds it, once live there with every relay pod and its frontend."""
     east, west = TWO_CLUSTERS
@@ -320,20 +538,15 @@ async def _as_west_sees_it(world: World, assets: Assets) -> list[str]:
             lambda: _live(wc, key, len(pods)), f"the router in {west} does not find {key} live"
         )
     kubectl = str(assets.kubectl) if assets.kubectl else "kubectl"
-    lines = _report(
-        relay, exports, pods, str(world.members[east].kubeconfig), kubectl, f" in {east}"
-    )
+    lines = _report(relay, exports, pods, f" in {east}")
     lines += ["", *as_seen_from(found, west)]
     lines += [
         "",
         f"  (Lighthouse imports a headless Service, as the relay's is, as {east}'s Ready "
         "pod IPs, and a ClusterIP Service as its ClusterIP)",
-        f"  export KUBECONFIG={world.members[west].kubeconfig}",
-        f"  dynamo-pool-operator discover -n {NAMESPACE}",
-        f"  {kubectl} get serviceimports,endpointslices -n {NAMESPACE}",
-        "",
     ]
-    return lines
+    lines += look_lines(kubeconfig, cli_command(), kubectl, TWO_CLUSTERS)
+    return [*lines, ""]
 
 
 def as_seen_from(found: Discovered, cluster: str) -> list[str]:
@@ -372,8 +585,13 @@ def dev_configuration(
     return dataclasses.replace(config, multi_cluster=multi_cluster)
 
 
-def _without_leader_election(config: OperatorConfiguration) -> OperatorConfiguration:
-    le = dataclasses.replace(config.leader_election, enabled=False)
+def as_deployed(config: OperatorConfiguration) -> OperatorConfiguration:
+    """The operator as the chart runs it, with its Lease in the operator's namespace
+    unless configured elsewhere (no pod here to take a namespace from), so `check` finds
+    a leader; probes and metrics on free loopback ports (a pod binds :8080 and :8081)."""
+    le = config.leader_election
+    if le.enabled and not le.namespace and not config.namespace.restricted:
+        le = dataclasses.replace(le, namespace=OPERATOR_NAMESPACE)
     server = dataclasses.replace(
         config.server, metrics_address="127.0.0.1:0", health_probe_address="127.0.0.1:0"
     )

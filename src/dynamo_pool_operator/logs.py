@@ -1,15 +1,21 @@
-"""Structured logs: JSON in a pod, readable text in a terminal.
+"""Structured logs: JSON in a pod, readable text in a terminal (and always for `dev`).
 
 Every log line about an object names it: call sites pass `extra={"namespace":
 ..., "object": ...}` and both formats print those fields. (Not "name": that is a
 reserved LogRecord attribute, and logging refuses to overwrite it.)
+
+Fields of a context (`context(cluster="east")`) are on every line logged in it, by any
+task it starts: `dev --clusters 2` runs an operator per cluster in one process, and
+their lines interleave.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import sys
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,9 +24,43 @@ import orjson
 #: Attributes every LogRecord has; anything else came in through `extra=`.
 _STANDARD = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 
+#: The fields of the current context's lines (`context`).
+_FIELDS: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
+    "log_fields", default=None
+)
+#: Where a record keeps the names of its context's fields, which print first.
+_CONTEXT_KEYS = "_context_keys"
+
+
+def context(**fields: str) -> contextvars.Context:
+    """A copy of the current context whose lines carry `fields` too: run a task in it
+    (`asyncio.create_task(coro, context=logs.context(cluster="east"))`) and every line of
+    that task and of the tasks and threads it starts carries them."""
+    ctx = contextvars.copy_context()
+    ctx.run(_FIELDS.set, {**(_FIELDS.get() or {}), **fields})
+    return ctx
+
+
+class ContextFields(logging.Filter):
+    """Puts the context's fields on each record (a call site's own `extra=` wins)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        fields = _FIELDS.get()
+        if fields:
+            for k, v in fields.items():
+                if not hasattr(record, k):
+                    setattr(record, k, v)
+            setattr(record, _CONTEXT_KEYS, tuple(fields))
+        return True
+
 
 def _extras(record: logging.LogRecord) -> dict[str, Any]:
-    return {k: v for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")}
+    first = getattr(record, _CONTEXT_KEYS, ())
+    extras = {k: getattr(record, k) for k in first}
+    extras.update(
+        (k, v) for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")
+    )
+    return extras
 
 
 class JSONFormatter(logging.Formatter):
@@ -90,11 +130,19 @@ def resolve(fmt: str, *, terminal: bool) -> str:
     return fmt
 
 
+def for_people(fmt: str) -> str:
+    """The format of a command a person runs (`dev`): `auto` is console lines whether
+    stderr is a terminal or a pipe (`make dev | tee dev.log`); a format named is kept."""
+    fmt = FORMAT_ALIASES.get(fmt, fmt)
+    return CONSOLE if fmt == AUTO else fmt
+
+
 def setup(level: str = "info", fmt: str = AUTO) -> None:
     """Configure the root logger once, for the whole process."""
     fmt = resolve(fmt, terminal=sys.stderr.isatty())
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JSONFormatter() if fmt == JSON else ConsoleFormatter())
+    handler.addFilter(ContextFields())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -44,6 +44,7 @@ from dynamo_pool_operator.runtime import (
     Rediscovery,
     SharedInformers,
     SystemClock,
+    by_namespace,
     per_registry,
 )
 from dynamo_pool_operator.runtime.objects import Meta
@@ -364,6 +365,7 @@ def build(
             cache_sync_timeout=config.controller.cache_sync_timeout,
             registry=registry,
             kept_for_changes=1,
+            flow=by_namespace if config.controller.fair_queuing else None,
         ),
         caches,
     )

@@ -1,7 +1,10 @@
 """The operator process: `dynamo-pool-operator run`.
 
 Order of events (as controller-runtime's manager):
-1. discover the APIs served (a missing required API fails here, exit 1);
+1. discover the APIs served (a missing required API fails here, exit 1), and ask
+   whether this identity holds the operator's RBAC (rbac.py; a missing rule fails here,
+   exit 1, naming it: the caches would otherwise retry Forbidden lists until their sync
+   timed out). Stopped meanwhile (Ctrl-C), it exits 130 with one line;
 2. serve /healthz, /readyz, /metrics; start the informers (caches warm while
    this replica is still a follower, so a failover takes seconds);
 3. acquire the Lease (if leader election is on); only then start the
@@ -27,18 +30,21 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import TypeVar
 
-from dynamo_pool_operator import operator
+from dynamo_pool_operator import operator, rbac
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import OperatorConfiguration, ServerConfig
 from dynamo_pool_operator.config_fields import split_address
-from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from dynamo_pool_operator.runtime import (
     DEFAULT_USER_AGENT,
     REGISTRY,
     CertificateError,
     Client,
+    ClusterConfig,
     ConfigError,
     DelegatedAuth,
     LeaderElector,
@@ -54,6 +60,8 @@ from dynamo_pool_operator.runtime.gcpauses import collector_tuned, watch_gc_paus
 from dynamo_pool_operator.served_apis import StartupError, discover_served_apis
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Seconds a stopping leader lets its reconciles in flight run before cancelling them.
 DRAIN_TIMEOUT = 10.0
@@ -83,6 +91,64 @@ def lease_namespace(config: OperatorConfiguration) -> str | None:
         return _SA_NAMESPACE.read_text().strip() or None
     except OSError:
         return None
+
+
+async def _unless_stopped(stop: asyncio.Event, step: Awaitable[T]) -> tuple[T] | None:
+    """`step`'s result, or None when `stop` is set first (the step is cancelled): a start
+    that waits on the network must not outlive Ctrl-C."""
+    task = asyncio.ensure_future(step)
+    stopped = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+    if task.cancelled():
+        return None
+    return (task.result(),)
+
+
+async def holds_rbac(cluster: ClusterConfig, config: OperatorConfiguration) -> bool:
+    """Whether this identity holds what the operator needs (rbac.py, the review `check`
+    makes too), asked once at the start. What it cannot run without (the manager's and
+    the Lease's rules) is one error line naming each missing permission by resource;
+    what it runs without, degraded and saying so (the cluster ID's read, secure metrics'
+    reviews), one warning. A review that cannot be made is a warning: the start goes on."""
+    wanted = rbac.needs(config, lease_namespace(config))
+    user_agent = f"{DEFAULT_USER_AGENT} access-review"
+    async with Client(cluster, user_agent=user_agent, request_timeout=10.0) as client:
+        try:
+            missing = await rbac.lacking(client, wanted)
+        except errors.ApiError as e:
+            log.warning("could not review the operator's RBAC, starting anyway: %s", e)
+            return True
+        if not missing:
+            return True
+        who = await rbac.username(client)
+    check = f"dynamo-pool-operator check --as {who}" if who else "dynamo-pool-operator check"
+    who = who or "the operator's identity"
+    required = [n for n in missing if not n.optional]
+    if required:
+        log.error(
+            "%s lacks %d of the %d permissions the operator needs: %s. Grant them (the "
+            "chart's RBAC, or `dynamo-pool-operator manifests rbac | kubectl apply -f -`); "
+            "`%s` says what is missing and how to grant it",
+            who,
+            len(missing),
+            len(wanted),
+            "; ".join(rbac.grouped(missing)),
+            check,
+        )
+        return False
+    log.warning(
+        "%s lacks %s: those run degraded until granted (`%s`)",
+        who,
+        "; ".join(rbac.grouped(missing)),
+        check,
+    )
+    return True
 
 
 async def run(
@@ -117,13 +183,25 @@ async def run(
         ) as review_client,
     ):
         try:
-            served = await discover_served_apis(client, config.multi_cluster)
+            found = await _unless_stopped(stop, discover_served_apis(client, config.multi_cluster))
+            held = (
+                None if found is None else await _unless_stopped(stop, holds_rbac(cluster, config))
+            )
         except StartupError as e:
             log.error("%s", e)
             return EXIT_FAILURE
-        except errors.ApiError as e:  # unreachable, refused credentials, ...: one line
+        except errors.ConnectionFailed as e:  # said as kubectl says it: one line
+            log.error("%s", e)
+            return EXIT_FAILURE
+        except errors.ApiError as e:  # refused credentials, ...: one line
             log.error("cannot read the API server's discovery at %s: %s", cluster.server, e)
             return EXIT_FAILURE
+        if found is None or held is None:
+            log.warning("interrupted while starting: stopped before the operator ran")
+            return EXIT_INTERRUPTED
+        if not held[0]:
+            return EXIT_FAILURE
+        served = found[0]
         op = operator.build(client, config, served, identity=identity)
         probes = Probes(
             # Workers the controller could not replace: restart the process.

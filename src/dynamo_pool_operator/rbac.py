@@ -34,17 +34,26 @@ policy, admission.py).
 
 What is deliberately absent: any write to DynamoGraphDeployments (they belong to
 Dynamo's operator; we only read them), Secrets, Pods, and RBAC objects.
+
+Whether an identity holds these rules is asked here too (`needs`, `lacking`), once for
+both who ask it: `run` at its start (a missing rule exits at once, naming it, rather than
+retrying Forbidden lists until the caches' sync times out) and `check`'s rbac check.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api import dgd as dgd_api
 from dynamo_pool_operator.api.mcs import ABOUT_GROUP, CLUSTERPROPERTIES, MCS_GROUP, SERVICEEXPORTS
+from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.pool.relay.kinds import RELAY_KINDS
+from dynamo_pool_operator.runtime import Client, errors
+from dynamo_pool_operator.runtime.objects import Resource
 
 RBAC_API_VERSION = "rbac.authorization.k8s.io/v1"
 
@@ -237,6 +246,140 @@ RELAY_VIEWER_RULES: tuple[Rule, ...] = (
     Rule(crd.GROUP, (crd.PLURAL,), _READ, "read the relays of a namespace"),
     Rule(crd.GROUP, (f"{crd.PLURAL}/status",), ("get",), "read a relay's status"),
 )
+
+
+# ---------------------------------------------------------------- held or not
+#: What each set of rules is for, as a missing one is named; and whether the operator
+#: runs without it (degraded, and saying so: a relay's `ClusterPropertyUnreadable`, a
+#: scrape answered 500) or cannot do its work at all.
+MANAGER, LEADER_ELECTION, CLUSTER_ID, SECURE_METRICS = (
+    "manager",
+    "leader election",
+    "cluster ID",
+    "secure metrics",
+)
+OPTIONAL = frozenset({CLUSTER_ID, SECURE_METRICS})
+
+SELF_SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", False
+)
+SELF_SUBJECT_REVIEWS = Resource(
+    "authentication.k8s.io", "v1", "selfsubjectreviews", "SelfSubjectReview", False
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """One verb on one resource the operator needs, where (`namespace` "" is
+    cluster-wide), and what for (`what`, one of MANAGER ... SECURE_METRICS)."""
+
+    what: str
+    rule: Rule
+    verb: str
+    resource: str
+    namespace: str
+
+    @property
+    def optional(self) -> bool:
+        return self.what in OPTIONAL
+
+    @property
+    def api_resource(self) -> str:
+        """`plural.group/subresource`, as kubectl names it."""
+        plural, _, sub = self.resource.partition("/")
+        group = self.rule.api_group
+        return f"{plural}{'.' + group if group else ''}{'/' + sub if sub else ''}"
+
+
+def needs(config: OperatorConfiguration, lease_namespace: str | None) -> list[Need]:
+    """Every permission the operator runs with under `config`, its Lease in
+    `lease_namespace` (None: not known, the Lease's rules are not asked)."""
+    scope = config.namespace.restricted or ""
+    sets: list[tuple[str, Iterable[Rule], str]] = [(MANAGER, MANAGER_RULES, scope)]
+    le = config.leader_election
+    if le.enabled and lease_namespace is not None:
+        sets.append((LEADER_ELECTION, leader_election_rule_set(le.name), lease_namespace))
+    if config.multi_cluster.mcs_implementation == "mcs":
+        sets.append((CLUSTER_ID, CLUSTER_PROPERTY_RULES, ""))
+    if config.server.metrics_secure and config.server.metrics_address != "0":
+        sets.append((SECURE_METRICS, METRICS_AUTH_RULES, ""))
+    return [
+        Need(what, rule, verb, resource, ns)
+        for what, rules, ns in sets
+        for rule in rules
+        for resource in rule.resources
+        for verb in rule.verbs
+    ]
+
+
+async def allowed(client: Client, need: Need) -> bool:
+    """Whether `client`'s identity holds `need`: a SelfSubjectAccessReview, which every
+    authenticated user may create (Kubernetes' `system:basic-user`)."""
+    plural, _, sub = need.resource.partition("/")
+    attrs = {
+        "verb": need.verb,
+        "group": need.rule.api_group,
+        "resource": plural,
+        "namespace": need.namespace,
+    }
+    if sub:
+        attrs["subresource"] = sub
+    if need.rule.resource_names:  # a rule for named objects answers only for those names
+        attrs["name"] = need.rule.resource_names[0]
+    body = {
+        "apiVersion": SELF_SUBJECT_ACCESS_REVIEWS.api_version,
+        "kind": SELF_SUBJECT_ACCESS_REVIEWS.kind,
+        "spec": {"resourceAttributes": attrs},
+    }
+    review = await client.create(SELF_SUBJECT_ACCESS_REVIEWS, body)
+    return bool((review.get("status") or {}).get("allowed"))
+
+
+async def lacking(client: Client, wanted: Sequence[Need], concurrency: int = 8) -> list[Need]:
+    """The needs `client`'s identity does not hold, in `wanted`'s order. An API error
+    (a refused review: `check --as` without `impersonate`) is raised."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def ask(need: Need) -> bool:
+        async with gate:
+            return await allowed(client, need)
+
+    # Every review answered before returning, even when one fails: none may outlive the
+    # caller's client (it would open a new connection pool that nobody closes).
+    answers = await asyncio.gather(*(ask(n) for n in wanted), return_exceptions=True)
+    for answer in answers:
+        if isinstance(answer, BaseException):
+            raise answer
+    return [n for n, ok in zip(wanted, answers, strict=True) if not ok]
+
+
+def grouped(missing: Iterable[Need]) -> list[str]:
+    """One line per resource (and the object a rule names), place and purpose, its verbs
+    together: `deployments.apps in team-a: get, list, watch (manager)`."""
+    verbs: dict[tuple[str, str, str, str], list[str]] = {}
+    for n in missing:
+        named = n.rule.resource_names[0] if n.rule.resource_names else ""
+        verbs.setdefault((n.api_resource, named, n.namespace, n.what), []).append(n.verb)
+    lines = []
+    for (resource, named, ns, what), vs in verbs.items():
+        obj = f"{resource} {named}" if named else resource
+        where = f"in {ns}" if ns else "cluster-wide"
+        lines.append(f"{obj} {where}: {', '.join(vs)} ({what})")
+    return lines
+
+
+async def username(client: Client) -> str:
+    """Who `client` authenticates as (a SelfSubjectReview), "" when the server does not
+    say (before Kubernetes 1.28, or refused)."""
+    try:
+        review = await client.create(
+            SELF_SUBJECT_REVIEWS,
+            {"apiVersion": SELF_SUBJECT_REVIEWS.api_version, "kind": SELF_SUBJECT_REVIEWS.kind},
+        )
+        name = review["status"]["userInfo"].get("username")
+    except (errors.ApiError, KeyError, TypeError, AttributeError):
+        return ""
+    return name if isinstance(name, str) else ""
 
 
 def manager_rules() -> list[dict[str, Any]]:

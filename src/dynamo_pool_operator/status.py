@@ -13,15 +13,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.conditions import (
-    MEANINGS,
     READY_PARTS,
+    ClusterIDMatchedReason,
     ConditionType,
+    ExportedReason,
     ExportState,
+    PublishedReason,
     ReadyReason,
+    RelayAvailableReason,
     Status,
 )
-from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK
+from dynamo_pool_operator.api.dgd import DISCOVERY_BACKEND_ANNOTATION
+from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from dynamo_pool_operator.pool.controller import RELAYS
 from dynamo_pool_operator.pool.model import StatusLine
 from dynamo_pool_operator.runtime import Client, ConfigError, errors, load_config
@@ -31,16 +36,79 @@ HEADER = ("NAMESPACE", "NAME", "READY", "REASON", "AVAILABLE", "EXPORTED", "EXPO
 #: An `Exported` reason of the MCS implementation's own (not one of ours): where to look.
 IMPLEMENTATION_FIX = (
     "the MCS implementation's own reason: see its documentation, and the export's status "
-    "(`kubectl get serviceexport NAME -o yaml`)"
+    "(`kubectl get serviceexport NAME -n {namespace} -o yaml`)"
 )
 
+#: What to do about a condition that is not True, for the reasons where something more
+#: can be said than the message already says: what to change and where, naming the
+#: relay's objects ({namespace}, {name}, {relay}: the relay objects' name). A reason
+#: with nothing to do (it passes by itself, or `Ready` names another part) has none.
+HINTS: dict[tuple[str, str], str] = {
+    (ConditionType.PUBLISHED, PublishedReason.INVALID_CONFIGURATION): "fix the field the "
+    "message names: `kubectl edit dynamopoolrelay {name} -n {namespace}`",
+    (ConditionType.PUBLISHED, PublishedReason.DGD_UNREADABLE): "make the DGD readable "
+    "(the message says what cannot be decoded): "
+    "`kubectl edit dynamographdeployment {name} -n {namespace}`",
+    (ConditionType.PUBLISHED, PublishedReason.DGD_NOT_FOUND): "a relay is named after its "
+    "DGD: create the DynamoGraphDeployment {namespace}/{name}, or name the relay after one "
+    "of `kubectl get dynamographdeployments -n {namespace}`",
+    (ConditionType.PUBLISHED, PublishedReason.RELAY_TERMINATING): "a finalizer that is not "
+    "the operator's holds the relay: `kubectl get dynamopoolrelay {name} -n {namespace} "
+    "-o jsonpath='{{.metadata.finalizers}}'`",
+    (ConditionType.PUBLISHED, PublishedReason.KUBERNETES_DISCOVERY_DISABLED): "`kubectl "
+    f"annotate dynamographdeployment {{name}} -n {{namespace}} {DISCOVERY_BACKEND_ANNOTATION}"
+    "=kubernetes --overwrite`",
+    (ConditionType.PUBLISHED, PublishedReason.NO_WORKERS): "add a component of type "
+    "`worker`, `prefill` or `decode` to the DynamoGraphDeployment {namespace}/{name}",
+    (ConditionType.PUBLISHED, PublishedReason.GLOBAL_DYNAMO_NAMESPACE): "unset "
+    "`globalDynamoNamespace` on the components of the DynamoGraphDeployment "
+    "{namespace}/{name}",
+    (ConditionType.PUBLISHED, PublishedReason.OWNERSHIP_CONFLICT): "the operator never "
+    "adopts: delete the object named {relay} that is not this relay's "
+    "(`kubectl get deployment,service {relay} -n {namespace} -o yaml` shows whose it is)",
+    (ConditionType.RELAY_AVAILABLE, RelayAvailableReason.WRITE_REFUSED): "the message "
+    "quotes the API server's refusal; a 403 is the operator's RBAC: `dynamo-pool-operator "
+    "check --as <its ServiceAccount>` lists what it lacks",
+    (ConditionType.RELAY_AVAILABLE, RelayAvailableReason.SCALED_TO_ZERO): "set the relay's "
+    "`spec.replicas` above 0 (or leave it out for `poolRelay.replicas`)",
+    (ConditionType.RELAY_AVAILABLE, RelayAvailableReason.UNAVAILABLE): "`kubectl describe "
+    "deployment {relay} -n {namespace}` and its pods' events say why no relay pod is "
+    "available",
+    (ConditionType.RELAY_AVAILABLE, RelayAvailableReason.PROGRESSING): "`kubectl rollout "
+    "status deployment/{relay} -n {namespace}` follows the rollout",
+    (ConditionType.CLUSTER_ID_MATCHED, ClusterIDMatchedReason.CLUSTER_ID_MISMATCH): "set "
+    "the relay's `spec.clusterId` to the cluster's ID (the message names both), or remove "
+    "it to take the cluster's",
+    (ConditionType.CLUSTER_ID_MATCHED, ClusterIDMatchedReason.CLUSTER_PROPERTY_UNREADABLE): (
+        "the operator cannot read clusterproperties.about.k8s.io: bind its ClusterProperty "
+        "reader ClusterRole (`dynamo-pool-operator check --as <its ServiceAccount>` lists "
+        "what it lacks)"
+    ),
+    (ConditionType.EXPORTED, ExportedReason.EXPORT_FAILED): "`kubectl get "
+    "events.events.k8s.io -n {namespace} --field-selector reason=ExportFailed` has the API "
+    "server's answer",
+    (ConditionType.EXPORTED, ExportedReason.NOT_CONTROLLED): "the export marked Foreign "
+    "below is someone else's and is never adopted: delete it, and the relay creates its own",
+    (ConditionType.EXPORTED, ExportedReason.UNCONFIRMED): "is the MCS implementation "
+    "running? One that writes no condition on exports wants `multiCluster.confirmation: "
+    "none`, one that writes no `Ready` (Antrea) `valid`",
+    (ConditionType.EXPORTED, ExportedReason.EXPORT_API_UNAVAILABLE): "install the MCS "
+    'ServiceExport CRD again, or set `multiCluster.mcsImplementation: ""`',
+    (ConditionType.READY, ReadyReason.NOT_RECONCILED): "is the operator running, and does "
+    "it watch this namespace? `dynamo-pool-operator check`",
+}
+#: The reasons `Exported` has of its own; any other is the MCS implementation's.
+_OWN_EXPORTED = frozenset(str(r) for r in ExportedReason)
 
-def what_to_do(type_: str, reason: str) -> str:
-    """One line on what a condition that is not True means ("" if nothing is known)."""
-    meanings = MEANINGS.get(type_, {})
-    if type_ == ConditionType.EXPORTED and reason not in meanings:
-        return IMPLEMENTATION_FIX
-    return meanings.get(reason, "")
+
+def what_to_do(type_: str, reason: str, namespace: str = "", name: str = "") -> str:
+    """The hint for a condition that is not True, for relay `namespace/name` ("" when
+    nothing is said beyond its message)."""
+    if type_ == ConditionType.EXPORTED and reason not in _OWN_EXPORTED:
+        hint = IMPLEMENTATION_FIX
+    else:
+        hint = HINTS.get((type_, reason), "")
+    return hint.format(namespace=namespace, name=name, relay=names.relay_name(name))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +204,11 @@ def format_table(rows: Iterable[RelayRow]) -> str:
         details: list[str] = []
         if r.ready != Status.TRUE and r.message and not r.failing:
             details.append(f"  {r.reason}: {r.message}")
-        for type_, value, reason, message in r.failing:
+            details += _hint(ConditionType.READY, r.reason, r)
+        for i, (type_, value, reason, message) in enumerate(r.failing):
             details.append(f"  {type_} {value} {reason}: {message}")
-            if fix := what_to_do(type_, reason):
-                details.append(f"    what to do: {fix}")
+            if i == 0:  # the part Ready names: the one to fix first
+                details += _hint(type_, reason, r)
         width = max((len(e.name) for e in r.exports), default=0)
         for e in r.exports:
             why = ": ".join(p for p in (e.reason, e.message) if p)
@@ -147,6 +216,12 @@ def format_table(rows: Iterable[RelayRow]) -> str:
         if details:
             lines += ["", f"{r.namespace}/{r.name}:", *details]
     return "\n".join(lines) + "\n"
+
+
+def _hint(type_: str, reason: str, r: RelayRow) -> list[str]:
+    """The one "what to do" line of a relay, when there is something to say."""
+    fix = what_to_do(type_, reason, r.namespace, r.name)
+    return [f"    what to do: {fix}"] if fix else []
 
 
 async def list_relays(client: Client, namespace: str | None) -> list[RelayRow]:
@@ -178,7 +253,8 @@ async def run(
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """Print the table; exit 1 (with one line saying why) when the cluster cannot be read.
+    """Print the table; exit 1 (with one line saying why) when the cluster cannot be read,
+    2 when no cluster is configured (exitcodes.py).
 
     The namespace is as kubectl picks it: `--namespace`, else the context's, else
     `default`; `all_namespaces` lists every namespace."""
@@ -187,11 +263,14 @@ async def run(
         cluster = load_config(kubeconfig, context)
     except ConfigError as e:
         print(f"error: {e}", file=err)
-        return EXIT_FAILURE
+        return EXIT_USAGE
     ns = None if all_namespaces else (namespace or cluster.namespace or "default")
     async with Client(cluster, user_agent="dynamo-pool-operator-status") as client:
         try:
             rows = await list_relays(client, ns)
+        except errors.ConnectionFailed as e:
+            print(e, file=err)  # as kubectl says it
+            return EXIT_FAILURE
         except errors.ApiError as e:
             print(f"error: {_explain(e, ns)}", file=err)
             return EXIT_FAILURE

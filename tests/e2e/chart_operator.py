@@ -28,12 +28,13 @@ import yaml
 from dynamo_pool_operator import process
 from dynamo_pool_operator.api.mcs import clusterproperties, serviceexports
 from dynamo_pool_operator.config import OperatorConfiguration
+from dynamo_pool_operator.localcluster import dynamo
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
 from dynamo_pool_operator.pool.controller import RELAYS as RELAYS
 from dynamo_pool_operator.pool.controller import dgd_resource
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
-from dynamo_pool_operator.runtime.objects.resources import EVENTS, LEASES
+from dynamo_pool_operator.runtime.objects.resources import EVENTS, LEASES, SERVICES
 from tests.e2e.chart_helpers import one, rendered_configuration, template
 
 DGDS = dgd_resource("v1beta1")
@@ -345,8 +346,11 @@ async def exporting(
 
 
 async def publish_pool(client: Client, namespace: str, cluster: str) -> None:
-    """The pool `POOL`: a DGD with one frontend, and its relay."""
-    await client.create(DGDS, dgd(POOL, namespace))
+    """The pool `POOL`: a DGD with one frontend, the frontend's Service Dynamo's operator
+    makes (a frontend is exported once it exists), and its relay."""
+    made = await client.create(DGDS, dgd(POOL, namespace))
+    _, service = dynamo.frontend(made)
+    await client.create(SERVICES, service)
     await client.create(RELAYS, relay(POOL, namespace, cluster))
 
 

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from dynamo_pool_operator import __version__
+from dynamo_pool_operator import status as status_command
 from dynamo_pool_operator.config import OperatorConfiguration, to_document
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
@@ -671,7 +672,7 @@ async def test_the_charts_service_account_can_run_the_operator_and_nothing_more(
 
         # `status` reads as the same identity: what a platform team would see.
         out = io.StringIO()
-        code = await status.run(kubeconfig=str(kubeconfig), namespace=namespace, out=out)
+        code = await status_command.run(kubeconfig=str(kubeconfig), namespace=namespace, out=out)
         assert code == 0
         row = out.getvalue().splitlines()[1].split()
         # This control plane runs no Deployment controller: the relay pods never run,

@@ -438,10 +438,10 @@ async def test_ready_means_importable_and_exported_shows_the_implementations_wor
 ) -> None:
     """`kubectl wait --for=condition=Ready` returns once the pool is importable in the
     other cluster — relay pods running, Lighthouse's Ready=True on its exports — and
-    `Exported` shows what Lighthouse says, verbatim: a Service that does not exist
-    (`ServiceUnavailable`), relay Services of different shapes across clusters
-    (`ConflictingType`), and
-    under mcs-api v0.5.2 the stale `AwaitingExport` Lighthouse cannot update."""
+    `Exported` shows what Lighthouse says, verbatim: relay Services of different shapes
+    across clusters (`ConflictingType`), and under mcs-api v0.5.2 the stale
+    `AwaitingExport` Lighthouse cannot update. A frontend whose Service does not exist is
+    not exported at all (`Pending`, naming the Service)."""
     async with operators(world), clients(world, USER) as users:
         waiting = asyncio.create_task(kubectl_wait_ready(world, "east", ns, 90))
         await run_pool(users["east"], "llama", ns, "east")
@@ -491,16 +491,19 @@ async def test_ready_means_importable_and_exported_shows_the_implementations_wor
 
         await eventually(conflicting, timeout=60, interval=0.2)
 
-        # A pool whose frontend Service nobody made: Lighthouse says so.
+        # A pool whose frontend Service nobody made: not exported (an export ahead of its
+        # Service would claim the name), and the relay says which Service it waits for.
         await users["east"].create(DGDS, dgd("mistral", ns))
         await users["east"].create(RELAYS, relay("mistral", ns, "east"))
-        unavailable = partial(
-            condition_is, users["east"], ns, "Exported", "False", "ServiceUnavailable", "mistral"
+        pending = partial(
+            condition_is, users["east"], ns, "Exported", "Unknown", "Pending", "mistral"
         )
-        await eventually(unavailable, timeout=60, interval=0.2)
+        await eventually(pending, timeout=60, interval=0.2)
         c = await condition_of(users["east"], ns, "Exported", "mistral")
         assert c is not None
-        assert c["message"].startswith("mistral-frontend: "), c
+        assert "mistral-frontend: Service mistral-frontend does not exist" in c["message"], c
+        exports = await users["east"].list(SERVICE_EXPORTS, ns)
+        assert "mistral-frontend" not in {e["metadata"]["name"] for e in exports.items}
 
 
 CYCLES = 10

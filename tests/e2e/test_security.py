@@ -97,6 +97,8 @@ ALLOWED = [
     Allowed("apps", "deployments", OWN, MANAGED),
     # The same for the relay Service.
     Allowed("", "services", OWN, MANAGED),
+    # And for the relay's PodDisruptionBudget (docs/crd.md, `replicas`: 2 or more).
+    Allowed("policy", "poddisruptionbudgets", OWN, MANAGED),
     # docs/exports.md, 'RBAC': create, delete, get, list, patch, watch.
     Allowed("multicluster.x-k8s.io", "serviceexports", OWN, MANAGED),
     # docs/events.md: events.k8s.io/v1 Events on the relay; repeats form a series, which

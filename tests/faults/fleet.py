@@ -21,6 +21,7 @@ from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.pool.controller import RELAYS as RELAYS
 from dynamo_pool_operator.pool.controller import dgd_resource
+from dynamo_pool_operator.pool.relay.kinds import RELAY_KINDS
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
 
@@ -171,21 +172,25 @@ class Fleet:
     def foreign_writes(self, writes: list[AuditEvent], lease: str) -> list[str]:
         """Every write in `writes` that touched something the operator does not own.
 
-        Allowed: its Lease; Events; the relays' status; `<pool>-pool-relay` Deployments
-        and Services; exports named after a pool's relay or frontends (never a user's).
-        Anything else — another resource, another namespace, a user's export, the
-        relay's spec — is a violation, whatever its response code (except a create
-        refused before its body was read, which the audit log cannot name).
+        Allowed: its Lease; Events; the relays' status; the relay's own objects
+        `<pool>-pool-relay` (every kind of `RELAY_KINDS`); exports named after a pool's
+        relay or frontends (never a user's); the reviews a replica makes of its own
+        RBAC at start (creates that store nothing). Anything else — another resource,
+        another namespace, a user's export, the relay's spec — is a violation, whatever
+        its response code (except a create refused before its body was read, which the
+        audit log cannot name).
         """
         relay_objects = {f"{p}-pool-relay" for p in self.pools}
         bad = []
         for w in writes:
             where = (w.resource, w.subresource)
+            if w.verb == "create" and w.namespace == "" and w.resource in SELF_REVIEWS:
+                continue
             ok = w.namespace == self.namespace and (
                 (where == ("leases", "") and w.name == lease)
                 or where == ("events", "")
                 or (where == ("dynamopoolrelays", "status") and w.name in self.pools)
-                or (where in (("deployments", ""), ("services", "")) and w.name in relay_objects)
+                or (where in _RELAY_OBJECTS and w.name in relay_objects)
                 or (where == ("serviceexports", "") and w.name in self.ever_ours)
                 # A create refused before its body (the name) is read: nothing was
                 # written and there is nothing to attribute. By the authorizer (403), or,
@@ -203,8 +208,13 @@ class Fleet:
         return bad
 
 
+#: Who am I, and may I (`run`'s start, rbac.py): asked by a create, stored nowhere.
+SELF_REVIEWS = frozenset({"selfsubjectaccessreviews", "selfsubjectreviews"})
+
+#: The relay's own objects, by the kinds table (every kind it names is `<pool>-pool-relay`).
+_RELAY_OBJECTS = frozenset((k.resource.plural, "") for k in RELAY_KINDS)
 #: The kinds the operator creates in a pool's namespace.
-_CREATES = frozenset({"events", "deployments", "services", "serviceexports"})
+_CREATES = frozenset({"events", "serviceexports", *(k.resource.plural for k in RELAY_KINDS)})
 
 
 def _controller(obj: dict[str, Any]) -> str | None:

@@ -27,6 +27,14 @@ def test_an_unnamed_export_create_refused_before_its_body_is_no_write(code: int)
     assert _fleet().foreign_writes([_write("create", "serviceexports", "", code)], "lease") == []
 
 
+@pytest.mark.parametrize("resource", ["selfsubjectaccessreviews", "selfsubjectreviews"])
+def test_a_replicas_review_of_its_own_rbac_is_no_write(resource: str) -> None:
+    """`run` asks at start who it is and whether it holds its RBAC: creates of reviews,
+    cluster-scoped, which store nothing."""
+    review = _write("create", resource, "", 201, namespace="")
+    assert _fleet().foreign_writes([review], "lease") == []
+
+
 @pytest.mark.parametrize(
     "write",
     [
@@ -34,6 +42,7 @@ def test_an_unnamed_export_create_refused_before_its_body_is_no_write(code: int)
         _write("create", "serviceexports", "", 201),  # answered: something was made
         _write("create", "serviceexports", "", 500),  # refused after its body was read
         _write("create", "serviceexports", "", 503, namespace="other"),
+        _write("create", "subjectaccessreviews", "", 201, namespace=""),  # not its own
         _write("create", "serviceexports", "users-export", 503),  # named: not ours
     ],
     ids=repr,

@@ -1,4 +1,4 @@
-"""The relay admission policy (admission.py) as data: which fields, which permission,
+"""The relay admission policy (admission.py) as data: which fields, which permissions,
 which requests. What the API server does with it is
 tests/integration/relay/test_relay_admission.py."""
 
@@ -29,7 +29,7 @@ def test_the_guarded_fields_are_the_pod_fields_of_the_schema() -> None:
 
 def test_each_field_has_a_validation_naming_it_and_the_permission() -> None:
     spec = admission.policy_spec()
-    validations = spec["validations"]
+    _, *validations = spec["validations"]
     assert len(validations) == len(POD_FIELDS)
     for field, validation in zip(POD_FIELDS, validations, strict=True):
         name = field.removeprefix("spec.")
@@ -62,7 +62,50 @@ def test_a_field_counts_as_set_when_it_differs_from_before_or_from_empty() -> No
         assert f"object.?spec.?resources.?{part}.orValue({empty})" in resources
 
 
-def test_only_relay_writes_that_set_or_change_a_pod_field_are_matched() -> None:
+def test_a_create_is_admitted_only_from_a_user_who_may_update_the_dgd_of_its_name() -> None:
+    """docs/crd.md, "Who may set what": creating a relay publishes the DGD of its name."""
+    publish, *_ = admission.policy_spec()["validations"]
+    assert publish["expression"] == (
+        "!(request.operation == 'CREATE') || "
+        "authorizer.group('nvidia.com').resource('dynamographdeployments')"
+        ".namespace(object.metadata.namespace).name(object.metadata.name)"
+        ".check('update').allowed()"
+    )
+    message = publish["messageExpression"]
+    assert "' publishes DynamoGraphDeployment ' + object.metadata.namespace" in message
+    assert "update dynamographdeployments (nvidia.com)" in message
+    assert "request.userInfo.username" in message
+    assert publish["reason"] == "Forbidden"
+
+
+def test_set_fields_counts_what_the_policy_counts() -> None:
+    """Present and not empty; `resources` by any of its parts. What `check` reads."""
+    assert admission.set_fields(None) == ()
+    assert admission.set_fields({"replicas": 3, "clusterId": "east"}) == ()
+    empty = {
+        "image": "",
+        "serviceAccountName": "",
+        "podLabels": {},
+        "podAnnotations": {},
+        "nodeSelector": {},
+        "tolerations": [],
+        "resources": {"limits": {}, "requests": {}, "claims": []},
+    }
+    assert admission.set_fields(empty) == ()
+    every = {
+        "image": "x",
+        "serviceAccountName": "sa",
+        "podLabels": {"a": "b"},
+        "podAnnotations": {"a": "b"},
+        "nodeSelector": {"a": "b"},
+        "tolerations": [{"operator": "Exists"}],
+        "resources": {"claims": [{"name": "gpu"}]},
+    }
+    assert admission.set_fields(every) == tuple(f.removeprefix("spec.") for f in POD_FIELDS)
+    assert admission.set_fields({"resources": {"requests": {"cpu": "1"}}}) == ("resources",)
+
+
+def test_only_relay_creates_and_writes_that_set_or_change_a_pod_field_are_matched() -> None:
     spec = admission.policy_spec()
     assert spec["failurePolicy"] == "Fail"
     assert spec["matchConstraints"] == {
@@ -77,6 +120,7 @@ def test_only_relay_writes_that_set_or_change_a_pod_field_are_matched() -> None:
         ]
     }
     (condition,) = spec["matchConditions"]
+    assert condition["expression"].startswith("request.operation == 'CREATE' || ")
     for field in POD_FIELDS:
         assert admission.changed(field.removeprefix("spec.")) in condition["expression"]
     # Every variable a validation names exists.

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dynamo_pool_operator import __version__, admission, cli, rbac, status
+from dynamo_pool_operator import __version__, admission, cli, logs, rbac, status
 from dynamo_pool_operator.api import crd
 
 
@@ -155,11 +155,81 @@ def test_status_explains_each_part_of_ready_that_is_not_true() -> None:
     ]
     lines = status.format_table([status.row_of(obj)]).splitlines()
     assert lines[1].split()[2:6] == ["False", "Unavailable", "0/2", "False"]
-    assert "  RelayAvailable False Unavailable: no pod" in lines
-    assert any(line.startswith("    what to do: No replica is available") for line in lines)
+    at = lines.index("  RelayAvailable False Unavailable: no pod")
+    assert lines[at + 1] == (
+        "    what to do: `kubectl describe deployment llama-pool-relay -n team-a` and its "
+        "pods' events say why no relay pod is available"
+    )
     assert "  Exported False ConflictingPorts: ports" in lines
-    assert any("the MCS implementation's own reason" in line for line in lines)
     assert not any(line.startswith("  Published") for line in lines), "True parts are quiet"
+
+
+def _failing(*conditions: tuple[str, str, str]) -> list[str]:
+    obj = relay("llama", ready="False", reason=conditions[0][1], message="")
+    obj["status"]["conditions"] = [
+        {"type": t, "status": "False", "reason": r, "message": m} for t, r, m in conditions
+    ] + obj["status"]["conditions"]
+    return status.format_table([status.row_of(obj)]).splitlines()
+
+
+def test_status_gives_one_hint_for_the_first_failing_part_only() -> None:
+    """Ready names the first part that is not True: the one to fix first. Its hint only;
+    the parts after it follow from it or wait their turn."""
+    lines = _failing(
+        ("RelayAvailable", "Unavailable", "no pod"),
+        ("Exported", "ConflictingPorts", "ports"),
+    )
+    hints = [line for line in lines if "what to do" in line]
+    assert len(hints) == 1, hints
+    assert "kubectl describe deployment llama-pool-relay" in hints[0]
+    assert lines[lines.index("  RelayAvailable False Unavailable: no pod") + 1] == hints[0]
+
+
+def test_status_hint_is_about_the_reason_at_hand() -> None:
+    """An invalid `podLabels` is `InvalidConfiguration`, whose meaning in the docs also
+    covers a relay name that gives an invalid Service name: the hint must not speak of
+    Service names, nor carry the docs table's `False:` prefix."""
+    message = "spec.podLabels: app.kubernetes.io/name is set by the operator"
+    lines = _failing(("Published", "InvalidConfiguration", message))
+    hints = [line for line in lines if "what to do" in line]
+    assert hints == [
+        "    what to do: fix the field the message names: "
+        "`kubectl edit dynamopoolrelay llama -n team-a`"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("type_", "reason"),
+    [
+        ("Published", "DGDTerminating"),  # passes by itself
+        ("RelayAvailable", "Withdrawn"),  # Published says why
+        ("Exported", "Pending"),  # the implementation is working
+    ],
+)
+def test_status_says_nothing_when_there_is_nothing_to_do(type_: str, reason: str) -> None:
+    assert not [line for line in _failing((type_, reason, "why")) if "what to do" in line]
+
+
+def test_status_hint_for_the_implementations_own_reason() -> None:
+    lines = _failing(("Exported", "ConflictingPorts", "ports"))
+    assert [line for line in lines if "what to do" in line] == [
+        "    what to do: the MCS implementation's own reason: see its documentation, and the "
+        "export's status (`kubectl get serviceexport NAME -n team-a -o yaml`)"
+    ]
+
+
+def test_every_hint_is_of_a_declared_reason_and_says_what_to_do() -> None:
+    from dynamo_pool_operator.api.conditions import MEANINGS, ConditionType, ReadyReason
+
+    declared = {(t, r) for t, reasons in MEANINGS.items() for r in reasons}
+    declared |= {(ConditionType.READY, r) for r in ReadyReason}
+    for type_, reason in status.HINTS:
+        assert (type_, reason) in declared, (type_, reason)
+        said = status.what_to_do(type_, reason, "ns", "llama")
+        assert said, (type_, reason)
+        assert said.split(":")[0] not in ("True", "False", "Unknown"), said
+        assert "{" not in said.replace("{.metadata", ""), said
+        assert said != MEANINGS.get(type_, {}).get(reason), "the docs' meaning, not a hint"
 
 
 def test_status_marks_a_stale_report() -> None:
@@ -172,15 +242,17 @@ def test_status_empty() -> None:
     assert status.format_table([]) == "No DynamoPoolRelays found.\n"
 
 
-async def test_status_without_a_cluster_exits_1(
+async def test_status_without_a_cluster_exits_2(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """No kubeconfig is bad usage (nothing was asked of a cluster), as for every command
+    (exitcodes.py)."""
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
     err = io.StringIO()
     code = await status.run(out=io.StringIO(), err=err)
-    assert code == status.EXIT_FAILURE
+    assert code == status.EXIT_USAGE
     assert err.getvalue().startswith("error: no Kubernetes configuration found")
 
 
@@ -202,13 +274,22 @@ def test_usage_errors_exit_2(
     assert message in err
 
 
-def test_check_and_crds_apply_without_a_cluster_exit_1(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize(
+    "args", [["check"], ["manifests", "crds", "--apply"], ["status"], ["discover"], ["run"]]
+)
+def test_every_command_without_a_cluster_exits_2(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    args: list[str],
 ) -> None:
+    """One code for one failure, whatever the command (exitcodes.py): no kubeconfig is
+    bad usage, nothing was asked of a cluster."""
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
-    for args in (["check"], ["manifests", "crds", "--apply"]):
-        code, _, err = run(capsys, *args)
-        assert code == 1, args
+    monkeypatch.setattr(logs, "setup", lambda level, fmt: None)  # `run` logs its error
+    code, _, err = run(capsys, *args)
+    assert code == 2, args
+    if args != ["run"]:
         assert err.startswith("error: no Kubernetes configuration found"), err

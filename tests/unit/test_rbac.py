@@ -8,7 +8,13 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator import rbac
-from dynamo_pool_operator.config import LeaderElectionConfig
+from dynamo_pool_operator.config import (
+    API_VERSION,
+    KIND,
+    LeaderElectionConfig,
+    OperatorConfiguration,
+    parse_configuration,
+)
 
 SA_NS, SA = "ops", "dpo"
 SUBJECT = [{"kind": "ServiceAccount", "name": SA, "namespace": SA_NS}]
@@ -224,3 +230,65 @@ def test_relay_user_roles_are_aggregated_to_kubernetes_user_facing_roles() -> No
         assert not [
             r for r in role["rules"] if "status" in r["resources"][0] and r["verbs"] != ["get"]
         ]
+
+
+# ---------------------------------------------------------------- what is asked, where
+def _config(**sections: Any) -> OperatorConfiguration:
+    return parse_configuration({"apiVersion": API_VERSION, "kind": KIND, **sections})
+
+
+def _asked(cfg: OperatorConfiguration, lease_ns: str | None) -> set[tuple[str, str, str]]:
+    return {(n.what, n.api_resource, n.namespace) for n in rbac.needs(cfg, lease_ns)}
+
+
+def test_needs_are_every_verb_of_every_rule_the_configuration_uses() -> None:
+    """One review per verb of each rule (as `check` and `run` ask them), where the rule
+    applies: the manager's cluster-wide, or in the one namespace it is restricted to."""
+    wide = rbac.needs(_config(), "ops")
+    manager = [n for n in wide if n.what == rbac.MANAGER]
+    assert len(manager) == sum(len(r.resources) * len(r.verbs) for r in rbac.MANAGER_RULES)
+    assert {n.namespace for n in manager} == {""}
+    lease = {(n.verb, n.rule.resource_names) for n in wide if n.what == rbac.LEADER_ELECTION}
+    lease_name = rbac.DEFAULT_LEASE_NAME
+    assert lease == {("create", ()), ("get", (lease_name,)), ("update", (lease_name,))}
+    restricted = _asked(_config(namespace={"restricted": "team-a"}), "team-a")
+    assert {ns for what, _, ns in restricted if what == rbac.MANAGER} == {"team-a"}
+
+
+def test_needs_only_what_the_configuration_turns_on() -> None:
+    assert {w for w, _, _ in _asked(_config(), None)} == {rbac.MANAGER}  # no Lease known
+    off = _config(leaderElection={"enabled": False}, multiCluster={"mcsImplementation": "mcs"})
+    assert {w for w, _, _ in _asked(off, "ops")} == {rbac.MANAGER, rbac.CLUSTER_ID}
+    secure = _config(server={"metricsSecure": True, "metricsAddress": ":8443"})
+    assert rbac.SECURE_METRICS in {w for w, _, _ in _asked(secure, "ops")}
+    no_metrics = _config(server={"metricsSecure": True, "metricsAddress": "0"})
+    assert rbac.SECURE_METRICS not in {w for w, _, _ in _asked(no_metrics, "ops")}
+
+
+def test_what_the_operator_runs_without_is_optional() -> None:
+    """The cluster ID's read and secure metrics' reviews degrade what they serve (the
+    relays say `ClusterPropertyUnreadable`, a scrape gets 500); without the manager's or
+    the Lease's rules nothing works: `run` exits."""
+    cfg = _config(
+        multiCluster={"mcsImplementation": "mcs"},
+        server={"metricsSecure": True, "metricsAddress": ":8443"},
+    )
+    optional = {n.what for n in rbac.needs(cfg, "ops") if n.optional}
+    assert optional == {rbac.CLUSTER_ID, rbac.SECURE_METRICS}
+
+
+def test_missing_permissions_are_grouped_by_resource() -> None:
+    """One line per resource (and named object), place and purpose, its verbs in the
+    rule's order: what to grant reads as a Role's rules do."""
+    needs = rbac.needs(_config(namespace={"restricted": "team-a"}), "ops")
+    missing = [
+        n for n in needs if n.api_resource in ("deployments.apps", "leases.coordination.k8s.io")
+    ]
+    assert rbac.grouped(missing) == [
+        "deployments.apps in team-a: get, list, watch, create, patch, delete (manager)",
+        "leases.coordination.k8s.io in ops: create (leader election)",
+        f"leases.coordination.k8s.io {rbac.DEFAULT_LEASE_NAME} in ops: get, update "
+        "(leader election)",
+    ]
+    status = [n for n in needs if n.resource.endswith("/status")]
+    assert rbac.grouped(status) == ["dynamopoolrelays.nvidia.com/status in team-a: patch (manager)"]

@@ -6,7 +6,7 @@ and the printer columns all read these words. So they are declared once, here, a
 everything else derives its lists from them: the rules that pick a reason
 (`pool/report.py`, `pool/plan.py`, `pool/report.py`,
 `pool/exports/verdict.py`), docs/crd.md's tables (generated), the `status` command's
-"what to do", the metrics and the printer columns.
+hints (keyed by these reasons), the metrics and the printer columns.
 
 One grammar for all of them (Cluster API's): a condition type is a CamelCase
 adjective or past participle that reads as a positive state (`Published`,
@@ -146,6 +146,9 @@ class ExportLineReason(StrEnum):
     SERVICE_REPLACED = "ServiceReplaced"
     #: A frontend's Service is someone else's (not the DGD's): not exported.
     FOREIGN_SERVICE = "ForeignService"
+    #: A frontend's Service does not exist (yet): not exported until it exists and is
+    #: the DGD's (`Pending`).
+    SERVICE_NOT_FOUND = "ServiceNotFound"
     #: A withdrawn export stays, held by finalizers that are not ours (`Withdrawing`).
     HELD_BY_FINALIZERS = "HeldByFinalizers"
     #: Exported, but the Global Router finds a pool's frontends by the name
@@ -221,8 +224,8 @@ class Condition:
         }
 
 
-#: What each reason means and what to do: docs/crd.md's tables (generated) and the
-#: `status` command's "what to do". `Published`'s are the check chain's one-line rules.
+#: What each reason means and what to do: docs/crd.md's tables (generated). `Published`'s
+#: are the check chain's one-line rules.
 PUBLISHED_MEANINGS: dict[PublishedReason, str] = {
     PublishedReason.PUBLISHED: "True: every check passed; the relay runs and its Services "
     "are exported.",
@@ -309,8 +312,10 @@ EXPORTED_MEANINGS: dict[ExportedReason, str] = {
     ExportedReason.PENDING: "Unknown: the implementation is still working (`Ready=False` "
     "`AwaitingExport`, no condition yet on a new export, `AwaitingReady` under "
     "`confirmation: ready`), an export is being deleted, it "
-    "waits for its Service (`Waiting`), or the relay Service's export waits for its "
-    "replaced Service (`ServiceReplaced`).",
+    "waits for its Service (`Waiting`), the relay Service's export waits for its "
+    "replaced Service (`ServiceReplaced`), or a frontend's Service does not exist yet "
+    "(`ServiceNotFound`: Dynamo's operator makes it; a frontend is exported only once its "
+    "Service exists and is the DGD's).",
     ExportedReason.EXPORT_FAILED: "False: a write of an export failed (see the "
     "`ExportFailed` Event).",
     ExportedReason.NOT_CONTROLLED: "False: someone else's export has a name the pool needs.",

@@ -85,8 +85,8 @@ EVENTS: dict[str, Event] = {
         "Normal",
         "Delete",
         "the export",
-        "Withdrawn (relay withdrawn, frontend renamed/removed, its Service someone else's, "
-        "name not importable).",
+        "Withdrawn (relay withdrawn, frontend renamed/removed, its Service gone or someone "
+        "else's, name not importable).",
     ),
     EventReason.EXPORT_FAILED: Event(
         "Warning",
@@ -158,10 +158,11 @@ EVENTS: dict[str, Event] = {
         "Warning",
         "Export",
         "the DGD",
-        "A frontend component is not named `Frontend`: its Service `<dgd>-<component>` is "
-        "exported, but the Global Router finds a pool's frontends by the name "
-        "`<dgd>-frontend` only, so no router uses it. The export line says "
-        "`FrontendNotDiscoverable`.",
+        "No frontend component is named `Frontend`: each is exported as "
+        "`<dgd>-<component>`, but the Global Router finds a pool's frontends by the name "
+        "`<dgd>-frontend` only, so no router finds this pool. Their export lines say "
+        "`FrontendNotDiscoverable` (also, without this Warning, that of a frontend beside "
+        "`Frontend`: the router uses only that one).",
         "Name the frontend component `Frontend` (its Service becomes `<dgd>-frontend`).",
     ),
     ExportWarning.CLUSTER_ID_MISMATCH: Event(

@@ -9,7 +9,6 @@ defines them (api/, rbac.py, names.py), so a check cannot disagree with the oper
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 
 from dynamo_pool_operator import __version__, rbac
@@ -176,47 +175,9 @@ async def export_spec(ctx: Context) -> Result:
     return Result(name, Status.OK, f"exports carry {carried} for their imports")
 
 
-def _required(ctx: Context) -> list[tuple[str, rbac.Rule, str]]:
-    """(what, rule, namespace: "" = cluster-wide) of everything the operator needs here."""
-    cfg = ctx.config
-    out: list[tuple[str, rbac.Rule, str]] = []
-    out += [("manager", r, ctx.scope or "") for r in rbac.MANAGER_RULES]
-    if cfg.leader_election.enabled:
-        lease_ns = lease_namespace(ctx)
-        rules = rbac.leader_election_rule_set(cfg.leader_election.name)
-        out += [("leader election", r, lease_ns) for r in rules]
-    if ctx.implementation == "mcs":
-        out += [("cluster ID", r, "") for r in rbac.CLUSTER_PROPERTY_RULES]
-    if cfg.server.metrics_secure:
-        out += [("secure metrics", r, "") for r in rbac.METRICS_AUTH_RULES]
-    return out
-
-
-async def _allowed(ctx: Context, rule: rbac.Rule, verb: str, resource: str, ns: str) -> bool:
-    plural, _, sub = resource.partition("/")
-    attrs = {"verb": verb, "group": rule.api_group, "resource": plural, "namespace": ns}
-    if sub:
-        attrs["subresource"] = sub
-    if rule.resource_names:  # a rule for named objects answers only for those names
-        attrs["name"] = rule.resource_names[0]
-    body = {
-        "apiVersion": "authorization.k8s.io/v1",
-        "kind": "SelfSubjectAccessReview",
-        "spec": {"resourceAttributes": attrs},
-    }
-    review = await ctx.reviewer.create(
-        Resource("authorization.k8s.io", "v1", "selfsubjectaccessreviews", "", False), body
-    )
-    return bool((review.get("status") or {}).get("allowed"))
-
-
-def _resource(group: str, resource: str) -> str:
-    """`plural.group/subresource`, as kubectl names them."""
-    plural, _, sub = resource.partition("/")
-    return f"{plural}{'.' + group if group else ''}{'/' + sub if sub else ''}"
-
-
 async def rbac_check(ctx: Context) -> Result:
+    """The operator's permissions, asked as it (rbac.py: the same review `run` makes at
+    its start); what it lacks grouped by resource, and how to grant it, by name."""
     name = "rbac"
     if not ctx.as_user and not ctx.in_cluster:
         return Result(
@@ -226,38 +187,35 @@ async def rbac_check(ctx: Context) -> Result:
             "ServiceAccount), or run `check` in the operator's pod",
             "rerun with --as",
         )
-    asks = [
-        (what, rule, verb, res, ns)
-        for what, rule, ns in _required(ctx)
-        for res in rule.resources
-        for verb in rule.verbs
-    ]
-    gate = asyncio.Semaphore(8)
-
-    async def ask(rule: rbac.Rule, verb: str, res: str, ns: str) -> bool:
-        async with gate:
-            return await _allowed(ctx, rule, verb, res, ns)
-
+    wanted = rbac.needs(ctx.config, lease_namespace(ctx))
     try:
-        answers = await asyncio.gather(*(ask(r, v, res, ns) for _, r, v, res, ns in asks))
+        missing = await rbac.lacking(ctx.reviewer, wanted)
     except errors.Forbidden as e:
         line = f"cannot ask as {ctx.as_user}: {e}"
         fix = "the caller needs `impersonate` on that ServiceAccount (cluster admins have it)"
         return Result(name, Status.FAIL, line, fix)
-    who = ctx.as_user or "this pod's ServiceAccount"
-    missing = [
-        f"{verb} {_resource(rule.api_group, res)} {'in ' + ns if ns else 'cluster-wide'} ({what})"
-        for (what, rule, verb, res, ns), ok in zip(asks, answers, strict=True)
-        if not ok
-    ]
+    who = ctx.as_user or await rbac.username(ctx.reviewer) or "this pod's ServiceAccount"
     if missing:
-        line = f"{who} lacks {len(missing)} of {len(asks)} permissions the operator needs"
-        fix = (
-            "install the chart's RBAC, or "
-            "`dynamo-pool-operator manifests rbac | kubectl apply -f -`"
+        line = f"{who} lacks {len(missing)} of {len(wanted)} permissions the operator needs"
+        return Result(name, Status.FAIL, line, grant_fix(who, ctx), tuple(rbac.grouped(missing)))
+    return Result(name, Status.OK, f"{who} has all {len(wanted)} permissions the operator needs")
+
+
+def grant_fix(who: str, ctx: Context) -> str:
+    """How to grant `who` the operator's RBAC: the chart's, or `manifests rbac` bound to
+    that very ServiceAccount (in the configuration's mode)."""
+    prefix = "system:serviceaccount:"
+    if not who.startswith(prefix) or who.count(":") != 3:
+        return (
+            f"bind the operator's roles to {who} (the chart binds them to its ServiceAccount; "
+            "`dynamo-pool-operator manifests rbac` renders them)"
         )
-        return Result(name, Status.FAIL, line, fix, tuple(missing))
-    return Result(name, Status.OK, f"{who} has all {len(asks)} permissions the operator needs")
+    ns, sa = who.removeprefix(prefix).split(":")
+    restricted = f" --restricted {ctx.scope}" if ctx.scope else ""
+    return (
+        f"grant them to {who}: install the chart's RBAC, or `dynamo-pool-operator manifests "
+        f"rbac --namespace {ns} --service-account {sa}{restricted} | kubectl apply -f -`"
+    )
 
 
 def lease_namespace(ctx: Context) -> str:

@@ -11,7 +11,8 @@ server what the operator's ServiceAccount may do (SelfSubjectAccessReview) while
 impersonating it (`--as system:serviceaccount:NS:NAME`, the caller needs `impersonate`
 on it), or, run inside the operator's pod without `--as`, as itself.
 
-Exit code: 0 when no check failed (warnings allowed), 1 when one did, 2 for bad usage.
+Exit code: 0 when no check failed (warnings allowed), 1 when one did, 2 for bad usage
+(an unusable kubeconfig too), as exitcodes.py says for every command.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ CHECKS: list[tuple[str, Check]] = [
     ("confirmation", pools.confirmation),
     ("foreign-exports", pools.foreign_exports),
     ("relays-ready", pools.relays_ready),
+    ("relay-pod-fields", pools.relay_pod_fields),
 ]
 
 
@@ -134,7 +136,7 @@ async def run(opts: Options, *, out: TextIO | None = None, err: TextIO | None = 
         cluster_config = load_config(opts.kubeconfig, opts.context)
     except ConfigError as e:
         print(f"error: {e}", file=err)
-        return EXIT_FAILURE
+        return EXIT_USAGE
     deadline = time.monotonic() + opts.wait
     async with Client(cluster_config, user_agent=USER_AGENT) as client:
         try:

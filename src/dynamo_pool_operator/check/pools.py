@@ -1,6 +1,7 @@
 """The checks of `dynamo-pool-operator check` about pools: the relays, their DGDs and
-their exports (the cluster ID, Karmada's name limit, stuck and foreign exports, Ready),
-and the reads they share, made once per round.
+their exports (the cluster ID, Karmada's name limit, stuck and foreign exports, Ready,
+the pod fields the admission policy guards), and the reads they share, made once per
+round.
 
 Ownership and conditions are read as the operator reads them (runtime/objects/meta.py,
 runtime/objects/meta.py), so the check and the operator cannot disagree about whose an
@@ -13,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from dynamo_pool_operator import admission
 from dynamo_pool_operator.api import crd, names
 from dynamo_pool_operator.api import dgd as dgd_api
 from dynamo_pool_operator.api.conditions import ConditionType, ReadyReason, Status
@@ -362,3 +364,60 @@ async def relays_ready(ctx: Context) -> Result:
             name, CheckStatus.WARN, line, "is the operator running and leading?", tuple(stale)
         )
     return Result(name, CheckStatus.OK, f"all {len(found)} relay(s) Ready")
+
+
+def _field_managers(relay: Mapping[str, Any], field: str) -> list[str]:
+    """Who set `spec.<field>` of `relay`, as the API server recorded it: each field
+    manager of `metadata.managedFields` whose field set holds it, with how and when
+    (`kubectl-edit (Update 2026-12-01T10:00:00Z)`). The status' entries are not the spec's."""
+    meta = relay.get("metadata")
+    entries = meta.get("managedFields") if isinstance(meta, Mapping) else None
+    out = []
+    for e in entries if isinstance(entries, list) else ():
+        if not isinstance(e, Mapping) or e.get("subresource"):
+            continue
+        fields = e.get("fieldsV1")
+        spec = fields.get("f:spec") if isinstance(fields, Mapping) else None
+        if isinstance(spec, Mapping) and f"f:{field}" in spec:
+            how = " ".join(str(e[k]) for k in ("operation", "time") if e.get(k))
+            manager = str(e.get("manager") or "a manager without a name")
+            out.append(f"{manager} ({how})" if how else manager)
+    return out
+
+
+def guarded_pod_fields(found: Sequence[Mapping[str, Any]]) -> Result:
+    """The relays that set a pod field the admission policy guards (`admission.GUARDED`:
+    image, ServiceAccount, labels, annotations, nodes, tolerations, resources), each
+    field with the field managers that set it. The policy judges writes as they are
+    made; a relay written before it was installed (an upgrade from a release without
+    it, or with `admissionPolicy.enabled=false`) was never judged, and its fields run
+    in the relay pods. Nothing here tells an admin's field from anyone else's: a list
+    to review, not a failure."""
+    name = "relay-pod-fields"
+    listed = []
+    for r in found:
+        fields = admission.set_fields(r.get("spec"))
+        if not fields:
+            continue
+        said = [
+            f"spec.{f} by {', '.join(_field_managers(r, f)) or 'no manager recorded'}"
+            for f in fields
+        ]
+        listed.append(f"{_ref(r)}: {'; '.join(said)}")
+    if listed:
+        line = (
+            f"{len(listed)} relay(s) set pod fields the admission policy guards: review who "
+            "set each"
+        )
+        fix = (
+            "a field set before the policy was installed was never judged: keep it if its "
+            "setter may create Deployments in the relay's namespace, else remove it "
+            "(kubectl patch dpr -n NS NAME --type=json "
+            '-p \'[{"op":"remove","path":"/spec/FIELD"}]\')'
+        )
+        return Result(name, CheckStatus.WARN, line, fix, tuple(listed))
+    return Result(name, CheckStatus.OK, "no relay sets a pod field the admission policy guards")
+
+
+async def relay_pod_fields(ctx: Context) -> Result:
+    return guarded_pod_fields(await relays(ctx))

@@ -16,11 +16,12 @@ consuming cluster, where the operator may not be: the option is the only source.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TextIO
 
 from dynamo_pool_operator.api.mcs import Importer
-from dynamo_pool_operator.discover.find import Mode
+from dynamo_pool_operator.discover.find import Mode, Pool
 from dynamo_pool_operator.discover.slices import KARMADA_LABELLED_SINCE
 from dynamo_pool_operator.discover.view import explain, format_json, format_table, narrowed, read
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
@@ -68,9 +69,27 @@ def parse_pool(value: str) -> tuple[str, str, str] | None:
     return parts[0], parts[1], parts[2]
 
 
+def not_found(key: str, pools: Sequence[Pool], *, all_namespaces: bool) -> str:
+    """Why `--pool KEY` is not found, naming the pools that are: most often the cluster
+    part is not the name the import gives the exporting cluster."""
+    _, namespace, name = key.split("/")
+    elsewhere = sorted(p.cluster for p in pools if (p.namespace, p.name) == (namespace, name))
+    if elsewhere:
+        return (
+            f"pool {key} is not found: {namespace}/{name} is imported from "
+            f"{', '.join(elsewhere)} (a pool's cluster is the exporting cluster's name, as "
+            f"its imports say it): try --pool {elsewhere[0]}/{namespace}/{name}"
+        )
+    where = "here" if all_namespaces else f"in namespace {namespace}"
+    if not pools:
+        return f"pool {key} is not found: no pool is imported {where}"
+    shown = ", ".join(f"{p.key} ({'live' if p.live else 'not live'})" for p in pools)
+    return f"pool {key} is not found; the pools imported {where} are {shown}"
+
+
 async def run(opts: Options, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Print the pools; 0 when the cluster could be read, 1 when `opts.pool` is not
-    live, 2 on a usage or connection error."""
+    """Print the pools; 0 when the cluster could be read, 1 when it could not or
+    `opts.pool` is not live, 2 on a usage error (exitcodes.py)."""
     out, err = out or sys.stdout, err or sys.stderr
     key: str | None = None
     if opts.pool is not None:
@@ -102,21 +121,28 @@ async def run(opts: Options, out: TextIO | None = None, err: TextIO | None = Non
     async with Client(cluster, user_agent=USER_AGENT) as client:
         try:
             reading = await read(client, mode, ns, strict=implementation is not None)
+        except errors.ConnectionFailed as e:
+            print(e, file=err)  # as kubectl says it
+            return EXIT_FAILURE
         except errors.ApiError as e:
             print(f"error: {explain(e, 'EndpointSlices', ns)}", file=err)
-            return EXIT_USAGE
+            return EXIT_FAILURE
     for note in reading.notes:
         print(note, file=err)
-    found = reading.find(implementation)
-    if key is not None:
-        found = narrowed(found, key)
-    out.write(format_json(found) if opts.output == "json" else format_table(found))
+    everything = reading.find(implementation)
+    found = everything if key is None else narrowed(everything, key)
+    if opts.output == "json":
+        out.write(format_json(found))
+    else:
+        out.write(format_table(found, empty=f"No pool {key}." if key else None))
     if key is None:
         return EXIT_OK
     pool = found.pool(key)
-    if pool is None or not pool.live:
-        why = "not found" if pool is None else "not live"
-        print(f"pool {key} is {why}: the router does not use it", file=err)
+    if pool is None:
+        print(not_found(key, everything.pools, all_namespaces=opts.all_namespaces), file=err)
+        return EXIT_FAILURE
+    if not pool.live:
+        print(f"pool {key} is not live: the router does not use it", file=err)
         return EXIT_FAILURE
     if reading.mode is Mode.KARMADA_DERIVED:
         print(

@@ -54,12 +54,13 @@ def _pool_block(p: Pool) -> list[str]:
     return lines
 
 
-def format_table(found: Discovered) -> str:
+def format_table(found: Discovered, empty: str | None = None) -> str:
     """The pools, one line each, then each pool's endpoints and problems, then what the
-    router would not use and why."""
+    router would not use and why. `empty`: the line for no pool, when the pools were
+    narrowed (to `--pool`'s) and others may be imported."""
     lines: list[str] = []
     if not found.pools:
-        lines.append("No pools found: no imported relay Service (<dgd>-pool-relay).")
+        lines.append(empty or "No pools found: no imported relay Service (<dgd>-pool-relay).")
     else:
         cells = [HEADER] + [
             (
@@ -136,8 +137,8 @@ async def _slices(
 ) -> tuple[Mode, list[Mapping[str, Any]], list[str]]:
     """The slices by the router's selector; with Karmada, when none carries its manager
     (Karmada before v1.15.0) and `strict` is off, those named `derived-<service>`. Off
-    the router's path, a note says which path was taken and which Karmada the router
-    needs."""
+    the router's path (slices found only by that name), a note says which path was taken
+    and which Karmada the router needs."""
     slices: list[Mapping[str, Any]] = list(
         (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(mode))).items
     )
@@ -154,6 +155,8 @@ async def _slices(
     slices = list(
         (await client.list(ENDPOINT_SLICES, namespace, label_selector=selector(derived))).items
     )
+    if not slices:
+        return mode, slices, []  # no slice either way (nothing exported): nothing to say
     note = (
         f"note: no EndpointSlice here is labelled {KARMADA_LABEL}, which Karmada sets from "
         f"{KARMADA_LABELLED_SINCE}: read instead the slices labelled {DERIVED_LABEL}. The "

@@ -11,7 +11,7 @@ with every namespace made by `create_namespace` enforcing `restricted`.
 
 `ControlPlane(nodes=N)` adds a world where pods run: kwok plays the kubelet of N
 fake Nodes, a MutatingAdmissionPolicy plays the scheduler, and kube-controller-manager
-also runs the Deployment, ReplicaSet and EndpointSlice controllers (`kwok.py` says
+also runs the Deployment, ReplicaSet, EndpointSlice and Job controllers (`kwok.py` says
 what this world does and does not do).
 
 Everything lives in one temporary directory that `stop()` removes; processes
@@ -52,8 +52,15 @@ log = logging.getLogger(__name__)
 #: What kube-controller-manager logs once the garbage collector watches every resource.
 _GC_SYNCED = "all resource monitors have synced"
 _GC_CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
-#: What makes pods out of Deployments and endpoints out of pods (names as in 1.37's --help).
-_POD_CONTROLLERS = ("deployment-controller", "replicaset-controller", "endpointslice-controller")
+#: What makes pods out of Deployments and Jobs, and endpoints out of pods (names as in
+#: 1.37's --help). The Job controller is what lets a Helm hook Job (the chart's CRD hook)
+#: complete: without it the Job gets no pod and `helm install` waits out its timeout.
+_POD_CONTROLLERS = (
+    "deployment-controller",
+    "replicaset-controller",
+    "endpointslice-controller",
+    "job-controller",
+)
 #: The PodSecurity level every namespace made here enforces.
 POD_SECURITY_LABELS = {"pod-security.kubernetes.io/enforce": "restricted"}
 

@@ -39,6 +39,7 @@ from dynamo_pool_operator.runtime.control.controller import (
     MapFunc,
     Request,
     Result,
+    by_namespace,
     spec_or_metadata_changed,
 )
 from dynamo_pool_operator.runtime.control.queue import LOW
@@ -100,6 +101,7 @@ __all__ = [
     "SystemClock",
     "Transform",
     "VocabularyPath",
+    "by_namespace",
     "default_identity",
     "discover",
     "errors",

@@ -35,6 +35,7 @@ from tests.integration.support.relay_fixtures import (
     RELAYS,
     WORKER,
     decided,
+    dynamos_services,
     relay_body,
 )
 from tests.integration.support.under_test import admin, running
@@ -80,8 +81,9 @@ def one_dgd_version() -> Iterator[ControlPlane]:
 
 
 async def make_pool(client: Client, ns: str, name: str) -> None:
+    """A DGD of both shapes, its frontend's Service (`dynamos_services`) and its relay."""
     dgds = dgd_resource("v1beta1")
-    await client.create(
+    dgd = await client.create(
         dgds,
         {
             "apiVersion": dgds.api_version,
@@ -90,6 +92,7 @@ async def make_pool(client: Client, ns: str, name: str) -> None:
             "spec": {"components": [FRONTEND, WORKER], "services": SERVICES},
         },
     )
+    await dynamos_services(client, dgd)
     await client.create(RELAYS, relay_body(name, ns))
 
 

@@ -195,6 +195,33 @@ def test_pool_exits_1_unless_it_is_live(
     assert json.loads(out)["pools"][0]["live"] is False
 
 
+def test_a_pool_not_found_names_the_pools_that_are(
+    control_plane: ControlPlane, scene: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The cluster part of `--pool` is the name the imports give the exporting cluster;
+    a wrong one (or a pool that is not imported) must not read as "nothing is imported"
+    while other pools are: the error names them, and the table does not say no pool
+    was found."""
+    kc = control_plane.kubeconfig
+    code, out, err = discover(capsys, kc, "--pool", f"dev-cluster/{scene}/llama")
+    assert code == 1
+    assert err == (
+        f"pool dev-cluster/{scene}/llama is not found: {scene}/llama is imported from east "
+        "(a pool's cluster is the exporting cluster's name, as its imports say it): "
+        f"try --pool east/{scene}/llama\n"
+    )
+    assert out.splitlines()[0] == f"No pool dev-cluster/{scene}/llama."
+    code, out, err = discover(capsys, kc, "--pool", f"east/{scene}/gemma")
+    assert code == 1
+    assert err == (
+        f"pool east/{scene}/gemma is not found; the pools imported in namespace {scene} are "
+        f"east/{scene}/llama (live), west/{scene}/qwen (not live)\n"
+    )
+    code, _, err = discover(capsys, kc, "--pool", "east/nowhere/llama")
+    assert code == 1
+    assert err == "pool east/nowhere/llama is not found: no pool is imported in namespace nowhere\n"
+
+
 def test_a_user_who_may_only_list_endpointslices(
     control_plane: ControlPlane, scene: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -216,9 +243,10 @@ def test_a_user_who_may_only_list_endpointslices(
         "out (it needs list on serviceimports.multicluster.x-k8s.io)\n"
     )
     assert err.count("\n") == 1
-    # ... and nothing beyond its namespace: a read it may not make is a usage error.
+    # ... and nothing beyond its namespace: a read RBAC refuses is a cluster that could
+    # not be used, 1 as for every command (exitcodes.py).
     code, out, err = discover(capsys, kc, "-A")
-    assert (code, out) == (2, "")
+    assert (code, out) == (1, "")
     assert "not allowed to list EndpointSlices in any namespace" in err
 
 
@@ -251,6 +279,10 @@ def test_an_older_karmadas_slices_are_read_by_their_derived_name(
     control_plane: ControlPlane, namespace: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ns, kc = namespace, control_plane.kubeconfig
+    # No slice at all (every pool withdrawn): nothing was read another way, nothing to say.
+    code, out, err = discover(capsys, kc, "--karmada", "-n", ns, "-o", "json")
+    assert (code, json.loads(out)["pools"]) == (0, [])
+    assert "no EndpointSlice here" not in err
     control_plane.apply(legacy(ns, "llama-pool-relay", "member1", "10.1.0.4"))
     control_plane.apply(legacy(ns, "llama-frontend", "member1", "10.1.0.9"))
     # A slice Kubernetes' controller would make for a Service named `derived-...`.
@@ -363,13 +395,19 @@ def test_an_import_the_implementation_writes_no_slices_for_is_a_problem_of_its_p
     assert "qwen" not in out
 
 
-def test_unreachable_cluster_exits_2(
+def test_unreachable_cluster_exits_1_saying_so_as_kubectl_does(
     control_plane: ControlPlane, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """1, as `status`, `check` and `run` exit for a cluster they cannot use (2 is bad
+    usage: exitcodes.py)."""
     cfg = yaml.safe_load(control_plane.kubeconfig.read_text())
-    cfg["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    port = free_port()
+    cfg["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
     path = tmp_path / "kubeconfig"
     path.write_text(yaml.safe_dump(cfg))
     code, out, err = discover(capsys, path, "-n", "default")
-    assert (code, out) == (2, "")
-    assert err.startswith("error: cannot list EndpointSlices in namespace 'default'")
+    assert (code, out) == (1, "")
+    assert err == (
+        f"The connection to the server 127.0.0.1:{port} was refused - did you specify the "
+        "right host or port?\n"
+    )

@@ -216,8 +216,9 @@ def _run_cli(
 @pytest.mark.parametrize(
     ("case", "implementation", "reason"),
     [
-        ("connection-refused", "", "Connect call failed"),
+        ("connection-refused", "", "was refused - did you specify the right host or port?"),
         ("unauthorized", "", "401"),
+        ("no-rbac", "", "`dynamo-pool-operator check --as dpo-norbac-"),
         ("needed-group-unavailable", "mcs", MCS_GV),
         ("needed-api-missing", "karmada", "serviceexports.multicluster.x-k8s.io"),
         ("probe-address-taken", "", "address already in use"),
@@ -230,6 +231,8 @@ def test_run_exits_1_with_one_line_and_no_traceback(
         kubeconfig = _kubeconfig_to(tmp_path, f"https://127.0.0.1:{_closed_port()}")
     elif case == "unauthorized":
         kubeconfig = plane.token_kubeconfig("not-a-token", user=f"nobody-{tmp_path.name}")
+    elif case == "no-rbac":  # authenticated, granted nothing
+        kubeconfig = plane.user_kubeconfig(f"dpo-norbac-{tmp_path.name}")
     else:
         kubeconfig = plane.kubeconfig
     with contextlib.ExitStack() as stack:

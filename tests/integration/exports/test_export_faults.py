@@ -66,6 +66,7 @@ from tests.integration.support.relay_fixtures import (
     WORKER,
     condition,
     decision_of,
+    dynamos_services,
     relay_body,
 )
 from tests.integration.support.spies import Spy, WritePause, export_writes, verbs
@@ -106,9 +107,10 @@ async def test_refused_create_is_recorded_retried_and_converges_when_lifted(
     since = control_plane.audit.offset()
     spy = Spy(mcs)
     async with deny_export_writes(control_plane, client, namespace, CHAT_SVC, "CREATE"):
-        await client.merge_patch(
+        patched = await client.merge_patch(
             DGDS, POOL, {"spec": {"components": [FRONTEND, CHAT, WORKER]}}, namespace
         )
+        await dynamos_services(client, patched)
         event = await wait_event(client, namespace, "ExportFailed", name=CHAT_SVC)
         assert event["type"] == "Warning"
         assert event["related"]["kind"] == "ServiceExport"
@@ -143,12 +145,13 @@ async def test_refused_delete_is_recorded_retried_and_converges_when_lifted(
     since = control_plane.audit.offset()
     async with deny_export_writes(control_plane, client, namespace, FRONTEND_SVC, "DELETE"):
         # Renaming the frontend withdraws its export.
-        await client.merge_patch(
+        patched = await client.merge_patch(
             DGDS,
             POOL,
             {"spec": {"components": [{"name": "Gateway", "type": "frontend"}, WORKER]}},
             namespace,
         )
+        await dynamos_services(client, patched)
         event = await wait_event(client, namespace, "ExportFailed", name=FRONTEND_SVC)
         assert event["type"] == "Warning"
         assert event["related"]["uid"] == export["metadata"]["uid"]

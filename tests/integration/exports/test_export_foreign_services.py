@@ -1,5 +1,5 @@
-"""A frontend is exported only while its Service is the DGD's (docs/exports.md, 'What is
-exported'), against a real API server.
+"""A frontend is exported only once its Service exists and while it is the DGD's
+(docs/exports.md, 'What is exported'), against a real API server.
 
 A DGD author names the Services her pool exports by naming its frontends: `<dgd>-<component>`.
 Exporting announces a Service to every cluster of the ClusterSet, so a DGD `payments` with a
@@ -8,7 +8,9 @@ frontend `db` must not make the operator export a Service `payments-db` another 
 ServiceExports. Dynamo's
 operator controls the Services it makes for a DGD: by the DGD itself (the Grove path) or by
 a DynamoComponentDeployment the DGD controls. Any other Service of that name is skipped with
-a Warning naming its controller, and an export of ours of that name is withdrawn.
+a Warning naming its controller, and an export of ours of that name is withdrawn. Nor is a
+frontend exported before its Service exists: the export would claim the name for whoever
+makes a Service of it next, and sit beside theirs until a pass saw whose it was.
 
 The Services (and DCDs) are made by the admin `client`, playing the other team or Dynamo's
 operator; the pool by `alice`, who also reads what she is told (status, Events).
@@ -23,10 +25,13 @@ import pytest
 from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.localcluster import dynamo
+from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
 from tests.harness import OperatorUnderTest
 from tests.integration.support.export_fixtures import (
+    conditions_of,
+    export_names,
     export_obj,
     exports_become,
     relay_status,
@@ -127,20 +132,90 @@ async def test_the_dgds_own_service_is_exported(
     assert all(line.get("reason") != "ForeignService" for line in lines), lines
 
 
-async def test_our_export_is_withdrawn_when_someone_elses_service_of_its_name_appears(
-    client: Client, alice: Client, namespace: str, mcs: OperatorUnderTest
+async def not_found(alice: Client, ns: str) -> None:
+    """The export line says Pending ServiceNotFound naming the Service, and `Exported` is
+    Unknown Pending saying so, as alice reads them."""
+    lines = await states_become(alice, ns, POOL, {RELAY_SVC: "Exported", DB_SVC: "Pending"})
+    line = lines[DB_SVC]
+    assert line.get("reason") == "ServiceNotFound", line
+    assert f"Service {DB_SVC} does not exist" in line.get("message", ""), line
+    exported = (await conditions_of(alice, ns, POOL))["Exported"]
+    assert (exported["status"], exported["reason"]) == ("Unknown", "Pending"), exported
+    assert f"{DB_SVC}: Service {DB_SVC} does not exist" in exported["message"], exported
+
+
+async def never_exported(op: OperatorUnderTest, ns: str, since: int, name: str) -> None:
+    """The audit log since `since`: the operator never created an export of `name`."""
+    creates = [
+        w
+        for w in await op.writes_since(since)
+        if w.resource == "serviceexports" and w.namespace == ns and w.name == name
+    ]
+    assert creates == [], [(w.verb, w.name) for w in creates]
+
+
+async def test_a_frontend_is_exported_only_once_its_service_exists(
+    client: Client,
+    alice: Client,
+    namespace: str,
+    mcs: OperatorUnderTest,
+    control_plane: ControlPlane,
 ) -> None:
+    """No export ahead of its Service: it would claim the name for whoever makes one."""
+    since = control_plane.audit.offset()
+    dgd = await alices_pool(alice, namespace)
+    await not_found(alice, namespace)
+    await second_pass_writes_nothing(mcs, namespace)
+    await never_exported(mcs, namespace, since, DB_SVC)
+    _, service = dynamo.frontend(dgd, "db")  # Dynamo's operator makes it
+    await client.create(SERVICES, service)
+    await exports_become(client, namespace, {RELAY_SVC, DB_SVC})
+    await states_become(alice, namespace, POOL, {DB_SVC: "Exported"})
+    await second_pass_writes_nothing(mcs, namespace)
+
+
+async def test_a_service_another_team_makes_under_a_frontends_name_is_never_exported(
+    client: Client,
+    alice: Client,
+    namespace: str,
+    mcs: OperatorUnderTest,
+    control_plane: ControlPlane,
+) -> None:
+    """Alice's DGD `payments` names a frontend `db` before anyone made `payments-db`. The
+    database team then makes it: it is never beside an export of hers, not for a moment
+    (the audit log holds no create of that export)."""
+    since = control_plane.audit.offset()
     await alices_pool(alice, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, DB_SVC})  # no Service yet
+    await not_found(alice, namespace)
     await mcs.settle()  # the pass after the creates did nothing: the next one is skippable
     owner = await other_teams_deployment(client, namespace)
     await client.create(SERVICES, service_body(namespace, owner))
-    await exports_become(client, namespace, {RELAY_SVC})
-    await wait_event(alice, namespace, "ExportDeleted", name=DB_SVC)
     await skipped_naming(alice, namespace, "Deployment/ledger-db")
     await second_pass_writes_nothing(mcs, namespace)
-    # Their Service gone, the name is free again: exported once more.
+    # Their Service gone, the name waits for the DGD's again.
     await client.delete(SERVICES, DB_SVC, namespace)
+    await not_found(alice, namespace)
+    await second_pass_writes_nothing(mcs, namespace)
+    await never_exported(mcs, namespace, since, DB_SVC)
+    assert await export_names(client, namespace) == {RELAY_SVC}
+
+
+async def test_our_export_is_withdrawn_when_its_service_is_deleted(
+    client: Client, alice: Client, namespace: str, mcs: OperatorUnderTest
+) -> None:
+    """An export of a Service that is gone claims its name as one made ahead would."""
+    dgd = await alices_pool(alice, namespace)
+    _, service = dynamo.frontend(dgd, "db")
+    await client.create(SERVICES, service)
+    await exports_become(client, namespace, {RELAY_SVC, DB_SVC})
+    await mcs.settle()
+    await client.delete(SERVICES, DB_SVC, namespace)
+    await exports_become(client, namespace, {RELAY_SVC})
+    await wait_event(alice, namespace, "ExportDeleted", name=DB_SVC)
+    await not_found(alice, namespace)
+    await second_pass_writes_nothing(mcs, namespace)
+    # Dynamo's operator makes it again: exported again.
+    await client.create(SERVICES, service)
     await exports_become(client, namespace, {RELAY_SVC, DB_SVC})
     await second_pass_writes_nothing(mcs, namespace)
 

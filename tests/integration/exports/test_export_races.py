@@ -20,6 +20,7 @@ from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import SERVICES
 from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.export_fixtures import (
     SE,
@@ -27,6 +28,7 @@ from tests.integration.support.export_fixtures import (
     export_obj,
     exports_become,
 )
+from tests.integration.support.objects import controller_ref
 from tests.integration.support.race_fixtures import (
     export_states,
     exported_pool,
@@ -44,6 +46,8 @@ from tests.integration.support.relay_fixtures import (
     RELAYS,
     WORKER,
     dgd_body,
+    dynamos_services,
+    relay_body,
 )
 from tests.integration.support.spies import WritePause, export_writes, paused, verbs
 
@@ -89,7 +93,7 @@ async def test_stale_withdrawal_is_refused_after_a_user_removed_the_controller_r
     assert spy.emitted(namespace, "ExportFailed") == []
     await writes_nothing(mcs, namespace)
     # From now on it is foreign: with the pool back it is reported, never adopted.
-    await client.create(DGDS, dgd_body(POOL, namespace))
+    await dynamos_services(client, await client.create(DGDS, dgd_body(POOL, namespace)))
     await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
     await state_becomes(client, namespace, FRONTEND_SVC, "Foreign")
     await writes_nothing(mcs, namespace)
@@ -101,19 +105,24 @@ async def test_stale_withdrawal_is_refused_after_a_user_removed_the_controller_r
 async def test_stale_withdrawal_is_refused_after_another_relay_took_the_export(
     client: Client, namespace: str, mcs: OperatorUnderTest, control_plane: ControlPlane
 ) -> None:
-    # Pool "a-x" exports a-x-frontend; pool "a" (frontend "x-frontend") wants the same name.
+    # Pool "a-x" exports a-x-frontend; pool "a" (frontend "x-frontend") names the same
+    # Service, a-x's: not its own, so not its export either.
     shared = "a-x-frontend"
     await make_pool(client, namespace, name="a-x")
     await exports_become(client, namespace, {"a-x-pool-relay", shared})
-    other = await make_pool(
-        client, namespace, [{"name": "x-frontend", "type": "frontend"}, WORKER], name="a"
-    )
+    frontend = {"name": "x-frontend", "type": "frontend"}
+    dgd_a = await client.create(DGDS, dgd_body("a", namespace, [frontend, WORKER]))
+    other = await client.create(RELAYS, relay_body("a", namespace))
     await exports_become(client, namespace, {"a-x-pool-relay", shared, "a-pool-relay"})
-    await state_becomes(client, namespace, shared, "Foreign", name="a")
+    await state_becomes(client, namespace, shared, "Skipped", name="a")
     await mcs.settle()
     async with paused(mcs, Verb.WITHDRAW, shared, namespace) as (pause, spy, since):
-        await client.delete(DGDS, "a-x", namespace)
+        # The Service passes to DGD "a": a-x withdraws its export...
+        await client.merge_patch(
+            SERVICES, shared, {"metadata": {"ownerReferences": [controller_ref(dgd_a)]}}, namespace
+        )
         await pause.reached()
+        # ...which relay "a" takes meanwhile.
         ref = {
             "apiVersion": RELAYS.api_version,
             "kind": RELAYS.kind,
@@ -130,8 +139,8 @@ async def test_stale_withdrawal_is_refused_after_another_relay_took_the_export(
         )
         await pause.release()
     refused_as_stale(pause)
-    await exports_become(client, namespace, {shared, "a-pool-relay"})
     await state_becomes(client, namespace, shared, "Exported", name="a")
+    await state_becomes(client, namespace, shared, "Skipped", name="a-x")
     await mcs.settle()
     kept = await existing_export(client, namespace, shared)
     assert kept["metadata"]["resourceVersion"] == taken["metadata"]["resourceVersion"]

@@ -38,7 +38,14 @@ from tests.integration.support.race_fixtures import (
     make_pool,
     writes_nothing,
 )
-from tests.integration.support.relay_fixtures import DGDS, RELAYS, WORKER, decision_of, relay_body
+from tests.integration.support.relay_fixtures import (
+    DGDS,
+    RELAYS,
+    WORKER,
+    decision_of,
+    dynamos_services,
+    relay_body,
+)
 from tests.integration.support.spies import export_writes
 
 pytestmark = pytest.mark.timeout(120)
@@ -92,13 +99,14 @@ async def test_exports_are_created_repaired_and_withdrawn_at_the_served_version(
             return bool(e and e["metadata"]["labels"][names.DGD_NAME] == POOL)
 
         await eventually(repaired)
-        # Withdrawal: a renamed frontend's export moves.
-        await client.merge_patch(
+        # Withdrawal: a renamed frontend's export moves (once its Service exists).
+        renamed = await client.merge_patch(
             DGDS,
             POOL,
             {"spec": {"components": [{"name": "Gateway", "type": "frontend"}, WORKER]}},
             ns,
         )
+        await dynamos_services(client, renamed)
         await exports_become(client, ns, {RELAY_SVC, f"{POOL}-gateway"}, se)
         await writes_nothing(op, ns)
         writes = await export_writes(op, since, ns)
@@ -123,7 +131,7 @@ async def test_dgd_served_only_at_v1alpha1_is_published_and_exported(
         OperatorUnderTest(cp, config("mcs")) as op,
     ):
         assert op.running.served.dgd_version == "v1alpha1"
-        await client.create(
+        dgd = await client.create(
             dgds,
             {
                 "apiVersion": dgds.api_version,
@@ -141,6 +149,7 @@ async def test_dgd_served_only_at_v1alpha1_is_published_and_exported(
                 },
             },
         )
+        assert await dynamos_services(client, dgd) == [FRONTEND_SVC]
         await client.create(RELAYS, relay_body(POOL, ns))
         await exports_become(client, ns, {RELAY_SVC, FRONTEND_SVC})
 

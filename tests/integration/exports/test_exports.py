@@ -45,6 +45,8 @@ from tests.integration.support.relay_fixtures import (
     RELAYS,
     WORKER,
     dgd_body,
+    dynamos_services,
+    relay_body,
     relay_owner,
 )
 
@@ -81,12 +83,13 @@ async def test_renamed_frontend_moves_its_export(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
     await exported_pool(client, namespace)
-    await client.merge_patch(
+    renamed = await client.merge_patch(
         DGDS,
         POOL,
         {"spec": {"components": [{"name": "Gateway", "type": "frontend"}, WORKER]}},
         namespace,
     )
+    await dynamos_services(client, renamed)  # the new name's, once Dynamo's operator made it
     await exports_become(client, namespace, {RELAY_SVC, f"{POOL}-gateway"})
     await wait_event(client, namespace, "ExportDeleted", name=FRONTEND_SVC)
     await second_pass_writes_nothing(mcs, namespace)
@@ -139,7 +142,7 @@ async def test_users_export_is_neither_adopted_nor_deleted(
     await exports_become(client, namespace, {FRONTEND_SVC})
     await second_pass_writes_nothing(mcs, namespace)
     # Once the user deletes theirs (and the pool is back), the relay creates its own.
-    await client.create(DGDS, dgd_body(POOL, namespace))
+    await dynamos_services(client, await client.create(DGDS, dgd_body(POOL, namespace)))
     await client.delete(SE, FRONTEND_SVC, namespace)
 
     async def ours() -> bool:
@@ -150,18 +153,25 @@ async def test_users_export_is_neither_adopted_nor_deleted(
     await second_pass_writes_nothing(mcs, namespace)
 
 
-async def test_another_relays_export_is_left_alone(
+async def test_another_pools_service_and_export_are_left_alone(
     client: Client, namespace: str, mcs: OperatorUnderTest
 ) -> None:
-    # Two pools whose frontends map to one Service name: the first relay's export wins.
+    # Two pools whose frontends map to one Service name: the Service is the first DGD's,
+    # and so is the export; the second pool skips the name and touches neither.
     await pool(client, namespace, [{"name": "x-frontend", "type": "frontend"}, WORKER], name="a")
     await exports_become(client, namespace, {"a-pool-relay", "a-x-frontend"})
-    await pool(client, namespace, [{"name": "frontend", "type": "frontend"}, WORKER], name="a-x")
+    frontend = {"name": "frontend", "type": "frontend"}
+    await client.create(DGDS, dgd_body("a-x", namespace, [frontend, WORKER]))
+    await client.create(RELAYS, relay_body("a-x", namespace))
     await exports_become(client, namespace, {"a-pool-relay", "a-x-frontend", "a-x-pool-relay"})
     shared = await existing_export(client, namespace, "a-x-frontend")
     assert shared["metadata"]["ownerReferences"][0]["name"] == "a"
-    await states_become(client, namespace, "a-x", {"a-x-frontend": "Foreign"})
+    lines = await states_become(client, namespace, "a-x", {"a-x-frontend": "Skipped"})
+    assert lines["a-x-frontend"]["reason"] == "ForeignService"
+    assert "DynamoGraphDeployment/a" in lines["a-x-frontend"]["message"]
     await second_pass_writes_nothing(mcs, namespace, "a-x")
+    after = await existing_export(client, namespace, "a-x-frontend")
+    assert after["metadata"]["resourceVersion"] == shared["metadata"]["resourceVersion"]
 
 
 async def test_same_named_export_in_another_namespace_does_not_count(
@@ -215,9 +225,10 @@ async def test_new_dgd_of_the_same_name_is_exported_again(
     await exported_pool(client, namespace)
     await client.delete(DGDS, POOL, namespace)
     await exports_become(client, namespace, set())
-    await client.create(
+    again = await client.create(
         DGDS, dgd_body(POOL, namespace, [{"name": "Api", "type": "frontend"}, WORKER])
     )
+    await dynamos_services(client, again)
     await exports_become(client, namespace, {RELAY_SVC, f"{POOL}-api"})
     await second_pass_writes_nothing(mcs, namespace)
 
@@ -234,7 +245,7 @@ async def test_dgd_replaced_while_the_operator_was_stopped_swaps_the_exports(
     kept = await existing_export(client, namespace, RELAY_SVC)
     await client.delete(DGDS, POOL, namespace)
     renamed = [{"name": "Api", "type": "frontend"}, WORKER]
-    await client.create(DGDS, dgd_body(POOL, namespace, renamed))
+    await dynamos_services(client, await client.create(DGDS, dgd_body(POOL, namespace, renamed)))
     async with OperatorUnderTest(control_plane, config("mcs")) as op:
         await exports_become(client, namespace, {RELAY_SVC, f"{POOL}-api"})
         want = {RELAY_SVC: "Exported", f"{POOL}-api": "Exported"}

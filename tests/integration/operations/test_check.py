@@ -196,6 +196,7 @@ async def test_a_working_installation_passes_every_check(scene: Scene) -> None:
         "confirmation": "ok",
         "foreign-exports": "ok",
         "relays-ready": "ok",
+        "relay-pod-fields": "ok",
     }, found
     assert code == 0
     assert "pod-a holds" in found["leader"]["message"]
@@ -272,10 +273,26 @@ async def test_rbac_lists_what_the_service_account_lacks(scene: Scene) -> None:
     code, found = await scene.check(as_user=f"system:serviceaccount:{scene.ns}:{lone}")
     c = found["rbac"]
     assert (code, c["status"]) == (1, "fail")
-    assert f"get dynamopoolrelays.nvidia.com in {scene.ns} (manager)" in c["details"]
-    assert f"patch dynamopoolrelays.nvidia.com/status in {scene.ns} (manager)" in c["details"]
-    assert "get clusterproperties.about.k8s.io cluster-wide (cluster ID)" in c["details"]
+    # One line per resource, its verbs together.
+    ns = scene.ns
+    assert f"dynamopoolrelays.nvidia.com in {ns}: get, list, watch (manager)" in c["details"]
+    assert f"dynamopoolrelays.nvidia.com/status in {ns}: patch (manager)" in c["details"]
+    assert (
+        f"deployments.apps in {ns}: get, list, watch, create, patch, delete (manager)"
+        in c["details"]
+    )
+    assert (
+        "clusterproperties.about.k8s.io cluster-wide: get, list, watch (cluster ID)"
+        in (c["details"])
+    )
+    assert len(c["details"]) == len(set(c["details"])) == 11, c["details"]
     assert not [d for d in c["details"] if "leases" in d], "the Lease Role is granted"
+    # The fix names the subject it checked, and binds that very ServiceAccount.
+    assert c["fix"] == (
+        f"grant them to system:serviceaccount:{ns}:{lone}: install the chart's RBAC, or "
+        f"`dynamo-pool-operator manifests rbac --namespace {ns} --service-account {lone} "
+        f"--restricted {ns} | kubectl apply -f -`"
+    )
 
 
 async def test_rbac_needs_the_right_to_impersonate(scene: Scene) -> None:
@@ -395,6 +412,25 @@ async def test_relays_not_ready_fail_with_their_reason(scene: Scene) -> None:
     assert c["message"] == "2 of 2 relay(s) not Ready"
     assert f"{scene.ns}/{fresh}: NotReconciled: the operator has not reported yet" in c["details"]
     assert f"{scene.ns}/{POOL}: NoWorkers: because NoWorkers" in c["details"]
+
+
+async def test_relays_that_set_guarded_pod_fields_are_listed_with_who_set_them(
+    scene: Scene,
+) -> None:
+    """A relay written before the admission policy existed was never judged: `check`
+    names each guarded field it sets and the field manager the API server recorded."""
+    await scene.client.create(
+        RELAYS,
+        relay_body("imaged", scene.ns, clusterId=CLUSTER, image="registry.example/relay:1"),
+    )
+    _, found = await scene.check()
+    c = found["relay-pod-fields"]
+    assert c["status"] == "warn", c
+    assert c["message"].startswith("1 relay(s) set pod fields the admission policy guards")
+    (line,) = c["details"]
+    assert line.startswith(f"{scene.ns}/imaged: spec.image by "), line
+    assert "(Update " in line, line
+    assert "kubectl patch dpr" in c["fix"]
 
 
 async def test_karmada_names_over_55_characters_fail(scene: Scene) -> None:

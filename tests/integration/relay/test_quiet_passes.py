@@ -28,7 +28,7 @@ from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.export_fixtures import SE, config, exports_become
 from tests.integration.support.objects import controller_ref
 from tests.integration.support.race_fixtures import FRONTEND_SVC, POOL, RELAY_SVC, make_pool
-from tests.integration.support.relay_fixtures import DGDS
+from tests.integration.support.relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -68,12 +68,24 @@ async def _plans_of_one_pass(op: OperatorUnderTest, plans: PlanCount, ns: str) -
 
 
 async def _published_and_counted(
-    client: Client, namespace: str, op: OperatorUnderTest, monkeypatch: pytest.MonkeyPatch
+    client: Client,
+    namespace: str,
+    op: OperatorUnderTest,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    frontend_service: bool = True,
 ) -> PlanCount:
-    """A published pool, the operator settled, and its plans counted from now on."""
+    """A published pool, the operator settled, and its plans counted from now on.
+    Without its frontend's Service (Dynamo's operator has not made it), the frontend is
+    not exported."""
     plans = PlanCount(monkeypatch)
-    await make_pool(client, namespace)
-    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    if frontend_service:
+        await make_pool(client, namespace)
+        await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
+    else:
+        await client.create(DGDS, dgd_body(POOL, namespace))
+        await client.create(RELAYS, relay_body(POOL, namespace))
+        await exports_become(client, namespace, {RELAY_SVC})
     await op.settle()
     return plans
 
@@ -139,16 +151,20 @@ async def _decided_afresh_then_quiet(
 async def test_a_frontends_service_appearing_or_changing_hands_is_decided_afresh(
     client: Client, namespace: str, mcs: OperatorUnderTest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Whose a frontend's Service is decides its export (docs/exports.md): the Service's
-    version is an input, so a quiet pass never outlives its change."""
-    plans = await _published_and_counted(client, namespace, mcs, monkeypatch)
+    """Whether a frontend's Service exists, and whose it is, decides its export
+    (docs/exports.md): the Service's version is an input, so a quiet pass never outlives
+    its change."""
+    plans = await _published_and_counted(
+        client, namespace, mcs, monkeypatch, frontend_service=False
+    )
     await _plans_of_one_pass(mcs, plans, namespace)
     assert await _plans_of_one_pass(mcs, plans, namespace) == 0
-    # Dynamo's operator makes the frontend's Service: nothing to change, but an input.
+    # Dynamo's operator makes the frontend's Service: it is exported.
     _, service = dynamo.frontend(await client.get(DGDS, POOL, namespace))
     before = plans.n
     await client.create(SERVICES, service)
     await _decided_afresh_then_quiet(mcs, plans, namespace, before)
+    await exports_become(client, namespace, {RELAY_SVC, FRONTEND_SVC})
     # It changes hands: the export goes.
     await client.merge_patch(
         SERVICES, FRONTEND_SVC, {"metadata": {"ownerReferences": None}}, namespace
@@ -159,7 +175,9 @@ async def test_a_frontends_service_appearing_or_changing_hands_is_decided_afresh
 async def test_the_dcd_of_a_frontends_service_changing_hands_is_decided_afresh(
     client: Client, namespace: str, mcs: OperatorUnderTest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    plans = await _published_and_counted(client, namespace, mcs, monkeypatch)
+    plans = await _published_and_counted(
+        client, namespace, mcs, monkeypatch, frontend_service=False
+    )
     dgd = await client.get(DGDS, POOL, namespace)
     dcd_body = {
         "apiVersion": DCDS.api_version,

@@ -1,4 +1,5 @@
-"""A relay gives nobody pod powers she does not hold (docs/crd.md, "Who may set what").
+"""A relay gives nobody pod powers she does not hold, nor another team's DGD to publish
+(docs/crd.md, "Who may set what").
 
 The operator writes the relay Deployment with its own permissions, so a relay's pod
 fields would hand a relay author what RBAC refuses her: her image, run as another
@@ -6,17 +7,19 @@ team's ServiceAccount, labelled into another team's Service. The shipped
 ValidatingAdmissionPolicy (`admission.py`, the one source the chart and deploy/admission
 are generated from) admits a relay that sets or changes one of those fields only from a
 user the API server's authorizer allows to create Deployments in the relay's namespace.
+And a relay publishes the DGD of its name (its pool, its frontends' exports, a relay
+running as its ServiceAccount): the policy admits a relay's create only from a user
+allowed to update that DGD.
 
-`alice` (tests/integration/support/tenants.py) may do anything with relays in the test's
-namespace and create no Deployment; `bob` may also create Deployments there; the admin
-(`client`, system:masters) may do anything. The policy is installed as shipped, under
-names of this test and bound to its namespace only, so no other test sees it.
+`alice` (tests/integration/support/tenants.py) may do anything with DGDs and relays in
+the test's namespace and create no Deployment; `bob` may also create Deployments there;
+`mallory` may write relays there and nothing else; the admin (`client`, system:masters)
+may do anything. The policy is installed as shipped, under names of this test and bound
+to its namespace only, so no other test sees it.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,11 +30,15 @@ from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
-from tests.integration.support.relay_fixtures import RELAYS, relay_body
-from tests.integration.support.tenants import grant, tenant_client
+from tests.integration.support.relay_fixtures import DGDS, RELAYS, WORKER, dgd_body, relay_body
+from tests.integration.support.tenants import (
+    RELAY_ONLY_RULES,
+    grant,
+    relay_policy,
+    tenant_client,
+)
 
 POOL = "llama"
-POLICIES = "/apis/admissionregistration.k8s.io/v1"
 
 #: What a relay author could do with each field before the policy, one field at a time.
 POD_FIELDS: list[tuple[str, Any]] = [
@@ -64,41 +71,11 @@ def test_the_policy_guards_exactly_these_fields() -> None:
     assert tuple(f"spec.{name}" for name in FIELD_IDS) == admission.GUARDED_FIELDS
 
 
-async def _until(probe: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := await probe():
-            return result
-        await asyncio.sleep(0.1)
-    raise TimeoutError(f"{what}: not within {timeout}s")
-
-
 @pytest.fixture
 async def policy(control_plane: ControlPlane, namespace: str, alice: Client) -> AsyncIterator[None]:
-    """The shipped policy and binding, bound to the test's namespace, in force: alice's
-    dry-run relay with an image is refused."""
-    cp = control_plane
-    docs = admission.render(namespace, suffix=f".{namespace}")
-    for doc in docs:
-        await asyncio.to_thread(cp.apply, doc)
-    name = docs[0]["metadata"]["name"]
-    probe_body = relay_body("probe", namespace, image="probe.example/relay:1")
-
-    async def in_force() -> bool:
-        try:
-            await alice.request(
-                "POST", RELAYS.path(namespace), params={"dryRun": "All"}, body=probe_body
-            )
-        except errors.Forbidden as e:
-            return "denied request" in str(e)
-        return False
-
-    try:
-        await _until(in_force, 30, f"policy {name} in force")
+    """The shipped policy and binding, bound to the test's namespace, in force."""
+    async with relay_policy(control_plane, namespace, alice):
         yield
-    finally:
-        for kind in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
-            await asyncio.to_thread(cp.request, "DELETE", f"{POLICIES}/{kind}/{name}")
 
 
 def _refusal(e: BaseException, field: str, user: str) -> None:
@@ -228,6 +205,87 @@ async def test_a_relay_author_may_edit_the_other_fields_of_a_relay_whose_pod_fie
     # Labels and annotations of the relay itself are not pod fields.
     await alice.merge_patch(RELAYS, POOL, {"metadata": {"labels": {"team": "ml"}}}, namespace)
     assert {k: replaced["spec"][k] for k in spec} == spec
+
+
+# ------------------------------------------------------------------ publishing a DGD
+#: Another team's DGD in the namespace, and a grant of `update` on that one DGD alone.
+THEIRS = "payments"
+UPDATE_THEIR_DGD = (
+    {
+        "apiGroups": ["nvidia.com"],
+        "resources": ["dynamographdeployments"],
+        "resourceNames": [THEIRS],
+        "verbs": ["update"],
+    },
+)
+
+
+def _publish_refusal(e: BaseException, dgd: str, namespace: str, user: str) -> None:
+    """The refusal names the DGD, the permission, and who was refused."""
+    message = str(e)
+    assert f"DynamoGraphDeployment {namespace}/{dgd}" in message, message
+    assert "update dynamographdeployments (nvidia.com)" in message, message
+    assert f"; {user} may not" in message, message
+
+
+async def test_a_user_who_may_write_only_relays_may_not_publish_another_teams_dgd(
+    control_plane: ControlPlane, client: Client, namespace: str, policy: None
+) -> None:
+    """Creating relay `payments` publishes DGD `payments`: its pool, its frontends'
+    exports, a relay running as its ServiceAccount. That is an action on the DGD."""
+    await client.create(DGDS, dgd_body(THEIRS, namespace))  # the payments team's
+    async with tenant_client(control_plane, namespace, user="mallory", rules=RELAY_ONLY_RULES) as m:
+        with pytest.raises(errors.Forbidden):
+            await m.get(DGDS, THEIRS, namespace)  # she may not even read it
+        with pytest.raises(errors.Forbidden) as refused:
+            await m.create(RELAYS, relay_body(THEIRS, namespace))
+        _publish_refusal(refused.value, THEIRS, namespace, "mallory")
+        with pytest.raises(errors.Forbidden) as refused:  # nor before the DGD exists
+            await m.create(RELAYS, relay_body("ledger", namespace))
+        _publish_refusal(refused.value, "ledger", namespace, "mallory")
+    for name in (THEIRS, "ledger"):
+        with pytest.raises(errors.NotFound):
+            await client.get(RELAYS, name, namespace)
+
+
+async def test_a_user_who_may_update_the_dgd_may_publish_it_and_no_other(
+    control_plane: ControlPlane, client: Client, namespace: str, policy: None
+) -> None:
+    """The permission is on the DGD of the relay's name in its namespace (`.name()`): update
+    on `payments` publishes `payments`, not `ledger`."""
+    for name in (THEIRS, "ledger"):
+        await client.create(DGDS, dgd_body(name, namespace, [WORKER]))
+    async with tenant_client(
+        control_plane, namespace, user="dana", rules=RELAY_ONLY_RULES, extra_rules=UPDATE_THEIR_DGD
+    ) as dana:
+        created = await dana.create(RELAYS, relay_body(THEIRS, namespace, replicas=1))
+        assert created["metadata"]["name"] == THEIRS
+        with pytest.raises(errors.Forbidden) as refused:
+            await dana.create(RELAYS, relay_body("ledger", namespace))
+        _publish_refusal(refused.value, "ledger", namespace, "dana")
+
+
+async def test_an_update_of_a_relay_needs_no_permission_on_its_dgd(
+    control_plane: ControlPlane, client: Client, namespace: str, policy: None
+) -> None:
+    """Only a create publishes: the relay's other fields stay open to whoever may write
+    relays, and an update by someone without the DGD's permission (a controller removing
+    its finalizer from a relay being deleted) is not refused for it. The pod fields keep
+    their own rule."""
+    await client.create(DGDS, dgd_body(THEIRS, namespace))
+    relay = relay_body(THEIRS, namespace)
+    relay["metadata"]["finalizers"] = ["example.com/hold"]
+    await client.create(RELAYS, relay)
+    async with tenant_client(control_plane, namespace, user="mallory", rules=RELAY_ONLY_RULES) as m:
+        patched = await m.merge_patch(RELAYS, THEIRS, {"spec": {"replicas": 3}}, namespace)
+        assert patched["spec"]["replicas"] == 3
+        with pytest.raises(errors.Forbidden) as refused:
+            await m.merge_patch(RELAYS, THEIRS, {"spec": {"image": "x.example/r:1"}}, namespace)
+        _refusal(refused.value, "image", "mallory")
+        await client.delete(RELAYS, THEIRS, namespace)
+        await m.merge_patch(RELAYS, THEIRS, {"metadata": {"finalizers": None}}, namespace)
+    with pytest.raises(errors.NotFound):
+        await client.get(RELAYS, THEIRS, namespace)
 
 
 # ------------------------------------------------------------------ replicas

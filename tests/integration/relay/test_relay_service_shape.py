@@ -37,6 +37,7 @@ from tests.integration.support.relay_fixtures import (
     condition,
     decision_of,
     dgd_body,
+    dynamos_services,
     relay_body,
 )
 
@@ -82,7 +83,7 @@ async def _refused(operator: OperatorUnderTest, since: int, ns: str) -> list[tup
 async def test_the_relay_service_is_headless_by_default_and_replaced_when_its_shape_changes(
     client: Client, control_plane: ControlPlane, namespace: str, operator: OperatorUnderTest
 ) -> None:
-    await client.create(DGDS, dgd_body(POOL, namespace))
+    await dynamos_services(client, await client.create(DGDS, dgd_body(POOL, namespace)))
     await client.create(RELAYS, relay_body(POOL, namespace))
     headless = await _shape_becomes(client, namespace, headless=True)
     await exports_become(client, namespace, {OBJ, FRONTEND})
@@ -154,7 +155,7 @@ async def test_the_configured_shape_is_the_default_and_a_restart_with_another_re
     restarted with the default, it replaces each with a headless one (the upgrade path
     of relays made as ClusterIP Services)."""
     flat = config("mcs", poolRelay={"headless": False})
-    await client.create(DGDS, dgd_body(POOL, namespace))
+    await dynamos_services(client, await client.create(DGDS, dgd_body(POOL, namespace)))
     await client.create(RELAYS, relay_body(POOL, namespace))
     async with OperatorUnderTest(control_plane, flat):
         first = await _shape_becomes(client, namespace, headless=False)
@@ -179,7 +180,7 @@ async def test_a_service_of_the_name_that_is_not_the_relays_is_never_replaced(
             "spec": {"ports": [{"name": "web", "port": 80}]},
         },
     )
-    await client.create(DGDS, dgd_body(POOL, namespace))
+    await dynamos_services(client, await client.create(DGDS, dgd_body(POOL, namespace)))
     await client.create(RELAYS, relay_body(POOL, namespace))
 
     async def refused() -> dict[str, Any] | None:
@@ -198,7 +199,7 @@ async def test_while_the_service_is_replaced_the_relay_says_its_export_is_pendin
 ) -> None:
     """Between the old export's withdrawal and the new one's creation the status says
     why the pool is not exported: Exported=Unknown Pending, the line `ServiceReplaced`."""
-    await client.create(DGDS, dgd_body(POOL, namespace))
+    await dynamos_services(client, await client.create(DGDS, dgd_body(POOL, namespace)))
     await client.create(RELAYS, relay_body(POOL, namespace))
     await exports_become(client, namespace, {OBJ, FRONTEND})
     await operator.settle()
@@ -229,7 +230,7 @@ async def test_a_refused_export_withdrawal_keeps_the_service_until_its_export_is
     Service is replaced and exported again."""
     from tests.integration.support.race_fixtures import deny_export_writes
 
-    await client.create(DGDS, dgd_body(POOL, namespace))
+    await dynamos_services(client, await client.create(DGDS, dgd_body(POOL, namespace)))
     await client.create(RELAYS, relay_body(POOL, namespace))
     headless = await _shape_becomes(client, namespace, headless=True)
     await exports_become(client, namespace, {OBJ, FRONTEND})

@@ -31,6 +31,7 @@ from tests.integration.support.relay_fixtures import (
     absent,
     condition,
     dgd_body,
+    dynamos_services,
     ready,
     relay_body,
 )
@@ -95,7 +96,7 @@ async def test_a_refused_relay_service_keeps_the_pool_not_ready_and_says_why(
 async def test_a_relay_held_terminating_withdraws_its_pool(
     client: Client, namespace: str, operator: OperatorUnderTest
 ) -> None:
-    await client.create(DGDS, dgd_body(POOL, namespace))
+    await dynamos_services(client, await client.create(DGDS, dgd_body(POOL, namespace)))
     body = relay_body(POOL, namespace)
     body["metadata"]["finalizers"] = ["example.com/hold"]
     await client.create(RELAYS, body)

@@ -34,6 +34,7 @@ from tests.integration.support.relay_fixtures import (
     RELAY_SVC,
     RELAYS,
     dgd_body,
+    dynamos_services,
     published,
     relay_body,
 )
@@ -280,8 +281,10 @@ async def make_pool(
     name: str = POOL,
     **relay_spec: Any,
 ) -> dict[str, Any]:
-    """A DGD and its DynamoPoolRelay; returns the relay as created."""
-    await client.create(DGDS, dgd_body(name, ns, components))
+    """A DGD, the Services Dynamo's operator makes for its frontends
+    (`dynamos_services`), and its DynamoPoolRelay; returns the relay as created."""
+    dgd = await client.create(DGDS, dgd_body(name, ns, components))
+    await dynamos_services(client, dgd)
     return await client.create(RELAYS, relay_body(name, ns, **relay_spec))
 
 

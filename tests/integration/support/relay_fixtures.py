@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from dynamo_pool_operator.api import names
+from dynamo_pool_operator.api.dgd import pool_from_object
+from dynamo_pool_operator.localcluster import dynamo
 from dynamo_pool_operator.pool.controller import RELAYS as RELAYS
 from dynamo_pool_operator.pool.controller import dgd_resource
 from dynamo_pool_operator.runtime.client import errors
@@ -40,6 +43,37 @@ def dgd_body(
         "metadata": meta,
         "spec": {"components": components if components is not None else [FRONTEND, WORKER]},
     }
+
+
+async def dynamos_services(client: Client, dgd: dict[str, Any]) -> list[str]:
+    """What Dynamo's operator makes for `dgd` (as the API server returned it) and a pool
+    exports: a Service `<dgd>-<component>` for each frontend, controlled by the DGD (a
+    frontend is exported only once its Service exists and is the DGD's). Names no
+    Service can have, and the relay Service's, are left out; one of this DGD's that
+    exists is kept, one of a previous DGD of the name is waited out (the garbage
+    collector deletes it). Returns the names."""
+    made: list[str] = []
+    meta = dgd["metadata"]
+    for component in pool_from_object(dgd).frontends:
+        name = names.component_service_name(meta["name"], component.name)
+        if name in made or name == names.relay_name(meta["name"]):
+            continue
+        if not names.is_valid_service_name(name):
+            continue
+        service = dynamo.frontend(dgd, component.name)[1]
+
+        async def made_now(service: dict[str, Any] = service) -> bool:
+            try:
+                await client.create(SERVICES, service)
+            except errors.AlreadyExists:
+                there = await client.get(SERVICES, service["metadata"]["name"], meta["namespace"])
+                refs = there["metadata"].get("ownerReferences") or []
+                return any(r.get("uid") == meta["uid"] for r in refs)
+            return True
+
+        await eventually(made_now)
+        made.append(name)
+    return made
 
 
 def relay_body(name: str, namespace: str, **spec: Any) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """A reconciler over empty caches for the unit tests of one pass: the caches are
-filled by the test, the client is the test's fake server, Events go nowhere."""
+filled by the test, the client is the test's fake server, Events go nowhere. And the
+Services Dynamo's operator would make for a pool's frontends."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from dynamo_pool_operator.api.dgd import KIND as DGD_KIND
+from dynamo_pool_operator.api.dgd import Pool
 from dynamo_pool_operator.api.relay import RelayDefaults
 from dynamo_pool_operator.pool import controller
 from dynamo_pool_operator.pool.reconciler import PoolRelayReconciler
@@ -33,3 +36,31 @@ def reconciler(server: FakeClient, clock: FakeClock | None = None) -> PoolRelayR
         registry=CollectorRegistry(),
         clock=clock or FakeClock(),
     )
+
+
+def dgds_services(pool: Pool | None) -> dict[str, dict[str, Any]]:
+    """The Service of each frontend of `pool`, by name, controlled by the DGD as Dynamo's
+    operator makes it (the Grove path): what a frontend needs to be exported."""
+    if pool is None:
+        return {}
+    owner = {
+        "apiVersion": pool.api_version,
+        "kind": DGD_KIND,
+        "name": pool.name,
+        "uid": pool.uid,
+        "controller": True,
+    }
+    return {
+        name: {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {
+                "name": name,
+                "namespace": pool.namespace,
+                "uid": f"svc-uid-{name}",
+                "resourceVersion": "5",
+                "ownerReferences": [owner],
+            },
+        }
+        for name in pool.frontend_services
+    }

@@ -98,10 +98,11 @@ def _needs(snap: Snapshot) -> dict[tuple[str, str, str], tuple[tuple[str, str], 
 
 
 def test_a_first_publish_creates_each_object_after_what_it_points_at() -> None:
+    from tests.unit.pool.support import dgds_services
     from tests.unit.pool.test_report_status import FRONTEND, RELAY_SVC, make_pool
     from tests.unit.pool.test_report_status import make_relay as relay
 
-    needs = _needs(Snapshot(relay(), make_pool(), {}))
+    needs = _needs(Snapshot(relay(), make_pool(), {}, services=dgds_services(make_pool())))
     assert needs == {
         ("Create", "Deployment", RELAY_SVC): (),
         ("Create", "Service", RELAY_SVC): (("Deployment", RELAY_SVC),),

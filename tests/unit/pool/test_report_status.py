@@ -40,6 +40,7 @@ from dynamo_pool_operator.pool.report import POOL_READY, StatusReport, report
 from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.objects.meta import rfc3339
+from tests.unit.pool.support import dgds_services
 from tests.unit.runtime.client.fake import FakeClient
 
 NS, NAME, UID = "team", "pool", "relay-uid"
@@ -118,13 +119,15 @@ def confirmed_export(name: str, relay: Relay) -> dict[str, Any]:
 
 
 def steady(relay: Relay) -> Snapshot:
-    """A published pool whose relay runs and whose exports the implementation confirmed."""
+    """A published pool whose relay runs, whose frontend's Service is the DGD's and
+    whose exports the implementation confirmed."""
     return Snapshot(
         relay,
         make_pool(),
         {"Deployment": running("Deployment", relay), "Service": running("Service", relay)},
         {n: confirmed_export(n, relay) for n in (RELAY_SVC, FRONTEND)},
         read_at=NOW,
+        services=dgds_services(make_pool()),
     )
 
 

@@ -38,6 +38,7 @@ from dynamo_pool_operator.pool.plan import make_plan
 from dynamo_pool_operator.pool.relay import kinds, objects
 from dynamo_pool_operator.pool.report import AvailableReason, availability
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
+from tests.unit.pool.support import dgds_services
 
 NS, NAME, UID = "team", "pool", "relay-uid"
 OBJ = f"{NAME}-pool-relay"
@@ -85,14 +86,17 @@ def test_an_export_body_is_exactly_the_fields_we_own() -> None:
 
 
 def _plan(exports: dict[str, Any], pool: Any = None, **kw: Any) -> Contribution:
+    """The exports' plan of a published pool, its frontends' Services the DGD's."""
+    pool = make_pool() if pool is None else pool
     return export_plan.plan(
         make_relay(),
         PUBLISHED,
-        make_pool() if pool is None else pool,
+        pool,
         exports,
         implementation=Implementation.MCS,
         cluster_id=kw.pop("cluster_id", ClusterID()),
         resource=SE,
+        services=kw.pop("services", dgds_services(pool)),
         **kw,
     )
 

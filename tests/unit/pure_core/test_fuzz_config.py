@@ -79,6 +79,7 @@ FIELD_TYPES: dict[str, str] = {
     "poolRelay.headless": "boolean",
     "controller.workers": "integer",
     "controller.backgroundWrites": "integer",
+    "controller.fairQueuing": "boolean",
     "controller.cacheSyncTimeout": "duration",
     "clientConnection.qps": "integer",
     "clientConnection.burst": "integer",
@@ -400,6 +401,7 @@ def valid_documents(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     put("poolRelay.replicas", draw(st.integers(0, MAX_REPLICAS)))
     put("controller.workers", draw(st.integers(1, 64)))
     put("controller.backgroundWrites", draw(st.integers(0, 64)))
+    put("controller.fairQueuing", draw(st.booleans()))
     sync_ns = draw(st.integers(1, 10**13))
     put("controller.cacheSyncTimeout", draw(go_duration(sync_ns)), sync_ns / 10**9)
     put("clientConnection.qps", draw(st.integers(0, 100_000)))

@@ -63,12 +63,13 @@ def _run(name: str) -> dict[str, Any]:
 
 
 def _this_checkouts_runs() -> dict[str, dict[str, Any]]:
-    """Every committed run whose operator is this checkout's, by file name."""
+    """Every committed run of an operator (a micro-benchmark runs none) whose operator is
+    this checkout's, by file name."""
     runs = {p.name: json.loads(p.read_text()) for p in RESULTS.glob("*.json")}
     return {
         name: run
         for name, run in runs.items()
-        if run.get("operator_python", "this checkout") == "this checkout"
+        if "pools" in run and run.get("operator_python", "this checkout") == "this checkout"
     }
 
 

@@ -24,7 +24,8 @@ ALLOWED = {
     "runtime/leader.py": "the Lease",
     "runtime/events.py": "Events and their series",
     "runtime/serving/auth.py": "TokenReviews and SubjectAccessReviews (create-only reviews)",
-    "check/cluster.py": "SelfSubjectAccessReviews (create-only reviews)",
+    "check/cluster.py": "a SelfSubjectReview (create-only)",
+    "rbac.py": "SelfSubjectAccessReviews and a SelfSubjectReview (create-only reviews)",
     "crd_install.py": "our CRD, applied by `manifests crds --apply` (the chart's upgrade hook)",
     "dev.py": "the demo's DGD and relay",
 }

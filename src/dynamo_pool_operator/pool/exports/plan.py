@@ -18,6 +18,11 @@ Rules, by export name (the rungs of the verb ladder every owned object climbs,
   that name is withdrawn. Exporting a Service announces it to every cluster: only the
   DGD's own Services (Dynamo's operator controls them for the DGD) are the pool's to
   announce, whoever may create the DGD and its relay.
+- a frontend name whose Service does not exist: not wanted either (Pending
+  `ServiceNotFound`, naming it), and an export of ours of that name is withdrawn. An
+  export made ahead of its Service would claim the name: whoever creates a Service of
+  it later (another team) would have it sit beside our export, and an implementation
+  may announce it, until a pass sees whose it is. So the export follows the Service.
 - not wanted but controlled by this relay (withdrawn relay, renamed or removed
   frontend, a name Karmada cannot import): WITHDRAW, unless already being deleted.
 - the relay Service's export while that Service is replaced by one of the other shape
@@ -128,6 +133,14 @@ REPLACED_MESSAGE = (
 )
 
 
+def service_not_found(name: str) -> str:
+    """The export line of a frontend whose Service does not exist."""
+    return (
+        f"Service {name} does not exist: a frontend is exported once its Service exists "
+        "and is the DGD's (Dynamo's operator makes it)"
+    )
+
+
 #: The export line of a frontend the Global Router does not find (`undiscoverable`).
 UNDISCOVERABLE = (
     "exported, but the Global Router finds a pool's frontends by the name <dgd>-frontend "
@@ -224,7 +237,8 @@ def foreign_service(
     component_deployments: Mapping[str, Mapping[str, Any]],
 ) -> str | None:
     """Whose a frontend's Service is: None while there is none or it is the DGD's, else
-    its controller as messages name it (`controller Kind/name`, `no controller`).
+    its controller as messages name it (`controller Kind/name`, `no controller`). (No
+    Service is not exported either: `_wanted` says so on its own line.)
 
     The DGD's: its controller is the DGD (by uid: a DGD of that name deleted and made
     again is another), or a DynamoComponentDeployment whose own controller is the DGD
@@ -252,7 +266,8 @@ def foreign_service(
 @dataclass
 class _Wanted:
     names: list[str] = field(default_factory=list)
-    skipped: list[StatusLine] = field(default_factory=list)
+    #: The lines of the names not exported: skipped, or waiting for their Service.
+    lines: list[StatusLine] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
     too_long: list[str] = field(default_factory=list)
     #: Frontend Services someone else controls, with that controller.
@@ -275,7 +290,7 @@ def _wanted(
         whose = foreign_service(pool, service, component_deployments)
         if service is not None and whose is not None:
             out.foreign.append((service, whose))
-            out.skipped.append(
+            out.lines.append(
                 StatusLine(
                     name,
                     ExportState.SKIPPED,
@@ -289,7 +304,7 @@ def _wanted(
         problems = names.dns1035_label_errors(name)
         if problems:
             out.invalid.append(name)
-            out.skipped.append(
+            out.lines.append(
                 StatusLine(
                     name,
                     ExportState.SKIPPED,
@@ -299,13 +314,22 @@ def _wanted(
             )
         elif implementation is Implementation.KARMADA and not names.fits_karmada(name):
             out.too_long.append(name)
-            out.skipped.append(
+            out.lines.append(
                 StatusLine(
                     name,
                     ExportState.SKIPPED,
                     ExportLineReason.SERVICE_NAME_TOO_LONG,
                     f"{len(name)} characters; Karmada imports at most "
                     f"{names.KARMADA_MAX_SERVICE_NAME}",
+                )
+            )
+        elif service is None and name != relay_service:
+            out.lines.append(
+                StatusLine(
+                    name,
+                    ExportState.PENDING,
+                    ExportLineReason.SERVICE_NOT_FOUND,
+                    service_not_found(name),
                 )
             )
         else:
@@ -370,8 +394,10 @@ def _advisories(
             f"DGD {pool.name!r} has no frontend component; only the relay Service is exported",
             pool.reference(),
         )
+    # The export lines say which frontends the router passes by; the Warning is for a
+    # pool whose frontends it finds none of (one other beside `Frontend` hides nothing).
     hidden = undiscoverable(relay, pool, wanted)
-    if hidden:
+    if hidden and names.frontend_service_name(pool.name) not in wanted.names:
         warn(
             Warn.FRONTEND_NOT_DISCOVERABLE,
             f"{', '.join(hidden)} {'is' if len(hidden) == 1 else 'are'} exported, but the "
@@ -411,7 +437,8 @@ def plan(
     """`exports`: the cached exports of the relay's namespace that matter, by name —
     every export this relay controls and every export named like a wanted one.
     `hold`: the relay Service's export is held back (`relay_export_hold`).
-    `services`: the cached Services named like a frontend, by name;
+    `services`: the cached Services named like a frontend, by name (a frontend without
+    one is not exported);
     `component_deployments`: the cached DCDs those Services name as controller, by
     name (`foreign_service`); `spec`: what every export carries for its imports
     (`ExportRules.spec`)."""
@@ -487,7 +514,7 @@ def plan(
     return Contribution(
         tuple(actions),
         tuple(advisories),
-        tuple(wanted.skipped + held),
+        tuple(wanted.lines + held),
         hold.recheck_at if hold is not None else None,
         notes,
     )

@@ -11,7 +11,10 @@ controller-runtime does since v0.21.
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import random
+import re
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
@@ -249,12 +252,15 @@ class Client:
                     if resp.status < 300:
                         return decode(raw) if raw else None
                     err = _error_from(resp.status, raw, resp.headers.get("Retry-After"))
+            except aiohttp.ConnectionTimeoutError as e:
+                self._observe(method, code, started)
+                raise errors.ConnectionFailed(unreachable(e, self._host)) from e
             except TimeoutError as e:
                 self._observe(method, code, started)
                 raise errors.ServerTimeout(f"{method} {path}: no answer in {self._timeout}s") from e
             except aiohttp.ClientError as e:
                 self._observe(method, code, started)
-                raise errors.ConnectionFailed(f"{method} {path}: {e}") from e
+                raise errors.ConnectionFailed(unreachable(e, self._host)) from e
             if isinstance(err, errors.Unauthorized) and not refreshed:
                 refreshed = True
                 self.config.credentials.invalidate()
@@ -387,6 +393,11 @@ class Client:
                     for line in lines:
                         if line.strip():
                             yield line
+        except aiohttp.ConnectionTimeoutError as e:
+            self._observe("WATCH", NO_ANSWER, started)
+            raise errors.ConnectionFailed(
+                f"watch {res.group_resource}: {unreachable(e, self._host)}"
+            ) from e
         except TimeoutError as e:
             if not answered:
                 self._observe("WATCH", NO_ANSWER, started)
@@ -397,7 +408,9 @@ class Client:
         except aiohttp.ClientError as e:
             if not answered:
                 self._observe("WATCH", NO_ANSWER, started)
-            raise errors.ConnectionFailed(f"watch {res.group_resource}: {e}") from e
+            raise errors.ConnectionFailed(
+                f"watch {res.group_resource}: {unreachable(e, self._host)}"
+            ) from e
 
     async def watch(
         self,
@@ -587,6 +600,44 @@ class _Connector(aiohttp.TCPConnector):
         if kwargs.get("ssl"):
             kwargs.setdefault("ssl_handshake_timeout", self._tls_handshake_timeout)
         return await super()._wrap_create_connection(*args, **kwargs)
+
+
+def unreachable(e: aiohttp.ClientError, server: str) -> str:
+    """A failed connection said as kubectl says it, not as aiohttp's repr of its socket
+    (`ssl:<ssl.SSLContext object at 0x...> [Connect call failed ...]`). `server` is the
+    API server's host:port, named when the error does not name its own."""
+    if isinstance(e, aiohttp.ClientConnectorError):
+        server = f"{e.host}:{e.port}"
+    dial = f"dial tcp {server}"
+    if isinstance(e, aiohttp.ConnectionTimeoutError):
+        return f"Unable to connect to the server: {dial}: i/o timeout"
+    if isinstance(e, aiohttp.ClientConnectorCertificateError):
+        cert = e.certificate_error
+        why = getattr(cert, "verify_message", "") or str(cert)
+        return f"Unable to connect to the server: tls: failed to verify certificate: {why}"
+    if isinstance(e, aiohttp.ClientConnectorSSLError):
+        why = getattr(e.os_error, "reason", None) or str(e.os_error)
+        return f"Unable to connect to the server: tls: {str(why).lower().replace('_', ' ')}"
+    if isinstance(e, aiohttp.ClientConnectorError) and "handshake" in str(e.os_error).lower():
+        return "Unable to connect to the server: net/http: TLS handshake timeout"
+    if isinstance(e, aiohttp.ClientConnectorDNSError):
+        return f"Unable to connect to the server: dial tcp: lookup {e.host}: no such host"
+    if isinstance(e, aiohttp.ClientConnectorError):
+        # Several addresses tried (IPv6 and IPv4 for `localhost`): one errno each.
+        codes = {int(n) for n in re.findall(r"\[Errno (\d+)\]", str(e.os_error))}
+        codes |= {e.os_error.errno} if e.os_error.errno else set()
+        if codes == {errno.ECONNREFUSED}:
+            return (
+                f"The connection to the server {server} was refused - did you specify the "
+                "right host or port?"
+            )
+        strerror = os.strerror(min(codes)) if codes else str(e.os_error)
+        return f"Unable to connect to the server: {dial}: connect: {strerror.lower()}"
+    if isinstance(e, aiohttp.ServerDisconnectedError):
+        return f"the connection to the server {server} was closed before it answered (EOF)"
+    if isinstance(e, aiohttp.ClientOSError) and e.strerror:
+        return f"the connection to the server {server} failed: {e.strerror.lower()}"
+    return f"the connection to the server {server} failed: {e or type(e).__name__}"
 
 
 def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str]:

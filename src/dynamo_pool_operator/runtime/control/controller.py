@@ -16,7 +16,9 @@ Keys are queued by priority (queue.py): an event from an informer's list (the
 initial list of a start or failover, a relist) at `LOW`, one from a watch at
 `NORMAL`, unless the watch names a fixed priority (`watches(priority=LOW)` for an
 input whose every change requeues every object). A failed or requeued key goes back
-at the priority it was handed out with.
+at the priority it was handed out with. Within a priority the queue serves keys
+round-robin across flows when the controller is given a flow function (`flow`:
+`by_namespace` gives each namespace, a tenant, its turn), FIFO otherwise.
 
 Keys are queued only while the controller runs, that is while this process leads.
 A follower's informers run (its caches are warm when it takes over), but its watches
@@ -39,7 +41,7 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -60,6 +62,13 @@ log = logging.getLogger(__name__)
 
 #: The key of a primary object: (namespace, name); namespace "" for cluster scope.
 Request = tuple[str, str]
+
+
+def by_namespace(request: Request) -> str:
+    """The flow of a key for fair queuing: its namespace, i.e. its tenant's."""
+    return request[0]
+
+
 MapFunc = Callable[[Obj], Iterable[Request]]
 Predicate = Callable[[EventType, Obj | None, Obj | None], bool]
 
@@ -147,20 +156,25 @@ class Controller:
         max_worker_restarts: int = 5,
         worker_restart_window: float = 60.0,
         kept_for_changes: int = 0,
+        flow: Callable[[Request], Hashable] | None = None,
     ) -> None:
         self.name = name
         self.reconciler = reconciler
         self.workers = workers
-        #: Workers that take only `NORMAL` keys (or higher): a real change is taken at
-        #: once, however long the `LOW` backlog of a mass event (at most workers - 1).
+        #: Workers that take only `NORMAL` keys (or higher) and, with a flow function,
+        #: only of flows with no key being reconciled at that priority: a real change is
+        #: taken at once, however long the `LOW` backlog of a mass event or another
+        #: flow's mass change at `NORMAL` (at most workers - 1).
         self.kept_for_changes = max(0, min(kept_for_changes, workers - 1))
         self.cache_sync_timeout = cache_sync_timeout
         self.max_worker_restarts = max_worker_restarts
         self.worker_restart_window = worker_restart_window
         self._clock = clock or SystemClock()
         registry = registry if registry is not None else REGISTRY
+        #: The queue's flows (`by_namespace`: each namespace in turn within a priority);
+        #: None: one flow, FIFO within a priority.
         self.queue: WorkQueue[Request] = WorkQueue(
-            name, clock=self._clock, rate_limiter=rate_limiter, registry=registry
+            name, clock=self._clock, rate_limiter=rate_limiter, registry=registry, flow=flow
         )
         self._m = ReconcileMetrics.for_registry(registry)
         for result in ("success", "error", "requeue", "requeue_after"):
@@ -367,8 +381,10 @@ class Controller:
 
     # ------------------------------------------------------------ workers
     def _spawn(self, slot: int) -> None:
-        at_least = NORMAL if slot < self.kept_for_changes else None
-        task = asyncio.create_task(self._worker(at_least), name=f"{self.name}-worker-{slot}")
+        kept = slot < self.kept_for_changes
+        task = asyncio.create_task(
+            self._worker(NORMAL if kept else None, kept), name=f"{self.name}-worker-{slot}"
+        )
         self._tasks[slot] = task
         task.add_done_callback(functools.partial(self._worker_ended, slot))
 
@@ -402,10 +418,10 @@ class Controller:
         self._m.worker_restarts.labels(self.name).inc()
         self._spawn(slot)
 
-    async def _worker(self, at_least: int | None = None) -> None:
+    async def _worker(self, at_least: int | None = None, idle_flow: bool = False) -> None:
         while True:
             try:
-                key, priority = await self.queue.get_with_priority(at_least)
+                key, priority = await self.queue.get_with_priority(at_least, idle_flow=idle_flow)
             except ShutDown:
                 return
             try:

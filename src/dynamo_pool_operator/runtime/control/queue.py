@@ -32,6 +32,15 @@ keys worth reconciling, and its rules are what make reconciling safe:
   `requeue_after` key at the priority it was handed out with, as controller-runtime
   does: a backlog's retries stay behind real changes.
 
+* **Fair queuing across flows** (flows.py). Within one priority, keys are served
+  round-robin by flow, FIFO within a flow, a flow with no key in flight before those
+  with some: the controller gives the flow function (the relay controller: a key's
+  namespace, one tenant's), so that one tenant's mass change at `NORMAL` does not hold
+  up another tenant's single change at `NORMAL`; it takes the next free worker, or at
+  worst waits one round of the flows waiting. Priorities still come first, and every
+  rule above holds per key as before. Without a flow function every key is in one
+  flow: plain FIFO within a priority.
+
 Time comes from an injected `Clock`, so tests drive delays with `FakeClock`.
 
 The rate limiter default is controller-runtime's (priority-queue era, v0.23+):
@@ -42,7 +51,8 @@ per-key exponential only, 5 ms doubling up to 1000 s (`ratelimit.ExponentialBack
 Metrics use client-go's `workqueue_*` names with a ``name`` label so the usual
 dashboards work unchanged; `workqueue_depth_by_priority` adds the depth per priority
 (controller-runtime puts a ``priority`` label on `workqueue_depth` itself; a separate
-family keeps the existing series as they were).
+family keeps the existing series as they were), and `workqueue_flows_by_priority` the
+number of flows with keys queued.
 """
 
 from __future__ import annotations
@@ -55,11 +65,13 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
+from dynamo_pool_operator.runtime.control.flows import FairQueue, FlowOf
+from dynamo_pool_operator.runtime.control.reconcile_metrics import QueueMetrics
 from dynamo_pool_operator.runtime.ratelimit import ExponentialBackoff, RateLimiter
-from dynamo_pool_operator.runtime.registry import REGISTRY, per_registry
+from dynamo_pool_operator.runtime.registry import REGISTRY
 
 __all__ = [
     "LOW",
@@ -81,91 +93,6 @@ class ShutDown(Exception):
     """Raised by `WorkQueue.get` once the queue is shut down and has nothing left to hand out."""
 
 
-# --------------------------------------------------------------------------- metrics
-
-#: client-go's buckets for both duration histograms: 10 ns to 1000 s, by decades.
-DURATION_BUCKETS: tuple[float, ...] = (
-    1e-08,
-    1e-07,
-    1e-06,
-    1e-05,
-    1e-04,
-    1e-03,
-    1e-02,
-    1e-01,
-    1.0,
-    10.0,
-    100.0,
-    1000.0,
-)
-
-
-class QueueMetrics:
-    """The `workqueue_*` metric families of one registry.
-
-    Every queue (one per controller) shares the same families and tells itself
-    apart with the ``name`` label, and a family can be registered only once per
-    registry, so they are created once per registry via `for_registry`.
-    """
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        labels = ("name",)
-        self.depth = Gauge(
-            "workqueue_depth",
-            "Number of keys waiting in the work queue.",
-            labels,
-            registry=registry,
-        )
-        self.depth_by_priority = Gauge(
-            "workqueue_depth_by_priority",
-            "Number of keys waiting in the work queue, by priority (0 normal, -100 low: "
-            "initial list, relists, mass requeues).",
-            ("name", "priority"),
-            registry=registry,
-        )
-        self.adds = Counter(
-            "workqueue_adds_total",
-            "Number of adds the work queue accepted (duplicates of waiting keys excluded).",
-            labels,
-            registry=registry,
-        )
-        self.retries = Counter(
-            "workqueue_retries_total",
-            "Number of rate-limited re-adds the work queue handled.",
-            labels,
-            registry=registry,
-        )
-        self.queue_duration = Histogram(
-            "workqueue_queue_duration_seconds",
-            "Seconds a key waits in the work queue between being added and handed to a worker.",
-            labels,
-            registry=registry,
-            buckets=DURATION_BUCKETS,
-        )
-        self.work_duration = Histogram(
-            "workqueue_work_duration_seconds",
-            "Seconds a worker spends on a key, from get to done.",
-            labels,
-            registry=registry,
-            buckets=DURATION_BUCKETS,
-        )
-        self.unfinished_work = Gauge(
-            "workqueue_unfinished_work_seconds",
-            "Seconds of work in progress not yet observed by work_duration; a steady climb "
-            "points at stuck workers.",
-            labels,
-            registry=registry,
-        )
-        self.longest_running = Gauge(
-            "workqueue_longest_running_processor_seconds",
-            "Seconds the longest-running worker of the queue has spent on its current key.",
-            labels,
-            registry=registry,
-        )
-
-    for_registry = staticmethod(per_registry(lambda registry: QueueMetrics(registry)))
-
-
 # --------------------------------------------------------------------------- the queue
 
 
@@ -181,7 +108,7 @@ class WorkQueue(Generic[K]):
     the module docstring come down to:
 
     * *queued*: waiting for a worker (`get` hands out the highest priority first,
-      FIFO within a priority);
+      round-robin across flows within a priority, FIFO within a flow);
     * *processing*: with a worker until `done`, maybe also *dirty* (added again
       meanwhile, so it is queued again on `done`);
     * *delayed*: parked by `add_after` until its deadline, then `add`-ed.
@@ -209,28 +136,35 @@ class WorkQueue(Generic[K]):
         clock: Clock | None = None,
         rate_limiter: RateLimiter[K] | None = None,
         registry: CollectorRegistry | None = None,
+        flow: FlowOf[K] | None = None,
     ) -> None:
         self.name = name
+        self._flow = flow
         self._clock: Clock = clock or SystemClock()
         self._limiter: RateLimiter[K] = (
             rate_limiter if rate_limiter is not None else ExponentialBackoff()
         )
 
-        # Queued keys, one FIFO per priority, with lazy deletion: an entry (seq, key) is
-        # live only while `_entry[key]` is its seq (a key moved up leaves a dead one).
-        self._ready: dict[int, deque[tuple[int, K]]] = {}
-        self._entry: dict[K, int] = {}
+        # Queued keys: one fair queue per priority (`_levels` highest first), and the
+        # priority each queued key is at.
+        self._ready: dict[int, FairQueue[K]] = {}
+        self._levels: list[tuple[int, FairQueue[K]]] = []
+        self._queued_at: dict[K, int] = {}
         # Keys that need a (further) reconcile: everything queued, plus keys added
         # again while processing. Its size is the depth client-go reports. The value
         # is the key's priority: the highest it was added with since it was last got.
         self._dirty: dict[K, int] = {}
         self._depth_by_priority: dict[int, int] = {}
-        # Processing keys and the monotonic time each was handed out.
+        # Processing keys: the monotonic time each was handed out, and the priority it
+        # was queued at (that priority's fair queue counts it in flight until `done`).
         self._processing: dict[K, float] = {}
+        self._taken_at: dict[K, int] = {}
         # When each dirty key was accepted, for the queue-duration histogram.
         self._added_at: dict[K, float] = {}
         # Parked getters, each with the lowest priority it takes (None: any).
-        self._getters: deque[tuple[asyncio.Future[None], int | None]] = deque()
+        # Parked getters, each with the lowest priority it takes (None: any) and whether
+        # it takes only keys of flows with none in flight.
+        self._getters: deque[tuple[asyncio.Future[None], int | None, bool]] = deque()
         self._idle = asyncio.Event()
         self._idle.set()
         self._shutting_down = False
@@ -244,6 +178,7 @@ class WorkQueue(Generic[K]):
         self._timer: asyncio.Task[None] | None = None
 
         family = QueueMetrics.for_registry(registry if registry is not None else REGISTRY)
+        self._m_flows_by_priority = family.flows_by_priority
         # The depths are read when scraped, not set on every add and get: a mass
         # requeue adds every relay in one go on the event loop, and two gauge writes an
         # add were two thirds of its cost.
@@ -252,6 +187,7 @@ class WorkQueue(Generic[K]):
         for priority in (NORMAL, LOW):  # the series exist from the start, at 0
             self._depth_by_priority[priority] = 0
             self._gauge(priority)
+            self._level(priority)
         self._m_adds = family.adds.labels(name=name)
         self._m_retries = family.retries.labels(name=name)
         self._m_queue_duration = family.queue_duration.labels(name=name)
@@ -276,7 +212,9 @@ class WorkQueue(Generic[K]):
         if current is not None:
             if priority > current:
                 self._set_priority(key, current, priority)
-                if key in self._entry:
+                queued_at = self._queued_at.get(key)
+                if queued_at is not None:
+                    self._ready[queued_at].discard(key)
                     self._push(key, priority)
                     self._wake_one_getter(priority)  # one that takes only this priority
             return
@@ -343,20 +281,26 @@ class WorkQueue(Generic[K]):
         """
         return (await self.get_with_priority())[0]
 
-    async def get_with_priority(self, at_least: int | None = None) -> tuple[K, int]:
+    async def get_with_priority(
+        self, at_least: int | None = None, *, idle_flow: bool = False
+    ) -> tuple[K, int]:
         """`get`, and the priority the key was queued at (to requeue it at the same).
 
         `at_least`: take only a key queued at this priority or a higher one, and wait
         while there is none (keys of lower priority are left to other getters): a
         worker kept for real changes, so that one is served at once however long the
-        backlog of a mass event."""
+        backlog of a mass event. `idle_flow` (with a flow function): take only a key of a
+        flow with no key in flight at its priority, so that a flow's own mass change at
+        that priority never holds this worker either and another flow's change is taken
+        at once."""
+        idle_flow = idle_flow and self._flow is not None
         while True:
             if self._shutting_down:
                 raise ShutDown(self.name)
-            if self._ready_at(at_least) is not None:
+            if self._ready_at(at_least, idle_flow) is not None:
                 break
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            parked = (waiter, at_least)
+            parked = (waiter, at_least, idle_flow)
             self._getters.append(parked)
             try:
                 await waiter
@@ -370,9 +314,9 @@ class WorkQueue(Generic[K]):
                 if ready is not None and not waiter.cancelled():
                     self._wake_one_getter(ready)
                 raise
-        key = self._pop(at_least)
+        key = self._pop(at_least, idle_flow)
         now = self._clock.monotonic()
-        priority = self._dirty.pop(key)
+        priority = self._taken_at[key] = self._dirty.pop(key)
         self._count(priority, -1)
         self._processing[key] = now
         self._idle.clear()
@@ -393,6 +337,9 @@ class WorkQueue(Generic[K]):
                 f"workqueue {self.name!r}: done({key!r}) for a key not processing"
             ) from None
         self._m_work_duration.observe(max(self._clock.monotonic() - started, 0.0))
+        taken_at = self._taken_at.pop(key)
+        if self._ready[taken_at].finished(key) and not self._shutting_down:
+            self._wake_one_getter(taken_at)  # its flow's keys now fit an idle-flow getter
         if key in self._dirty and not self._shutting_down:
             self._push(key, self._dirty[key])
             self._wake_one_getter(self._dirty[key])
@@ -401,11 +348,15 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         """Number of keys queued and ready for a worker (not processing, not delayed)."""
-        return len(self._entry)
+        return len(self._queued_at)
 
     def depth_by_priority(self) -> dict[int, int]:
         """Keys waiting (queued, or dirty while processing) per priority."""
         return {p: n for p, n in self._depth_by_priority.items() if n}
+
+    def flows_by_priority(self) -> dict[int, int]:
+        """Flows with keys queued, per priority."""
+        return {p: level.flows for p, level in self._levels if level.flows}
 
     @property
     def processing(self) -> int:
@@ -438,8 +389,9 @@ class WorkQueue(Generic[K]):
         self._shutting_down = True
         while self._getters:
             _wake(self._getters.popleft()[0])
-        self._ready.clear()
-        self._entry.clear()
+        for _, level in self._levels:
+            level.clear()
+        self._queued_at.clear()
         self._dirty.clear()
         for priority in list(self._depth_by_priority):
             self._depth_by_priority[priority] = 0
@@ -473,41 +425,40 @@ class WorkQueue(Generic[K]):
 
     # ------------------------------------------------------------------ internals
 
-    def _push(self, key: K, priority: int) -> None:
-        seq = next(self._seq)
-        self._entry[key] = seq
-        fifo = self._ready.get(priority)
-        if fifo is None:
-            fifo = self._ready[priority] = deque()
-        fifo.append((seq, key))
+    def _level(self, priority: int) -> FairQueue[K]:
+        """The fair queue of `priority` (made on its first key, with its flows series)."""
+        if priority in self._ready:
+            return self._ready[priority]
+        level = self._ready[priority] = FairQueue(self._flow)
+        self._levels.append((priority, level))
+        self._levels.sort(key=lambda entry: -entry[0])
+        self._m_flows_by_priority.labels(name=self.name, priority=str(priority)).set_function(
+            lambda: level.flows
+        )
+        return level
 
-    def _ready_at(self, at_least: int | None) -> int | None:
-        """The highest priority with a key queued, if it is at least `at_least` (dead
-        entries at the front of the queues are dropped on the way)."""
-        for priority in sorted(self._ready, reverse=True):
+    def _push(self, key: K, priority: int) -> None:
+        self._level(priority).push(key)
+        self._queued_at[key] = priority
+
+    def _ready_at(self, at_least: int | None, idle_flow: bool = False) -> int | None:
+        """The highest priority with a key queued (of a flow with none in flight, if
+        `idle_flow`), if it is at least `at_least`."""
+        for priority, level in self._levels:
             if at_least is not None and priority < at_least:
                 return None
-            fifo = self._ready[priority]
-            while fifo and self._entry.get(fifo[0][1]) != fifo[0][0]:
-                fifo.popleft()
-            if fifo:
+            if len(level) and (not idle_flow or level.has_idle()):
                 return priority
-            del self._ready[priority]
         return None
 
-    def _pop(self, at_least: int | None = None) -> K:
-        """The first live entry of the highest priority (dead ones are dropped on the way)."""
-        for priority in sorted(self._ready, reverse=True):
-            if at_least is not None and priority < at_least:
-                break
-            fifo = self._ready[priority]
-            while fifo:
-                seq, key = fifo.popleft()
-                if self._entry.get(key) == seq:
-                    del self._entry[key]
-                    return key
-            del self._ready[priority]
-        raise AssertionError("workqueue: _pop with nothing queued")
+    def _pop(self, at_least: int | None = None, idle_flow: bool = False) -> K:
+        """The key whose turn it is at the highest priority with one that fits."""
+        priority = self._ready_at(at_least, idle_flow)
+        if priority is None:
+            raise AssertionError("workqueue: _pop with nothing queued")
+        key = self._ready[priority].pop(idle_flow)
+        del self._queued_at[key]
+        return key
 
     def _set_priority(self, key: K, old: int, new: int) -> None:
         self._dirty[key] = new
@@ -527,10 +478,14 @@ class WorkQueue(Generic[K]):
         )
 
     def _wake_one_getter(self, priority: int) -> None:
-        """Wake the first parked getter that takes a key of `priority`."""
+        """Wake the first parked getter that takes a key of `priority` (an idle-flow
+        getter only if such a key is there for it now: woken for nothing, it would park
+        again and the getter that could take the key would sleep on)."""
         for parked in self._getters:
-            waiter, at_least = parked
+            waiter, at_least, idle_flow = parked
             if waiter.done():
+                continue
+            if idle_flow and self._ready_at(at_least, idle_flow) is None:
                 continue
             if at_least is None or priority >= at_least:
                 self._getters.remove(parked)

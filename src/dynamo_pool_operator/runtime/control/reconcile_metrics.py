@@ -1,4 +1,5 @@
-"""A controller's metrics, under controller-runtime's names so its dashboards work.
+"""A controller's metrics and its work queue's, under controller-runtime's and client-go's
+names so their dashboards work.
 
 One set per registry (`for_registry`): several controllers, and tests, share one.
 """
@@ -94,3 +95,93 @@ class ReconcileMetrics:
         )
 
     for_registry = staticmethod(per_registry(lambda registry: ReconcileMetrics(registry)))
+
+
+#: client-go's buckets for both duration histograms: 10 ns to 1000 s, by decades.
+DURATION_BUCKETS: tuple[float, ...] = (
+    1e-08,
+    1e-07,
+    1e-06,
+    1e-05,
+    1e-04,
+    1e-03,
+    1e-02,
+    1e-01,
+    1.0,
+    10.0,
+    100.0,
+    1000.0,
+)
+
+
+class QueueMetrics:
+    """The `workqueue_*` metric families of one registry.
+
+    Every queue (one per controller) shares the same families and tells itself
+    apart with the ``name`` label, and a family can be registered only once per
+    registry, so they are created once per registry via `for_registry`.
+    """
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        labels = ("name",)
+        self.depth = Gauge(
+            "workqueue_depth",
+            "Number of keys waiting in the work queue.",
+            labels,
+            registry=registry,
+        )
+        self.depth_by_priority = Gauge(
+            "workqueue_depth_by_priority",
+            "Number of keys waiting in the work queue, by priority (0 normal, -100 low: "
+            "initial list, relists, mass requeues).",
+            ("name", "priority"),
+            registry=registry,
+        )
+        self.flows_by_priority = Gauge(
+            "workqueue_flows_by_priority",
+            "Number of flows (the relay controller: namespaces) with keys queued, by "
+            "priority; keys of one priority are served round-robin across them.",
+            ("name", "priority"),
+            registry=registry,
+        )
+        self.adds = Counter(
+            "workqueue_adds_total",
+            "Number of adds the work queue accepted (duplicates of waiting keys excluded).",
+            labels,
+            registry=registry,
+        )
+        self.retries = Counter(
+            "workqueue_retries_total",
+            "Number of rate-limited re-adds the work queue handled.",
+            labels,
+            registry=registry,
+        )
+        self.queue_duration = Histogram(
+            "workqueue_queue_duration_seconds",
+            "Seconds a key waits in the work queue between being added and handed to a worker.",
+            labels,
+            registry=registry,
+            buckets=DURATION_BUCKETS,
+        )
+        self.work_duration = Histogram(
+            "workqueue_work_duration_seconds",
+            "Seconds a worker spends on a key, from get to done.",
+            labels,
+            registry=registry,
+            buckets=DURATION_BUCKETS,
+        )
+        self.unfinished_work = Gauge(
+            "workqueue_unfinished_work_seconds",
+            "Seconds of work in progress not yet observed by work_duration; a steady climb "
+            "points at stuck workers.",
+            labels,
+            registry=registry,
+        )
+        self.longest_running = Gauge(
+            "workqueue_longest_running_processor_seconds",
+            "Seconds the longest-running worker of the queue has spent on its current key.",
+            labels,
+            registry=registry,
+        )
+
+    for_registry = staticmethod(per_registry(lambda registry: QueueMetrics(registry)))

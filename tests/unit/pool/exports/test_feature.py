@@ -37,6 +37,7 @@ from tests.unit.pool.exports.test_plan import (
     verbs,
 )
 from tests.unit.pool.exports.test_plan import dcd as make_dcd
+from tests.unit.pool.support import dgds_services
 
 
 def cache(*objs: Mapping[str, Any]) -> dict[tuple[str, str], Mapping[str, Any]]:
@@ -49,7 +50,8 @@ def lookup_in(store: Mapping[tuple[str, str], Mapping[str, Any]], namespace: str
 
 
 def published_plan(relay: Any, pool: Any, got: Any) -> Any:
-    """The plan of a published pool exported through an MCS implementation."""
+    """The plan of a published pool exported through an MCS implementation, its
+    frontends' Services the DGD's."""
     return plan(
         relay,
         PUBLISHED,
@@ -58,6 +60,7 @@ def published_plan(relay: Any, pool: Any, got: Any) -> Any:
         implementation=Implementation.MCS,
         cluster_id=ClusterID(),
         resource=SE,
+        services=dgds_services(pool),
     )
 
 

@@ -43,13 +43,15 @@ from dynamo_pool_operator.pool.exports.plan import (
     plan,
     relay_export_hold,
     repair_fields,
+    service_not_found,
 )
-from dynamo_pool_operator.pool.exports.verdict import lines_after
+from dynamo_pool_operator.pool.exports.verdict import Judgement, Verdict, exported, lines_after
 from dynamo_pool_operator.pool.model import Action, ActionResult, Decision, Result, Verb
 from dynamo_pool_operator.pool.model import Contribution as Plan
 from dynamo_pool_operator.pool.plan import Reason, decision
 from dynamo_pool_operator.runtime.objects.meta import is_controlled_by as controlled_by
 from dynamo_pool_operator.runtime.objects.meta import rfc3339
+from tests.unit.pool.support import dgds_services
 
 SE = serviceexports("v1alpha1")
 
@@ -190,7 +192,10 @@ def run(
     exports: Iterable[Mapping[str, Any]] = (),
     implementation: str = "mcs",
     cluster_id: ClusterID | None = None,
+    services: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Plan:
+    """`services`: the frontends' Services cached; by default the DGD's own, one for each
+    frontend (a frontend without one is not exported)."""
     return plan(
         relay or make_relay(),
         decision,
@@ -199,6 +204,7 @@ def run(
         implementation=Implementation(implementation),
         cluster_id=cluster_id or ClusterID(),
         resource=SE,
+        services=dgds_services(pool) if services is None else services,
     )
 
 
@@ -238,7 +244,6 @@ ROWS: dict[str, Row] = {
     "published-pool-creates-relay-export-first-then-each-frontend-under-its-own-name": Row(
         components=[fe("Frontend"), WORKER, fe("Chat.Frontend")],
         expect=[(C, RELAY_EXPORT), (C, FE), (C, "pool-chat-frontend")],
-        warnings=[Warn.FRONTEND_NOT_DISCOVERABLE],
     ),
     "exports-that-are-ours-and-right-need-nothing": Row(
         components=[fe("Frontend"), WORKER],
@@ -253,7 +258,6 @@ ROWS: dict[str, Row] = {
     "frontends-normalizing-to-the-same-service-are-exported-once": Row(
         components=[fe("Frontend"), fe("frontend"), fe("FRONTEND"), fe("fe.a"), fe("fe-a")],
         expect=[(C, RELAY_EXPORT), (C, FE), (C, "pool-fe-a")],
-        warnings=[Warn.FRONTEND_NOT_DISCOVERABLE],
     ),
     "a-frontend-whose-service-is-the-relay-service-is-exported-once": Row(
         components=[fe("pool-relay"), fe("Pool.Relay"), WORKER],
@@ -929,13 +933,23 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
             label=draw(st.sampled_from([dgd, None, "other"])),
             terminating=draw(st.booleans()),
         )
+    pool = make_pool(*components, name=dgd)
+    # Each frontend's Service: the DGD's, someone else's, or none yet.
+    services: dict[str, Mapping[str, Any]] = {}
+    for name, theirs in dgds_services(pool).items():
+        whose = draw(st.sampled_from(["the-dgds", "someone-elses", "none"]))
+        if whose == "the-dgds":
+            services[name] = theirs
+        elif whose == "someone-elses":
+            services[name] = service(name, DEPLOYMENT_REF)
     return {
         "relay": make_relay(dgd, cluster_id=draw(st.sampled_from([None, "east"]))),
-        "pool": draw(st.none() | st.just(make_pool(*components, name=dgd))),
+        "pool": draw(st.none() | st.just(pool)),
         "decision": draw(DECISIONS),
         "exports": exports,
         "implementation": draw(st.sampled_from(["mcs", "karmada"])),
         "cluster_id": draw(CLUSTER_IDS),
+        "services": services,
     }
 
 
@@ -948,6 +962,8 @@ def run_scenario(s: Mapping[str, Any], exports: Mapping[str, Any] | None = None)
         implementation=Implementation(s["implementation"]),
         cluster_id=s["cluster_id"],
         resource=SE,
+        # A scenario without Services of its own: the DGD's, one for each frontend.
+        services=s["services"] if "services" in s else dgds_services(s["pool"]),
     )
 
 
@@ -991,10 +1007,18 @@ def test_plan_creates_only_valid_names_once_each(s: dict[str, Any]) -> None:
             assert len(a.name) <= names.KARMADA_MAX_SERVICE_NAME, a
     planned = {a.name: a.verb for a in p.actions}
     for line in p.lines:
-        assert line.state == "Skipped"
-        assert line.reason in {Warn.INVALID_SERVICE_NAME, Warn.SERVICE_NAME_TOO_LONG}
-        # a skipped name is at most withdrawn (ours) or waited for (being deleted)
+        assert (line.state, line.reason) in {
+            ("Skipped", ExportLineReason.INVALID_SERVICE_NAME),
+            ("Skipped", ExportLineReason.SERVICE_NAME_TOO_LONG),
+            ("Skipped", ExportLineReason.FOREIGN_SERVICE),
+            ("Pending", ExportLineReason.SERVICE_NOT_FOUND),
+        }, line
+        # a name not exported is at most withdrawn (ours) or waited for (being deleted)
         assert planned.get(line.name, Verb.WITHDRAW) in {Verb.WITHDRAW, Verb.WAIT}, line
+    for a in p.actions:
+        if a.wanted and a.name != names.relay_name(s["relay"].name):
+            theirs = dgds_services(s["pool"])[a.name]
+            assert s["services"].get(a.name) == theirs, "exported: a Service not the DGD's"
 
 
 @PROPERTY
@@ -1144,15 +1168,17 @@ def test_a_clusterip_relay_holds_for_a_headless_service() -> None:
 
 
 def held_plan(exports: Iterable[Mapping[str, Any]], hold: Hold | None) -> Plan:
+    pool = make_pool(fe("frontend"))
     return plan(
         make_relay(),
         PUBLISHED,
-        make_pool(fe("frontend")),
+        pool,
         {e["metadata"]["name"]: e for e in exports},
         implementation=Implementation.MCS,
         cluster_id=ClusterID(),
         resource=SE,
         hold=hold,
+        services=dgds_services(pool),
     )
 
 
@@ -1223,9 +1249,9 @@ def test_a_failed_withdrawal_of_a_held_export_is_its_one_line() -> None:
 
 
 # --------------------------------------------------------------------------- whose Service
-# docs/exports.md, 'What is exported': a frontend name is exported only while no Service
-# of that name exists or the existing one is the DGD's: controlled by the DGD (the Grove
-# path) or by a DynamoComponentDeployment the DGD controls. Anyone else's is skipped.
+# docs/exports.md, 'What is exported': a frontend name is exported only while its Service
+# exists and is the DGD's: controlled by the DGD (the Grove path) or by a
+# DynamoComponentDeployment the DGD controls. Anyone else's is skipped; none yet waits.
 
 DGD_UID = "dgd-uid"
 DGD_REF = ref(DGD_UID, kind="DynamoGraphDeployment", api_version="nvidia.com/v1beta1")
@@ -1280,7 +1306,6 @@ def with_services(
 
 
 THE_DGDS: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
-    "no-service-yet": ([], []),
     "controlled-by-the-dgd": ([service(FE, DGD_REF)], []),
     "controlled-by-the-dgd-at-another-version": (
         [service(FE, {**DGD_REF, "apiVersion": "nvidia.com/v1alpha1"})],
@@ -1295,13 +1320,94 @@ THE_DGDS: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
 
 
 @pytest.mark.parametrize(("services", "dcds"), list(THE_DGDS.values()), ids=list(THE_DGDS))
-def test_a_frontend_whose_service_is_absent_or_the_dgds_is_exported(
+def test_a_frontend_whose_service_is_the_dgds_is_exported(
     services: list[dict[str, Any]], dcds: list[dict[str, Any]]
 ) -> None:
     p = with_services(services, dcds)
     assert verbs(p) == [(C, RELAY_EXPORT), (C, FE)]
     assert p.advisories == ()
     assert p.lines == ()
+
+
+def test_a_frontend_whose_service_does_not_exist_is_not_exported_and_pending_naming_it() -> None:
+    """An export made ahead of its Service would claim the name for whoever
+    creates a Service of it later. Nothing is exported until the Service exists."""
+    p = with_services([])
+    assert verbs(p) == [(C, RELAY_EXPORT)], "not exported ahead of its Service"
+    (line,) = p.lines
+    assert (line.name, line.state, line.reason) == (FE, "Pending", "ServiceNotFound")
+    assert line.message == service_not_found(FE)
+    assert f"Service {FE} does not exist" in line.message
+    assert p.advisories == (), "Dynamo's operator makes it: nothing to warn of"
+
+
+def test_our_export_of_a_frontend_whose_service_is_gone_is_withdrawn_and_made_again() -> None:
+    gone = with_services([], exports=[ours(RELAY_EXPORT), ours(FE)])
+    assert [(a.verb, a.name, a.wanted) for a in gone.actions] == [
+        (N, RELAY_EXPORT, True),
+        (W, FE, False),
+    ]
+    assert [(line.name, line.state, line.reason) for line in gone.lines] == [
+        (FE, "Pending", "ServiceNotFound")
+    ]
+    back = with_services([service(FE, DGD_REF)], exports=[ours(RELAY_EXPORT)])
+    assert verbs(back) == [(N, RELAY_EXPORT), (C, FE)]
+    assert back.lines == ()
+
+
+def test_a_service_made_later_by_someone_else_is_never_exported() -> None:
+    """The window the issue measured (27 ms to 3 s of another team's Service beside our
+    export) does not open: no export before the Service, none once it is theirs."""
+    before = with_services([])
+    after = with_services([service(FE, DEPLOYMENT_REF)])
+    for p in (before, after):
+        assert FE not in {a.name for a in p.actions if a.verb is C}
+    assert [(line.state, line.reason) for line in after.lines] == [("Skipped", "ForeignService")]
+
+
+def test_anyone_elses_export_of_a_frontend_without_a_service_is_left_alone() -> None:
+    theirs = foreign(FE, "user-no-owner")
+    p = with_services([], exports=[ours(RELAY_EXPORT), theirs])
+    assert verbs(p) == [(N, RELAY_EXPORT)]
+    assert [(line.name, line.reason) for line in p.lines] == [(FE, "ServiceNotFound")]
+
+
+def test_a_frontend_waiting_for_its_service_keeps_its_line_through_the_withdrawal() -> None:
+    """One line per name: the withdrawal done, the line says what it waits for; failed,
+    it shows the failure."""
+    p = with_services([], exports=[ours(RELAY_EXPORT), ours(FE)])
+    done = [ActionResult(a, Result.DONE) for a in p.actions]
+    assert [(x.name, x.state, x.reason) for x in lines_after(p, done)] == [
+        (FE, "Pending", "ServiceNotFound"),
+        (RELAY_EXPORT, "Exported", ""),
+    ]
+    failed = [
+        ActionResult(a, Result.FAILED, "forbidden") if a.verb is W else ActionResult(a, Result.DONE)
+        for a in p.actions
+    ]
+    assert [(x.name, x.state) for x in lines_after(p, failed)] == [
+        (FE, "Failed"),
+        (RELAY_EXPORT, "Exported"),
+    ]
+
+
+def test_a_frontend_waiting_for_its_service_keeps_the_pool_pending_not_exported() -> None:
+    """`Exported` is about every export the pool wants: a frontend that waits for its
+    Service is not exported yet, and the condition says which and why."""
+    p = with_services([], exports=[ours(RELAY_EXPORT)])
+    lines = lines_after(p, [ActionResult(a, Result.DONE) for a in p.actions])
+    said = exported(lines, {RELAY_EXPORT: Verdict(Judgement.CONFIRMED)}, published=True)
+    assert (said.status, said.reason) == ("Unknown", "Pending")
+    assert said.message == f"{FE}: {service_not_found(FE)}"
+
+
+def test_invalid_and_too_long_names_are_skipped_not_waited_for() -> None:
+    """No Service can ever have an invalid name, and Karmada never imports a long one:
+    those say why for good, not that a Service is missing."""
+    invalid = run(pool=make_pool(fe("my_fe"), WORKER), services={})
+    assert [(x.state, x.reason) for x in invalid.lines] == [("Skipped", "InvalidServiceName")]
+    long = run(pool=make_pool(fe(K56), WORKER), implementation="karmada", services={})
+    assert [(x.state, x.reason) for x in long.lines] == [("Skipped", "ServiceNameTooLong")]
 
 
 DEPLOYMENT_REF = ref("deploy-uid", kind="Deployment", name="payments-db", api_version="apps/v1")
@@ -1483,16 +1589,21 @@ def test_what_an_export_carries_is_repaired_and_others_additions_are_no_drift() 
 
 # ------------------------------------------------------------------ a frontend not found
 def test_a_frontend_not_named_frontend_is_exported_but_said_not_discoverable() -> None:
-    """The router finds a pool's frontends by `<dgd>-frontend` only."""
-    p = run(pool=make_pool(fe("chat"), fe("Frontend"), WORKER))
-    assert {a.name for a in p.actions} == {RELAY_EXPORT, FE, "pool-chat"}
+    """The router finds a pool's frontends by `<dgd>-frontend` only: a pool with none of
+    that name is one it never finds (a Warning); its line says so either way."""
+    note = (ExportLineReason.FRONTEND_NOT_DISCOVERABLE, UNDISCOVERABLE)
+    p = run(pool=make_pool(fe("chat"), WORKER))
+    assert {a.name for a in p.actions} == {RELAY_EXPORT, "pool-chat"}
     (warning,) = [w for w in p.advisories if w.reason == Warn.FRONTEND_NOT_DISCOVERABLE]
     assert "pool-chat is exported" in warning.message
     assert "'pool-frontend'" in warning.message
     assert warning.related is not None
     assert warning.related["kind"] == "DynamoGraphDeployment"
-    assert dict(p.notes) == {
-        "pool-chat": (ExportLineReason.FRONTEND_NOT_DISCOVERABLE, UNDISCOVERABLE)
-    }
+    assert dict(p.notes) == {"pool-chat": note}
+    beside = run(pool=make_pool(fe("chat"), fe("Frontend"), WORKER))
+    assert {a.name for a in beside.actions} == {RELAY_EXPORT, FE, "pool-chat"}
+    assert all(w.reason != Warn.FRONTEND_NOT_DISCOVERABLE for w in beside.advisories)
+    assert dict(beside.notes) == {"pool-chat": note}, "the router passes it by"
     named = run(pool=make_pool(fe("Frontend"), WORKER))
     assert all(w.reason != Warn.FRONTEND_NOT_DISCOVERABLE for w in named.advisories)
+    assert not named.notes

@@ -334,3 +334,75 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# ---------------------------------------------------------------- no answer, said as kubectl
+async def _refused(host: str = "127.0.0.1") -> str:
+    port = _free_port()
+    async with Client(ClusterConfig(f"https://{host}:{port}", StaticCredentials())) as c:
+        with pytest.raises(errors.ConnectionFailed) as e:
+            await c.get(CONFIGMAPS, "a", "default")
+    return str(e.value).replace(str(port), "PORT")
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+async def test_a_refused_connection_is_said_as_kubectl_says_it(host: str) -> None:
+    """Not aiohttp's repr of its socket (`ssl:<ssl.SSLContext object at 0x...> [Connect
+    call failed ...]`); `localhost` tries IPv6 and IPv4, both refused."""
+    assert await _refused(host) == (
+        f"The connection to the server {host}:PORT was refused - did you specify the right "
+        "host or port?"
+    )
+
+
+async def test_an_unknown_host_is_said_as_kubectl_says_it() -> None:
+    config = ClusterConfig("https://no-such-host.invalid:6443", StaticCredentials())
+    async with Client(config) as c:
+        with pytest.raises(errors.ConnectionFailed) as e:
+            await c.get(CONFIGMAPS, "a", "default")
+    assert str(e.value) == (
+        "Unable to connect to the server: dial tcp: lookup no-such-host.invalid: no such host"
+    )
+
+
+async def test_a_tls_handshake_timeout_is_said_as_kubectl_says_it(mute_port: int) -> None:
+    config = ClusterConfig(f"https://127.0.0.1:{mute_port}", _Insecure())
+    async with Client(config, tls_handshake_timeout=0.3) as c:
+        with pytest.raises(errors.ConnectionFailed) as e:
+            await c.get(CONFIGMAPS, "a", "default")
+    assert str(e.value) == "Unable to connect to the server: net/http: TLS handshake timeout"
+
+
+async def test_an_untrusted_certificate_is_said_as_kubectl_says_it() -> None:
+    from dynamo_pool_operator.runtime.serving.tls import ServingCertificate
+
+    async def close(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    tls = ServingCertificate(None)  # self-signed: no CA the client trusts signed it
+    server = await asyncio.start_server(close, "127.0.0.1", 0, ssl=tls.context)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        config = ClusterConfig(f"https://127.0.0.1:{port}", StaticCredentials())
+        async with Client(config) as c:
+            with pytest.raises(errors.ConnectionFailed) as e:
+                await c.get(CONFIGMAPS, "a", "default")
+    finally:
+        server.close()
+        await server.wait_closed()
+    said = str(e.value)
+    assert said.startswith("Unable to connect to the server: tls: failed to verify certificate: ")
+    assert "SSLContext" not in said, said
+    assert "0x" not in said, said
+
+
+async def test_a_watch_that_cannot_connect_names_its_resource_and_the_refusal() -> None:
+    port = _free_port()
+    async with Client(ClusterConfig(f"http://127.0.0.1:{port}", StaticCredentials())) as c:
+        with pytest.raises(errors.ConnectionFailed) as e:
+            async for _ in c.watch_lines(CONFIGMAPS, "default", resource_version="1"):
+                pass
+    assert str(e.value) == (
+        f"watch configmaps: The connection to the server 127.0.0.1:{port} was refused - "
+        "did you specify the right host or port?"
+    )
