@@ -1,28 +1,23 @@
-"""List+watch reflector feeding a `Store` (shared by `cache.shared.SharedInformers`).
+"""List+watch reflector feeding a `Store` (shared by `cache.shared.SharedInformers`), as
+client-go's reflector and kube-rs's `watcher`; the states are in watcher.py, and its
+guarantees are listed in docs/runtime.md ("Informer and store").
 
-As client-go's reflector and kube-rs's `watcher`; the states are in watcher.py, the
-requests they name here:
-
-* **list**, replacing the store in one step, with a synthesized DELETED for each
-  object gone since, so a 410 never loses a delete (what lightkube and kr8s miss).
-  Where the server has it (WatchList, on by default since 1.32) the list is a
-  streamed watch-list (`sendInitialEvents=true`, ended by the BOOKMARK annotated
-  `k8s.io/initial-events-end`, then the same watch goes on): served from the watch
-  cache, one object at a time, so no page of untrimmed objects is held. A server that
-  refuses it (400/422) gets paginated lists from then on; one that ends it before the
-  bookmark gets one paginated list. Never `resourceVersion=0`: it ignores `limit`
-  (the memory peak) and may be older than what we saw (a lagging server after failover).
-* **watch** from the list's resourceVersion, with bookmarks; an ended or dropped
-  watch resumes from the last version seen, without relisting (a relist reads etcd,
-  and many informers relisting after a network blip hurt the API server).
+* **list**, replacing the store in one step, with a synthesized DELETED for each object
+  gone since, so a 410 never loses a delete (what lightkube and kr8s miss). A streamed
+  watch-list where the server has it (from the watch cache, one object at a time, so no
+  page of untrimmed objects is held), paginated lists otherwise. Never
+  `resourceVersion=0`: it ignores `limit` (the memory peak) and may be older than what we
+  saw (a lagging server after failover).
+* **watch** from the list's resourceVersion, with bookmarks; an ended or dropped watch
+  resumes from the last version seen, without relisting (a relist reads etcd, and many
+  informers relisting after a network blip hurt the API server).
 * **410 Gone**: events may be lost, so only a relist is safe.
 * **any other error**: exponential backoff with jitter, reset by a healthy watch.
-  Only `stop()` (or cancellation) ends the loop.
 
-Handlers run synchronously after the store is updated, so they see the state the
-event describes or newer; they must not block (they enqueue a key). `from_list` says
-an event comes from a list or a replay, which a controller queues at low priority
-(queue.py), as controller-runtime does with `isInInitialList`.
+Handlers run synchronously after the store is updated, so they see the state the event
+describes or newer; they must not block (they enqueue a key). `from_list` says an event
+comes from a list or a replay, which a controller queues at low priority, as
+controller-runtime does with `isInInitialList`.
 """
 
 from __future__ import annotations
