@@ -36,9 +36,9 @@ from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import CLUSTERPROPERTY_KIND
 from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import EVENTS
+from tests.harness import OPERATOR_AGENT
 
 from .cpu import CpuMeter, processes
 from .floor import _patient

@@ -16,7 +16,7 @@ from typing import Any
 
 from dynamo_pool_operator.config import parse_configuration
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest
+from tests.harness import OPERATOR_AGENT, OperatorUnderTest
 
 from .procs import operator_config
 

@@ -27,9 +27,9 @@ from typing import Any
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import default_crds
-from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.harness import OPERATOR_AGENT
 
 from . import cores, cpfloor, fairness, floor, inproc, objects, procs, soak, tenants
 from .latency import reaction_latency

@@ -30,7 +30,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.clock import FakeClock
+from dynamo_pool_operator.runtime.clock import SystemClock
 from dynamo_pool_operator.runtime.control.controller import Request, by_namespace
 from dynamo_pool_operator.runtime.control.queue import LOW, NORMAL, WorkQueue
 
@@ -74,8 +74,8 @@ def queue_at(rev: str) -> Any:
 
 def make_queue(name: str, flow: Callable[[Request], Hashable] | None, baseline: Any) -> Any:
     if baseline is not None:
-        return baseline(name, clock=FakeClock(), registry=CollectorRegistry())
-    return WorkQueue[Request](name, clock=FakeClock(), registry=CollectorRegistry(), flow=flow)
+        return baseline(name, clock=SystemClock(), registry=CollectorRegistry())
+    return WorkQueue[Request](name, clock=SystemClock(), registry=CollectorRegistry(), flow=flow)
 
 
 async def one_round(

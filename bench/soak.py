@@ -24,8 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.harness import OPERATOR_AGENT
 
 from . import objects, procs
 

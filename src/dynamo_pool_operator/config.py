@@ -424,8 +424,8 @@ def _check_header(data: Mapping[Any, Any], errors: list[FieldError]) -> None:
 
 
 def _cross_checks(cfg: OperatorConfiguration, bad: set[str]) -> list[FieldError]:
-    """Rules between fields, checked only when the fields involved are valid on their own
-    (a field with its own error was left at its default, which would mislead here)."""
+    """Rules between fields, checked only when those fields are valid on their own (one
+    left at its default by its own error would mislead)."""
     out: list[FieldError] = []
     le, fmt = cfg.leader_election, format_duration
     p = "leaderElection."
@@ -498,8 +498,8 @@ def parse_configuration(data: object, source: str = "<config>") -> OperatorConfi
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """`yaml.safe_load`'s loader, except that a key given twice is an error rather than a
-    silent last-one-wins (Kubernetes' strict decoding refuses duplicates too)."""
+    """`yaml.safe_load`'s loader, but a key given twice is an error, as Kubernetes' strict
+    decoding has it."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Hashable, Any]:
         if not isinstance(node, yaml.MappingNode):  # `!!set [a]`, `!!map [a]`
@@ -548,8 +548,7 @@ def _parse_text(text: str, source: str) -> object:
     except (yaml.YAMLError, ValueError, RecursionError) as exc:
         problem = f"cannot parse the file ({exc or type(exc).__name__}); fix its syntax"
     except (KeyError, AttributeError, IndexError, TypeError) as exc:
-        # PyYAML's constructors raise these for an explicit tag whose value they cannot
-        # build (`!!bool maybe`, `!!int` with no digits, `!!timestamp soon`).
+        # PyYAML raises these for an explicit tag it cannot build (`!!bool maybe`).
         problem = (
             f"cannot parse the file: a value with an explicit YAML tag (like !!bool or !!int) "
             f"is not of that type ({type(exc).__name__}: {exc}); remove the tag or fix the value"
@@ -580,8 +579,8 @@ def _encode(value: Any, spec: FieldSpec) -> Any:
 
 
 def to_document(cfg: OperatorConfiguration) -> dict[str, Any]:
-    """The complete file form of `cfg` (camelCase, durations as strings), every field set:
-    what the Helm chart's ConfigMap and `manifests` write."""
+    """The complete file form of `cfg`, every field set: what the chart's ConfigMap and
+    `manifests` write."""
     doc: dict[str, Any] = {"apiVersion": API_VERSION, "kind": KIND}
     for name, f, cls in _sections():
         part = getattr(cfg, f.name)
@@ -597,8 +596,8 @@ def _row(*cells: str) -> str:
 
 
 def configuration_reference() -> str:
-    """Markdown reference of every field (docs/configuration.md), generated from the same
-    declarations the decoder uses."""
+    """Markdown reference of every field (docs/configuration.md), from the declarations the
+    decoder uses."""
     lines = [
         "# Operator configuration",
         "",

@@ -1,14 +1,9 @@
 """Building blocks of the OperatorConfiguration schema: field descriptors and value rules.
 
-Why descriptors: each configuration field is declared exactly once, as a dataclass field
-whose metadata (`FieldSpec`) carries its kind, documentation and validation rule. The
-decoder, the validator, `to_document` and the generated Markdown reference all read that
-one declaration, so the docs cannot drift from what the loader accepts.
-
-Why Go durations: the operator's timings mirror client-go / controller-runtime options,
-and platform teams write them the way they do for every other Kubernetes component
-("15s", "1m30s", "500ms"). They are kept as integer nanoseconds while parsing, as Go's
-`time.ParseDuration` does, so "1.5s" and "1500ms" mean exactly the same thing.
+Each field is declared once, its metadata (`FieldSpec`) carrying kind, documentation and
+rule; the decoder, `to_document` and the generated reference all read it, so the docs
+cannot drift from the loader. Durations are Go's (`1m30s`), kept in integer nanoseconds
+while parsing as `time.ParseDuration` does, so "1.5s" and "1500ms" are equal.
 """
 
 from __future__ import annotations
@@ -103,9 +98,8 @@ def string(
 
 
 def choice(default: E, doc: str, *, aliases: tuple[str, ...] = ()) -> E:
-    """One of an enum's values in the file, the enum's member in Python: the code
-    compares members, never spelled-out strings. `aliases`: old names still accepted
-    (the enum maps each to its member)."""
+    """One of an enum's values in the file, its member in Python; `aliases`: old names
+    still accepted."""
     enum = type(default)
     spec = FieldSpec("string", doc, (*(m.value for m in enum), *aliases), enum=enum)
     return dataclasses.field(default=default, metadata={"spec": spec})
@@ -116,8 +110,8 @@ Pairs = tuple[tuple[str, str], ...]
 
 
 def string_map(doc: str, *, check: Check | None = None, allowed: str = "") -> Pairs:
-    """A map of strings in the file (empty by default), its pairs sorted in Python: a
-    value the frozen configuration can hold. `check` sees the map as a dict."""
+    """A map of strings in the file, its pairs sorted in Python (a frozen value); `check`
+    sees it as a dict."""
     spec = FieldSpec("map", doc, check=check, allowed=allowed)
     return dataclasses.field(default=(), metadata={"spec": spec})
 
@@ -204,7 +198,7 @@ def format_duration(seconds: float) -> str:
     out = (f"{hours}h" if hours else "") + (f"{minutes}m" if minutes else "")
     if rest:
         # Under a second (and nothing larger), the largest unit it reaches, as Go's
-        # Duration.String does: 1.5ms, not 1500us.
+        # Duration.String: 1.5ms, not 1500us.
         unit = "s"
         if not out and rest < _UNITS_NS["s"]:
             unit = "ms" if rest >= _UNITS_NS["ms"] else "us" if rest >= _UNITS_NS["us"] else "ns"
@@ -332,8 +326,8 @@ def _norm(name: str) -> str:
 
 
 def suggest(key: str, known: Iterable[str]) -> str | None:
-    """The known name `key` was probably meant to be: same letters in another case or
-    snake_case first (certain), else the closest spelling by difflib (likely)."""
+    """The known name `key` was probably meant to be: same letters in another case first,
+    else the closest spelling (difflib)."""
     by_norm = {_norm(k): k for k in known}
     if _norm(key) in by_norm:
         return by_norm[_norm(key)]
@@ -412,8 +406,8 @@ def decode_value(raw: object, spec: FieldSpec, default: Any) -> tuple[Any, str |
 def decode_section(
     raw: object, prefix: str, cls: type[Any], errors: list[FieldError], bad: set[str]
 ) -> Any:
-    """An instance of the section dataclass `cls` from `raw`; problems go to `errors` and
-    the paths of fields left at their default because of a problem go to `bad`."""
+    """An instance of the section dataclass `cls` from `raw`; problems go to `errors`, the
+    paths of fields left at their default by one to `bad`."""
     fields = dataclasses.fields(cls)
     if raw is None:
         return cls()

@@ -1,31 +1,19 @@
 """`dynamo-pool-operator manifests crds --apply`: install or upgrade our CRD, then wait
 until the API server serves it.
 
-Why a command of ours: Helm installs the files in a chart's `crds/` once and never
-upgrades them, so the chart runs this in a pre-install/pre-upgrade hook Job, from the
-operator image, which has no kubectl. It is also the manual upgrade step.
+Helm installs a chart's `crds/` once and never upgrades them, so the chart runs this in
+a pre-install/pre-upgrade hook Job from the operator image, which has no kubectl.
 
-It is `kubectl apply --server-side --force-conflicts` for our CRD: a forced server-side
-apply with field manager `dynamo-pool-operator`. A CRD's versions and schemas merge as
-whole values, so the forced apply makes them exactly this binary's, also when Helm (or
-kubectl) created the CRD: a property or printer column the new version dropped goes
-(tests/e2e/test_crd_upgrade.py). Labels and annotations others set are kept. An apply
-that finds no CRD creates it.
+It is a forced server-side apply (`kubectl apply --server-side --force-conflicts`):
+versions and schemas merge as whole values, so they become exactly this binary's even
+when Helm made the CRD (tests/e2e/test_crd_upgrade.py); others' labels and annotations
+are kept.
 
-It never downgrades nor strands stored objects unless told to: the CRD carries the
-version of the operator that made it (annotation `nvidia.com/dynamo-pool-operator-version`),
-and the apply is refused, before anything is written, when
-
-- the installed CRD was made by a newer operator than this binary (versions compared
-  as releases: 0.10.0 is newer than 0.9.1, 0.2.0rc1 older than 0.2.0), or its version
-  cannot be compared, unless `--allow-downgrade` (chart: `crds.allowDowngrade`);
-- objects are stored at a version (`status.storedVersions`) this binary's CRD does not
-  serve: they would become unreadable (the API server refuses such a CRD too; the
-  refusal says what to do instead). `--allow-downgrade` does not lift this one.
-
-A CRD without the annotation was installed before it existed (or by someone else's
-manifest): it is upgraded. The write carries the resourceVersion the decision was made
-on, so a CRD changed in between is read and judged again, not overwritten.
+Refused before anything is written when the installed CRD was made by a newer operator
+(its version annotation, compared as releases) or an incomparable one, unless
+`--allow-downgrade`; or when objects are stored at a version (`status.storedVersions`)
+this CRD does not serve, which would strand them (never lifted). A CRD without the
+annotation is upgraded. The write carries the resourceVersion it was judged on.
 """
 
 from __future__ import annotations
@@ -40,7 +28,7 @@ from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api.conditions import Status
 from dynamo_pool_operator.exitcodes import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from dynamo_pool_operator.runtime import Client, ConfigError, errors, load_config
-from dynamo_pool_operator.runtime.objects import CRDS
+from dynamo_pool_operator.runtime.objects import CRDS, Meta
 
 FIELD_MANAGER = "dynamo-pool-operator"
 USER_AGENT = "dynamo-pool-operator-crd-install"
@@ -80,8 +68,7 @@ def release_key(version: str) -> tuple[tuple[int, ...], int, int, int] | None:
 
 def made_by(obj: Mapping[str, Any]) -> str | None:
     """The operator version that made this CRD (its annotation), if it says."""
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(crd.VERSION_ANNOTATION)
+    value = Meta(obj).annotations.get(crd.VERSION_ANNOTATION)
     return str(value) if value is not None else None
 
 
@@ -157,20 +144,13 @@ async def install(
     raise AssertionError("unreachable")
 
 
-def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
-    for c in (obj.get("status") or {}).get("conditions") or ():
-        if c.get("type") == kind:
-            return c  # type: ignore[no-any-return]
-    return None
-
-
 async def established(client: Client, name: str, timeout: float = ESTABLISH_TIMEOUT) -> None:
     """Wait until the CRD is Established (its names accepted, its API served)."""
     deadline = time.monotonic() + timeout
     last = ""
     while True:
         obj = await client.get(CRDS, name)
-        est, names = _condition(obj, "Established"), _condition(obj, "NamesAccepted")
+        est, names = Meta(obj).condition("Established"), Meta(obj).condition("NamesAccepted")
         if (
             est
             and est.get("status") == Status.TRUE
@@ -219,14 +199,11 @@ async def run(
             outcome = await install(client, desired, allow_downgrade=allow_downgrade)
             print(f"customresourcedefinition.apiextensions.k8s.io/{name} {outcome}", file=out)
             await established(client, name, timeout)
-        except Refused as e:
+        except (Refused, TimeoutError) as e:
             print(f"error: {e}", file=err)
             return EXIT_FAILURE
         except errors.ApiError as e:
             print(f"error: {_explain(e, name)}", file=err)
-            return EXIT_FAILURE
-        except TimeoutError as e:
-            print(f"error: {e}", file=err)
             return EXIT_FAILURE
     print(f"customresourcedefinition.apiextensions.k8s.io/{name} established", file=out)
     return EXIT_OK

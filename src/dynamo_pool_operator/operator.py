@@ -1,14 +1,9 @@
 """The operator, assembled: one function wires caches, controllers, events and exports.
 
-`run` (the process), `dev`, the integration tests and the benchmark all build
-the operator here, so what the tests exercise is the wiring that ships.
-
-The served APIs are read again every `multiCluster.apiDiscoveryInterval` while the
-operator runs (`Rediscovery`); `Operator.follow_apis` acts on a change: the DGD cache
-follows its API (`runtime/cache/followed.py`: a new version's cache is made before the old
-one is dropped, and readiness fails while no served version's cache is read), the
-export feature's caches and watches follow theirs (`pool/exports/apis.py`), the feature-off
-cleanup runs when the ServiceExport API appears, and each change is logged once.
+The process, `dev`, the integration tests and the benchmark all build it here, so the
+tests exercise the wiring that ships. `Operator.follow_apis` acts on each change the
+rediscovery finds: the DGD cache and the export feature's caches follow their APIs
+(made before broken), the feature-off cleanup runs when the ServiceExport API appears.
 """
 
 from __future__ import annotations
@@ -124,9 +119,8 @@ class Operator:
         return self.export_apis.caches if self.export_apis is not None else None
 
     async def follow_apis(self, current: ServedApis, new: ServedApis) -> ServedApis:
-        """Act on a change of the served APIs; return what is in effect afterwards (a
-        part whose new cache has not synced yet is offered again at each later read,
-        and the read is made at once when it syncs)."""
+        """Act on a change of the served APIs; return what is in effect afterwards (a new
+        cache not synced yet is offered again at each later read)."""
         want = new.dgd_versions[0] if new.dgd_versions else None
         dgd_version = await self.dgd_api.follow(want, new.dgd_versions)
         applied = dataclasses.replace(new, dgd_version=dgd_version, dgd_stale=not self.dgd_api.live)
@@ -173,12 +167,10 @@ class Operator:
         await self.controller.start()
 
     async def cleanup_when_off(self) -> None:
-        """With no MCS implementation, withdraw the exports this operator created
-        earlier, if the ServiceExport API is still served (turning the feature off
-        cleans up). The first pass runs now; if anything was refused (an admission
-        policy, a 5xx, a list timeout), each refusal is logged and counted and the
-        pass is retried in the background with backoff until it completes. It never
-        fails the startup: the relays are served meanwhile."""
+        """With no MCS implementation, withdraw the exports this operator made earlier
+        while the ServiceExport API is served. The first pass runs now; anything refused
+        is logged, counted and retried in the background with backoff, never failing the
+        startup."""
         if self.config.multi_cluster.mcs_implementation or not self.served.serviceexport_served:
             return
         if not await self._cleanup_pass():
@@ -207,7 +199,7 @@ class Operator:
 
     def _warn_refused_cleanup(self, export: Mapping[str, Any], said: str) -> None:
         """A Warning on the relay that controls an export the cleanup could not withdraw:
-        with no implementation configured its status has no export condition to say so."""
+        with no implementation, its status has no export condition to say so."""
         meta, ref = Meta(export), Meta(export).controller
         if ref is None:
             return
@@ -241,9 +233,8 @@ class Operator:
                 log.exception("multi-cluster export is off: cleanup pass failed (retried)")
 
     async def start_caches(self) -> None:
-        """Warm caches only (a follower does this before it leads), and follow the
-        served APIs from now on (every replica: a follower's caches must follow too).
-        Nothing is queued yet: the controller queues from `start_leading` on."""
+        """Warm caches (a follower does this before it leads) and follow the served APIs
+        (every replica). Nothing is queued until `start_leading`."""
         self.informers.start_all()
         self.checks.start()
         self.rediscovery.start()
@@ -258,14 +249,10 @@ class Operator:
             )
 
     async def stop_leading(self, *, lost: bool = False, drain_timeout: float = 10.0) -> None:
-        """End what only the leader does; the one place its writing stops.
-
-        A clean stop runs this before the Lease is released: no more keys are handed
-        out, the reconciles in flight finish (at most `drain_timeout` seconds), then
-        the pending Events are written. After a lost Lease it cancels the reconciles
-        at once and drops the pending Events, since a successor may be writing
-        already. Either way nothing of ours is written afterwards (the client's write
-        gate refuses what a straggler might still try)."""
+        """End what only the leader does; the one place its writing stops. A clean stop
+        (before the Lease is released) drains the reconciles for `drain_timeout` and writes
+        the pending Events; after a lost Lease both are dropped at once, since a successor
+        may be writing. The client's write gate refuses what a straggler still tries."""
         self._leading = False
         await self._stop_cleanup()  # the feature-off cleanup is leader work too
         if lost:
@@ -290,9 +277,8 @@ class Operator:
 
     def caches_synced(self) -> bool:
         """Readiness: every cache synced but the optional ones and those being made to
-        replace one in effect (which serves meanwhile). A replica whose RBAC lacks an
-        optional read (the ClusterProperty) would otherwise never be ready; `checks`
-        reports it as degraded instead."""
+        replace one in effect (a replica lacking an optional read would never be ready;
+        `checks` reports it as degraded)."""
         pending = self._pending()
         return all(
             i.has_synced
@@ -301,8 +287,7 @@ class Operator:
         )
 
     def dgd_api_served(self) -> bool:
-        """Readiness: the DGDs are read from a cache of a version the cluster serves. A
-        stale cache (its version no longer served) fails it, loudly in the log too."""
+        """Readiness: the DGDs are read from a cache of a served version."""
         return self.dgd_api.ready
 
     def _pending(self) -> set[Informer]:

@@ -1,22 +1,13 @@
 """The operator process: `dynamo-pool-operator run`.
 
-Order of events (as controller-runtime's manager):
-1. discover the APIs served (a missing required API fails here, exit 1), and ask
-   whether this identity holds the operator's RBAC (rbac.py; a missing rule fails here,
-   exit 1, naming it: the caches would otherwise retry Forbidden lists until their sync
-   timed out). Stopped meanwhile (Ctrl-C), it exits 130 with one line;
-2. serve /healthz, /readyz, /metrics; start the informers (caches warm while
-   this replica is still a follower, so a failover takes seconds);
-3. acquire the Lease (if leader election is on); only then start the
-   event writer and the controllers: only the leader writes, and the client
-   refuses every write while this replica does not lead (`Client.write_gate`).
-   Nor does a follower queue anything: its controller queues keys from its start,
-   which replays the warm caches (`runtime/control/controller.py`);
-4. on SIGTERM/SIGINT: hand out no more keys, finish the reconciles in flight,
-   write the pending Events, then release the Lease and exit 0. On lost
-   leadership: cancel the reconciles, drop the pending Events and exit 1, so
-   the pod restarts as a follower. Both happen in one place,
-   `Operator.stop_leading`, run by the elector before it releases.
+In controller-runtime's manager's order (docs/architecture.md, "Process"): discover the
+APIs and review this identity's RBAC (failing fast, naming what is missing, rather than
+retrying Forbidden lists until the caches' sync times out); serve the probes and metrics;
+start the informers (warm while a follower, so a failover takes seconds); acquire the
+Lease, and only then write. Writing stops in one place, `Operator.stop_leading`, run by
+the elector before it releases: on SIGTERM the reconciles in flight finish and the pending
+Events are written (exit 0); on a lost Lease both are dropped (exit 1, so the pod restarts
+as a follower).
 
 The stop fits the pod's default 30 s grace period: reconciles in flight get at
 most DRAIN_TIMEOUT (10 s), the Events 10 s (the recorder's stop timeout), the

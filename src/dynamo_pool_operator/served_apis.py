@@ -90,22 +90,31 @@ def pick(served: Sequence[str], preferred: Sequence[str]) -> str | None:
     return next((v for v in preferred if v in served), None)
 
 
-def _supported(served: Sequence[str], preferred: Sequence[str]) -> tuple[str, ...]:
-    """Those of `preferred` that are served, in the order of `preferred`."""
-    return tuple(v for v in preferred if v in served)
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """One API as a discovery snapshot shows it."""
+
+    #: The supported versions served, preferred first, and the first of them.
+    versions: tuple[str, ...]
+    chosen: str | None
+    #: The unavailable group versions that might change the choice: those preferred to
+    #: `chosen` (all of them when nothing was chosen).
+    doubt: list[str]
 
 
-def _versions(resources: Sequence[ServedResource], group: str, plural: str) -> list[str]:
-    return [r.version for r in resources if r.group == group and r.plural == plural]
-
-
-def _in_doubt(
-    unavailable: Mapping[str, str], group: str, preferred: Sequence[str], chosen: str | None
-) -> list[str]:
-    """The unavailable group versions that might change the choice: those preferred
-    to `chosen` (all of `preferred` when nothing was chosen)."""
+def _find(
+    resources: Sequence[ServedResource],
+    unavailable: Mapping[str, str],
+    group: str,
+    plural: str,
+    preferred: Sequence[str],
+) -> _Found:
+    served = {r.version for r in resources if r.group == group and r.plural == plural}
+    versions = tuple(v for v in preferred if v in served)
+    chosen = versions[0] if versions else None
     cut = preferred.index(chosen) if chosen in preferred else len(preferred)
-    return [f"{group}/{v}" for v in preferred[:cut] if f"{group}/{v}" in unavailable]
+    doubt = [f"{group}/{v}" for v in preferred[:cut] if f"{group}/{v}" in unavailable]
+    return _Found(versions, chosen, doubt)
 
 
 def _unavailable(api: str, gvs: list[str], unavailable: Mapping[str, str], need: str) -> str:
@@ -125,67 +134,51 @@ def resolve_served_apis(
 ) -> ServedApis:
     """Pure: decide the served APIs from a discovery snapshot (the resources it read and the
     group versions it could not) and the configured implementation."""
-    relay_api = f"{crd.PLURAL}.{crd.GROUP}"
-    if doubt := _in_doubt(unavailable, crd.GROUP, (crd.VERSION,), None):
-        raise StartupError(_unavailable(relay_api, doubt, unavailable, "the operator needs it"))
-    if not _versions(resources, crd.GROUP, crd.PLURAL):
+    if (gv := f"{crd.GROUP}/{crd.VERSION}") in unavailable:
+        raise StartupError(_unavailable(_RELAY_API, [gv], unavailable, _NEEDED))
+    if not any(r.group == crd.GROUP and r.plural == crd.PLURAL for r in resources):
         raise StartupError(
-            f"the {crd.PLURAL}.{crd.GROUP} API is not served: install the DynamoPoolRelay CRD "
+            f"the {_RELAY_API} API is not served: install the DynamoPoolRelay CRD "
             "(`dynamo-pool-operator manifests crds | kubectl apply -f -`, or the Helm chart)"
         )
-    dgd_versions = _supported(
-        _versions(resources, dgd_api.GROUP, dgd_api.PLURAL), dgd_api.SUPPORTED_VERSIONS
-    )
-    dgd_version = dgd_versions[0] if dgd_versions else None
-    if doubt := _in_doubt(unavailable, dgd_api.GROUP, dgd_api.SUPPORTED_VERSIONS, dgd_version):
-        dgd = f"{dgd_api.PLURAL}.{dgd_api.GROUP}"
-        raise StartupError(_unavailable(dgd, doubt, unavailable, "the operator needs it"))
-    if dgd_version is None:
+    dgd = _find(resources, unavailable, dgd_api.GROUP, dgd_api.PLURAL, dgd_api.SUPPORTED_VERSIONS)
+    if dgd.doubt:
+        raise StartupError(_unavailable(_DGD_API, dgd.doubt, unavailable, _NEEDED))
+    if dgd.chosen is None:
         raise StartupError(
-            f"the {dgd_api.PLURAL}.{dgd_api.GROUP} API (v1beta1 or v1alpha1) is not served: "
+            f"the {_DGD_API} API (v1beta1 or v1alpha1) is not served: "
             "install NVIDIA Dynamo's operator (its CRDs) before this operator"
         )
-    export_versions = _supported(
-        _versions(resources, MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS
-    )
-    served = export_versions[0] if export_versions else None
-    export_version = None
+    exports = _find(resources, unavailable, MCS_GROUP, SERVICEEXPORTS, SERVICEEXPORT_VERSIONS)
     about_version = None
     about_versions: tuple[str, ...] = ()
     if mcs_implementation:
-        export_version = served
-        if doubt := _in_doubt(unavailable, MCS_GROUP, SERVICEEXPORT_VERSIONS, served):
+        if exports.doubt:
             need = f"multiCluster.mcsImplementation is {mcs_implementation!r} and needs it"
-            exports_api = f"{SERVICEEXPORTS}.{MCS_GROUP}"
-            raise StartupError(_unavailable(exports_api, doubt, unavailable, need))
-        if export_version is None:
+            raise StartupError(_unavailable(_EXPORTS_API, exports.doubt, unavailable, need))
+        if exports.chosen is None:
             raise StartupError(
                 f"multiCluster.mcsImplementation is {mcs_implementation!r}, but the cluster "
-                f"serves no {SERVICEEXPORTS}.{MCS_GROUP} API (v1alpha1 or v1beta1): install "
+                f"serves no {_EXPORTS_API} API (v1alpha1 or v1beta1): install "
                 "the Multi-Cluster Services API CRDs (your MCS implementation or Karmada ships "
                 'them), or set multiCluster.mcsImplementation to "" to export nothing'
             )
         if Implementation(mcs_implementation).checks_cluster_id:
-            about_versions = _supported(
-                _versions(resources, ABOUT_GROUP, CLUSTERPROPERTIES), ABOUT_VERSIONS
-            )
-            about_version = about_versions[0] if about_versions else None
+            about = _find(resources, unavailable, ABOUT_GROUP, CLUSTERPROPERTIES, ABOUT_VERSIONS)
             # Optional: in doubt, the check is off (discover_served_apis says why).
-            if _in_doubt(unavailable, ABOUT_GROUP, ABOUT_VERSIONS, about_version):
-                about_version, about_versions = None, ()
-    dcd_versions = _supported(
-        _versions(resources, dgd_api.GROUP, dgd_api.DCD_PLURAL), dgd_api.DCD_VERSIONS
-    )
+            if not about.doubt:
+                about_version, about_versions = about.chosen, about.versions
+    dcd = _find(resources, unavailable, dgd_api.GROUP, dgd_api.DCD_PLURAL, dgd_api.DCD_VERSIONS)
     return ServedApis(
-        dgd_version,
-        export_version,
+        dgd.chosen,
+        exports.chosen if mcs_implementation else None,
         about_version,
-        served,
-        dgd_versions=dgd_versions,
-        serviceexport_versions=export_versions,
+        exports.chosen,
+        dgd_versions=dgd.versions,
+        serviceexport_versions=exports.versions,
         about_versions=about_versions,
-        dcd_version=dcd_versions[0] if dcd_versions else None,
-        dcd_versions=dcd_versions,
+        dcd_version=dcd.chosen,
+        dcd_versions=dcd.versions,
     )
 
 
@@ -196,43 +189,28 @@ def follow_served_apis(
     unavailable: Mapping[str, str] = _NOTHING,
 ) -> ServedApis:
     """Pure: the served APIs after a later discovery, from those in effect (`current`).
-
-    Each API we read but our own follows the cluster, to its preferred served version:
-    the ServiceExport version (None when it is gone, with an implementation set too: the
-    relays then say so, since failing a running operator would take every pool's relay
-    updates down with it), the About API version, and the DGD version. A DGD API no
-    longer served at all keeps `dgd_version` (the cache in effect stays what is read:
-    its DGDs still exist, they are only unreadable) with no `dgd_versions`, and
-    readiness fails (`runtime/cache/followed.py`). A part whose group version discovery
-    could not read this time, at a version that could change the choice, keeps its
-    current value: unreadable is not "gone"."""
-    export_versions = _supported(
-        _versions(resources, MCS_GROUP, SERVICEEXPORTS), SERVICEEXPORT_VERSIONS
-    )
-    served = export_versions[0] if export_versions else None
-    if _in_doubt(unavailable, MCS_GROUP, SERVICEEXPORT_VERSIONS, served):
+    Each API but ours follows the cluster to its preferred served version; an export API
+    gone is None (the relays say so: failing would stop every pool's updates). A DGD API
+    no longer served keeps `dgd_version` with no `dgd_versions` (readiness fails). A part
+    whose discovery failed in doubt keeps its value: unreadable is not "gone"."""
+    exports = _find(resources, unavailable, MCS_GROUP, SERVICEEXPORTS, SERVICEEXPORT_VERSIONS)
+    served, export_versions = exports.chosen, exports.versions
+    if exports.doubt:
         served, export_versions = current.serviceexport_served, current.serviceexport_versions
     about_version = None
     about_versions: tuple[str, ...] = ()
     if mcs_implementation and Implementation(mcs_implementation).checks_cluster_id:
-        about_versions = _supported(
-            _versions(resources, ABOUT_GROUP, CLUSTERPROPERTIES), ABOUT_VERSIONS
-        )
-        about_version = about_versions[0] if about_versions else None
-        if _in_doubt(unavailable, ABOUT_GROUP, ABOUT_VERSIONS, about_version):
+        about = _find(resources, unavailable, ABOUT_GROUP, CLUSTERPROPERTIES, ABOUT_VERSIONS)
+        about_version, about_versions = about.chosen, about.versions
+        if about.doubt:
             about_version, about_versions = current.about_version, current.about_versions
-    dgd_versions = _supported(
-        _versions(resources, dgd_api.GROUP, dgd_api.PLURAL), dgd_api.SUPPORTED_VERSIONS
-    )
-    chosen = dgd_versions[0] if dgd_versions else None
-    dgd_version = chosen or current.dgd_version
-    if _in_doubt(unavailable, dgd_api.GROUP, dgd_api.SUPPORTED_VERSIONS, chosen):
+    dgd = _find(resources, unavailable, dgd_api.GROUP, dgd_api.PLURAL, dgd_api.SUPPORTED_VERSIONS)
+    dgd_version, dgd_versions = dgd.chosen or current.dgd_version, dgd.versions
+    if dgd.doubt:
         dgd_version, dgd_versions = current.dgd_version, current.dgd_versions
-    dcd_versions = _supported(
-        _versions(resources, dgd_api.GROUP, dgd_api.DCD_PLURAL), dgd_api.DCD_VERSIONS
-    )
-    dcd_version = dcd_versions[0] if dcd_versions else None
-    if _in_doubt(unavailable, dgd_api.GROUP, dgd_api.DCD_VERSIONS, dcd_version):
+    dcd = _find(resources, unavailable, dgd_api.GROUP, dgd_api.DCD_PLURAL, dgd_api.DCD_VERSIONS)
+    dcd_version, dcd_versions = dcd.chosen, dcd.versions
+    if dcd.doubt:
         dcd_version, dcd_versions = current.dcd_version, current.dcd_versions
     return ServedApis(
         dgd_version,
@@ -247,6 +225,8 @@ def follow_served_apis(
     )
 
 
+_RELAY_API = f"{crd.PLURAL}.{crd.GROUP}"
+_NEEDED = "the operator needs it"
 _EXPORTS_API = f"{SERVICEEXPORTS}.{MCS_GROUP}"
 _ABOUT_API = f"{CLUSTERPROPERTIES}.{ABOUT_GROUP}"
 _DGD_API = f"{dgd_api.PLURAL}.{dgd_api.GROUP}"
@@ -255,10 +235,8 @@ _DCD_API = f"{dgd_api.DCD_PLURAL}.{dgd_api.GROUP}"
 
 def transitions(before: ServedApis, after: ServedApis, mcs_implementation: str) -> list[str]:
     """Pure: one log line per API whose version in effect changed, saying what the
-    operator does about it now. Both are values in effect: a version served whose cache
-    has not synced yet is not in effect, and the switchover says so when that happens
-    (`runtime/cache/followed.py`), so an export API served but not listed yet is not
-    called "no longer served" here."""
+    operator does now. Both are values in effect (a served version not yet synced is not
+    in effect, so an export API not yet listed is not called "no longer served")."""
     out = []
     if mcs_implementation:
         old, new = before.serviceexport_version, after.serviceexport_version
@@ -407,7 +385,10 @@ async def discover_served_apis(client: Client, multi_cluster: MultiClusterConfig
             "is not answering), none of which startup needs: %s",
             "; ".join(f"{gv}: {why}" for gv, why in sorted(found.unavailable.items())),
         )
-    about_doubt = _in_doubt(found.unavailable, ABOUT_GROUP, ABOUT_VERSIONS, served.about_version)
+    about = _find(
+        found.resources, found.unavailable, ABOUT_GROUP, CLUSTERPROPERTIES, ABOUT_VERSIONS
+    )
+    about_doubt = about.doubt
     checks = Implementation(mcs_implementation).checks_cluster_id
     if checks and served.about_version is None and about_doubt:
         log.warning(

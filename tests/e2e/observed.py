@@ -4,8 +4,8 @@ has cached, when it has nothing left to do, and which pods are Ready."""
 from __future__ import annotations
 
 from dynamo_pool_operator.localcluster import kwok
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
 from dynamo_pool_operator.runtime import Client
+from tests.harness import OperatorUnderTest
 
 
 async def cached_at(op: OperatorUnderTest, namespace: str, export: str, rv: str) -> bool:

@@ -1,6 +1,6 @@
 """Two clusters joined by Cilium's ClusterMesh MCS-API: a second real implementation.
 
-The world (localcluster/cilium.py, localcluster/kwok.py): two control planes, "east" and
+The world (tests/e2e/cilium.py, localcluster/kwok.py): two control planes, "east" and
 "west", each with a kwok Node, its About API cluster ID, a kvstore etcd and one
 cilium-operator (v1.20.2, built from the Go module proxy) whose clustermesh configuration
 names the other's kvstore. Nobody here wrote Cilium: it validates ServiceExports and
@@ -34,15 +34,18 @@ import pytest
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import CILIUM_SYNC_SLICES, serviceexports
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
-from dynamo_pool_operator.localcluster import cilium, dynamo, kwok
+from dynamo_pool_operator.discover.view import ENDPOINT_SLICES
+from dynamo_pool_operator.localcluster import dynamo
 from dynamo_pool_operator.localcluster.assets import resolve
-from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from dynamo_pool_operator.localcluster.lighthouse import SOURCE_CLUSTER_LABEL, service_imports
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
+from tests import endpoints
+from tests.e2e import cilium
 from tests.e2e.chart_operator import DGDS, RELAYS, dgd, relay
 from tests.e2e.observed import ready_pod_ips
+from tests.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from tests.leaks import surviving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -108,7 +111,7 @@ async def imported_slices(
     its mesh controller (another cluster's endpoints)."""
     key, value = managed_by
     selector = f"{key}={value},multicluster.kubernetes.io/service-name={service}"
-    return (await client.list(kwok.ENDPOINT_SLICES, ns, label_selector=selector)).items
+    return (await client.list(ENDPOINT_SLICES, ns, label_selector=selector)).items
 
 
 def from_cluster(slices: list[dict[str, Any]], source: str) -> list[dict[str, Any]]:
@@ -118,7 +121,7 @@ def from_cluster(slices: list[dict[str, Any]], source: str) -> list[dict[str, An
 async def imported_from(client: Client, ns: str, service: str, source: str) -> list[str]:
     """The ready addresses imported for `service` from cluster `source`."""
     slices = from_cluster(await imported_slices(client, ns, service), source)
-    return kwok.endpoint_addresses(slices, ready=True)
+    return endpoints.endpoint_addresses(slices, ready=True)
 
 
 async def import_of(client: Client, ns: str, service: str) -> dict[str, Any] | None:
@@ -193,7 +196,7 @@ async def test_the_relay_export_is_imported_as_the_relay_pods_and_withdrawn(
 
         async def mirrored() -> bool:
             local = await imported_slices(east, ns, relay_svc, cilium.LOCAL_MANAGED_BY)
-            ips = kwok.endpoint_addresses(from_cluster(local, "east"), ready=True)
+            ips = endpoints.endpoint_addresses(from_cluster(local, "east"), ready=True)
             return ips == relay_ips
 
         await eventually(mirrored, timeout=30, interval=0.3)

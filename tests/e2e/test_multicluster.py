@@ -40,16 +40,18 @@ from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.mcs import serviceexports
 from dynamo_pool_operator.config import API_VERSION, KIND, parse_configuration
 from dynamo_pool_operator.discover import command as discover_cmd
+from dynamo_pool_operator.discover.view import ENDPOINT_SLICES
 from dynamo_pool_operator.localcluster import dynamo, kwok, lighthouse
 from dynamo_pool_operator.localcluster.assets import pinned_versions, resolve
 from dynamo_pool_operator.localcluster.audit import AuditEvent
-from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, EVENTS, SERVICES, Resource
+from tests import endpoints
 from tests.e2e.chart_operator import DGDS, RELAYS, dgd, relay
 from tests.e2e.observed import at_rest, cached_at, ready_pod_ips
+from tests.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from tests.leaks import surviving
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -93,11 +95,11 @@ async def view(client: Client, namespace: str) -> View:
         for i in (await client.list(SERVICE_IMPORTS, namespace)).items
     }
     key, value = lighthouse.MANAGED_BY
-    slices = await client.list(kwok.ENDPOINT_SLICES, namespace, label_selector=f"{key}={value}")
+    slices = await client.list(ENDPOINT_SLICES, namespace, label_selector=f"{key}={value}")
     ready: dict[str, set[str]] = {}
     for s in slices.items:
         meta_labels = s["metadata"].get("labels") or {}
-        if kwok.endpoint_addresses([s], ready=True):
+        if endpoints.endpoint_addresses([s], ready=True):
             name = meta_labels.get("multicluster.kubernetes.io/service-name", "")
             ready.setdefault(name, set()).add(meta_labels.get(lighthouse.SOURCE_CLUSTER_LABEL, ""))
     return {name: (clusters, sorted(ready.get(name, ()))) for name, clusters in imports.items()}
@@ -576,8 +578,8 @@ async def imported_endpoints(client: Client, ns: str, name: str, source: str) ->
         f"{key}={value},multicluster.kubernetes.io/service-name={name},"
         f"{lighthouse.SOURCE_CLUSTER_LABEL}={source}"
     )
-    slices = await client.list(kwok.ENDPOINT_SLICES, ns, label_selector=selector)
-    return kwok.endpoint_addresses(slices.items, ready=True)
+    slices = await client.list(ENDPOINT_SLICES, ns, label_selector=selector)
+    return endpoints.endpoint_addresses(slices.items, ready=True)
 
 
 async def relay_pod_ips(client: Client, ns: str, pool: str) -> list[str]:

@@ -47,7 +47,6 @@ from dynamo_pool_operator.localcluster import dynamo
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import default_crds
-from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
@@ -62,6 +61,7 @@ from tests.e2e.mcs_simulator import (
     work_crd,
 )
 from tests.e2e.observed import at_rest, cached_at, ready_pod_ips
+from tests.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

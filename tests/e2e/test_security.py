@@ -31,7 +31,6 @@ import pytest
 
 from dynamo_pool_operator.localcluster import kwok
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
@@ -43,6 +42,7 @@ from tests.e2e.chart_operator import (
     install_as_service_account,
     new_release,
 )
+from tests.harness import eventually
 
 pytestmark = pytest.mark.e2e
 

@@ -29,7 +29,6 @@ import pytest
 
 from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.rbac import MANAGER_NAME as MANAGER
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
@@ -38,6 +37,7 @@ from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, EVENTS, 
 from tests.faults.fleet import EXPORTS, FLEET_SIZE, SELF_REVIEWS, Fleet
 from tests.faults.replicas import GROUP, LEASE_NAME, USER_PREFIX, LeaseTiming, Replica, Replicas
 from tests.faults.webhook import Mode, Webhook
+from tests.harness import eventually
 
 #: Seconds; a 2-core machine under a full test run is slow. About 0.4 s per pool
 #: beyond the default 30 (a cold start of 1,000 pools takes ~40 s here, see

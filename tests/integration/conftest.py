@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.harness import OperatorUnderTest
 from tests.integration.support.export_fixtures import config
 
 

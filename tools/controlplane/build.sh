@@ -16,10 +16,10 @@
 # Versions live in versions.env next to this script. Output goes to
 #   ${DPO_CACHE_DIR:-~/.cache/dynamo-pool-operator}/k8s-<v>_etcd-<v>_helm-<v>/
 # and a binary is rebuilt only when it is missing or does not report the
-# pinned version. A cold build takes 20-40 minutes on two cores (kwok and the
-# Lighthouse agent add about 3.5 minutes each; cilium-operator 10-11 CPU-minutes,
-# 12-15 minutes on a busy box); progress and elapsed time are printed every minute
-# so nobody thinks it hung.
+# pinned version. A cold build takes about 37 CPU-minutes from empty caches,
+# downloads included (measured: 62 minutes of wall time on 2 cores shared with other
+# builds and tests; the figure README.md gives); progress and elapsed time are
+# printed every minute so nobody thinks it hung.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

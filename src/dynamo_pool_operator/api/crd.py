@@ -20,7 +20,7 @@ READY, EXPORTED, PUBLISHED = ConditionType.READY, ConditionType.EXPORTED, Condit
 GROUP = "nvidia.com"
 VERSION = "v1alpha1"
 #: The operator version that made the CRD: `manifests crds --apply` refuses to replace a
-#: newer operator's CRD with an older one (crd_install.py).
+#: newer operator's with an older one.
 VERSION_ANNOTATION = "nvidia.com/dynamo-pool-operator-version"
 KIND = "DynamoPoolRelay"
 PLURAL = "dynamopoolrelays"
@@ -109,8 +109,8 @@ def _pod_labels() -> dict[str, Any]:
 #: Bounds that keep the CEL rules' estimated cost within the API server's budget.
 MAX_RESOURCES = 16
 MAX_TOLERATIONS = 64
-#: Relay pods per pool, at most: a relay is a light process, a few serve a pool, and a
-#: relay author must not be able to ask the cluster for 2^31-1 pods.
+#: Relay pods per pool, at most: a few serve a pool, and no relay author may ask the
+#: cluster for 2^31-1 pods.
 MAX_REPLICAS = 100
 
 

@@ -1,13 +1,8 @@
 """A read-model of the DynamoGraphDeployment: only what the operator decides on.
 
-Dynamo's operator owns the DGD; we only read it. Two shapes are served:
-`v1beta1` has `spec.components[]` (a list keyed by `name`, with `type`), the
-deprecated `v1alpha1` has `spec.services{}` (a map keyed by component name, with
-free-form `componentType` and `subComponentType`). Both become the same
-`Pool` view, so `decide` and `plan` never look at raw objects.
-
-The parsers never raise on bad input: a DGD is someone else's object and may
-hold anything the CRD admits. Entries that cannot be components are skipped.
+v1beta1's `spec.components[]` and v1alpha1's `spec.services{}` become one `Pool`, so the
+plan never looks at raw objects. The parsers never raise: a DGD is someone else's object
+and may hold anything its CRD admits; what cannot be a component is skipped.
 """
 
 from __future__ import annotations
@@ -78,8 +73,7 @@ class Pool:
     annotations: Mapping[str, str] = field(default_factory=dict)
     components: tuple[Component, ...] = ()
     #: Service names of the frontends, in component order, without duplicates (two
-    #: components can normalize to the same Service name). Derived once, when decoded:
-    #: the pure phases read it as a value.
+    #: components may normalize alike). Derived once, when decoded.
     frontend_services: tuple[str, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -196,12 +190,9 @@ def pool_from_object(obj: Mapping[str, Any]) -> Pool:
 def pools_naming_service(
     service: str, dgd_named: Callable[[str], Mapping[str, Any] | None]
 ) -> list[str]:
-    """The DGDs, by name, whose pool has a frontend Service called `service`.
-
-    A frontend's Service is `<D>-<component>` (`names.component_service_name`), and a
-    relay's name, its DGD's, has no dot (else its relay Service name is invalid and
-    nothing is exported), so D is one of the name's prefixes before a dash: each is
-    read by name (`dgd_named`), and no index of DGDs by Service is needed."""
+    """The DGDs, by name, whose pool has a frontend Service called `service`: D in
+    `<D>-<component>` has no dot, so it is one of the name's prefixes before a dash,
+    each read by name (no index of DGDs by Service needed)."""
     out: list[str] = []
     for cut in (i for i, ch in enumerate(service) if ch == "-"):
         dgd = dgd_named(service[:cut])

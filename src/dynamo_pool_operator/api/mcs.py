@@ -1,10 +1,6 @@
-"""The Multi-Cluster Services API and the About API, as this operator names them.
-
-Every external name of the export feature lives here: API groups, versions in
-preference order, plurals, kinds, the cluster ID property's name, the
-implementations the operator can export for, and who writes the EndpointSlices of an
-import (`Importer`, `KUBERNETES_SLICE_MANAGERS`). `ClusterID` is the read model of the
-cluster's ID property.
+"""The Multi-Cluster Services API and the About API, as this operator names them: every
+external name of the export feature, the implementations it exports for, who writes an
+import's EndpointSlices, and `ClusterID`, the read model of the cluster's ID property.
 """
 
 from __future__ import annotations
@@ -39,18 +35,15 @@ SERVICEIMPORTS = "serviceimports"
 SERVICEIMPORT_KIND = "ServiceImport"
 #: The same releases serve both kinds at the same versions.
 SERVICEIMPORT_VERSIONS = SERVICEEXPORT_VERSIONS
-#: `ServiceImport.status.endpointSliceObjects` (mcs-api v0.5.1 and later): `Absent` says
-#: the implementation writes no EndpointSlices for the import, so a consumer that reads
-#: slices (the Global Router) cannot see it.
+#: `ServiceImport.status.endpointSliceObjects` (mcs-api v0.5.1+): `Absent` means no
+#: EndpointSlices for the import, so a router that reads slices cannot see it.
 SLICES_ABSENT = "Absent"
 
 
 class Importer(StrEnum):
     """An implementation that writes the imported EndpointSlices a router reads, by the
-    name `discover --implementation` takes. `manager` is the
-    `endpointslice.kubernetes.io/managed-by` it sets on them: only an import carrying
-    it is that implementation's (a label any Service author can have copied onto a slice
-    is no proof; see `KUBERNETES_SLICE_MANAGERS`)."""
+    name `discover --implementation` takes; `manager` is the `managed-by` it sets on them,
+    the only proof a slice is its (see `KUBERNETES_SLICE_MANAGERS`)."""
 
     #: Submariner Lighthouse (submariner-io/lighthouse, seen here on the real agent).
     LIGHTHOUSE = "lighthouse"
@@ -70,10 +63,8 @@ IMPORTER_GROUPS = {
     Importer.CILIUM: "cilium.io",
     Importer.KARMADA: "work.karmada.io",
 }
-#: Cilium syncs the EndpointSlices of an import that is not headless (a frontend's
-#: ClusterIP Service) only when the import carries this annotation set to "true"
-#: (cilium/cilium's ClusterMesh MCS-API; seen here on the real cilium-operator). It is
-#: put on the import through the export's `spec.exportedAnnotations`.
+#: Cilium syncs the EndpointSlices of a ClusterIP import only with this annotation
+#: "true", put on it through the export's `spec.exportedAnnotations`.
 CILIUM_SYNC_SLICES = "service.cilium.io/global-sync-endpoint-slices"
 
 
@@ -83,11 +74,9 @@ _SLICE_MANAGERS = {
     Importer.KARMADA: names.KARMADA_SLICE_MANAGER,
 }
 
-#: Kubernetes' own EndpointSlice controllers. They copy the labels of a Service (the
-#: EndpointSlice controller) or of an Endpoints object (the mirroring controller) onto
-#: the slices they make, all but the reserved ones, which they set themselves: anyone who
-#: may create a Service can have a slice made that carries the MCS import labels, but
-#: never one that claims another manager. No implementation writes an import with these.
+#: Kubernetes' own EndpointSlice controllers, which copy a Service's labels onto its
+#: slices (but the reserved ones): anyone who may create a Service can have a slice carry
+#: the MCS import labels, but never one that claims another manager.
 KUBERNETES_SLICE_MANAGERS = frozenset(
     {"endpointslice-controller.k8s.io", "endpointslicemirroring-controller.k8s.io"}
 )
@@ -101,19 +90,17 @@ CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
 
 
 class Confirmation(StrEnum):
-    """`multiCluster.confirmation`: what the implementation must write on an export
-    before the pool counts as exported. What it does write (a refusal, a conflict,
-    `Ready=False`) is read at every level."""
+    """`multiCluster.confirmation`: what the implementation must write on an export before
+    the pool counts as exported (a refusal or conflict is read at every level)."""
 
     #: By the implementation: `valid` with `mcs`, `none` with `karmada`.
     DEFAULT = ""
     #: `Ready=True`: the export reached the ClusterSet (Lighthouse, Cilium write it).
     READY = "ready"
-    #: `Valid=True` (or `Ready=True`), nothing refusing it: every implementation that
-    #: writes conditions writes `Valid`; Antrea writes nothing else.
+    #: `Valid=True` (or `Ready=True`), nothing refusing it: all that write conditions
+    #: write `Valid`; Antrea writes nothing else.
     VALID = "valid"
-    #: Karmada, AWS Cloud Map and Clusternet write no condition: the export existing is
-    #: all there is.
+    #: Karmada, AWS Cloud Map and Clusternet write no condition.
     NONE = "none"
 
     @classmethod
@@ -133,11 +120,8 @@ class Implementation(StrEnum):
     KARMADA = "karmada"
 
     def confirmation(self, configured: Confirmation) -> Confirmation:
-        """The confirmation rule in effect: the configured one, else this
-        implementation's default. Karmada writes no condition on a member's exports;
-        every standard implementation that writes conditions writes `Valid`, and only
-        some of them `Ready` (Antrea never does): `valid` waits for what they all write,
-        and still reads a `Ready` or `Conflict` where one is written."""
+        """The configured rule, else this implementation's default: `none` for Karmada,
+        `valid` for the standard ones (all write `Valid`, only some `Ready`)."""
         if configured is not Confirmation.DEFAULT:
             return configured
         return Confirmation.NONE if self is Implementation.KARMADA else Confirmation.VALID
@@ -162,10 +146,8 @@ def clusterproperties(version: str) -> Resource:
 
 @record
 class ClusterID:
-    """The cluster's ID property as the operator read it: `checked` when the check runs
-    (mcs with the About API served), with the property object (None when absent), or
-    why it could not be read (`unreadable`: its cache has not synced; what the cluster's
-    ID is, is then unknown, not empty)."""
+    """The cluster's ID property as read: `checked` when the check runs, with the object
+    (None when absent), or `unreadable` (its cache has not synced: unknown, not empty)."""
 
     checked: bool = False
     obj: Mapping[str, Any] | None = None
@@ -179,10 +161,8 @@ class ClusterID:
         return value if isinstance(value, str) else ""
 
     def effective(self, spec_cluster_id: str, last_known: object = None) -> str | None:
-        """The relay's effective cluster ID: its spec.clusterId, else the cluster's own
-        (the About API property, where the check runs), else empty. While the property
-        cannot be read, the `last_known` effective ID (what the relay's status shows),
-        or None: unknown."""
+        """The relay's effective cluster ID: its spec.clusterId, else the cluster's own, else
+        empty; while the property cannot be read, `last_known` (its status's), or None."""
         if spec_cluster_id:
             return spec_cluster_id
         if not self.checked:

@@ -1,16 +1,9 @@
 """THE naming and name-validity rules. Every other module asks here.
 
-- The relay's Deployment and Service: `<dgd>-pool-relay`.
-- A component's Service, as Dynamo's operator names it: `<dgd>-<component>`,
-  lower-cased, with `.` replaced by `-` (Dynamo's `NormalizeKubeResourceName`
-  over `<dgd name>-<lower(component name)>`).
-- A Service name must be a DNS-1035 label: at most 63 characters of `a-z`,
-  `0-9`, `-`, starting with a letter and ending with a letter or digit.
-- A frontend's Service, as the Global Router finds it in another cluster:
-  `<dgd>-frontend` (the suffix is the rule: Dynamo's `Frontend` component).
-- Karmada labels a collected EndpointSlice `derived-<service>` and a label value
-  holds at most 63 characters, so with Karmada an exported name may be at most
-  55 characters.
+The relay's objects are `<dgd>-pool-relay`; a component's Service is Dynamo's
+`NormalizeKubeResourceName` of `<dgd>-<component>`; a frontend's, as the Global Router
+finds it in another cluster, `<dgd>-frontend`. Karmada labels a collected slice
+`derived-<service>` (a 63-character label value), so its exported names are at most 55.
 """
 
 from __future__ import annotations
@@ -25,9 +18,9 @@ DNS1035_MAX = 63
 KARMADA_DERIVED_PREFIX = "derived-"
 KARMADA_MAX_SERVICE_NAME = DNS1035_MAX - len(KARMADA_DERIVED_PREFIX)  # 55
 
-#: Kubernetes' own syntax rules, as patterns: the one source of the checks below and of
-#: the CRD's schema and CEL rules (`api/crd.py`), so the API server refuses at
-#: `kubectl apply` what the operator would call invalid. Each matches a whole string.
+#: Kubernetes' own syntax rules, the one source of the checks below and of the CRD's
+#: schema and CEL rules (`api/crd.py`), so the API server refuses at `kubectl apply` what
+#: the operator would call invalid. Each matches a whole string.
 DNS1123_SUBDOMAIN_PATTERN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 QUALIFIED_NAME_PATTERN = r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 LABEL_VALUE_PATTERN = r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
@@ -50,8 +43,7 @@ def relay_name(dgd: str) -> str:
 
 
 def pool_of(relay_object: str) -> str | None:
-    """The inverse of `relay_name`: the pool (DGD) a `<dgd>-pool-relay` name belongs to,
-    or None for any other name."""
+    """The pool (DGD) a `<dgd>-pool-relay` name belongs to, or None."""
     if relay_object.endswith(RELAY_SUFFIX) and len(relay_object) > len(RELAY_SUFFIX):
         return relay_object[: -len(RELAY_SUFFIX)]
     return None
@@ -63,8 +55,7 @@ def frontend_service_name(dgd: str) -> str:
 
 
 def pool_of_frontend(service: str) -> str | None:
-    """The inverse of `frontend_service_name`: the pool a `<dgd>-frontend` name belongs
-    to, or None for any other name."""
+    """The pool a `<dgd>-frontend` name belongs to, or None."""
     if service.endswith(FRONTEND_SUFFIX) and len(service) > len(FRONTEND_SUFFIX):
         return service[: -len(FRONTEND_SUFFIX)]
     return None
@@ -166,15 +157,14 @@ MANAGED_BY = "dynamo-pool-operator"
 #: The server-side apply field manager of every write the operator makes.
 FIELD_MANAGER = "dynamo-pool-operator"
 
-#: Hash of the rendered desired state, so a change of our intent (including a
-#: removed field) is applied even when the live object still looks like a superset.
+#: Hash of the rendered intent, so a removed field is applied too.
 RENDER_HASH = "nvidia.com/pool-relay-render-hash"
 
 #: Pod labels the operator sets to select the relay pods; a relay may not override them.
 RESERVED_POD_LABELS = frozenset({APP_NAME, APP_INSTANCE, DGD_NAME})
-#: Label domains no relay pod may carry a key in (the domain and its subdomains): our own,
-#: where Dynamo's Services select their pods, and Kubernetes' own. `app.kubernetes.io`,
-#: the recommended labels, stays open but for the selector's keys above.
+#: Label domains no relay pod may carry a key in (and their subdomains): ours, where
+#: Dynamo's Services select pods, and Kubernetes'. `app.kubernetes.io` stays open but
+#: for the selector's keys.
 RESERVED_POD_LABEL_DOMAINS = ("nvidia.com", "kubernetes.io", "k8s.io")
 OPEN_POD_LABEL_DOMAINS = frozenset({"app.kubernetes.io"})
 
@@ -214,14 +204,14 @@ MCS_SOURCE_CLUSTER = "multicluster.kubernetes.io/source-cluster"
 #: Kubernetes' own: the Service a slice belongs to, and who manages the slice.
 SLICE_SERVICE_NAME = "kubernetes.io/service-name"
 SLICE_MANAGED_BY = "endpointslice.kubernetes.io/managed-by"
-#: Karmada: the manager of the slices it collects onto its control plane (labelled
-#: `derived-<service>`), and the Work each came from, in `karmada-es-<member>`.
+#: Karmada: the manager of the slices it collects onto its control plane, and the Work
+#: each came from, in `karmada-es-<member>`.
 KARMADA_SLICE_MANAGER = "endpointslice-controller.karmada.io"
 KARMADA_WORK_NAMESPACE = "work.karmada.io/namespace"
 KARMADA_WORK_NAME = "work.karmada.io/name"
 KARMADA_EXECUTION_SPACE_PREFIX = "karmada-es-"
-#: Karmada: the label on every object it applies to a member from a Work (`true`); the
-#: Work's namespace and name are annotations of that object, as on the slices above.
+#: Karmada: the label on every object it applies to a member from a Work; the Work's
+#: namespace and name are annotations of it.
 KARMADA_MANAGED = "karmada.io/managed"
 
 

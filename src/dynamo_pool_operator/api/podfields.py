@@ -1,18 +1,10 @@
 """Validity of the pod fields a relay passes through: resources, tolerations, image.
 
-The API server refuses a Deployment whose pod template breaks these rules, but
-only when we write it: the relay would then retry a refused write forever. So the
-rules the API server applies are checked here first (and, where a CRD can say
-them, in the schema too: `api/crd.py`), and each problem names the relay field,
-so `Ready=False InvalidConfiguration` says what to change. Pure functions; every
-message starts with the field path.
-
-The rules mirror Kubernetes' own validation of `ResourceRequirements` and
-`Toleration` (core/v1): resource names are standard (`cpu`, `memory`,
-`ephemeral-storage`, `hugepages-<size>`) or extended (`<domain>/<name>`, not in a
-`kubernetes.io` domain); quantities are non-negative; a request is at most its
-limit; an extended resource is an integer, cannot be overcommitted (request =
-limit), and needs a limit.
+The API server refuses a Deployment whose pod template breaks these rules only when we
+write it, and the relay would retry forever; so Kubernetes' own rules for
+`ResourceRequirements` and `Toleration` are checked here first (and in the CRD where a
+schema can say them), each message starting with the relay field's path, so
+`Ready=False InvalidConfiguration` says what to change.
 """
 
 from __future__ import annotations
@@ -34,10 +26,8 @@ class PullPolicy(StrEnum):
     NEVER = "Never"
 
 
-#: Kubernetes' published quantity pattern, for the CRD's schema: a signed decimal number
-#: and an optional suffix (binary SI, decimal SI, or a decimal exponent). It lets a
-#: decimal exponent have a fraction (`1e1.5`), which the API server's parser refuses;
-#: the read model's `runtime.quantity.parse` refuses it too.
+#: Kubernetes' published quantity pattern, for the CRD's schema. It admits a fractional
+#: exponent (`1e1.5`), which the server's parser and ours refuse.
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
     r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"

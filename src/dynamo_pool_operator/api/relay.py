@@ -61,9 +61,8 @@ class Relay:
     #: The relay Service is headless: the pool is imported as the relay pods' IPs.
     headless: bool = True
     problems: tuple[str, ...] = ()
-    #: The relay as the Events about it name it: at the version read, with its
-    #: generation, so the recorder folds the passes between our own status writes.
-    #: Derived once, when decoded.
+    #: The relay as Events name it: at the version read, with its generation, so the
+    #: recorder folds the passes between our status writes.
     reference: Mapping[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -159,12 +158,9 @@ def _generation(meta: Mapping[str, Any]) -> int:
 
 
 def relay_from_object(obj: Mapping[str, Any], defaults: RelayDefaults) -> Relay:
-    """Read a DynamoPoolRelay; never raises, collects spec problems instead.
-
-    The CRD schema catches wrong types; this catches what the API server would
-    only refuse when we write the Deployment (label syntax, ServiceAccount names),
-    so the relay says which field to change instead of failing every retry.
-    """
+    """Read a DynamoPoolRelay; never raises, collects spec problems instead: what the
+    API server would only refuse when we write the Deployment (label syntax, ServiceAccount
+    names), so the relay says which field to change."""
     meta_raw = obj.get("metadata")
     meta: Mapping[str, Any] = meta_raw if is_map(meta_raw) else {}
     spec_raw = obj.get("spec")

@@ -1,20 +1,11 @@
 """A relay's status as the operator reads it back: `ShownStatus`.
 
-A pass reads four things of the status the relay shows: its conditions' type, status,
-reason and `lastTransitionTime` (transitions and their Events), the export lines'
-name, state and reason (two rules go on from them), the cluster ID shown (kept while
-the cluster's own cannot be read), and whether the status it would write differs
-from the one shown. The metrics count the same conditions and states. Nothing reads
-the messages, the implementations' views on the lines or the pod count, yet they
-were most of a cached relay (its ~2 kB of conditions, docs/performance.md). So the
-relay cache keeps a `ShownStatus` in place of the status (`pool/controller`'s
-transform): those fields, and a digest of each top-level field for the comparison.
-
-`ShownStatus.read` is the one reader: of the cached status, of our own write's
-answer (through the same transform) and of a status given as a mapping (a test's, or
-a relay the transform could not read). The cache may hand it a `held` function to hold
-equal words and conditions once across relays (`pool/controller`): the sharing is the
-cache's, not this read model's.
+A pass and the metrics read of the shown status only the conditions' type, status,
+reason and time, the export lines' name, state and reason, the cluster ID, and whether
+a write would change it. The messages and the rest were most of a cached relay
+(docs/performance.md), so the relay cache keeps a `ShownStatus` instead: those fields
+and a digest of each top-level field. `ShownStatus.read` is its one reader; the
+sharing of equal parts (`held`) is the cache's.
 """
 
 from __future__ import annotations
@@ -32,9 +23,8 @@ from dynamo_pool_operator.api.conditions import (
 )
 from dynamo_pool_operator.runtime.objects import is_map, record
 
-#: The status's top-level fields, as the report writes them (`pool/report.desired_status`):
-#: a `ShownStatus` keeps a digest of each. A field written but not listed here would
-#: read as never shown, and be written on every pass (a test holds the report to it).
+#: The status's top-level fields, as the report writes them: a `ShownStatus` keeps a
+#: digest of each. One written but not listed would be written on every pass.
 STATUS_FIELDS: tuple[str, ...] = (
     "observedGeneration",
     "conditions",
@@ -57,9 +47,8 @@ def _as_read(value: T) -> T:
 
 @record
 class ShownCondition:
-    """A condition as a status shows it, without its message (only the digest compares
-    that): its type, its status (None when not a string), its reason ("" when not a
-    string) and its `lastTransitionTime` as shown."""
+    """A condition as a status shows it, without its message (the digest compares that);
+    a status or reason that is not a string reads as None and ""."""
 
     type: str
     status: str | None
@@ -77,17 +66,15 @@ class ShownLine:
 
 
 def digest(value: Any) -> int:
-    """A field's digest: equal for equal JSON values (maps in any key order). Kept only
-    in this process's memory, so Python's hash of the canonical bytes serves (64 bits:
-    a collision would skip one status write)."""
+    """A field's digest: equal for equal JSON values (maps in any key order). Held only in
+    memory, so Python's hash serves (a collision would skip one status write)."""
     try:
         return hash(orjson.dumps(value, option=orjson.OPT_SORT_KEYS))
     except TypeError:
         return hash(repr(value))  # not JSON (only a test's status): still compared
 
 
-#: The digests of `STATUS_FIELDS` packed, and one of them (native signed 64 bits: the
-#: width of Python's hash on the 64-bit builds the operator runs on).
+#: The digests of `STATUS_FIELDS` packed (native signed 64 bits: Python's hash width).
 _DIGESTS = struct.Struct(f"={len(STATUS_FIELDS)}q")
 _DIGEST = struct.Struct("=q")
 
@@ -108,20 +95,17 @@ class ShownStatus:
     conditions: tuple[ShownCondition, ...] = ()
     #: Every export line whose name is a string, in the order shown.
     exports: tuple[ShownLine, ...] = ()
-    #: `digest` of each of `STATUS_FIELDS`, in that order, packed (`_DIGESTS`): one
-    #: object of 81 bytes a relay, not a tuple of six ints (280).
+    #: `digest` of each of `STATUS_FIELDS`, packed: 81 bytes a relay, not six ints (280).
     digests: bytes = b""
-    #: The `STATUS_FIELDS` shown as nothing (absent, or false: "", 0, an empty list or
-    #: map), a bit each, in that order.
+    #: The `STATUS_FIELDS` shown as nothing (absent, or false), a bit each, in order.
     unset: int = (1 << len(STATUS_FIELDS)) - 1
 
     @classmethod
     def read(
         cls, status: Mapping[str, Any] | None, held: Callable[[Any], Any] = _as_read
     ) -> ShownStatus:
-        """The status `status` shows (none, or not a map: an empty one). `held` hands
-        back one object for equal ones (a word, a condition, a list of conditions) a
-        fleet's statuses repeat (a cold start stamps the same second on many relays)."""
+        """The status `status` shows (not a map: an empty one). `held` hands back one
+        object for equal parts a fleet's statuses repeat."""
         if type(status) is not dict and not isinstance(status, Mapping):
             return _NOTHING
 
@@ -178,10 +162,8 @@ class ShownStatus:
         return status if type(status) is ShownStatus else cls.read(status)  # type: ignore[arg-type]
 
     def differs(self, desired: Mapping[str, Any]) -> bool:
-        """Whether writing `desired` would change what this status shows: a field of
-        `desired` differs from the one shown (an empty one matches an absent one).
-        `desired` writes `STATUS_FIELDS` only (ValueError for another: it would never
-        read as shown)."""
+        """Whether writing `desired` would change what this status shows (an empty field
+        matches an absent one). ValueError for a field not in `STATUS_FIELDS`."""
         for name, value in desired.items():
             at = _FIELD_AT.get(name)
             if at is None:

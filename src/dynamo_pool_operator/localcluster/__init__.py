@@ -1,6 +1,4 @@
-"""A local cluster on this machine: a real etcd + kube-apiserver (+ kube-controller-manager's
-controllers, kwok nodes, Submariner Lighthouse) built from pinned Go modules.
-
-`dynamo-pool-operator dev`, the tests and the benchmark share it; the operator itself
-never imports it (an import-linter contract in pyproject.toml keeps `process` from it).
+"""A local cluster on this machine (etcd, kube-apiserver, kube-controller-manager, kwok,
+Lighthouse, from pinned Go modules) for `dev`, the tests and the benchmark; the
+operator never imports it (an import-linter contract keeps `process` from it).
 """

@@ -1,16 +1,8 @@
-"""Where the control-plane binaries come from.
-
-Lookup order, per binary (envtest's conventions first, so users with envtest
-binaries skip our build):
-1. `TEST_ASSET_<NAME>` (e.g. `TEST_ASSET_KUBE_APISERVER`, `TEST_ASSET_ETCD`);
-2. `$KUBEBUILDER_ASSETS/<name>`;
-3. our cache, `~/.cache/dynamo-pool-operator/<versions>/bin`, built on demand by
-   `tools/controlplane/build.sh` (which skips binaries already at the pinned version).
-
-kwok, the Lighthouse agent and cilium-operator-generic (`TEST_ASSET_KWOK`,
-`TEST_ASSET_LIGHTHOUSE_AGENT`, `TEST_ASSET_CILIUM_OPERATOR_GENERIC`) are built with the rest;
-with envtest binaries they may be absent, and the tests that need them skip, saying
-so (`Assets.missing_peers`).
+"""Where the control-plane binaries come from, per binary: `TEST_ASSET_<NAME>`, then
+`$KUBEBUILDER_ASSETS/<name>` (envtest's conventions, so envtest users skip our build),
+then our cache, built by `tools/controlplane/build.sh`. kwok, the Lighthouse agent and
+cilium-operator may be absent with envtest binaries: the tests that need them skip
+(`Assets.missing_peers`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Reading the API server's audit log: the proof of what was written, and by whom.
-
-Tests use it to show that a second reconcile writes nothing and that the
-operator never wrote an object it does not own. The policy records every write
-(Metadata level: verb, user, user agent, object, response code) and every request on
-Secrets, reads included (the proof that the operator never reads one); nothing else.
+"""Reading the API server's audit log: the proof of what was written, and by whom. The
+policy records every write (Metadata level) and every request on Secrets, reads included
+(the proof that the operator never reads one).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""CRDs the local control plane installs: real upstream MCS CRDs, and stand-ins we
-write for the APIs whose owners ship no module we can fetch here.
-
-- ServiceExport/ServiceImport: the files of `sigs.k8s.io/mcs-api` (fetched from
-  the Go module proxy by build.sh), optionally narrowed to serve one version,
-  for the version-gate tests.
-- DynamoGraphDeployment: ours, written from the two shapes Dynamo serves
-  (`dgd_crd` below) — only the fields the operator reads are typed, the rest is
-  preserved.
-- ClusterProperty (About API): ours, from KEP-2149 and the about-api CRD facts
-  (the module is not served by the proxy).
+"""CRDs the local control plane installs: mcs-api's own ServiceExport and ServiceImport
+(fetched by build.sh; narrowed to chosen versions for the version-gate tests), and
+stand-ins for the APIs whose owners ship no module we can fetch: the DGD (typing only
+what the operator reads, in both shapes Dynamo serves), the DCD and the About API's
+ClusterProperty (KEP-2149).
 """
 
 from __future__ import annotations
@@ -28,12 +22,8 @@ _PRESERVE = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
 def mcs_crds(
     crd_dir: Path, served: tuple[str, ...] = ("v1alpha1", "v1beta1")
 ) -> list[dict[str, Any]]:
-    """ServiceExport and ServiceImport CRDs serving only the versions in `served`.
-
-    A version not served is removed from the CRD (not just marked unserved), and
-    the storage version moves to a served one, so the result installs on a fresh
-    cluster exactly as an older or newer mcs-api release would.
-    """
+    """ServiceExport and ServiceImport CRDs serving only the versions in `served`: the
+    others removed and the storage version moved, as an older or newer release installs."""
     out = []
     for name in ("serviceexports", "serviceimports"):
         doc = yaml.safe_load((crd_dir / f"multicluster.x-k8s.io_{name}.yaml").read_text())
@@ -86,13 +76,8 @@ def _alpha_service_schema() -> dict[str, Any]:
 
 
 def dgd_crd(version: str = "v1beta1") -> dict[str, Any]:
-    """A DynamoGraphDeployment CRD serving one version.
-
-    v1beta1 has `spec.components[]` (a list keyed by name); v1alpha1 has
-    `spec.services{}` (a map keyed by component name). Dynamo serves both with a
-    conversion webhook; the stand-in serves one, which is what the read-model's
-    version resolution must cope with.
-    """
+    """A DynamoGraphDeployment CRD serving one version: v1beta1's `spec.components[]`
+    or v1alpha1's `spec.services{}` (Dynamo converts between them; the stand-in does not)."""
     if version == "v1beta1":
         spec = {
             "type": "object",
@@ -123,21 +108,29 @@ def dgd_crd(version: str = "v1beta1") -> dict[str, Any]:
         }
     else:
         raise ValueError(f"unknown DGD version {version!r}")
+    versions = [_served_version(version, spec)]
+    return _crd(dgd_api.GROUP, "DynamoGraphDeployment", dgd_api.PLURAL, versions, short="dgd")
+
+
+def _crd(
+    group: str,
+    kind: str,
+    plural: str,
+    versions: list[dict[str, Any]],
+    *,
+    short: str = "",
+    scope: str = "Namespaced",
+) -> dict[str, Any]:
+    names = {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": kind.lower()}
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": "dynamographdeployments.nvidia.com"},
+        "metadata": {"name": f"{plural}.{group}"},
         "spec": {
-            "group": "nvidia.com",
-            "scope": "Namespaced",
-            "names": {
-                "kind": "DynamoGraphDeployment",
-                "listKind": "DynamoGraphDeploymentList",
-                "plural": "dynamographdeployments",
-                "singular": "dynamographdeployment",
-                "shortNames": ["dgd"],
-            },
-            "versions": [_served_version(version, spec)],
+            "group": group,
+            "scope": scope,
+            "names": names | ({"shortNames": [short]} if short else {}),
+            "versions": versions,
         },
     }
 
@@ -167,53 +160,19 @@ def _served_version(name: str, spec: dict[str, Any]) -> dict[str, Any]:
 
 def dcd_crd(versions: tuple[str, ...] = ("v1alpha1",)) -> dict[str, Any]:
     """A DynamoComponentDeployment CRD (served at `versions`, the last one stored): what
-    Dynamo's operator makes of each component off the Grove path, controlling the
-    component's Service. The operator only reads who controls one; the spec is
-    free-form here."""
+    controls a component's Service off the Grove path; the spec is free-form here."""
     served = [_served_version(v, _PRESERVE) for v in versions]
     for version in served[:-1]:
         version["storage"] = False
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{dgd_api.DCD_PLURAL}.{dgd_api.GROUP}"},
-        "spec": {
-            "group": dgd_api.GROUP,
-            "scope": "Namespaced",
-            "names": {
-                "kind": dgd_api.DCD_KIND,
-                "listKind": f"{dgd_api.DCD_KIND}List",
-                "plural": dgd_api.DCD_PLURAL,
-                "singular": dgd_api.DCD_KIND.lower(),
-                "shortNames": ["dcd"],
-            },
-            "versions": served,
-        },
-    }
+    return _crd(dgd_api.GROUP, dgd_api.DCD_KIND, dgd_api.DCD_PLURAL, served, short="dcd")
 
 
 def free_form_crd(group: str, version: str, kind: str, plural: str) -> dict[str, Any]:
     """A namespaced CRD whose objects are kept as written: the stand-in for another
     project's API that a test only needs served (another group's ServiceExport,
     Karmada's Work)."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.{group}"},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
-            "versions": [
-                {
-                    "name": version,
-                    "served": True,
-                    "storage": True,
-                    "schema": {"openAPIV3Schema": _PRESERVE},
-                }
-            ],
-        },
-    }
+    served = {"name": version, "served": True, "storage": True}
+    return _crd(group, kind, plural, [served | {"schema": {"openAPIV3Schema": _PRESERVE}}])
 
 
 def cluster_property_crd(versions: tuple[str, ...] = ("v1alpha1", "v1beta1")) -> dict[str, Any]:
@@ -233,43 +192,29 @@ def cluster_property_crd(versions: tuple[str, ...] = ("v1alpha1", "v1beta1")) ->
         },
     }
     storage = "v1beta1" if "v1beta1" in versions else versions[-1]
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": "clusterproperties.about.k8s.io",
-            # *.k8s.io groups are protected: the API server wants the approving KEP.
-            "annotations": {
-                "api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/"
-                "tree/master/keps/sig-multicluster/2149-clusterid"
-            },
-        },
-        "spec": {
-            "group": "about.k8s.io",
-            "scope": "Cluster",
-            "names": {
-                "kind": "ClusterProperty",
-                "listKind": "ClusterPropertyList",
-                "plural": "clusterproperties",
-                "singular": "clusterproperty",
-                "categories": ["multicluster"],
-            },
-            "versions": [
-                {
-                    "name": v,
-                    "served": True,
-                    "storage": v == storage,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [
-                        {"name": "value", "type": "string", "jsonPath": ".spec.value"},
-                        {"name": "age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
-                    "schema": {"openAPIV3Schema": copy.deepcopy(schema)},
-                }
-                for v in versions
-            ],
-        },
+    columns = [
+        {"name": "value", "type": "string", "jsonPath": ".spec.value"},
+        {"name": "age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]
+    served = [
+        {
+            "name": v,
+            "served": True,
+            "storage": v == storage,
+            "subresources": {"status": {}},
+            "additionalPrinterColumns": copy.deepcopy(columns),
+            "schema": {"openAPIV3Schema": copy.deepcopy(schema)},
+        }
+        for v in versions
+    ]
+    crd = _crd("about.k8s.io", "ClusterProperty", "clusterproperties", served, scope="Cluster")
+    crd["spec"]["names"]["categories"] = ["multicluster"]
+    # *.k8s.io groups are protected: the API server wants the approving KEP.
+    crd["metadata"]["annotations"] = {
+        "api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/"
+        "tree/master/keps/sig-multicluster/2149-clusterid"
     }
+    return crd
 
 
 def default_crds(mcs_crd_dir: Path) -> list[dict[str, Any]]:

@@ -1,11 +1,7 @@
-"""What NVIDIA Dynamo's own operator would add next to a DGD, in a world without it.
-
-Dynamo's operator turns each DGD component into a Deployment and, for a frontend, a
-Service `<dgd>-<component>` (lower case) selecting its pods; both are owned by the DGD,
-so they go when it goes. The pool operator never writes these: it exports the frontend
-Service. Tests and `dev` create them with these bodies so that, with kwok, the
-frontend Service has running pods and ready endpoints as on a real cluster. The pod
-template complies with Pod Security `restricted`, as the namespaces here enforce.
+"""What NVIDIA Dynamo's own operator would add next to a DGD, in a world without it: a
+Deployment per component and a frontend's Service `<dgd>-<component>`, owned by the
+DGD, so that with kwok the frontend Service has ready endpoints as on a real cluster.
+The pod template meets Pod Security `restricted`, as the namespaces here enforce.
 """
 
 from __future__ import annotations

@@ -310,10 +310,6 @@ def scheduler(nodes: int) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------- reading the result
 PODS = Resource("", "v1", "pods", "Pod")
-ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
-#: The label an EndpointSlice carries for its Service (set by the endpointslice
-#: controller, and by MCS implementations for imported slices).
-SERVICE_NAME_LABEL = "kubernetes.io/service-name"
 
 
 def running(pod: dict[str, Any]) -> bool:
@@ -333,25 +329,3 @@ async def running_pods(client: Client, namespace: str, label_selector: str) -> l
     """Names of the running pods matching `label_selector`, sorted."""
     pods = (await client.list(PODS, namespace, label_selector=label_selector)).items
     return sorted(p["metadata"]["name"] for p in pods if running(p))
-
-
-def endpoint_addresses(slices: list[dict[str, Any]], *, ready: bool) -> list[str]:
-    """The addresses of the endpoints whose `ready` condition is `ready`, sorted."""
-    out: list[str] = []
-    for s in slices:
-        for e in s.get("endpoints") or []:
-            if bool((e.get("conditions") or {}).get("ready")) == ready:
-                out += e.get("addresses") or []
-    return sorted(out)
-
-
-async def service_endpoints(
-    client: Client, namespace: str, service: str, *, ready: bool = True
-) -> list[str]:
-    """The ready (or not ready) endpoint addresses of `service`'s own EndpointSlices."""
-    slices = (
-        await client.list(
-            ENDPOINT_SLICES, namespace, label_selector=f"{SERVICE_NAME_LABEL}={service}"
-        )
-    ).items
-    return endpoint_addresses(slices, ready=ready)

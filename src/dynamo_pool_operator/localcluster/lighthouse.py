@@ -1,34 +1,20 @@
 """A real Multi-Cluster Services implementation next to the operator: Submariner Lighthouse.
 
-A cluster set here is a *broker* control plane and member control planes, each member
-running one Lighthouse agent (`github.com/submariner-io/lighthouse/pkg/agent`, built by
-tools/controlplane/build.sh). The agent does what it does on a real cluster: it
-validates every ServiceExport of its cluster and writes conditions on it (`Valid`,
-`Ready`, `Conflict`), publishes the export and its endpoints to the broker, and creates
-in the other members the aggregated ServiceImport (listing the exporting clusters) and
-EndpointSlices for the remote endpoints. No Submariner gateway, no globalnet, no DNS:
-service discovery state only, which is all the operator and a Global Router read.
+A broker control plane and member control planes, each member running one Lighthouse
+agent (built by tools/controlplane/build.sh), which does what it does on a real
+cluster: validates and conditions ServiceExports, publishes them to the broker, and
+writes the ServiceImports and remote EndpointSlices in the other members. No gateway,
+globalnet or DNS: discovery state only, all that the operator and a router read.
 
-How it is run, and why:
-
-- The agent has no usable `-kubeconfig` flag (its main re-parses the arguments with a
-  klog-only flag set and exits on it), so it runs with in-cluster configuration:
-  `KUBERNETES_SERVICE_HOST`/`PORT` plus a token and `ca.crt` at
-  `/var/run/secrets/kubernetes.io/serviceaccount/`. Each agent gets its own mount
-  namespace (`unshare`) with a per-agent directory bind-mounted on `/run`; nothing of
-  the host's /run is visible to it, and nothing is mounted outside it. Where the
-  sandbox refuses namespaces, `namespaces_refused()` says why and the tests skip.
-- Its identity is a ServiceAccount with the permissions of Submariner's own
-  lighthouse-agent role on its member, and a ServiceAccount per member on the broker
-  with a Role over the broker namespace; tokens come from the TokenRequest API, as the
-  kubelet and `subctl join` get them.
-- Its metrics server listens on a fixed `:8082` (not configurable). The first agent on
-  the machine gets it; every other one logs the bind error and keeps working (service
-  discovery does not depend on it). Ports we pick ourselves come from the kernel's
-  ephemeral range (32768 and up), so nothing of ours ever wants 8082.
-
-The agent's writes show in a member's audit log under its ServiceAccount
-(`AGENT_USER`), which is how tests tell its writes from the operator's.
+- The agent ignores `-kubeconfig` (its main re-parses flags with klog's set), so it
+  runs in-cluster: `KUBERNETES_SERVICE_*` plus a token and `ca.crt` under
+  `/var/run/secrets/...`, in its own mount namespace with a private `/run`
+  (`mountns`); where the sandbox refuses namespaces the tests skip.
+- Its identity: ServiceAccounts with the permissions of Submariner's own roles, their
+  tokens from the TokenRequest API, as `subctl join` gets them. Its writes show in the
+  audit log as `AGENT_USER`.
+- Its metrics port `:8082` is fixed: the first agent gets it, the others log the bind
+  error and work on; the ports we pick come from the ephemeral range, never 8082.
 """
 
 from __future__ import annotations
@@ -43,9 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
 from dynamo_pool_operator.localcluster import mountns
 from dynamo_pool_operator.localcluster.assets import Assets
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, ControlPlaneError
+from dynamo_pool_operator.localcluster.crds import default_crds, mcs_crds
 from dynamo_pool_operator.runtime.objects import Resource
 
 #: Where each member's agent keeps its local state (and its ServiceAccount lives).
@@ -83,75 +71,55 @@ _READ = ["get", "list", "watch"]
 _WRITE = ["create", "get", "list", "watch", "update", "patch", "delete", "deletecollection"]
 
 
+def _granted(
+    account: str, namespace: str, role: str, rules: list[dict[str, Any]], *, cluster_wide: bool
+) -> list[dict[str, Any]]:
+    """A ServiceAccount, a (Cluster)Role of `rules` and the binding that grants it."""
+    kind = "ClusterRole" if cluster_wide else "Role"
+    scope = {} if cluster_wide else {"namespace": namespace}
+    rbac = "rbac.authorization.k8s.io"
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": account, "namespace": namespace},
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": kind,
+            "metadata": {**scope, "name": role},
+            "rules": rules,
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": f"{kind}Binding",
+            "metadata": {**scope, "name": account},
+            "roleRef": {"apiGroup": rbac, "kind": kind, "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        },
+    ]
+
+
 def member_rbac() -> list[dict[str, Any]]:
     """The agent's ServiceAccount and what Submariner's lighthouse-agent role grants it:
     read Services, Namespaces and Endpoints; own ServiceExports/Imports (status too)
     and EndpointSlices."""
+    mcs = ["serviceexports", "serviceexports/status", "serviceimports", "serviceimports/status"]
+    rules = [
+        _rule([""], ["services", "namespaces", "endpoints"], _READ),
+        _rule(["discovery.k8s.io"], ["endpointslices", "endpointslices/restricted"], _WRITE),
+        _rule([_GROUP], mcs, _WRITE),
+    ]
     name = AGENT_SERVICE_ACCOUNT
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": name},
-        "rules": [
-            _rule([""], ["services", "namespaces", "endpoints"], _READ),
-            _rule(["discovery.k8s.io"], ["endpointslices", "endpointslices/restricted"], _WRITE),
-            _rule(
-                [_GROUP],
-                [
-                    "serviceexports",
-                    "serviceexports/status",
-                    "serviceimports",
-                    "serviceimports/status",
-                ],
-                _WRITE,
-            ),
-        ],
-    }
-    subject = [{"kind": "ServiceAccount", "name": name, "namespace": AGENT_NAMESPACE}]
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": subject,
-    }
-    sa = {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": name, "namespace": AGENT_NAMESPACE},
-    }
-    return [sa, role, binding]
+    return _granted(name, AGENT_NAMESPACE, name, rules, cluster_wide=True)
 
 
 def broker_rbac(cluster: str) -> list[dict[str, Any]]:
     """On the broker: a ServiceAccount for `cluster`'s agent and a Role over the broker
     namespace (everything of the MCS API, and EndpointSlices)."""
-    sa_name = f"cluster-{cluster}"
-    role_name = "lighthouse-broker-cluster"
-    meta = {"namespace": BROKER_NAMESPACE}
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**meta, "name": sa_name}},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "Role",
-            "metadata": {**meta, "name": role_name},
-            "rules": [
-                _rule([_GROUP], ["*"], ["*"]),
-                _rule(["discovery.k8s.io"], ["endpointslices"], _WRITE),
-            ],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {**meta, "name": sa_name},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "Role",
-                "name": role_name,
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": sa_name, **meta}],
-        },
-    ]
+    rules = [_rule([_GROUP], ["*"], ["*"]), _rule(["discovery.k8s.io"], ["endpointslices"], _WRITE)]
+    role = "lighthouse-broker-cluster"
+    return _granted(f"cluster-{cluster}", BROKER_NAMESPACE, role, rules, cluster_wide=False)
 
 
 def token(cp: ControlPlane, namespace: str, service_account: str, seconds: int = 86_400) -> str:
@@ -300,10 +268,6 @@ class ClusterSet:
 
 
 # ------------------------------------------------------------------ a whole world
-#: The About API property holding a cluster's ID in its ClusterSet.
-CLUSTER_ID_PROPERTY = "cluster.clusterset.k8s.io"
-
-
 def set_cluster_id(cp: ControlPlane, cluster: str) -> None:
     cp.apply(
         {
@@ -340,8 +304,6 @@ def world(
 ) -> Iterator[World]:
     """Start the control planes side by side (a 2-core machine still gains: most of a
     start is waiting), then the agents; stop everything, by PID, on the way out."""
-    from dynamo_pool_operator.localcluster.crds import default_crds, mcs_crds
-
     if why := assets.missing_peers() or namespaces_refused():
         raise ControlPlaneError(why)
     assert assets.lighthouse_agent is not None

@@ -1,12 +1,8 @@
 """A private `/run` for a peer process that insists on using the host's.
 
-Some real peers read or write fixed paths under `/run`: the Submariner Lighthouse agent
-reads its in-cluster credentials from `/var/run/secrets/...`, cilium-operator creates
-`/var/run/cilium` and writes its health history there. Each such process runs in a
-mount namespace of its own (`unshare`) with a per-process directory bind-mounted on
-`/run`: it finds what we put there, its writes stay there (and go with the control
-plane's directory), and nothing of the host's `/run` is seen or touched. No other
-mount is changed, and nothing is mounted outside the namespace.
+The Lighthouse agent reads its credentials under `/var/run/secrets`, cilium-operator
+writes under `/var/run/cilium`: each runs in its own mount namespace (`unshare`) with a
+per-process directory on `/run`, so nothing of the host's is seen or touched.
 """
 
 from __future__ import annotations

@@ -1,28 +1,15 @@
 """Wiring of the DynamoPoolRelay controller: which caches it reads and what wakes it.
 
-Watches:
-- relays (primary), ignoring status-only updates — our own status writes must
-  not wake us (no feedback loop);
-- DGDs, mapped to the relay of the same namespace/name, ignoring status-only
-  updates (Dynamo's operator writes DGD status constantly);
-- Our relay Deployments (and relay Services, with exports off), listed and watched
-  by label selector (`RELAY_OBJECT_SELECTOR`, decision 0006): the API server sends
-  no other Deployment, so the operator never holds other workloads' pod templates
-  and its memory follows its pools, not the cluster. Mapped to relay D by the name
-  `<D>-pool-relay`, so our objects' drift is repaired. An object of that name the
-  selector hides (someone else's, or ours with our labels removed) is found by the
-  create's 409 (`reconciler.Found`): ours is repaired, anyone else's raises the
-  conflict and is read again until it is gone.
-- With exports on, every Service, the relay's in full and any other as a stub of its
-  identity and controller (a few hundred bytes: `stub`), mapped to each relay whose
-  DGD names it as a frontend's Service: whether a frontend is exported depends on
-  whose Service of that name exists (`exports/plan.foreign_service`), so one
-  appearing or changing hands must wake the relay. Neither a filter by name (a
-  Service made before the DGD that names it would never be cached) nor a label
-  selector (a foreign, unlabelled Service of a frontend's name would be hidden, and
-  exported) can do.
-- With exports on, DynamoComponentDeployments: the export feature's own watch
-  (`pool/exports/apis.py`, following their API as it is served).
+- Relays and DGDs, ignoring status-only updates (ours would loop; Dynamo writes DGD
+  status constantly); a DGD maps to the relay of its name.
+- Our relay Deployments (and Services, with exports off) by label selector
+  (decision 0006), so the operator never holds other workloads' pod templates. An
+  object of our name the selector hides is found by the create's 409.
+- With exports on, every Service (others as small stubs), mapped to each relay whose
+  DGD names it as a frontend's: whose Service of that name exists decides the export,
+  and neither a name filter (a Service made before its DGD) nor a selector (a
+  foreign, unlabelled one would be exported) can see that. DCDs are the export
+  feature's own watch (`pool/exports/apis.py`).
 """
 
 from __future__ import annotations
@@ -130,9 +117,8 @@ def _drop_unread_metadata(obj: Obj) -> None:
         meta.pop(_UNREAD_METADATA, None)
 
 
-#: Words and conditions a fleet's relays show alike, held once: a cold start or a mass
-#: event stamps the same second on many relays (at 10,000 pools about 650 bytes a relay).
-#: Bounded: emptied when full, as old times fade.
+#: Words and conditions a fleet's relays show alike, held once (a cold start stamps the
+#: same second on many; ~650 bytes a relay at 10,000). Emptied when full.
 _SHOWN_ALIKE: Alike[Any] = Alike(4096, renew=True)
 
 
@@ -171,9 +157,8 @@ def _keep_dgd_fields(obj: Obj) -> Obj:
     return {"apiVersion": obj.get("apiVersion"), "metadata": obj.get("metadata"), "spec": slim_spec}
 
 
-#: Kept of a relay object's metadata: what the checks, the guarded writes, the status
-#: and the hand-over read. Labels, annotations (our render hash among them) and the
-#: rest we render are in the view's digest.
+#: Kept of a relay object's metadata: what the checks, guarded writes, status and
+#: hand-over read; the rest we render is in the view's digest.
 _RELAY_OBJECT_METADATA = (
     "name",
     "namespace",
@@ -196,11 +181,9 @@ def _trimmed_metadata(meta: Mapping[str, Any], drop: str | None = None) -> dict[
 
 @dataclass(frozen=True, slots=True)
 class Trim:
-    """An informer transform for the relay objects of one kind (`relay/kinds.py`): of an
-    object named `<D>-pool-relay`, what the reconciler reads (its entry's kept spec and
-    status) and a view of the fields we render (what the drift rule compares), not the
-    pod template with the server's defaults (a Deployment: ~13 kB of Python objects,
-    ~3 kB kept); of any other object of a kind whose cache holds them all (the
+    """An informer transform for the relay objects of one kind: of `<D>-pool-relay`, what
+    the reconciler reads and a view of what we render (a Deployment: ~13 kB of Python
+    objects, ~3 kB kept); of any other object of a kind whose cache holds them all (the
     frontends' Services), its `identity_stub`. A value: equal for one kind."""
 
     kind: str
@@ -250,11 +233,8 @@ def relay_caches(
     dgd_version: str,
     frontends: bool = False,
 ) -> RelayCaches:
-    """Ask the shared factory for the informers this controller reads. `frontends`:
-    exports are on, so every Service is cached (any other than the relay's as a stub),
-    to tell whose a frontend's Service is; else only the relay Services. The relay
-    Deployments (and Services, but with exports on) are watched by
-    `RELAY_OBJECT_SELECTOR`."""
+    """Ask the shared factory for the informers this controller reads. `frontends`
+    (exports on): every Service is cached, any other than the relay's as a stub."""
     return RelayCaches(
         relays=informers.get(
             RELAYS, namespace, transform=for_cache(keep_relay_fields, shared=RELAY_SHARED)
@@ -295,8 +275,7 @@ def relay_object_changed(etype: EventType, old: Obj | None, new: Obj | None) -> 
 
 def status_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
     """A change of a relay object's spec or metadata, or of the status its cache keeps
-    (what a pass reads of it: the Deployment's availability, `RelayAvailable`); other
-    status writes are noise, dropped by the trim."""
+    (the Deployment's availability); other status writes are dropped by the trim."""
     return relay_object_changed(etype, old, new) or (old or {}).get("status") != (new or {}).get(
         "status"
     )

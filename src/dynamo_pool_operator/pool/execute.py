@@ -1,27 +1,14 @@
-"""Carry out what a pass decided: its Events, each action through the guarded writes
-(each result classified once), and the relay's status.
+"""Carry out what a pass decided: its Events, each action through the guarded writes,
+and the relay's status. It decides nothing.
 
-The executor decides nothing: the plan said which object gets which verb, built
-every body, named every Event and said which action needs which. An action whose
-needs did not all succeed in this pass is skipped (a Service is never deleted while
-the export of it was not withdrawn, an export is never created for a Service that
-could not be written), every other one runs whatever the rest did (a refused write
-must not hold back what does not depend on it). Each comes to one result: done, gone
-(a delete that found nothing), lost (a guard refused it: decide again), failed (the
-API server refused it) or skipped (with what it waits for). It owns the Events of
-writes and the write metrics, for every kind alike.
+An action whose needs did not all succeed is skipped (a Service is never deleted before
+its export is withdrawn); every other runs whatever the rest did. Each comes to one
+result: done, gone, lost (a guard refused: decide again), failed or skipped.
 
-Writes go at once where nothing orders them: each action starts when the actions it
-needs have finished, and a withdrawal also after every earlier write of the plan (what
-is no longer wanted goes after what is made in its place), so a pool's writes take as
-many round trips as its longest chain of needs (a new pool: Deployment, Service, the
-relay Service's export; its frontends' exports with the Deployment), not one each. A
-user's change is a write or two at the API server's latency, whatever the pool still
-had to make. The results keep the plan's order.
-
-The status is written by server-side apply (it is the relay's own subresource, so no
-guard: the body carries the relay's uid), and the relay cache reads the answer until it
-shows the write (`Store.wrote`): a pass never compares with a status older than its own.
+Actions run concurrently as soon as what they need is done, a withdrawal after every
+earlier write (what replaces comes first), so a pass takes as many round trips as its
+longest chain of needs. The status is a server-side apply of the relay's subresource,
+and the relay cache reads the answer until it shows it (`Store.wrote`).
 """
 
 from __future__ import annotations
@@ -88,9 +75,8 @@ def word(action: Action) -> str:
 
 
 def waiting_for(action: Action, done: Mapping[Key, ActionResult]) -> ActionResult | None:
-    """The SKIPPED result of an action that must not run yet (None: it may run): held,
-    or one of its needs did not succeed in this pass (a need on an action the plan does
-    not have, or that ran later, is a plan error)."""
+    """The SKIPPED result of an action that must not run yet (None: it may run): held, or
+    a need did not succeed in this pass (a need the plan lacks is a plan error)."""
     if action.verb is Verb.HOLD:
         return ActionResult(action, Result.SKIPPED, action.cause)
     for key in action.needs:
@@ -105,9 +91,8 @@ def waiting_for(action: Action, done: Mapping[Key, ActionResult]) -> ActionResul
 
 
 def _unsent(action: Action) -> ActionResult | None:
-    """DONE for an action that sends nothing (the object is right, someone else's or
-    being deleted): done as it is, with no request, count or Event (a settled fleet's
-    actions, settled without a coroutine each). None: it sends a request."""
+    """DONE for an action that sends nothing (right, someone else's, or being deleted):
+    no request, count, Event or coroutine. None: it sends a request."""
     return ActionResult(action, Result.DONE) if action.verb not in _ASKS else None
 
 
@@ -201,8 +186,7 @@ class Executor:
 
     def lost_again(self, relay: Relay, outcome: Outcome, times: int) -> Outcome:
         """`outcome` with each lost race as a failure, with its Warning: the relay lost
-        `times` passes in a row (a race lost once is quiet; one that keeps being lost is
-        something to see and to retry with backoff)."""
+        `times` passes in a row, so it is something to see and retry with backoff."""
         regarding = relay.reference
         results = []
         for r in outcome.results:
@@ -267,8 +251,7 @@ class Executor:
             return is_controlled_by(obj, relay.uid)
 
         if action.verb is Verb.LOOK:
-            # The caches may hide it (they watch by label): whose it is, if it is,
-            # goes to the next pass, which decides on it like a cached one.
+            # The caches may hide it (they watch by label): the next pass decides on it.
             got = await self.writes.read(res, action.namespace, action.name)
             return ActionResult(action, Result.DONE, found=got)
         if action.verb is Verb.CREATE:
@@ -277,8 +260,7 @@ class Executor:
                 made = await self.writes.create(res, action.body)
             except NameTaken as e:
                 if action.read_if_taken:
-                    # The cache may never show it (it watches by label selector): whose
-                    # it is goes to the next pass, which decides on it like a cached one.
+                    # The cache may never show it: the next pass decides on it.
                     e.found = await self.writes.read(res, action.namespace, action.name)
                 raise
             log.info("created %s", res.kind, extra=where)

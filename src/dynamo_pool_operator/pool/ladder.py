@@ -43,17 +43,11 @@ from dynamo_pool_operator.runtime.objects import (
 
 # The one drift rule: would applying what we want change the object the cache shows?
 #
-# Every kind a relay owns declares how it is compared (a `Rule`, next to what makes its
-# body), and `drift` answers for all of them, so "ours and right" means the same thing
-# for the relay's Deployment, its Service and each ServiceExport:
-#
-# - every field of the body is in the live object with the same value
-#   (`runtime/objects/diff.contains`: fields others set are no drift, quantities are
-#   compared by value);
-# - a kind whose cache keeps a digest instead of the object (`runtime/objects/diff.py`)
-#   is answered from that view, which says what `contains` says on the whole object;
-# - a kind that names what it repairs (an Event note says which fields were taken back)
-#   is compared part by part, each part named.
+# Every kind a relay owns declares how it is compared (a `Rule`), and `drift` answers for
+# all, so "ours and right" means one thing for the Deployment, the Service and each
+# export: every field of the body is in the live object with the same value (`contains`:
+# others' fields are no drift, quantities compare by value); a kind cached as a digest is
+# answered from that view; a kind that names what it repairs is compared part by part.
 
 
 @record
@@ -115,9 +109,6 @@ def drift(rule: Rule, live: Mapping[str, Any], body: Mapping[str, Any]) -> Drift
     return _DRIFTED if needs_apply(live, body, quantities=rule.quantities) else NO_DRIFT
 
 
-# ----------------------------------------------------------------------
-
-
 class Rung(StrEnum):
     """Which rung decided (why the verb)."""
 
@@ -152,8 +143,7 @@ class Owned:
     #: False: an absent one is not created in this pass (rung 4).
     create: bool = True
     #: The kind's cache may hide an object of the name (it watches by label): a create
-    #: that finds the name taken reads what holds it; not wanted and absent, the name is
-    #: read (the caller says so only until it was read once).
+    #: that finds the name taken reads it; not wanted and absent, the name is read once.
     may_be_hidden: bool = False
     #: The manager a create's fields are handed over to before the first apply ("": none).
     apply_manager: str = ""
@@ -174,8 +164,8 @@ class Step:
     read_if_taken: bool = False
 
 
-# The answers that carry nothing of the object: made once, not once per object and pass
-# (every settled object of a fleet gets `_RIGHT` on every pass).
+# The answers that carry nothing of the object, made once: every settled object of a
+# fleet gets `_RIGHT` on every pass.
 _UNTOUCHED = Step(None, Rung.UNTOUCHED)
 _LOOK = Step(Verb.LOOK, Rung.HIDDEN)
 _HELD = Step(Verb.HOLD, Rung.HELD)

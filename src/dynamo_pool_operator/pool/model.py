@@ -1,11 +1,8 @@
 """The vocabulary of one pool reconcile: gather -> plan -> execute -> status.
 
-Every object a relay owns — its Deployment, its Service, each ServiceExport — is
-planned with the same verbs and carried out by the same executor, so the "never
-adopt, write only with uid + resourceVersion" promise is kept in one place
-(`runtime/writes/guarded.py`). The relay's own objects (`pool/relay/`) and its exports
-(`pool/exports/`) both speak this vocabulary and never import each other: the phases
-above them (`pool/plan.py`, `pool/report.py`, `pool/reconciler.py`) call each in turn.
+Every object a relay owns is planned with the same verbs and carried out by the same
+executor, so "never adopt, write only with uid + resourceVersion" is kept in one place
+(`runtime/writes/guarded.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +18,7 @@ from dynamo_pool_operator.api.dgd import Pool
 from dynamo_pool_operator.api.mcs import ClusterID
 from dynamo_pool_operator.api.relay import Relay
 from dynamo_pool_operator.api.shown import ShownCondition, ShownLine, ShownStatus
-from dynamo_pool_operator.runtime.objects import Resource, record
+from dynamo_pool_operator.runtime.objects import Resource, object_version, record
 
 
 class Verb(StrEnum):
@@ -39,8 +36,7 @@ class Verb(StrEnum):
     @property
     def settles(self) -> bool:
         """Whether the action, once done, leaves its object as the plan wants it (what a
-        dependent action may rely on): not a wait, a hold, a read or someone else's
-        object."""
+        dependent action may rely on)."""
         return self not in (Verb.WAIT, Verb.FOREIGN, Verb.HOLD, Verb.LOOK)
 
 
@@ -50,8 +46,8 @@ Key = tuple[str, str]
 
 @record
 class EventNames:
-    """The Events an action records about its object: a Normal one per successful
-    write (empty: none) and the Warning reason of a failed one."""
+    """The Events an action records: a Normal reason per successful write (empty: none)
+    and the Warning reason of a failed one."""
 
     failed: str
     created: str = ""
@@ -68,13 +64,11 @@ class Action:
     namespace: str
     name: str
     events: EventNames
-    #: The cached object the action was decided on (None for CREATE): its uid and
-    #: resourceVersion are the write's guards.
+    #: The cached object decided on (None for CREATE): its uid and resourceVersion guard.
     live: Mapping[str, Any] | None = None
     #: CREATE: the whole object; APPLY: only the fields we own.
     body: Mapping[str, Any] | None = None
-    #: APPLY: the object still shows its create's fields with the create: hand them over
-    #: to the apply manager (read first) before the apply.
+    #: APPLY: the object still shows its create's fields: hand them over first.
     hand_over: bool = False
     #: For APPLY: which of our fields differ (for the Event's note).
     fields: tuple[str, ...] = ()
@@ -82,13 +76,11 @@ class Action:
     wanted: bool = True
     #: The object this one refers to (an export: its Service), by kind and name.
     points_at: Key | None = None
-    #: The actions that must succeed in this pass before this one runs (a need on an
-    #: object already as wanted is not recorded: it is observed done).
+    #: The actions that must succeed in this pass before this one runs.
     needs: tuple[Key, ...] = ()
     #: HOLD: why (the input that cannot be read), as the status says it.
     cause: str = ""
-    #: CREATE: a name found taken is read (the object is the result's `found`): the
-    #: relay objects' caches watch by label selector, so one of the name may be hidden.
+    #: CREATE: a name found taken is read (the result's `found`): it may be hidden.
     read_if_taken: bool = False
 
     @property
@@ -99,8 +91,7 @@ class Action:
 @record
 class Advisory:
     """An Event to record about the relay: a problem the user can fix that does not stop
-    the reconcile (a skipped name, a missing frontend, a mismatched ID: the plan's, before
-    the writes), or a condition that moved (the report's, once its status is written)."""
+    the reconcile (the plan's), or a condition that moved (the report's)."""
 
     reason: str
     action: str
@@ -130,12 +121,11 @@ class ActionResult:
     #: SKIPPED: what it waits for, and why.
     message: str = ""
     error: Exception | None = None
-    #: DONE apply: the object as the server answered (what the cache will show next),
-    #: so the report judges what was written, not the version read before it.
+    #: DONE apply: the object as the server answered, so the report judges what was
+    #: written.
     written: Mapping[str, Any] | None = None
-    #: LOST create of an action that reads a name found taken, or DONE look: the object
-    #: of that name as the API server has it (ours, or someone else's; a look that found
-    #: nothing: None), for the next pass to decide on.
+    #: LOST create that reads a name found taken, or DONE look: the object of that name
+    #: as the server has it (None: nothing), for the next pass to decide on.
     found: Mapping[str, Any] | None = None
 
 
@@ -161,9 +151,8 @@ class Outcome:
 
 @record
 class Decision:
-    """Publish, or withdraw with exactly one reason (and what to change), or hold: the
-    relay's spec cannot be rendered, so its objects are left as they run (never
-    withdrawn for a typo) while the reason says what to change."""
+    """Publish, or withdraw with exactly one reason, or hold: the spec cannot be rendered,
+    so its objects are left as they run (never withdrawn for a typo)."""
 
     publish: bool
     reason: str
@@ -184,8 +173,8 @@ class StatusLine:
     state: str
     reason: str = ""
     message: str = ""
-    #: What the MCS implementation wrote on the export ("valid", "ready", "conflict":
-    #: status, reason, message, lastTransitionTime), verbatim.
+    #: What the MCS implementation wrote on the export ("valid", "ready", "conflict"),
+    #: verbatim.
     implementation: Mapping[str, Mapping[str, str]] | None = None
     #: `Withdrawing`: the finalizers that hold the export.
     finalizers: tuple[str, ...] = ()
@@ -206,8 +195,8 @@ class StatusLine:
 
 @record
 class ConditionView:
-    """The condition the exports add to the relay's status (`Exported`), and when the
-    pass should look again without an event (a grace period ending)."""
+    """The condition the exports add to the relay's status (`Exported`), and when to look
+    again without an event."""
 
     type: ConditionType
     status: Status
@@ -244,21 +233,12 @@ NEVER_QUIET: Final = _NeverQuiet()
 
 @record
 class Version:
-    """How one snapshot field takes part in the quiet-pass key (`Snapshot.quiet_key`):
-    `of` maps the field's value to its part of the key (NEVER_QUIET: the pass must
-    run), `covered_by` names the field whose part already versions this one."""
+    """How one snapshot field takes part in the quiet-pass key: `of` maps its value to its
+    part (NEVER_QUIET: the pass must run); `covered_by` names the field that versions it."""
 
     of: Callable[[Any], Hashable]
     why: str
     covered_by: str = ""
-
-
-def object_version(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    """A cached object's version: (uid, resourceVersion); (None, None) for none."""
-    if obj is None:
-        return (None, None)
-    meta = obj.get("metadata") or {}
-    return (meta.get("uid"), meta.get("resourceVersion"))
 
 
 def _objects_version(objects: Mapping[str, Mapping[str, Any] | None]) -> Hashable:
@@ -291,8 +271,8 @@ AS_IS = Version(lambda value: value, "the value itself")
 NEVER_QUIET_IF_SET = Version(_never_quiet_if_set, "a pass with it set always runs")
 
 
-#: The time: it matters only through a later look (`recheck_at`), and a pass that asks
-#: for one is never kept as quiet, so it is no part of the key.
+#: The time matters only through a later look (`recheck_at`), which keeps a pass from
+#: being quiet: no part of the key.
 UNVERSIONED_TIME = Version(_nothing, "the time: a pass that depends on it asks for a later look")
 
 
@@ -312,9 +292,8 @@ _KEY_PARTS: dict[type, _KeyParts] = {}
 
 
 def _key_parts(cls: type) -> _KeyParts:
-    """Each field of a snapshot class with its version's `of`, read once per class (a
-    pass builds the key on every reconcile). A field without a `Version` raises here;
-    one whose part is always empty (`_nothing`) is left out: it adds nothing to a key."""
+    """Each field of a snapshot class with its version's `of`, read once per class. A
+    field without a `Version` raises here; one always empty (`_nothing`) is left out."""
     parts = _KEY_PARTS.get(cls)
     if parts is None:
         versions = [(f.name, f.metadata[VERSION].of) for f in fields(cls)]
@@ -324,11 +303,8 @@ def _key_parts(cls: type) -> _KeyParts:
 
 @record
 class Snapshot:
-    """Everything one pass decides on, read once from the caches.
-
-    Every field declares how it is versioned (a `Version` under `VERSION` in its
-    metadata): the quiet-pass key is built from all of them, so an input cannot be read
-    by a pass and missed by the key."""
+    """Everything one pass decides on, read once from the caches. Every field declares
+    its `Version`, so the quiet-pass key cannot miss an input a pass reads."""
 
     relay: Relay = field(metadata={VERSION: DECODED})
     pool: Pool | None = field(metadata={VERSION: DECODED})
@@ -342,48 +318,42 @@ class Snapshot:
     #: Reads that failed (the ClusterProperty cache unreadable): raised after the pass.
     unreadable: tuple[Exception, ...] = field(metadata={VERSION: NEVER_QUIET_IF_SET}, default=())
     #: Why no export can be written now (the ServiceExport API is not served), "" when
-    #: they can. Read once with the rest, so one pass plans and reports the same thing
-    #: however the API changes while it runs.
+    #: they can: read once, so one pass plans and reports the same thing.
     exports_unavailable: str = field(metadata={VERSION: AS_IS}, default="")
-    #: The relay's status as the server shows it (after our own last write): what the
-    #: report compares with, and one rule goes on from what an earlier pass said (the
-    #: relay Service is replaced). The relay cache keeps it read (`ShownStatus`); a
-    #: mapping given here is read when the snapshot is made.
+    #: The relay's status as the server shows it (after our own last write), read
+    #: (`ShownStatus`); a mapping given here is read when the snapshot is made.
     shown_status: ShownStatus | Mapping[str, Any] | None = field(
         metadata={VERSION: SHOWN}, default=None
     )
-    #: The status shown is our own last write, which the relay cache does not show yet:
-    #: no version read says what the server shows.
+    #: The status shown is our own last write, which the relay cache does not show yet.
     own_status_unseen: bool = field(metadata={VERSION: NEVER_QUIET_IF_SET}, default=False)
     #: When the caches were read (None: a rule that needs the time holds nothing back).
     read_at: datetime | None = field(metadata={VERSION: UNVERSIONED_TIME}, default=None)
-    #: The Services named like a frontend of the pool, by name, and the
-    #: DynamoComponentDeployments they name as controller, by name: whose each is.
+    #: The Services named like a frontend of the pool, and the DCDs they name as
+    #: controller, by name: whose each is.
     services: Mapping[str, Mapping[str, Any]] = field(
         metadata={VERSION: OBJECTS}, default_factory=dict
     )
     component_deployments: Mapping[str, Mapping[str, Any]] = field(
         metadata={VERSION: OBJECTS}, default_factory=dict
     )
-    #: The relay objects' kinds whose caches may hide one of the name (they watch by
-    #: label selector), show none, and whose name was not read since they last did:
-    #: a withdrawal reads each once (`Verb.LOOK`), since one of ours may be hidden.
+    #: The relay objects' kinds whose caches may hide one of the name, show none, and
+    #: whose name was not read since: a withdrawal reads each once (`Verb.LOOK`).
     hidden_unread: frozenset[str] = field(metadata={VERSION: AS_IS}, default=frozenset())
-    #: The relay object as cached (not our own later write): the version the status
-    #: write is decided on.
+    #: The relay as cached (not our own later write): what the status write is decided on.
     decided_on: Mapping[str, Any] = field(
         metadata={VERSION: covered_by("relay", "the cached relay")}, default_factory=dict
     )
     #: The DGD exists but cannot be decoded and no readable version is cached: why.
     pool_unreadable: str = field(metadata={VERSION: AS_IS}, default="")
-    #: The cached relay Service has the other shape than the relay wants
-    #: (`Relay.reshaped`): it can only be replaced. Derived when the snapshot is made.
+    #: The cached relay Service has the other shape than the relay wants: it can only be
+    #: replaced.
     service_reshaped: bool = field(
         init=False,
         metadata={VERSION: covered_by("relay_objects", "derived from the relay's Service")},
     )
-    #: The conditions `shown_status` shows, read when a pass first asks
-    #: (`shown_conditions`): a quiet pass never does.
+    #: The conditions `shown_status` shows, read when a pass first asks (a quiet pass
+    #: never does).
     _shown_conditions: Mapping[ConditionType, ShownCondition] | None = field(
         init=False,
         default=None,
@@ -406,8 +376,7 @@ class Snapshot:
 
     @property
     def shown_conditions(self) -> Mapping[ConditionType, ShownCondition]:
-        """The conditions the relay shows, typed (`ShownStatus.by_type`), read
-        once per snapshot."""
+        """The conditions the relay shows, typed, read once per snapshot."""
         read = self._shown_conditions
         if read is None:
             read = self.shown.by_type()
@@ -415,10 +384,9 @@ class Snapshot:
         return read
 
     def quiet_key(self) -> tuple[Hashable, ...] | None:
-        """The pass's inputs as versions, one part per field (its declared `Version`):
-        a pass on the same key as one that did nothing would do nothing again. What a
-        pass reads beyond the snapshot is configuration, or changes only with the
-        reconciler's `inputs_changed`. None: the pass must run (a field said NEVER_QUIET)."""
+        """The pass's inputs as versions: a pass on the key of one that did nothing would
+        do nothing again. Beyond the snapshot a pass reads only configuration, or what
+        `inputs_changed` covers. None: the pass must run."""
         out: list[Hashable] = []
         for name, of in _key_parts(type(self)):
             part = of(getattr(self, name))
@@ -453,8 +421,8 @@ class ExportInputs:
 
 @record
 class Contribution:
-    """The exports' part of a plan: their actions, advisories and status lines (the
-    lines are what the status shows if every action succeeds; `report` adjusts)."""
+    """The exports' part of a plan: their actions, advisories and status lines (as if
+    every action succeeds; `report` adjusts)."""
 
     actions: tuple[Action, ...] = ()
     advisories: tuple[Advisory, ...] = ()

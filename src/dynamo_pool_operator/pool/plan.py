@@ -1,23 +1,15 @@
-"""One plan for the whole pool: the decision, every owned object's action in the order
-the writes must go and what each needs, the advisories, and what the status shows. Pure.
+"""One plan for the whole pool: the decision, every owned object's action in write order
+and what each needs, the advisories, and what the status shows. Pure.
 
-Order: publishing, the relay's Deployment and Service come first and the
-exports after, since an export points at its Service — but
-an export of a relay object that is withdrawn goes first (the relay Service replaced
-by one of the other shape goes after its export); withdrawing, the other way round.
-Other exports no longer wanted (a renamed frontend's) go last, after the new ones are
-created.
+Order: publishing, the relay's objects before the exports that point at them (but an
+export of a withdrawn relay object before it); withdrawing, the other way round; other
+exports no longer wanted last, after their replacements exist.
 
-Needs (the executor skips an action whose needs did not all succeed in this pass, and
-the status says what it waits for):
-- a relay object is withdrawn only after every export that points at it was (a
-  replaced Service), and, withdrawing the pool, after every export of the pool was:
-  an MCS implementation never sees an export of a Service already gone;
-- an export is created for a relay object only once that object was created;
-- a relay object is written only after the writes in the same pass of the kinds it
-  waits for succeeded (`relay/kinds.py`: the Service waits for the Deployment, as a
-  port moves in the pods before the Service sends traffic to it).
-A need on an object that is already as wanted is not recorded: it is observed done.
+Needs (an action whose needs did not all succeed this pass is skipped, and the status
+says what it waits for): a relay object is withdrawn only after every export pointing
+at it, so an MCS implementation never sees an export of a gone Service; an export is
+created only once its object was; a relay object waits for the kinds `relay/kinds.py`
+says it does. A need on an object already as wanted is observed done.
 """
 
 from __future__ import annotations
@@ -48,13 +40,10 @@ from dynamo_pool_operator.runtime.objects import describe_controller, is_control
 
 # Publish or withdraw a pool's relay: an ordered chain of named pure checks.
 #
-# Each check looks at one thing and, when that thing stops the pool, says why and
-# what to change. The chain's order *is* the documented precedence (docs/crd.md's
-# table is generated from `CHECKS`): it runs from "may this relay act at all" to "may
-# it write its objects", so the reason shown is the one to fix first. The first check
-# that withdraws wins; when none does, the relay is published. The last check holds
-# instead: an invalid spec of a pool that would be published leaves it running as it
-# is (decision 0013), so a typo in a live relay never takes its pool down.
+# The chain's order is the documented precedence (docs/crd.md's table is generated from
+# `CHECKS`), from "may this relay act at all" to "may it write its objects", so the
+# reason shown is the one to fix first. The first check that withdraws wins. The last
+# holds instead: an invalid spec leaves a published pool running as it is (decision 0013).
 
 
 def decision(reason: Reason, message: str, *, hold: bool = False) -> Decision:
@@ -64,8 +53,8 @@ def decision(reason: Reason, message: str, *, hold: bool = False) -> Decision:
 
 @record
 class Facts:
-    """What the checks look at: the relay, its pool (None: no DGD), the objects named
-    `<name>-pool-relay` by kind, and the operator's default discovery backend."""
+    """What the checks look at: the relay, its pool (None: no DGD), the relay objects by
+    kind, and the default discovery backend."""
 
     relay: Relay
     pool: Pool | None
@@ -77,14 +66,12 @@ class Facts:
 
 @record
 class Check:
-    """One rule: `withdraws(facts)` is the message (what to change) when it stops the
-    pool, None when it does not. The rule in a line is the reason's meaning
-    (`api/conditions.PUBLISHED_MEANINGS`)."""
+    """One rule: `withdraws(facts)` is the message (what to change) when it stops the pool,
+    else None; its one-line rule is the reason's meaning (`PUBLISHED_MEANINGS`)."""
 
     reason: Reason
     withdraws: Callable[[Facts], str | None]
-    #: It holds the pool as it runs instead of withdrawing it (an invalid spec: the
-    #: objects cannot be rendered, and a typo must not take a live pool down).
+    #: It holds the pool as it runs instead of withdrawing it (an invalid spec).
     holds: bool = False
 
 
@@ -212,9 +199,8 @@ def decide(
     default_discovery_backend: str,
     pool_unreadable: str = "",
 ) -> Decision:
-    """Run the chain for `relay` given its pool (None when the DGD is absent, or cannot
-    be read: `pool_unreadable` says why) and the cached objects named `<name>-pool-relay`
-    keyed by kind ("Deployment", "Service")."""
+    """Run the chain for `relay` given its pool (None when the DGD is absent or cannot be
+    read: `pool_unreadable` says why) and the cached relay objects by kind."""
     facts = Facts(relay, pool, relay_objects, default_discovery_backend, pool_unreadable)
     for check in CHECKS:
         message = check.withdraws(facts)
@@ -235,16 +221,12 @@ def precedence_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-# ----------------------------------------------------------------------
-
-
 @record
 class Plan:
     decision: Decision
     relay_actions: tuple[Action, ...]
     contributions: tuple[Contribution, ...]
-    #: Every action, in the order they are carried out (`actions`); ordered once, since
-    #: a pass reads it more than once.
+    #: Every action, in the order they are carried out; ordered once.
     _ordered: tuple[Action, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -332,8 +314,8 @@ def make_plan(
     *,
     default_discovery_backend: str,
 ) -> Plan:
-    """The pass's plan: the decision, then the relay's objects, then the exports
-    (None: the feature is off), with what each action needs."""
+    """The pass's plan: the decision, the relay's objects, then the exports (None: the
+    feature is off), with what each action needs."""
     decision = decide(
         snapshot.relay,
         snapshot.pool,

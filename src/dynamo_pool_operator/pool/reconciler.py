@@ -101,9 +101,8 @@ class ReconcileErrors(errors.Failures):
 
 #: Passes in a row that may lose a race quietly before the losses are reported.
 LOST_LIMIT = 3
-#: Seconds until an object of a relay object's name that the caches do not show (found
-#: by a create: someone else's) is read again, doubling up to `FOREIGN_RECHECK_MAX`: its
-#: deletion is seen by no watch. Meanwhile the passes decide on it as read (no creates).
+#: Seconds until an object of a relay object's name the caches do not show (found by a
+#: create) is read again, doubling up to the max: no watch sees it go.
 FOREIGN_RECHECK = 30.0
 FOREIGN_RECHECK_MAX = 120.0
 
@@ -142,28 +141,23 @@ class PoolRelayReconciler:
         self.clock = clock or SystemClock()
         #: Passes in a row that lost a race, per relay.
         self._lost: dict[Request, int] = {}
-        # The inputs of each relay's last pass that wrote, announced and raised nothing
-        # and asked for no later look (`Snapshot.quiet_key`), as their hash. A pass on
-        # the same inputs would decide the same and do nothing again: it is skipped
-        # (see `reconcile`). The hash, not the key: ~800 bytes less a relay. It is 64
-        # bits, its strings' part keyed at random per process, and every change of an
-        # object moves its resourceVersion: a collision, skipping one pass until the
-        # next change, is as likely as a random guess of 64 bits.
+        # The hash of the inputs of each relay's last pass that did nothing and asked for
+        # no later look (`Snapshot.quiet_key`): a pass on the same is skipped. The hash,
+        # not the key: ~800 bytes less a relay; a 64-bit collision costs one skipped
+        # pass until the next change.
         self._quiet: dict[Request, int] = {}
         #: Objects of the relay objects' names the caches do not show, per relay and kind
         #: (`Found`): read after a create found the name taken, or by a withdrawal.
         self._found: dict[Request, dict[str, Found]] = {}
-        #: The relay objects' kinds, per relay, whose name was read (or whose object we
-        #: deleted) since their cache last showed one: none of ours is hidden there, so a
-        #: withdrawal reads it no more (`Snapshot.hidden_unread`).
+        #: The relay objects' kinds, per relay, whose name was read (or object deleted)
+        #: since their cache last showed one (`Snapshot.hidden_unread`).
         self._looked: dict[Request, frozenset[str]] = {}
         self.foreign_recheck = FOREIGN_RECHECK
         self.foreign_recheck_max = FOREIGN_RECHECK_MAX
 
     def gather(self, request: Request) -> Snapshot | None:
         """The pass's snapshot of the relay `request` names; None when it is gone. The
-        relay is read as the server shows it: our own last status write while the relay
-        cache does not show it yet (`own_status_unseen`)."""
+        relay reads as our own last status write while the cache does not show it yet."""
         relays = self.caches.relays.store
         cached = relays.get(*request)
         if cached is None:
@@ -228,9 +222,8 @@ class PoolRelayReconciler:
         return f"at resourceVersion {bad.resource_version or '?'}, {bad.error}" if bad else ""
 
     def inputs_changed(self) -> None:
-        """Something every pass reads but no snapshot shows changed (the exports moved
-        to another API version, the DGD cache was replaced): forget every quiet pass,
-        so the requeue that follows decides afresh. `Controller.enqueue_all` calls it."""
+        """Something every pass reads but no snapshot shows changed (the export API's
+        version, the DGD cache): forget every quiet pass. `Controller.enqueue_all` calls it."""
         self._quiet.clear()
 
     async def reconcile(self, request: Request) -> ReconcileResult | None:
@@ -260,9 +253,8 @@ class PoolRelayReconciler:
         key = snapshot.quiet_key()
         inputs = None if key is None else hash(key)
         if inputs is not None and self._quiet.get(request) == inputs:
-            # A no-op pass: the same inputs as a pass that did nothing, so this one would
-            # plan the same no-op actions and report the same unchanged status. Its
-            # plan and report cost two thirds of a pass; the answer is known.
+            # The inputs of a pass that did nothing: it would decide the same (its plan
+            # and report are two thirds of a pass).
             return None
         self._quiet.pop(request, None)
         plan = make_plan(snapshot, self._export_rules(), default_discovery_backend=self.backend)
@@ -325,9 +317,8 @@ class PoolRelayReconciler:
         uid: str,
         cached: dict[str, Mapping[str, Any] | None],
     ) -> dict[str, Mapping[str, Any] | None]:
-        """The relay objects as cached, and where the cache shows none, the object of
-        that name found by a create (`Found`). The cache wins once it shows one; an
-        object of ours found is decided on once (repaired: the cache shows it again)."""
+        """The relay objects as cached, and where the cache shows none, the object of that
+        name found by a create. An object of ours found is decided on once."""
         found = self._found.get(request)
         if not found:
             return cached
@@ -345,8 +336,8 @@ class PoolRelayReconciler:
 
     def _remember_looked(self, request: Request, uid: str, outcome: Outcome) -> bool:
         """Mark each relay object kind whose name was read and showed none of ours, or
-        whose object this pass deleted; keep one of ours a read found hidden (as the
-        cache would keep it), for the next pass to withdraw. True: one was found."""
+        whose object this pass deleted; keep one of ours a read found hidden, for the next
+        pass to withdraw. True: one was found."""
         looked = self._looked.get(request, frozenset())
         hidden_ours = False
         for r in outcome.results:
@@ -354,10 +345,7 @@ class PoolRelayReconciler:
             if not r.result.succeeded or kind not in _RELAY_KINDS:
                 continue
             if verb is Verb.LOOK and r.found is not None and is_controlled_by(r.found, uid):
-                obj = self.caches.of_kind(kind).as_cached(dict(r.found))
-                delay = self.foreign_recheck  # decided on by the next pass, not read again
-                due = self.clock.now() + timedelta(seconds=delay)
-                self._found.setdefault(request, {})[kind] = Found(obj, due, delay)
+                self._keep_found(request, kind, r.found, self.foreign_recheck)
                 hidden_ours = True
             elif verb in (Verb.LOOK, Verb.WITHDRAW):
                 looked |= {kind}
@@ -365,18 +353,19 @@ class PoolRelayReconciler:
             self._looked[request] = looked
         return hidden_ours
 
+    def _keep_found(
+        self, request: Request, kind: str, obj: Mapping[str, Any], delay: float
+    ) -> None:
+        """Keep `obj`, read by name, as the cache would keep it, to be read again after `delay`."""
+        cached = self.caches.of_kind(kind).as_cached(dict(obj))
+        due = self.clock.now() + timedelta(seconds=delay)
+        self._found.setdefault(request, {})[kind] = Found(cached, due, delay)
+
     def _remember_found(self, request: Request, outcome: Outcome) -> None:
-        """Keep each object a create found of its name (as the cache would keep it)."""
-        now = self.clock.now()
+        """Keep each object a create found of its name."""
         for r in outcome.results:
-            if r.found is None or r.action.verb is Verb.LOOK:
-                continue
-            kind = r.action.resource.kind
-            obj = self.caches.of_kind(kind).as_cached(dict(r.found))
-            delay = self.foreign_recheck
-            self._found.setdefault(request, {})[kind] = Found(
-                obj, now + timedelta(seconds=delay), delay
-            )
+            if r.found is not None and r.action.verb is not Verb.LOOK:
+                self._keep_found(request, r.action.resource.kind, r.found, self.foreign_recheck)
 
     async def _read_found_again(self, request: Request) -> None:
         """Read again each found object that is due: gone, it is forgotten (the next
@@ -401,8 +390,7 @@ class PoolRelayReconciler:
             if got is None:
                 del found[kind]
             else:
-                obj = self.caches.of_kind(kind).as_cached(got)
-                found[kind] = Found(obj, now + timedelta(seconds=delay), delay)
+                self._keep_found(request, kind, got, delay)
         if not found:
             del self._found[request]
 

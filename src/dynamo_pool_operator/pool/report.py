@@ -1,26 +1,14 @@
 """The relay's status, computed purely: the report phase of a reconcile.
 
-`report` turns what a pass saw (the snapshot), decided (the plan) and came to (the
-outcome) into everything the reconciler does after the writes: the status to write,
-whether it differs from what the relay shows, the Events that announce its
-transitions, the failures to raise and when to look again. Nothing here reads a
-cache or the API server, so every rule is a unit test.
+`report` turns the snapshot, plan and outcome into the status to write, whether it
+differs from the shown one, the Events of its transitions, the failures and when to
+look again. A status write is an event on the relay, so it is written only when it
+differs, and a condition keeps its `lastTransitionTime` while its status stays.
 
-A status write is itself an event on the relay; writing the same status on every
-reconcile would be a feedback loop (and a write per pool per resync). So the desired
-status is compared with the shown one, and each condition keeps its
-`lastTransitionTime` while its status stays the same.
-
-Conditions (their words: `api/conditions.py`) are typed values (`Condition`), each made
-by one rule in `RULES` from the pass: `Published` (the check chain's decision),
-`RelayAvailable` (`availability`), `ClusterIDMatched` (`cluster_id_matched`, where
-the cluster ID is checked), `Exported` (with an MCS implementation, the export
-feature's). They take one route into the status: `with_ready` orders them and adds
-`Ready`, True only when all the others are, with the first failing one's reason — so
-`kubectl wait --for=condition=Ready` waits for a pool that is importable — and
-`stamped` writes them with their `lastTransitionTime`. What moved is decided on the
-typed values (`Condition.read`, `Condition.moved`), and a move records the Event
-`api/event_reasons.py` declares for it.
+Each condition (words: `api/conditions.py`) is made by one rule in `RULES`;
+`with_ready` adds `Ready`, True only when all the others are (so `kubectl wait
+--for=condition=Ready` waits for an importable pool), and `stamped` dates them. A move
+(`Condition.moved`) records the Event `api/event_reasons.py` declares for it.
 """
 
 from __future__ import annotations
@@ -42,7 +30,7 @@ from dynamo_pool_operator.api.conditions import RelayAvailableReason as Availabl
 from dynamo_pool_operator.api.event_reasons import QUIET_REASONS, WARNING_STATES, EventReason
 from dynamo_pool_operator.api.mcs import CLUSTER_ID_PROPERTY
 from dynamo_pool_operator.api.relay import API_VERSION, Relay
-from dynamo_pool_operator.api.shown import ShownCondition, ShownStatus
+from dynamo_pool_operator.api.shown import ShownCondition
 from dynamo_pool_operator.pool.exports.plan import ExportRules
 from dynamo_pool_operator.pool.exports.verdict import report_exports
 from dynamo_pool_operator.pool.model import (
@@ -60,22 +48,11 @@ from dynamo_pool_operator.pool.plan import Plan
 from dynamo_pool_operator.runtime.objects import DEPLOYMENTS, Meta, find_condition, record, rfc3339
 
 # `RelayAvailable`: does the pool's relay run? Pure, from the Deployment's own status.
-#
-# The rule: **True when the relay Deployment exists, is the relay's, its rollout is
-# complete — its controller has observed its current generation, every replica runs
-# the current pod template (`kubectl rollout status`'s rule: `updatedReplicas` is
-# `spec.replicas` and no old replica is left) — and at least one replica is
-# available.** One available pod serves the pool (the relay is active-active); the
-# reason says whether all `spec.replicas` are (`Available`) or only some
-# (`PartiallyAvailable`). While a change rolls out, the old pods do not count: they
-# run what the relay no longer says (another cluster ID, port, image), so a pass that
-# changed the Deployment, and every pass until the rollout completes, says
-# `Progressing`. False, with what the Deployment itself reports where it says why (the
-# reasons' meanings are `api/conditions.RELAY_AVAILABLE_MEANINGS`, docs/crd.md's table).
-#
-# An image that cannot be pulled shows as `Unavailable` with the Deployment's
-# `ProgressDeadlineExceeded` message once its progress deadline passes (the Deployment
-# does not carry the pods' `ErrImagePull`; `kubectl describe pod` does).
+# True when the Deployment exists, is ours, its rollout is complete (`kubectl rollout
+# status`'s rule) and at least one replica is available: one pod serves the pool (the
+# relay is active-active). Old pods of a rollout do not count (they run what the relay
+# no longer says). False with the Deployment's own words where it gives them; an
+# unpullable image shows once the progress deadline passes (`ProgressDeadlineExceeded`).
 
 
 @record
@@ -110,10 +87,8 @@ def _quote(status: Mapping[str, Any]) -> str:
 
 
 def _rolling_out(status: Mapping[str, Any]) -> bool:
-    """The Deployment controller reports a rollout in progress (`Progressing=True` for a
-    new or updated ReplicaSet) and no replica failure: pods are on their way. A rollout
-    that completed (`NewReplicaSetAvailable`) or ran past its progress deadline
-    (`Progressing=False ProgressDeadlineExceeded`) is not."""
+    """A rollout in progress (`Progressing=True`, not `NewReplicaSetAvailable`) with no
+    replica failure: pods are on their way."""
     failure = find_condition(status.get("conditions"), "ReplicaFailure")
     if failure is not None and failure.get("status") == Status.TRUE:
         return False
@@ -154,31 +129,19 @@ def availability(
     replicas: int = 1,
     pending: str = "",
 ) -> Availability:
-    """`deployment` and `service`: the relay objects as this pass leaves them (the
-    server's answer to an apply, else the cached ones; None when absent); `created`:
-    the kinds this pass created (not cached yet), `replicas` what the Deployment was
-    created with; `refused`: the relay objects' refused writes; `pending`: their writes
-    this pass skipped, and why. A change the Deployment controller rolls out moves the
-    generation past the observed one (`Progressing`); a change of metadata only moves
-    neither, and the pods it had still serve."""
-    said = available(
-        deployment,
-        service,
-        published=published,
-        refused=refused,
-        name=name,
-        created=created,
-        replicas=replicas,
-    )
+    """`deployment` and `service`: the relay objects as this pass leaves them (None when
+    absent); `created`: the kinds this pass created (not cached yet), the Deployment with
+    `replicas`; `refused`: their refused writes; `pending`: their writes this pass
+    skipped, and why, said while the relay is not available."""
+    said = _available(deployment, service, published, refused, name, created, replicas)
     if pending and said.status is not Status.TRUE:
         return Availability(said.status, said.reason, f"{said.message}; {pending}", said.pods)
     return said
 
 
-def available(
+def _available(
     deployment: Mapping[str, Any] | None,
     service: Mapping[str, Any] | None,
-    *,
     published: bool,
     refused: str,
     name: str,
@@ -269,43 +232,21 @@ def available(
     )
 
 
-def shown_inputs(deployment: Mapping[str, Any] | None) -> tuple[Any, ...]:
-    """What `availability` reads of a Deployment's status: a status update that changes
-    none of it cannot change the relay's status, so it need not wake the relay (the
-    Deployment controller writes its status often)."""
-    status = (deployment or {}).get("status") or {}
-    said = tuple(
-        (c.get("type"), c.get("status"), c.get("reason"), c.get("message"))
-        for type_ in ("ReplicaFailure", "Progressing", "Available")
-        if (c := find_condition(status.get("conditions"), type_)) is not None
-    )
-    return (
-        status.get("observedGeneration"),
-        status.get("availableReplicas"),
-        status.get("updatedReplicas"),
-        status.get("replicas"),
-        said,
-    )
-
-
-# ----------------------------------------------------------------------
-
 #: The Normal Event of a pool that became Ready.
 POOL_READY = EventReason.POOL_READY
 
 
 def warned(c: Condition) -> bool:
     """Whether a condition that just moved records a Warning: it turned False (not
-    Unknown: `Pending` is the implementation still at work, not a fault) with a reason
-    that is not quiet, or it entered one of `WARNING_STATES`."""
+    Unknown, the implementation at work) with a reason not quiet, or into a warning state."""
     if (c.status, c.reason) in WARNING_STATES:
         return True
     return c.status == Status.FALSE and c.reason not in QUIET_REASONS
 
 
 def summary(parts: Sequence[Condition]) -> Condition:
-    """`Ready`: True only when every part is True; otherwise the first part that is not
-    (in `api.conditions.READY_PARTS` order), with its reason."""
+    """`Ready`: True only when every part is; else the first part that is not, with its
+    reason."""
     for part in parts:
         if not part.true:
             return Condition(
@@ -319,8 +260,7 @@ def summary(parts: Sequence[Condition]) -> Condition:
 
 def with_ready(parts: Sequence[Condition]) -> tuple[Condition, ...]:
     """Every condition the relay shows: `Ready`'s parts in `READY_PARTS` order, then
-    `Ready`. A part of another type is a bug (its words are missing): it raises rather
-    than silently leaving the condition out of the status."""
+    `Ready`. A part of another type (its words missing) raises rather than go unshown."""
     by_type = {c.type: c for c in parts}
     unknown = set(by_type) - set(READY_PARTS)
     if unknown or len(by_type) != len(parts):
@@ -336,9 +276,8 @@ def stamped(
     generation: int,
     now: datetime,
 ) -> list[dict[str, Any]]:
-    """The one way conditions enter the status: each as written, keeping the shown
-    `lastTransitionTime` while its status holds (KEP-1623), so recomputing an unchanged
-    condition gives the same one and the status stays unwritten."""
+    """The one way conditions enter the status, keeping the shown `lastTransitionTime`
+    while the status holds (KEP-1623), so an unchanged condition is not written again."""
     out = []
     for c in said:
         before = shown.get(c.type)
@@ -377,9 +316,8 @@ def desired_status(
     pods: str,
     now: datetime,
 ) -> dict[str, Any]:
-    """The status the relay should show; `shown` the conditions the relay shows
-    (`Snapshot.shown_conditions`), `said` every condition (`with_ready`). `cluster_id`
-    None (unknown) leaves `status.clusterId` out: it stays unknown, never ""."""
+    """The status the relay should show. `cluster_id` None (unknown) leaves
+    `status.clusterId` out: unknown, never ""."""
     status: dict[str, Any] = {
         "observedGeneration": relay.generation,
         "conditions": stamped(said, shown, generation=relay.generation, now=now),
@@ -394,10 +332,9 @@ def desired_status(
 
 
 def cluster_id_matched(snapshot: Snapshot, *, published: bool) -> Condition | None:
-    """`ClusterIDMatched`: the Global Discovery Service joins a pool only when the
-    relay's cluster ID equals the cluster's own (the About API property). None where
-    the ID is not checked (no MCS implementation, Karmada, the About API not served).
-    `published`: the decision; only a published relay has a Deployment to hold."""
+    """`ClusterIDMatched`: the Global Discovery Service joins a pool only when the relay's
+    cluster ID equals the cluster's own. None where the ID is not checked. `published`:
+    only a published relay has a Deployment to hold."""
     cid, spec = snapshot.cluster_id, snapshot.relay.cluster_id
     if not cid.checked:
         return None
@@ -450,25 +387,13 @@ def changed_conditions(
     shown: Mapping[ConditionType, ShownCondition], said: Sequence[Condition]
 ) -> list[Condition]:
     """The conditions whose status or reason differs from what the relay shows: the
-    transitions worth an Event (each once, when the status that shows it is written)."""
+    transitions worth an Event."""
     return [c for c in said if c.moved(shown.get(c.type))]
 
 
-def status_changed(
-    current: ShownStatus | Mapping[str, Any] | None, desired: Mapping[str, Any]
-) -> bool:
-    """True when writing `desired` would change what the relay shows
-    (`ShownStatus.differs`).
-
-    An empty list or map in `desired` matches an absent field: applying `exports: []`
-    over a list we own removes its items, and the server then omits the field, so the
-    next pass must not write the same empty list again."""
-    return ShownStatus.of(current).differs(desired)
-
-
 def status_apply(relay: Relay, status: Mapping[str, Any]) -> dict[str, Any]:
-    """A server-side apply body for the status subresource. It carries the relay's uid,
-    so a status computed for a deleted relay never lands on a new one of the same name."""
+    """A server-side apply body for the status subresource, carrying the relay's uid, so
+    it never lands on a new relay of the same name."""
     return {
         "apiVersion": API_VERSION,
         "kind": crd.KIND,
@@ -535,10 +460,8 @@ def transitions(
     said: Sequence[Condition],
     exported: ConditionView | None,
 ) -> tuple[Advisory, ...]:
-    """A Warning for each condition turning False with a new reason (a refused write
-    has its own Warning already; a withdrawn pool's parts say so once, on Published), a
-    Normal one when the pool becomes Ready. One series per cause: the related object is
-    the one the condition is about (the DGD, the relay Deployment, an export)."""
+    """A Warning for each condition turning False with a new reason, a Normal Event when
+    the pool becomes Ready; each related to the object it is about (one series per cause)."""
     out: list[Advisory] = []
     for c in changed_conditions(snapshot.shown_conditions, said):
         if c.type == ConditionType.READY:
@@ -552,8 +475,7 @@ def transitions(
 def _about(
     snapshot: Snapshot, type_: ConditionType, exported: ConditionView | None
 ) -> Mapping[str, Any] | None:
-    """The object a condition's Warning is about (`transitions`). Made only for a Warning:
-    a settled pass moves no condition, and needs no reference."""
+    """The object a condition's Warning is about (made only for a Warning)."""
     if exported is not None and type_ == exported.type:
         return exported.related
     if type_ == ConditionType.PUBLISHED:
@@ -578,29 +500,13 @@ class Pass:
     exported: ConditionView | None
 
 
-def _published(p: Pass) -> Condition:
-    return published(p.plan.decision)
-
-
-def _relay_available(p: Pass) -> Condition:
-    return p.available.condition
-
-
-def _cluster_id_matched(p: Pass) -> Condition | None:
-    return cluster_id_matched(p.snapshot, published=p.plan.decision.keeps_pool)
-
-
-def _exported(p: Pass) -> Condition | None:
-    return exported_condition(p.exported)
-
-
 #: Every condition rule: one condition of the status from a pass (None where it does
 #: not apply). A new condition is its words (`api/conditions.py`) and a rule here.
 RULES: tuple[Callable[[Pass], Condition | None], ...] = (
-    _published,
-    _relay_available,
-    _cluster_id_matched,
-    _exported,
+    lambda p: published(p.plan.decision),
+    lambda p: p.available.condition,
+    lambda p: cluster_id_matched(p.snapshot, published=p.plan.decision.keeps_pool),
+    lambda p: exported_condition(p.exported),
 )
 
 
@@ -612,8 +518,8 @@ def report(
     *,
     now: datetime,
 ) -> StatusReport:
-    """The report phase: the exports' status lines and condition after execution,
-    the relay's availability, the desired status and everything that follows from it."""
+    """The report phase: the exports' lines and condition, the relay's availability, the
+    desired status and all that follows from it."""
     decision, relay = plan.decision, snapshot.relay
     lines: list[StatusLine] = []
     exported: ConditionView | None = None

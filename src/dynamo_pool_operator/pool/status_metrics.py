@@ -1,22 +1,16 @@
 """What the relays' status says, as metrics: the series "relays not Ready" alerts on.
 
-Computed at scrape time from the relay cache the controller already keeps (no second
-watch, nothing stored between scrapes), so the numbers are the operator's own reports
-as the API server holds them, on followers too:
+Computed at scrape time from the relay cache (no second watch, nothing kept between
+scrapes), so they are the operator's reports as the server holds them, on followers too:
 
-- `dynamo_pool_operator_relay_ready{relay_namespace, relay}`: 1 while the relay's
-  `Ready` condition is True, else 0 (False, Unknown, or not reported yet). One series
-  per relay, without the reason, so a reason that changes does not restart an alert's
-  `for:` timer. `relay_namespace`, not `namespace`: Prometheus sets `namespace` to the
-  scraped pod's and would rename ours to `exported_namespace`. Left out with
-  `server.perRelayMetrics: false`: every tenant's relay names are in it.
-- `dynamo_pool_operator_relays{condition, status, reason}`: how many relays report each
-  condition (every type the status carries, read generically, so new condition types
-  show up unchanged), status and reason; a relay without a status counts as
-  `Ready=Unknown` `NotReconciled`. Bounded: reasons are a fixed vocabulary.
-- `dynamo_pool_operator_exports{state}`: the ServiceExports the pools want, by the state
-  their relay's `status.exports[]` shows (every state of `api/conditions.ExportState`, 0
-  included, so an alert on one state always has a series).
+- `dynamo_pool_operator_relay_ready{relay_namespace, relay}`: 1 while `Ready` is True.
+  No reason label, so a changing reason does not restart an alert's `for:`;
+  `relay_namespace` because Prometheus owns `namespace`. Off with
+  `server.perRelayMetrics: false` (it names every tenant's relays).
+- `dynamo_pool_operator_relays{condition, status, reason}`: relays per condition (read
+  generically), status and reason; no status counts as `Ready=Unknown NotReconciled`.
+- `dynamo_pool_operator_exports{state}`: wanted exports by state, 0 included, so an
+  alert on a state always has a series.
 """
 
 from __future__ import annotations
@@ -53,17 +47,12 @@ def _export_states(shown: ShownStatus) -> list[str]:
 
 
 class RelayStatusCollector(Collector):
-    """A Prometheus collector over `relays()`, the cached relay objects."""
+    """The one collector of a registry over the cached relays, reporting the newest source
+    added (tests may start another operator before the last stopped)."""
 
-    def __init__(self, relays: RelaySource, *, per_relay: bool = True) -> None:
-        self._relays = relays
-        self._per_relay = per_relay
-
-    def _current(self) -> Iterable[Mapping[str, Any]]:
-        return self._relays()
-
-    def _naming_relays(self) -> bool:
-        return self._per_relay
+    def __init__(self) -> None:
+        #: (the cached relays, whether series may name a relay), oldest first.
+        self.sources: list[tuple[RelaySource, bool]] = []
 
     def describe(self) -> Iterable[Any]:
         # Declared up front (and empty until a scrape): the registry learns the names.
@@ -92,7 +81,8 @@ class RelayStatusCollector(Collector):
         ready, counts, exports = self._families()
         tally: Counter[tuple[str, str, str]] = Counter()
         states: Counter[str] = Counter({str(s): 0 for s in ExportState})
-        for relay in self._current():
+        relays, per_relay = self.sources[-1] if self.sources else ((lambda: ()), True)
+        for relay in relays():
             shown = ShownStatus.of(relay.get("status"))  # the relay cache keeps it read
             states.update(_export_states(shown))
             meta = Meta(relay)
@@ -107,28 +97,15 @@ class RelayStatusCollector(Collector):
             counts.add_metric([kind, status, reason], float(n))
         for state, n in sorted(states.items()):
             exports.add_metric([state], float(n))
-        if self._naming_relays():
+        if per_relay:
             yield ready
         yield counts
         yield exports
 
 
-class _Sources(RelayStatusCollector):
-    """The one collector of a registry; the newest source added is the one reported
-    (a process serves one operator; tests may start another before the last stopped)."""
-
-    def __init__(self) -> None:
-        super().__init__(lambda: ())
-        self.sources: list[tuple[RelaySource, bool]] = []
-
-    def _current(self) -> Iterable[Mapping[str, Any]]:
-        return self.sources[-1][0]() if self.sources else ()
-
-    def _naming_relays(self) -> bool:
-        return self.sources[-1][1] if self.sources else True
-
-
-_REGISTERED: weakref.WeakKeyDictionary[CollectorRegistry, _Sources] = weakref.WeakKeyDictionary()
+_REGISTERED: weakref.WeakKeyDictionary[CollectorRegistry, RelayStatusCollector] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @contextlib.contextmanager
@@ -139,7 +116,7 @@ def reporting(
     `per_relay` False leaves out the series that name a relay."""
     collector = _REGISTERED.get(registry)
     if collector is None:
-        collector = _REGISTERED[registry] = _Sources()
+        collector = _REGISTERED[registry] = RelayStatusCollector()
         registry.register(collector)
     source = (relays, per_relay)
     collector.sources.append(source)

@@ -1,11 +1,7 @@
 """A small generic controller runtime, modelled on client-go and controller-runtime; it
-knows nothing about Dynamo.
-
-This face is what the rest of the operator may use of it (`make lint` holds every other
-module to it); the rooms below are its own. Inside, each room imports only the rooms
-below it (docs/architecture.md): `control`, `serving`, `leader`, `events` over `writes`
-and `cache`, over `client`, over `auth`, over `objects`, `clock`, `ratelimit` and the
-metrics."""
+knows nothing about Dynamo. This face is what the rest of the operator may use of it
+(`make lint` holds every other module to it); the layering of its rooms is in
+docs/architecture.md."""
 
 from dynamo_pool_operator.runtime.auth.config import (
     IN_CLUSTER,

@@ -1,41 +1,21 @@
-"""Kubernetes Events (`events.k8s.io/v1`) for reconcilers, folded into series like client-go.
+"""Kubernetes Events (`events.k8s.io/v1`) for reconcilers, folded into series like
+client-go's `tools/events`; its guarantees are listed in docs/runtime.md ("Events").
 
-Why a recorder rather than `client.create` in the reconciler: an Event is a side note, so a
-reconcile must never wait on it or fail because of it. `emit` is synchronous and O(1): it
-updates an in-memory cache and appends to a bounded queue; one background writer talks to
-the API server, and whatever the server refuses is dropped and counted, never raised.
+Why a recorder rather than `client.create` in the reconciler: an Event is a side note, so
+a reconcile must never wait on it or fail because of it. `emit` only updates an in-memory
+cache and a bounded queue; background writers talk to the API server.
 
 Why series: a controller that meets the same problem on every retry would otherwise write
-one Event per attempt. As `k8s.io/client-go/tools/events` (`event_broadcaster.go`) does,
-"isomorphic" emits are folded into one Event whose `series.count` grows:
-
-- The key is (type, action, reason, reportingController, reportingInstance, regarding,
-  related). `related` compares on every ObjectReference field, resourceVersion included:
-  it is what the problem is about, at the version read, so an edit of it is a new
-  problem and a new Event. `regarding` compares on its identity and its *generation*
-  (an optional `generation` entry of the mapping, never written to the Event), not its
-  resourceVersion: a controller writes the status of the object its Events regard, and
-  that write moves the resourceVersion of every later pass's reference (client-go keys on
-  the whole reference, so each pass after a status write starts a new Event there). A
-  spec change (a new generation) still starts a new Event; the Event keeps the version of
-  its first occurrence. The note is not in the key: a repeat with another note joins the
-  series and the stored note stays the first one.
-- First occurrence: POST a new Event named `<regarding.name>.<hex unix-nanos>` (a UUID when
-  that is no DNS subdomain) in regarding's namespace, or `default` when cluster-scoped.
-- First repeat: merge-PATCH `series: {count: 2, lastObservedTime}`. Later repeats only bump
-  the cached count; the heartbeat (every `heartbeat` s, 30 min in client-go) writes every
-  series with unwritten repeats, and so does the end of a series and `stop()`.
-- A series (or a singleton) ends `series_window` s (6 min in client-go) after its last
-  occurrence: it gets a final write if needed and the next occurrence creates a new Event.
-  client-go sweeps every 6 min, so its windows last 6 to 12 min; we check at each emit, so
-  ours is exact, and sweep every window only to free memory.
-- A PATCH answered 404 (the server's event TTL removed the Event) creates a new Event
-  carrying the series so far. Transport errors and server overload are retried
-  (`max_tries`, `retry_delay` +-25 %, client-go: 12 and 10 s); anything else is dropped.
+one Event per attempt. `regarding` is keyed on its identity and generation, not its
+resourceVersion: a controller writes the status of the object its Events regard, and that
+write moves the resourceVersion of every later pass's reference (client-go keys on the
+whole reference, so each pass after a status write would start a new Event).
 
 Deliberate differences from client-go: the cache is an LRU of `max_keys` series (client-go's
-is unbounded); the heartbeat writes only series that changed since they were last written;
-repeats that arrive before the first create is sent are folded into that create.
+is unbounded); a series ends exactly `series_window` s after its last occurrence (checked
+at each emit; client-go sweeps every 6 min, so its windows last 6 to 12 min); the heartbeat
+writes only series that changed since they were last written; repeats that arrive before
+the first create is sent are folded into that create.
 """
 
 from __future__ import annotations

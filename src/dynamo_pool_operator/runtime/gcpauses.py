@@ -1,18 +1,11 @@
 """How long the interpreter's cyclic garbage collector stops the event loop.
 
-A collection of the oldest generation walks every tracked object the process holds,
-and an operator holds its caches: tens of containers a pool. While it runs nothing
-else does: no reconcile, no watch event, no probe. So its pauses are measured, by
-generation, in `dynamo_pool_operator_gc_pause_seconds` (prometheus_client's own
-`python_gc_*` counts collections, not their length).
-
-And they are made rare (`collector_tuned`). The interpreter collects its youngest
-generation every 700 net allocations, and whatever is alive then moves up: a pass's,
-a request's and a watch event's objects in flight are promoted by the thousand during
-a mass event, until the oldest generation has grown by a quarter and a full collection
-walks the whole cache, with a user's change waiting behind it (0.13-0.20 s at 5,000
-pools, docs/performance.md). Collected every 50,000 instead, those objects die young,
-by reference counting, before any collection sees them.
+A full collection walks every object the caches hold, and nothing else runs meanwhile.
+So its pauses are measured (`dynamo_pool_operator_gc_pause_seconds`; prometheus_client
+counts collections, not their length), and made rare (`collector_tuned`): collecting the
+youngest generation every 700 allocations promotes a mass event's objects in flight by
+the thousand until a full collection walks the whole cache (0.13-0.20 s at 5,000 pools,
+docs/performance.md); every 50,000, they die young by reference counting first.
 """
 
 from __future__ import annotations
@@ -30,10 +23,7 @@ from prometheus_client import CollectorRegistry, Histogram
 #: fleet's caches (tens of microseconds a pool).
 BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
-#: The collector's thresholds (`gc.set_threshold`; the interpreter's are 700, 10, 10):
-#: the youngest generation collected every 50,000 net allocations, the middle one every
-#: 20 of those, the oldest considered every 10 of the middle one's (and collected only
-#: once what was promoted since its last collection is a quarter of what it kept).
+#: The collector's thresholds (`gc.set_threshold`; the interpreter's are 700, 10, 10).
 THRESHOLDS = (50_000, 20, 10)
 
 _WATCHED: weakref.WeakKeyDictionary[CollectorRegistry, _Pauses] = weakref.WeakKeyDictionary()
@@ -71,17 +61,9 @@ def watch_gc_pauses(registry: CollectorRegistry) -> None:
     gc.callbacks.append(pauses)
 
 
-def unwatch_gc_pauses(registry: CollectorRegistry) -> None:
-    """Stop timing collections into `registry` (a test's, or a stopped operator's)."""
-    pauses = _WATCHED.pop(registry, None)
-    if pauses is not None and pauses in gc.callbacks:
-        gc.callbacks.remove(pauses)
-
-
 @contextlib.contextmanager
 def collector_tuned() -> Iterator[None]:
-    """`THRESHOLDS` while the operator runs; the ones before, after it (a test runs
-    the operator in its own process)."""
+    """`THRESHOLDS` while the operator runs; the ones before, after it."""
     before = gc.get_threshold()
     gc.set_threshold(*THRESHOLDS)
     try:

@@ -1,24 +1,18 @@
 """Leader election on a coordination.k8s.io/v1 Lease, with client-go's semantics.
 
-Why our own: the Python clients' electors judge expiry by wall clock and their own
-configuration, write naive local times, never count transitions and never release.
-This one follows `k8s.io/client-go/tools/leaderelection`:
+Our own because the Python clients' electors judge expiry by wall clock, write naive
+local times, never count transitions and never release. As client-go's:
 
-* Expiry is judged by *our* monotonic clock from the moment *we* saw the record change,
-  against the record's own `leaseDurationSeconds`; clock skew between nodes cannot make
-  a follower steal a lease early, and a leader configured differently is respected.
-* Every write is a PUT carrying the resourceVersion read, so of two contenders exactly
-  one wins; the loser gets Conflict (or AlreadyExists on create) and retries.
+* Expiry is judged by our monotonic clock from when we saw the record change, against
+  the record's `leaseDurationSeconds`: node clock skew cannot steal a lease early.
+* Every write is a PUT with the resourceVersion read: of two contenders one wins.
 * The leader stops believing it leads `renew_deadline` after the *start* of its last
-  successful renewal. The server applied that write after the start, and followers only
-  take over `leaseDurationSeconds` after they saw it, so with renew_deadline <
-  lease_duration the old leader has stopped before a successor can begin.
+  successful renewal; with renew_deadline < lease_duration it has stopped before a
+  successor can begin.
 
-The elector never exits the process; the operator warms its caches as a follower,
-then `await elector.run(start_controllers)` (returns after a clean stop, lease released)
-and exits non-zero on `LeadershipLost`. `elector.is_leader` is the check for writers (the
-operator's client asks it before every write: `Client.write_gate`): it turns False when
-the renew deadline passes, even mid-request.
+`run` returns after a clean stop (lease released) and raises `LeadershipLost`;
+`is_leader` turns False at the renew deadline, even mid-request, and gates every write
+(`Client.write_gate`).
 """
 
 from __future__ import annotations
@@ -38,7 +32,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.objects.resources import LEASES
-from dynamo_pool_operator.runtime.registry import per_registry
+from dynamo_pool_operator.runtime.registry import REGISTRY, per_registry
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +40,8 @@ T = TypeVar("T")
 
 
 class LeadershipLost(Exception):
-    """Raised when the lease could not be renewed in time or another holder took it.
-
-    The process must stop every controller and exit non-zero: its caches and queues
-    were built for a leadership it no longer has.
-    """
+    """The lease could not be renewed in time, or another holder took it: the process
+    must stop every controller and exit non-zero."""
 
     def __init__(self, lease: str, identity: str, reason: str) -> None:
         super().__init__(f"lost leadership of lease {lease} as {identity!r}: {reason}")
@@ -64,11 +55,8 @@ class _AttemptTimedOut(Exception):
 
 
 def format_micro_time(moment: datetime) -> str:
-    """A `metav1.MicroTime`: RFC 3339 in UTC with exactly six fractional digits and 'Z'.
-
-    The API server rejects other shapes (400 on every renew), and a naive datetime
-    would silently be local time, so it is refused rather than guessed.
-    """
+    """A `metav1.MicroTime`: RFC 3339 in UTC with six fractional digits and 'Z' (the API
+    server refuses other shapes); a naive datetime is refused, not taken as local."""
     if moment.tzinfo is None:
         raise ValueError("MicroTime needs an aware datetime; got a naive one")
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -77,14 +65,6 @@ def format_micro_time(moment: datetime) -> str:
 def default_identity() -> str:
     """`hostname_uuid`, as controller-runtime: unique even if two pods share a hostname."""
     return f"{socket.gethostname()}_{uuid.uuid4()}"
-
-
-def _default_registry() -> CollectorRegistry:
-    from dynamo_pool_operator.runtime.registry import (
-        REGISTRY,  # lazily: only when no registry is injected
-    )
-
-    return REGISTRY
 
 
 @per_registry
@@ -99,11 +79,8 @@ def _master_status(registry: CollectorRegistry) -> Gauge:
 
 
 class LeaderElector:
-    """Acquires, renews and releases one Lease for one identity.
-
-    `leading` is set while we hold the lease (await it to start work); `lost` is set
-    when leadership ended involuntarily. `is_leader` is the check for writers.
-    """
+    """Acquires, renews and releases one Lease for one identity. `leading` is set while
+    we hold it, `lost` when leadership ended involuntarily."""
 
     def __init__(
         self,
@@ -143,7 +120,7 @@ class LeaderElector:
         self._clock: Clock = clock or SystemClock()
         self._jitter = jitter_factor
         self._rng = rng or random.Random()
-        self._gauge = _master_status(registry if registry is not None else _default_registry())
+        self._gauge = _master_status(registry if registry is not None else REGISTRY)
         self._gauge.labels(name=name).set(0)
         self.leading = asyncio.Event()
         self.lost = asyncio.Event()
@@ -243,8 +220,8 @@ class LeaderElector:
         }
 
     def _with_spec(self, obj: dict[str, Any], **fields: Any) -> dict[str, Any]:
-        """The object as read (metadata with resourceVersion kept, so PUT is optimistic)
-        with our holder/duration and the given fields; other spec fields are kept."""
+        """The object as read (resourceVersion kept: PUT is optimistic) with our holder,
+        duration and `fields`; other spec fields kept."""
         spec = dict(obj.get("spec") or {})
         spec.update(holderIdentity=self.identity, leaseDurationSeconds=int(self.lease_duration))
         spec.update(fields)
@@ -255,10 +232,9 @@ class LeaderElector:
         return body
 
     async def _bounded(self, work: Awaitable[T], seconds: float) -> T:
-        """Run `work` for at most `seconds` of the injected clock, so a hung request
-        cannot carry the leader past its renew deadline (and tests can drive it).
-
-        Waits use `asyncio.wait`, which never swallows our own cancellation."""
+        """Run `work` for at most `seconds` of the injected clock, so a hung request cannot
+        carry the leader past its renew deadline (`asyncio.wait`: never swallows our own
+        cancellation)."""
         task = asyncio.ensure_future(work)
         timer = asyncio.ensure_future(self._clock.sleep(seconds))
         try:
@@ -275,9 +251,8 @@ class LeaderElector:
         return task.result()
 
     async def _attempt(self, seconds: float) -> bool:
-        """One bounded try. Any failure is a failed try, never a crash: an exec plugin
-        that fails, a 2xx that is not JSON or a bug on the way must not end the renew
-        loop around `_lose`, or the workers would run on while nobody renews."""
+        """One bounded try. Any failure is a failed try, never a crash: the renew loop
+        around `_lose` must not end while workers run."""
         try:
             return await self._bounded(self._try_acquire_or_renew(), seconds)
         except (errors.ApiError, _AttemptTimedOut) as e:
@@ -296,8 +271,7 @@ class LeaderElector:
 
     # ------------------------------------------------------------ lifecycle
     async def acquire(self) -> None:
-        """Return once we hold the lease, trying every retry_period (jittered, so
-        contenders spread out). Runs until success or cancellation."""
+        """Return once we hold the lease, trying every retry_period (jittered)."""
         if self.is_leader:
             return
         log.info("trying to acquire lease %s as %r", self.lease, self.identity)
@@ -313,12 +287,9 @@ class LeaderElector:
             await self._clock.sleep(self.retry_period * (1 + self._rng.random() * self._jitter))
 
     async def renew_loop(self) -> NoReturn:
-        """Renew every retry_period until cancelled; raise `LeadershipLost` when no
-        renewal succeeded within renew_deadline or another holder has the lease.
-
-        On cancellation the lease is released if `release_on_cancel` (else left to
-        expire), and CancelledError propagates.
-        """
+        """Renew every retry_period until cancelled; raise `LeadershipLost` when no renewal
+        succeeded within renew_deadline or another holder has the lease. Cancelled, it
+        releases the lease if `release_on_cancel`."""
         if self._renewed_at is None:
             raise RuntimeError("renew_loop() needs the lease: await acquire() first")
         try:
@@ -348,24 +319,17 @@ class LeaderElector:
             raise
 
     async def run(self, on_started_leading: Callable[[], Awaitable[None]]) -> None:
-        """Acquire, then run `on_started_leading()` while renewing.
-
-        * work returns or raises → it has stopped, then the lease is released (if
-          release_on_cancel) and run returns / re-raises the work's error;
-        * leadership lost → the work is cancelled and awaited, then `LeadershipLost`
-          is raised (the caller exits non-zero);
-        * run cancelled → the work is cancelled and awaited *before* the release, so a
-          successor never overlaps with our last writes.
-        """
+        """Acquire, then run `on_started_leading()` while renewing. The work is always
+        stopped before the lease is released, so a successor never overlaps our last
+        writes; leadership lost cancels it and raises `LeadershipLost`."""
         await self.acquire()
         work = asyncio.ensure_future(on_started_leading())
         renew = asyncio.ensure_future(self.renew_loop())
         try:
             await asyncio.wait({work, renew}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            # Order matters: stop the work first, then stop renewing (which releases).
-            # Nested, so a cancellation that lands while the work stops still stops
-            # the renewals (and releases) instead of leaving them running unowned.
+            # Stop the work, then the renewals (which release); nested, so a cancellation
+            # landing meanwhile still stops the renewals.
             try:
                 await _cancel_and_wait(work)
             finally:
@@ -375,11 +339,9 @@ class LeaderElector:
         work.result()
 
     async def release(self) -> bool:
-        """Give the lease up so a successor acquires at once: holder '' and a 1 s
-        duration, written only if the record still names us (RV-guarded).
-
-        Call it only once renew_loop has stopped (run() and renew_loop's cancellation
-        do so). Returns whether the lease was released; on failure it simply expires."""
+        """Give the lease up so a successor acquires at once (holder '', 1 s), only if the
+        record still names us; only once renew_loop has stopped. Returns whether it was
+        released; else it simply expires."""
         if self.holder != self.identity:
             return False
         self._stop_leading()
@@ -416,9 +378,8 @@ class LeaderElector:
 
 
 async def _cancel_and_wait(task: asyncio.Future[Any]) -> None:
-    """Cancel `task` and wait until its cleanup is done. Its outcome stays for the caller
-    to read with `result()`; it is marked retrieved so asyncio does not warn about it.
-    A cancellation of the waiter itself still propagates."""
+    """Cancel `task` and wait for its cleanup; its outcome stays for `result()`, marked
+    retrieved. A cancellation of the waiter itself still propagates."""
     task.cancel()
     await asyncio.wait({task})
     if not task.cancelled():

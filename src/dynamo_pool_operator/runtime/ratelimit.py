@@ -1,15 +1,9 @@
 """Rate limiters: how long a key (or a request) waits before it goes.
 
-Used by the work queue for retries (`ExponentialBackoff` per key, the default;
-`TokenBucket` and `MaxOf` rebuild client-go's older default), by the REST
-client for its optional `qps` (a `TokenBucket` that every request reserves from)
-and by the secure metrics server for its TokenReviews (a `TokenBucket` that a
-review takes from, or is refused: `take`).
-`Backoff` spaces an informer's watch reconnects (jittered, so informers that failed
-together do not retry together).
-
-Kept apart from the queue so the client does not depend on it. The bucket takes its
-time from an injected `Clock`, so tests drive it with `FakeClock`.
+For the work queue's retries (`ExponentialBackoff`; `TokenBucket` and `MaxOf` rebuild
+client-go's older default), the client's `qps` and the metrics server's reviews
+(`TokenBucket`), and the informers' reconnects (`Backoff`, jittered so informers that
+failed together do not retry together). Time comes from an injected `Clock`.
 """
 
 from __future__ import annotations
@@ -27,11 +21,8 @@ _K_contra = TypeVar("_K_contra", bound=Hashable, contravariant=True)
 
 
 class RateLimiter(Protocol[_K_contra]):
-    """Decides how long a key waits before its next retry.
-
-    `when` is called once per retry and may record the attempt, so it is not a pure
-    query; `failures` is the pure query.
-    """
+    """Decides how long a key waits before its next retry (`when` records the attempt;
+    `failures` is the pure query)."""
 
     def when(self, key: _K_contra) -> float:
         """Record one more retry of `key` and return how many seconds it should wait."""
@@ -47,12 +38,8 @@ class RateLimiter(Protocol[_K_contra]):
 
 
 class ExponentialBackoff:
-    """Per-key exponential backoff: ``base * 2**failures`` seconds, capped at `cap`.
-
-    Per key, so one broken object backs off without slowing the healthy ones. The
-    small base makes a transient conflict retry almost at once; the cap keeps a
-    permanently broken object retried at all (every ~17 minutes at the default).
-    """
+    """Per-key exponential backoff, ``base * 2**failures`` seconds capped at `cap`: one
+    broken object backs off without slowing the healthy ones."""
 
     def __init__(self, base: float = 0.005, cap: float = 1000.0) -> None:
         if base < 0 or cap < 0:
@@ -78,13 +65,9 @@ class ExponentialBackoff:
 
 
 class TokenBucket:
-    """One bucket shared by all keys: at most `qps` retries per second after a `burst`.
-
-    Bounds the *total* retry rate when many keys fail at once (say the API server
-    is down), which per-key backoff alone does not. It reserves a token on every
-    `when`, so delays grow as the bucket goes into debt, like golang.org/x/time/rate's
-    ``Reserve().Delay()``. It tracks no keys: `forget` is a no-op, `failures` is 0.
-    """
+    """One bucket shared by all keys: at most `qps` retries per second after a `burst`,
+    bounding the total when many keys fail at once. Every `when` reserves a token, so
+    delays grow with the debt, as golang.org/x/time/rate's ``Reserve().Delay()``."""
 
     def __init__(self, qps: float = 10.0, burst: int = 100, *, clock: Clock | None = None) -> None:
         if qps <= 0 or burst < 1:
@@ -108,8 +91,8 @@ class TokenBucket:
         return -self._tokens / self._qps
 
     def take(self) -> float:
-        """Take a token if one is there and return 0; else take nothing (no debt, as
-        golang.org/x/time/rate's ``Allow``) and return the seconds until one will be."""
+        """Take a token if one is there and return 0; else take nothing (as rate's
+        ``Allow``) and return the seconds until one will be."""
         self._refill()
         if self._tokens >= 1.0:
             self._tokens -= 1.0
@@ -144,12 +127,8 @@ class MaxOf(Generic[K]):
 
 
 class Backoff:
-    """Exponential backoff: `initial`, then x`factor` per failure up to `maximum`.
-
-    Each delay is shortened by a random fraction up to `jitter`, so informers
-    that failed together (API server restart) do not retry together; the delay
-    never exceeds `maximum`.
-    """
+    """Exponential backoff: `initial`, then x`factor` per failure up to `maximum`, each
+    delay shortened by a random fraction up to `jitter`."""
 
     def __init__(
         self,

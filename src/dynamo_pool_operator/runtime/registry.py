@@ -1,16 +1,9 @@
 """The operator's Prometheus registry, and metric families registered once per registry.
 
-One registry of our own rather than `prometheus_client.REGISTRY`, so that what
-`/metrics` serves is exactly what the operator registered (plus whatever it
-chooses to add, such as process metrics), and so that tests can build components
-against a fresh `CollectorRegistry` without tripping duplicate-registration errors.
-
-A Prometheus family can be registered only once per registry, while the code that
-uses it is built once per operator (and many times in one test process, each with
-its own registry). `per_registry(make)` turns a function that registers families
-into one that returns the same families for the same registry. Weak keys: a
-registry a test throws away is not kept alive, and a new one that reuses its id()
-is not mistaken for it.
+Our own registry, so `/metrics` serves exactly what the operator registered and tests
+can build components against fresh registries. `per_registry(make)` returns the same
+families for the same registry (weakly keyed: a discarded test registry is not kept,
+nor mistaken for a new one at its id()).
 """
 
 from __future__ import annotations

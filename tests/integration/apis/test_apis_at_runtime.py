@@ -20,9 +20,9 @@ from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, mcs_crds
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS
+from tests.harness import eventually
 from tests.integration.support.api_fixtures import (
     ABOUT_CRD,
     EXPORTS_CRD,

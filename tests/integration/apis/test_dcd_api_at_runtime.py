@@ -21,9 +21,9 @@ from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import dcd_crd, dgd_crd
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
+from tests.harness import OperatorUnderTest
 from tests.integration.support.api_fixtures import fast, plane
 from tests.integration.support.export_fixtures import exports_become, states_become
 from tests.integration.support.objects import controller_ref

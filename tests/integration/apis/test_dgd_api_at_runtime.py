@@ -25,9 +25,9 @@ import pytest
 from dynamo_pool_operator import process
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
 from dynamo_pool_operator.localcluster.crds import dgd_crd
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.pool.controller import dgd_resource
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.harness import eventually
 from tests.integration.support.api_fixtures import fast, lines, namespace, plane
 from tests.integration.support.export_fixtures import exports_become
 from tests.integration.support.relay_fixtures import (

@@ -22,12 +22,12 @@ import pytest
 from dynamo_pool_operator.discover import command
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.dynamo import RESTRICTED_CONTAINER
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects import Resource
 from dynamo_pool_operator.runtime.objects.resources import SERVICES
+from tests.harness import eventually
 from tests.integration.support.planes import scratch_namespace
 from tests.integration.support.tenants import grant
 

@@ -13,9 +13,9 @@ import pytest
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import dgd_crd, mcs_crds
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.served_apis import StartupError
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.api_fixtures import plane
 from tests.integration.support.export_fixtures import SE, config, exports_become
 from tests.integration.support.race_fixtures import FRONTEND_SVC, RELAY_SVC, make_pool

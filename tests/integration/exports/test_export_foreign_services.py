@@ -26,9 +26,9 @@ from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.localcluster import dynamo
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
+from tests.harness import OperatorUnderTest
 from tests.integration.support.export_fixtures import (
     conditions_of,
     export_names,

@@ -25,12 +25,12 @@ from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd, mcs_crds
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pool.exports import cleanup
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.export_fixtures import (
     SE,
     config,

@@ -19,9 +19,9 @@ import pytest
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import dgd_crd
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.api_fixtures import namespace, plane
 from tests.integration.support.export_fixtures import (
     SE,

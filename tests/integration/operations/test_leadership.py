@@ -22,7 +22,6 @@ from prometheus_client import CollectorRegistry
 from dynamo_pool_operator import process
 from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
-from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, eventually
 from dynamo_pool_operator.operator import REPORTING_CONTROLLER
 from dynamo_pool_operator.pool.controller import CONTROLLER_NAME
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
@@ -30,6 +29,7 @@ from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.leader import LeaderElector, format_micro_time
 from dynamo_pool_operator.runtime.objects.resources import LEASES
 from dynamo_pool_operator.runtime.registry import REGISTRY
+from tests.harness import OPERATOR_AGENT, eventually
 from tests.integration.support.export_fixtures import config, events_for
 from tests.integration.support.race_fixtures import FRONTEND_SVC, deny_export_writes, make_pool
 from tests.integration.support.relay_fixtures import RELAYS, relay_body

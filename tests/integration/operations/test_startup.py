@@ -32,10 +32,10 @@ from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import dgd_crd, mcs_crds
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import DEFAULT_USER_AGENT, Client
 from dynamo_pool_operator.runtime.objects.resources import LEASES
+from tests.harness import eventually
 from tests.integration.support.export_fixtures import config, exports_become
 from tests.integration.support.race_fixtures import (
     FRONTEND_SVC,

@@ -44,7 +44,6 @@ from dynamo_pool_operator.api.dgd import DISCOVERY_BACKEND_ANNOTATION, pool_from
 from dynamo_pool_operator.api.mcs import ClusterID, Implementation
 from dynamo_pool_operator.api.relay import RelayDefaults, relay_from_object
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from dynamo_pool_operator.pool.exports.feature import relevant_exports
 from dynamo_pool_operator.pool.exports.plan import plan
 from dynamo_pool_operator.pool.model import Verb
@@ -54,6 +53,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.meta import controller_of
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, DEPLOYMENTS, SERVICES
+from tests.harness import OPERATOR_AGENT, OperatorUnderTest, eventually
 from tests.integration.support.export_fixtures import SE, config, set_cluster_id
 from tests.integration.support.relay_fixtures import DGDS, RELAYS, WORKER, dgd_body, relay_body
 

@@ -20,10 +20,11 @@ import pytest
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster import kwok
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, EVENTS, NAMESPACES
+from tests import endpoints
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.planes import scratch_namespace
 from tests.integration.support.relay_fixtures import DGDS, RELAYS, dgd_body, ready, relay_body
 
@@ -51,7 +52,7 @@ async def endpoints_are(
 ) -> tuple[tuple[str, ...]] | None:
     """The relay Service's ready endpoint addresses, once there are `count` (as a tuple,
     truthy even when empty, for `eventually`)."""
-    ready = await kwok.service_endpoints(client, namespace, names.relay_name(POOL))
+    ready = await endpoints.service_endpoints(client, namespace, names.relay_name(POOL))
     return (tuple(ready),) if len(ready) == count else None
 
 

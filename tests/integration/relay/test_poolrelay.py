@@ -12,9 +12,9 @@ import pytest
 
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.race_fixtures import published_pool
 from tests.integration.support.race_fixtures import (
     writes_nothing as assert_second_pass_writes_nothing,

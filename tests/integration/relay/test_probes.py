@@ -17,8 +17,8 @@ import pytest
 
 from dynamo_pool_operator import process
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane, free_port
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.harness import eventually
 from tests.integration.support.export_fixtures import config, set_cluster_id, wait_event
 from tests.integration.support.race_fixtures import (
     CLUSTER_PROPERTY_RULES,

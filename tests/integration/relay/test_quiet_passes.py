@@ -21,10 +21,10 @@ from dynamo_pool_operator.api.dgd import DCD_KIND, DCD_PLURAL
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.localcluster import dynamo
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pool import reconciler as reconciler_module
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import SERVICES, Resource
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.export_fixtures import SE, config, exports_become
 from tests.integration.support.objects import controller_ref
 from tests.integration.support.race_fixtures import FRONTEND_SVC, POOL, RELAY_SVC, make_pool

@@ -14,9 +14,9 @@ import pytest
 
 from dynamo_pool_operator.config import parse_configuration
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.relay_fixtures import DGDS, RELAYS, dgd_body, relay_body
 
 CONFIGURED = {

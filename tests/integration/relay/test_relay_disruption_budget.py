@@ -8,9 +8,9 @@ from typing import Any
 
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pool.relay.kinds import POD_DISRUPTION_BUDGET
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.race_fixtures import published_pool
 from tests.integration.support.relay_fixtures import (
     DGDS,

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.relay_fixtures import DGDS, RELAYS, decision_of, dgd_body, relay_body
 
 POOL = "llama"

@@ -19,12 +19,12 @@ import pytest
 from dynamo_pool_operator.api import mcs
 from dynamo_pool_operator.api.conditions import ExportLineReason
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pool.exports.plan import REEXPORT_AFTER
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.meta import parse_rfc3339
 from dynamo_pool_operator.runtime.objects.resources import SERVICES
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.export_fixtures import (
     config,
     events_for,

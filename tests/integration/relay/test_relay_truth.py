@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client.rest import MERGE_PATCH, Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.export_fixtures import (
     events_for,
     export_names,

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
+from tests.harness import OperatorUnderTest
 from tests.integration.support.race_fixtures import make_pool, published_pool
 from tests.integration.support.relay_fixtures import (
     RELAYS,

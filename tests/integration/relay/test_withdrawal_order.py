@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.client.rest import MERGE_PATCH, Client
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.export_fixtures import SE, export_failed_about, exports_become
 from tests.integration.support.race_fixtures import FRONTEND_SVC, POOL, RELAY_SVC, make_pool
 from tests.integration.support.relay_fixtures import DGDS, RELAYS

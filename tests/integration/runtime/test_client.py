@@ -14,12 +14,12 @@ import pytest
 from dynamo_pool_operator import __version__
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.discovery import served_versions, server_resources
 from dynamo_pool_operator.runtime.client.rest import DEFAULT_USER_AGENT, Client
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, DEPLOYMENTS
+from tests.harness import eventually
 from tests.integration.support.objects import config_map, deployment
 
 

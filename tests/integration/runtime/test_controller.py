@@ -14,12 +14,12 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.control.controller import Controller, Request, Result
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS
 from dynamo_pool_operator.runtime.serving.server import Probes, ProbeServer
+from tests.harness import eventually
 from tests.integration.support.objects import config_map
 
 

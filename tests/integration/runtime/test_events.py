@@ -11,11 +11,11 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.events import WARNING, EventRecorder
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, EVENTS
+from tests.harness import eventually
 
 CONTROLLER = "dpo.test/runtime-events"
 

@@ -31,7 +31,6 @@ import orjson
 import pytest
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.cache.informer import INITIAL_EVENTS_END, EventType, Informer
 from dynamo_pool_operator.runtime.cache.store import Obj, object_key
@@ -39,6 +38,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client, ListResult
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, NAMESPACES, SECRETS, Resource
 from dynamo_pool_operator.runtime.ratelimit import Backoff
+from tests.harness import eventually
 from tests.indexes import OWNER_UID_INDEX, index_by_owner_uid, label_index
 from tests.integration.support.objects import config_map
 from tests.integration.support.tcp_proxy import TcpProxy

@@ -22,11 +22,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.leader import LeaderElector, LeadershipLost
 from dynamo_pool_operator.runtime.objects.resources import LEASES
+from tests.harness import eventually
 
 LEASE = 2.0
 RENEW = 1.5

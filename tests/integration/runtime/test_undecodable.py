@@ -16,9 +16,9 @@ import aiohttp
 import pytest
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.planes import scratch_namespace
 from tests.integration.support.relay_fixtures import (
     DGDS,

@@ -7,10 +7,10 @@ import pytest
 
 from dynamo_pool_operator.localcluster import dynamo
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES
+from tests.harness import OperatorUnderTest
 from tests.integration.support.export_fixtures import SE, export_names
 from tests.integration.support.relay_fixtures import DGDS, RELAYS, WORKER, dgd_body, relay_body
 from tests.integration.support.tenants import RELAY_ONLY_RULES, relay_policy, tenant_client

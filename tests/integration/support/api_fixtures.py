@@ -16,8 +16,8 @@ from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.localcluster.assets import resolve
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.localcluster.crds import cluster_property_crd, dgd_crd, mcs_crds
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.export_fixtures import config
 from tests.integration.support.planes import started
 from tests.integration.support.relay_fixtures import condition

@@ -13,10 +13,10 @@ from dynamo_pool_operator.config import (
     parse_configuration,
 )
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import EVENTS, Resource
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.relay_fixtures import POOL, RELAYS
 
 SE = serviceexports("v1beta1")

@@ -15,11 +15,11 @@ from typing import Any
 
 from dynamo_pool_operator import rbac
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import SERVICES
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.export_fixtures import (
     SE,
     events_for,

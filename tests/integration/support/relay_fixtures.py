@@ -7,12 +7,12 @@ from typing import Any
 from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import pool_from_object
 from dynamo_pool_operator.localcluster import dynamo
-from dynamo_pool_operator.localcluster.harness import eventually
 from dynamo_pool_operator.pool.controller import RELAYS as RELAYS
 from dynamo_pool_operator.pool.controller import dgd_resource
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
+from tests.harness import eventually
 from tests.integration.support.waiting import eventually_or
 
 DGDS = dgd_resource("v1beta1")

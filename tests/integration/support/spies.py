@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from dynamo_pool_operator.localcluster.audit import AuditEvent
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.objects.resources import Resource
+from tests.harness import OperatorUnderTest
 from tests.integration.support.export_fixtures import (
     SE,
 )

@@ -32,11 +32,11 @@ from dynamo_pool_operator.api.relay import is_headless
 from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OPERATOR_AGENT, OperatorUnderTest
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import MERGE_PATCH, Client
 from dynamo_pool_operator.runtime.objects.meta import Meta, controller_of
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, SERVICES, Resource
+from tests.harness import OPERATOR_AGENT, OperatorUnderTest
 from tests.integration.support.export_fixtures import SE, config
 from tests.integration.support.relay_fixtures import (
     DGDS,

@@ -14,9 +14,9 @@ import pytest
 from dynamo_pool_operator import process
 from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.localcluster.harness import OperatorUnderTest, eventually
 from dynamo_pool_operator.runtime.auth.config import load_kubeconfig
 from dynamo_pool_operator.runtime.client.rest import Client
+from tests.harness import OperatorUnderTest, eventually
 from tests.integration.support.api_fixtures import namespace
 
 #: How a test starts the operator: `OperatorUnderTest` itself, or one with less RBAC.

@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from dynamo_pool_operator.localcluster.harness import eventually
+from tests.harness import eventually
 
 T = TypeVar("T")
 

@@ -14,7 +14,7 @@ from dynamo_pool_operator.api.relay import RelayDefaults
 from dynamo_pool_operator.pool import controller
 from dynamo_pool_operator.pool.reconciler import PoolRelayReconciler
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
-from dynamo_pool_operator.runtime.clock import FakeClock
+from tests.clock import FakeClock
 from tests.unit.runtime.client.fake import FakeClient
 
 

@@ -11,8 +11,8 @@ from dynamo_pool_operator.pool.model import Action, ActionResult, EventNames, Ou
 from dynamo_pool_operator.pool.model import Result as Res
 from dynamo_pool_operator.pool.relay.kinds import BY_KIND
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.objects.resources import DEPLOYMENTS, Resource
+from tests.clock import FakeClock
 from tests.unit.pool.support import reconciler
 from tests.unit.runtime.client.fake import FakeClient
 

@@ -22,7 +22,7 @@ from dynamo_pool_operator.api.conditions import MEANINGS, ConditionType, Status
 from dynamo_pool_operator.api.conditions import Condition as Part
 from dynamo_pool_operator.api.event_reasons import CONDITION_CHANGED, EVENTS, declared
 from dynamo_pool_operator.api.relay import Relay, RelayDefaults, relay_from_object
-from dynamo_pool_operator.api.shown import STATUS_FIELDS, read_conditions
+from dynamo_pool_operator.api.shown import STATUS_FIELDS, ShownStatus, read_conditions
 from dynamo_pool_operator.pool.model import ConditionView, Decision, Snapshot, StatusLine
 from dynamo_pool_operator.pool.plan import Reason, decision
 from dynamo_pool_operator.pool.report import (
@@ -34,7 +34,6 @@ from dynamo_pool_operator.pool.report import (
     exported_condition,
     published,
     status_apply,
-    status_changed,
     summary,
     transitions,
     warned,
@@ -232,7 +231,7 @@ def test_a_relay_whose_status_is_current_needs_no_status_write() -> None:
     first = status(PUBLISHED, None, exports=exports)
     again = status(PUBLISHED, copy.deepcopy(first), exports=exports, now=NOW + timedelta(hours=1))
     assert again == first
-    assert not status_changed(first, again)
+    assert not ShownStatus.of(first).differs(again)
 
 
 def test_a_ready_change_needs_a_status_write_with_a_new_transition_time() -> None:
@@ -240,10 +239,10 @@ def test_a_ready_change_needs_a_status_write_with_a_new_transition_time() -> Non
     later = NOW + timedelta(minutes=5)
     withdrawn = status(WITHDRAWN, first, now=later)
     assert ready(withdrawn)["lastTransitionTime"] == "2024-05-06T07:13:09Z"
-    assert status_changed(first, withdrawn)
+    assert ShownStatus.of(first).differs(withdrawn)
 
 
-# --------------------------------------------------------------------------- status_changed
+# --------------------------------------------------------------------------- ShownStatus.differs
 
 
 @pytest.mark.parametrize(
@@ -268,7 +267,7 @@ def test_a_ready_change_needs_a_status_write_with_a_new_transition_time() -> Non
 def test_status_changes_when_any_desired_field_differs(
     current: dict[str, Any] | None, desired: dict[str, Any], changed: bool
 ) -> None:
-    assert status_changed(current, desired) is changed
+    assert ShownStatus.of(current).differs(desired) is changed
 
 
 # --------------------------------------------------------------------------- apply body
@@ -338,7 +337,7 @@ def test_exports_are_shown_in_the_given_order() -> None:
 def test_an_empty_list_matches_an_absent_field_and_nothing_else_does(
     shown: dict[str, Any], desired: dict[str, Any], changed: bool
 ) -> None:
-    assert status_changed(shown, desired) is changed
+    assert ShownStatus.of(shown).differs(desired) is changed
 
 
 def test_absent_and_empty_exports_are_the_same_status() -> None:
@@ -347,9 +346,9 @@ def test_absent_and_empty_exports_are_the_same_status() -> None:
     desired = status(exports=())
     assert desired["exports"] == []
     shown_absent = {k: v for k, v in desired.items() if k != "exports"}
-    assert not status_changed(shown_absent, desired)
-    assert not status_changed({**desired, "exports": []}, desired)
-    assert status_changed(shown_absent, status(exports=(StatusLine("a", "Exported"),)))
+    assert not ShownStatus.of(shown_absent).differs(desired)
+    assert not ShownStatus.of({**desired, "exports": []}).differs(desired)
+    assert ShownStatus.of(shown_absent).differs(status(exports=(StatusLine("a", "Exported"),)))
 
 
 def test_a_refused_relay_write_keeps_a_published_relay_not_ready() -> None:

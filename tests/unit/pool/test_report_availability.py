@@ -15,7 +15,7 @@ import pytest
 
 from dynamo_pool_operator.api.conditions import RELAY_AVAILABLE_MEANINGS as REASONS
 from dynamo_pool_operator.api.conditions import RelayAvailableReason as AvailableReason
-from dynamo_pool_operator.pool.report import Availability, availability, shown_inputs
+from dynamo_pool_operator.pool.report import Availability, availability
 
 NAME = "llama-pool-relay"
 SERVICE = {"metadata": {"name": NAME}}
@@ -139,21 +139,6 @@ def test_every_reason_is_documented() -> None:
     assert set(REASONS) == set(AvailableReason)
 
 
-def test_status_noise_is_not_an_input() -> None:
-    dep = deployment()
-    noisy = deployment()
-    noisy["status"]["readyReplicas"] = 7
-    noisy["status"]["conditions"] = [{"type": "Other", "status": "True"}]
-    assert shown_inputs(dep) == shown_inputs(noisy)
-    moved = deployment(available=1)
-    assert shown_inputs(dep) != shown_inputs(moved)
-    assert shown_inputs(dep) != shown_inputs(deployment(updated=1))
-    assert shown_inputs(dep) != shown_inputs(deployment(running=3))
-    failing = deployment(conditions=[{"type": "ReplicaFailure", "status": "True"}])
-    assert shown_inputs(dep) != shown_inputs(failing)
-    assert shown_inputs(None) == shown_inputs({})
-
-
 @pytest.mark.parametrize(
     ("progressing", "failure", "reason"),
     [
@@ -255,27 +240,6 @@ def test_the_defaults_are_an_unnamed_single_replica() -> None:
         AvailableReason.PROGRESSING,
         "the Deployment controller has not observed generation 1 of  yet (observed 0)",
         "0/1",
-    )
-
-
-def test_what_is_read_of_the_status_is_exactly_the_inputs() -> None:
-    conditions = [
-        {"type": "Available", "status": "True", "reason": "A", "message": "a"},
-        {"type": "Other", "status": "True"},
-        {"type": "ReplicaFailure", "status": "False", "reason": "R", "message": "r"},
-        {"type": "Progressing", "status": "True", "reason": "P", "message": "p"},
-    ]
-    dep = deployment(2, 1, observed=3, conditions=conditions)
-    assert shown_inputs(dep) == (
-        3,
-        1,
-        2,
-        2,
-        (
-            ("ReplicaFailure", "False", "R", "r"),
-            ("Progressing", "True", "P", "p"),
-            ("Available", "True", "A", "a"),
-        ),
     )
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from dynamo_pool_operator.pool.status_metrics import RelayStatusCollector
+from dynamo_pool_operator.pool.status_metrics import reporting
 
 
 def relay(name: str, *conditions: tuple[str, str, str]) -> dict[str, Any]:
@@ -16,8 +16,8 @@ def relay(name: str, *conditions: tuple[str, str, str]) -> dict[str, Any]:
 
 def scrape(relays: list[dict[str, Any]]) -> str:
     registry = CollectorRegistry()
-    registry.register(RelayStatusCollector(lambda: relays))
-    return generate_latest(registry).decode()
+    with reporting(registry, lambda: relays):
+        return generate_latest(registry).decode()
 
 
 def test_ready_per_relay_and_counts_per_condition() -> None:
@@ -47,8 +47,6 @@ def test_no_relays_no_series_but_the_families_are_declared() -> None:
 
 
 def test_one_collector_per_registry_reporting_the_newest_source() -> None:
-    from dynamo_pool_operator.pool.status_metrics import reporting
-
     registry = CollectorRegistry()
     first = [relay("a", ("Ready", "True", "Published"))]
     second = [relay("b", ("Ready", "False", "NoWorkers"))]
@@ -92,8 +90,6 @@ def test_exports_by_state_sum_every_relays_status_lines_with_every_state_present
 def test_without_per_relay_series_no_relay_is_named() -> None:
     """`server.perRelayMetrics: false`: relay names (every tenant's) stay out of the
     scrape; the counts by condition and the exports by state remain."""
-    from dynamo_pool_operator.pool.status_metrics import reporting
-
     registry = CollectorRegistry()
     relays = [relay("payments-pool", ("Ready", "True", "Published"))]
     with reporting(registry, lambda: relays, per_relay=False):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
-from dynamo_pool_operator.runtime.clock import FakeClock, SystemClock
+from dynamo_pool_operator.runtime.clock import SystemClock
+from tests.clock import FakeClock
 
 
 async def test_advance_moves_monotonic_and_wall_time_together() -> None:

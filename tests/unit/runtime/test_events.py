@@ -18,9 +18,9 @@ from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.background import in_background
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.events import EventRecorder, micro_time, truncate_note
 from dynamo_pool_operator.runtime.objects.resources import EVENTS, Resource
+from tests.clock import FakeClock
 from tests.unit.runtime.client.fake import FakeClient, Obj
 
 START = datetime(2026, 1, 1, 12, 0, 0, 123456, tzinfo=UTC)

@@ -6,12 +6,8 @@ import gc
 
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.gcpauses import (
-    THRESHOLDS,
-    collector_tuned,
-    unwatch_gc_pauses,
-    watch_gc_pauses,
-)
+from dynamo_pool_operator.runtime import gcpauses
+from dynamo_pool_operator.runtime.gcpauses import THRESHOLDS, collector_tuned, watch_gc_pauses
 
 
 def _count(registry: CollectorRegistry, generation: str) -> float:
@@ -36,7 +32,7 @@ def test_a_full_collection_is_timed_once_per_registry() -> None:
         assert total is not None
         assert total > 0
     finally:
-        unwatch_gc_pauses(registry)
+        gc.callbacks.remove(gcpauses._WATCHED.pop(registry))
     gc.collect(2)
     assert _count(registry, "2") == 1  # no longer watched
 

@@ -25,7 +25,6 @@ from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime.auth.config import ConfigError
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.leader import (
     LeaderElector,
     LeadershipLost,
@@ -33,6 +32,7 @@ from dynamo_pool_operator.runtime.leader import (
     format_micro_time,
 )
 from dynamo_pool_operator.runtime.objects.resources import LEASES, Resource
+from tests.clock import FakeClock
 from tests.unit.runtime.client.fake import FakeClient
 
 NS = "ops"

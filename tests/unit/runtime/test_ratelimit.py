@@ -8,8 +8,8 @@ from collections.abc import Hashable
 
 import pytest
 
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.ratelimit import ExponentialBackoff, MaxOf, TokenBucket
+from tests.clock import FakeClock
 
 
 def test_exponential_backoff_doubles_from_5ms() -> None:

@@ -1,45 +1,26 @@
 """The export feature's caches and watches, following the APIs as the cluster serves them.
 
-The ServiceExport API and the About API are CRDs someone may install after the
-operator started, delete, or change the served versions of. `ExportApis.follow` makes
-the feature match what discovery found (`discovery.follow_served_apis`), always making
-the new cache before breaking the old one (`runtime/cache/followed.py`):
+The ServiceExport, About and DCD APIs are CRDs that may be installed after the operator
+started, deleted, or re-versioned. `ExportApis.follow` makes the feature match what
+discovery found, always making the new cache before breaking the old one
+(`runtime/cache/followed.py`):
 
-- a version to move to (the API appeared, or is served at a version preferred to the
-  one in effect, or the one in effect is no longer served): its informer is started
-  and waited for (10 s); once it has synced it is handed to the feature
-  (`PoolExports.use`), its watch declared, the old watch dropped and the old informer
-  stopped, and every relay is reconciled. A list slower than the wait is not abandoned:
-  it goes on (retried with backoff if it fails), and the switch is made when it
-  completes;
-- meanwhile, the ServiceExport cache in effect stays in effect while its version is
-  served. When none is usable (the old version is no longer served, or there was none)
-  nothing is exported and each relay says so truthfully: the API is served, its list
-  has not completed (`PoolExports.listing`). The ClusterProperty read is a
-  `FollowedCache`, as the DGDs: it stays the old one until the new one has synced,
-  even when its version is no longer served (its informer is then stopped, its last
-  content read): an unreadable or half-filled cache must not change what the relays
-  are told. A stopped informer is never kept once a served version is wanted, the
-  one it was on included (served again): a new informer of it is made and switched
-  to, so a later change of the property is seen. With no old one, the new cache is
-  used after the wait, synced or not, as at start (`DegradedChecks` reports it, each
-  relay says the property is unreadable); its sync requeues every relay
-  (`Controller.watches(on_sync=...)`), since a sync with no property is no event;
-- an API that went away: the feature stops reading it first, then its watch is
-  dropped and its informer stopped, so no watch keeps failing against a resource the
-  server no longer has; every relay is reconciled (each says `ExportAPIUnavailable`,
-  or runs without the cluster ID check).
+- a new version's informer is started and waited for; once synced it is handed to the
+  feature (`PoolExports.use`), its watch declared, the old one dropped and every relay
+  reconciled. A slower list goes on and the switch is made when it completes;
+- meanwhile the ServiceExport cache in effect stays while its version is served; with
+  none usable nothing is exported and each relay says the list has not completed
+  (`PoolExports.listing`). An export cache read before it synced would show no exports,
+  and every pool would create exports that exist;
+- the ClusterProperty read is a `FollowedCache`: an unreadable or half-filled cache must
+  not change what the relays are told. With no old one, a new one is used unsynced, as
+  at start (each relay says the property is unreadable), its sync requeuing every relay;
+- an API that went away: the feature stops reading it, then its watch and informer go,
+  and every relay is reconciled.
 
-The export cache is waited for before it is used: read before it synced, it would
-show no exports and every pool would try to create exports that exist.
-
-`follow` compares with what is in effect here, not with what it was told last time,
-so calling it again with the same value does nothing (or, while a new cache is being
-made, only looks whether it has synced).
-
-Its informers call `poke` when their resource answers NotFound (the CRD was deleted),
-and a new cache that syncs late pokes too: the owner reads discovery again at once
-instead of at the end of its interval.
+`follow` compares with what is in effect, so calling it again with the same value does
+nothing. NotFound from an informer, and a late sync, poke the owner to read discovery
+again at once.
 """
 
 from __future__ import annotations
@@ -82,8 +63,8 @@ _DCD_API = f"the DynamoComponentDeployment API ({DCD_PLURAL}.{DGD_GROUP})"
 
 
 def is_cluster_id_property(obj: Obj) -> bool:
-    """The one ClusterProperty the check reads (a function of its own: the shared
-    informer factory tells filters apart by identity)."""
+    """The one ClusterProperty the check reads (a function of its own: the shared informer
+    factory tells filters apart by identity)."""
     return Meta(obj).name == CLUSTER_ID_PROPERTY
 
 
@@ -124,8 +105,7 @@ class ExportApis:
         self.use_dgds(dgds)
         self._exports: Informer | None = None
         self._export_version: str | None = None
-        #: The ClusterProperty read, following the About API. As at start, a new one is
-        #: read before it has synced (each relay reports the property unreadable).
+        #: The ClusterProperty read; a new one is read before it has synced, as at start.
         self._properties = MaybeServed(
             informers,
             make=self._property_informer,
@@ -136,9 +116,8 @@ class ExportApis:
             sync_timeout=sync_timeout,
         )
         self._properties.poke = lambda: self.poke()
-        #: The DynamoComponentDeployments (stubs: whose each is), following their API:
-        #: read only once synced, since one not yet listed would make every frontend a
-        #: DCD controls someone else's.
+        #: The DCDs (stubs), read only once synced: one not yet listed would make every
+        #: frontend a DCD controls someone else's.
         self._dcds = MaybeServed(
             informers,
             make=self._dcd_informer,
@@ -168,8 +147,7 @@ class ExportApis:
 
     @property
     def pending(self) -> list[Informer]:
-        """The informers being made to replace those in effect (readiness does not wait
-        for them: the ones in effect serve meanwhile)."""
+        """The informers being made to replace those in effect (readiness does not wait)."""
         making = (self._export_candidate.informer, self._properties.pending, self._dcds.pending)
         return [i for i in making if i is not None]
 
@@ -180,8 +158,8 @@ class ExportApis:
     def begin(
         self, export_version: str | None, about_version: str | None, dcd_version: str | None = None
     ) -> None:
-        """At build time, before the informers start: declare what is served at start
-        (the controller waits for the export and DCD caches before its first reconcile)."""
+        """At build time: declare what is served at start (the controller waits for the
+        export and DCD caches before its first reconcile)."""
         if export_version is not None:
             self._exports = self._export_informer(export_version)
             self._export_version = export_version
@@ -223,8 +201,7 @@ class ExportApis:
             return
         keep = self._exports is not None and self._export_version in served
         if not keep:
-            # Its version is no longer served (writes would fail, its watch too): no
-            # cache is usable until the new one has synced, and the relays say so.
+            # No longer served: no cache is usable until the new one syncs.
             await self._drop_exports()
             self.feature.listing = want
         meanwhile = (
@@ -270,10 +247,8 @@ class ExportApis:
     def _switch_properties(self, new: Informer | None, old: Informer | None) -> None:
         self._hand_over()  # no pass reads the old cache from here on
         if new is not None:
-            # Not waited for: an unreadable property is reported per relay; its late
-            # sync requeues every relay (all read it), at once. Low priority: a change
-            # requeues every relay, and a user's change made meanwhile must not wait
-            # behind all of them.
+            # Not waited for: an unreadable property is reported per relay, and its late
+            # sync requeues every relay, at low priority so a user's change does not wait.
             self.controller.watches(
                 new,
                 all_relays(self.relays),

@@ -1,13 +1,7 @@
-"""Feature off: withdraw the exports this operator made before.
-
-With no MCS implementation configured nothing is watched or written — except that
-the exports an earlier configuration made (our DGD label, a DynamoPoolRelay as
-controller) are withdrawn, each with uid + resourceVersion preconditions through
-the guarded writes. A pass never raises for an API error: a refused list or delete
-is a failure of the pass, reported to the caller, which retries the pass and says so
-on the export's relay (a Warning Event), in the log and in a metric. An export that
-keeps changing under its guarded delete (three lost races in a row) is a failure
-too, not a quiet end.
+"""Feature off: withdraw the exports this operator made before (our DGD label, a relay
+as controller), through the guarded writes. A pass never raises: a refused list or
+delete, or an export still changing after three lost races, is a failure of the pass,
+which the caller retries and reports.
 """
 
 from __future__ import annotations
@@ -72,9 +66,8 @@ async def withdraw_leftover_exports(client: Client, version: str, namespace: str
 async def _withdraw_if_ours(
     client: Client, writes: GuardedWrites, res: Resource, export: Obj, attempts: int = 3
 ) -> int:
-    """Delete `export` if it is still ours at the version read; after a lost race read
-    it again (the MCS implementation may just have written its status) and decide
-    again."""
+    """Delete `export` if it is still ours at the version read; after a lost race, read
+    it again and decide again."""
     for _ in range(attempts):
         if not ours(export):
             return 0

@@ -1,21 +1,12 @@
-"""The export feature: its caches, what each pass of the relay reconciler gathers from
-them, and the settings in effect (`plan.ExportRules`: `plan.plan_exports` plans and
-`verdict.report_exports` reports, purely).
+"""The export feature: its caches, what each pass gathers from them, and the settings in
+effect (`plan.ExportRules`); `plan.plan_exports` plans and `verdict.report_exports`
+reports, purely.
 
-Gather reads only caches: the exports of the relay's namespace (by name, and by
-controller UID), the Services named like a frontend with the DynamoComponentDeployments
-they name as controller (whose each Service is: `plan.foreign_service`), and the
-cluster's ID property. The caches come and go with their
-APIs (`pool/exports/apis.py` hands them over by `use`): while the ServiceExport API is not
-served there are none, nothing is planned, and `Exported` says why. A ClusterProperty cache
-that has not synced (e.g. Forbidden, or a new cache while the About API changes
-version) is a failed read — reported as `ExportFailed` about the property and retried
-— never taken for "no property": the cluster's ID is then unknown, so the relay keeps
-its last known one (its status) and a relay that never had one waits
-(`ClusterIDMatched=Unknown`); the relay pods are never rolled for it. Plan and report
-are pure, with the settings in effect (`PoolExports.rules`).
-The exports' state gauge is counted from the relays' status at scrape time
-(`pool/status_metrics.py`), so nothing is kept here between passes.
+Gather reads only caches, which come and go with their APIs (`apis.py` hands them over
+by `use`): with no ServiceExport API nothing is planned and `Exported` says why. A
+ClusterProperty cache not synced is a failed read (`ExportFailed`, retried), never "no
+property": the relay keeps its last known cluster ID, and the relay pods are never
+rolled for it.
 """
 
 from __future__ import annotations
@@ -64,9 +55,8 @@ def relevant_exports(
     lookup: Callable[[str], Mapping[str, Any] | None],
     controlled: Iterable[Mapping[str, Any]],
 ) -> dict[str, Mapping[str, Any]]:
-    """The `exports` argument of `plan`: the exports this relay controls (an index
-    lookup, filtered to its namespace) and those named like a wanted one (`lookup`
-    reads the relay's namespace by name). Nothing else can matter."""
+    """The `exports` argument of `plan`: the exports this relay controls and those named
+    like a wanted one. Nothing else can matter."""
     out: dict[str, Mapping[str, Any]] = {}
     for export in controlled:
         meta = Meta(export)  # read once: its namespace, then its name
@@ -88,9 +78,8 @@ Lookup = Callable[[str], Mapping[str, Any] | None]
 def frontend_services(
     relay: Relay, pool: Pool | None, services: Lookup, component_deployments: Lookup | None
 ) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
-    """The `services` and `component_deployments` arguments of `plan`: the Services of
-    the relay's namespace named like a frontend of the pool, and the cached DCDs those
-    name as their controller (None: no DCD is readable, so none is the pool's)."""
+    """The `services` and `component_deployments` arguments of `plan`: the Services named
+    like a frontend of the pool, and the cached DCDs those name as controller."""
     found: dict[str, Mapping[str, Any]] = {}
     dcds: dict[str, Mapping[str, Any]] = {}
     relay_service = names.relay_name(relay.name)
@@ -142,8 +131,8 @@ class PoolExports:
         self.confirmation = confirmation
         self.exported_annotations = exported_annotations
         self.exported_labels = exported_labels
-        #: The ServiceExport version served whose cache has not synced yet, while no
-        #: other cache is usable (set by `ExportApis`); None otherwise.
+        #: The ServiceExport version served whose cache has not synced, while no other
+        #: is usable (set by `ExportApis`).
         self.listing: str | None = None
         self.implementation = implementation
         self.caches: ExportCaches | None = None

@@ -1,23 +1,15 @@
-"""What wakes the relay controller about exports.
+"""What wakes the relay controller about exports (only with an MCS implementation).
 
-Watches (only with an MCS implementation configured):
-- ServiceExports of the watched namespace(s), at the resolved version. A creation
-  or deletion, or an update of the metadata or spec we own while the export has a
-  controller, requeues the relay that controls it and every relay whose pool
-  exports a Service of that name in the same namespace (an index from frontend
-  Service name to DGD keeps that a lookup, not a scan).
-- The ClusterProperty `cluster.clusterset.k8s.io` (mcs with the About API
-  served): any change requeues every relay, at low queue priority so that a
-  user's change made meanwhile is not served after all of them. Its cache is not
-  waited for: an unreadable property is reported per relay as ExportFailed and
-  retried.
+- ServiceExports: a creation, deletion or change of what we own requeues the relay
+  that controls it and every relay whose pool exports a Service of that name (an index
+  from frontend Service name to DGD makes that a lookup).
+- The ClusterProperty `cluster.clusterset.k8s.io`: any change requeues every relay at
+  low priority, so a user's change meanwhile is not served after all of them.
+- DynamoComponentDeployments, as stubs, mapped to the relay of their controlling DGD
+  before and after the change: a frontend's Service a DCD controls is the pool's while
+  that DCD is the DGD's.
 
-- DynamoComponentDeployments (while served), as stubs of their identity and
-  controller, mapped to the relay of the DGD that controls them (before and after
-  the change): a frontend's Service that a DCD controls is the pool's while that DCD
-  is the DGD's.
-
-Which of them exist at a given time follows the served APIs (`pool/exports/apis.py`).
+Which exist when follows the served APIs (`pool/exports/apis.py`).
 """
 
 from __future__ import annotations
@@ -53,8 +45,7 @@ def is_relay_controller(ref: Any) -> bool:
 
 
 def export_mapper(dgds: Callable[[], Informer]) -> Any:
-    """`dgds` gives the DGD cache in effect at each event: it changes when the DGD API
-    is served at another version (`runtime/cache/followed.py`)."""
+    """`dgds` gives the DGD cache in effect at each event (it follows its API's version)."""
 
     def relays_for(export: Obj) -> Iterable[Request]:
         meta = Meta(export)
@@ -74,10 +65,8 @@ def export_mapper(dgds: Callable[[], Informer]) -> Any:
 
 
 def export_changed(etype: EventType, old: Obj | None, new: Obj | None) -> bool:
-    """Creates and deletes; updates of our metadata or of its spec while the export has a
-    controller; and a change of what the MCS implementation says of it (its Valid, Ready and
-    Conflict conditions, which `Exported` shows). Its other status writes, and any on
-    an export without a controller, are not ours to react to."""
+    """Creates and deletes; changes of our metadata, or of the spec while the export has a
+    controller; and of what the MCS implementation says of it (Valid, Ready, Conflict)."""
     if etype is not EventType.MODIFIED:
         return True
     a, b = Meta(old), Meta(new)

@@ -1,11 +1,9 @@
 """The kinds of object a relay owns, one entry each: the one table a new kind joins.
 
-Each entry says everything the rest of the operator needs of a kind: how its body is
-rendered and when a published relay wants one, what its cache keeps and which changes
-wake the relay (`pool/controller.py` makes the caches and the watches from it), the
-writes it waits for (`pool/plan.py`), and why the operator may write it (`rbac.py`).
-The plan of the relay's objects (`objects.py`) climbs the one ladder for each, in the
-table's order, which is the order they are written when publishing. Pure.
+Each entry says all the operator needs of a kind: its render and when it is wanted,
+what its cache keeps and which changes wake the relay (`pool/controller.py`), the writes
+it waits for (`pool/plan.py`) and why it may be written (`rbac.py`). The table's order
+is the write order when publishing. Pure.
 """
 
 from __future__ import annotations
@@ -23,12 +21,10 @@ from dynamo_pool_operator.pool.model import EventNames, Snapshot
 from dynamo_pool_operator.pool.relay import render
 from dynamo_pool_operator.runtime.objects import DEPLOYMENTS, SERVICES, Resource, Shape, record
 
-#: A refused write of a relay object is a Warning about that object; successful writes
-#: of the relay's own objects record no Event (they follow the relay's spec).
+#: A refused write of a relay object is a Warning; successful ones record no Event.
 RELAY_EVENTS = EventNames(failed=EventReason.RELAY_WRITE_FAILED)
 
-#: What every relay object's cache keeps verbatim (`runtime/objects/diff.py`) beside its
-#: digest: fields whose keys vary with the relay.
+#: What every relay object's cache keeps verbatim beside its digest: keys vary per relay.
 OWNERS = frozenset({"metadata.ownerReferences"})
 
 
@@ -57,8 +53,8 @@ class OwnedKind:
     open_paths: frozenset[str] = OWNERS
     #: Kinds whose write in the same pass must succeed before this one's.
     after: tuple[str, ...] = ()
-    #: What its cache keeps of its spec and status beyond the view: what a pass reads
-    #: (conditions: of these types, their type, status, reason and message).
+    #: What its cache keeps of its spec and status beyond the view (conditions: of these
+    #: types, their type, status, reason and message).
     spec_kept: tuple[str, ...] = ()
     status_kept: tuple[str, ...] = ()
     conditions_kept: tuple[str, ...] = ()
@@ -125,10 +121,9 @@ SERVICE = OwnedKind(
     open_paths=OWNERS | {"spec.clusterIP"},
     # A port moves in the pods before the Service sends traffic to it.
     after=("Deployment",),
-    # `spec.clusterIP` is immutable: the Service of the other shape is deleted (as read:
-    # uid and resourceVersion) and created again once it is gone; that interrupts the
-    # pool's import, so it is said (Normal), unlike the relay's other writes. Its
-    # creation time ends the hold of its export (`exports/plan.py`).
+    # `spec.clusterIP` is immutable: the Service of the other shape is deleted and made
+    # again; that interrupts the pool's import, so it is said (Normal). Its creation time
+    # ends its export's hold (`exports/plan.py`).
     spec_kept=("clusterIP",),
     creation_read=True,
     frontends=True,
@@ -150,11 +145,6 @@ POD_DISRUPTION_BUDGET = OwnedKind(
 RELAY_KINDS: tuple[OwnedKind, ...] = (DEPLOYMENT, SERVICE, POD_DISRUPTION_BUDGET)
 BY_KIND: Mapping[str, OwnedKind] = {k.kind: k for k in RELAY_KINDS}
 
-#: Maps of Kubernetes quantities, compared by value (`runtime/objects/diff.py`): the API
-#: server keeps each quantity in its canonical form (`1000m` as `1`, `1024Mi` as `1Gi`),
-#: which is no drift; any other value, or a missing one, is, and is repaired.
-QUANTITY_PATHS = render.QUANTITY_PATHS
-
 
 @functools.cache
 def _sample() -> Snapshot:
@@ -175,12 +165,11 @@ def shape(kind: str) -> Shape:
     entry = BY_KIND[kind]
     sample = entry.render(_sample())
     assert sample is not None, f"the sample renders every kind ({kind})"
-    return Shape(dict(sample), open_paths=entry.open_paths, quantities=QUANTITY_PATHS)
+    return Shape(dict(sample), open_paths=entry.open_paths, quantities=render.QUANTITY_PATHS)
 
 
 @functools.cache
 def rule(kind: str) -> Rule:
-    """How the relay `kind` is compared with its render (`pool/ladder.py`): from the view
-    its cache keeps (the relay object caches keep views, not pod templates). Made once
-    per kind: it is configuration, read by every pass."""
-    return Rule(view=shape(kind), quantities=QUANTITY_PATHS)
+    """How the relay `kind` is compared with its render: from the view its cache keeps.
+    Made once per kind."""
+    return Rule(view=shape(kind), quantities=render.QUANTITY_PATHS)

@@ -1,16 +1,10 @@
 """The relay's own objects in the plan: one action for each kind it owns. Pure.
 
-Each kind of the table (`kinds.py`) climbs the verb ladder every owned object climbs
-(`pool/ladder.py`). Published: each the relay wants is created when absent, applied when
-the drift rule (from the digest the cache keeps: `kinds.rule`) says an apply would
-change it, left alone otherwise, and withdrawn when no longer wanted; an object of ours
-that still shows its create's fields with the create (not handed over to the apply
-manager) is handed over right before its first apply. The decision already made sure
-every existing one is ours (else `OwnershipConflict`). Held (the relay's spec is
-invalid: nothing can be rendered): each is left as it runs, none created. Withdrawn:
-each the relay controls is deleted; one being deleted is waited for; anyone else's is
-never touched; one the caches may hide (our labels removed from it) is read by name
-once when they show none, and deleted the next pass if it is ours.
+Each kind (`kinds.py`) climbs the verb ladder (`pool/ladder.py`). Published: created,
+applied on drift (handed over to the apply manager first if still the create's), or
+withdrawn when no longer wanted. Held (invalid spec): left as they run. Withdrawn: ours
+deleted, one being deleted waited for, anyone else's never touched, one the caches may
+hide read by name once.
 """
 
 from __future__ import annotations
@@ -24,9 +18,8 @@ from dynamo_pool_operator.pool.relay.kinds import RELAY_EVENTS, RELAY_KINDS, rul
 
 
 def desired_objects(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
-    """What the relay objects a published relay wants should look like, by kind; none of
-    a kind whose body cannot be made now (the Deployment, while the cluster's ID is
-    unknown: it would roll every relay pod twice, without the ID, then with it)."""
+    """The relay objects a published relay wants, by kind; none of a kind whose body cannot
+    be made now (the Deployment while the cluster's ID is unknown)."""
     out = {}
     for kind in RELAY_KINDS:
         body = kind.render(snapshot) if kind.wanted(snapshot.relay) else None
@@ -64,9 +57,8 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
                 rule(kind.kind),
                 wanted=wanted,
                 replace=decision.publish and kind.replaced(snapshot),
-                # The caches watch our objects by label: one of the name without our
-                # labels shows only to a create (whose it is decides the next pass),
-                # or, not wanted, to a read of its name while they show none.
+                # One of the name without our labels shows only to a create, or (not
+                # wanted) to a read of its name.
                 may_be_hidden=wanted or kind.kind in snapshot.hidden_unread,
                 apply_manager=names.FIELD_MANAGER,
             )

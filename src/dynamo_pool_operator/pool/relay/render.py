@@ -1,15 +1,9 @@
 """The bodies of the relay's own objects, rendered from the relay and its pool. Pure.
 
-The rendered objects are apply configurations: only the fields we own, so a server-side
-apply never fights other managers (HPA on replicas excepted: we own `spec.replicas` on
-purpose, the relay spec is its one source). Each carries its render hash (the digest of
-what was rendered, `names.RENDER_HASH`), which keys the cache's view of it.
-
-The relay pods' contract (environment variables) mirrors what Dynamo's operator injects
-into component pods, plus the pool's cluster ID: `DYN_NAMESPACE`,
-`DYN_DISCOVERY_BACKEND=kubernetes`, `DYN_CLUSTER_ID`, `DYN_PARENT_DGD_K8S_NAME`,
-`DYN_PARENT_DGD_K8S_NAMESPACE`, `DYN_POOL_RELAY_PORT` and the downward-API identity
-`POD_NAME`, `POD_NAMESPACE`, `POD_UID`.
+Apply configurations: only the fields we own (`spec.replicas` too: the relay spec is its
+one source), each with its render hash (`names.RENDER_HASH`). The pods' environment
+mirrors what Dynamo's operator injects into component pods, plus `DYN_CLUSTER_ID` and
+`DYN_POOL_RELAY_PORT`.
 """
 
 from __future__ import annotations
@@ -25,9 +19,7 @@ from dynamo_pool_operator.runtime.objects import with_hash
 CONTAINER = "relay"
 PORT_NAME = "relay"
 
-#: Maps of Kubernetes quantities, compared by value (`runtime/objects/diff.py`): the API
-#: server keeps each quantity in its canonical form (`1000m` as `1`, `1024Mi` as `1Gi`),
-#: which is no drift; any other value, or a missing one, is, and is repaired.
+#: Maps of Kubernetes quantities, compared by value (`1000m` is `1`, `1024Mi` is `1Gi`).
 QUANTITY_PATHS = frozenset(
     {
         "spec.template.spec.containers.resources.limits",
@@ -116,9 +108,9 @@ def deployment(relay: Relay, pool: Pool, cluster_id: str | None = None) -> dict[
 
 
 def service(relay: Relay) -> dict[str, Any]:
-    """The relay Service (core/v1): the name the pool is exported under. Headless unless
-    the relay says otherwise: an MCS implementation imports a headless Service as its
-    Ready pod IPs, one per relay, and a ClusterIP Service as the one ClusterIP."""
+    """The relay Service: the name the pool is exported under. Headless unless the relay
+    says otherwise: an MCS implementation imports a headless Service as its Ready pod IPs,
+    one per relay, and a ClusterIP Service as its one ClusterIP."""
     spec: dict[str, Any] = {
         "selector": names.selector(relay.name),
         "ports": [
@@ -132,8 +124,7 @@ def service(relay: Relay) -> dict[str, Any]:
 
 
 def pod_disruption_budget(relay: Relay) -> dict[str, Any]:
-    """The relay's PodDisruptionBudget (policy/v1): a node drain or an eviction leaves at
-    least one relay pod running, so the pool stays live (the relay is active-active)."""
+    """The relay's PodDisruptionBudget: a drain leaves at least one relay pod running."""
     spec = {"minAvailable": 1, "selector": {"matchLabels": names.selector(relay.name)}}
     obj = {
         "apiVersion": "policy/v1",

@@ -1,16 +1,8 @@
-"""Where the API server is and how to prove who we are.
+"""Where the API server is and how to prove who we are: the auth face, and the
+in-cluster loader.
 
-`ClusterConfig` is what the client needs: a server URL, per-request connection
-options, and `Credentials`, which hand out the TLS context and the request
-headers *at request time*, so rotating material (exec plugin tokens and
-certificates, projected service-account tokens) is picked up without rebuilding
-the client.
-
-`load_config` finds the configuration the way client-go does for a controller:
-an explicit kubeconfig, else the files in `$KUBECONFIG` (merged), else
-`~/.kube/config`, else the pod's service account. The pieces live in sibling
-modules (`auth_credentials`, `auth_exec`, `auth_kubeconfig`); this module is the
-public face and the in-cluster loader.
+`load_config` looks where client-go does for a controller: an explicit kubeconfig, else
+`$KUBECONFIG` (merged), else `~/.kube/config`, else the pod's service account.
 """
 
 from __future__ import annotations
@@ -83,12 +75,9 @@ def load_incluster_config(
     environ: Mapping[str, str] | None = None,
     clock: Clock | None = None,
 ) -> ClusterConfig:
-    """The pod's own service account, as client-go's `InClusterConfig`.
-
-    The token is a bound token that the kubelet rotates, so it is re-read every
-    minute and after a 401 instead of being read once. A missing CA is only a
-    warning (system roots are used), as in client-go.
-    """
+    """The pod's own service account, as client-go's `InClusterConfig`: the bound token
+    the kubelet rotates is re-read every minute and after a 401; a missing CA is only a
+    warning (system roots)."""
     env = os.environ if environ is None else environ
     host = env.get("KUBERNETES_SERVICE_HOST", "")
     port = env.get("KUBERNETES_SERVICE_PORT", "")
@@ -144,17 +133,10 @@ def load_config(
     service_account_dir: str | os.PathLike[str] = SERVICE_ACCOUNT_DIR,
     clock: Clock | None = None,
 ) -> ClusterConfig:
-    """Find and load the cluster configuration, in client-go's order.
-
-    1. `kubeconfig`, when given: it must exist.
-    2. `$KUBECONFIG`: its files (separated by `os.pathsep`) merged; missing ones are
-       skipped.
-    3. `~/.kube/config`, when it exists.
-    4. The pod's service account (only without a `context`, which it cannot have).
-
-    A kubeconfig that defines nothing counts as absent, as client-go treats an
-    empty merged config.
-    """
+    """Find and load the cluster configuration in client-go's order: `kubeconfig` (must
+    exist), `$KUBECONFIG`'s files merged (missing ones skipped), `~/.kube/config`, then
+    the pod's service account (not with a `context`). A kubeconfig defining nothing
+    counts as absent."""
     if kubeconfig:
         return load_kubeconfig(kubeconfig, context, clock=clock)
     env_value = os.environ.get("KUBECONFIG", "")

@@ -1,13 +1,9 @@
 """The credential holders the client asks for TLS and headers on every request.
 
-The client never caches what these return: it calls `ssl_context()` and
-`headers()` per request and `invalidate()` after a 401. That contract is what lets
-material that rotates under us (a projected service-account token, a token file
-written by a sidecar, exec-plugin output) be picked up without rebuilding the
-client or restarting the operator.
-
-`ConfigError` lives here, not in `errors`, because it is about our own
-configuration, never about an answer from the API server.
+The client never caches what these return (`invalidate()` after a 401), so material
+that rotates (a projected token, a sidecar's token file, exec-plugin output) is picked
+up without rebuilding the client. `ConfigError` is about our own configuration, never
+an answer from the API server, hence here and not in `errors`.
 """
 
 from __future__ import annotations
@@ -46,19 +42,15 @@ class Credentials(Protocol):
 
 @dataclass
 class ClusterConfig:
-    """A server to talk to and the credentials to use there.
-
-    `server_hostname` and `proxy` are per-request options the client passes to
-    aiohttp (`server_hostname=`, `proxy=`): they belong to the cluster, not to the
-    credentials, and TLS contexts cannot carry them.
-    """
+    """A server to talk to and the credentials to use there. `server_hostname` and
+    `proxy` are per-request aiohttp options, which TLS contexts cannot carry."""
 
     server: str
     credentials: Credentials
     #: Name of the kubeconfig context (or "in-cluster"), for logs.
     source: str = ""
-    #: kubeconfig `tls-server-name`: the name for SNI and certificate verification
-    #: when it differs from the host in `server` (e.g. reaching the API server by IP).
+    #: kubeconfig `tls-server-name`: the name for SNI and verification, when it differs
+    #: from the host in `server`.
     server_hostname: str | None = None
     #: kubeconfig `proxy-url` (http or https), or None for a direct connection.
     proxy: str | None = None
@@ -74,14 +66,10 @@ def build_ssl_context(
     insecure: bool = False,
     what: str = "TLS settings",
 ) -> ssl.SSLContext:
-    """A client TLS context, or a `ConfigError` naming `what` and the bad part.
-
-    With a CA only that CA is trusted (as client-go does); without one, the system
-    roots. `load_cert_chain` needs files, so PEM data goes through a private
-    temporary file that is removed at once. The key password callback returns an
-    empty password: without it OpenSSL would prompt on the terminal for an
-    encrypted key and hang the operator.
-    """
+    """A client TLS context, or a `ConfigError` naming `what` and the bad part. With a CA
+    only that CA is trusted, as client-go does. PEM data goes through a private temporary
+    file (`load_cert_chain` wants files); the empty password callback keeps OpenSSL from
+    prompting on the terminal for an encrypted key."""
     if insecure and ca_pem:
         raise ConfigError(
             f"{what}: insecure-skip-tls-verify is set together with a certificate authority; "
@@ -127,11 +115,7 @@ def basic_auth_header(username: str, password: str) -> str:
 
 @dataclass
 class StaticCredentials:
-    """Fixed CA, optional client certificate and optional bearer token or basic auth.
-
-    The name to verify the server against (`tls-server-name`) is not credentials: it
-    lives in `ClusterConfig.server_hostname`.
-    """
+    """Fixed CA, optional client certificate and optional bearer token or basic auth."""
 
     ca_pem: bytes | None = None
     cert_pem: bytes | None = None
@@ -167,16 +151,10 @@ class StaticCredentials:
 
 
 class TokenFileCredentials:
-    """A bearer token kept in a file that something else rotates.
-
-    This is the in-cluster service-account token (a bound token the kubelet
-    replaces well before it expires) and kubeconfig `tokenFile`. Like client-go,
-    the file is re-read every `refresh_seconds` and, because a 401 most likely
-    means we hold an old token, right after `invalidate()`. A failed re-read keeps
-    the last good token instead of failing requests: the file may be mid-rotation.
-    `fallback_token` is kubeconfig `token` when both are set: client-go lets the
-    file win whenever it can be read.
-    """
+    """A bearer token kept in a file that something else rotates (the in-cluster token,
+    kubeconfig `tokenFile`). As client-go: re-read every `refresh_seconds` and after
+    `invalidate()` (a 401); a failed re-read keeps the last good token (mid-rotation).
+    `fallback_token` (kubeconfig `token`) serves until the file can be read."""
 
     def __init__(
         self,

@@ -1,15 +1,9 @@
 """Exec credential plugins (`users[].user.exec`), as client-go runs them.
 
-Managed clusters hand out short-lived credentials through a helper binary
-(`aws eks get-token`, `gke-gcloud-auth-plugin`, `kubelogin`, ...). We run it with
-its args and env plus `KUBERNETES_EXEC_INFO`, read an `ExecCredential` from its
-stdout, and cache the result until shortly before `status.expirationTimestamp`
-(or until a 401 says the server no longer accepts it). Refreshes are serialized
-by a lock so a burst of requests after expiry runs the plugin once, and the
-plugin gets a timeout so a hung helper cannot stall every request forever.
-
-We are never interactive: stdin is /dev/null and `spec.interactive` is false, so
-`interactiveMode: Always` is rejected up front rather than failing obscurely.
+The plugin's `ExecCredential` is cached until shortly before it expires (or a 401);
+refreshes are serialized, so a burst after expiry runs it once, and time-limited, so a
+hung helper cannot stall every request. Never interactive: `interactiveMode: Always`
+is refused up front rather than failing obscurely.
 """
 
 from __future__ import annotations
@@ -34,14 +28,12 @@ EXEC_API_VERSIONS = (
     "client.authentication.k8s.io/v1",
     "client.authentication.k8s.io/v1beta1",
 )
-#: Refresh this long before `expirationTimestamp` (at most half the lifetime), so a
-#: request does not leave with a token that expires on the way.
+#: Refresh this long before `expirationTimestamp` (at most half the lifetime).
 EXEC_REFRESH_SKEW = timedelta(seconds=30)
 EXEC_TIMEOUT_SECONDS = 60.0
 #: What a plugin's stderr contributes to an error or a log line: its last characters.
 _STDERR_TAIL = 2000
-#: An ExecCredential is a few kilobytes; a plugin printing more is broken, and its output
-#: is not held in memory past this.
+#: An ExecCredential is a few kilobytes: more is not held in memory.
 EXEC_STDOUT_LIMIT = 1 << 20
 
 

@@ -1,12 +1,8 @@
 """Reading kubeconfig files the way client-go's loader does.
 
-Several files (`KUBECONFIG=a:b:c`) merge by name: the first file that defines a
-context, cluster or user wins outright (entries are not merged field by field),
-and `current-context` comes from the first file that sets one. Relative paths in
-an entry resolve against the directory of the file that defined *that entry*,
-which is why each entry remembers its file. Validation follows client-go's
-(`ConfirmUsable`): the same combinations are refused, but every message names
-the file, the entry and the field, and says what to change.
+Several files merge by name, the first definition of an entry winning whole; relative
+paths resolve against the file that defined that entry. Validation refuses what
+client-go's `ConfirmUsable` does, each message naming file, entry, field and the fix.
 """
 
 from __future__ import annotations

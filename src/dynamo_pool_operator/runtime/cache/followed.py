@@ -1,33 +1,20 @@
 """Caches that follow the version their API is served at: made before broken.
 
-A CRD's served versions change under a running controller: a version is added, the
-one in use stops being served, the CRD is deleted and installed again. Moving a cache to
-another version by dropping the old one first leaves its readers with nothing (or with
-an empty store, which reads as "no objects") for as long as the new list takes, and a
-list can take longer than any wait: a large collection, a loaded etcd, a slow
-authorization or conversion webhook. Abandoning a list that is slow and starting it
-again on the next pass only starts the same slow list again. So the new cache is made
-first, and kept being made:
+A CRD's served versions change under a running controller. Dropping the old cache
+first leaves readers with an empty store ("no objects") for as long as the new list
+takes, and a slow list (large, loaded etcd, a conversion webhook) restarted on every
+pass never ends. So the new cache is made first, and kept being made:
 
-- `Candidate`: the informer for the version wanted now. The first offer starts it and
-  waits (bounded, `sync_timeout`); if it has not synced by then it keeps running — a
-  list that fails is retried with the informer's backoff, a slow one is waited for —
-  and `poke` is called once it syncs, so its owner switches then, not at its next
-  scheduled pass. It is dropped when another version, or none, is wanted.
-- `FollowedCache`: a cache read by every reconcile (the DGDs; the ClusterProperty
-  of the cluster ID check). It switches to its candidate once that has synced, and
-  reads the old one until then. When the version it reads stops being served, its
-  informer is stopped (a watch of it would only fail) and its last content stays what
-  is read until a cache of a served version has synced — the same version included,
-  served again: a stopped informer is never read as if it were live. For a required
-  cache `ready` is False meanwhile, which readiness reports: the controller never runs
-  on a stale cache with green probes. An optional one (`required=False`) does not gate
-  readiness; its owner reports what it cannot check.
+- `Candidate`: the informer for the version wanted now, waited for (`sync_timeout`)
+  and left running if slower; `poke` is called once it syncs, so its owner switches
+  then. Dropped when another version, or none, is wanted.
+- `FollowedCache`: a cache every reconcile reads (the DGDs, the ClusterProperty). It
+  reads the old cache until the candidate has synced. When its version stops being
+  served its informer is stopped and its last content stays what is read (a stopped
+  informer is never read as live, even at that version served again); a required
+  cache is then not `ready`, so readiness fails rather than run on stale data.
 
-Each owner decides what to read meanwhile: the old cache while it is served, the last
-content of one that is not, or nothing (`pool/exports/apis.py`: the ServiceExports, whose
-writes would fail at a version no longer served). Owners act from one task (a
-rediscovery pass), so nothing here is guarded by a lock.
+Owners act from one task (a rediscovery pass), so nothing here takes a lock.
 """
 
 from __future__ import annotations
@@ -43,14 +30,14 @@ from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 
-#: How long a new cache is waited for before its owner goes on without it (the old
-#: cache in effect, or none) while it keeps being made.
+#: How long a new cache is waited for before its owner goes on without it (it keeps
+#: being made).
 SYNC_TIMEOUT = 10.0
 
 
 def poke_on_not_found(informer: Informer, poke: Callable[[], None]) -> None:
     """Call `poke` when the informer's resource answers NotFound (its API went away), so
-    its owner reads discovery again at once instead of at the end of its interval."""
+    its owner reads discovery again at once."""
 
     def failed(error: BaseException | None) -> None:
         if isinstance(error, errors.NotFound):
@@ -85,12 +72,9 @@ class Candidate:
         self._late: asyncio.Task[None] | None = None
 
     async def offer(self, version: str, meanwhile: str) -> Informer | None:
-        """The informer for `version` once it has synced, taken by the caller from here
-        (it is no longer a candidate); else None, and it is still being made.
-
-        The first offer of a version starts its informer and waits up to `sync_timeout`;
-        if that passes, one warning says so and what holds `meanwhile`. Later offers
-        only look."""
+        """The informer for `version` once it has synced, handed to the caller; else None
+        while it is being made. The first offer starts it and waits up to `sync_timeout`
+        (then one warning says what holds `meanwhile`); later offers only look."""
         if self.version != version:
             await self.drop()
             self.informer, self.version = self.make(version), version
@@ -163,8 +147,7 @@ class FollowedCache:
         self.informers = informers
         self.informer = informer
         self.version = version
-        #: Hands the readers over from the old informer to the new one (`switch(new, old)`),
-        #: called once `informer` and `version` are the new ones.
+        #: Hands the readers over (`switch(new, old)`) once the new informer is in effect.
         self.switch = switch
         self.what = what
         #: Whether a stale cache fails readiness (and is said at error level).
@@ -197,10 +180,8 @@ class FollowedCache:
 
     async def follow(self, want: str | None, served: Sequence[str]) -> str:
         """Follow the cluster serving `served` (preferred first), `want` the version to
-        read (None: none is served). Returns the version whose content is read now.
-
-        Only a live cache of the version wanted is kept as it is: the last content of a
-        stopped one is read until a new informer has synced, whatever its version."""
+        read (None: none is served). Returns the version whose content is read now. A
+        stopped cache is read until a new informer has synced, whatever its version."""
         if self.live and self.version not in served:
             self.live = False
             await self.informers.forget(self.informer)  # its store keeps the last content
@@ -242,8 +223,8 @@ class FollowedCache:
         return self.version
 
     async def close(self) -> None:
-        """No longer wanted (its API went away and the owner can do without it): stop the
-        candidate and the informer (its store keeps the last content)."""
+        """No longer wanted: stop the candidate and the informer (its store keeps the last
+        content)."""
         await self._candidate.drop()
         if self.live:
             self.live = False
@@ -269,14 +250,11 @@ def _nothing() -> None:
 
 
 class MaybeServed:
-    """A cache of an API that may not be served at all (a CRD installed after the
-    operator started, or deleted): made when the API appears, following its version
-    while it is served (`FollowedCache`, never gating readiness), closed when it goes.
-
-    The owner hears of each change of the informer to read with `switch(new, old)`
-    (None: none) and does the rest: its watches, its readers. A new API's first cache
-    is handed over after the wait even unsynced when `use_unsynced` (its readers report
-    what they cannot read meanwhile), else only once it has synced (`poke` then)."""
+    """A cache of an API that may not be served at all: made when the API appears,
+    following its version (`FollowedCache`, never gating readiness), closed when it goes.
+    The owner hears of each change with `switch(new, old)` (None: none). A new API's
+    first cache is handed over unsynced after the wait when `use_unsynced`, else once it
+    has synced."""
 
     def __init__(
         self,

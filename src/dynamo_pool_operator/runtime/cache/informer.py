@@ -1,44 +1,23 @@
-"""List+watch reflector feeding a `Store` (shared by `cache.shared.SharedInformers`).
+"""List+watch reflector feeding a `Store` (shared by `cache.shared.SharedInformers`), as
+client-go's reflector and kube-rs's `watcher`; the states are in watcher.py, and its
+guarantees are listed in docs/runtime.md ("Informer and store").
 
-The state machine follows client-go's reflector and kube-rs's `watcher`; its states
-and transitions are in watcher.py, and the loop here makes the requests they name:
+* **list**, replacing the store in one step, with a synthesized DELETED for each object
+  gone since, so a 410 never loses a delete (what lightkube and kr8s miss). A streamed
+  watch-list where the server has it (from the watch cache, one object at a time, so no
+  page of untrimmed objects is held), paginated lists otherwise. Never
+  `resourceVersion=0`: it ignores `limit` (the memory peak) and may be older than what we
+  saw (a lagging server after failover).
+* **watch** from the list's resourceVersion, with bookmarks; an ended or dropped watch
+  resumes from the last version seen, without relisting (a relist reads etcd, and many
+  informers relisting after a network blip hurt the API server).
+* **410 Gone**: events may be lost, so only a relist is safe.
+* **any other error**: exponential backoff with jitter, reset by a healthy watch.
 
-* **list** and replace the store in one step. Objects that vanished since the
-  last list get a synthesized DELETED, so a 410 never loses a delete. This is what
-  lightkube and kr8s get wrong; kube-rs calls the step `InitDone`. The list is a
-  **streaming watch-list** where the server has it (the WatchList feature, on by
-  default since Kubernetes 1.32, as client-go's reflector uses it): one watch with
-  `sendInitialEvents=true`, `resourceVersionMatch=NotOlderThan` and
-  `resourceVersion=""`, whose ADDED events are the list, ended by a BOOKMARK
-  annotated `k8s.io/initial-events-end`; the store is replaced at that bookmark and
-  the same watch goes on. The server answers it from its watch cache (etcd is asked
-  only for its current revision, not for the objects), and objects arrive one by
-  one, so no page of untrimmed objects is ever held. A server that refuses it
-  (400/422: the feature is off, or a server that predates it and refuses
-  `resourceVersionMatch` on a watch) gets a paginated list from then on, as before:
-  `resourceVersion` unset, 500 objects a page, which Kubernetes >= 1.31 serves from
-  its watch cache too (consistent reads from cache). A watch-list that ends cleanly
-  before that bookmark (its timeout came first, a graceful shutdown, a proxy) falls
-  back for that list only: the next list is streamed again. `resourceVersion=0` lists are
-  not used: they ignore `limit` (the whole list in one response, the memory peak
-  this avoids) and may be older than what this process saw before (another API
-  server's lagging cache after a failover).
-* **watch** from the list's resourceVersion, with bookmarks. A watch that ends
-  (the server's `timeoutSeconds`) or drops resumes from the last resourceVersion
-  seen, *without* relisting: a relist is a full read from etcd, and many
-  informers relisting at once after a network blip hurts the API server.
-* **410 Gone** (HTTP answer or in-stream ERROR): that resourceVersion has been
-  compacted away, so events may have been missed and only a relist is safe.
-* **any other error**: exponential backoff with jitter, reset once a watch has
-  been healthy. Nothing but `stop()` (or cancellation) ends the loop.
-
-Handlers run synchronously, after the store is updated, so a handler that reads
-the store sees the state the event describes (or newer). They must be quick and
-must not block: they typically just enqueue a key. While a handler runs,
-`from_list` says whether its event comes from a list (the initial one, a relist) or
-the replay of the cache to a newly added handler, rather than from the watch: a
-controller queues those at low priority (see queue.py), as controller-runtime does
-with `isInInitialList`.
+Handlers run synchronously after the store is updated, so they see the state the event
+describes or newer; they must not block (they enqueue a key). `from_list` says an event
+comes from a list or a replay, which a controller queues at low priority, as
+controller-runtime does with `isInInitialList`.
 """
 
 from __future__ import annotations
@@ -59,6 +38,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client, jittered
 from dynamo_pool_operator.runtime.client.undecodable import Undecodable, named, skim
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
+from dynamo_pool_operator.runtime.objects.meta import object_version
 from dynamo_pool_operator.runtime.objects.resources import Resource
 from dynamo_pool_operator.runtime.ratelimit import Backoff
 from dynamo_pool_operator.runtime.registry import REGISTRY, per_registry
@@ -67,21 +47,16 @@ log = logging.getLogger(__name__)
 
 #: Page size of the list; the client follows `continue` tokens.
 PAGE_SIZE = 500
-#: Server-side watch timeout; each watch adds up to 20 % so informers do not reconnect in step.
-#: Shorter than client-go's 5-10 min on purpose: a watch is the one request that can go
-#: silent for good (a dead middlebox keeps the connection open), and the only sign is
-#: silence. The server sends a bookmark about once a minute and one 2 s before it ends
-#: a watch, so with every watch ending by 54 s a healthy one is never silent for the
-#: client's WATCH_IDLE_TIMEOUT (60 s), and a dead one is given up within that. The
-#: price is one more watch request per informer per minute, resumed from the
-#: bookmark's resourceVersion, so no relist.
+#: Server-side watch timeout, plus up to 20 % jitter so informers do not reconnect in
+#: step. Shorter than client-go's 5-10 min: a dead middlebox can keep a watch open and
+#: silent for good. The server bookmarks about once a minute and 2 s before it ends a
+#: watch, so a healthy watch is never silent for the client's WATCH_IDLE_TIMEOUT (60 s).
 WATCH_TIMEOUT_SECONDS = 45.0
 WATCH_TIMEOUT_JITTER = 0.2
 #: The annotation of the BOOKMARK that ends a watch-list's initial events.
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
-#: A watch is healthy (resets the backoff, reconnects at once) if it delivered at least one
-#: event or stayed open this long. A watch that ends at once with nothing to show (a proxy
-#: closing it, a server shutting down) is retried with backoff, so it cannot spin.
+#: A watch that delivered an event or stayed open this long is healthy (resets the
+#: backoff); one that ends at once with nothing (a proxy, a shutdown) backs off.
 HEALTHY_WATCH_SECONDS = 5.0
 
 
@@ -94,13 +69,14 @@ class EventType(enum.StrEnum):
 #: `handler(type, old, new)`: ADDED (None, obj), MODIFIED (old, new), DELETED (last known, None).
 EventHandler = Callable[[EventType, Obj | None, Obj | None], None]
 #: `keep(obj)` False: the object is treated as absent (never cached, never dispatched).
-#: It must depend only on fields that never change (name, namespace), like a field
-#: selector the server cannot express (e.g. a name suffix).
+#: It may read only fields that never change (name, namespace).
 Keep = Callable[[Obj], bool]
 
 
 @per_registry
-def _metrics(registry: CollectorRegistry) -> tuple[Counter, Counter, Counter]:
+def _metrics(
+    registry: CollectorRegistry,
+) -> tuple[Counter, Counter, Counter, Gauge, Counter, Gauge]:
     """Per informer (`resource` label: group/resource, namespace or selector if any)."""
     return (
         Counter(
@@ -123,13 +99,6 @@ def _metrics(registry: CollectorRegistry) -> tuple[Counter, Counter, Counter]:
             ["resource"],
             registry=registry,
         ),
-    )
-
-
-@per_registry
-def _health(registry: CollectorRegistry) -> tuple[Gauge, Counter, Gauge]:
-    """What shows an informer that keeps failing, or keeps an object out."""
-    return (
         Gauge(
             "informer_undecodable_objects",
             "Objects the informer keeps out of its cache because they cannot be decoded "
@@ -153,12 +122,9 @@ def _health(registry: CollectorRegistry) -> tuple[Gauge, Counter, Gauge]:
 
 
 class Informer:
-    """Keeps `store` in step with one resource (optionally one namespace and selector).
-
-    `run()` until `stop()`. `has_synced` turns true once the first list has been
-    applied and its events delivered; controllers must not act on the store
-    before that, or they would take "not cached yet" for "does not exist".
-    """
+    """Keeps `store` in step with one resource (optionally one namespace and selector),
+    from `run()` until `stop()`. Act on the store only once `has_synced`, or "not cached
+    yet" reads as "does not exist"."""
 
     def __init__(
         self,
@@ -183,8 +149,7 @@ class Informer:
         self.namespace = namespace if namespace and resource.namespaced else None
         self.label_selector = label_selector or None
         self.field_selector = field_selector or None
-        #: The one hook every listed and watched object passes before it is stored
-        #: (`transform.py`): what is dropped here no reader sees.
+        #: Every listed and watched object passes it before it is stored (`transform.py`).
         self.transform = transform
         self.keep = keep
         self.store = Store()
@@ -202,8 +167,8 @@ class Informer:
         self._halted = asyncio.Event()  # set by stop() and when run() ends
         self._stop_requested = False
         self._task: asyncio.Task[None] | None = None
-        #: Called with each error a list or watch backs off from: lets the owner notice
-        #: that the resource itself went away (NotFound) without waiting for its schedule.
+        #: Called with each error a list or watch backs off from (its owner notices a
+        #: resource gone, NotFound, at once).
         self.on_failure: Callable[[BaseException | None], None] | None = None
         #: Called once the first list has been applied (see `add_sync_handler`).
         self._sync_handlers: list[Callable[[], None]] = []
@@ -223,13 +188,14 @@ class Informer:
         #: Names resource, namespace and selectors; starts every log line.
         self.description = f"{resource.group_resource} in {where}{sel}"
         self.store.description = self.description
-        restarts, relists, gone = _metrics(registry if registry is not None else REGISTRY)
+        restarts, relists, gone, held, skipped, failing = _metrics(
+            registry if registry is not None else REGISTRY
+        )
         label = resource.group_resource + (f" {self.namespace}" if self.namespace else "") + sel
         self._m_restarts = restarts.labels(label)
         self._m_relists = relists
         self._m_gone = gone.labels(label)
         self._m_label = label
-        held, skipped, failing = _health(registry if registry is not None else REGISTRY)
         self._m_held = held.labels(label)
         self._m_skipped = skipped.labels(label)
         self._m_failing = failing.labels(label)
@@ -258,12 +224,8 @@ class Informer:
         return self._task is not None and not self._task.done()
 
     async def wait_synced(self, timeout: float | None = None) -> bool:
-        """Wait until synced; False on timeout or if stopped first.
-
-        A `timeout` argument rather than `asyncio.timeout`: callers want a bool (as
-        with client-go's WaitForCacheSync), and the timeout runs on the informer's
-        injectable clock so tests drive it by hand.
-        """
+        """Wait until synced; False on timeout or if stopped first. The timeout runs on
+        the informer's clock, so tests drive it."""
         if self._synced.is_set():
             return True
         waits: list[asyncio.Future[Any]] = [
@@ -297,9 +259,8 @@ class Informer:
             self._handlers.remove(handler)
 
     def add_sync_handler(self, handler: Callable[[], None]) -> None:
-        """Call `handler` when the informer syncs (after the first list's events), if it
-        has not yet. A list with no object dispatches no event: a reader that found the
-        cache unsynced (and said "cannot read") learns from this that it can now."""
+        """Call `handler` when the informer syncs, if it has not yet: a list with no
+        object dispatches no event, yet a reader that found it unsynced can now read."""
         self._sync_handlers.append(handler)
 
     def remove_sync_handler(self, handler: Callable[[], None]) -> None:
@@ -307,10 +268,8 @@ class Informer:
             self._sync_handlers.remove(handler)
 
     def add_skip_handler(self, handler: Callable[[Undecodable], None]) -> None:
-        """Call `handler` with each object kept out of the cache because it cannot be
-        decoded, once per version, and once more when it goes (deleted, or no longer
-        listed) with nothing cached under its key: no event carries it (there is no
-        object to pass), yet whoever maps objects to work by their identity has news."""
+        """Call `handler` with each object kept out as undecodable, once per version, and
+        once more when it goes with nothing cached under its key: no event carries that."""
         self._skip_handlers.append(handler)
 
     def remove_skip_handler(self, handler: Callable[[Undecodable], None]) -> None:
@@ -323,12 +282,8 @@ class Informer:
 
     # ------------------------------------------------------------ lifecycle
     async def run(self) -> None:
-        """List and watch until `stop()`; returns then. Cancellation propagates as usual.
-
-        The loop runs in an inner task so that `stop()` can interrupt whatever it is
-        awaiting (a silent watch, a backoff sleep) without the caller's own task
-        being cancelled.
-        """
+        """List and watch until `stop()`. The loop runs in an inner task so that `stop()`
+        can interrupt what it awaits without cancelling the caller's task."""
         if self._task is not None:
             raise RuntimeError(f"informer {self.description} is already running")
         if self._stop_requested:
@@ -419,9 +374,8 @@ class Informer:
     def _replace(
         self, items: list[Obj], rv: str, how: str, undecodable: Sequence[Undecodable] = ()
     ) -> None:
-        """Replace the store with a list's items (at `rv`) and dispatch the difference.
-        An item that could not be decoded keeps its last cached version, if any: an
-        input that cannot be read changes nothing it feeds."""
+        """Replace the store with a list's items (at `rv`) and dispatch the difference. An
+        undecodable item keeps its last cached version: what cannot be read changes nothing."""
         held: dict[tuple[str, str], Undecodable] = {}
         for bad in undecodable:
             self._skip(bad, "listed")
@@ -453,8 +407,7 @@ class Informer:
                 self._dispatch(old, new)
         finally:
             self.from_list = False
-        # Only after the initial events: a handler can tell initial objects (has_synced
-        # still false) from later changes, as controller-runtime's priority queue does.
+        # Only after the initial events, so a handler tells them from later changes.
         if self._synced.is_set():
             return
         self._synced.set()
@@ -532,8 +485,7 @@ class Informer:
             )
 
     def _tell(self, bad: Undecodable) -> None:
-        """The skip handlers: a key held as undecodable arrived at a new version, or left
-        with nothing cached in its place (no object event can say either)."""
+        """Tell the skip handlers: a key held as undecodable has a new version, or left."""
         for handler in tuple(self._skip_handlers):
             try:
                 handler(bad)
@@ -541,18 +493,15 @@ class Informer:
                 log.exception("informer %s: skip handler failed", self.description)
 
     def _undecodable_line(self, line: bytes, error: orjson.JSONDecodeError) -> None:
-        """A watch event whose object cannot be decoded, though the event is well formed
-        (its skim names the object): the watch goes on from its resourceVersion. A
-        deletion still deletes; an addition or change keeps the last decodable version
-        (during a streamed list, too)."""
+        """A well-formed watch event whose object cannot be decoded: the watch goes on. A
+        deletion still deletes; an addition or change keeps the last decodable version."""
         bad = named(line, error, wrapped=True)
         try:
             etype = (orjson.loads(skim(line)) or {}).get("type")
         except (orjson.JSONDecodeError, AttributeError):
             etype = None
         if not bad.name or etype not in ("ADDED", "MODIFIED", "DELETED"):
-            # Not an object too deep to decode but a broken stream: an event may be
-            # lost, so the watch ends and the informer lists again.
+            # A broken stream, not a deep object: an event may be lost, so relist.
             raise error
         initial = self._w.initial
         if initial is not None:
@@ -635,8 +584,7 @@ class Informer:
         return self._prepare(obj)
 
     def as_cached(self, obj: Obj) -> Obj:
-        """`obj` (read from the API server, not through this informer) as this cache
-        would keep it: the same transform, so it reads like a cached object."""
+        """`obj`, read from the server, as this cache would keep it (the same transform)."""
         return self._prepare(obj)
 
     def _prepare(self, obj: Obj) -> Obj:
@@ -689,9 +637,8 @@ class Informer:
 
 
 def _same_version(old: Obj, new: Obj) -> bool:
-    a, b = old.get("metadata") or {}, new.get("metadata") or {}
-    rv = a.get("resourceVersion")
-    return bool(rv) and rv == b.get("resourceVersion") and a.get("uid") == b.get("uid")
+    version = object_version(old)
+    return bool(version[1]) and version == object_version(new)
 
 
 def _uid(obj: Obj) -> str:

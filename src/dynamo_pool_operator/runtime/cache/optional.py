@@ -1,16 +1,10 @@
 """Optional caches: the operator runs without them, and says so while they are missing.
 
-A cache is optional when the operator does its job without it and reports, per object,
-what it could not check (the ClusterProperty of the cluster ID check: each relay gets
-`ExportFailed` while it is unreadable). Such a cache must not gate `/readyz`: a read
-that keeps failing (Forbidden, say) would hold the pod NotReady forever, and stall
-`helm --wait` and every rollout with it. Instead each optional cache names a check,
-and `DegradedChecks` reports that check as degraded while the cache has not synced:
-
-- the gauge `dynamo_pool_operator_check_degraded{check}` is 1, else 0 (the series
-  exists from the start, so an alert can tell "healthy" from "not reported");
-- one warning when the check degrades (after a grace period that a normal start
-  fills well within), one info line when it recovers.
+An optional cache (the ClusterProperty: each relay reports what it cannot check) must
+not gate `/readyz`, or a lasting Forbidden would hold the pod NotReady and stall every
+rollout. Instead `DegradedChecks` sets `dynamo_pool_operator_check_degraded{check}` to 1
+while it has not synced past a grace period (0 from the start, so an alert can tell
+healthy from unreported), and logs when it degrades and recovers.
 """
 
 from __future__ import annotations
@@ -25,8 +19,8 @@ from dynamo_pool_operator.runtime.registry import per_registry
 
 log = logging.getLogger(__name__)
 
-#: How long an optional cache may take to sync at start before its check is degraded
-#: (as long as the controller waits for it before its first reconcile).
+#: How long an optional cache may take to sync before its check is degraded (as long as
+#: the controller waits for it).
 DEFAULT_GRACE = 10.0
 
 

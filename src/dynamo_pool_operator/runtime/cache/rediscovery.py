@@ -1,28 +1,14 @@
 """Read something again on a schedule and act on each change: APIs that come and go.
 
-A cluster's APIs change under a running controller: a CRD is installed after it
-started, or deleted, or starts serving another version. The alternative to polling
-is a watch on CustomResourceDefinitions, which needs a read grant in
-`apiextensions.k8s.io` (cluster-wide: it shows every CRD's schema) and covers CRDs
-only, not aggregated APIs. Discovery needs no grant (every authenticated user may
-read it) and is two requests with aggregated discovery, so it is re-read every
-`interval` seconds (the operator's default is 30 s, the garbage collector's resync
-of its own discovery).
+A CRD may be installed, deleted or re-versioned under a running controller. Watching
+CRDs needs a cluster-wide read grant on every schema and misses aggregated APIs;
+discovery needs no grant and is two requests, so it is re-read every `interval`.
 
-`Rediscovery` knows nothing of what it reads: `read(current)` returns the value as
-it is now (it may keep parts of `current` it could not read this time), and a value
-that differs from `current` is handed to `apply(current, new)`, which acts on the
-difference and returns the value now in effect: `new`, or a step towards it when a
-part could not be applied yet (that part is then offered again after the next
-read). Each change is acted on once; an unchanged value costs the read only.
-
-`poke()` runs the next pass now rather than at the end of the interval: an informer
-whose resource answers NotFound pokes, so an API that went away is noticed within a
-second, not an interval (pokes while a pass waits are one pass).
-
-A failed read keeps `current` in effect. It is logged once when the failures
-start and once when reading works again, not at every attempt: the API server
-being unreachable is reported by every other request already.
+`read(current)` returns the value now (keeping what it could not read); a value that
+differs goes to `apply(current, new)`, which returns what is now in effect (a step
+towards `new` when a part cannot be applied yet). `poke()` runs the next pass now: an
+informer whose resource answers NotFound pokes. A failed read keeps `current` and is
+logged when failures start and end, not at every attempt.
 """
 
 from __future__ import annotations
@@ -108,8 +94,8 @@ class Rediscovery(Generic[T]):
                 w.cancel()
 
     async def check(self) -> bool:
-        """One pass: read, and apply what changed. True if the value in effect changed.
-        Never raises but for cancellation: a failure is logged and retried next pass."""
+        """One pass: read, and apply what changed; True if the value in effect changed.
+        Never raises but for cancellation."""
         async with self._lock:
             try:
                 return await self._check()
@@ -144,8 +130,7 @@ class Rediscovery(Generic[T]):
             log.debug("%s again: %s", what, error)
             return
         self._failing = True
-        # An expected failure (the API server unreachable) is one line; a bug has its
-        # traceback.
+        # An expected failure is one line; a bug has its traceback.
         expected = isinstance(error, errors.ApiError | errors.Reported)
         log.warning(
             "%s (%s: %s); what was found before stays in effect, retried every %gs",

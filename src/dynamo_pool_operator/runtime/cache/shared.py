@@ -22,13 +22,9 @@ log = logging.getLogger(__name__)
 
 
 class SharedInformers:
-    """One informer per (resource, namespace, label selector), shared by every controller.
-
-    Sharing keeps one list+watch and one cached copy per resource, however many
-    controllers read it. Informers asked for after `start_all()` start at once.
-    `forget()` stops one whose API went away (asked for again, a new one is made);
-    `stop_all()` is final.
-    """
+    """One informer per (resource, namespace, label selector), shared by every controller:
+    one list+watch and one cached copy each. Informers asked for after `start_all()` start
+    at once; `forget()` stops one whose API went away; `stop_all()` is final."""
 
     def __init__(
         self,
@@ -54,12 +50,9 @@ class SharedInformers:
         transform: Transform | None = None,
         keep: Keep | None = None,
     ) -> Informer:
-        """The shared informer for this key, created on first use.
-
-        A transform decides what every sharer sees (`transform.for_cache`; none given:
-        the informer's, or `DEFAULT_TRANSFORM` for a new one), so asking for another one
-        than the informer already has is an error rather than a silent surprise; equal
-        transforms (a `Chain` of the same steps) are the same."""
+        """The shared informer for this key, created on first use. Its transform decides
+        what every sharer sees, so asking for another than it has is an error (equal
+        `Chain`s are the same)."""
         ns = namespace if namespace and resource.namespaced else None
         key = (resource, ns, label_selector or None)
         informer = self._informers.get(key)
@@ -105,9 +98,8 @@ class SharedInformers:
             )
 
     async def forget(self, informer: Informer) -> None:
-        """Stop `informer` and drop it: its resource is no longer served, and a watch
-        of it would only fail. Every sharer loses it; its store keeps its last
-        content. Asking for the same key later makes (and starts) a new informer."""
+        """Stop `informer` and drop it (its resource is no longer served); its store
+        keeps its last content, and asking for the key again makes a new one."""
         for key, known in list(self._informers.items()):
             if known is informer:
                 del self._informers[key]

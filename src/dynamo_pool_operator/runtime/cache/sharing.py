@@ -1,16 +1,11 @@
 """Equal parts of cached objects held once: the cache's one memory trick, in one room.
 
-A fleet's cached objects are made from few templates: their keys, namespace names,
-owner references, labels, creation times and the specs of many pools are equal across
-objects, yet the decoder hands each one out anew. `Share` (a step of the cache's one
-transform, `transform.py`) makes equal parts one object: by bounded tables
-(`Alike`), by weak tables for the parts that go with the last object that holds them,
-and by interning the few words of a kind's bounded vocabulary. Nothing changes value,
-and cached objects are read-only (store.py), so sharing is safe. At 10,000 pools it
-keeps the caches at about 120 MB of Python objects, of 170 MB sharing only the owners
-and the vocabulary. Not `sys.intern` for anything unbounded: on some CPython builds an
-interned string is immortal, and a bounded table never holds more than its limit,
-however many values a long-lived process sees.
+A fleet's objects come from few templates, yet the decoder hands out every key, label,
+owner reference and spec anew. `Share` (a step of `transform.py`) makes equal parts one
+object, by bounded tables (`Alike`), weak tables and interning a kind's bounded
+vocabulary; cached objects are read-only, so this is safe. At 10,000 pools: ~120 MB of
+caches instead of 170 MB. Never `sys.intern` for anything unbounded: an interned
+string may be immortal.
 """
 
 from __future__ import annotations
@@ -33,12 +28,9 @@ T = TypeVar("T")
 
 
 class Alike(Generic[T]):
-    """Hands out one object for each distinct value, for up to `limit` values.
-
-    At the limit, a table for values that settle (keys, namespace names: `renew`
-    False) keeps what it holds and hands a new value back as it is; a table for values
-    that move on with time (timestamps: `renew` True) starts over, so today's values
-    are held, not those of the first `limit` seen."""
+    """Hands out one object for each distinct value, for up to `limit` values. At the
+    limit a settled table (`renew` False) hands new values back as they are; one for
+    values that move on with time (`renew` True) starts over."""
 
     __slots__ = ("limit", "renew", "table")
 
@@ -81,15 +73,11 @@ class _SharedDict(dict[str, Any]):
     __slots__ = ("__weakref__",)
 
 
-#: Owner references by the hash of their JSON: a pool's relay owns five objects, each
-#: with the same one-reference list (~760 bytes of Python objects); one list serves them
-#: all. The key is an int, not the JSON itself: an `orjson.dumps` result keeps the 4 kB
-#: buffer it was written in (82 MB for the 20,000 lists of 10,000 pools).
+#: Owner references by the hash of their JSON: a relay's five objects share one list
+#: (~760 bytes). An int key, not the JSON: an `orjson.dumps` result keeps its 4 kB buffer.
 _SHARED_OWNERS: weakref.WeakValueDictionary[int, _SharedList] = weakref.WeakValueDictionary()
-#: The other parts of the metadata equal across many objects, by the hash of their JSON
-#: as above: a pool's three exports carry the same labels, each relay object the same
-#: summary of who wrote it (`summarize_managed_fields`). A kind's own shared parts
-#: (`Informer.shared`) are tabled here too.
+#: The other parts of the metadata equal across many objects (labels, the managed-field
+#: summary), and a kind's own shared parts, by the hash of their JSON.
 _SHARED_METADATA_FIELDS = ("labels", "managedFields")
 _SHARED_METADATA: weakref.WeakValueDictionary[int, _SharedList | _SharedDict] = (
     weakref.WeakValueDictionary()
@@ -99,13 +87,9 @@ _SHARED_METADATA: weakref.WeakValueDictionary[int, _SharedList | _SharedDict] = 
 #: a map (`("status", "conditions", "*", "type")`).
 VocabularyPath = tuple[str, ...]
 
-#: Where the bounded vocabulary of any Kubernetes object lives: values that repeat
-#: across a fleet's objects and take few distinct values for the life of the process.
-#: They are interned (one string each, however many objects hold it). Nothing else is:
-#: on CPython 3.12.0 to 3.12.4 and on free-threaded builds an interned string is
-#: immortal, so interning a value that changes without bound (a name, a timestamp, a
-#: condition's message, a label value) would keep every one ever cached. Keys need
-#: nothing: the JSON decoder hands equal keys out as one string already.
+#: Where the bounded vocabulary of any Kubernetes object lives: values that repeat across
+#: a fleet and take few distinct values. Only these are interned: on some CPython builds
+#: an interned string is immortal, so a name or timestamp interned would live forever.
 VOCABULARY: frozenset[VocabularyPath] = frozenset(
     {
         ("apiVersion",),
@@ -124,8 +108,7 @@ VOCABULARY: frozenset[VocabularyPath] = frozenset(
         *(("status", "conditions", "*", key) for key in ("type", "status", "reason")),
     }
 )
-#: A vocabulary value longer than this is left alone: a field that should hold a word
-#: but holds free text.
+#: A vocabulary value longer than this is free text, left alone.
 _SHORT_VALUE = 64
 #: Marks a trie node where a path ends (no field of an object is called "").
 _END = ""
@@ -169,26 +152,21 @@ def _intern_one(parent: Any, at: str | int, value: Any, trie: _Trie) -> None:
         _intern_in(value, trie)
 
 
-#: Keys of cached objects: the decoder shares equal keys only while its small cache
-#: holds them (the field sets of `managedFields` crowd them out), so most objects came
-#: with their own `metadata`, `namespace`, `ownerReferences`, ... A fleet's schema has a
-#: few hundred; user-chosen label and annotation keys fill the rest of the table.
+#: Keys of cached objects: the decoder's small key cache is crowded out by managed
+#: fields, so most objects came with their own copies.
 _KEYS: Alike[str] = Alike(16_384)
 #: Namespace names: one per namespace, not one per cached object (seven a pool).
 _NAMESPACES: Alike[str] = Alike(16_384)
-#: Creation times: a cold start, or a pool's exports made together, stamp one second
-#: on many objects (~70 bytes each). They move on with time: the table starts over.
+#: Creation times: a cold start stamps one second on many objects (~70 bytes each).
 _TIMES: Alike[str] = Alike(4096, renew=True)
-#: Where a trimmed object's view (`runtime.objects.diff`) keeps the owner references it
-#: compares: a copy of the metadata's, shared like them.
+#: Where a trimmed object's view keeps its copy of the owner references, shared too.
 _VIEW_OWNERS = "metadata.ownerReferences"
 
 
 def _compact_dict(node: dict[str, Any], seen: dict[str, str]) -> dict[str, Any]:
-    """`node` anew with canonical keys (`_KEYS`) and one string for equal values within
-    one object (`seen`: a relay's status conditions share their transition time, a view
-    repeats the metadata's uid). A new map costs less than fixing keys in place, and is
-    no larger than it needs to be (a stripped field leaves no empty slot)."""
+    """`node` anew with canonical keys and one string for equal values within one object
+    (a relay's conditions share their time). A new map costs less than fixing keys in
+    place, and a stripped field leaves no empty slot."""
     held = _KEYS.table
     out: dict[str, Any] = {}
     for key, value in node.items():
@@ -258,26 +236,18 @@ def share_common_parts(
     vocabulary: frozenset[VocabularyPath] = frozenset(),
     shared: frozenset[VocabularyPath] = frozenset(),
 ) -> Obj:
-    """Make equal parts of cached objects one object: keys (`_KEYS`), namespace names
-    (`_NAMESPACES`), creation times (`_TIMES`), equal strings within the object, the
-    owner references list (the metadata's, and the copy a view keeps), the labels and
-    the field managers' summary (`_SHARED_METADATA_FIELDS`), the kind's own `shared`
-    parts (maps or lists; no `*` in their paths), and the values of the bounded
-    vocabulary (`VOCABULARY`, plus the kind's own `vocabulary`). Nothing changes value;
-    a shared part has the key order of the first object that held it (equal maps
-    compare equal in any order). Cached
-    objects are read-only (store.py), so sharing is safe; at 10,000 pools it keeps the
-    caches at about 120 MB of Python objects, of 170 MB sharing only the owners and
-    the vocabulary."""
+    """Make equal parts of cached objects one object: keys, namespace names, creation
+    times, equal strings within the object, owner references, labels, the field
+    managers' summary, the kind's own `shared` parts and the bounded vocabulary. Nothing
+    changes value; a shared map keeps the key order of its first holder."""
     if type(obj) is not dict:
         return obj
     seen: dict[str, str] = {}
     view = obj.get(VIEW)
     open_: dict[str, Any] | None = None
     if type(view) is View:
-        # A record, which the walk does not enter: its open values are walked here, and
-        # first, so the strings they share with the shape's sample (`Shape.view`) stay
-        # those and the object's equal strings become them.
+        # A record the walk does not enter: its open values first, so the strings they
+        # share with the shape's sample stay those.
         open_ = _compact_dict(view.open, seen)
         obj[VIEW] = View(view.digest, open_)
     compact = _compact_dict(obj, seen)
@@ -310,10 +280,9 @@ def share_common_parts(
 
 @dataclass(frozen=True, slots=True)
 class Share:
-    """The sharing step of a cache's transform (`share_common_parts` with this kind's
-    own `vocabulary` and `shared` parts). A value: equal steps compare equal, so two
-    readers asking the shared informer factory for one cache agree. An object nested
-    past the interpreter's recursion (the decoder reads deeper) is kept unshared."""
+    """The sharing step of a cache's transform, with this kind's own `vocabulary` and
+    `shared` parts. A value, so readers of one shared informer agree. An object nested
+    past the recursion limit is kept unshared."""
 
     vocabulary: frozenset[VocabularyPath] = frozenset()
     shared: frozenset[VocabularyPath] = frozenset()

@@ -26,26 +26,19 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from dynamo_pool_operator.runtime.objects.meta import controller_of
+from dynamo_pool_operator.runtime.objects.meta import controller_of, object_version
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 #: (namespace, name); namespace is "" for cluster-scoped objects.
 Key = tuple[str, str]
-#: Maps an object to the index values it is found under (none, one or several): a pure
-#: function of the object, since removal reads the old object's values again.
+#: Maps an object to its index values: a pure function (removal reads them again).
 IndexFunc = Callable[[Obj], list[str]]
 #: (old, new): old is None for an object that appeared, new is None for one that vanished.
 Change = tuple[Obj | None, Obj | None]
 
 CONTROLLER_UID_INDEX = "controller-uid"
-
-
-def object_version(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
-    """(uid, resourceVersion) of an object; (None, None) for none."""
-    meta = (obj or {}).get("metadata") or {}
-    return (meta.get("uid"), meta.get("resourceVersion"))
 
 
 def object_key(obj: Obj) -> Key:
@@ -56,9 +49,8 @@ def object_key(obj: Obj) -> Key:
 
 # ---------------------------------------------------------------- index functions
 def index_by_controller_uid(obj: Obj) -> list[str]:
-    """Index by the UID of the controlling owner only (`controller: true`): the
-    garbage collector and adoption rules treat only the controller reference as
-    ownership, other owner references merely block deletion."""
+    """Index by the UID of the controlling owner only: the garbage collector and
+    adoption treat only the controller reference as ownership."""
     ref = controller_of(obj)
     return [str(ref["uid"])] if ref is not None and ref.get("uid") else []
 
@@ -79,15 +71,10 @@ _Bucket = Obj | tuple[Obj, ...] | _Many
 
 
 class _Index:
-    """One named index: value -> the objects filed under it, in filing order.
-
-    An object is removed under the values its index function gives for it, read
-    again: index functions must be pure functions of the object (cached objects are
-    read-only), as client-go's indexers are. A bucket holds the objects themselves:
-    most hold one (the object) or a few (a relay's three exports under its uid: a
-    tuple), so an index costs a few bytes an object, not a key tuple and map entries
-    (~550 bytes a pool at 10,000 pools).
-    """
+    """One named index: value -> the objects filed under it, in filing order. A bucket
+    holds the objects themselves (one, a tuple of a few, or a `_Many`), so an index
+    costs a few bytes an object, not a key tuple and map entries (~550 bytes a pool at
+    10,000 pools)."""
 
     __slots__ = ("buckets", "description", "fn", "name")
 
@@ -101,9 +88,8 @@ class _Index:
         return _Index(self.name, self.fn, self.description)
 
     def compute(self, obj: Obj) -> tuple[str, ...]:
-        """The object's values, deduplicated. A failing index function must not break the
-        informer (it runs inside the watch loop), so it is logged and the object is
-        left out of this index."""
+        """The object's values, deduplicated. A failing index function is logged and the
+        object left out of this index: it runs inside the watch loop."""
         try:
             values = self.fn(obj)
         except Exception:
@@ -168,11 +154,8 @@ class _Index:
 
 # ---------------------------------------------------------------- store
 class Store:
-    """Objects keyed by (namespace, name), with named secondary indexes.
-
-    Reads: `get`, `list`, `list_namespace`, `by_index`. Writes (`put`, `delete`,
-    `replace`) belong to the informer that owns the store.
-    """
+    """Objects keyed by (namespace, name), with named secondary indexes. Writes (`put`,
+    `delete`, `replace`) belong to the informer that owns the store."""
 
     def __init__(self, description: str = "") -> None:
         #: Names the resource (and namespace) in log lines; set by the owning informer.
@@ -202,15 +185,12 @@ class Store:
 
     # ------------------------------------------------------------ our own writes
     def writing(self, namespace: str | None, name: str) -> None:
-        """A write of ours is under way: what the server shows is unknown until it
-        answers, so `latest` reads the cache meanwhile."""
+        """A write of ours is under way: `latest` reads the cache until it answers."""
         self._own.pop((namespace or "", name), None)
 
     def wrote(self, answer: Obj, based_on: Mapping[str, Any]) -> None:
-        """Our write of an object, decided on the cached `based_on`, was answered with
-        `answer`: `latest` reads it until the cache changes that object. Kept only while
-        the cache still holds `based_on`'s version: a cache that moved since shows the
-        write, or a later change, already."""
+        """Our write, decided on the cached `based_on`, was answered with `answer`:
+        `latest` reads it while the cache still holds `based_on`'s version."""
         key = object_key(answer)
         self._own.pop(key, None)
         replaced = object_version(based_on)
@@ -246,11 +226,8 @@ class Store:
 
     # ------------------------------------------------------------ indexes
     def add_index(self, name: str, fn: IndexFunc) -> None:
-        """Register an index; objects already cached are indexed at once.
-
-        Names are unique: two controllers sharing an informer must agree on what an
-        index name means, so registering a name twice is an error.
-        """
+        """Register an index; objects already cached are indexed at once. A name given
+        twice is an error: readers of a shared informer must agree on what it means."""
         if name in self._indexes:
             raise ValueError(f"index {name!r} already exists")
         index = _Index(name, fn, self.description)
@@ -307,13 +284,9 @@ class Store:
         return old
 
     def replace(self, objs: Iterable[Obj]) -> builtins.list[Change]:
-        """Swap the whole content for `objs` (a fresh list) and return what changed.
-
-        The new content and indexes are built aside and swapped in at the end, so
-        a failure halfway leaves the old content intact and no reader ever sees a
-        mix. Changes come vanished objects first, as (old, None), then one entry
-        per new object, as (old or None, new), grouped by namespace in list order.
-        """
+        """Swap the whole content for `objs` and return what changed: vanished objects
+        first, as (old, None), then (old or None, new) for each new one. Built aside and
+        swapped in at the end, so no reader sees a mix and a failure changes nothing."""
         objects: dict[str, dict[str, Obj]] = {}
         count = 0
         for obj in objs:

@@ -1,12 +1,9 @@
 """The cache's one transform hook: what an informer keeps of each object it is sent.
 
-As controller-runtime's cache (`DefaultTransform`, `TransformStripManagedFields`), every
-object a list or watch brings passes through one function before it is stored; what it
-drops no reader sees, and a reader that needs more asks for another transform. A cache's
-transform is a `Chain` of steps, in order: drop what no controller reads (the managed
-fields, kubectl's last-applied copy), the kind's own trim (the reader's: what its
-reconciler reads), then share what is alike across objects (`sharing.Share`). A chain
-is a value: two readers of one shared informer asking for equal chains agree.
+As controller-runtime's `DefaultTransform`: one function before the store, so what it
+drops no reader sees. A `Chain` of steps: drop what no controller reads (managed fields,
+kubectl's last-applied), the kind's own trim, then `sharing.Share`. A chain is a value,
+so readers of one shared informer asking for equal chains agree.
 """
 
 from __future__ import annotations
@@ -19,14 +16,13 @@ from dynamo_pool_operator.runtime.cache.store import Obj
 
 Transform = Callable[[Obj], Obj]
 
-#: kubectl's client-side apply keeps the whole applied object in this annotation: as
-#: large as the object's spec, and read by kubectl only.
+#: kubectl's client-side apply keeps the whole applied object here; only kubectl reads it.
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def strip_managed_fields(obj: Obj) -> Obj:
-    """Drop `metadata.managedFields`: often the largest part of an object, and a
-    controller never needs it from the cache (SSA tracks ownership server-side)."""
+    """Drop `metadata.managedFields`: often the largest part of an object, and ownership is
+    tracked server-side."""
     meta = obj.get("metadata")
     if isinstance(meta, dict):
         meta.pop("managedFields", None)
@@ -34,8 +30,7 @@ def strip_managed_fields(obj: Obj) -> Obj:
 
 
 def strip_last_applied(obj: Obj) -> Obj:
-    """Drop kubectl's last-applied annotation (a copy of the object a user applied): no
-    controller reads it, and a DGD's carries its pod templates."""
+    """Drop kubectl's last-applied annotation (a DGD's carries its pod templates)."""
     meta = obj.get("metadata")
     annotations = meta.get("annotations") if isinstance(meta, dict) else None
     if isinstance(annotations, dict) and LAST_APPLIED in annotations:
@@ -62,10 +57,9 @@ def for_cache(
     vocabulary: Iterable[VocabularyPath] = (),
     shared: Iterable[VocabularyPath] = (),
 ) -> Chain:
-    """A cache's transform: drop what no controller reads (`managed_fields`: keep
-    `metadata.managedFields` for `trim` to read), `trim`, share what is alike
-    (`vocabulary`: where the kind's own bounded words live; `shared`: its parts often
-    equal across objects)."""
+    """A cache's transform: drop what no controller reads (keeping `managedFields` for
+    `trim` when `managed_fields`), `trim`, then share what is alike (`vocabulary`,
+    `shared`: the kind's own)."""
     steps: list[Transform] = [] if managed_fields else [strip_managed_fields]
     steps.append(strip_last_applied)
     if trim is not None:

@@ -1,12 +1,5 @@
-"""The informer's list+watch as an explicit state machine, in the manner of kube-rs's
-`watcher` (`Empty`, `InitialWatch`, `Watching` and a step function).
-
-A `Watcher` is one of three phases plus what outlives a phase (does the server stream
-lists; did the last watch end in 410 Gone). The functions here are pure: from the
-state and the last answer they decide the next state and the next request. The
-informer's loop makes the requests, applies events to the store, and logs, counts and
-sleeps as these functions say; nothing here does I/O, so each transition is tested on
-its own.
+"""The informer's list+watch as a pure state machine, as kube-rs's `watcher`: from the
+state and the last answer, the next state and request; the informer does the I/O.
 
     Empty --start--> ListPages --listed--> Watching
     Empty --start--> WatchList (InitialEvents) --initial-events-end bookmark--> Watching
@@ -40,9 +33,8 @@ class Empty:
 
 @dataclass(frozen=True)
 class InitialEvents:
-    """A watch-list is under way: its ADDED events are the list, until the BOOKMARK
-    annotated `k8s.io/initial-events-end`. The informer fills the buffers (the one
-    mutable part of a state: they go with the phase, so no stale one outlives it)."""
+    """A watch-list is under way: its ADDED events are the list, until the end BOOKMARK.
+    The informer fills the buffers, which go with the phase."""
 
     #: The last resourceVersion seen before this list: named in log lines only.
     rv: str | None = None
@@ -121,8 +113,7 @@ class Fallback(enum.Enum):
 class AfterWatch:
     """What the loop does once a watch has ended."""
 
-    #: List by pages at once: the watch was a watch-list that fell back (refused, or
-    #: ended before its end bookmark). No restart is counted and nothing backs off.
+    #: List by pages at once: a watch-list fell back. No restart counted, no backoff.
     at_once: bool = False
     #: It ended in 410 Gone (`informer_gone_total`).
     gone: bool = False
@@ -136,10 +127,8 @@ class AfterWatch:
 
 # ------------------------------------------------------------------ transitions
 def start(w: Watcher) -> tuple[Watcher, Request]:
-    """The next request, and the state while it is under way.
-
-    A paged list is one attempt: the list after it streams again (if the server
-    streams), whether this one succeeds or fails."""
+    """The next request, and the state while it is under way. A paged list is one
+    attempt: the next list streams again (if the server streams)."""
     phase = w.phase
     if isinstance(phase, Watching):
         return w, Watch(phase.rv)
@@ -150,14 +139,13 @@ def start(w: Watcher) -> tuple[Watcher, Request]:
 
 
 def listed(w: Watcher, rv: str) -> Watcher:
-    """A list was applied at `rv` (a paged list's, or the end bookmark's of a
-    watch-list): the watch goes on from there."""
+    """A list was applied at `rv`: the watch goes on from there."""
     return dataclasses.replace(w, phase=Watching(rv))
 
 
 def seen(w: Watcher, rv: str | None) -> Watcher:
-    """An event or bookmark carried `rv`: the next watch resumes there. Not within the
-    initial events of a watch-list, whose versions are no place to resume at."""
+    """An event or bookmark carried `rv`: the next watch resumes there (not within the
+    initial events of a watch-list)."""
     if rv and isinstance(w.phase, Watching):
         return dataclasses.replace(w, phase=Watching(rv))
     return w
@@ -165,17 +153,10 @@ def seen(w: Watcher, rv: str | None) -> Watcher:
 
 def watch_ended(w: Watcher, error: Exception | None) -> tuple[Watcher, Fallback | None]:
     """A watch ended, cleanly (`error` None) or not. Returns the next state and, when a
-    watch-list falls back to pages, why.
-
-    * 410 Gone: the version watched from was compacted; a relist is all that is safe.
-    * any other error from the server (dropped, timed out, 5xx): resume from the last
-      version seen; a watch-list under way starts over.
-    * anything else (an undecodable line, a bug): an event may be lost, so relist.
-    * a watch-list refused (400/422 before its end): the server does not stream lists;
-      page them from now on.
-    * a watch-list that ended cleanly before its end bookmark (its timeout came first,
-      a graceful shutdown, a proxy): that says nothing about the server, so only this
-      list is made by pages, as client-go's reflector does.
+    watch-list falls back to pages, why: 410 Gone or an error not from the server (an
+    event may be lost) relist; other server errors resume (a watch-list starts over); a
+    refused watch-list pages from now on; one that ended early (its timeout, a proxy)
+    says nothing of the server, so only this list is paged, as client-go's reflector does.
     """
     phase = w.phase
     rv = phase.rv
@@ -203,11 +184,8 @@ def after_watch(
     w: Watcher, request: Request, error: Exception | None, healthy: bool
 ) -> tuple[Watcher, AfterWatch]:
     """How the loop goes on after the watch `request` ended (`w` already past
-    `watch_ended`). `healthy`: it delivered an event or stayed open long enough.
-
-    A first 410 is an answer: the server is back (after a restart, say) and a relist
-    is all it takes, so the delay built up while it was unreachable no longer applies.
-    Repeated 410s still back off and grow."""
+    `watch_ended`). A first 410 is an answer (the server is back), so it resets the
+    backoff; repeated 410s still back off."""
     phase = w.phase
     if isinstance(request, WatchList) and (
         not w.streams or (isinstance(phase, Empty) and phase.pages)

@@ -1,37 +1,16 @@
-"""Watches -> keys -> workers -> reconcile, with controller-runtime's contract.
+"""Watches -> keys -> workers -> reconcile, with controller-runtime's contract (`Result`);
+its guarantees are listed in docs/runtime.md ("Controller").
 
-A controller declares what it watches: its primary resource (`for_`) and anything
-else through a map function (`watches`). Each event becomes a `Request`
-(namespace, name) on a de-duplicating work queue; `workers` tasks take keys
-and call `reconcile`. The reconcile contract is controller-runtime's:
+A controller declares what it watches: its primary resource (`for_`) and anything else
+through a map function (`watches`). Each event becomes a `Request` (namespace, name) on
+the work queue (queue.py): at `LOW` from an informer's list, at `NORMAL` from a watch, so
+a user's change made during a start, a failover or a mass requeue is served first.
 
-- an exception -> log it with the key, requeue with per-key exponential backoff;
-- `Result(requeue_after=d)` -> forget the backoff, come back after `d` (0.0: now;
-  None, the default, is no requeue);
-- `Result(requeue=True)` -> come back through the key's rate limiter (a lost race:
-  not an error, so not logged or counted as one);
-- otherwise -> forget the backoff; wait for the next event.
-
-Keys are queued by priority (queue.py): an event from an informer's list (the
-initial list of a start or failover, a relist) at `LOW`, one from a watch at
-`NORMAL`, unless the watch names a fixed priority (`watches(priority=LOW)` for an
-input whose every change requeues every object). A failed or requeued key goes back
-at the priority it was handed out with. Within a priority the queue serves keys
-round-robin across flows when the controller is given a flow function (`flow`:
-`by_namespace` gives each namespace, a tenant, its turn), FIFO otherwise.
-
-Keys are queued only while the controller runs, that is while this process leads.
-A follower's informers run (its caches are warm when it takes over), but its watches
-are not attached to them: a key queued there would never be taken, and its
-`workqueue_depth` would read as a backlog that never drains. `start` attaches them,
-so each informer replays its cache (at `LOW`, as a cold start's initial list) and
-every object is reconciled once, as after a failover in controller-runtime, whose
-sources start with the controller.
-
-There are no terminal errors: anything that failed is retried. A key is never
-reconciled by two workers at once (the queue guarantees it), and a reconcile
-reads only caches, so it is level-based: it never depends on having seen a
-particular event, only on the state now.
+Keys are queued only while the controller runs, that is while this process leads: a key
+queued on a follower would never be taken, and its `workqueue_depth` would read as a
+backlog that never drains. `start` attaches the watches, and each informer replays its
+cache to them (at `LOW`), so every object is reconciled once after a failover. A
+reconcile reads only caches: it never depends on having seen a particular event.
 """
 
 from __future__ import annotations

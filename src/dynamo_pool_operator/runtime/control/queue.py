@@ -1,58 +1,15 @@
 """The controller work queue: client-go's workqueue semantics on asyncio, with
-controller-runtime's priorities.
+controller-runtime's priorities and fair queuing across flows (flows.py); its rules and
+metrics are listed in docs/runtime.md ("Work queue").
 
-A level-based controller does not process events, it processes *keys*: "go and
-make object X right". The queue is what turns a stream of events into a set of
-keys worth reconciling, and its rules are what make reconciling safe:
-
-* **De-duplication.** Ten events for X while X waits are one reconcile, because
-  the reconciler reads the current state anyway; queueing X ten times would only
-  burn API calls on identical work.
-* **In-flight exclusion.** A key handed out by `get` is *processing* until `done`.
-  Adding it meanwhile marks it *dirty* instead of queueing it, and `done` queues it
-  again. So two workers never reconcile the same object at once (they would race
-  each other's writes and both act on stale reads), yet no change is lost: the
-  event that arrived mid-reconcile gets a fresh reconcile after the current one.
-* **Delays and backoff.** `add_after` parks a key until a deadline (for
-  `RequeueAfter`); `add_rate_limited` parks it for a per-key exponential backoff
-  so that a failing object retries quickly at first but cannot hot-loop against
-  the API server. `forget` resets the backoff once the key succeeds.
-
-* **Priorities** (controller-runtime >= 0.20's priority queue). Every add carries a
-  priority, `NORMAL` (0) unless said otherwise; `get` hands out the highest priority
-  first, FIFO within one. A mass of keys that needs no urgency (the initial list of a
-  start or failover, a relist, a requeue of every object because one shared input
-  changed) goes in at `LOW`, so a user's change made meanwhile is served next instead
-  of after the whole backlog. A key added again while it waits keeps its place if
-  the new priority is not higher, and moves up (to the back of the higher priority)
-  if it is: a real change to an object still waiting from the initial list is a real
-  change. A key dirty while processing is queued on `done` at the highest priority
-  it was added with meanwhile. Delayed keys keep the priority they were delayed with
-  (the higher one if delayed twice), and the controller requeues a failed or
-  `requeue_after` key at the priority it was handed out with, as controller-runtime
-  does: a backlog's retries stay behind real changes.
-
-* **Fair queuing across flows** (flows.py). Within one priority, keys are served
-  round-robin by flow, FIFO within a flow, a flow with no key in flight before those
-  with some: the controller gives the flow function (the relay controller: a key's
-  namespace, one tenant's), so that one tenant's mass change at `NORMAL` does not hold
-  up another tenant's single change at `NORMAL`; it takes the next free worker, or at
-  worst waits one round of the flows waiting. Priorities still come first, and every
-  rule above holds per key as before. Without a flow function every key is in one
-  flow: plain FIFO within a priority.
-
-Time comes from an injected `Clock`, so tests drive delays with `FakeClock`.
-
-The rate limiter default is controller-runtime's (priority-queue era, v0.23+):
-per-key exponential only, 5 ms doubling up to 1000 s (`ratelimit.ExponentialBackoff`).
-`TokenBucket` and `MaxOf` there rebuild client-go's older default,
-``MaxOf(ExponentialBackoff(), TokenBucket())``.
-
-Metrics use client-go's `workqueue_*` names with a ``name`` label so the usual
-dashboards work unchanged; `workqueue_depth_by_priority` adds the depth per priority
-(controller-runtime puts a ``priority`` label on `workqueue_depth` itself; a separate
-family keeps the existing series as they were), and `workqueue_flows_by_priority` the
-number of flows with keys queued.
+A level-based controller processes keys, not events: "go and make object X right". The
+rules are what make that safe. A waiting key is queued once: the reconciler reads the
+current state anyway. A key is with one worker at a time, and one added meanwhile is
+queued again on `done`: two workers would race each other's writes, and no change is
+lost. A failing key backs off on its own: it cannot hot-loop against the API server. A
+mass of keys at `LOW` (a start's initial list, a relist, a requeue of every relay) does
+not delay a user's change at `NORMAL`, nor does one tenant's mass change another
+tenant's single change.
 """
 
 from __future__ import annotations
@@ -161,7 +118,6 @@ class WorkQueue(Generic[K]):
         self._taken_at: dict[K, int] = {}
         # When each dirty key was accepted, for the queue-duration histogram.
         self._added_at: dict[K, float] = {}
-        # Parked getters, each with the lowest priority it takes (None: any).
         # Parked getters, each with the lowest priority it takes (None: any) and whether
         # it takes only keys of flows with none in flight.
         self._getters: deque[tuple[asyncio.Future[None], int | None, bool]] = deque()
@@ -202,9 +158,10 @@ class WorkQueue(Generic[K]):
         """Mark `key` as needing a reconcile, at `priority` (higher is served first).
 
         No-op if it is already waiting at this priority or a higher one, or the queue
-        is shutting down; waiting at a lower one, it moves up (see the module
-        docstring). If a worker has it, it is marked dirty and queued again when that
-        worker calls `done`.
+        is shutting down. Waiting at a lower one, it moves up (to the back of the higher
+        priority): a real change to a key still waiting from a backlog is a real change.
+        If a worker has it, it is marked dirty and queued again when that worker calls
+        `done`.
         """
         if self._shutting_down:
             return

@@ -1,8 +1,6 @@
-"""What any object is, read without I/O: where it lives (`Resource`), its metadata and
-conditions (`Meta`, ownership, the hand-over rules) and whether an apply would change it
-(`needs_apply`, `Shape`); and how the pure core's values are made (`record`). The
-pure planning imports this face and nothing else of
-the runtime; `make lint` holds it to that."""
+"""What any object is, read without I/O: `Resource`, `Meta` (metadata, ownership, the
+hand-over rules), whether an apply would change it (`needs_apply`, `Shape`) and `record`.
+The pure planning imports this face and nothing else of the runtime (`make lint`)."""
 
 from dynamo_pool_operator.runtime.objects.diff import (
     VIEW,
@@ -25,6 +23,7 @@ from dynamo_pool_operator.runtime.objects.meta import (
     is_map,
     labels_of,
     needs_handover,
+    object_version,
     rfc3339,
     seconds_since,
     summarize_managed_fields,
@@ -62,6 +61,7 @@ __all__ = [
     "labels_of",
     "needs_apply",
     "needs_handover",
+    "object_version",
     "parse_quantity",
     "record",
     "rfc3339",

@@ -1,18 +1,9 @@
 """Would a server-side apply change anything? Decided from the cache, without a request.
 
-The audit log counts a no-op apply as a write, and a controller that applies on
-every reconcile costs one request per object per resync. So a reconciler applies
-only when `needs_apply` says so:
-
-* the live object lacks a field we set, or holds another value there (someone
-  edited a field we own, and the apply will take it back); or
-* our intent changed since the last apply, which the live object cannot show
-  when we *stopped* setting a field: a hash of the rendered intent, stored in an
-  annotation by the apply itself, catches that.
-
-Fields others set are ignored: an apply does not remove them either. Quantities
-(`resources.limits`, `requests`) are compared by value: the server keeps `1000m` as
-`1`, and that is no drift, while `64` for our `500m` is.
+A no-op apply is still a write (audited, and one per object per resync), so apply only
+when the live object lacks or differs in a field we set, or our intent changed in a way
+it cannot show (a field we stopped setting: a hash of the intent, in an annotation the
+apply writes). Others' fields are ignored; quantities compare by value (`1000m` is `1`).
 """
 
 from __future__ import annotations
@@ -42,18 +33,12 @@ from dynamo_pool_operator.runtime.objects.record import record
 
 # Kubernetes resource quantities (`resource.Quantity`): their value. Pure.
 #
-# The API server keeps a quantity in its canonical form, not as it was written: `1000m`
-# is stored as `1`, `0.5` as `500m`, `1024Mi` as `1Gi`, an integer `2` as `"2"`. So a
-# field of quantities (a container's `resources.limits` and `requests`) is compared by
-# value, `equal_quantities`, or every pass would see drift where there is none.
-#
-# `parse_quantity` gives the value `resource.ParseQuantity` gives: a signed decimal number (`5`,
-# `.5`, `5.`; at least one digit) and an optional suffix, binary SI (`Ki` to `Ei`, powers
-# of 1024), decimal SI (`n`, `u`, `m`, `k`, `M`, `G`, `T`, `P`, `E`) or a decimal exponent
-# (`e3`, `E-2`: an integer, read as an int64 and kept as an int32, as Kubernetes does).
-# The value is rounded up (away from zero) to a whole nano, and a binary-SI value is
-# capped at the largest int64, as the server does. Only exact arithmetic: a value too
-# long to compute exactly is no quantity here (and is then compared as written).
+# The API server keeps a quantity in canonical form (`1000m` as `1`, `1024Mi` as `1Gi`,
+# `2` as `"2"`), so quantities are compared by value (`equal_quantities`), as
+# `resource.ParseQuantity` reads them: a signed decimal, then binary SI, decimal SI or a
+# decimal exponent (read as an int64, kept as an int32), rounded up to a whole nano, a
+# binary-SI value capped at the largest int64. Exact arithmetic only: a value too long
+# to compute exactly is no quantity here (and is compared as written).
 
 _GRAMMAR = re.compile(
     r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE]([+-]?[0-9]+))?"
@@ -118,8 +103,6 @@ def equal_quantities(a: object, b: object) -> bool:
     return x is not None and y is not None and x == y
 
 
-# ----------------------------------------------------------------------
-
 #: List elements are matched by the first of these keys they carry (as SSA's
 #: list-map keys do for the lists we render: containers, env, ports, ownerReferences).
 _MERGE_KEYS = ("uid", "name", "containerPort", "port")
@@ -154,16 +137,10 @@ def contains(
 ) -> bool:
     """True when every field of `desired` is present in `live` with the same value.
 
-    `quantities` names dotted paths (e.g. "spec.template.spec.containers.resources.limits")
-    of maps whose values are Kubernetes quantities, compared by value
-    (`runtime/objects/diff.py`): the server keeps each in its canonical form. `path` is
-    where `live` and `desired` are (dotted from the root, list elements left out).
-
-    This runs for every owned object on every reconcile, so it is written for speed
-    (it was most of a no-op reconcile's CPU; docs/performance.md): an equal subtree is
-    settled by one C-level `==` (most of a converged object is), `dict` and `list`
-    are told by exact type before the ABC checks, and dotted paths are built only on
-    the way to a quantity path, not for every field.
+    `quantities`: dotted paths of maps of quantities, compared by value; `path`: where
+    `live` and `desired` are (list elements left out). It ran most of a no-op pass's CPU
+    (docs/performance.md), hence the fast path: one C-level `==` settles an equal
+    subtree, exact types before ABCs, paths built only on the way to a quantity path.
     """
     if not quantities:
         return _contains(live, desired)
@@ -291,39 +268,21 @@ def with_hash(obj: dict[str, Any], hash_annotation: str) -> dict[str, Any]:
 
 # Drift detection from a digest: what a cache keeps of an object we own.
 #
-# `diff.needs_apply` asks whether every field we render is in the live object with the
-# same value. Answering that from a whole cached object costs memory: a relay
-# Deployment decodes to ~13 kB of Python objects, most of it the pod template and the
-# server's defaults in it, for a question about a few dozen fields. So the cache keeps
-# a *view* of each owned object instead (`Shape.view`, run by the informer's
-# transform): a `View`, the digest of the fields we render and a few fields verbatim.
+# A whole cached relay Deployment is ~13 kB of Python objects (mostly the pod template
+# and server defaults) for a question about a few dozen fields. So the cache keeps a
+# `View` (`Shape.view`, in the informer's transform), made by a `Shape` of a rendered
+# sample, which splits a render into:
 #
-# A `Shape` is made from a rendered sample. It splits what a render holds into:
+# - **closed** fields: in every render, at paths independent of the input. The view
+#   keeps a digest of the live values at exactly those paths (others' additions left
+#   out), which equals the render's digest exactly when `contains` would hold for them;
+# - **open** fields: paths whose keys vary or that a render may leave out (owner
+#   references, pod labels, tolerations, `resources`, `clusterIP`), kept verbatim and
+#   compared with `contains` (another manager's key beside ours is no drift). An open
+#   string equal to the sample's is held as the sample's, so what is shared is bounded.
 #
-# - **closed** fields: present, non-empty, in every render, at paths that do not depend
-#   on the input (keys of maps and of keyed lists: container `relay`, the env names, the
-#   port name). The view keeps a digest of the live object's values at exactly those
-#   paths, the server's defaults and other managers' additions left out; the render's
-#   own digest at the same paths equals it exactly when `contains` finds every closed
-#   field in the live object;
-# - **open** fields: paths whose keys vary with the input or that a render may leave
-#   out (owner references keyed by uid, pod labels and annotations, node selector,
-#   tolerations, a container's `resources`, a Service's `clusterIP`). The view keeps
-#   them verbatim (under a keyed list, those of the shape's elements, one entry each:
-#   `spec.containers[name=relay].resources`) and they are compared with `contains`, as
-#   before: another manager's key next to ours there (the `restartedAt` of `kubectl
-#   rollout restart`) is no drift. Quantities among them are compared by value
-#   (`contains(quantities=...)`): the server keeps their canonical form. A string of
-#   them equal to the sample's at the same place is held as the sample's: what every
-#   render puts there (the pods' `app.kubernetes.io/name`, a headless Service's
-#   `clusterIP: None`) is then one string in every view, and since only the sample's
-#   strings are shared, what is shared stays bounded.
-#
-# Equal digests mean `contains` holds for the closed fields; the open fields are
-# checked by `contains` itself, so `Shape.drifted(view, body)` is
-# `not contains(live, body, quantities=quantities)` for every render whose closed
-# fields are the sample's (`uncovered` names any that are not; the tests render every
-# kind of relay against it).
+# So `Shape.drifted(view, body)` is `not contains(live, body, quantities=...)` for every
+# render whose closed fields are the sample's (tests/shapes.py checks every relay kind's).
 
 #: Where a trimmed cached object keeps its view (not a Kubernetes field name).
 VIEW = "owned"
@@ -331,11 +290,8 @@ VIEW = "owned"
 
 @record
 class View:
-    """What a cache keeps of an object we own for `Shape.drifted` (`Shape.view`). A
-    record, not a map of its two parts: 48 bytes where a map is 184 (CPython 3.11),
-    and a cache holds one for each object it keeps a view of. Equal views are equal (a
-    controller tells a changed object by its view); like the map of open values it
-    holds, a view cannot be hashed."""
+    """What a cache keeps of an object we own for `Shape.drifted`. A record, not a map:
+    48 bytes where a map is 184, one per cached owned object. Not hashable."""
 
     #: `Shape.digest` of the object: its closed fields.
     digest: str
@@ -463,44 +419,6 @@ def _open(value: Any, parts: tuple[str, ...], node: Node, at: str, out: dict[str
     _open(value[parts[0]], parts[1:], sub, f"{at}.{parts[0]}" if at else parts[0], out)
 
 
-def _check(value: Any, node: Node, path: str, at: str, shape: Shape, out: list[str]) -> None:
-    """`out` += the fields of `value` outside the shape (and not open), and
-    the shape's closed fields `value` lacks. `path` is dotted without list elements (as
-    open paths are), `at` names list elements too (for the message)."""
-    if node is None:
-        # An empty string (or null) is compared as `contains` does: it matches a missing
-        # field and no other value. An empty list or map would match any live one.
-        if isinstance(value, list | dict) and not value:
-            out.append(f"{at} (closed, empty)")
-        return
-    if isinstance(node, _Keyed):
-        items = value if isinstance(value, list) else []
-        tags = [_tag(k) for k in map(key_of, items) if k is not None]
-        if len(tags) != len(items):
-            out.append(f"{at} (an element without a key)")
-        for tag, item in zip(tags, items, strict=False):
-            if tag in node:
-                _check(item, node[tag], path, f"{at}[{tag}]", shape, out)
-            else:
-                out.append(f"{at}[{tag}] (not in the shape)")
-        out.extend(f"{at}[{tag}] (closed, missing)" for tag in node if tag not in tags)
-        return
-    if not isinstance(value, Mapping):
-        out.append(f"{at} (closed, missing)")
-        return
-    for k, v in value.items():
-        child, child_at = (f"{path}.{k}" if path else k), (f"{at}.{k}" if at else k)
-        if k in node:
-            _check(v, node[k], child, child_at, shape, out)
-        elif not omitted(v) and not shape.exempt(child):
-            out.append(f"{child_at} (not in the shape)")
-    out.extend(
-        f"{at}.{k} (closed, missing)" if at else f"{k} (closed, missing)"
-        for k in node
-        if k not in value
-    )
-
-
 class Shape:
     """The closed and open fields of one kind of rendered object."""
 
@@ -564,18 +482,6 @@ class Shape:
             self.digest(live),
             {at: _as_sample(v, sample.get(at)) for at, v in self.open_values(live).items()},
         )
-
-    def exempt(self, path: str) -> bool:
-        """`path` is open, or lies under one that is."""
-        return any(path == q or path.startswith(q + ".") for q in self.open_paths)
-
-    def uncovered(self, body: Mapping[str, Any]) -> list[str]:
-        """Fields of `body` that are neither closed nor open, and closed fields of the
-        sample that `body` lacks: for either, a digest says nothing (empty: the view
-        decides `drifted` for `body` exactly)."""
-        out: list[str] = []
-        _check(body, self.closed, "", "", self, out)
-        return out
 
     def drifted(self, view: View, body: Mapping[str, Any], render_hash: str | None) -> bool:
         """`not contains(live, body, quantities=quantities)`, from the live object's view."""

@@ -1,12 +1,8 @@
 """A typed, read-only view of any Kubernetes object's metadata and conditions.
 
-Cached objects are plain mappings decoded from JSON, and nothing stops one of them
-from being malformed (a `metadata` that is a list, a `generation` that is a string:
-a CRD without a schema, a test, a future server). Reading them through one view
-gives one answer to each malformed case — absent, empty, not terminating, no
-controller — instead of a `get("metadata") or {}` dig, each with its own idea of
-what a bad value means. The view copies nothing: it is as cheap as the digs it
-replaces, which matters on the no-op reconcile path.
+A cached object may be malformed (a list `metadata`, a string `generation`); one view
+gives one answer to each such case instead of a `get(...) or {}` dig each with its own
+idea. It copies nothing: as cheap as the digs, on the no-op reconcile path.
 """
 
 from __future__ import annotations
@@ -16,10 +12,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeGuard
 
-# metav1.Condition lists: find_condition one by type, and the timestamps conditions carry.
-#
-# Generic on purpose: which conditions exist and how they enter a status is the API's
-# and the reconciler's, not the runtime's.
+# metav1.Condition lists: find one by type, and the timestamps conditions carry. Generic:
+# which conditions exist is the API's and the reconciler's business.
 
 #: metav1.Condition's message limit.
 MESSAGE_LIMIT = 32768
@@ -55,15 +49,14 @@ def find_condition(conditions: object, type_: str) -> Mapping[str, Any] | None:
     return None
 
 
-# ----------------------------------------------------------------------
+def object_version(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
+    """(uid, resourceVersion) of an object; (None, None) for none."""
+    meta = (obj or {}).get("metadata") or {}
+    return (meta.get("uid"), meta.get("resourceVersion"))
 
-# Who controls an object: the one place that reads owner references.
-#
-# Kubernetes marks at most one owner reference of an object `controller: true`; that
-# owner is the object's controller. Every "is this ours?" question of the operator —
-# deciding, planning, the feature-off cleanup, the cache index by controller, the
-# watch mappers — asks here, so there is one reading of a malformed reference (not a
-# list, not a mapping, `controller` not exactly `true`: not a controller).
+
+# Who controls an object: the one place that reads owner references, so a malformed one
+# (not a mapping, `controller` not exactly `true`) has one reading: not a controller.
 
 
 def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -83,8 +76,8 @@ _STUB_REFERENCE = ("apiVersion", "kind", "name", "uid", "controller")
 
 
 def identity_stub(obj: Mapping[str, Any]) -> dict[str, Any]:
-    """An informer transform: an object's identity and its controller reference only,
-    nothing of its spec or status (a cache that only answers "whose is it")."""
+    """An informer transform: an object's identity and controller reference only (a
+    cache that only answers "whose is it")."""
     meta = _meta_of(obj)
     kept: dict[str, Any] = {k: meta[k] for k in _STUB_METADATA if k in meta}
     ref = controller_of(obj)
@@ -117,14 +110,11 @@ def describe_controller(obj: Mapping[str, Any]) -> str:
     return f"controller {ref.get('kind', '?')}/{ref.get('name', '?')}"
 
 
-# ----------------------------------------------------------------------
-
 _EMPTY: Mapping[str, Any] = {}
 
 
 def is_map(value: object) -> TypeGuard[Mapping[str, Any]]:
-    """Whether `value` is a map. A decoded object is dicts (or the cache's dicts of
-    shared parts): telling them by type first spares the ABC check per field."""
+    """Whether `value` is a map: decoded objects are dicts, told by type before the ABC."""
     return (
         type(value) is dict
         or isinstance(value, dict)
@@ -137,15 +127,13 @@ def _mapping(value: object) -> Mapping[str, Any]:
 
 
 def _meta_of(obj: object) -> Mapping[str, Any]:
-    """`obj`'s metadata (empty when either is no map). Every pass reads it of each
-    object it sees: a decoded object's dicts are read without a call per level."""
+    """`obj`'s metadata (empty when either is no map), without a call per level."""
     meta = obj.get("metadata") if type(obj) is dict else _mapping(obj).get("metadata")
     return meta if type(meta) is dict else _mapping(meta)
 
 
 def labels_of(obj: object) -> Mapping[str, Any]:
-    """`Meta(obj).labels`, without making the view: the drift rule of each export
-    reads it on every pass."""
+    """`Meta(obj).labels`, without making the view (read for every export every pass)."""
     labels = _meta_of(obj).get("labels")
     return labels if type(labels) is dict else _mapping(labels)
 
@@ -229,30 +217,16 @@ class Meta:
 
 # Hand the fields of an exclusive create over to the server-side apply manager.
 #
-# An object that must never be adopted is created with a POST: an apply is an
-# upsert, and would take over a same-named object someone made since our cache
-# read. But the API server records a POST's fields under an "Update" entry of the
-# field manager, and a later apply by the same manager name owns only what it
-# applied. Fields the POST set therefore stay owned by the Update entry forever:
-# an apply cannot remove them, and a keyed list element the POST sent stays next
-# to the one the apply sends (a changed port became two `relay` ports, and every
-# apply was refused with 422 "Duplicate value").
-#
-# So right after the create, the Update entry is moved into the manager's Apply
-# entry, as kubectl's client-side to server-side apply upgrade does: a merge patch
-# of `metadata.managedFields` carrying the uid and resourceVersion just read, so
-# the server refuses it (409) if the object changed in between — a replaced list
-# built from a stale read could drop another manager's entry. On 409 the object is
-# read again and, if it is still the same object and still ours, handed over from
-# that version. Nothing but `managedFields` changes; the object's content is the
-# same before and after.
-#
-# Objects whose handover did not happen (a create by an earlier version, a lost
-# race) are found from the cache: informers of such objects keep a summary of
-# `managedFields` (manager and operation, no field sets), see `summarize_managed_fields`.
-#
-# This module is the rules alone, and reaches no client: the pure planning asks
-# `needs_handover`. The requests are `guarded.hand_over`'s.
+# We create with a POST (an apply is an upsert and could adopt a same-named object made
+# since our read), but the server records a POST's fields under an "Update" entry that a
+# later apply by the same manager does not own: the apply cannot remove them, and a
+# keyed list element the POST sent stays beside the applied one (a changed port became
+# two `relay` ports, and every apply got 422 "Duplicate value"). So the Update entry is
+# merged into the manager's Apply entry, as kubectl's client-side to server-side upgrade
+# does, by a merge patch of `managedFields` guarded by uid and resourceVersion (on 409:
+# read again and retry while still ours). Objects never handed over are found from the
+# cache's summary of `managedFields` (`summarize_managed_fields`). The rules are here;
+# the requests are `guarded.hand_over`'s.
 
 APPLY = "Apply"
 UPDATE = "Update"
@@ -265,8 +239,7 @@ def managed_entries(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _is_update_entry(entry: Mapping[str, Any], manager: str) -> bool:
-    # Only the main resource: a status write's entry (subresource "status") is another
-    # field set, which an apply of the main resource never touches.
+    # Only the main resource: a status write's entry is another field set.
     return (
         entry.get("manager") == manager
         and entry.get("operation") == UPDATE
@@ -294,7 +267,7 @@ def union(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, Any]:
 def handed_over(managed: list[Mapping[str, Any]], manager: str) -> list[dict[str, Any]] | None:
     """`managed` with every Update entry of `manager` merged into its Apply entry (made
     from the first Update entry when there is none), or None when there is nothing to
-    hand over. Pure; other managers' entries are kept as they are, in order."""
+    hand over; other managers' entries kept, in order."""
     updates = [e for e in managed if _is_update_entry(e, manager)]
     if not updates:
         return None
@@ -321,9 +294,8 @@ def handed_over(managed: list[Mapping[str, Any]], manager: str) -> list[dict[str
 
 
 def summarize_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
-    """An informer transform: keep of `managedFields` only who wrote how (manager,
-    operation, subresource), not the field sets, so the cache can tell an object whose
-    fields were never handed over at a few bytes per object."""
+    """An informer transform: keep of `managedFields` only who wrote how, not the field
+    sets (a few bytes an object)."""
     meta = obj.get("metadata")
     if isinstance(meta, dict) and isinstance(meta.get("managedFields"), list):
         meta["managedFields"] = [

@@ -56,13 +56,7 @@ class Resource:
             "kind": self.kind,
             "name": meta.get("name", ""),
         }
-        for src, dst in (
-            ("namespace", "namespace"),
-            ("uid", "uid"),
-            ("resourceVersion", "resourceVersion"),
-        ):
-            if meta.get(src):
-                ref[dst] = meta[src]
+        ref.update((k, meta[k]) for k in ("namespace", "uid", "resourceVersion") if meta.get(k))
         return ref
 
 

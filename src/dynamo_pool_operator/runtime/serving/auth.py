@@ -1,31 +1,20 @@
 """Who may read `/metrics`: authentication and authorization delegated to the API server.
 
-As controller-runtime's `filters.WithAuthenticationAndAuthorization` (kubebuilder v4's
-secure metrics), a scrape must carry a bearer token; the API server says whose it is
-(TokenReview) and whether that user may `get` the non-resource URL of the request
-(SubjectAccessReview). So the cluster's own RBAC decides who scrapes, and the grant is
-one ClusterRole rule (`nonResourceURLs: [/metrics], verbs: [get]`) for the scraper.
+As controller-runtime's `WithAuthenticationAndAuthorization`: a scrape carries a bearer
+token, TokenReview says whose it is and SubjectAccessReview whether that user may `get`
+the URL, so the cluster's RBAC decides who scrapes (one ClusterRole rule).
 
-Answers are cached as controller-runtime caches them: a token's review for a minute
-(either way), an allowed decision for five minutes and a denied one for thirty seconds,
-so a Prometheus scraping every few seconds costs the API server about one review a
-minute, and a grant just made is honoured within thirty seconds. A review that fails
-(the API server unreachable, our RBAC missing) is not cached and answers 500: the
-scraper's token is not at fault, and the log says what is.
+Answers are cached as controller-runtime does (a token a minute, allowed five minutes,
+denied thirty seconds): a scraper costs about one review a minute, and a new grant
+works within thirty seconds. A failed review is not cached and answers 500: the token
+is not at fault.
 
-Whoever reaches the port chooses the tokens, and each review is a write on the
-operator's own identity and priority-and-fairness flow (its Lease renewals' too). So
-every cache is keyed by the token's SHA-256, never the token, and accepted and rejected
-tokens are cached apart, so a flood of bad tokens cannot evict a scraper's entry. Both
-kinds of review follow the rules of reviews.py: concurrent requests that ask the same
-question share one review (single flight), and a question no earlier answer vouches for
-(a token the API server has not accepted, or a user it has not allowed, in the last
-`KNOWN_TTL`) is reviewed only
-within one budget, past which the request is refused with 429 and `Retry-After`
-(Prometheus counts a failed scrape and tries again at the next interval, a proxy passes
-the answer on). A token or user vouched for is reviewed outside the budget, so a flood
-does not lock out a scraper whose cached answer expired; each costs at most a review per
-TTL whatever its holder sends.
+Whoever reaches the port chooses the tokens, and each review spends the operator's own
+priority-and-fairness flow (its Lease renewals'). So caches are keyed by the token's
+SHA-256, accepted and rejected tokens are cached apart (bad ones cannot evict a
+scraper's), and reviews follow reviews.py: single flight, and a question no answer of
+the last `KNOWN_TTL` vouches for is reviewed only within a budget, past which it gets
+429 and `Retry-After`.
 """
 
 from __future__ import annotations
@@ -44,7 +33,7 @@ from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.objects.resources import Resource
-from dynamo_pool_operator.runtime.registry import per_registry
+from dynamo_pool_operator.runtime.registry import REGISTRY, per_registry
 from dynamo_pool_operator.runtime.serving.reviews import (
     REVIEW_BURST,
     REVIEW_IN_FLIGHT,
@@ -71,26 +60,9 @@ DENY_TTL = 30.0
 MAX_ENTRIES = 1024
 #: A token the API server rejected is remembered as long as an accepted one.
 REJECT_TTL = AUTHN_TTL
-#: How long a token the API server accepted, and a user it allowed, are reviewed outside
-#: the budget (a bound token's default lifetime; a scraper's rotated token is new, and
-#: waits its turn).
+#: How long a token accepted, and a user allowed, are reviewed outside the budget (a
+#: bound token's default lifetime).
 KNOWN_TTL = 3600.0
-
-__all__ = [
-    "ALLOW_TTL",
-    "AUTHN_TTL",
-    "DENY_TTL",
-    "KNOWN_TTL",
-    "REJECT_TTL",
-    "REVIEW_BURST",
-    "REVIEW_IN_FLIGHT",
-    "REVIEW_QPS",
-    "DelegatedAuth",
-    "ReviewRefused",
-    "User",
-    "Verdict",
-    "bearer_token",
-]
 
 
 @per_registry
@@ -174,9 +146,7 @@ def bearer_token(authorization: str | None) -> str | None:
 
 class DelegatedAuth:
     """Authenticates bearer tokens and authorizes non-resource requests, by review.
-
-    `client` must be allowed to create tokenreviews and subjectaccessreviews, and must
-    not be gated on leadership: followers serve metrics too."""
+    `client` must not be gated on leadership: followers serve metrics too."""
 
     def __init__(
         self,
@@ -205,13 +175,9 @@ class DelegatedAuth:
         budget = ReviewBudget(clock, in_flight=review_in_flight, burst=review_burst, qps=review_qps)
         self._token_reviews: Reviews[User | None] = Reviews(budget)
         self._access_reviews: Reviews[tuple[bool, str]] = Reviews(budget)
-        if registry is None:
-            from dynamo_pool_operator.runtime.registry import (
-                REGISTRY,  # lazily: only when no registry is injected
-            )
-
-            registry = REGISTRY
-        self._token_results, self._access_results = _review_metrics(registry)
+        self._token_results, self._access_results = _review_metrics(
+            registry if registry is not None else REGISTRY
+        )
         #: Reviews sent to the API server (what the caches save), for tests and debugging.
         self.reviews = 0
 
@@ -221,9 +187,8 @@ class DelegatedAuth:
         return self._token_reviews.budget.refused
 
     async def authenticate(self, token: str) -> User | None:
-        """The token's user, or None when the API server does not accept the token.
-        Raises `errors.ApiError` when the review itself fails, and `ReviewRefused` when
-        a token not seen accepted finds the review budget spent."""
+        """The token's user, or None when the API server does not accept it. Raises
+        `errors.ApiError` when the review fails, `ReviewRefused` past the budget."""
         key = hashlib.sha256(token.encode()).digest()  # never keep the token itself
         hit, user = self._accepted.get(key)
         if hit:
@@ -267,8 +232,7 @@ class DelegatedAuth:
 
     async def authorize(self, user: User, verb: str, path: str) -> tuple[bool, str]:
         """(allowed, reason) for `verb` on the non-resource URL `path`. Raises
-        `errors.ApiError` when the review itself fails, and `ReviewRefused` when a user
-        not seen allowed finds the review budget spent."""
+        `errors.ApiError` when the review fails, `ReviewRefused` past the budget."""
         key = (user, verb, path)
         hit, decision = self._decisions.get(key)
         if hit:

@@ -1,20 +1,12 @@
 """A TCP listener that holds a bounded number of connections: the metrics port's.
 
-Whoever reaches the metrics port may open connections, and each costs the operator a
-file descriptor, buffers and (secure metrics) a TLS handshake: the descriptors are those
-its API clients need too, for its Lease renewals and its writes. So the metrics listener
-holds at most `MAX_CONNECTIONS` at once, those still in their TLS handshake included,
-and closes a connection accepted past that at once, before any handshake: its client
-sees the connection closed, a failed scrape (Prometheus tries again at its next
-interval). Closed at once rather than left in the kernel's backlog until a place frees
-(as Go's `netutil.LimitListener` does), so that a scraper is never stuck behind
-connections that other clients keep open; and a connection idle for `IDLE_TIMEOUT`
-gives its place back (aiohttp's keep-alive timeout, which the server sets from it).
-
-asyncio's own server accepts without a bound and begins TLS before the application sees
-a connection, so the listener runs its own accept loop and hands each connection it
-keeps to `loop.connect_accepted_socket` with aiohttp's protocol factory, whose
-`connections` are those past their handshake.
+Whoever reaches the port may open connections, each costing a file descriptor (those
+the Lease renewals need too) and maybe a TLS handshake. So at most `MAX_CONNECTIONS`,
+handshakes included; one past that is closed at once (a failed scrape, retried),
+rather than left in the backlog as Go's `LimitListener` does, where a scraper would
+wait behind others' idle connections. An idle connection frees its place after
+`IDLE_TIMEOUT`. asyncio's server accepts without a bound and handshakes before we see
+a connection, hence our own accept loop into `loop.connect_accepted_socket`.
 """
 
 from __future__ import annotations
@@ -33,17 +25,15 @@ from dynamo_pool_operator.runtime.registry import per_registry
 
 log = logging.getLogger(__name__)
 
-#: Connections the metrics listener holds at once. A Prometheus keeps one per target,
-#: and an HA pair, an agent and a person with curl hold a handful; the rest is headroom.
+#: Connections the metrics listener holds at once: a Prometheus keeps one per target,
+#: an HA pair and a person with curl a handful; the rest is headroom.
 MAX_CONNECTIONS = 64
 #: The TLS handshake a connection gets before it is closed (a place it holds meanwhile).
 HANDSHAKE_TIMEOUT = 10.0
-#: How long a connection may stay idle (no request yet, or none since the last answer)
-#: before it is closed and its place freed: aiohttp's `run_app` default, where its
-#: runner's own is an hour. Longer than a scrape interval, so a Prometheus keeps its one.
+#: How long a connection may stay idle before its place is freed: aiohttp's `run_app`
+#: default (its runner's own is an hour), longer than a scrape interval.
 IDLE_TIMEOUT = 75.0
-#: How long to wait before accepting again when the process is out of descriptors or
-#: memory (asyncio's own server waits as long).
+#: The wait before accepting again when out of descriptors or memory (as asyncio's).
 ACCEPT_RETRY_DELAY = 1.0
 #: accept() errors that say nothing about the listener: the connection went away first.
 _GONE = {errno.ECONNABORTED, errno.EPROTO, errno.EAGAIN, errno.EWOULDBLOCK}
@@ -134,8 +124,7 @@ class BoundedListener:
             except OSError as e:
                 if e.errno in _GONE:
                     continue
-                # Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM): wait,
-                # rather than spin on a listener that stays readable.
+                # EMFILE, ENOMEM, ...: wait rather than spin on a readable listener.
                 log.warning("metrics: cannot accept a connection: %s", e)
                 await asyncio.sleep(ACCEPT_RETRY_DELAY)
                 continue

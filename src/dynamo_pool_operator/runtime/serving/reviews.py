@@ -1,26 +1,15 @@
 """How the secure metrics server spends reviews: one at a time per question, within a budget.
 
-Every review (TokenReview, SubjectAccessReview) is a write on the operator's own identity
-and priority-and-fairness flow, the one its Lease renewals take, and whoever reaches the
-metrics port chooses what is asked. Two rules bound what that costs, and both kinds of
-review follow them through the one `Reviews`:
+Every TokenReview and SubjectAccessReview spends the operator's own priority-and-fairness
+flow (its Lease renewals'), and whoever reaches the port chooses what is asked. So:
 
-- **Single flight.** Requests that ask the same question (the same token; the same user,
-  verb and path) while its review is under way wait for that review, as the API server's
-  own token cache does: 300 scrapes at once with one token make one review of each kind.
-  Every waiter gets its answer or its error; a waiter that gives up (its client went
-  away) does not end the review of the others, and the answer is cached by its owner.
-- **A budget for questions from strangers.** A review that the answer to an earlier one
-  does not vouch for (the caller says: a token not accepted, a user not allowed, of
-  late) takes a place of one budget shared by both kinds: at most `in_flight` such
-  reviews at once and a token bucket of `burst` refilled at `qps`. Past it the request
-  is refused with `ReviewRefused` (429 and `Retry-After`, what the API server answers
-  when it sheds load).
-  Questions vouched for are reviewed outside the budget, so a flood does not lock out a
-  scraper whose cached answer expired.
-
-One budget for both kinds, not one each: what it bounds is what strangers cost the API
-server, whatever they make the operator ask.
+- **Single flight**: requests asking the same question while it is under way share its
+  review (300 scrapes with one token: one review); a waiter that gives up does not end
+  it for the others.
+- **A budget for strangers**: a question no recent answer vouches for takes a place in
+  one budget shared by both kinds (`in_flight` at once, a token bucket of `burst` at
+  `qps`); past it, `ReviewRefused` (429 with `Retry-After`). Questions vouched for go
+  outside it, so a flood cannot lock out a scraper whose cached answer expired.
 """
 
 from __future__ import annotations
@@ -116,11 +105,9 @@ class Reviews(Generic[V]):
         *,
         budgeted: bool,
     ) -> V:
-        """The answer of the review of `key` under way, or of `review()` started now.
-
-        A new review takes a place of the budget when `budgeted` (raising `ReviewRefused`
-        when there is none; joining one under way takes none). Its error reaches every
-        waiter; a waiter cancelled does not cancel it."""
+        """The answer of the review of `key` under way, or of `review()` started now,
+        taking a place of the budget when `budgeted` (`ReviewRefused` when none). Its error
+        reaches every waiter; a waiter cancelled does not cancel it."""
         flight = self._flights.get(key)
         if flight is None:
             if budgeted:

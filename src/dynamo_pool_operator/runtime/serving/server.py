@@ -1,22 +1,13 @@
 """`/healthz`, `/readyz` and `/metrics` on aiohttp, as controller-runtime serves them.
 
-- `/healthz` answers 200 while the event loop runs and every registered liveness
-  check passes: a wedged loop cannot answer at all, which is what kubelet
-  should restart.
-- `/readyz` answers 200 once every readiness check passes (informer caches
-  synced); a replica that is not the leader is still ready — it serves warm
-  caches and takes over quickly.
-- `/metrics` is the Prometheus text format of one registry. Secure (`metrics_tls` and
-  `metrics_auth` given), it is served over HTTPS and only to a bearer token the API
-  server authenticates and authorizes for `get /metrics` (see auth.py), as
-  kubebuilder v4's metrics server is; past the review budget for unknown tokens and
-  users it answers 429 with `Retry-After`.
+`/healthz` passes while the loop runs and every liveness check passes (a wedged loop
+cannot answer: that is what the kubelet should restart). `/readyz` passes once the
+caches synced; a follower is ready too (warm caches, quick takeover). Secure `/metrics`
+is HTTPS and only for a token authorized for `get /metrics` (auth.py).
 
-The health and metrics endpoints may share one address or use two, like
-controller-runtime's `HealthProbeBindAddress` and `Metrics.BindAddress`; secure metrics
-never share, since kubelet probes speak plain HTTP. A metrics listener of its own holds
-at most `metrics_max_connections` connections (listener.py); one shared with the probes
-does not, since a kubelet whose probe is refused restarts the pod.
+Probes and metrics may share an address; secure metrics never do (kubelet probes are
+plain HTTP). Only a metrics listener of its own bounds its connections (listener.py):
+a refused probe restarts the pod.
 """
 
 from __future__ import annotations
@@ -127,9 +118,8 @@ class ProbeServer:
                 return web.Response(
                     status=verdict.status, text=verdict.message + "\n", headers=headers
                 )
-        # `?name[]=a&name[]=b`: only those series, as prometheus_client's own exposition
-        # serves them; only their collectors run (the relay status collector renders a
-        # series per relay: ~0.1 s at 5,000 relays, in the event loop).
+        # `?name[]=a`: only those series' collectors run (the relay status collector
+        # renders a series per relay: ~0.1 s at 5,000 relays, in the event loop).
         names = request.query.getall("name[]", [])
         registry = self.registry.restricted_registry(names) if names else self.registry
         body = generate_latest(registry)
@@ -170,8 +160,7 @@ class ProbeServer:
         """Serve `routes` on `address`; `bounded`: at most `metrics_max_connections`."""
         app = web.Application()
         app.add_routes(routes)
-        # An idle connection is closed within minutes, not aiohttp's hour: on a bounded
-        # listener it holds a place, and no client of these ports needs it longer.
+        # An idle connection closes within minutes, not aiohttp's hour: it holds a place.
         runner = web.AppRunner(app, access_log=None, keepalive_timeout=IDLE_TIMEOUT)
         await runner.setup()
         self._runners.append(runner)

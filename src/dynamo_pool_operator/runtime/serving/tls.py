@@ -1,24 +1,16 @@
 """The TLS certificate a server of ours presents: mounted and re-read, or self-signed.
 
-Mounted: a directory with `tls.crt` and `tls.key`, the layout of a `kubernetes.io/tls`
-Secret (cert-manager writes one). The kubelet swaps a Secret volume's files in place
-when the Secret changes, so the files are re-read when their content changes (checked
-every `WATCH_INTERVAL` seconds, as controller-runtime's certwatcher polls) and new
-connections get the new certificate; open ones keep theirs. A file that cannot be
-loaded keeps the previous certificate and says so in the log.
+Mounted: `tls.crt` and `tls.key` of a `kubernetes.io/tls` Secret, re-read when their
+content changes (polled, as controller-runtime's certwatcher does); new connections get
+the new pair, and a pair that cannot be loaded keeps the previous one.
 
-A changed pair is loaded into a new `SSLContext`, never into the one in use, and swapped
-in only once it loaded whole. `load_cert_chain` is not atomic: given a certificate and a
-key that do not match, OpenSSL takes the certificate, drops the old key (it no longer
-matches) and then refuses the new one, so the context it was called on is left with a
-certificate and no key and every handshake fails. The server is handed one context for
-good, so that context does no more than pick, at each handshake, the context loaded
-last (its SNI callback, which OpenSSL runs for every ClientHello, with or without a
-server name: Go's `GetCertificate`, which controller-runtime's certwatcher uses).
+A new pair is loaded into a new `SSLContext` and swapped in only once loaded whole:
+`load_cert_chain` is not atomic (a mismatched key leaves the context with a certificate
+and no key). The server's one context only picks the latest at each handshake, in its
+SNI callback (as Go's `GetCertificate`).
 
-Self-signed (no directory): made in memory at start, as controller-runtime does when no
-certificate is configured. Scrapers then skip verification (or pin it), and what keeps
-`/metrics` private is the token check, not the certificate.
+Self-signed (no directory): made at start, as controller-runtime does; `/metrics` is
+then kept private by the token check, not the certificate.
 """
 
 from __future__ import annotations
@@ -106,10 +98,8 @@ def _load_pem(ctx: ssl.SSLContext, cert_pem: bytes, key_pem: bytes) -> None:
 
 
 class ServingCertificate:
-    """An `ssl.SSLContext` for a server, kept current with a mounted certificate.
-
-    `context` is what the server is given, once; each handshake it runs switches to
-    `current`, the context of the last pair that loaded whole."""
+    """An `ssl.SSLContext` for a server, kept current with a mounted certificate: the
+    server is given `context` once, and each handshake switches to `current`."""
 
     def __init__(self, cert_dir: str | os.PathLike[str] | None = None) -> None:
         self.cert_dir = Path(cert_dir) if cert_dir else None

@@ -1,24 +1,16 @@
 """Guarded writes: the only way the operator creates, applies or deletes what it owns.
 
-The promise is "never adopt, and write only what is still ours at the version we
-checked". Three verbs keep it, and one classification tells a lost race from a
-failure:
+"Never adopt, and write only what is still ours at the version we checked":
 
-- **create**: a POST, which is exclusive: a name someone took since the cache read
-  gives AlreadyExists instead of adopting their object. The create's fields are
-  then handed over to the apply manager (`hand_over` below; its pure rules are in
-  `runtime/objects/meta.py`), so a later apply can change or remove every one of them.
-- **apply**: a server-side apply carrying the `metadata.uid` and
-  `metadata.resourceVersion` of the object whose controller was checked, so the
-  server refuses it (409) if the object was deleted (never re-created), replaced,
-  or changed since.
-- **delete**: with uid and resourceVersion preconditions, for the same reasons;
-  NotFound is success.
+- **create**: a POST, exclusive, so a name taken since the cache read fails instead of
+  adopting; its fields are then handed over to the apply manager (`hand_over`), so a
+  later apply can change or remove each.
+- **apply**: server-side apply carrying the checked `uid` and `resourceVersion`, so the
+  server refuses (409) an object deleted, replaced or changed since.
+- **delete**: with uid and resourceVersion preconditions; NotFound is success.
 
-A write refused by a guard, a create that finds the name taken, or one refused
-because its namespace is being deleted raises `LostRace`: not a failure, the
-caller decides again from fresh state. Any other
-refusal (RBAC, admission, quota, 5xx) propagates as the `ApiError` it is.
+A guard's refusal, a taken name or a terminating namespace raise `LostRace` (decide
+again from fresh state); any other refusal propagates as its `ApiError`.
 """
 
 from __future__ import annotations
@@ -46,17 +38,16 @@ class LostRace(Exception):
 
 
 class NameTaken(LostRace):
-    """An exclusive create found the name taken: by an object the cache has not shown
-    yet, or one it never shows (the caches watch by label selector: a foreign object of
-    the name, or ours with our labels removed). `GuardedWrites.read` tells which."""
+    """An exclusive create found the name taken, by an object the cache has not shown yet
+    or never shows (it watches by label selector). `GuardedWrites.read` tells which."""
 
     #: The object of that name as read after the refusal, when the caller read it.
     found: dict[str, Any] | None = None
 
 
 class NamespaceGoing(LostRace):
-    """The namespace is being deleted, and the relay with it: no retry can win this, and
-    none needs to (the relay's deletion ends it); never reported as a failure."""
+    """The namespace is being deleted, and the relay with it: no retry can win, none is
+    needed; never reported as a failure."""
 
 
 def _at(obj: Mapping[str, Any]) -> str:
@@ -74,9 +65,8 @@ async def hand_over(
     attempts: int = 3,
 ) -> dict[str, Any]:
     """Hand `obj`'s Update entry of `manager` over to its Apply entry; returns the object
-    as the server now has it. `obj` must carry its full `managedFields` (a create's
-    answer, or a fresh GET). Raises `HandoverLost` if the object is gone, replaced, or
-    no longer `still_ours`; other API errors propagate."""
+    as the server now has it. `obj` carries its full `managedFields`. Raises `HandoverLost`
+    if the object is gone, replaced or no longer `still_ours`."""
     current: dict[str, Any] = dict(obj)
     uid = current["metadata"]["uid"]
     name, namespace = current["metadata"]["name"], current["metadata"].get("namespace")
@@ -122,8 +112,8 @@ class GuardedWrites:
         try:
             made = await self.client.create(res, dict(body), field_manager=self.field_manager)
         except errors.NamespaceTerminating as e:
-            # The namespace is being deleted and the relay with it: nothing to do but
-            # wait for that (Kubernetes' controllers drop this refusal too).
+            # The namespace is going, and the relay with it (Kubernetes' controllers drop
+            # this refusal too).
             raise NamespaceGoing(
                 f"create of {res.kind} {name}: its namespace is being deleted"
             ) from e
@@ -146,9 +136,8 @@ class GuardedWrites:
         still_ours: Callable[[Mapping[str, Any]], bool],
         fetch: bool = False,
     ) -> dict[str, Any]:
-        """Hand `obj`'s create fields over to the apply manager. `fetch` when `obj` is a
-        cache copy without field sets: it is read again (and must still be the same
-        object, still ours) first."""
+        """Hand `obj`'s create fields over to the apply manager; `fetch`: `obj` is a cache
+        copy, read again first (and still the same object, still ours)."""
         current: Mapping[str, Any] = obj
         if fetch:
             meta = obj["metadata"]

@@ -22,9 +22,9 @@ from dynamo_pool_operator.pool.exports.feature import PoolExports
 from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.cache.optional import DegradedChecks
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.control.controller import Controller, Request
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS
+from tests.clock import FakeClock
 from tests.unit.runtime.cache.test_followed import Server, settle
 
 BOTH = ("v1beta1", "v1alpha1")

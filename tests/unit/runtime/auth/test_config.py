@@ -14,7 +14,7 @@ from dynamo_pool_operator.runtime.auth.config import (
     load_config,
     load_incluster_config,
 )
-from dynamo_pool_operator.runtime.clock import FakeClock
+from tests.clock import FakeClock
 from tests.unit.runtime.auth.support import (
     Pki,
     simple_kubeconfig,

@@ -18,7 +18,7 @@ from dynamo_pool_operator.runtime.auth.config import (
     build_ssl_context,
     load_kubeconfig,
 )
-from dynamo_pool_operator.runtime.clock import FakeClock
+from tests.clock import FakeClock
 from tests.unit.runtime.auth.support import (
     Pki,
     key_pem,

@@ -23,7 +23,7 @@ from dynamo_pool_operator.runtime.auth.config import (
     load_kubeconfig,
 )
 from dynamo_pool_operator.runtime.auth.exec_plugin import EXEC_STDOUT_LIMIT
-from dynamo_pool_operator.runtime.clock import FakeClock
+from tests.clock import FakeClock
 from tests.unit.runtime.auth.support import (
     V1,
     V1BETA1,

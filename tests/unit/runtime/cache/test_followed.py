@@ -22,8 +22,8 @@ from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.cache.shared import SharedInformers
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import ListResult
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.objects.resources import Resource
+from tests.clock import FakeClock
 from tests.unit.runtime.client.fake import FakeClient
 
 

@@ -38,7 +38,6 @@ from dynamo_pool_operator.runtime.cache.transform import for_cache
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client, ListResult
 from dynamo_pool_operator.runtime.client.undecodable import Undecodable
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.objects.resources import (
     CONFIGMAPS,
     DEPLOYMENTS,
@@ -46,6 +45,7 @@ from dynamo_pool_operator.runtime.objects.resources import (
     Resource,
 )
 from dynamo_pool_operator.runtime.ratelimit import Backoff
+from tests.clock import FakeClock
 from tests.indexes import (
     NAMESPACE_INDEX,
     OWNER_UID_INDEX,

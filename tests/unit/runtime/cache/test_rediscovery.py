@@ -11,7 +11,7 @@ import pytest
 
 from dynamo_pool_operator.runtime.cache.rediscovery import Rediscovery
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.clock import FakeClock
+from tests.clock import FakeClock
 
 
 class Cluster:

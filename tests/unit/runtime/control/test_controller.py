@@ -19,10 +19,10 @@ from typing import Any
 from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import ListResult
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.control.controller import Controller, Request
 from dynamo_pool_operator.runtime.control.queue import LOW
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, Resource
+from tests.clock import FakeClock
 from tests.unit.runtime.client.fake import FakeClient
 from tests.unit.runtime.control.test_controller_priority import (
     controller,

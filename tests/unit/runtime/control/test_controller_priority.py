@@ -25,10 +25,10 @@ from dynamo_pool_operator.runtime.cache.store import Obj
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.background import in_background
 from dynamo_pool_operator.runtime.client.rest import ListResult
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.control.controller import Controller, Request, Result
 from dynamo_pool_operator.runtime.control.queue import LOW, NORMAL
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS, Resource
+from tests.clock import FakeClock
 from tests.unit.runtime.client.fake import FakeClient
 
 

@@ -12,10 +12,10 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.control.controller import Controller, Request, Result
 from dynamo_pool_operator.runtime.control.queue import LOW
 from dynamo_pool_operator.runtime.ratelimit import ExponentialBackoff
+from tests.clock import FakeClock
 
 KEY = ("ns", "k")
 

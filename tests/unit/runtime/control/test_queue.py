@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.control.queue import (
     LOW,
     NORMAL,
@@ -23,6 +22,7 @@ from dynamo_pool_operator.runtime.control.queue import (
     WorkQueue,
 )
 from dynamo_pool_operator.runtime.ratelimit import ExponentialBackoff
+from tests.clock import FakeClock
 
 NAME = "poolrelay"
 

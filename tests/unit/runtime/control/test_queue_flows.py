@@ -17,7 +17,6 @@ from collections import Counter
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.control.controller import (
     Controller,
     Request,
@@ -26,6 +25,7 @@ from dynamo_pool_operator.runtime.control.controller import (
 )
 from dynamo_pool_operator.runtime.control.flows import FairQueue
 from dynamo_pool_operator.runtime.control.queue import LOW, NORMAL, WorkQueue
+from tests.clock import FakeClock
 
 NAME = "poolrelay"
 

@@ -15,7 +15,6 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.control.controller import (
     Controller,
     Request,
@@ -23,6 +22,7 @@ from dynamo_pool_operator.runtime.control.controller import (
     by_namespace,
 )
 from dynamo_pool_operator.runtime.control.queue import LOW, NORMAL, WorkQueue
+from tests.clock import FakeClock
 
 NAME = "poolrelay"
 

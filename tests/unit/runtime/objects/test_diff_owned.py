@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from dynamo_pool_operator.runtime.objects.diff import Shape, _open, needs_apply, with_hash
+from tests.shapes import uncovered
 
 HASH = "example.com/render-hash"
 QUANTITIES = frozenset({"spec.containers.resources.limits", "spec.containers.resources.requests"})
@@ -166,15 +167,15 @@ def test_an_open_field_is_compared_as_contains_does() -> None:
 
 
 def test_a_render_the_shape_does_not_cover_is_named() -> None:
-    assert shape().uncovered(render()) == []
+    assert uncovered(shape(), render()) == []
     # A field the sample did not have, and a closed field the render lacks.
     odd = render(workingDir="/x")
     del odd["spec"]["containers"][0]["image"]
-    said = shape().uncovered(odd)
+    said = uncovered(shape(), odd)
     assert any("workingDir" in s for s in said)
     assert any("image" in s for s in said)
     # Open fields are covered, under a keyed list too.
-    assert shape().uncovered(render(resources={"limits": {"cpu": "1"}})) == []
+    assert uncovered(shape(), render(resources={"limits": {"cpu": "1"}})) == []
 
 
 def test_a_list_of_objects_without_keys_must_be_open() -> None:
@@ -189,7 +190,7 @@ def test_a_list_of_objects_without_keys_must_be_open() -> None:
 def _uncovered_after(edit: Any) -> list[str]:
     body = render()
     edit(body)
-    return shape().uncovered(body)
+    return uncovered(shape(), body)
 
 
 def _main(body: dict[str, Any]) -> dict[str, Any]:
@@ -260,8 +261,8 @@ def test_an_empty_field_of_the_sample_is_not_in_the_shape() -> None:
     """The server drops empty values: a sample's empty field is no closed field."""
     sample = {"spec": {"a": "", "b": 1}}
     s = Shape(sample, open_paths=frozenset())
-    assert s.uncovered({"spec": {"b": 1}}) == []
-    assert s.uncovered({"spec": {"a": "x", "b": 1}}) == ["spec.a (not in the shape)"]
+    assert uncovered(s, {"spec": {"b": 1}}) == []
+    assert uncovered(s, {"spec": {"a": "x", "b": 1}}) == ["spec.a (not in the shape)"]
 
 
 def test_quantities_under_a_keyed_list_are_kept_and_compared_by_value() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.serving.auth import DelegatedAuth, Verdict
+from tests.clock import FakeClock
 from tests.unit.runtime.client.fake import FakeClient
 
 GET = ("get", "/metrics")

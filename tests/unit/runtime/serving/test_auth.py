@@ -10,7 +10,6 @@ import logging
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.serving.auth import (
     ALLOW_TTL,
     AUTHN_TTL,
@@ -23,6 +22,7 @@ from dynamo_pool_operator.runtime.serving.auth import (
     DelegatedAuth,
     bearer_token,
 )
+from tests.clock import FakeClock
 from tests.unit.runtime.serving.reviewer import GET, Reviewer, auth_of, settle, verdicts
 
 

@@ -8,12 +8,12 @@ import asyncio
 import pytest
 from prometheus_client import CollectorRegistry
 
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.serving.auth import (
     ALLOW_TTL,
     DENY_TTL,
     DelegatedAuth,
 )
+from tests.clock import FakeClock
 from tests.unit.runtime.serving.reviewer import GET, Reviewer, auth_of, settle, verdicts
 
 

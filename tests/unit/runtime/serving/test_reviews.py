@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from dynamo_pool_operator.runtime.clock import FakeClock
 from dynamo_pool_operator.runtime.serving.reviews import ReviewBudget, ReviewRefused, Reviews
+from tests.clock import FakeClock
 
 
 class Review:

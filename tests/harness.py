@@ -1,6 +1,7 @@
-"""The operator under test: the shipped wiring (`operator.build`), run in process
-against a real control plane, with helpers to wait for convergence and to prove
-that a second reconcile writes nothing (from the API server's audit log).
+"""The operator under test: the shipped wiring (`operator.build`), run in process against
+a real control plane, for the tests and the benchmark; with what tests ask of it: to prove
+that a second reconcile writes nothing (from the API server's audit log), and to wait for
+a condition.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ from dynamo_pool_operator.api import names
 from dynamo_pool_operator.config import OperatorConfiguration
 from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
-from dynamo_pool_operator.runtime import DEFAULT_USER_AGENT, Client, Request, load_kubeconfig
+from dynamo_pool_operator.runtime import (
+    DEFAULT_USER_AGENT,
+    Client,
+    Request,
+    load_kubeconfig,
+)
 from dynamo_pool_operator.served_apis import discover_served_apis
 
 #: Writes by the operator carry this user agent prefix.
