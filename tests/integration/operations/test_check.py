@@ -602,6 +602,30 @@ async def test_missing_apis_fail_and_say_what_to_install(
     bare.install_crd(crd.crd())
     _, found = await run_check(bare.kubeconfig, mcs)
     assert found["relay-crd"]["status"] == "ok"
+    assert found["export-spec"]["status"] == "ok"
+
+    # Cilium serves its API here: its ClusterMesh gives a ClusterIP frontend's import
+    # EndpointSlices only with its annotation, which the exports must carry.
+    cilium = free_form_crd("cilium.io", "v2", "CiliumEndpoint", "ciliumendpoints")
+    bare.install_crd(cilium)
+    try:
+        _, found = await run_check(bare.kubeconfig, mcs)
+        c = found["export-spec"]
+        assert c["status"] == "warn", c
+        assert "Cilium runs here" in c["message"], c
+        assert "service.cilium.io/global-sync-endpoint-slices" in c["fix"], c
+        annotated = config_file(
+            tmp_path,
+            "default",
+            multiCluster={
+                "mcsImplementation": "mcs",
+                "exportedAnnotations": {"service.cilium.io/global-sync-endpoint-slices": "true"},
+            },
+        )
+        _, found = await run_check(bare.kubeconfig, annotated)
+        assert found["export-spec"]["status"] == "ok", found["export-spec"]
+    finally:
+        bare.delete_crd("ciliumendpoints.cilium.io")
 
 
 async def test_relay_crd_unreadable_warns(bare: ControlPlane, tmp_path: Path) -> None:
