@@ -1,11 +1,12 @@
 """A fleet of pools in one namespace, what converged means for it, and the audit-log
 check that the operator wrote nothing it does not own.
 
-Each pool is a DGD with two frontends (`Frontend`, `Chat`) and a worker, plus its
-DynamoPoolRelay, so converged means: the relay's Deployment and Service, three
-ServiceExports (`<pool>-pool-relay`, `<pool>-frontend`, `<pool>-chat`) controlled by
-the relay, and a current status. Two exports belong to a user: `<first>-chat`, which
-the first pool would export (it must be neither adopted nor changed), and `lonely`.
+Each pool is a DGD with two frontends (`Frontend`, `Chat`) and a worker, their Services
+(as Dynamo's operator makes them), plus its DynamoPoolRelay, so converged means: the
+relay's Deployment and Service, three ServiceExports (`<pool>-pool-relay`,
+`<pool>-frontend`, `<pool>-chat`) controlled by the relay, and a current status. Two
+exports belong to a user: `<first>-chat`, which the first pool would export (it must be
+neither adopted nor changed), and `lonely`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api.mcs import serviceexports
+from dynamo_pool_operator.localcluster import dynamo
 from dynamo_pool_operator.localcluster.audit import AuditEvent
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.pool.controller import RELAYS as RELAYS
@@ -80,7 +82,7 @@ class Fleet:
 
     async def _create_pool(self, pool: str) -> None:
         meta = {"name": pool, "namespace": self.namespace}
-        await self.client.create(
+        dgd = await self.client.create(
             DGDS,
             {
                 "apiVersion": DGDS.api_version,
@@ -89,6 +91,8 @@ class Fleet:
                 "spec": {"components": components()},
             },
         )
+        for frontend in self.frontends[pool]:
+            await self._make_service(dgd, frontend)
         await self.client.create(
             RELAYS, {"apiVersion": RELAYS.api_version, "kind": RELAYS.kind, "metadata": meta}
         )
@@ -96,11 +100,17 @@ class Fleet:
     # ------------------------------------------------------------ user changes
     async def rename_chat(self, pool: str, new: str) -> None:
         """The DGD's `Chat` frontend becomes `new`: its export must move."""
-        await self.client.merge_patch(
+        dgd = await self.client.merge_patch(
             DGDS, pool, {"spec": {"components": components(new)}}, self.namespace
         )
+        await self._make_service(dgd, new)
         self.frontends[pool] = ["Frontend", new]
         self.ever_ours |= self.expected_exports()
+
+    async def _make_service(self, dgd: dict[str, Any], frontend: str) -> None:
+        """The frontend's Service, as Dynamo's operator makes it (controlled by the DGD):
+        a frontend is exported once it exists."""
+        await self.client.create(SERVICES, dynamo.frontend(dgd, frontend)[1])
 
     async def delete_dgd(self, pool: str) -> None:
         await self.client.delete(DGDS, pool, self.namespace)
