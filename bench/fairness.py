@@ -42,7 +42,7 @@ from dynamo_pool_operator.runtime.client.rest import Client
 
 from .cpfloor import Recorder
 from .latency import _replaced, percentile
-from .objects import CLUSTER_ID, DGDS, EXPORTS, components, set_cluster_id
+from .objects import CLUSTER_ID, EXPORTS, rename_chat, set_cluster_id
 from .procs import OperatorProcess
 from .tracker import Tracker
 
@@ -112,8 +112,7 @@ class Changes:
         made_at = time.time()
         if kind == "rename-frontend":
             serial = self._serial
-            patch = {"spec": {"components": components(f"Chat{serial}")}}
-            await self.client.merge_patch(DGDS, pool, patch, ns)
+            await rename_chat(self.client, ns, pool, f"Chat{serial}")
             t0, answered_at = time.perf_counter(), time.time()
             want = f"{pool}-chat{serial}"
             seen = self.tracker.wait(functools.partial(_replaced, self.tracker, ns, want, None))

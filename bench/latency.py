@@ -12,7 +12,7 @@ from typing import Any
 
 from dynamo_pool_operator.runtime.client.rest import Client
 
-from .objects import DGDS, EXPORTS, components
+from .objects import EXPORTS, rename_chat
 from .tracker import Tracker
 
 
@@ -38,8 +38,7 @@ async def reaction_latency(
         if k % 2 == 0:
             chat = f"Chat{k}"
             want = f"{pool}-chat{k}"
-            patch = {"spec": {"components": components(chat)}}
-            await client.merge_patch(DGDS, pool, patch, ns)
+            await rename_chat(client, ns, pool, chat)
             t0 = time.perf_counter()
             seen = tracker.wait(functools.partial(_replaced, tracker, ns, want, None))
             kind = "rename-frontend"

@@ -58,6 +58,13 @@ async def create_dgd(client: Client, ns: str, name: str) -> None:
         await client.create(SERVICES, service)
 
 
+async def rename_chat(client: Client, ns: str, pool: str, chat: str) -> None:
+    """The DGD's second frontend becomes `chat`, and Dynamo's operator makes its Service
+    (a frontend is exported once its Service exists): the operator's work starts there."""
+    dgd = await client.merge_patch(DGDS, pool, {"spec": {"components": components(chat)}}, ns)
+    await client.create(SERVICES, dynamo.frontend(dgd, chat)[1])
+
+
 async def delete_dgd(client: Client, ns: str, name: str) -> None:
     """The DGD, and its frontends' Services as the garbage collector would remove them
     (the bench's control plane runs none)."""
