@@ -2,8 +2,9 @@
 
 Bodies are copied from what the operator wrote for one converged pool (same size,
 same kinds), re-targeted at a fresh set of namespaces whose relays exist but have
-nothing else, so every write does real work: N x 3 ServiceExport creates, N
-Deployment creates, N Service creates and N status applies.
+nothing else, so every write does real work: N x 3 ServiceExport creates, N creates of
+each kind a relay owns (Deployment, Service, PodDisruptionBudget: the kinds table) and
+N status applies.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from dynamo_pool_operator.pool.relay.kinds import RELAY_KINDS
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import (
@@ -48,15 +50,24 @@ async def templates(client: Client, ns: str, pool: str) -> dict[str, Any]:
     """What the operator wrote for one pool, stripped of server-set fields."""
 
     def mine(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The relay's (the DGD, of the same name, owns its frontends' Services)."""
         return [
             o
             for o in items
-            if any(r.get("name") == pool for r in o["metadata"].get("ownerReferences") or [])
+            if any(
+                r.get("name") == pool and r.get("kind") == RELAYS.kind
+                for r in o["metadata"].get("ownerReferences") or []
+            )
         ]
 
     exports = mine((await client.list(EXPORTS, ns)).items)
-    deps = mine((await client.list(DEPLOYMENTS, ns)).items)
-    svcs = mine((await client.list(SERVICES, ns)).items)
+    # Every kind a relay owns (the kinds table), as the operator wrote it for this pool.
+    owned = []
+    for kind in RELAY_KINDS:
+        objs = mine((await client.list(kind.resource, ns)).items)
+        if objs:
+            name = objs[0]["metadata"]["name"]
+            owned.append((kind.resource, (name, _template(objs[0], kind.resource))))
     relay = await client.get(RELAYS, pool, ns)
     events = [
         e
@@ -81,8 +92,7 @@ async def templates(client: Client, ns: str, pool: str) -> dict[str, Any]:
         ],
         "pool": pool,
         "exports": [(e["metadata"]["name"], _template(e, EXPORTS)) for e in exports],
-        "deployment": (deps[0]["metadata"]["name"], _template(deps[0], DEPLOYMENTS)),
-        "service": (svcs[0]["metadata"]["name"], _template(svcs[0], SERVICES)),
+        "owned": owned,
         "status": relay.get("status") or {},
     }
 
@@ -109,7 +119,7 @@ def _retarget(
 def writes_for(
     client: Client, tpl: dict[str, Any], ns: str, pool: str, uid: str, *, events: bool = False
 ) -> list[Callable[[], Awaitable[Any]]]:
-    """The six writes of one pool, as the operator makes them at cold start (and with
+    """The writes of one pool, as the operator makes them at cold start (and with
     `events`, the Events the operator records for that pool as well)."""
     p = tpl["pool"]
     jobs: list[Callable[[], Awaitable[Any]]] = []
@@ -121,8 +131,7 @@ def writes_for(
         eb.pop("related", None)
         jobs.append(functools.partial(client.create, EVENTS, eb, ns))
     creates: list[tuple[Resource, tuple[str, dict[str, Any]]]] = [
-        (DEPLOYMENTS, tpl["deployment"]),
-        (SERVICES, tpl["service"]),
+        *tpl["owned"],
         *((EXPORTS, e) for e in tpl["exports"]),
     ]
     for res, (name, body) in creates:
