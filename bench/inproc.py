@@ -53,7 +53,7 @@ async def measure(
     """Start the operator in process on the converged cluster, then reconcile every
     relay once more by hand, timing CPU with `time.process_time()`. With `python`,
     the same in a child process of that interpreter (another checkout's operator: its
-    venv imports its own `dynamo_pool_operator`; `bench` is this checkout's)."""
+    venv imports its own `dynamo_pool_operator`, and it runs its own `bench.inproc`)."""
     if python is not None:
         return await _measure_in(python, cp, workers)
     since = cp.audit.offset()
@@ -61,6 +61,14 @@ async def measure(
     writes = await asyncio.to_thread(cp.audit.writes, since, user_agent_prefix=OPERATOR_AGENT)
     out["writes_by_restart_and_noop_reconciles"] = len(writes)
     return out
+
+
+def _checkout_of(python: str) -> Path:
+    """The checkout whose `bench.inproc` the child runs: `<checkout>/.venv/bin/python`'s
+    own, since its harness imports its own modules (a rename would break this one's);
+    this checkout for any other interpreter."""
+    checkout = Path(python).parents[2]
+    return checkout if (checkout / "bench" / "inproc.py").is_file() else ROOT
 
 
 async def _measure_in(python: str, cp: ControlPlane, workers: int) -> dict[str, Any]:
@@ -74,7 +82,7 @@ async def _measure_in(python: str, cp: ControlPlane, workers: int) -> dict[str, 
             str(cp.kubeconfig),
             str(workers),
             str(result),
-            cwd=ROOT,
+            cwd=_checkout_of(python),
         )
         if await proc.wait() != 0:
             raise RuntimeError(f"in-process measurement with {python} failed")
