@@ -196,9 +196,9 @@ class QueueProbe:
 
     async def gc_pauses(self) -> dict[str, float]:
         """The operator's full collections so far: how many, their seconds in all, and
-        how many took longer than `_GC_LONG` seconds (an operator without the series:
-        all 0)."""
-        m = await asyncio.to_thread(self.op.metrics, _GC_SERIES)
+        how many took longer than `_GC_LONG` seconds; the seconds of every collection,
+        young ones included; its passes (an operator without the series: all 0)."""
+        m = await asyncio.to_thread(self.op.metrics, (*_GC_SERIES, _PROBED[0]))
         full = 'generation="2"'
         count = sum(v for k, v in m.items() if k.startswith(f"{_GC}_count{{") and full in k)
         within = sum(
@@ -212,6 +212,12 @@ class QueueProbe:
                 v for k, v in m.items() if k.startswith(f"{_GC}_sum{{") and full in k
             ),
             f"full_collections_over_{_GC_LONG}s": count - within,
+            "collection_seconds": sum(v for k, v in m.items() if k.startswith(f"{_GC}_sum{{")),
+            "passes": sum(
+                v
+                for k, v in m.items()
+                if k.startswith("controller_runtime_reconcile_total{") and CONTROLLER in k
+            ),
         }
 
     async def wait_done(self, timeout: float) -> float:
