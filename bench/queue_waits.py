@@ -2,12 +2,14 @@
 
 Reads a result of `bench/run --trace-queue TRACE` (`--fairness`: the cold start's
 changes; `--tenants`: tenant B's new pools) and the queue trace its operators wrote
-(`TRACE.<pid>`, bench/queuetrace). For each change, from the first time its relay's key
-was queued after the change was sent (a DGD's patch, a relay's create): the keys handed
-to workers before it (`ahead`), the wait for a worker (`wait`), whether the worker kept
-for changes took it, and how long that pass ran (`pass`: the change is seen before the
-pass ends, its status write comes last). Then a summary: whether the changes went first
-in the queue, and how the latency splits between waiting and the pass.
+(`TRACE.<pid>`, bench/queuetrace). For each change, the pass that published it (the
+last one handed out before the bench saw it published; earlier ones found nothing to do
+yet): when its key was queued after the change was sent (a DGD's patch, a relay's
+create: the watch's delivery), the keys handed to workers before it (`ahead`), the wait
+for a worker (`wait`), whether the worker kept for changes took it, and how long that
+pass ran (`pass`: its writes; the status write comes last). Then a summary: whether the
+changes went first in the queue, and how the latency splits between the watch, the
+queue and the pass.
 """
 
 from __future__ import annotations
@@ -62,31 +64,43 @@ def changes(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def explain(change: dict[str, Any], lines: list[Line], times: list[float]) -> dict[str, Any]:
-    key = change["key"]
-    start = bisect.bisect_left(times, change["since"])
-    added = got = None
+    """The pass that published the change: the last one handed out before the bench saw
+    it published. Earlier passes after the change did nothing yet (a DGD's event can reach
+    the operator before its relay's: its pass finds no relay)."""
+    key, since = change["key"], change["since"]
+    seen = since + change["ms"] / 1000
+    start = bisect.bisect_left(times, since)
+    passes: list[dict[str, Any]] = []
+    added: Line | None = None
     ahead = 0
+    current: dict[str, Any] | None = None
     for line in lines[start:]:
-        if added is None:
-            if line.op == "add" and line.key == key:
-                added = line
+        if line.t > seen and current is None:
+            break
+        if line.key != key:
+            if line.op == "get" and added is not None and current is None:
+                ahead += 1
             continue
-        if got is None:
-            if line.op == "get":
-                if line.key == key:
-                    got = line
-                else:
-                    ahead += 1
-            continue
-        if line.op == "done" and line.key == key:
-            return {
-                "ahead": ahead,
-                "wait_ms": (got.t - added.t) * 1000,
-                "pass_ms": (line.t - got.t) * 1000,
-                "kept": got.getter == "kept",
-                "priority": got.priority,
-            }
-    return {}
+        if line.op == "add" and added is None and current is None:
+            added, ahead = line, 0
+        elif line.op == "get" and added is not None:
+            current = {"added": added, "got": line, "ahead": ahead}
+        elif line.op == "done" and current is not None:
+            current["done"] = line
+            passes.append(current)
+            current, added = None, None
+    if not passes:
+        return {}
+    last = passes[-1]
+    return {
+        "ahead": last["ahead"],
+        "delivered_ms": (last["added"].t - since) * 1000,
+        "wait_ms": (last["got"].t - last["added"].t) * 1000,
+        "pass_ms": (last["done"].t - last["got"].t) * 1000,
+        "passes_before": len(passes) - 1,
+        "kept": last["got"].getter == "kept",
+        "priority": last["got"].priority,
+    }
 
 
 def percentiles(values: list[float]) -> str:
@@ -113,8 +127,10 @@ def main() -> None:
             continue
         rows.append(found)
         print(
-            f"{change['ms']:8.1f} ms  {change['key']:<28} ahead {found['ahead']:3d}  "
-            f"wait {found['wait_ms']:7.1f} ms  pass {found['pass_ms']:7.1f} ms  "
+            f"{change['ms']:8.1f} ms  {change['key']:<28} "
+            f"queued at {found['delivered_ms']:6.1f} ms  "
+            f"ahead {found['ahead']:3d}  wait {found['wait_ms']:6.1f} ms  "
+            f"pass {found['pass_ms']:6.1f} ms  after {found['passes_before']} passes  "
             f"{'kept worker' if found['kept'] else 'any worker'}"
         )
     if not rows:
@@ -122,6 +138,7 @@ def main() -> None:
     print(
         f"\n{len(rows)} changes: {sum(1 for r in rows if r['ahead'] == 0)} with no key handed "
         f"out before them, {sum(1 for r in rows if r['kept'])} taken by the kept worker; "
+        f"queued at ms {percentiles([r['delivered_ms'] for r in rows])}; "
         f"wait ms {percentiles([r['wait_ms'] for r in rows])}; "
         f"pass ms {percentiles([r['pass_ms'] for r in rows])}; "
         f"full collections {len(collections)} "
