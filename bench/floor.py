@@ -20,10 +20,8 @@ from dynamo_pool_operator.pool.relay.kinds import RELAY_KINDS
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import (
-    DEPLOYMENTS,
     EVENTS,
     NAMESPACES,
-    SERVICES,
     Resource,
 )
 
@@ -206,7 +204,10 @@ async def remove_all(client: Client, prefix: str = "bench-floor") -> None:
         for ns in (await client.list(NAMESPACES)).items
         if ns["metadata"]["name"].startswith(prefix)
     ]
-    for res in (EVENTS, EXPORTS, DEPLOYMENTS, SERVICES, RELAYS):
+    # Every kind the floor writes: the exports, then each kind a relay owns (the kinds
+    # table), then the relays. A kind left out stays cached by the operator started next.
+    kinds = (EVENTS, EXPORTS, *(kind.resource for kind in RELAY_KINDS), RELAYS)
+    for res in kinds:
         await bounded([functools.partial(_delete_collection, client, res, ns) for ns in names], 8)
 
 
