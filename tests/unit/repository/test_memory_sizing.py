@@ -74,7 +74,7 @@ def _this_checkouts_runs() -> dict[str, dict[str, Any]]:
 
 
 def _formulas(text: str) -> list[tuple[int, int]]:
-    """Every `64Mi + 12Ki x N` (or with MiB, KiB and a multiplication sign) in `text`,
+    """Every `72Mi + 16Ki x N` (or with MiB, KiB and a multiplication sign) in `text`,
     as (base, per relay)."""
     found = re.findall(r"(\d+) ?Mi(?:B)? \+ (\d+) ?Ki(?:B)? [x\u00d7] N", text)
     return [(int(base), int(per)) for base, per in found]
