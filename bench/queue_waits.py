@@ -2,14 +2,14 @@
 
 Reads a result of `bench/run --trace-queue TRACE` (`--fairness`: the cold start's
 changes; `--tenants`: tenant B's new pools) and the queue trace its operators wrote
-(`TRACE.<pid>`, bench/queuetrace). For each change, the pass that published it (the
-last one handed out before the bench saw it published; earlier ones found nothing to do
-yet): when its key was queued after the change was sent (a DGD's patch, a relay's
-create: the watch's delivery), the keys handed to workers before it (`ahead`), the wait
-for a worker (`wait`), whether the worker kept for changes took it, and how long that
-pass ran (`pass`: its writes; the status write comes last). Then a summary: whether the
-changes went first in the queue, and how the latency splits between the watch, the
-queue and the pass.
+(`TRACE.<pid>`, bench/queuetrace). For each change, the pass that published it (of those
+handed out before the bench saw it published, the longest: the others found nothing to
+do yet, or ran on the events of its writes): when its key was queued after the change
+was sent (a DGD's patch, a relay's create: the watch's delivery), the keys handed to
+workers before it (`ahead`), the wait for a worker (`wait`), whether the worker kept for
+changes took it, and how long that pass ran (`pass`: its writes; the status write comes
+last). Then a summary: whether the changes went first in the queue, and how the latency
+splits between the watch, the queue and the pass.
 """
 
 from __future__ import annotations
@@ -64,14 +64,15 @@ def changes(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def explain(change: dict[str, Any], lines: list[Line], times: list[float]) -> dict[str, Any]:
-    """The pass that published the change: the last one handed out before the bench saw
-    it published. Earlier passes after the change did nothing yet (a DGD's event can reach
-    the operator before its relay's: its pass finds no relay)."""
+    """The pass that published the change: of those handed out before the bench saw it
+    published, the longest. Others did nothing yet (a DGD's event can reach the operator
+    before its relay's: its pass finds no relay) or ran on the events of its writes."""
     key, since = change["key"], change["since"]
     seen = since + change["ms"] / 1000
     start = bisect.bisect_left(times, since)
     passes: list[dict[str, Any]] = []
-    added: Line | None = None
+    added: Line | None = None  # the add the next pass answers
+    again: Line | None = None  # an add while a pass ran: queued again at its end
     ahead = 0
     current: dict[str, Any] | None = None
     for line in lines[start:]:
@@ -81,25 +82,29 @@ def explain(change: dict[str, Any], lines: list[Line], times: list[float]) -> di
             if line.op == "get" and added is not None and current is None:
                 ahead += 1
             continue
-        if line.op == "add" and added is None and current is None:
+        if line.op == "add" and current is not None:
+            again = again or line
+        elif line.op == "add" and added is None:
             added, ahead = line, 0
         elif line.op == "get" and added is not None:
             current = {"added": added, "got": line, "ahead": ahead}
         elif line.op == "done" and current is not None:
             current["done"] = line
             passes.append(current)
-            current, added = None, None
+            current, added, again, ahead = None, again, None, 0
     if not passes:
         return {}
-    last = passes[-1]
+    # Its writes make it the longest (a pass on the events of those writes is short).
+    index = max(range(len(passes)), key=lambda i: passes[i]["done"].t - passes[i]["got"].t)
+    found = passes[index]
     return {
-        "ahead": last["ahead"],
-        "delivered_ms": (last["added"].t - since) * 1000,
-        "wait_ms": (last["got"].t - last["added"].t) * 1000,
-        "pass_ms": (last["done"].t - last["got"].t) * 1000,
-        "passes_before": len(passes) - 1,
-        "kept": last["got"].getter == "kept",
-        "priority": last["got"].priority,
+        "ahead": found["ahead"],
+        "delivered_ms": (found["added"].t - since) * 1000,
+        "wait_ms": (found["got"].t - found["added"].t) * 1000,
+        "pass_ms": (found["done"].t - found["got"].t) * 1000,
+        "passes_before": index,
+        "kept": found["got"].getter == "kept",
+        "priority": found["got"].priority,
     }
 
 
