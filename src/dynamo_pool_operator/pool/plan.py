@@ -8,8 +8,9 @@ exports no longer wanted last, after their replacements exist.
 Needs (an action whose needs did not all succeed this pass is skipped, and the status
 says what it waits for): a relay object is withdrawn only after every export pointing
 at it, so an MCS implementation never sees an export of a gone Service; an export is
-created only once its object was; a relay object waits for the kinds `relay/kinds.py`
-says it does. A need on an object already as wanted is observed done.
+created only once its object was, and the kinds that object comes after
+(`relay/kinds.py`); a relay object's update waits for those kinds (its create moves no
+traffic: it goes at once). A need on an object already as wanted is observed done.
 """
 
 from __future__ import annotations
@@ -264,11 +265,18 @@ def _relay_needs(
         if decision.publish:  # replaced: after the exports that point at it
             going = [o for o in going if o.points_at == action.key]
         return tuple(o.key for o in going)
-    if action.verb not in (Verb.CREATE, Verb.APPLY):
-        return ()
-    # The kinds its write waits for (`relay/kinds.py`), when this pass writes them.
+    if action.verb is not Verb.APPLY:
+        return ()  # a create moves no traffic yet: an export of it waits instead
+    # The kinds its update waits for (`relay/kinds.py`), when this pass writes them.
     before = (relay.get((kind, action.name)) for kind in BY_KIND[action.resource.kind].after)
     return tuple(b.key for b in before if b is not None and b.verb in _WRITING)
+
+
+def _absent_until_written(action: Action | None) -> bool:
+    """Created by this pass, or absent and held: it exists only once written."""
+    if action is None:
+        return False
+    return action.verb is Verb.CREATE or (action.verb is Verb.HOLD and action.live is None)
 
 
 def _other_needs(action: Action, relay: dict[Key, Action]) -> tuple[Key, ...]:
@@ -277,9 +285,11 @@ def _other_needs(action: Action, relay: dict[Key, Action]) -> tuple[Key, ...]:
     target = relay.get(action.points_at)
     if target is None:
         return ()
-    # Created now, or absent and held: the export waits for its object.
-    absent_held = target.verb is Verb.HOLD and target.live is None
-    return (target.key,) if target.verb is Verb.CREATE or absent_held else ()
+    # The export waits for its object, and for the kinds that object comes after, where
+    # they exist only once written: never an export of a relay without its pods.
+    after = BY_KIND[target.resource.kind].after if target.resource.kind in BY_KIND else ()
+    waits = [target, *(relay.get((kind, target.name)) for kind in after)]
+    return tuple(w.key for w in waits if w is not None and _absent_until_written(w))
 
 
 def with_needs(

@@ -97,7 +97,10 @@ def _needs(snap: Snapshot) -> dict[tuple[str, str, str], tuple[tuple[str, str], 
     return {(a.verb.value, a.resource.kind, a.name): a.needs for a in plan.actions}
 
 
-def test_a_first_publish_creates_each_object_after_what_it_points_at() -> None:
+def test_a_first_publish_creates_each_export_after_what_its_object_needs() -> None:
+    """The relay Service is created beside its Deployment (no traffic moves yet: one
+    round trip less for a new pool); its export waits for both, so a pool is never
+    exported without its relay Deployment."""
     from tests.unit.pool.support import dgds_services
     from tests.unit.pool.test_report_status import FRONTEND, RELAY_SVC, make_pool
     from tests.unit.pool.test_report_status import make_relay as relay
@@ -105,11 +108,31 @@ def test_a_first_publish_creates_each_object_after_what_it_points_at() -> None:
     needs = _needs(Snapshot(relay(), make_pool(), {}, services=dgds_services(make_pool())))
     assert needs == {
         ("Create", "Deployment", RELAY_SVC): (),
-        ("Create", "Service", RELAY_SVC): (("Deployment", RELAY_SVC),),
-        ("Create", "ServiceExport", RELAY_SVC): (("Service", RELAY_SVC),),
+        ("Create", "Service", RELAY_SVC): (),
+        ("Create", "ServiceExport", RELAY_SVC): (("Service", RELAY_SVC), ("Deployment", RELAY_SVC)),
         # A frontend's export points at Dynamo's Service, not at anything planned here.
         ("Create", "ServiceExport", FRONTEND): (),
     }
+
+
+def test_an_export_of_a_service_whose_deployment_is_held_absent_waits_for_it() -> None:
+    """No cluster ID known yet: the Deployment is held, absent; the Service is created,
+    and its export waits for the Deployment as well."""
+    from dynamo_pool_operator.pool.model import ClusterID
+    from tests.unit.pool.support import dgds_services
+    from tests.unit.pool.test_report_status import RELAY_SVC, make_pool
+    from tests.unit.pool.test_report_status import make_relay as relay
+
+    unreadable = ClusterID(True, None, "about.k8s.io/v1alpha1", "cannot read ClusterProperty")
+    pool = make_pool()
+    snap = Snapshot(relay(), pool, {}, services=dgds_services(pool), cluster_id=unreadable)
+    needs = _needs(snap)
+    assert needs[("Hold", "Deployment", RELAY_SVC)] == ()
+    assert needs[("Create", "Service", RELAY_SVC)] == ()
+    assert needs[("Create", "ServiceExport", RELAY_SVC)] == (
+        ("Service", RELAY_SVC),
+        ("Deployment", RELAY_SVC),
+    )
 
 
 def test_a_steady_pool_records_no_need() -> None:

@@ -447,9 +447,12 @@ def test_a_held_deployment_is_named_with_what_waits_for_it() -> None:
 
     available = condition(said, ConditionType.RELAY_AVAILABLE)
     assert available["message"] == (
-        f"Service {RELAY_SVC} does not exist yet; Deployment {RELAY_SVC} {cluster_id_unknown}; "
-        f"Service {RELAY_SVC} waits for write Deployment {RELAY_SVC}: {cluster_id_unknown}"
+        f"Deployment {RELAY_SVC} does not exist yet; Deployment {RELAY_SVC} {cluster_id_unknown}"
     )
+    # The Service is created (no traffic moves yet); its export waits for the Deployment.
+    line = next(e for e in said.status["exports"] if e["name"] == RELAY_SVC)
+    assert (line["state"], line["reason"]) == ("Pending", "Waiting")
+    assert line["message"] == f"waits for write Deployment {RELAY_SVC}: {cluster_id_unknown}"
 
 
 def test_the_transitions_name_what_each_is_about() -> None:

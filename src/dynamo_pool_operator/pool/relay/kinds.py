@@ -51,7 +51,8 @@ class OwnedKind:
     held_because: str = ""
     #: Fields its cache keeps verbatim beside the digest of what we render.
     open_paths: frozenset[str] = OWNERS
-    #: Kinds whose write in the same pass must succeed before this one's.
+    #: Kinds whose write in the same pass must succeed before this one's update, and
+    #: before the create of an export of it (its own create moves no traffic yet).
     after: tuple[str, ...] = ()
     #: What its cache keeps of its spec and status beyond the view (conditions: of these
     #: types, their type, status, reason and message).
@@ -119,7 +120,8 @@ SERVICE = OwnedKind(
         "frontend's Service is), never written"
     ),
     open_paths=OWNERS | {"spec.clusterIP"},
-    # A port moves in the pods before the Service sends traffic to it.
+    # A port moves in the pods before the Service sends traffic to it; the pool is
+    # exported only once its pods' Deployment exists.
     after=("Deployment",),
     # `spec.clusterIP` is immutable: the Service of the other shape is deleted and made
     # again; that interrupts the pool's import, so it is said (Normal). Its creation time
