@@ -194,7 +194,7 @@ class QueueProbe:
     async def mark(self) -> None:
         self._base = (await self._sample())[0]
 
-    async def gc_pauses(self) -> dict[str, float]:
+    async def collections_and_passes(self) -> dict[str, float]:
         """The operator's full collections so far: how many, their seconds in all, and
         how many took longer than `_GC_LONG` seconds; the seconds of every collection,
         young ones included; its passes (an operator without the series: all 0)."""
@@ -251,7 +251,7 @@ async def cluster_property_change(
     bench/cpfloor.py); then set it back (untimed) and let the fleet settle again."""
     done = False
     await probe.mark()
-    gc_before = await probe.gc_pauses()
+    gc_before = await probe.collections_and_passes()
     await recorder.start()
     await set_cluster_id(client, OTHER_CLUSTER_ID)
     runner = asyncio.create_task(changes.run(count, gap, lambda: not done, deletes=True))
@@ -261,7 +261,7 @@ async def cluster_property_change(
         done = True
         recorder.over()
     samples = await runner
-    gc_after = await probe.gc_pauses()
+    gc_after = await probe.collections_and_passes()
     ended()  # e.g. stop a profile of the event (it blocks the loop) before the set-back
     written = await recorder.end()
     if recorder.ended_at is not None:

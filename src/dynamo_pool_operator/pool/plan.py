@@ -287,7 +287,7 @@ def _other_needs(action: Action, relay: dict[Key, Action]) -> tuple[Key, ...]:
         return ()
     # The export waits for its object, and for the kinds that object comes after, where
     # they exist only once written: never an export of a relay without its pods.
-    after = BY_KIND[target.resource.kind].after if target.resource.kind in BY_KIND else ()
+    after = BY_KIND[target.resource.kind].after
     waits = [target, *(relay.get((kind, target.name)) for kind in after)]
     return tuple(w.key for w in waits if w is not None and _absent_until_written(w))
 
