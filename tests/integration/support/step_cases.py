@@ -7,6 +7,8 @@ The invariants, each about the pool `<d>`:
 - **No export of a Service that is gone.** Our export `<d>-pool-relay` never exists
   while the Service `<d>-pool-relay` does not, neither now nor at any point of the
   audit log (replayed write by write).
+- **No export of a relay without its pods.** Our export `<d>-pool-relay` is never
+  created while the relay Deployment `<d>-pool-relay` does not exist (audit log).
 - **No relay object goes before the exports that point at it.** No successful DELETE
   of the relay Deployment or Service while an export the scenario withdraws is still
   there; so a refused export DELETE leaves them in place.
@@ -301,6 +303,9 @@ def replay(
         relay_object = e.name == RELAY_OBJECT and e.resource != EXPORTS
         if e.verb == "delete" and relay_object and exports_left:
             broken.append(f"{what} while the export(s) {exports_left} still existed")
+        pods = ("deployments", RELAY_OBJECT)
+        if (e.verb, e.resource, e.name) == ("create", EXPORTS, RELAY_OBJECT) and pods not in live:
+            broken.append(f"{what} before Deployment {RELAY_OBJECT} existed")
         key = (e.resource, e.name)
         live.add(key) if e.verb == "create" else live.discard(key)
         was = orphaned
