@@ -37,12 +37,18 @@ class _Pauses:
         self.started = 0.0
 
     def __call__(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self.started = time.perf_counter()
-        elif phase == "stop" and self.started:
-            took = time.perf_counter() - self.started
+        # A collection can start anywhere, at the recursion limit too (a deeply nested
+        # object being cached); a callback that raises there is an unraisable error
+        # printed to stderr, so that pause goes uncounted instead.
+        try:
+            if phase == "start":
+                self.started = time.perf_counter()
+            elif phase == "stop" and self.started:
+                took = time.perf_counter() - self.started
+                self.started = 0.0
+                self.histogram.labels(str(info.get("generation", ""))).observe(took)
+        except RecursionError:
             self.started = 0.0
-            self.histogram.labels(str(info.get("generation", ""))).observe(took)
 
 
 def watch_gc_pauses(registry: CollectorRegistry) -> None:
