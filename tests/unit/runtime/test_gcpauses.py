@@ -43,3 +43,35 @@ def test_the_operator_runs_with_rare_collections_and_restores_the_thresholds_aft
         assert gc.get_threshold() == THRESHOLDS
         assert THRESHOLDS[0] >= 50_000  # a mass event's objects in flight die young
     assert gc.get_threshold() == before
+
+
+def test_a_pause_callback_near_the_recursion_limit_raises_nothing() -> None:
+    """A collection can start a few frames short of the recursion limit (a deeply nested
+    object being cached): the callback counts nothing there rather than raise from the
+    collector. (At the limit itself the interpreter cannot even call it.)"""
+    registry = CollectorRegistry()
+    watch_gc_pauses(registry)
+    pauses = gcpauses._WATCHED[registry]
+    raised: list[BaseException] = []
+
+    def limit(depth: int) -> int:
+        try:
+            return limit(depth + 1)
+        except RecursionError:
+            return depth
+
+    bottom = limit(0)
+
+    def near(depth: int) -> None:
+        if depth < bottom - 3:
+            near(depth + 1)
+            return
+        try:
+            pauses("start", {})
+            pauses("stop", {"generation": 2})
+        except RecursionError as e:
+            raised.append(e)
+
+    near(0)
+    assert raised == []
+    assert pauses.started == 0.0
