@@ -7,6 +7,7 @@ import asyncio
 import cProfile
 import json
 import pstats
+import re
 import statistics
 import sys
 import tempfile
@@ -58,6 +59,8 @@ async def measure(
         return await _measure_in(python, cp, workers)
     since = cp.audit.offset()
     out = await _measure(cp.kubeconfig, workers, profile)
+    if profile is not None:
+        _count_calls(out, await asyncio.to_thread(profile.read_text))
     writes = await asyncio.to_thread(cp.audit.writes, since, user_agent_prefix=OPERATOR_AGENT)
     out["writes_by_restart_and_noop_reconciles"] = len(writes)
     return out
@@ -71,22 +74,51 @@ def _checkout_of(python: str) -> Path:
     return checkout if (checkout / "bench" / "inproc.py").is_file() else ROOT
 
 
+#: The child of `_measure_in`: the checkout's own `_measure`, its fresh passes profiled
+#: once more (as 754257a's, every checkout's `_measure` takes a profile path).
+_CHILD = (
+    "import asyncio, json, sys; from pathlib import Path; from bench.inproc import _measure; "
+    "r = asyncio.run(_measure(Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[4]))); "
+    "Path(sys.argv[3]).write_text(json.dumps(r))"
+)
+
+
+_CALLS = "function_calls_per_fresh_pass"
+
+
+def function_calls(stats: str) -> int | None:
+    """The function calls a cProfile text report counts (its first line): the same for
+    the same work in any turn, where CPU seconds on this box vary by a third."""
+    found = re.search(r"(\d+) function calls", stats)
+    return int(found[1]) if found else None
+
+
+def _count_calls(out: dict[str, Any], stats: str) -> None:
+    """Add the function calls per fresh pass that the passes' profile counted."""
+    calls = function_calls(stats)
+    if calls is not None:
+        out[_CALLS] = calls / max(out["relays_reconciled"], 1)
+
+
 async def _measure_in(python: str, cp: ControlPlane, workers: int) -> dict[str, Any]:
     since = cp.audit.offset()
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "inproc.json"
+        profile = Path(tmp) / "fresh.prof.txt"
         proc = await asyncio.create_subprocess_exec(
             python,
-            "-m",
-            "bench.inproc",
+            "-c",
+            _CHILD,
             str(cp.kubeconfig),
             str(workers),
             str(result),
+            str(profile),
             cwd=_checkout_of(python),
         )
         if await proc.wait() != 0:
             raise RuntimeError(f"in-process measurement with {python} failed")
         out: dict[str, Any] = json.loads(result.read_text())
+        _count_calls(out, profile.read_text())
     writes = await asyncio.to_thread(cp.audit.writes, since, user_agent_prefix=OPERATOR_AGENT)
     out["writes_by_restart_and_noop_reconciles"] = len(writes)
     out["python"] = python
@@ -110,7 +142,9 @@ async def alternate(cp: ControlPlane, workers: int, compared: str, rounds: int) 
         fresh = [m["cpu_seconds_per_fresh_noop_reconcile"] * 1e6 for m in measured]
         phases = [m["fresh_pass_phases_cpu_us"] for m in measured]
         decode = [p["decode"] for p in phases if isinstance(p, dict)]
+        calls = [m[_CALLS] for m in measured if _CALLS in m]
         out[name] = {
+            "function_calls_per_fresh_pass": [round(x, 1) for x in calls],
             "fresh_us": [round(x, 1) for x in fresh],
             "decode_us": [round(x, 1) for x in decode],
             "fresh_us_median": round(statistics.median(fresh), 1),
@@ -121,6 +155,12 @@ async def alternate(cp: ControlPlane, workers: int, compared: str, rounds: int) 
     a, b = out["this"], out["compared"]
     out["ratio_fresh_median"] = round(a["fresh_us_median"] / b["fresh_us_median"], 3)
     out["ratio_fresh_min"] = round(a["fresh_us_min"] / b["fresh_us_min"], 3)
+    if a["function_calls_per_fresh_pass"] and b["function_calls_per_fresh_pass"]:
+        out["ratio_function_calls"] = round(
+            statistics.median(a["function_calls_per_fresh_pass"])
+            / statistics.median(b["function_calls_per_fresh_pass"]),
+            3,
+        )
     if a["decode_us_median"] and b["decode_us_median"]:
         out["ratio_decode_median"] = round(a["decode_us_median"] / b["decode_us_median"], 3)
     return out
@@ -197,13 +237,3 @@ async def _measure(kubeconfig: Path, workers: int, profile: Path | None) -> dict
         "status_writes_remembered": len(written),
         "operator_agent": OPERATOR_AGENT,
     }
-
-
-def _child() -> None:
-    kubeconfig, workers, out = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
-    result = asyncio.run(_measure(Path(kubeconfig), workers, None))
-    out.write_text(json.dumps(result))
-
-
-if __name__ == "__main__":
-    _child()
