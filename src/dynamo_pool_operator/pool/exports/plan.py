@@ -73,6 +73,7 @@ from dynamo_pool_operator.runtime.objects import (
     controller_of,
     describe_controller,
     is_controlled_by,
+    is_map,
     labels_of,
     record,
 )
@@ -212,7 +213,7 @@ def export_body(
 def _spec_map(key: str) -> Callable[[Mapping[str, Any]], Any]:
     def of(obj: Mapping[str, Any]) -> Any:
         spec = obj.get("spec")
-        return (spec.get(key) if isinstance(spec, Mapping) else None) or {}
+        return (spec.get(key) if is_map(spec) else None) or {}
 
     return of
 
