@@ -46,8 +46,8 @@ def frames(stack: str) -> list[tuple[str, str]]:
 FUNCTIONS = (
     ("a pass (PoolRelayReconciler.reconcile)", "PoolRelayReconciler.reconcile"),
     ("  its snapshot (gather)", "PoolRelayReconciler.gather"),
-    ("  its plan (pool/plan.py plan)", "plan (dynamo_pool_operator/pool/plan.py"),
-    ("  its report (pool/status.py report)", "report (dynamo_pool_operator/pool/status.py"),
+    ("  its plan (pool/plan.py make_plan)", "make_plan (dynamo_pool_operator/pool/plan.py"),
+    ("  its report (pool/report.py report)", "report (dynamo_pool_operator/pool/report.py"),
     ("  its writes (Executor.run)", "Executor.run"),
     ("a request (Client._request)", "Client._request"),
     ("the Event recorder (runtime/events.py)", "dynamo_pool_operator/runtime/events.py"),
