@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -58,11 +59,15 @@ async def create_dgd(client: Client, ns: str, name: str) -> None:
         await client.create(SERVICES, service)
 
 
-async def rename_chat(client: Client, ns: str, pool: str, chat: str) -> None:
+async def rename_chat(client: Client, ns: str, pool: str, chat: str) -> list[float]:
     """The DGD's second frontend becomes `chat`, and Dynamo's operator makes its Service
-    (a frontend is exported once its Service exists): the operator's work starts there."""
+    (a frontend is exported once its Service exists): the operator's work starts there.
+    Each write's round trip, in ms: what one write takes at the server meanwhile."""
+    t = time.perf_counter()
     dgd = await client.merge_patch(DGDS, pool, {"spec": {"components": components(chat)}}, ns)
+    t, patched = time.perf_counter(), time.perf_counter() - t
     await client.create(SERVICES, dynamo.frontend(dgd, chat)[1])
+    return [round(patched * 1000, 2), round((time.perf_counter() - t) * 1000, 2)]
 
 
 async def delete_dgd(client: Client, ns: str, name: str) -> None:

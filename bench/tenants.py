@@ -118,15 +118,24 @@ async def b_changes(
     async def one(name: str) -> None:
         made_at = time.perf_counter()
         await create_dgd(client, TENANT_B, name)
-        sent_at = time.time()
+        sent_at, sent = time.time(), time.perf_counter()
         await client.create(RELAYS, relay_body(TENANT_B, name))
         t0 = time.perf_counter()
+        written = round((t0 - sent) * 1000, 2)  # what one write takes at the server now
         key = (TENANT_B, name)
         t1 = await asyncio.wait_for(
             tracker.wait(functools.partial(tracker.pool_converged, key)), timeout
         )
         ms = round(max(t1 - t0, 0.0) * 1000, 2)
-        samples.append({"pool": name, "ms": ms, "made_at": made_at, "relay_sent_at": sent_at})
+        samples.append(
+            {
+                "pool": name,
+                "ms": ms,
+                "made_at": made_at,
+                "relay_sent_at": sent_at,
+                "user_writes_ms": [written],
+            }
+        )
 
     tasks = []
     for name in names:
