@@ -158,7 +158,7 @@ def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
 
     out = {"during": stats(during), "all": stats(every)}
     # The change's own writes, each timed alone: what one write took at the server while
-    # the operator worked, the least the operator's write for the change can take.
+    # the operator worked, to read the changes' latency against.
     writes = [ms for s in samples if s["during"] for ms in s.get("user_writes_ms", ())]
     if writes:
         out["user_writes_during"] = stats(writes)

@@ -81,8 +81,6 @@ _CHILD = (
     "r = asyncio.run(_measure(Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[4]))); "
     "Path(sys.argv[3]).write_text(json.dumps(r))"
 )
-
-
 _CALLS = "function_calls_per_fresh_pass"
 
 
@@ -144,7 +142,7 @@ async def alternate(cp: ControlPlane, workers: int, compared: str, rounds: int) 
         decode = [p["decode"] for p in phases if isinstance(p, dict)]
         calls = [m[_CALLS] for m in measured if _CALLS in m]
         out[name] = {
-            "function_calls_per_fresh_pass": [round(x, 1) for x in calls],
+            _CALLS: [round(x, 1) for x in calls],
             "fresh_us": [round(x, 1) for x in fresh],
             "decode_us": [round(x, 1) for x in decode],
             "fresh_us_median": round(statistics.median(fresh), 1),
@@ -155,11 +153,9 @@ async def alternate(cp: ControlPlane, workers: int, compared: str, rounds: int) 
     a, b = out["this"], out["compared"]
     out["ratio_fresh_median"] = round(a["fresh_us_median"] / b["fresh_us_median"], 3)
     out["ratio_fresh_min"] = round(a["fresh_us_min"] / b["fresh_us_min"], 3)
-    if a["function_calls_per_fresh_pass"] and b["function_calls_per_fresh_pass"]:
+    if a[_CALLS] and b[_CALLS]:
         out["ratio_function_calls"] = round(
-            statistics.median(a["function_calls_per_fresh_pass"])
-            / statistics.median(b["function_calls_per_fresh_pass"]),
-            3,
+            statistics.median(a[_CALLS]) / statistics.median(b[_CALLS]), 3
         )
     if a["decode_us_median"] and b["decode_us_median"]:
         out["ratio_decode_median"] = round(a["decode_us_median"] / b["decode_us_median"], 3)
