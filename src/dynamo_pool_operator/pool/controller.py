@@ -200,8 +200,10 @@ class Trim:
             "metadata": _trimmed_metadata(
                 meta, drop=None if entry.creation_read else _UNREAD_METADATA
             ),
-            "spec": {k: spec[k] for k in entry.spec_kept if k in spec},
         }
+        kept_spec = {k: spec[k] for k in entry.spec_kept if k in spec}
+        if kept_spec:  # an empty map is 64 bytes for nothing (a budget keeps no spec)
+            kept["spec"] = kept_spec
         if entry.status_kept or entry.conditions_kept:
             status = obj.get("status") or {}
             kept_status = {k: status[k] for k in entry.status_kept if k in status}
@@ -212,7 +214,8 @@ class Trim:
                     for c in conditions
                     if isinstance(c, Mapping) and c.get("type") in entry.conditions_kept
                 ]
-            kept["status"] = kept_status
+            if kept_status:
+                kept["status"] = kept_status
         kept[VIEW] = shape(self.kind).view(obj)
         return kept
 

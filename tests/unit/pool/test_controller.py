@@ -17,7 +17,7 @@ from dynamo_pool_operator.pool.controller import Trim, relays_naming_service
 from dynamo_pool_operator.pool.exports.wiring import relay_of_controller
 from dynamo_pool_operator.pool.reconciler import RelayCaches
 from dynamo_pool_operator.runtime.cache.store import Store
-from dynamo_pool_operator.runtime.objects import identity_stub
+from dynamo_pool_operator.runtime.objects import VIEW, identity_stub
 
 NS = "team"
 trim_service = Trim("Service")
@@ -139,5 +139,36 @@ def test_a_service_that_is_not_the_relays_is_cached_as_a_stub_of_whose_it_is() -
 
 
 def test_the_relay_service_is_still_cached_in_full() -> None:
-    kept = trim_service(service("payments-pool-relay", uid="1", resourceVersion="2"))
-    assert "spec" in kept
+    """Not a stub: what the reconciler reads (its clusterIP) and a view of what we render."""
+    relay = service("payments-pool-relay", uid="1", resourceVersion="2")
+    relay["spec"] = {"clusterIP": "None", "ports": [{"port": 80}]}
+    kept = trim_service(relay)
+    assert kept["spec"] == {"clusterIP": "None"}
+    assert VIEW in kept
+    assert VIEW not in trim_service(service("payments-db"))
+
+
+def test_a_relay_object_keeps_no_empty_spec_or_status() -> None:
+    """A budget's cache keeps none of its spec (its view compares it): no empty map is
+    held for it, nor for a status with none of the fields kept (64 bytes each)."""
+    budget = Trim("PodDisruptionBudget")(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "payments-pool-relay", "namespace": NS, "uid": "1"},
+            "spec": {"minAvailable": 1},
+        }
+    )
+    deployment = Trim("Deployment")(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "payments-pool-relay", "namespace": NS, "uid": "2"},
+            "spec": {"replicas": 2},
+            "status": {"collisionCount": 1},
+        }
+    )
+    assert "spec" not in budget
+    assert "status" not in budget
+    assert deployment["spec"] == {"replicas": 2}
+    assert "status" not in deployment

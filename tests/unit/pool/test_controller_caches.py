@@ -428,7 +428,8 @@ def test_a_views_owner_references_are_the_cached_metadatas(kind: str) -> None:
     """The owner references a view compares are the metadata's list, shared with the
     relay's other objects (`share_common_parts`)."""
     cached = _cached_relay_objects("pool")[kind]
-    assert cached[VIEW].open["metadata.ownerReferences"] is cached["metadata"]["ownerReferences"]
+    owners = dict(zip(cached[VIEW].open[::2], cached[VIEW].open[1::2], strict=True))
+    assert owners["metadata.ownerReferences"] is cached["metadata"]["ownerReferences"]
 
 
 @pytest.mark.parametrize("kind", ["deployment", "service"])

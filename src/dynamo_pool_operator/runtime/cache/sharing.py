@@ -193,6 +193,17 @@ def _compact_list(node: list[Any], seen: dict[str, str]) -> None:
             _compact_list(value, seen)
 
 
+def _compact_open(view_open: tuple[Any, ...], seen: dict[str, str]) -> list[Any]:
+    """A view's places and values (`View.open`): each place a canonical key, each value
+    compacted as a field of the object."""
+    values = list(view_open[1::2])
+    _compact_list(values, seen)
+    held: list[Any] = []
+    for at, value in zip(view_open[::2], values, strict=True):
+        held += (_KEYS(at), value)
+    return held
+
+
 def _owners_key(refs: list[Any] | dict[str, Any]) -> int | None:
     """Keys sorted: equal parts the server wrote in another key order (a CRD's owner
     references are sorted, a Deployment's are not) are one part."""
@@ -244,12 +255,11 @@ def share_common_parts(
         return obj
     seen: dict[str, str] = {}
     view = obj.get(VIEW)
-    open_: dict[str, Any] | None = None
-    if type(view) is View:
+    held: list[Any] | None = None
+    if isinstance(view, View):
         # A record the walk does not enter: its open values first, so the strings they
         # share with the shape's sample stay those.
-        open_ = _compact_dict(view.open, seen)
-        obj[VIEW] = View(view.digest, open_)
+        held = _compact_open(view.open, seen)
     compact = _compact_dict(obj, seen)
     obj.clear()  # the same map: a caller may hold it
     obj.update(compact)
@@ -258,8 +268,16 @@ def share_common_parts(
     for path in shared:
         _share_at(obj, path)
     meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return obj
+    if isinstance(meta, dict):
+        _share_metadata(meta, held)
+    if isinstance(view, View) and held is not None:
+        obj[VIEW] = View(view.digest, tuple(held))
+    return obj
+
+
+def _share_metadata(meta: dict[str, Any], view_open: list[Any] | None) -> None:
+    """The metadata's parts a fleet repeats held once; the view's copy of the owner
+    references (in `view_open`, its places and values) is the metadata's."""
     namespace = meta.get("namespace")
     if type(namespace) is str:
         meta["namespace"] = _NAMESPACES(namespace)
@@ -273,9 +291,10 @@ def share_common_parts(
     refs = meta.get("ownerReferences")
     if type(refs) is list and refs:
         owners = meta["ownerReferences"] = _shared(refs, _SHARED_OWNERS)
-        if open_ is not None and open_.get(_VIEW_OWNERS) == owners:
-            open_[_VIEW_OWNERS] = owners
-    return obj
+        if view_open is not None:
+            for i in range(0, len(view_open) - 1, 2):
+                if view_open[i] == _VIEW_OWNERS and view_open[i + 1] == owners:
+                    view_open[i + 1] = owners
 
 
 @dataclass(frozen=True, slots=True)
