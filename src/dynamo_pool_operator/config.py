@@ -107,6 +107,15 @@ def _whole_seconds(seconds: float) -> str | None:
     return f'{quote(format_duration(seconds))} is not whole seconds; use e.g. "15s" (at least 1s)'
 
 
+def _hold_not_negative(seconds: float) -> str | None:
+    if seconds < 0:
+        return (
+            f"must not be negative, got {quote(format_duration(seconds))}; "
+            'use e.g. "250ms", or "0s" to send writes in the order they come'
+        )
+    return None
+
+
 def _not_negative(seconds: float) -> str | None:
     if seconds < 0:
         return (
@@ -349,6 +358,17 @@ class ControllerConfig:
         "namespace's mass change does not hold up another namespace's single change. "
         "false: first come, first served within a priority (the order before fair "
         "queuing, kept to compare the two: bench/tenants.py).",
+    )
+    changes_first_hold: float = duration(
+        "250ms",
+        "With fairQueuing: while the worker kept for changes reconciles a relay of a "
+        "namespace with no other relay being reconciled (a change made alone, beside a "
+        "backlog or another namespace's mass change), the other reconciles' writes and "
+        "Events wait for it to end, each at most this long, so the API server meets the "
+        "change's writes with little else in hand (decision 0015). 0s: writes go in the "
+        "order they come.",
+        check=_hold_not_negative,
+        allowed=">= 0",
     )
     cache_sync_timeout: float = duration(
         "2m", "How long to wait for the watch caches to fill at startup before giving up."

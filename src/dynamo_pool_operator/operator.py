@@ -33,6 +33,7 @@ from dynamo_pool_operator.pool.reconciler import PoolRelayReconciler, RelayCache
 from dynamo_pool_operator.runtime import (
     REGISTRY,
     BackgroundWrites,
+    ChangesFirst,
     Client,
     Clock,
     Controller,
@@ -357,6 +358,9 @@ def build(
     )
     writes = config.controller.background_writes
     client.background_writes = BackgroundWrites(writes) if writes else None
+    hold = config.controller.changes_first_hold
+    first = ChangesFirst(hold) if hold > 0 and config.controller.fair_queuing else None
+    client.changes_first = first
     controller = relay_controller.wire(
         Controller(
             relay_controller.CONTROLLER_NAME,
@@ -366,6 +370,7 @@ def build(
             registry=registry,
             kept_for_changes=1,
             flow=by_namespace if config.controller.fair_queuing else None,
+            changes_first=first,
         ),
         caches,
     )

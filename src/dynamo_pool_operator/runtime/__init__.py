@@ -30,7 +30,7 @@ from dynamo_pool_operator.runtime.cache.store import (
 )
 from dynamo_pool_operator.runtime.cache.transform import Transform, for_cache
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.background import BackgroundWrites
+from dynamo_pool_operator.runtime.client.background import BackgroundWrites, ChangesFirst
 from dynamo_pool_operator.runtime.client.discovery import Discovery, ServedResource, discover
 from dynamo_pool_operator.runtime.client.rest import DEFAULT_USER_AGENT, Client
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
@@ -68,6 +68,7 @@ __all__ = [
     "BackgroundWrites",
     "Candidate",
     "CertificateError",
+    "ChangesFirst",
     "Client",
     "Clock",
     "ClusterConfig",

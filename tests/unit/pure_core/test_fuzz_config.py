@@ -80,6 +80,7 @@ FIELD_TYPES: dict[str, str] = {
     "controller.workers": "integer",
     "controller.backgroundWrites": "integer",
     "controller.fairQueuing": "boolean",
+    "controller.changesFirstHold": "duration",
     "controller.cacheSyncTimeout": "duration",
     "clientConnection.qps": "integer",
     "clientConnection.burst": "integer",
@@ -402,6 +403,8 @@ def valid_documents(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     put("controller.workers", draw(st.integers(1, 64)))
     put("controller.backgroundWrites", draw(st.integers(0, 64)))
     put("controller.fairQueuing", draw(st.booleans()))
+    hold_ns = draw(st.integers(0, 10**10))
+    put("controller.changesFirstHold", draw(go_duration(hold_ns)), hold_ns / 10**9)
     sync_ns = draw(st.integers(1, 10**13))
     put("controller.cacheSyncTimeout", draw(go_duration(sync_ns)), sync_ns / 10**9)
     put("clientConnection.qps", draw(st.integers(0, 100_000)))

@@ -29,7 +29,11 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from dynamo_pool_operator import __version__
 from dynamo_pool_operator.runtime.auth.config import ClusterConfig
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.background import BackgroundWrites, in_background
+from dynamo_pool_operator.runtime.client.background import (
+    BackgroundWrites,
+    ChangesFirst,
+    in_background,
+)
 from dynamo_pool_operator.runtime.client.undecodable import Page, Undecodable, decode_page
 from dynamo_pool_operator.runtime.objects.resources import Resource
 from dynamo_pool_operator.runtime.ratelimit import TokenBucket
@@ -141,6 +145,8 @@ class Client:
         self.write_gate: Callable[[], bool] | None = None
         #: Caps the writes of background work in flight (background.py); None: no cap.
         self.background_writes: BackgroundWrites | None = None
+        #: A lone change's writes first (None: in the order they come).
+        self.changes_first: ChangesFirst | None = None
         self._session: aiohttp.ClientSession | None = None
 
     # ------------------------------------------------------------ lifecycle
@@ -199,6 +205,9 @@ class Client:
         `_repeatable`); and once after a 401 with refreshed credentials (rotated
         token or exec plugin). Nothing else: no connection failure, no timeout.
         """
+        first = self.changes_first
+        if first is not None and method not in _READS:
+            await first.turn()
         gate = self.background_writes
         if gate is not None and method not in _READS and in_background():
             async with gate.slot():

@@ -16,6 +16,7 @@ reconcile reads only caches: it never depends on having seen a particular event.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -29,7 +30,7 @@ from prometheus_client import CollectorRegistry
 from dynamo_pool_operator.runtime.cache.informer import EventHandler, EventType, Informer
 from dynamo_pool_operator.runtime.cache.store import Obj
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.background import background
+from dynamo_pool_operator.runtime.client.background import ChangesFirst, background
 from dynamo_pool_operator.runtime.client.undecodable import Undecodable
 from dynamo_pool_operator.runtime.clock import Clock, SystemClock
 from dynamo_pool_operator.runtime.control.queue import LOW, NORMAL, ShutDown, WorkQueue
@@ -136,6 +137,7 @@ class Controller:
         worker_restart_window: float = 60.0,
         kept_for_changes: int = 0,
         flow: Callable[[Request], Hashable] | None = None,
+        changes_first: ChangesFirst | None = None,
     ) -> None:
         self.name = name
         self.reconciler = reconciler
@@ -145,6 +147,9 @@ class Controller:
         #: taken at once, however long the `LOW` backlog of a mass event or another
         #: flow's mass change at `NORMAL` (at most workers - 1).
         self.kept_for_changes = max(0, min(kept_for_changes, workers - 1))
+        #: With a flow function, a kept worker's pass is a lone change's: its writes go
+        #: first (`ChangesFirst`, which the client given it also asks before each write).
+        self.changes_first = changes_first if flow is not None else None
         self.cache_sync_timeout = cache_sync_timeout
         self.max_worker_restarts = max_worker_restarts
         self.worker_restart_window = worker_restart_window
@@ -404,7 +409,7 @@ class Controller:
             except ShutDown:
                 return
             try:
-                await self._reconcile_handler(key, priority)
+                await self._reconcile_handler(key, priority, change=idle_flow)
             except asyncio.CancelledError as e:
                 if _cancel_requested():
                     raise  # the controller is stopping this worker
@@ -440,13 +445,19 @@ class Controller:
         )
         self.queue.add_rate_limited(key, priority)
 
-    async def _reconcile_handler(self, key: Request, priority: int = NORMAL) -> None:
+    async def _reconcile_handler(
+        self, key: Request, priority: int = NORMAL, *, change: bool = False
+    ) -> None:
         m, name = self._m, self.name
         started = time.monotonic()
         m.active.labels(name).inc()
+        first = self.changes_first
+        in_pass = first.pass_of(change) if first is not None else contextlib.nullcontext()
         try:
-            with background(priority < NORMAL):  # its writes are capped (background.py)
-                result = await self.reconciler.reconcile(key)
+            # Its writes are capped at LOW, and go first for a lone change (background.py).
+            with background(priority < NORMAL):
+                async with in_pass:
+                    result = await self.reconciler.reconcile(key)
         except asyncio.CancelledError as e:
             if _cancel_requested():
                 raise

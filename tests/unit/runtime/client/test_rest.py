@@ -24,7 +24,11 @@ from dynamo_pool_operator.runtime.auth.credentials import StaticCredentials
 from dynamo_pool_operator.runtime.cache import informer as informer_mod
 from dynamo_pool_operator.runtime.client import errors
 from dynamo_pool_operator.runtime.client import rest as client_mod
-from dynamo_pool_operator.runtime.client.background import BackgroundWrites, background
+from dynamo_pool_operator.runtime.client.background import (
+    BackgroundWrites,
+    ChangesFirst,
+    background,
+)
 from dynamo_pool_operator.runtime.client.rest import Client
 from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS
 
@@ -275,6 +279,35 @@ async def test_a_background_write_takes_a_slot_and_other_requests_do_not(
                 assert len(server.seen) == 2
                 assert not waiting.done()
             await asyncio.wait_for(waiting, 5)
+    assert len(server.seen) == 3
+
+
+@pytest.mark.parametrize("verb", ["create", "replace", "delete", "apply", "merge_patch"])
+async def test_another_passes_write_waits_for_a_lone_changes_pass_and_reads_do_not(
+    server: FakeServer, verb: str
+) -> None:
+    """While a lone change's pass is in flight, another pass's writes wait for it
+    (background.py `ChangesFirst`); its reads, and the change's own writes, are sent."""
+    calls: dict[str, Call] = {**IDEMPOTENT, "create": CREATE}
+    first = ChangesFirst(30.0)
+    async with client_for(server) as c:
+        c.changes_first = first
+
+        async def other_pass() -> None:
+            async with first.pass_of(False):
+                await calls[verb](c)
+
+        async with first.pass_of(True):
+            waiting = asyncio.create_task(other_pass())
+            await asyncio.sleep(0.05)
+            assert server.seen == []
+            assert not waiting.done()
+            async with first.pass_of(False):
+                await IDEMPOTENT["get"](c)  # a read: not held
+            await calls[verb](c)  # the change's own write
+            assert len(server.seen) == 2
+            assert not waiting.done()
+        await asyncio.wait_for(waiting, 5)
     assert len(server.seen) == 3
 
 

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from dynamo_pool_operator.runtime.cache.informer import Informer
 from dynamo_pool_operator.runtime.cache.store import Obj
 from dynamo_pool_operator.runtime.client import errors
-from dynamo_pool_operator.runtime.client.background import in_background
+from dynamo_pool_operator.runtime.client.background import ChangesFirst, in_background
 from dynamo_pool_operator.runtime.client.rest import ListResult
 from dynamo_pool_operator.runtime.control.controller import Controller, Request, Result
 from dynamo_pool_operator.runtime.control.queue import LOW, NORMAL
@@ -318,4 +318,47 @@ async def test_a_backlog_key_is_reconciled_in_background_mode_and_a_change_is_no
         await settle()
         assert reconciler.started == [(("ns", "change"), False), (("ns", "low"), True)]
     finally:
+        await c.stop()
+
+
+class RecordsChanges(HoldsLowKeys):
+    """As `HoldsLowKeys`, recording how many lone changes' passes are in flight during
+    each pass (`ChangesFirst`): the kept worker's pass counts itself."""
+
+    def __init__(self, first: ChangesFirst) -> None:
+        super().__init__()
+        self.first = first
+        self.changes: dict[Request, int] = {}
+
+    async def reconcile(self, request: Request) -> Result | None:
+        self.changes[request] = self.first.changes_in_flight
+        return await super().reconcile(request)
+
+
+@pytest.mark.parametrize("flows", [True, False])
+async def test_the_kept_workers_pass_is_a_lone_changes_with_fair_queuing(flows: bool) -> None:
+    """With a flow function, the pass of the worker kept for changes (a namespace's
+    change made alone) is a lone change's, whose writes go first; the backlog's passes
+    are not. Without one, no pass is (a mass change at NORMAL runs on the kept worker)."""
+    first = ChangesFirst(1.0)
+    reconciler = RecordsChanges(first)
+    c = Controller(
+        "prio",
+        reconciler,
+        registry=CollectorRegistry(),
+        workers=2,
+        kept_for_changes=1,
+        flow=(lambda key: key[0]) if flows else None,
+        changes_first=first,
+    )
+    c.queue.add(("a", "low0"), LOW)
+    await c.start()
+    try:
+        await settle()
+        c.queue.add(("b", "change"), NORMAL)
+        await settle()
+        assert reconciler.changes == {("a", "low0"): 0, ("b", "change"): 1 if flows else 0}
+        assert first.changes_in_flight == 0  # the change's pass ended
+    finally:
+        reconciler.release.set()
         await c.stop()
