@@ -33,6 +33,7 @@ from dynamo_pool_operator.api.dgd import DiscoveryBackend
 from dynamo_pool_operator.api.mcs import CONFIRMATION_ALIASES, Confirmation, Implementation
 from dynamo_pool_operator.api.podfields import PullPolicy
 from dynamo_pool_operator.config_fields import (
+    Check,
     ConfigurationError,
     FieldError,
     FieldSpec,
@@ -107,22 +108,19 @@ def _whole_seconds(seconds: float) -> str | None:
     return f'{quote(format_duration(seconds))} is not whole seconds; use e.g. "15s" (at least 1s)'
 
 
-def _hold_not_negative(seconds: float) -> str | None:
-    if seconds < 0:
-        return (
-            f"must not be negative, got {quote(format_duration(seconds))}; "
-            'use e.g. "250ms", or "0s" to send writes in the order they come'
-        )
-    return None
+def _not_negative(example: str, zero_means: str) -> Check:
+    """A duration check that allows 0s; its message gives an `example` and says what 0s
+    does (`zero_means`)."""
 
+    def check(seconds: float) -> str | None:
+        if seconds < 0:
+            return (
+                f"must not be negative, got {quote(format_duration(seconds))}; "
+                f'use e.g. "{example}", or "0s" {zero_means}'
+            )
+        return None
 
-def _not_negative(seconds: float) -> str | None:
-    if seconds < 0:
-        return (
-            f"must not be negative, got {quote(format_duration(seconds))}; "
-            'use e.g. "60s", or "0s" for an implementation that writes no conditions'
-        )
-    return None
+    return check
 
 
 def _keys(value: Mapping[str, str], what: str) -> str | None:
@@ -177,7 +175,7 @@ class MultiClusterConfig:
         "Unconfirmed`; still not exported), and how long a withdrawn export may stay "
         "being deleted before its status line says what holds it (`Withdrawing`). "
         "Lighthouse writes its conditions within seconds. 0s: warn at once.",
-        check=_not_negative,
+        check=_not_negative("60s", "for an implementation that writes no conditions"),
         allowed=">= 0",
     )
     exported_annotations: Pairs = string_map(
@@ -367,7 +365,7 @@ class ControllerConfig:
         "Events wait for it to end, each at most this long, so the API server meets the "
         "change's writes with little else in hand (decision 0015). 0s: writes go in the "
         "order they come.",
-        check=_hold_not_negative,
+        check=_not_negative("250ms", "to send writes in the order they come"),
         allowed=">= 0",
     )
     cache_sync_timeout: float = duration(

@@ -359,7 +359,7 @@ def build(
     writes = config.controller.background_writes
     client.background_writes = BackgroundWrites(writes) if writes else None
     hold = config.controller.changes_first_hold
-    first = ChangesFirst(hold) if hold > 0 and config.controller.fair_queuing else None
+    first = ChangesFirst(hold) if hold > 0 else None  # the controller uses it only with a flow
     client.changes_first = first
     controller = relay_controller.wire(
         Controller(
