@@ -53,10 +53,10 @@ async def test_dev_with_two_clusters_shows_the_pool_as_the_other_cluster_sees_it
         assert [c for c in commands if " check --context " in c], commands
         for command in commands:
             ran = await shell.run(command)
-            assert ran.code == 0, ran
-            assert "✘" not in ran.out, ran
+            assert ran.code == 0, str(ran)
+            assert "✘" not in ran.out, str(ran)
             if " discover " in command:
-                assert re.search(r"\beast\s+dynamo-demo\s+llama\s+yes\b", ran.out), ran
+                assert re.search(r"\beast\s+dynamo-demo\s+llama\s+yes\b", ran.out), str(ran)
     assert "Pool dynamo-demo/llama in east: Ready=True relay Service llama-pool-relay" in out, out
     assert "relay pods Running: llama-pool-relay-" in out, out
     west = out[out.index("As west sees it") :]

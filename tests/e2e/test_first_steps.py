@@ -104,9 +104,9 @@ async def test_the_readme_first_steps_run_on_the_dev_cluster(
         # The README's first steps, as written.
         for command in first_steps:
             ran = await shell.run(command)
-            assert ran.code == 0, ran
+            assert ran.code == 0, str(ran)
             if command.startswith("dynamo-pool-operator check"):
-                assert "✘" not in ran.out, ran
+                assert "✘" not in ran.out, str(ran)
             if command.startswith("helm install "):
                 notes = ran.out[ran.out.index("NOTES:") :]
                 # The chart's notes say how to check the release, with paths that exist.
@@ -132,10 +132,10 @@ async def test_the_readme_first_steps_run_on_the_dev_cluster(
         assert any(" check " in c for c in dev_commands), dev_commands
         for command in dev_commands:
             ran = await shell.run(command)
-            assert ran.code == 0, ran
+            assert ran.code == 0, str(ran)
             if " check " in command:
-                assert "✘" not in ran.out, ran
-                assert f"ConfigMap {dev.OPERATOR_NAMESPACE}/{dev.CONFIGMAP}" in ran.out, ran
+                assert "✘" not in ran.out, str(ran)
+                assert f"ConfigMap {dev.OPERATOR_NAMESPACE}/{dev.CONFIGMAP}" in ran.out, str(ran)
 
         # The README's uninstall, as written.
         ns = dev.NAMESPACE
@@ -145,7 +145,7 @@ async def test_the_readme_first_steps_run_on_the_dev_cluster(
         assert _items(cp, exports), "the pool is exported before the uninstall"
         for command in uninstall:
             ran = await shell.run(command)
-            assert ran.code == 0, ran
+            assert ran.code == 0, str(ran)
         left = [
             exports,
             f"/api/v1/namespaces/{RELEASE_NAMESPACE}/pods?labelSelector={HOOK_LABEL}",

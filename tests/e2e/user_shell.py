@@ -72,6 +72,9 @@ def printed_lines(report: str) -> tuple[str, list[str]]:
 
 @dataclass(frozen=True)
 class Ran:
+    """One command's outcome. Assert with `str(ran)` as the message: pytest cuts the repr of
+    a message that is not a string to 240 characters, which hides the lines that failed."""
+
     command: str
     code: int
     out: str
