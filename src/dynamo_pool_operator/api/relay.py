@@ -64,8 +64,12 @@ class Relay:
     #: The relay as Events name it: at the version read, with its generation, so the
     #: recorder folds the passes between our status writes.
     reference: Mapping[str, Any] = field(init=False)
+    #: The name of each object the relay owns, `<dgd>-pool-relay` (every part of a pass
+    #: asks it).
+    object_name: str = field(init=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "object_name", names.relay_name(self.name))
         ref = {
             "apiVersion": API_VERSION,
             "kind": crd.KIND,

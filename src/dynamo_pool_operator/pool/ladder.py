@@ -31,11 +31,11 @@ from dynamo_pool_operator.api import names
 from dynamo_pool_operator.pool.model import Verb
 from dynamo_pool_operator.runtime.objects import (
     VIEW,
-    Meta,
     Shape,
     View,
     contains,
     is_controlled_by,
+    is_terminating,
     needs_apply,
     needs_handover,
     record,
@@ -97,8 +97,12 @@ _DRIFTED = Drift(True)
 def drift(rule: Rule, live: Mapping[str, Any], body: Mapping[str, Any]) -> Drift:
     """Would applying `body` change `live` (as the kind's cache keeps it)?"""
     if rule.parts:
-        fields = tuple(p.name for p in rule.parts if not contains(p.of(live), p.of(body)))
-        return Drift(True, fields) if fields else NO_DRIFT
+        fields = []
+        for part in rule.parts:
+            have, want = part.of(live), part.of(body)
+            if have != want and not contains(have, want):  # equal: settled in C
+                fields.append(part.name)
+        return Drift(True, tuple(fields)) if fields else NO_DRIFT
     view = live.get(VIEW)
     if rule.view is not None and type(view) is View:
         # The body's render hash keys the shape's digest of it: one digest per render.
@@ -191,7 +195,7 @@ def ladder(o: Owned) -> Step:
             return _DEFERRED
         return Step(Verb.CREATE, Rung.ABSENT, read_if_taken=o.may_be_hidden)
     ours = is_controlled_by(live, o.owner_uid)
-    terminating = Meta(live).terminating
+    terminating = is_terminating(live)
     if not o.wanted:
         return _delete(terminating, Rung.UNWANTED) if ours else _UNTOUCHED
     if o.body is None:

@@ -158,11 +158,12 @@ class Decision:
     reason: str
     message: str
     hold: bool = False
+    #: The pool stays up: published, or held as it runs (its exports kept). A field, not
+    #: a property: every part of the plan asks it.
+    keeps_pool: bool = field(init=False, repr=False, compare=False)
 
-    @property
-    def keeps_pool(self) -> bool:
-        """The pool stays up: published, or held as it runs (its exports kept)."""
-        return self.publish or self.hold
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "keeps_pool", self.publish or self.hold)
 
 
 @record
@@ -242,7 +243,7 @@ class Version:
 
 
 def _objects_version(objects: Mapping[str, Mapping[str, Any] | None]) -> Hashable:
-    return tuple((name, object_version(obj)) for name, obj in objects.items())
+    return tuple([(name, object_version(obj)) for name, obj in objects.items()])
 
 
 def _typed_version(value: Relay | Pool | None) -> Hashable:
@@ -352,6 +353,14 @@ class Snapshot:
         init=False,
         metadata={VERSION: covered_by("relay_objects", "derived from the relay's Service")},
     )
+    #: `shown_status` read (`ShownStatus`): a field, not a property, as every part of the
+    #: report asks it.
+    shown: ShownStatus = field(
+        init=False,
+        repr=False,
+        compare=False,
+        metadata={VERSION: covered_by("relay", "the status shown, read")},
+    )
     #: The conditions `shown_status` shows, read when a pass first asks (a quiet pass
     #: never does).
     _shown_conditions: Mapping[ConditionType, ShownCondition] | None = field(
@@ -366,13 +375,9 @@ class Snapshot:
         service = self.relay_objects.get("Service")
         reshaped = service is not None and self.relay.reshaped(service)
         object.__setattr__(self, "service_reshaped", reshaped)
-        if type(self.shown_status) is not ShownStatus:
-            object.__setattr__(self, "shown_status", ShownStatus.of(self.shown_status))
-
-    @property
-    def shown(self) -> ShownStatus:
-        """The status the relay shows, read (`ShownStatus`)."""
-        return ShownStatus.of(self.shown_status)
+        shown = ShownStatus.of(self.shown_status)
+        object.__setattr__(self, "shown_status", shown)
+        object.__setattr__(self, "shown", shown)
 
     @property
     def shown_conditions(self) -> Mapping[ConditionType, ShownCondition]:

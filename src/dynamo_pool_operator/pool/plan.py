@@ -86,7 +86,7 @@ def relay_terminating(f: Facts) -> str | None:
 
 
 def invalid_name(f: Facts) -> str | None:
-    relay_name = names.relay_name(f.relay.name)
+    relay_name = f.relay.object_name
     name_problems = names.dns1035_label_errors(relay_name)
     if name_problems:
         return (
@@ -162,7 +162,7 @@ def global_dynamo_namespace(f: Facts) -> str | None:
 
 
 def ownership_conflict(f: Facts) -> str | None:
-    relay_name = names.relay_name(f.relay.name)
+    relay_name = f.relay.object_name
     conflicts = [
         f"{kind} {relay_name!r} has {describe_controller(obj)}"
         for kind, obj in sorted(f.relay_objects.items())
@@ -207,7 +207,7 @@ def decide(
         message = check.withdraws(facts)
         if message is not None:
             return decision(check.reason, message, hold=check.holds)
-    relay_name = names.relay_name(relay.name)
+    relay_name = relay.object_name
     return decision(Reason.PUBLISHED, f"relay Service {relay_name!r} is published")
 
 
@@ -239,12 +239,12 @@ class Plan:
         return self._ordered
 
     def _order(self) -> tuple[Action, ...]:
-        others = tuple(a for c in self.contributions for a in c.actions)
+        others = tuple([a for c in self.contributions for a in c.actions])
         if self.decision.keeps_pool:
             relay_names = {a.name for a in self.relay_actions}
             ahead = [not a.wanted and a.name in relay_names for a in others]
-            first = tuple(a for a, go in zip(others, ahead, strict=True) if go)
-            rest = tuple(a for a, go in zip(others, ahead, strict=True) if not go)
+            first = tuple([a for a, go in zip(others, ahead, strict=True) if go])
+            rest = tuple([a for a, go in zip(others, ahead, strict=True) if not go])
             return first + self.relay_actions + rest
         return others + self.relay_actions
 
@@ -268,8 +268,8 @@ def _relay_needs(
     if action.verb is not Verb.APPLY:
         return ()  # a create moves no traffic yet: an export of it waits instead
     # The kinds its update waits for (`relay/kinds.py`), when this pass writes them.
-    before = (relay.get((kind, action.name)) for kind in BY_KIND[action.resource.kind].after)
-    return tuple(b.key for b in before if b is not None and b.verb in _WRITING)
+    before = [relay.get((kind, action.name)) for kind in BY_KIND[action.resource.kind].after]
+    return tuple([b.key for b in before if b is not None and b.verb in _WRITING])
 
 
 def _absent_until_written(action: Action | None) -> bool:
@@ -289,7 +289,7 @@ def _other_needs(action: Action, relay: dict[Key, Action]) -> tuple[Key, ...]:
     # they exist only once written: never an export of a relay without its pods.
     after = BY_KIND[target.resource.kind].after
     waits = [target, *(relay.get((kind, target.name)) for kind in after)]
-    return tuple(w.key for w in waits if w is not None and _absent_until_written(w))
+    return tuple([w.key for w in waits if w is not None and _absent_until_written(w)])
 
 
 def with_needs(
@@ -301,9 +301,9 @@ def with_needs(
     relay = {a.key: a for a in relay_actions}
     others = [a for c in contributions for a in c.actions]
     relay_actions = tuple(
-        _needing(a, _relay_needs(a, decision, relay, others)) for a in relay_actions
+        [_needing(a, _relay_needs(a, decision, relay, others)) for a in relay_actions]
     )
-    contributions = tuple(_contribution_needing(c, relay) for c in contributions)
+    contributions = tuple([_contribution_needing(c, relay) for c in contributions])
     return relay_actions, contributions
 
 
@@ -313,7 +313,7 @@ def _needing(action: Action, needs: tuple[Key, ...]) -> Action:
 
 
 def _contribution_needing(c: Contribution, relay: dict[Key, Action]) -> Contribution:
-    actions = tuple(_needing(a, _other_needs(a, relay)) for a in c.actions)
+    actions = tuple([_needing(a, _other_needs(a, relay)) for a in c.actions])
     same = all(a is b for a, b in zip(actions, c.actions, strict=True))
     return c if same else dataclasses.replace(c, actions=actions)
 

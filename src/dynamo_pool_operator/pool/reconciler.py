@@ -342,12 +342,12 @@ class PoolRelayReconciler:
         hidden_ours = False
         for r in outcome.results:
             kind, verb = r.action.resource.kind, r.action.verb
-            if not r.result.succeeded or kind not in _RELAY_KINDS:
+            if verb not in _LOOKED_VERBS or not r.result.succeeded or kind not in _RELAY_KINDS:
                 continue
             if verb is Verb.LOOK and r.found is not None and is_controlled_by(r.found, uid):
                 self._keep_found(request, kind, r.found, self.foreign_recheck)
                 hidden_ours = True
-            elif verb in (Verb.LOOK, Verb.WITHDRAW):
+            else:
                 looked |= {kind}
         if looked:
             self._looked[request] = looked
@@ -399,6 +399,8 @@ class PoolRelayReconciler:
 _QUIET_VERBS = frozenset({Verb.NONE, Verb.FOREIGN})
 #: The relay's own objects' kinds (not its exports).
 _RELAY_KINDS = frozenset(BY_KIND)
+#: The verbs that say whether an object of the name is left (`_remember_looked`).
+_LOOKED_VERBS = (Verb.LOOK, Verb.WITHDRAW)
 
 
 def _where(request: Request) -> dict[str, str]:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from dynamo_pool_operator.api import crd, names
+from dynamo_pool_operator.api import crd
 from dynamo_pool_operator.api.conditions import (
     READY_PARTS,
     ClusterIDMatchedReason,
@@ -321,7 +321,7 @@ def desired_status(
     status: dict[str, Any] = {
         "observedGeneration": relay.generation,
         "conditions": stamped(said, shown, generation=relay.generation, now=now),
-        "serviceName": names.relay_name(relay.name) if publish else "",
+        "serviceName": relay.object_name if publish else "",
         "clusterId": cluster_id,
         "relayPods": pods,
         "exports": [e.to_dict() for e in exports],
@@ -448,7 +448,7 @@ def relay_availability(snapshot: Snapshot, plan: Plan, outcome: Outcome) -> Avai
         objects.get("Service"),
         published=plan.decision.keeps_pool,
         refused=refused_writes(results),
-        name=names.relay_name(relay.name),
+        name=relay.object_name,
         created=created,
         replicas=relay.replicas,
         pending=pending,

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from dynamo_pool_operator.api import names
 from dynamo_pool_operator.api.dgd import DCD_KIND, Pool
 from dynamo_pool_operator.api.dgd import GROUP as DGD_GROUP
 from dynamo_pool_operator.api.mcs import (
@@ -62,7 +61,7 @@ def relevant_exports(
         meta = Meta(export)  # read once: its namespace, then its name
         if meta.namespace == relay.namespace:
             out[meta.name] = export
-    candidates = [names.relay_name(relay.name)]
+    candidates = [relay.object_name]
     if pool is not None:
         candidates += pool.frontend_services
     for name in candidates:
@@ -82,7 +81,7 @@ def frontend_services(
     like a frontend of the pool, and the cached DCDs those name as controller."""
     found: dict[str, Mapping[str, Any]] = {}
     dcds: dict[str, Mapping[str, Any]] = {}
-    relay_service = names.relay_name(relay.name)
+    relay_service = relay.object_name
     for name in pool.frontend_services if pool is not None else ():
         service = services(name) if name != relay_service else None
         if service is None:

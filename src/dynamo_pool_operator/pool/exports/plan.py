@@ -178,7 +178,7 @@ def relay_export_hold(
     created as on a first publish)."""
     if reshaped:
         return Hold(withdraw=True)
-    line = shown.get(names.relay_name(relay.name))
+    line = shown.get(relay.object_name)
     if line is None or line.reason != ExportLineReason.SERVICE_REPLACED:
         return None
     if service is None or Meta(service).terminating:
@@ -213,7 +213,9 @@ def export_body(
 def _spec_map(key: str) -> Callable[[Mapping[str, Any]], Any]:
     def of(obj: Mapping[str, Any]) -> Any:
         spec = obj.get("spec")
-        return (spec.get(key) if is_map(spec) else None) or {}
+        if spec is None or (type(spec) is not dict and not is_map(spec)):
+            return {}  # none (a cached export keeps no empty spec), or not a map
+        return spec.get(key) or {}
 
     return of
 
@@ -273,6 +275,8 @@ class _Wanted:
     too_long: list[str] = field(default_factory=list)
     #: Frontend Services someone else controls, with that controller.
     foreign: list[tuple[Mapping[str, Any], str]] = field(default_factory=list)
+    #: The names exported that the Global Router does not look for (`undiscoverable`).
+    hidden: list[str] = field(default_factory=list)
 
 
 def _wanted(
@@ -283,7 +287,7 @@ def _wanted(
     component_deployments: Mapping[str, Mapping[str, Any]],
 ) -> _Wanted:
     out = _Wanted()
-    relay_service = names.relay_name(relay.name)
+    relay_service = relay.object_name
     candidates = [relay_service, *pool.frontend_services]
     for name in dict.fromkeys(candidates):  # ordered, without duplicates
         # The relay Service is the relay's own: the check chain judges it (Published).
@@ -335,6 +339,7 @@ def _wanted(
             )
         else:
             out.names.append(name)
+    out.hidden = undiscoverable(relay, pool, out.names)
     return out
 
 
@@ -346,11 +351,11 @@ def repair_fields(
     return drift(EXPORT_DRIFT, export, body).fields
 
 
-def undiscoverable(relay: Relay, pool: Pool, wanted: _Wanted) -> list[str]:
+def undiscoverable(relay: Relay, pool: Pool, exported: list[str]) -> list[str]:
     """The frontends exported under a name the Global Router does not look for: it finds
     a pool's frontends by `<dgd>-frontend` (`names.FRONTEND_SUFFIX`)."""
-    found = (names.relay_name(relay.name), names.frontend_service_name(pool.name))
-    return [n for n in wanted.names if n not in found]
+    found = (relay.object_name, names.frontend_service_name(pool.name))
+    return [n for n in exported if n not in found]
 
 
 def _advisories(
@@ -397,7 +402,7 @@ def _advisories(
         )
     # The export lines say which frontends the router passes by; the Warning is for a
     # pool whose frontends it finds none of (one other beside `Frontend` hides nothing).
-    hidden = undiscoverable(relay, pool, wanted)
+    hidden = wanted.hidden
     if hidden and names.frontend_service_name(pool.name) not in wanted.names:
         warn(
             Warn.FRONTEND_NOT_DISCOVERABLE,
@@ -449,7 +454,7 @@ def plan(
         wanted = _wanted(relay, pool, implementation, services or {}, component_deployments or {})
         advisories = _advisories(relay, pool, wanted, implementation, cluster_id)
 
-    relay_service = names.relay_name(relay.name)
+    relay_service = relay.object_name
 
     # Every export name with what it should be, then each through the one ladder.
     owned: list[tuple[str, Owned]] = []
@@ -510,8 +515,9 @@ def plan(
                 fields=() if replaced or not o.wanted else step.drift.fields,
             )
         )
-    unseen = undiscoverable(relay, pool, wanted) if pool is not None else ()
-    notes = dict.fromkeys(unseen, (ExportLineReason.FRONTEND_NOT_DISCOVERABLE, UNDISCOVERABLE))
+    notes = dict.fromkeys(
+        wanted.hidden, (ExportLineReason.FRONTEND_NOT_DISCOVERABLE, UNDISCOVERABLE)
+    )
     return Contribution(
         tuple(actions),
         tuple(advisories),

@@ -37,13 +37,13 @@ SPEC_INVALID = (
 
 def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, ...]:
     relay = snapshot.relay
-    name = names.relay_name(relay.name)
+    name = relay.object_name
     actions: list[Action] = []
     if not decision.keeps_pool and not names.is_valid_service_name(name):
         return ()  # no object can carry that name
     for kind in RELAY_KINDS:
-        live = snapshot.relay_objects.get(kind.kind)
         res = kind.resource
+        live = snapshot.relay_objects.get(res.kind)
         wanted = decision.keeps_pool and kind.wanted(relay)
         if decision.hold and live is not None:
             wanted = True  # held (an invalid spec): left as it runs, wanted or not
@@ -54,12 +54,12 @@ def plan_relay_objects(snapshot: Snapshot, decision: Decision) -> tuple[Action, 
                 live,
                 body,
                 relay.uid,
-                rule(kind.kind),
+                rule(res.kind),
                 wanted=wanted,
                 replace=decision.publish and kind.replaced(snapshot),
                 # One of the name without our labels shows only to a create, or (not
                 # wanted) to a read of its name.
-                may_be_hidden=wanted or kind.kind in snapshot.hidden_unread,
+                may_be_hidden=wanted or res.kind in snapshot.hidden_unread,
                 apply_manager=names.FIELD_MANAGER,
             )
         )

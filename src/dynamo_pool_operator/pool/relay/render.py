@@ -30,7 +30,7 @@ QUANTITY_PATHS = frozenset(
 
 def _metadata(relay: Relay) -> dict[str, Any]:
     return {
-        "name": names.relay_name(relay.name),
+        "name": relay.object_name,
         "namespace": relay.namespace,
         "labels": names.owned_object_labels(relay.name),
         "ownerReferences": [relay.owner_reference()],

@@ -61,7 +61,8 @@ def object_version(obj: Mapping[str, Any] | None) -> tuple[Any, Any]:
 
 def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """The controller owner reference of `obj`, if any (None for a malformed object)."""
-    refs = _meta_of(obj).get("ownerReferences")
+    meta = obj.get("metadata") if type(obj) is dict else None  # decoded: no call per level
+    refs = (meta if type(meta) is dict else _meta_of(obj)).get("ownerReferences")
     if not isinstance(refs, list):
         return None
     for ref in refs:
@@ -136,6 +137,12 @@ def labels_of(obj: object) -> Mapping[str, Any]:
     """`Meta(obj).labels`, without making the view (read for every export every pass)."""
     labels = _meta_of(obj).get("labels")
     return labels if type(labels) is dict else _mapping(labels)
+
+
+def is_terminating(obj: object) -> bool:
+    """`Meta(obj).terminating`, without making the view (read for every owned object
+    every pass)."""
+    return bool(_meta_of(obj).get("deletionTimestamp"))
 
 
 def _text(value: object) -> str:

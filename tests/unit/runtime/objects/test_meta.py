@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dynamo_pool_operator.runtime.objects.meta import Meta, labels_of
+from dynamo_pool_operator.runtime.objects.meta import Meta, controller_of, is_terminating, labels_of
 
 WHOLE: dict[str, Any] = {
     "metadata": {
@@ -77,6 +77,8 @@ def test_a_malformed_object_reads_as_absent_values(obj: Any) -> None:
     assert m.controller is None
     assert m.condition("Ready") is None
     assert dict(labels_of(obj)) == {}
+    assert not is_terminating(obj)
+    assert controller_of(obj) is None
 
 
 JSON = st.recursive(
@@ -105,7 +107,15 @@ def test_reading_any_object_never_raises(meta: Any, status: Any) -> None:
     assert isinstance(m.terminating, bool)
     _ = (m.labels, m.annotations, m.owner_references, m.controller, m.created)
     _ = m.condition("Ready")
-    assert labels_of({"metadata": meta, "status": status}) == m.labels
+    obj = {"metadata": meta, "status": status}
+    # The functions that read one field without making the view read it as the view does.
+    assert labels_of(obj) == m.labels
+    assert is_terminating(obj) is m.terminating
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    refs = refs if isinstance(refs, list) else []
+    controllers = [r for r in refs if isinstance(r, dict) and r.get("controller") is True]
+    expected = controllers[0] if controllers else None
+    assert controller_of(obj) == expected
 
 
 def test_is_map_takes_any_mapping_and_nothing_else() -> None:
