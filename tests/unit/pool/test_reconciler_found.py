@@ -205,3 +205,19 @@ async def test_someone_elses_object_found_by_a_withdrawals_read_is_left_alone() 
     assert server.deletes == []
     assert server.reads == KINDS
     assert REQUEST not in r._found
+
+
+def test_only_a_read_or_a_withdrawal_marks_a_name_as_looked() -> None:
+    """A kind is marked looked (its name known to hold none of ours) by a read that found
+    none or by a delete of ours; an object left, created or applied marks nothing: were it
+    marked, one that the cache hides later would never be read by the withdrawal."""
+    r = reconciler(Server())
+    for verb in (Verb.NONE, Verb.CREATE, Verb.APPLY, Verb.WAIT, Verb.FOREIGN):
+        action = Action(verb, DEPLOYMENTS, NS, OBJ, EventNames("F"), body={})
+        assert not r._remember_looked(REQUEST, UID, Outcome([ActionResult(action, Res.DONE)]))
+        assert REQUEST not in r._looked, verb
+    for verb in (Verb.LOOK, Verb.WITHDRAW):
+        action = Action(verb, DEPLOYMENTS, NS, OBJ, EventNames("F"))
+        assert not r._remember_looked(REQUEST, UID, Outcome([ActionResult(action, Res.DONE)]))
+        assert r._looked[REQUEST] == frozenset({"Deployment"}), verb
+        del r._looked[REQUEST]
