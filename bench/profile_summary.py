@@ -55,6 +55,18 @@ FUNCTIONS = (
 )
 
 
+#: Leaves where a thread waits: the loop in its selector, and a thread-pool worker (the
+#: loop's executor, which resolves names) waiting for work, which py-spy samples as if it ran.
+_WAITING = (("_worker", "concurrent/futures/thread.py"),)
+
+
+def _idle(leaf: tuple[str, str]) -> bool:
+    name, file = leaf
+    if name in ("select", "poll", "epoll.poll") or file.endswith("selectors.py"):
+        return True
+    return any(name == n and file.endswith(f) for n, f in _WAITING)
+
+
 def summarise(path: Path, top: int) -> str:
     self_time: Counter[str] = Counter()
     area: Counter[str] = Counter()
@@ -69,10 +81,10 @@ def summarise(path: Path, top: int) -> str:
         fs = frames(stack)
         if not fs:
             continue
-        leaf = fs[-1]
-        if leaf[0] in ("select", "poll", "epoll.poll") or leaf[1].endswith("selectors.py"):
+        if _idle(fs[-1]):
             idle += n
             continue
+        leaf = fs[-1]
         self_time[f"{leaf[0]} ({leaf[1]})"] += n
         files = " ".join(f for _, f in fs)
         for name, needles in AREAS:
@@ -82,7 +94,7 @@ def summarise(path: Path, top: int) -> str:
             if needle in stack:
                 function[name] += n
     busy = max(total - idle, 1)
-    lines = [f"samples: {total}, idle in selector: {idle} ({100 * idle / max(total, 1):.0f}%)"]
+    lines = [f"samples: {total}, idle: {idle} ({100 * idle / max(total, 1):.0f}%)"]
     lines.append("\ninclusive, % of busy samples (areas overlap):")
     lines += [f"  {100 * v / busy:5.1f}%  {k}" for k, v in area.most_common()]
     lines.append("\ninclusive, % of busy samples, by function:")
