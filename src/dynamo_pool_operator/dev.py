@@ -156,7 +156,15 @@ async def _until(probe: Callable[[], Awaitable[Any]], what: str, timeout: float 
     raise TimeoutError(f"{what}: not within {timeout:.0f}s")
 
 
-async def _wait_published(client: Client, timeout: float = 60) -> dict[str, Any]:
+async def _wait_published(
+    client: Client, timeout: float = 60, *, implementation_ready: bool = False
+) -> dict[str, Any]:
+    """The sample relay once published. With an implementation running
+    (`implementation_ready`), also once it says Ready=True on every export: Lighthouse
+    writes Valid=True, then Ready=False `AwaitingExport` while the broker aggregates,
+    then Ready=True, which it never takes back. A report printed in the first gap would
+    be followed by a relay Pending for a moment, and a red `check`."""
+
     async def published() -> dict[str, Any] | None:
         """Ready, and every export the status lists is made (with an implementation set)."""
         relay = await client.get(RELAYS, POOL, NAMESPACE)
@@ -164,7 +172,12 @@ async def _wait_published(client: Client, timeout: float = 60) -> dict[str, Any]
         ready = find_condition(status.get("conditions"), ConditionType.READY) or {}
         if ready.get("status") != Status.TRUE:
             return None
-        if any(e.get("state") != ExportState.EXPORTED for e in status.get("exports") or []):
+        lines = status.get("exports") or []
+        if any(e.get("state") != ExportState.EXPORTED for e in lines):
+            return None
+        if implementation_ready and any(
+            (e.get("ready") or {}).get("status") != Status.TRUE for e in lines
+        ):
             return None
         return relay
 
@@ -528,7 +541,7 @@ async def _as_west_sees_it(world: World, assets: Assets, kubeconfig: Path) -> li
         Client(load_kubeconfig(world.members[west].kubeconfig), user_agent=agent) as wc,
     ):
         await _create_samples(ec, east)
-        relay = await _wait_published(ec)
+        relay = await _wait_published(ec, implementation_ready=True)
         pods = await _relay_pods(ec)
         exports = [e["name"] for e in relay["status"].get("exports") or []]
         if not exports:

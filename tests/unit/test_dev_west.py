@@ -68,3 +68,53 @@ async def test_live_with_every_relay_pod_and_its_frontend() -> None:
 )
 async def test_not_yet(slices: list[dict[str, Any]]) -> None:
     assert not await _live(*slices)
+
+
+class _Relay:
+    """A client whose relay reads as `relay`."""
+
+    def __init__(self, relay: dict[str, Any]) -> None:
+        self.relay = relay
+
+    async def get(self, *_: Any, **__: Any) -> dict[str, Any]:
+        return self.relay
+
+
+def _published_relay(*ready: str | None) -> dict[str, Any]:
+    """The sample relay Ready=True, each export Exported, its `ready` line as given
+    (None: the implementation has written no Ready condition yet)."""
+    lines = []
+    for name, status in zip((RELAY, FRONTEND), ready, strict=True):
+        line: dict[str, Any] = {"name": name, "state": "Exported"}
+        if status is not None:
+            line["ready"] = {"status": status, "reason": "AwaitingExport"}
+        lines.append(line)
+    return {"status": {"conditions": [{"type": "Ready", "status": "True"}], "exports": lines}}
+
+
+@pytest.mark.parametrize(
+    "ready",
+    [
+        pytest.param((None, None), id="valid-only"),
+        pytest.param(("False", "True"), id="awaiting-aggregation"),
+    ],
+)
+async def test_with_an_implementation_published_waits_for_its_ready_on_every_export(
+    ready: tuple[str | None, ...],
+) -> None:
+    """Lighthouse writes Valid=True, then Ready=False `AwaitingExport` while the broker
+    aggregates, then Ready=True; the relay is Ready at `valid` in the first gap and
+    Pending in the second. Only its Ready=True, which it never takes back, is settled:
+    the report (and a `check` run from it) comes after it."""
+    client = cast("Client", _Relay(_published_relay(*ready)))
+    with pytest.raises(TimeoutError):
+        await dev._wait_published(client, timeout=0.5, implementation_ready=True)
+
+
+async def test_published_once_the_implementation_says_ready_on_every_export() -> None:
+    relay = _published_relay("True", "True")
+    client = cast("Client", _Relay(relay))
+    assert await dev._wait_published(client, timeout=0.5, implementation_ready=True) is relay
+    # With no implementation running (one cluster) nothing writes Ready: not waited for.
+    alone = _published_relay(None, None)
+    assert await dev._wait_published(cast("Client", _Relay(alone)), timeout=0.5) is alone
