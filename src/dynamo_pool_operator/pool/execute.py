@@ -143,7 +143,7 @@ class Executor:
         answer = await self.writes.client.apply(
             relays.resource, body, force=True, subresource="status"
         )
-        relays.store.wrote(relays.as_cached(answer), decided_on)
+        relays.store.wrote(answer, decided_on, relays.as_cached)
 
     async def run(self, relay: Relay, actions: Sequence[Action]) -> Outcome:
         out = Outcome()

@@ -11,7 +11,9 @@ Read-your-own-writes: after a write of ours answered, `wrote` keeps the answer, 
 `latest` reads it instead of the cached object while the cache still holds the version
 the write replaced; the first change the cache sees of that object ends it (versions
 are opaque: a change cannot be told to come before or after ours, and each is the
-server's word from then on). `get`, `list` and the indexes are the cache alone.
+server's word from then on). The answer is made as the cache keeps it when first read:
+the write's own event mostly comes first, and is made so anyway. `get`, `list` and the
+indexes are the cache alone.
 
 Indexes map a string value (an owner UID, a label value, ...) to the objects
 that produce it, so a controller can find "the Services owned by
@@ -165,8 +167,9 @@ class Store:
         self._count = 0
         self._indexes: dict[str, _Index] = {}
         #: Our own writes the cache does not show yet: key -> (the version of the cached
-        #: object the write replaced, the object as the write's answer has it).
-        self._own: dict[Key, tuple[tuple[Any, Any], Obj]] = {}
+        #: object the write replaced, the write's answer, what makes it as the cache
+        #: keeps it (None: made)).
+        self._own: dict[Key, tuple[tuple[Any, Any], Obj, Callable[[Obj], Obj] | None]] = {}
 
     # ------------------------------------------------------------ reads
     def get(self, namespace: str | None, name: str) -> Obj | None:
@@ -176,8 +179,15 @@ class Store:
     def latest(self, namespace: str | None, name: str) -> Obj | None:
         """The object as our own last write left it while the cache does not show that
         write yet (`wrote`); else the cached object."""
-        own = self._own.get((namespace or "", name)) if self._own else None
-        return own[1] if own is not None else self.get(namespace, name)
+        key = (namespace or "", name)
+        own = self._own.get(key) if self._own else None
+        if own is None:
+            return self.get(namespace, name)
+        replaced, answer, prepare = own
+        if prepare is not None:
+            answer = prepare(answer)
+            self._own[key] = (replaced, answer, None)
+        return answer
 
     def shows_own_write(self, namespace: str | None, name: str) -> bool:
         """Whether `latest` reads our own write, not the cached object."""
@@ -188,15 +198,21 @@ class Store:
         """A write of ours is under way: `latest` reads the cache until it answers."""
         self._own.pop((namespace or "", name), None)
 
-    def wrote(self, answer: Obj, based_on: Mapping[str, Any]) -> None:
+    def wrote(
+        self,
+        answer: Obj,
+        based_on: Mapping[str, Any],
+        prepare: Callable[[Obj], Obj] | None = None,
+    ) -> None:
         """Our write, decided on the cached `based_on`, was answered with `answer`:
-        `latest` reads it while the cache still holds `based_on`'s version."""
+        `latest` reads it, made by `prepare` on the first read (the informer's
+        `as_cached`), while the cache still holds `based_on`'s version."""
         key = object_key(answer)
         self._own.pop(key, None)
         replaced = object_version(based_on)
         cached = self.get(*key)
         if cached is not None and object_version(cached) == replaced:
-            self._own[key] = (replaced, answer)
+            self._own[key] = (replaced, answer, prepare)
 
     def _moved(self, key: Key, new: Obj | None) -> None:
         """The cache changed the object of `key`: it is the server's word from now on."""

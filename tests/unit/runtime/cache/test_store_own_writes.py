@@ -78,3 +78,25 @@ def test_a_write_under_way_reads_the_cache() -> None:
     store.wrote(relay("2", "ours"), read)
     store.writing("ns", "r")
     assert store.latest("ns", "r") == read
+
+
+def test_the_answer_is_made_as_the_cache_keeps_it_only_once_read() -> None:
+    """The write's own event mostly comes before any pass reads the answer: the cache's
+    transform (most of reading a relay) then runs once, on the event, not on both."""
+    made: list[str] = []
+
+    def prepare(obj: dict[str, Any]) -> dict[str, Any]:
+        made.append(obj["metadata"]["resourceVersion"])
+        return {**obj, "kept": True}
+
+    read = relay("1")
+    store = cached_with(read)
+    store.wrote(relay("2", "ours"), read, prepare)
+    assert store.shows_own_write("ns", "r")
+    store.put(relay("2", "ours"))  # the write's own event, the answer never read
+    assert made == []
+    # Read before its event: made once, however often it is read.
+    store.wrote(relay("3", "ours"), relay("2", "ours"), prepare)
+    assert store.latest("ns", "r") == {**relay("3", "ours"), "kept": True}
+    assert store.latest("ns", "r") == {**relay("3", "ours"), "kept": True}
+    assert made == ["3"]
