@@ -162,8 +162,9 @@ async def _wait_published(
     """The sample relay once published. With an implementation running
     (`implementation_ready`), also once it says Ready=True on every export: Lighthouse
     writes Valid=True, then Ready=False `AwaitingExport` while the broker aggregates,
-    then Ready=True, which it never takes back. A report printed in the first gap would
-    be followed by a relay Pending for a moment, and a red `check`."""
+    then Ready=True, which `AwaitingExport` never replaces (it is added only where no
+    Ready condition is). A report printed in the first gap would be followed by a relay
+    Pending for a moment, and a red `check`."""
 
     async def published() -> dict[str, Any] | None:
         """Ready, and every export the status lists is made (with an implementation set)."""

@@ -104,8 +104,8 @@ async def test_with_an_implementation_published_waits_for_its_ready_on_every_exp
 ) -> None:
     """Lighthouse writes Valid=True, then Ready=False `AwaitingExport` while the broker
     aggregates, then Ready=True; the relay is Ready at `valid` in the first gap and
-    Pending in the second. Only its Ready=True, which it never takes back, is settled:
-    the report (and a `check` run from it) comes after it."""
+    Pending in the second. Only its Ready=True, which `AwaitingExport` never replaces,
+    is settled: the report (and a `check` run from it) comes after it."""
     client = cast("Client", _Relay(_published_relay(*ready)))
     with pytest.raises(TimeoutError):
         await dev._wait_published(client, timeout=0.5, implementation_ready=True)
