@@ -162,6 +162,11 @@ def summary(samples: list[dict[str, Any]]) -> dict[str, Any]:
     writes = [ms for s in samples if s["during"] for ms in s.get("user_writes_ms", ())]
     if writes:
         out["user_writes_during"] = stats(writes)
+    # A chain of plain writes in a row started as the change was made (tenants.py): the
+    # server's floor for a pass that writes as many in a row, at the same moment.
+    chains = [s["chain_ms"] for s in samples if s["during"] and "chain_ms" in s]
+    if chains:
+        out["chain_during"] = stats(chains)
     return out
 
 

@@ -8,7 +8,9 @@ publishes again). Meanwhile B creates `changes` new pools (a DGD, then its relay
 every `gap` seconds from A's first delete, open loop (as in fairness.py). Both are
 changes at NORMAL priority, so which of them goes first is the work queue's order within
 a priority: B's pool is timed from its relay's create response to the pool published
-(Published, its Deployment, Service and exports) in the bench's watch.
+(Published, its Deployment, Service and exports) in the bench's watch. Beside each of
+B's changes the bench makes a chain of as many plain writes in a row as B's pass makes
+(`chain`): what the server, as busy as it is then, gives any client; B's floor.
 
 Before the rounds, B makes as many changes with A idle (`b_alone`): what B's change
 costs on this box at this moment, beside which the rounds' figures are read. The rounds
@@ -36,6 +38,7 @@ from typing import Any
 
 from dynamo_pool_operator.localcluster.controlplane import ControlPlane
 from dynamo_pool_operator.runtime.client.rest import Client
+from dynamo_pool_operator.runtime.objects.resources import CONFIGMAPS
 
 from . import procs
 from .fairness import CONTROLLER, QueueProbe, summary
@@ -55,6 +58,8 @@ TENANT_B = "tenant-b"
 MASS_CONCURRENCY = 32
 #: Seconds between B's changes while A is idle.
 ALONE_GAP = 0.25
+#: Writes in a row of B's pass (the relay's objects, its exports, its status): `chain`.
+CHAIN = 3
 _SCRAPED = ("workqueue_depth", "workqueue_flows_by_priority")
 
 
@@ -109,10 +114,25 @@ class QueueSampler:
         }
 
 
+async def chain(client: Client, name: str) -> list[float]:
+    """`CHAIN` small ConfigMaps created one after another in B's namespace (a kind the
+    operator does not watch): what as many writes in a row take at the server now, each
+    in ms. B's pass makes a chain as long (the relay's objects, its exports, its status),
+    so its sum is a floor under B's latency at that moment."""
+    out: list[float] = []
+    for i in range(CHAIN):
+        body = {"metadata": {"name": f"{name}-chain-{i}", "namespace": TENANT_B}}
+        sent = time.perf_counter()
+        await client.create(CONFIGMAPS, body)
+        out.append(round((time.perf_counter() - sent) * 1000, 2))
+    return out
+
+
 async def b_changes(
     client: Client, tracker: Tracker, names: list[str], gap: float, timeout: float
 ) -> list[dict[str, Any]]:
-    """B's new pools, one every `gap` s, open loop; each one's publish latency."""
+    """B's new pools, one every `gap` s, open loop; each one's publish latency, and the
+    chain of plain writes (`chain`) started beside it."""
     samples: list[dict[str, Any]] = []
 
     async def one(name: str) -> None:
@@ -122,11 +142,13 @@ async def b_changes(
         await client.create(RELAYS, relay_body(TENANT_B, name))
         t0 = time.perf_counter()
         written = round((t0 - sent) * 1000, 2)  # what one write takes at the server now
+        floor = asyncio.create_task(chain(client, name))
         key = (TENANT_B, name)
         t1 = await asyncio.wait_for(
             tracker.wait(functools.partial(tracker.pool_converged, key)), timeout
         )
         ms = round(max(t1 - t0, 0.0) * 1000, 2)
+        chain_writes = await floor
         samples.append(
             {
                 "pool": name,
@@ -134,6 +156,8 @@ async def b_changes(
                 "made_at": made_at,
                 "relay_sent_at": sent_at,
                 "user_writes_ms": [written],
+                "chain_ms": round(sum(chain_writes), 2),
+                "chain_writes_ms": chain_writes,
             }
         )
 
@@ -265,11 +289,13 @@ async def phases(
         result["fair_queuing"] = fair
         out["rounds"].append(result)
         b = result["b"]["during"]
+        floor = result["b"].get("chain_during", {})
         load = result["load_average_at_start"][0]
         print(
             f"[tenants] fair queuing {'on' if fair else 'off'} (load {load}): "
             f"A {result['a']['seconds']}s, {result['operator']['passes']:.0f} passes; "
             f"B during A (n={b.get('n')}): p50 {b.get('p50_ms')} ms, p99 {b.get('p99_ms')} ms; "
+            f"chain of {CHAIN} writes p50 {floor.get('p50_ms')} ms, p99 {floor.get('p99_ms')} ms; "
             f"queue depth up to {result['queue']['max_depth']:.0f}",
             flush=True,
         )

@@ -29,3 +29,19 @@ def test_samples_without_write_times_summarise_as_before() -> None:
     out = fairness.summary([{"ms": 5.0, "during": True}])
     assert out["during"]["n"] == 1
     assert "user_writes_during" not in out
+
+
+def test_the_chain_beside_each_change_is_summarised_during_the_event() -> None:
+    """Tenants: the bench's chain of writes in a row, started with each of B's changes,
+    is B's floor; only the chains of changes made during A's change count."""
+    samples = [
+        {"ms": 150.0, "during": True, "chain_ms": 120.0},
+        {"ms": 40.0, "during": True, "chain_ms": 30.0},
+        {"ms": 20.0, "during": False, "chain_ms": 900.0},
+        {"ms": 25.0, "during": True},  # a change without a chain: counted in "during" only
+    ]
+    out = fairness.summary(samples)
+    chain = out["chain_during"]
+    assert chain["n"] == 2
+    assert chain["max_ms"] == 120.0
+    assert out["during"]["n"] == 3
