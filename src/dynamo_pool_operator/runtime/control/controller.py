@@ -169,8 +169,8 @@ class Controller:
         }
         self._m_active = self._m.active.labels(name)
         self._m_time = self._m.time.labels(name)
-        self._m.errors.labels(name)
-        self._m.worker_restarts.labels(name)
+        self._m_errors = self._m.errors.labels(name)
+        self._m_restarts = self._m.worker_restarts.labels(name)
         self._m.max_workers.labels(name).set(workers)
         self._informers: list[Informer] = []
         #: Caches worth a short wait at start, but whose failure must not stop us.
@@ -405,7 +405,7 @@ class Controller:
             )
             return
         log.error("controller %s: worker %d %s; replacing it", self.name, slot, how, exc_info=error)
-        self._m.worker_restarts.labels(self.name).inc()
+        self._m_restarts.inc()
         self._spawn(slot)
 
     async def _worker(self, at_least: int | None = None, idle_flow: bool = False) -> None:
@@ -436,10 +436,13 @@ class Controller:
             # (so not served first) until the backlog is through.
             await asyncio.sleep(0)
 
+    def _count_error(self) -> None:
+        self._m_errors.inc()
+        self._m_total["error"].inc()
+
     def _failed(self, key: Request, priority: int, error: BaseException, what: str) -> None:
         """Count, log (with the traceback) and retry a reconcile that failed unexpectedly."""
-        self._m.errors.labels(self.name).inc()
-        self._m_total["error"].inc()
+        self._count_error()
         log.error(
             "Reconciler error: %s/%s: %s: %r",
             key[0],
@@ -472,8 +475,7 @@ class Controller:
             self._failed(key, priority, e, "a CancelledError not sent to this worker")
             return
         except Exception as e:
-            self._m.errors.labels(name).inc()
-            total["error"].inc()
+            self._count_error()
             # Expected failures are one line; anything else (a bug) gets its traceback.
             log.error(
                 "Reconciler error: %s/%s: %s",
