@@ -301,8 +301,9 @@ class _RelayWatch:
 async def measure(rec: Recorder, levels: list[tuple[int, bool]]) -> dict[str, Any]:
     """The floor at each level (operator stopped, fleet settled); each level leaves
     every relay's status as it found it. A watched level holds a watch on every relay
-    while its writes run (`_RelayWatch`): the server's cost of telling a watcher, which
-    the event has and a bare client's floor does not."""
+    while its writes run (`_RelayWatch`), as the operator holds one in the event: the
+    server's cost of telling it, which a bare level does not have. The bench's tracker
+    watches the relays in every level, as it does in the event."""
     client = rec.client
     settled = await _statuses(client, rec.pools)
     changed = {}
@@ -358,7 +359,8 @@ async def measure(rec: Recorder, levels: list[tuple[int, bool]]) -> dict[str, An
     watched_within = fastest_within_budget(watched_levels)
     return {
         "levels": out,
-        # The floor the target names: a bare client's writes, nobody watching.
+        # The floor the target names: a bare client's writes, no watch of the
+        # operator's (the bench's tracker watches, as in the event).
         "best_seconds": best["seconds"],
         "best_concurrency": best["concurrency"],
         # The fastest level at which a write made meanwhile still fits a user change's
