@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import signal
 import sys
 import time
@@ -48,6 +49,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--pools", type=int, default=1000, help="N pools (default 1000)")
     p.add_argument("--quick", action="store_true", help="N=100, 50 changes, 15 s steady")
     p.add_argument("--out", type=Path, help="results JSON (default bench/results/<ts>.json)")
+    p.add_argument(
+        "--name",
+        help="file the result as bench/results/<start>-NAME-n<N>.json, <start> the run's "
+        "minute in UTC (instead of --out)",
+    )
     p.add_argument("--changes", type=int, help="reaction-latency changes (default 200)")
     p.add_argument("--steady", type=float, help="steady-state window seconds (default 60)")
     p.add_argument("--workers", type=int, default=4, help="operator workers (default 4)")
@@ -200,9 +206,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         a.steady = a.steady if a.steady is not None else 15.0
     a.changes = a.changes or 200
     a.steady = a.steady if a.steady is not None else 60.0
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    # The run's start names its file and its `started` field alike (README of results).
+    a.started = datetime.now(UTC)
+    results = ROOT / "bench" / "results"
+    if a.name is not None:
+        if a.out is not None:
+            p.error("--name files the result itself: give --name or --out, not both")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", a.name):
+            p.error(f"--name {a.name!r}: lower-case letters, digits and dashes only")
+        a.out = results / f"{a.started:%Y%m%dT%H%MZ}-{a.name}-n{a.pools}.json"
+    stamp = a.started.strftime("%Y%m%dT%H%M%SZ")
     kind = "soak-" if a.soak else "tenants-" if a.tenants else ""
-    a.out = a.out or ROOT / "bench" / "results" / f"{stamp}-{kind}n{a.pools}.json"
+    a.out = a.out or results / f"{stamp}-{kind}n{a.pools}.json"
     return a
 
 
@@ -519,7 +534,7 @@ async def run(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any
         procs.THIS_CHECKOUT_CONTROLLER["backgroundWrites"] = args.background_writes
     result |= {
         "command": "bench/run " + " ".join(sys.argv[1:]),
-        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "started": args.started.isoformat(timespec="seconds"),
         "pools": n,
         "quick": args.quick,
         "convergence_only": args.convergence_only,
