@@ -163,12 +163,35 @@ _TIMES: Alike[str] = Alike(4096, renew=True)
 _VIEW_OWNERS = "metadata.ownerReferences"
 
 
+#: One class for each sequence of keys a cached map has: the maps made through it are
+#: CPython's key-sharing dicts, whose keys one table holds for all (a map of 7 keys: ~150
+#: bytes, not 280). Still `dict`s, read as fast. Past the limit, or for a map of many or
+#: odd keys, a plain map.
+_SHAPES: dict[tuple[str, ...], type] = {}
+_SHAPES_LIMIT = 512
+_SHAPE_KEYS_MAX = 16
+
+
+def _keyed(keys: list[str], values: list[Any]) -> dict[str, Any]:
+    """A map of `keys` to `values` that shares its key table with every map of its shape."""
+    shape = tuple(keys)
+    cls = _SHAPES.get(shape)
+    if cls is None:
+        if len(_SHAPES) >= _SHAPES_LIMIT or len(shape) > _SHAPE_KEYS_MAX:
+            return dict(zip(keys, values, strict=True))
+        cls = _SHAPES[shape] = type("CachedMap", (), {})
+    out: dict[str, Any] = cls().__dict__  # item assignment: no key meets a descriptor
+    out.update(zip(keys, values, strict=True))
+    return out
+
+
 def _compact_dict(node: dict[str, Any], seen: dict[str, str]) -> dict[str, Any]:
     """`node` anew with canonical keys and one string for equal values within one object
     (a relay's conditions share their time). A new map costs less than fixing keys in
     place, and a stripped field leaves no empty slot."""
     held = _KEYS.table
-    out: dict[str, Any] = {}
+    keys: list[str] = []
+    values: list[Any] = []
     for key, value in node.items():
         kind = type(value)
         if kind is str:
@@ -178,8 +201,9 @@ def _compact_dict(node: dict[str, Any], seen: dict[str, str]) -> dict[str, Any]:
         elif kind is list:  # not a `_SharedList`: other objects' already
             _compact_list(value, seen)
         canon = held.get(key)
-        out[_KEYS(key) if canon is None else canon] = value
-    return out
+        keys.append(_KEYS(key) if canon is None else canon)
+        values.append(value)
+    return _keyed(keys, values)
 
 
 def _compact_list(node: list[Any], seen: dict[str, str]) -> None:
@@ -260,9 +284,8 @@ def share_common_parts(
         # A record the walk does not enter: its open values first, so the strings they
         # share with the shape's sample stay those.
         held = _compact_open(view.open, seen)
-    compact = _compact_dict(obj, seen)
-    obj.clear()  # the same map: a caller may hold it
-    obj.update(compact)
+    # A new map, as every part: callers keep what a transform returns.
+    obj = _compact_dict(obj, seen)
     # After the walk: it would swap an interned value for an equal one met before it.
     _intern_in(obj, _vocabulary_trie(vocabulary))
     for path in shared:

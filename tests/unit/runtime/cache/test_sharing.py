@@ -108,11 +108,11 @@ def test_an_owner_list_is_shared_only_with_an_equal_one() -> None:
     a, b = obj("a"), obj("b")
     a["metadata"]["ownerReferences"] = [{"uid": "u1", "name": "r"}]
     b["metadata"]["ownerReferences"] = [{"uid": "u2", "name": "r"}]
-    share_common_parts(a)
+    a = share_common_parts(a)
     held = a["metadata"]["ownerReferences"]
     # b's list under a's key: what a hash collision would look like.
     sharing._SHARED_OWNERS[sharing._owners_key(b["metadata"]["ownerReferences"])] = held
-    share_common_parts(b)
+    b = share_common_parts(b)
     assert b["metadata"]["ownerReferences"] == [{"uid": "u2", "name": "r"}]
     assert b["metadata"]["ownerReferences"] is not held
 
@@ -301,7 +301,7 @@ def test_a_views_owner_references_are_the_metadatas_shared_list() -> None:
     assert a["metadata"]["ownerReferences"] is b["metadata"]["ownerReferences"]
     other = trimmed("c")
     other[VIEW] = View("d", _view_open({"metadata.ownerReferences": [{"uid": "other"}]}))
-    share_common_parts(other)
+    other = share_common_parts(other)
     assert _opened(other[VIEW])["metadata.ownerReferences"] == [{"uid": "other"}]
 
 
@@ -546,7 +546,7 @@ def test_values_that_change_without_bound_are_not_interned() -> None:
             }
         )
     )
-    share_common_parts(o)
+    o = share_common_parts(o)
     meta, cond = o["metadata"], o["status"]["conditions"][0]
     owner, fields = meta["ownerReferences"][0], meta["managedFields"][0]
     cached = {
@@ -579,3 +579,65 @@ def test_values_that_change_without_bound_are_not_interned() -> None:
     assert interned == [], f"values that change without bound were interned: {interned}"
     left = sorted(what for what in bounded if cached[what] is not canaries[what])
     assert left == [], f"the bounded vocabulary was not interned: {left}"
+
+
+def _keyed_alike(m: dict[str, Any]) -> bool:
+    """Whether `m` is a key-sharing map: smaller than a plain map of the same items (its
+    shape made often enough for CPython to size its maps to it)."""
+    return type(m) is dict and sys.getsizeof(m) < sys.getsizeof(dict(m))
+
+
+def _fleet(shape: str, extra: dict[str, Any], n: int = 300) -> list[Obj]:
+    """`n` objects of one shape no other test makes (a key of its own), shared."""
+    made = []
+    for i in range(n):
+        o = obj(f"{shape}-{i}")
+        o["metadata"] |= {"generation": 1, shape: "x"}
+        o["spec"] = dict(extra)
+        made.append(share_common_parts(o))
+    return made
+
+
+def test_maps_of_one_shape_share_one_key_table_and_read_as_before() -> None:
+    """A fleet's cached maps come in few shapes (a Deployment's metadata: 7 keys, 272
+    bytes as decoded): each is made a key-sharing `dict` whose keys are held once for
+    its shape (128 bytes), its items, order and JSON unchanged."""
+    shape = f"shape-{uuid.uuid4().hex}"
+    spec = {"replicas": 2, "paused": False, "minReadySeconds": 0, "strategy": "x"}
+    plain = obj(f"{shape}-299")
+    plain["metadata"] |= {"generation": 1, shape: "x"}
+    plain["spec"] = dict(spec)
+    fleet = _fleet(shape, spec)
+    last = fleet[-1]
+    assert orjson.dumps(last) == orjson.dumps(plain)
+    for held in (last, last["metadata"], last["spec"]):
+        assert _keyed_alike(held), (sys.getsizeof(held), held)
+    assert list(last["metadata"]) == list(plain["metadata"])
+    assert [o["metadata"]["name"] for o in fleet[:2]] == [f"{shape}-0", f"{shape}-1"]
+
+
+def test_a_map_of_many_keys_or_past_the_shapes_limit_stays_plain(
+    monkeypatch: Any,
+) -> None:
+    """Free-form maps (a kind's arbitrary keys) could make shapes without bound: past
+    16 keys, or once the table holds its limit of shapes, a map is an ordinary one."""
+    from dynamo_pool_operator.runtime.cache import sharing
+
+    wide = _fleet(f"wide-{uuid.uuid4().hex}", {f"k{i}": i for i in range(17)})[-1]
+    assert _keyed_alike(wide["metadata"])
+    assert not _keyed_alike(wide["spec"])
+    monkeypatch.setattr(sharing, "_SHAPES_LIMIT", len(sharing._SHAPES))
+    late = _fleet(f"late-{uuid.uuid4().hex}", {"replicas": 1})[-1]
+    assert not _keyed_alike(late["metadata"])
+    assert late["metadata"]["generation"] == 1
+
+
+def test_keys_that_name_a_class_attribute_are_items_all_the_same() -> None:
+    """A map's keys go in as items, never as attributes of the shape's class: a key
+    such as `__class__` or `__dict__` is data like any other."""
+    odd = obj("odd")
+    odd["spec"] = {"__class__": "c", "__dict__": {"x": 1}, "__weakref__": None, "get": 2}
+    spec = share_common_parts(odd)["spec"]
+    assert spec == {"__class__": "c", "__dict__": {"x": 1}, "__weakref__": None, "get": 2}
+    assert type(spec) is dict
+    assert spec.get("get") == 2
