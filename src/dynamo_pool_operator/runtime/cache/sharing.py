@@ -1,11 +1,11 @@
 """Equal parts of cached objects held once: the cache's one memory trick, in one room.
 
 A fleet's objects come from few templates, yet the decoder hands out every key, label,
-owner reference and spec anew. `Share` (a step of `transform.py`) makes equal parts one
-object, by bounded tables (`Alike`), weak tables and interning a kind's bounded
-vocabulary; cached objects are read-only, so this is safe. At 10,000 pools: ~120 MB of
-caches instead of 170 MB. Never `sys.intern` for anything unbounded: an interned
-string may be immortal.
+owner reference and spec anew, each map with a hash table of its own. `Share` (a step of
+`transform.py`) makes equal parts one object, by bounded tables (`Alike`), weak tables,
+interning a kind's bounded vocabulary and maps that share one key table per shape
+(decisions 0008 and 0016); cached objects are read-only, so this is safe. Never
+`sys.intern` for anything unbounded: an interned string may be immortal.
 """
 
 from __future__ import annotations
